@@ -1,0 +1,100 @@
+/*
+ * kv.h — the KV engine façade: an index (u64 key -> 64-bit value handle) plus a value store.
+ *
+ * This is the contract other subsystems (PS server, YCSB bindings, kv_bench) code against.
+ *
+ * Fixed-row mode (value_size > 0): every value is exactly value_size bytes (an embedding row of
+ * value_size/4 float32). This is the hot path: batch_get_flat copies rows contiguously.
+ * Variable mode (value_size == 0): values of any length up to RS_KV_MAX_VALUE bytes, kept in size
+ * classes (YCSB compat mode). batch_* and update_add_f32 need fixed-row mode (RS_EINVAL otherwise).
+ *
+ * Concurrency: any number of threads may call any function concurrently on one rs_kv, except
+ * rs_kv_close. A reader never observes a torn row: a row read concurrently with a write of the
+ * same key returns either the old or the new bytes, whole.
+ *
+ * Errors: RS_EINVAL (bad argument; err names it), RS_ENOTFOUND (get/delete of a missing key),
+ * RS_EFULL (capacity reached; err names the capacity and index type), RS_EIO (CCEH file errors),
+ * RS_ENOMEM.
+ */
+#ifndef RECSTORE_KV_H
+#define RECSTORE_KV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "recstore/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RS_KV_MAX_VALUE (1u << 20)
+
+typedef enum rs_kv_index_type {
+    RS_KV_INDEX_PET_HASH = 1,        /* "DRAM_PET_HASH" */
+    RS_KV_INDEX_EXTENDIBLE_HASH = 2, /* "DRAM_EXTENDIBLE_HASH" (alias "DRAM") */
+    RS_KV_INDEX_CCEH = 3,            /* "SSD_EXTENDIBLE_HASH" (aliases "SSD", "CCEH"): file-backed */
+} rs_kv_index_type;
+
+/* Parse an index type name (case-insensitive, aliases above). RS_EINVAL with the accepted names. */
+int rs_kv_index_type_parse(const char *name, rs_kv_index_type *out, rs_error *err);
+
+/* Canonical name ("DRAM_PET_HASH", ...). */
+const char *rs_kv_index_type_name(rs_kv_index_type t);
+
+typedef struct rs_kv_config {
+    rs_kv_index_type index_type;
+    uint32_t value_size; /* bytes per row; 0 = variable-length values */
+    uint64_t capacity;   /* maximum number of keys (> 0) */
+    const char *path;    /* directory for file-backed data (CCEH: required; DRAM: ignored) */
+} rs_kv_config;
+
+typedef struct rs_kv rs_kv;
+
+/* Open an engine. For CCEH, an existing store under cfg->path is reopened with its data
+ * (value_size must match what it was created with). */
+int rs_kv_open(const rs_kv_config *cfg, rs_kv **out, rs_error *err);
+
+/* Close and free; for CCEH, data is flushed to its file first. NULL is accepted. */
+void rs_kv_close(rs_kv *kv);
+
+/* Insert or overwrite one value (len == value_size in fixed-row mode). */
+int rs_kv_put(rs_kv *kv, uint64_t key, const void *val, size_t len, rs_error *err);
+
+/* Copy the value into buf (cap bytes) and store its length in *len. RS_ENOTFOUND if missing;
+ * RS_EINVAL if cap is too small (*len still tells the needed size). */
+int rs_kv_get(rs_kv *kv, uint64_t key, void *buf, size_t cap, size_t *len);
+
+/* Remove a key. RS_ENOTFOUND if missing. */
+int rs_kv_delete(rs_kv *kv, uint64_t key);
+
+/* Insert or overwrite n fixed-size rows (rows = n * value_size bytes, contiguous). Stops at the
+ * first failure (e.g. RS_EFULL) and reports how many were stored in *n_done (nullable). */
+int rs_kv_batch_put(rs_kv *kv, const uint64_t *keys, size_t n, const void *rows, size_t *n_done,
+                    rs_error *err);
+
+/* Read n rows into out_rows (n * value_size bytes) in key order; a missing key reads as a zero
+ * row. out_found[i] (nullable) is set to 1/0; *n_found (nullable) counts hits. */
+int rs_kv_batch_get_flat(rs_kv *kv, const uint64_t *keys, size_t n, void *out_rows,
+                         uint8_t *out_found, size_t *n_found);
+
+/* PS UPDATE: row[key] += deltas (element-wise float32); a missing key starts from a zero row
+ * and is inserted. deltas = n * value_size bytes. Atomic per row with respect to other updates. */
+int rs_kv_update_add_f32(rs_kv *kv, const uint64_t *keys, size_t n, const float *deltas,
+                         rs_error *err);
+
+/* Number of keys stored. */
+uint64_t rs_kv_count(rs_kv *kv);
+
+/* Remove every key (PS COMMAND clear). Not concurrent-safe with other writers. */
+int rs_kv_clear(rs_kv *kv);
+
+/* Configuration accessors. */
+uint32_t rs_kv_value_size(const rs_kv *kv);
+uint64_t rs_kv_capacity(const rs_kv *kv);
+rs_kv_index_type rs_kv_get_index_type(const rs_kv *kv);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
