@@ -1,0 +1,157 @@
+/*
+ * ps.h — the parameter-server data model every transport shares: operations, status codes, the
+ * decoded request/response views, the shard handler, and the payload codec.
+ *
+ * Data model: key u64; value a fixed-size row of value_size bytes (value_size/4 float32).
+ *   GET     keys -> rows (a missing key reads as a zero row)
+ *   PUT     keys + rows
+ *   UPDATE  keys + float32 deltas, added element-wise (missing key: zero row + delta)
+ *   COMMAND "ping" | "ready" | "stats" | "clear" -> reply text
+ * Sharding: shard = rs_shard_of(key, num_shards) (recstore/hash.h), decided by the client; a
+ * server rejects keys that are not its shard's with RS_PS_WRONG_SHARD.
+ *
+ * Payload codec: one PSRequest / PSResponse message (csrc/proto/ps.proto, protobuf wire format),
+ * encoded and decoded by ps_codec.c for every transport. Key and row bytes are either inline in the
+ * message's bytes fields (gRPC) or in a separate attachment that follows the message (baidu_std,
+ * RC slots); decoding never copies them: the request/response structs hold views into the
+ * transport's buffer. Keys are little-endian u64 and may be unaligned: read them with rs_ps_key().
+ *
+ * PSRequest  { 1: uint32 shard, 2: uint32 value_size, 3: bytes keys, 4: bytes rows,
+ *              5: string command, 6: uint32 num_keys, 7: uint32 rows_len }
+ * PSResponse { 1: int32 status, 2: string error, 3: uint32 value_size, 4: bytes rows,
+ *              5: string reply, 6: uint32 num_found, 7: uint32 rows_len }
+ * With an attachment, keys/rows fields are absent and num_keys/rows_len give the split of the
+ * attachment: request attachment = keys (num_keys*8) then rows (rows_len); response attachment =
+ * rows (rows_len).
+ */
+#ifndef RECSTORE_PS_H
+#define RECSTORE_PS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "recstore/error.h"
+#include "recstore/kv.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum rs_ps_op {
+    RS_PS_GET = 1,
+    RS_PS_PUT = 2,
+    RS_PS_UPDATE = 3,
+    RS_PS_COMMAND = 4,
+} rs_ps_op;
+
+/* RPC method names ("Get", "Put", "Update", "Command"): baidu_std method_name, gRPC path suffix. */
+const char *rs_ps_op_method(rs_ps_op op);
+/* Method name -> op; RS_EINVAL for an unknown name. */
+int rs_ps_op_from_method(const char *name, size_t len, rs_ps_op *out);
+
+typedef enum rs_ps_status {
+    RS_PS_OK = 0,
+    RS_PS_INVALID_PAYLOAD = 1,     /* sizes inconsistent, bad encoding, unknown command */
+    RS_PS_WRONG_SHARD = 2,         /* shard id or a key's shard is not this server's */
+    RS_PS_BATCH_TOO_LARGE = 3,     /* num_keys > max_keys_per_request */
+    RS_PS_VALUE_SIZE_MISMATCH = 4, /* request value_size differs from the server's */
+    RS_PS_UNKNOWN_METHOD = 5,
+    RS_PS_CAPACITY = 6,            /* the shard's KV engine is full */
+    RS_PS_INTERNAL = 7,
+    RS_PS_SHUTTING_DOWN = 8,
+} rs_ps_status;
+
+const char *rs_ps_status_name(int status);
+
+/* Decoded request: views into a transport-owned buffer. */
+typedef struct rs_ps_request {
+    rs_ps_op op;
+    uint32_t shard;
+    uint32_t value_size; /* client's row size; 0 = accept the server's (GET/COMMAND only) */
+    uint32_t num_keys;
+    const uint8_t *keys; /* num_keys * 8 bytes */
+    const uint8_t *rows; /* PUT rows / UPDATE deltas (rows_len bytes) or NULL */
+    size_t rows_len;
+    const char *command; /* COMMAND name, not NUL-terminated */
+    size_t command_len;
+} rs_ps_request;
+
+/* Response metadata; GET rows are written by the handler into a transport-provided buffer. */
+typedef struct rs_ps_response {
+    int32_t status; /* rs_ps_status */
+    uint32_t value_size;
+    uint32_t num_found;
+    const uint8_t *rows; /* decoded responses: view of rows_len bytes; NULL when none */
+    size_t rows_len;
+    char error[256]; /* status != OK: readable reason, NUL-terminated */
+    char reply[2048]; /* COMMAND reply text, NUL-terminated */
+} rs_ps_response;
+
+static inline uint64_t rs_ps_key(const uint8_t *keys, size_t i) {
+    uint64_t k;
+    memcpy(&k, keys + i * 8, 8); /* little-endian hosts only (x86_64, aarch64) */
+    return k;
+}
+
+/* ---- shard handler (ps_shard.c) -------------------------------------------------------------- */
+
+typedef struct rs_ps_shard_config {
+    uint32_t shard_id;
+    uint32_t num_shards;
+    rs_kv_config kv; /* index type, value_size (> 0, multiple of 4), capacity, path */
+    uint32_t max_keys_per_request;
+} rs_ps_shard_config;
+
+typedef struct rs_ps_shard rs_ps_shard;
+
+/* Per-shard counters (summed over threads when read). */
+typedef struct rs_ps_shard_stats {
+    uint64_t handled_get, handled_put, handled_update, handled_command, handled_error;
+    uint64_t keys_get, keys_put, keys_update, keys_found;
+} rs_ps_shard_stats;
+
+int rs_ps_shard_open(const rs_ps_shard_config *cfg, rs_ps_shard **out, rs_error *err);
+void rs_ps_shard_close(rs_ps_shard *s);
+uint32_t rs_ps_shard_value_size(const rs_ps_shard *s);
+uint32_t rs_ps_shard_id(const rs_ps_shard *s);
+
+/* Bytes of GET rows the response to req needs (num_keys * value_size; 0 for other ops or when
+ * the request is invalid). Transports size their output buffer with it. */
+size_t rs_ps_shard_reply_rows_bytes(const rs_ps_shard *s, const rs_ps_request *req);
+
+/* Validate and execute one request. GET rows go to rows_out (rows_cap bytes). Fills resp (status,
+ * error text, reply, num_found, value_size, rows_len). Returns 0 when resp is ready to send, even
+ * for error statuses; a negative code only for failures where no response can be formed.
+ * Thread-safe: many transport threads call it concurrently. `thread_slot` (0..63) selects the
+ * per-thread counter block so no shared line is written on the hot path. */
+int rs_ps_shard_handle(rs_ps_shard *s, const rs_ps_request *req, rs_ps_response *resp,
+                       void *rows_out, size_t rows_cap, unsigned thread_slot);
+
+void rs_ps_shard_get_stats(const rs_ps_shard *s, rs_ps_shard_stats *out);
+
+/* ---- payload codec (ps_codec.c) -------------------------------------------------------------- */
+
+/* Encoded size of req's PSRequest; attach != 0 leaves keys/rows out (they go in an attachment). */
+size_t rs_ps_request_encoded_size(const rs_ps_request *req, int attach);
+/* Encode into out (at least rs_ps_request_encoded_size bytes); returns bytes written. */
+size_t rs_ps_request_encode(const rs_ps_request *req, int attach, uint8_t *out);
+/* Decode a PSRequest for op from msg; attachment (may be NULL/0) holds keys then rows when the
+ * message carries num_keys/rows_len instead of inline bytes. RS_EPROTO with a reason on malformed
+ * input; never reads outside [msg, msg+len) or the attachment. */
+int rs_ps_request_decode(rs_ps_op op, const uint8_t *msg, size_t len, const uint8_t *attachment,
+                         size_t attachment_len, rs_ps_request *out, rs_error *err);
+
+/* Bytes of the PSResponse encoding that precede the rows. With attach == 0 the rows field is
+ * encoded last, so a transport writes this header and then the rows_len row bytes right after it
+ * (gather-write, no copy); with attach != 0 the rows travel in an attachment. */
+size_t rs_ps_response_header_size(const rs_ps_response *resp, int attach);
+size_t rs_ps_response_encode_header(const rs_ps_response *resp, int attach, uint8_t *out);
+/* Decode a PSResponse; rows view points into msg (inline) or attachment. */
+int rs_ps_response_decode(const uint8_t *msg, size_t len, const uint8_t *attachment,
+                          size_t attachment_len, rs_ps_response *out, rs_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

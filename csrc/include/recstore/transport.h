@@ -1,0 +1,78 @@
+/*
+ * transport.h — the two tables every PS transport fills: a server side that serves one shard on
+ * an endpoint, and a client connection to one shard. brpc (baidu_std over TCP), grpc (gRPC core
+ * C API), rdma and shm (the RC slot protocol over verbs or shared memory) each provide both.
+ * Above this interface, the all-shards client (ps_client.c) and the server process are the same
+ * for every transport.
+ */
+#ifndef RECSTORE_TRANSPORT_H
+#define RECSTORE_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "recstore/error.h"
+#include "recstore/ps.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rs_ps_server_opts {
+    const char *host;        /* bind address (only this one) */
+    uint16_t port;           /* 0 = pick a free port (read it back with bound_port) */
+    uint32_t num_threads;    /* worker / poll threads */
+    uint64_t max_body_bytes; /* largest request accepted before allocating (default 64 MiB) */
+    uint32_t max_connections;
+    const char *extra;       /* transport-specific "k=v;k=v" options (e.g. RC poll_mode) */
+} rs_ps_server_opts;
+
+typedef struct rs_ps_transport_stats {
+    uint64_t connections_accepted, connections_open, requests, bad_frames, bytes_in, bytes_out;
+} rs_ps_transport_stats;
+
+typedef struct rs_ps_server_ops {
+    const char *name; /* "brpc", "grpc", "rdma", "shm" */
+    /* Bind, start threads; returns once requests are accepted. */
+    int (*start)(const rs_ps_server_opts *opts, rs_ps_shard *shard, void **state, rs_error *err);
+    uint16_t (*bound_port)(void *state);
+    /* Stop accepting, fail in-flight work with RS_PS_SHUTTING_DOWN or close, join threads, free. */
+    void (*stop)(void *state);
+    void (*stats)(void *state, rs_ps_transport_stats *out);
+} rs_ps_server_ops;
+
+typedef struct rs_ps_client_opts {
+    uint32_t timeout_ms;     /* per request; 0 = default (10000) */
+    uint32_t max_in_flight;  /* requests a connection may have outstanding (prefetch_depth) */
+    const char *extra;       /* transport-specific "k=v;k=v" options */
+} rs_ps_client_opts;
+
+/* One finished request on a connection. */
+typedef struct rs_ps_completion {
+    uint64_t tag;          /* the submit() tag */
+    rs_ps_response resp;   /* status, error, value_size, num_found, reply; rows already copied */
+} rs_ps_completion;
+
+typedef struct rs_ps_conn_ops {
+    const char *name;
+    int (*connect)(const char *host, uint16_t port, const rs_ps_client_opts *opts, void **conn,
+                   rs_error *err);
+    /* Queue one request. For GET, the response rows are copied into rows_out (rows_cap bytes) by
+     * the time its completion is returned. Non-blocking unless max_in_flight is reached. */
+    int (*submit)(void *conn, const rs_ps_request *req, uint64_t tag, void *rows_out,
+                  size_t rows_cap, rs_error *err);
+    /* Wait for the next completion (in submission order on every transport). RS_ETIMEDOUT,
+     * RS_ECONN (peer closed: every outstanding request fails) with a reason naming the peer. */
+    int (*next)(void *conn, rs_ps_completion *out, rs_error *err);
+    void (*close)(void *conn);
+} rs_ps_conn_ops;
+
+/* Look up a transport by name ("brpc", "grpc", "rdma", "shm"). RS_ENOTSUP with a reason when it
+ * was not compiled in (e.g. "grpc: built without libgrpc-dev"); RS_EINVAL for unknown names. */
+int rs_ps_transport_find(const char *name, const rs_ps_server_ops **server,
+                         const rs_ps_conn_ops **conn, rs_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
