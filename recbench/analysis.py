@@ -283,7 +283,8 @@ def load_summary(path) -> pd.DataFrame:
 
 def _case_columns(df: pd.DataFrame) -> list[str]:
     cols = PS_CASE_COLUMNS if df.attrs.get("kind") == "ps" else KV_CASE_COLUMNS
-    return [c for c in cols if c in df.columns and df[c].notna().any()]
+    # the first two (transport, phase / workload, engine) always; the rest where filled
+    return cols[:2] + [c for c in cols[2:] if c in df.columns and df[c].notna().any()]
 
 
 def _repeat_column(df: pd.DataFrame) -> str:
@@ -322,7 +323,8 @@ def per_repeat(df: pd.DataFrame) -> pd.DataFrame:
     # a repeat in which any row of the transport failed is incomplete: its sums would be too low
     bad = df[df["status"] != "success"]
     incomplete = {(str(t), r) for t, r in zip(bad["transport"], bad[rep])}
-    keep = [(str(t), r) not in incomplete for t, r in zip(ok["transport"], ok[rep])]
+    keep = pd.Series([(str(t), r) not in incomplete for t, r in zip(ok["transport"], ok[rep])],
+                     index=ok.index, dtype=bool)
     ok = ok[keep]
     records = []
     for key, g in ok.groupby(cases + [rep], observed=True, dropna=False, sort=True):
