@@ -561,6 +561,11 @@ static void *poller_main(void *arg) {
             rs_rc_backoff_idle(&bo);
         }
     }
+    /* gone: this poller touches no lane again, so every generation counts as acknowledged */
+    pthread_mutex_lock(&s->lock);
+    atomic_store(&p->acked_gen, UINT64_MAX);
+    pthread_cond_broadcast(&s->ack);
+    pthread_mutex_unlock(&s->lock);
     return NULL;
 }
 
@@ -597,7 +602,9 @@ static void client_retire(rs_rc_server *s, srv_client *cl) {
                 if (s->pollers[i].started && atomic_load(&s->pollers[i].acked_gen) < g) all = 0;
             for (uint32_t q = 0; q < cl->qps && all; q++)
                 if (atomic_load(&cl->lanes[q].inflight)) all = 0;
-            if (all || atomic_load(&s->stop)) break;
+            /* also while stopping: a poller may still be serving one of these lanes until it
+             * leaves its loop (then it acks with UINT64_MAX), and workers drain their queue */
+            if (all) break;
             pthread_cond_wait(&s->ack, &s->lock);
         }
         atomic_fetch_sub(&s->lanes_open, cl->qps);
