@@ -24,6 +24,9 @@ class BuildCoreThenExt(build_ext):
                                      rsbuild.ROOT / "build" / f"core-{BUILD_TYPE.lower()}")
         for ext in self.extensions:
             ext.extra_objects = [str(lib)]
+            # build_ext relinks only when a source or a dependency is newer than the module:
+            # without this, a change in the C core alone left the old code in recbench/_*.so
+            ext.depends = list(ext.depends) + [str(lib)]
         super().run()
 
 
