@@ -1,10 +1,16 @@
-"""Fault test: a brpc client that keeps sending requests but never reads its socket.
+"""Fault tests: a client that keeps sending but never reads its socket.
 
+brpc data connections:
 The server must not let it block anyone else (each worker thread serves many connections) and
 must not buffer an unbounded amount of responses for it: once a connection's unsent output
 passes the server's limit (64 MiB) the server stops reading from that connection, so TCP flow
 control pushes back on the sender. Meanwhile a normal client on the same worker thread gets
 correct rows. The stalled connection asked for far more than the limit (~0.5 GB of rows).
+
+RC (shm/rdma) control plane: one server thread answers every client's control connection. A
+client that floods it with READY requests and never reads the replies must not hold that thread
+(and so every other client's attach, and the retirement of dead clients' lanes): the server gives
+such a peer a bounded send time and drops it.
 """
 
 import select
@@ -100,6 +106,63 @@ class StalledReaderTest(unittest.TestCase):
                        "the server to drop the stalled connection once closed")
             np.testing.assert_array_equal(good.get(keys), rows_for(keys))
             good.close()
+
+
+def tcp_queues(local_port: int, remote_port: int):
+    """(send queue, receive queue) bytes of the established loopback TCP socket local->remote,
+    from /proc/net/tcp; None when there is no such socket (closed)."""
+    with open("/proc/net/tcp") as f:
+        next(f)
+        for line in f:
+            p = line.split()
+            if int(p[1].split(":")[1], 16) == local_port and \
+                    int(p[2].split(":")[1], 16) == remote_port and p[3] == "01":
+                tx, rx = p[4].split(":")
+                return int(tx, 16), int(rx, 16)
+    return None
+
+
+class StalledControlReaderTest(unittest.TestCase):
+    def setUp(self):
+        require_transport(self, "shm")
+
+    def test_rc_control_plane_serves_others_while_one_peer_does_not_read(self):
+        with PSServerProcess("shm", value_size=64) as srv:
+            stalled = socket.create_connection(("127.0.0.1", srv.ports[0]))
+            stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            stalled.setblocking(False)
+            ready_req = struct.pack("<IHHII", 0x52444D41, 1, 1, 0, 0) * 256  # 256 READY_REQ frames
+            port, mine = srv.ports[0], stalled.getsockname()[1]
+            seen, pending = [], [b""]
+
+            def flood_until_server_stops_reading():
+                """Send what fits; True once the server's side of the flood stands still with
+                requests unread (its control thread is stuck sending replies nobody reads) or
+                the server dropped the connection."""
+                try:
+                    while True:  # whole frames only: the stream stays well-formed
+                        if not pending[0]:
+                            pending[0] = ready_req
+                        pending[0] = pending[0][stalled.send(pending[0]):]
+                except BlockingIOError:
+                    pass
+                except (ConnectionResetError, BrokenPipeError):
+                    return True
+                q = tcp_queues(port, mine)
+                seen.append(q)
+                return q is None or (len(seen) > 10 and q[1] > 0 and seen[-11] == q)
+
+            try:
+                wait_until(flood_until_server_stops_reading, 60, "the server to stop reading the "
+                           "flood", interval=0.05)
+                # the control thread is not stuck for good: a new client attaches and is served
+                with recbench.PSClient(srv.uri, timeout_ms=5000,
+                                       transport_options="control_plane_timeout_ms=10000") as c:
+                    keys = np.arange(1, 11, dtype=np.uint64)
+                    c.put(keys, np.ones((10, 16), np.float32))
+                    np.testing.assert_array_equal(c.get(keys), np.ones((10, 16), np.float32))
+            finally:
+                stalled.close()
 
 
 if __name__ == "__main__":
