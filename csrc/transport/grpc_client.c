@@ -265,7 +265,8 @@ static int rs_grpc_conn_connect(const char *host, uint16_t port, const rs_ps_cli
         return rs_error_set(err, RS_ENOMEM, "grpc client: out of memory");
     }
     c->timeout_ms = opts && opts->timeout_ms ? opts->timeout_ms : RS_GRPC_DEFAULT_TIMEOUT_MS;
-    c->max_in_flight = opts && opts->max_in_flight ? opts->max_in_flight : RS_GRPC_DEFAULT_IN_FLIGHT;
+    c->max_in_flight =
+        opts && opts->max_in_flight ? opts->max_in_flight : RS_GRPC_DEFAULT_IN_FLIGHT;
     if ((rc = rs_grpc_format_addr(host, port, c->addr, sizeof c->addr, err)) != 0)
         goto fail;
     c->ring_cap = c->max_in_flight;
@@ -302,9 +303,11 @@ static int rs_grpc_conn_connect(const char *host, uint16_t port, const rs_ps_cli
         }
         int watch_tag;
         grpc_channel_watch_connectivity_state(c->channel, st, until, c->cq, &watch_tag);
-        grpc_event ev = grpc_completion_queue_next(c->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+        grpc_event ev =
+            grpc_completion_queue_next(c->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
         if (ev.type != GRPC_OP_COMPLETE || !ev.success) {
-            rc = rs_error_set(err, RS_ETIMEDOUT, "grpc %s: cannot connect: not ready within the %u ms deadline",
+            rc = rs_error_set(err, RS_ETIMEDOUT,
+                              "grpc %s: cannot connect: not ready within the %u ms deadline",
                               c->addr, c->timeout_ms);
             goto fail;
         }

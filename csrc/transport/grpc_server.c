@@ -9,7 +9,8 @@
  * codec (keys and rows viewed in place), runs the shard handler, and answers with one batch:
  * SEND_INITIAL_METADATA + SEND_MESSAGE + SEND_STATUS_FROM_SERVER + RECV_CLOSE_ON_SERVER. The reply
  * message is two slices: the PSResponse header from rs_ps_response_encode_header and the GET rows
- * that the shard handler wrote straight into a slice, so rows are never copied by us. When that
+ * that the shard handler wrote straight into a pooled buffer lent to gRPC as a slice
+ * (grpc_slice_pool.c), so rows are never copied by us and their buffers are reused. When that
  * batch completes the slot is re-armed. Workers block in grpc_completion_queue_next without a
  * deadline, so an idle server sleeps.
  *
@@ -77,7 +78,8 @@ struct rs_grpc_worker {
     int thread_started;
     rs_grpc_slot *slots;
     size_t nslots;
-    rs_grpc_scratch scratch; /* gathers multi-slice requests */
+    rs_grpc_scratch scratch;   /* gathers multi-slice requests */
+    rs_grpc_slice_pool *rows;  /* GET reply rows buffers */
     rs_ps_response resp;     /* reused per request: 2.3 KB of text buffers */
     rs_grpc_counters ctr;
 } __attribute__((aligned(64)));
@@ -122,11 +124,13 @@ static int parse_extra(const char *extra, unsigned *calls_per_method, rs_error *
                 unsigned long v = strtoul(val, &e, 10);
                 if (*val == 0 || *e != 0 || v < 1 || v > 1024)
                     return rs_error_set(err, RS_EINVAL,
-                                        "grpc server option calls_per_method=%s: want 1..1024", val);
+                                        "grpc server option calls_per_method=%s: want 1..1024",
+                                        val);
                 *calls_per_method = (unsigned)v;
             } else {
                 return rs_error_set(err, RS_EINVAL,
-                                    "unknown grpc server option '%s' (known: calls_per_method)", kv);
+                                    "unknown grpc server option '%s' (known: calls_per_method)",
+                                    kv);
             }
         }
         p += len;
@@ -211,14 +215,17 @@ static grpc_byte_buffer *ps_reply(rs_grpc_worker *w, rs_ps_op op, grpc_byte_buff
         CTR_ADD(w->ctr.bad_frames, 1);
     } else {
         size_t need = rs_ps_shard_reply_rows_bytes(srv->shard, &req);
-        if (need) {
-            rows = grpc_slice_malloc(need);
+        if (need && rs_grpc_slice_pool_get(w->rows, need, &rows) != 0) {
+            rc = RS_ENOMEM;
+            need = 0;
+        } else {
+            rc = rs_ps_shard_handle(srv->shard, &req, resp,
+                                    need ? GRPC_SLICE_START_PTR(rows) : NULL, need, w->index);
         }
-        rc = rs_ps_shard_handle(srv->shard, &req, resp, need ? GRPC_SLICE_START_PTR(rows) : NULL,
-                                need, w->index);
         if (rc != 0) {
             resp->status = RS_PS_INTERNAL;
-            snprintf(resp->error, sizeof resp->error, "shard handler failed: %s", rs_strerror(rc));
+            snprintf(resp->error, sizeof resp->error, "server could not handle the request: %s",
+                     rs_strerror(rc));
             resp->rows_len = 0;
         }
         if (resp->rows_len > need)
@@ -432,6 +439,10 @@ static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, 
             goto fail_server;
         }
         w->nslots = nslots;
+        if (rs_grpc_slice_pool_create(calls_per_method, &w->rows) != 0) {
+            rc = rs_error_set(err, RS_ENOMEM, "grpc server: out of memory for row buffers");
+            goto fail_server;
+        }
         for (size_t j = 0; j < nslots; j++) {
             rs_grpc_slot *sl = &w->slots[j];
             sl->w = w;
@@ -473,6 +484,7 @@ fail_server:
             }
             free(w->slots);
         }
+        rs_grpc_slice_pool_release(w->rows);
         if (w->cq) {
             grpc_completion_queue_shutdown(w->cq);
             while (grpc_completion_queue_next(w->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL)
@@ -550,6 +562,7 @@ static void rs_grpc_srv_stop(void *state) {
         }
         free(w->slots);
         free(w->scratch.buf);
+        rs_grpc_slice_pool_release(w->rows);
         grpc_completion_queue_destroy(w->cq);
     }
     free(srv->workers);

@@ -36,7 +36,8 @@ int rs_grpc_format_addr(const char *host, uint16_t port, char *out, size_t cap, 
 
 /* A received message as one contiguous span. Uncompressed single-slice messages are viewed in
  * place; anything else is gathered into `scratch` (grown as needed, owned by the caller and freed
- * with free()). Returns 0, or RS_ENOMEM / RS_EPROTO (a compressed message that fails to inflate). */
+ * with free()). Returns 0, or RS_ENOMEM / RS_EPROTO (a compressed message that fails to
+ * inflate). */
 typedef struct rs_grpc_span {
     const uint8_t *data;
     size_t len;
@@ -49,6 +50,15 @@ typedef struct rs_grpc_scratch {
 
 int rs_grpc_message_span(grpc_byte_buffer *bb, rs_grpc_scratch *scratch, rs_grpc_span *out,
                          rs_error *err);
+
+/* Reusable buffers lent to gRPC as slices (grpc_slice_pool.c). create: a pool that keeps up to
+ * `keep` idle buffers. get: a slice of len bytes over a pooled buffer; the buffer returns to the
+ * pool when gRPC and the caller have dropped every reference (grpc_slice_unref). release: the
+ * owner's reference; the pool is freed once every lent buffer has come back. */
+typedef struct rs_grpc_slice_pool rs_grpc_slice_pool;
+int rs_grpc_slice_pool_create(size_t keep, rs_grpc_slice_pool **out);
+int rs_grpc_slice_pool_get(rs_grpc_slice_pool *p, size_t len, grpc_slice *out);
+void rs_grpc_slice_pool_release(rs_grpc_slice_pool *p);
 
 /* gRPC status -> rs code: UNAVAILABLE -> RS_ECONN, DEADLINE_EXCEEDED -> RS_ETIMEDOUT,
  * CANCELLED -> RS_ECONN, RESOURCE_EXHAUSTED/INVALID_ARGUMENT -> RS_EINVAL, others RS_ESERVER. */
