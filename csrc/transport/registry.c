@@ -14,6 +14,10 @@
 extern const rs_ps_server_ops rs_brpc_server_ops;
 extern const rs_ps_conn_ops rs_brpc_conn_ops;
 #endif
+#if RS_HAVE_GRPC
+extern const rs_ps_server_ops rs_grpc_server_ops;
+extern const rs_ps_conn_ops rs_grpc_conn_ops;
+#endif
 
 typedef struct transport_entry {
     const char *name;
@@ -28,7 +32,11 @@ static const transport_entry transports[] = {
 #else
     {"brpc", NULL, NULL, "built without protobuf-c (install libprotobuf-c-dev and protobuf-c-compiler, then rebuild)"},
 #endif
-    {"grpc", NULL, NULL, "not part of this build of recbench yet"},
+#if RS_HAVE_GRPC
+    {"grpc", &rs_grpc_server_ops, &rs_grpc_conn_ops, NULL},
+#else
+    {"grpc", NULL, NULL, "built without libgrpc-dev (install libgrpc-dev, then rebuild)"},
+#endif
     {"shm", NULL, NULL, "not part of this build of recbench yet"},
     {"rdma", NULL, NULL, "not part of this build of recbench yet"},
 };
