@@ -413,7 +413,12 @@ static void test_large_batch(void) {
     fixture f = {0};
     if (fixture_up(&f, N, 2))
         return;
-    void *c = conn_open(f.port, 2, 20000);
+    /* the client takes 1 MB HTTP/2 frames (the default is 16 KB) */
+    rs_error e = {0};
+    void *c = NULL;
+    rs_ps_client_opts co = {.timeout_ms = 20000, .max_in_flight = 2,
+                            .extra = "max_frame_size=1048576;malloc_tuning=1"};
+    RS_CHECK_EQ(rs_grpc_conn_ops.connect("127.0.0.1", f.port, &co, &c, &e), 0);
     if (!c) {
         fixture_down(&f);
         return;
@@ -424,7 +429,6 @@ static void test_large_batch(void) {
         keys[i] = (uint64_t)i * 1000003 + 1;
         fill_row(keys[i], rows + (size_t)i * (VS / 4));
     }
-    rs_error e = {0};
     rs_ps_completion comp;
     rs_ps_request put = {.op = RS_PS_PUT, .value_size = VS, .num_keys = N,
                          .keys = (const uint8_t *)keys, .rows = (const uint8_t *)rows,
@@ -489,7 +493,7 @@ static void test_stop_with_calls_in_flight(void) {
     fixture_down(&f);
 }
 
-static void test_bind_busy_port(void) {
+static void test_bind_busy_port_and_bad_options(void) {
     int lfd = -1;
     uint16_t port = closed_port(&lfd, 1);
     RS_CHECK(port != 0);
@@ -508,11 +512,19 @@ static void test_bind_busy_port(void) {
     RS_CHECK(srv == NULL);
     RS_CHECK(strstr(e.msg, "127.0.0.1:") != NULL);
     so.port = 0;
-    so.extra = "bogus=1";
+    so.extra = "calls_per_method=4;bogus=1";
     RS_CHECK_EQ(rs_grpc_server_ops.start(&so, shard, &srv, &e), RS_EINVAL);
     RS_CHECK(strstr(e.msg, "bogus") != NULL);
     rs_ps_shard_close(shard);
     close(lfd);
+    /* client options are checked too */
+    void *c = NULL;
+    rs_ps_client_opts co = {.extra = "max_frame_size=12"};
+    RS_CHECK_EQ(rs_grpc_conn_ops.connect("127.0.0.1", port, &co, &c, &e), RS_EINVAL);
+    RS_CHECK(strstr(e.msg, "max_frame_size") != NULL);
+    co.extra = "calls_per_method=4"; /* a server option */
+    RS_CHECK_EQ(rs_grpc_conn_ops.connect("127.0.0.1", port, &co, &c, &e), RS_EINVAL);
+    RS_CHECK(c == NULL);
 }
 
 static void test_registry_finds_grpc(void) {
@@ -527,7 +539,7 @@ static void test_registry_finds_grpc(void) {
 RS_TEST_MAIN(RS_TEST(test_roundtrip_pipelined), RS_TEST(test_ps_error_statuses),
              RS_TEST(test_connect_refused_names_peer), RS_TEST(test_deadline_names_peer),
              RS_TEST(test_bad_calls_server_survives), RS_TEST(test_large_batch),
-             RS_TEST(test_stop_with_calls_in_flight), RS_TEST(test_bind_busy_port),
+             RS_TEST(test_stop_with_calls_in_flight), RS_TEST(test_bind_busy_port_and_bad_options),
              RS_TEST(test_registry_finds_grpc))
 
 #else /* !RS_HAVE_GRPC */

@@ -184,12 +184,6 @@ static int call_error(rs_grpc_conn *c, const rs_grpc_pending *p, rs_error *err) 
 
 static void rs_grpc_conn_close(void *conn);
 
-static int parse_extra(const char *extra, rs_error *err) {
-    if (extra && *extra)
-        return rs_error_set(err, RS_EINVAL, "grpc client takes no options, got '%.100s'", extra);
-    return 0;
-}
-
 /* Start one call of `method` carrying `msg` (owned by the call on success). */
 static int start_call(rs_grpc_conn *c, rs_grpc_pending *p, grpc_byte_buffer *msg, rs_error *err) {
     p->deadline = deadline_in_ms(c->timeout_ms);
@@ -255,9 +249,11 @@ static int connect_failure(rs_grpc_conn *c, rs_error *err) {
 static int rs_grpc_conn_connect(const char *host, uint16_t port, const rs_ps_client_opts *opts,
                              void **out, rs_error *err) {
     int rc;
+    rs_grpc_options o;
     *out = NULL;
-    if ((rc = parse_extra(opts ? opts->extra : NULL, err)) != 0)
+    if ((rc = rs_grpc_options_parse(opts ? opts->extra : NULL, 0, &o, err)) != 0)
         return rc;
+    rs_grpc_options_apply_process(&o);
     grpc_init();
     rs_grpc_conn *c = calloc(1, sizeof *c);
     if (!c) {
@@ -280,6 +276,8 @@ static int rs_grpc_conn_connect(const char *host, uint16_t port, const rs_ps_cli
         {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, .value.integer = -1},
         {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, .value.integer = 1},
         {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_ENABLE_RETRIES, .value.integer = 0},
+        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_HTTP2_MAX_FRAME_SIZE,
+         .value.integer = (int)o.max_frame_size},
     };
     grpc_channel_args cargs = {.num_args = sizeof args / sizeof args[0], .args = args};
     grpc_channel_credentials *creds = grpc_insecure_credentials_create();

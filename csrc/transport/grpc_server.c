@@ -41,7 +41,6 @@
 
 #define RS_GRPC_SLOT_UNKNOWN RS_GRPC_NUM_METHODS /* slot.method for unregistered paths */
 #define RS_GRPC_UNKNOWN_SLOTS 2
-#define RS_GRPC_DEFAULT_CALLS_PER_METHOD 16
 #define RS_GRPC_MAX_THREADS 64
 
 enum { SLOT_IDLE = 0, SLOT_REQUESTED, SLOT_REPLYING };
@@ -96,49 +95,6 @@ struct rs_grpc_server {
     int shutdown_tag;   /* its address tags the shutdown notification */
     rs_eventual shutdown_done;
 };
-
-/* ---- options ------------------------------------------------------------------------------- */
-
-static int parse_extra(const char *extra, unsigned *calls_per_method, rs_error *err) {
-    *calls_per_method = RS_GRPC_DEFAULT_CALLS_PER_METHOD;
-    if (!extra || !*extra)
-        return 0;
-    const char *p = extra;
-    while (*p) {
-        const char *end = strchr(p, ';');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        if (len > 0) {
-            char kv[128];
-            if (len >= sizeof kv)
-                return rs_error_set(err, RS_EINVAL, "grpc server option '%.*s' is too long",
-                                    (int)(len > 64 ? 64 : len), p);
-            memcpy(kv, p, len);
-            kv[len] = 0;
-            char *eq = strchr(kv, '=');
-            if (!eq)
-                return rs_error_set(err, RS_EINVAL, "grpc server option '%s' is not key=value", kv);
-            *eq = 0;
-            const char *val = eq + 1;
-            if (strcmp(kv, "calls_per_method") == 0) {
-                char *e;
-                unsigned long v = strtoul(val, &e, 10);
-                if (*val == 0 || *e != 0 || v < 1 || v > 1024)
-                    return rs_error_set(err, RS_EINVAL,
-                                        "grpc server option calls_per_method=%s: want 1..1024",
-                                        val);
-                *calls_per_method = (unsigned)v;
-            } else {
-                return rs_error_set(err, RS_EINVAL,
-                                    "unknown grpc server option '%s' (known: calls_per_method)",
-                                    kv);
-            }
-        }
-        p += len;
-        if (*p == ';')
-            p++;
-    }
-    return 0;
-}
 
 /* ---- serving ------------------------------------------------------------------------------- */
 
@@ -356,7 +312,7 @@ static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, 
                              rs_error *err) {
     int rc;
     char addr[300];
-    unsigned calls_per_method;
+    rs_grpc_options o;
     *state = NULL;
     if (!opts || !shard)
         return rs_error_set(err, RS_EINVAL, "grpc server: missing options or shard");
@@ -364,14 +320,16 @@ static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, 
     if (nthreads > RS_GRPC_MAX_THREADS)
         return rs_error_set(err, RS_EINVAL, "grpc server: num_threads %u exceeds %d", nthreads,
                             RS_GRPC_MAX_THREADS);
-    if ((rc = parse_extra(opts->extra, &calls_per_method, err)) != 0)
+    if ((rc = rs_grpc_options_parse(opts->extra, 1, &o, err)) != 0)
         return rc;
+    unsigned calls_per_method = o.calls_per_method;
     if ((rc = rs_grpc_format_addr(opts->host, opts->port, addr, sizeof addr, err)) != 0)
         return rc;
     uint64_t max_body = opts->max_body_bytes ? opts->max_body_bytes : (64u << 20);
     if (max_body > INT32_MAX)
         max_body = INT32_MAX;
 
+    rs_grpc_options_apply_process(&o);
     grpc_init();
     rs_grpc_server *srv = calloc(1, sizeof *srv);
     if (!srv) {
@@ -394,6 +352,8 @@ static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, 
          .value.integer = (int)max_body},
         {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, .value.integer = -1},
         {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_ALLOW_REUSEPORT, .value.integer = 0},
+        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_HTTP2_MAX_FRAME_SIZE,
+         .value.integer = (int)o.max_frame_size},
     };
     grpc_channel_args cargs = {.num_args = sizeof args / sizeof args[0], .args = args};
     srv->server = grpc_server_create(&cargs, NULL);

@@ -1,5 +1,5 @@
 /*
- * grpc_slice_pool.c — reusable buffers handed to gRPC as slices (GET rows of the server's replies).
+ * grpc_slice_pool.c — reusable buffers handed to gRPC as slices (the GET rows of server replies).
  *
  * A 500 x 512-byte GET reply needs a 256 KB buffer per request; allocating it fresh each time costs
  * a malloc, and often page faults when the allocator gives the memory back to the kernel in

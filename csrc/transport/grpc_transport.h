@@ -31,6 +31,17 @@ extern const rs_ps_conn_ops rs_grpc_conn_ops;
 #define RS_GRPC_NUM_METHODS 4
 extern const char *const rs_grpc_method_paths[RS_GRPC_NUM_METHODS];
 
+/* Transport options ("k=v;k=v", see grpc_options.c for the keys). server != 0 also accepts the
+ * server-only keys. RS_EINVAL naming the option for unknown keys or bad values. */
+typedef struct rs_grpc_options {
+    unsigned calls_per_method; /* server */
+    unsigned max_frame_size;   /* GRPC_ARG_HTTP2_MAX_FRAME_SIZE of this end */
+    unsigned malloc_tuning;    /* 1: raise glibc's mmap/trim thresholds once per process */
+} rs_grpc_options;
+int rs_grpc_options_parse(const char *extra, int server, rs_grpc_options *out, rs_error *err);
+/* Process-wide effects of the options (malloc tuning), done at most once. */
+void rs_grpc_options_apply_process(const rs_grpc_options *o);
+
 /* "host:port", with IPv6 literals bracketed ("[::1]:15000"). RS_EINVAL when it does not fit. */
 int rs_grpc_format_addr(const char *host, uint16_t port, char *out, size_t cap, rs_error *err);
 
