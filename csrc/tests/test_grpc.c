@@ -512,6 +512,9 @@ static void test_bind_busy_port_and_bad_options(void) {
     RS_CHECK(srv == NULL);
     RS_CHECK(strstr(e.msg, "127.0.0.1:") != NULL);
     so.port = 0;
+    so.max_connections = 10; /* gRPC cannot enforce it: refused, not ignored */
+    RS_CHECK_EQ(rs_grpc_server_ops.start(&so, shard, &srv, &e), RS_ENOTSUP);
+    so.max_connections = 0;
     so.extra = "calls_per_method=4;bogus=1";
     RS_CHECK_EQ(rs_grpc_server_ops.start(&so, shard, &srv, &e), RS_EINVAL);
     RS_CHECK(strstr(e.msg, "bogus") != NULL);

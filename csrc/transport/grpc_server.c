@@ -320,6 +320,11 @@ static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, 
     if (nthreads > RS_GRPC_MAX_THREADS)
         return rs_error_set(err, RS_EINVAL, "grpc server: num_threads %u exceeds %d", nthreads,
                             RS_GRPC_MAX_THREADS);
+    if (opts->max_connections)
+        return rs_error_set(err, RS_ENOTSUP,
+                            "grpc server: max_connections=%u cannot be enforced (gRPC core does "
+                            "not let the application refuse connections); leave it 0",
+                            opts->max_connections);
     if ((rc = rs_grpc_options_parse(opts->extra, 1, &o, err)) != 0)
         return rc;
     unsigned calls_per_method = o.calls_per_method;
