@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "recstore/clock.h"
@@ -757,6 +758,76 @@ static void test_workers_and_profile(void) {
     free(resp);
 }
 
+/* the control plane answers bad frames with a reason, closes that connection and keeps serving */
+static void expect_rejected(uint16_t port, const uint8_t *frame, size_t len, const char *needle) {
+    int fd = -1;
+    rs_error e = {0};
+    RS_CHECK(rs_rc_tcp_connect("127.0.0.1", port, 5000, &fd, &e) == 0);
+    RS_CHECK(send(fd, frame, len, MSG_NOSIGNAL) == (ssize_t)len);
+    uint16_t type = 0;
+    uint8_t *body = NULL;
+    uint32_t blen = 0;
+    int rc = rs_rc_ctrl_recv(fd, 5000, &type, &body, &blen, &e);
+    RS_CHECK(rc == 0);
+    if (rc == 0) {
+        int is_err = type == RS_RC_MSG_ERROR && blen > 4;
+        int is_rep = type == RS_RC_MSG_ATTACH_REP && blen > 4;
+        RS_CHECK(is_err || is_rep);
+        if (is_err || is_rep) {
+            char text[300];
+            snprintf(text, sizeof text, "%.*s", (int)(blen > 260 ? 256 : blen - 4),
+                     (const char *)body + 4);
+            if (!strstr(text, needle))
+                fprintf(stderr, "reason '%s' lacks '%s'\n", text, needle);
+            RS_CHECK(strstr(text, needle) != NULL);
+        }
+    }
+    free(body);
+    close(fd);
+}
+
+static void test_ctrl_rejects_bad_frames(void) {
+    fixture fx;
+    fx_start(&fx, "", 1);
+    uint8_t h[RS_RC_CTRL_HDR];
+    rs_rc_ctrl_put_header(h, RS_RC_MSG_READY_REQ, 0);
+    h[0] ^= 0x55;
+    expect_rejected(fx.port, h, sizeof h, "magic");
+    rs_rc_ctrl_put_header(h, RS_RC_MSG_ATTACH_REQ, 1u << 30);
+    expect_rejected(fx.port, h, sizeof h, "limit");
+    rs_rc_ctrl_put_header(h, 99, 0);
+    expect_rejected(fx.port, h, sizeof h, "type 99");
+    /* a well-formed attach for another fabric */
+    static rs_rc_attach_req rq;
+    memset(&rq, 0, sizeof rq);
+    snprintf(rq.fabric, sizeof rq.fabric, "verbs");
+    rq.qps = 1;
+    rq.slots = 1;
+    rq.request_slot_bytes = rq.response_slot_bytes = 8192;
+    uint8_t buf[1024];
+    int n = rs_rc_ctrl_encode_attach_req(&rq, buf, sizeof buf);
+    RS_CHECK(n > 0);
+    expect_rejected(fx.port, buf, (size_t)n, "fabric 'verbs'");
+    /* bad geometry */
+    snprintf(rq.fabric, sizeof rq.fabric, "shm");
+    rq.slots = 5000;
+    n = rs_rc_ctrl_encode_attach_req(&rq, buf, sizeof buf);
+    expect_rejected(fx.port, buf, (size_t)n, "geometry");
+    /* still serving */
+    rs_rc_client *c = connect_client(&fx, "qps_per_client_per_shard=1", 1);
+    uint64_t keys[2] = {1, 2};
+    float rows[2 * DIM];
+    rs_ps_response *resp = malloc(sizeof *resp);
+    RS_CHECK_EQ(do_get(c, keys, 2, rows, resp), RS_PS_OK);
+    RS_CHECK(rows_ok(keys, 2, rows));
+    rs_rc_server_stats st;
+    rs_rc_server_get_stats(fx.srv, &st);
+    RS_CHECK(st.ctrl_rejected >= 5);
+    rs_rc_client_close(c);
+    fx_stop(&fx);
+    free(resp);
+}
+
 static void test_no_shm_leftovers(void) {
     char prefix[64];
     snprintf(prefix, sizeof prefix, "recbench-rc-%d-", (int)getpid());
@@ -778,4 +849,5 @@ RS_TEST_MAIN(RS_TEST(test_options), RS_TEST(test_desc_check), RS_TEST(test_ctrl_
              RS_TEST(test_duplicate_seq), RS_TEST(test_prefetch_depth_check),
              RS_TEST(test_slot_exhaustion_many_clients), RS_TEST(test_response_modes),
              RS_TEST(test_fake_modes), RS_TEST(test_skip_client_copy),
-             RS_TEST(test_workers_and_profile), RS_TEST(test_no_shm_leftovers))
+             RS_TEST(test_workers_and_profile), RS_TEST(test_ctrl_rejects_bad_frames),
+             RS_TEST(test_no_shm_leftovers))

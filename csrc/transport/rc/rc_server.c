@@ -850,6 +850,7 @@ static void ctrl_handle(rs_rc_server *s, srv_client *cl, srv_client **list) {
         } else {
             rc = rs_error_set(&err, RS_EPROTO, "unknown control message type %u", type);
             send_error(cl->fd, rc, err.msg);
+            atomic_fetch_add(&s->ctrl_rejected, 1);
         }
     } else if (rc != RS_ECONN) {
         send_error(cl->fd, rc, err.msg);
