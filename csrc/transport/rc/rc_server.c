@@ -57,6 +57,19 @@ typedef struct rc_prof {
         response_status_writes, response_payload_bytes, bytes_in;
 } __attribute__((aligned(64))) rc_prof;
 
+/* Per-thread counters: written by their one thread, read by the profile thread. Relaxed atomic
+ * load+store (plain instructions on x86) so readers see whole values without a locked add. */
+#define BUMP(field, n)                                                                             \
+    __atomic_store_n(&(field), __atomic_load_n(&(field), __ATOMIC_RELAXED) + (uint64_t)(n),        \
+                     __ATOMIC_RELAXED)
+
+static void prof_load(rc_prof *dst, const rc_prof *src) {
+    const uint64_t *a = (const uint64_t *)src;
+    uint64_t *o = (uint64_t *)dst;
+    for (size_t k = 0; k < sizeof *dst / 8; k++)
+        o[k] = __atomic_load_n(&a[k], __ATOMIC_RELAXED);
+}
+
 /* ---- lanes and clients ----------------------------------------------------------------------- */
 
 typedef struct srv_client srv_client;
@@ -187,19 +200,19 @@ static void finish(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq, i
         rs_rc_sge sg = {src, bytes, ln->region.lkey};
         unsigned fl = bytes <= s->o.inline_bytes ? RS_RC_WR_INLINE : 0;
         if (lane_write(s, ln, &sg, 1, raddr, fl) == 0)
-            pf->response_payload_writes++;
+            BUMP(pf->response_payload_writes, 1);
     }
     rs_rc_sge sw = {w, sizeof *w, ln->region.lkey};
     unsigned fl = RS_RC_WR_SIGNALED | RS_RC_WR_PUBLISH |
                   (sizeof *w <= s->o.inline_bytes ? RS_RC_WR_INLINE : 0);
     if (lane_write(s, ln, &sw, 1, raddr + ln->resp_bytes - sizeof *w, fl) == 0)
-        pf->response_status_writes++;
+        BUMP(pf->response_status_writes, 1);
     s->fab->poll(ln->ep, wc, 16);
     pthread_spin_unlock(&ln->wlock);
-    pf->response_payload_bytes += bytes;
+    BUMP(pf->response_payload_bytes, bytes);
     if (t0) {
-        pf->complete_ns += rs_now_ns() - t0;
-        pf->complete_count++;
+        BUMP(pf->complete_ns, rs_now_ns() - t0);
+        BUMP(pf->complete_count, 1);
     }
 }
 
@@ -254,9 +267,9 @@ static int get_direct_sg(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t 
     int rc = rs_kv_batch_row_refs(s->h.kv, keys, n, refs, &found);
     uint64_t t1 = t0 ? rs_now_ns() : 0;
     if (t0)
-        pf->get_index_lookup_ns += t1 - t0;
+        BUMP(pf->get_index_lookup_ns, t1 - t0);
     if (rc != 0 || found != n) {
-        pf->get_missing_rows += n - (rc == 0 ? found : 0);
+        BUMP(pf->get_missing_rows, n - (rc == 0 ? found : 0));
         free(refs);
         free(keys);
         return 1;
@@ -291,14 +304,14 @@ static int get_direct_sg(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t 
     free(keys);
     if (failed)
         return 1; /* nothing published yet: the staging copy overwrites the partial rows */
-    pf->get_direct_sg++;
-    pf->get_direct_sg_wr += (uint64_t)wrs;
-    pf->response_payload_sg_writes++;
-    pf->response_payload_sg_wrs += (uint64_t)wrs;
-    pf->get_rows += n;
-    pf->get_value_bytes += (uint64_t)n * vs;
+    BUMP(pf->get_direct_sg, 1);
+    BUMP(pf->get_direct_sg_wr, (uint64_t)wrs);
+    BUMP(pf->response_payload_sg_writes, 1);
+    BUMP(pf->response_payload_sg_wrs, (uint64_t)wrs);
+    BUMP(pf->get_rows, n);
+    BUMP(pf->get_value_bytes, (uint64_t)n * vs);
     if (t0)
-        pf->get_direct_sg_ns += rs_now_ns() - t1;
+        BUMP(pf->get_direct_sg_ns, rs_now_ns() - t1);
     /* header after the rows, then the status */
     rs_ps_response r;
     memset(&r, 0, offsetof(rs_ps_response, error));
@@ -315,7 +328,7 @@ static int get_direct_sg(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t 
     rs_rc_sge hs = {st, (uint32_t)hl, ln->region.lkey};
     lane_write(s, ln, &hs, 1, raddr + r.rows_len, hl <= s->o.inline_bytes ? RS_RC_WR_INLINE : 0);
     pthread_spin_unlock(&ln->wlock);
-    pf->response_payload_writes++;
+    BUMP(pf->response_payload_writes, 1);
     finish(s, ln, slot, seq, RS_PS_OK, NULL, (uint32_t)(r.rows_len + hl), (uint32_t)hl, 1, pf);
     return 0;
 }
@@ -333,7 +346,7 @@ static void serve_get(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq
                        ? s->fab->remote_window(ln->ep, lane_resp_addr(ln, slot), room)
                        : NULL;
     uint8_t *buf = win ? win : lane_staging(ln, slot);
-    pf->handled_get++;
+    BUMP(pf->handled_get, 1);
     switch (s->o.fake_get) {
     case RS_RC_FAKE_STATUS_ONLY:
         respond(s, ln, slot, seq, &r, buf, room, win != NULL, pf);
@@ -350,7 +363,7 @@ static void serve_get(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq
                 r.num_found++;
         }
         if (t0)
-            pf->get_index_lookup_ns += rs_now_ns() - t0;
+            BUMP(pf->get_index_lookup_ns, rs_now_ns() - t0);
         respond(s, ln, slot, seq, &r, buf, room, win != NULL, pf);
         goto done;
     case RS_RC_FAKE_PAYLOAD_MEMSET:
@@ -364,7 +377,7 @@ static void serve_get(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq
     if (d->flags & RS_RC_FLAG_GET_DIRECT_SG) {
         if (get_direct_sg(s, ln, slot, seq, req, room, pf) == 0)
             goto done;
-        pf->get_direct_sg_fallback++;
+        BUMP(pf->get_direct_sg_fallback, 1);
         if (!(d->flags & RS_RC_FLAG_GET_ALLOW_FALLBACK_COPY)) {
             respond_error(s, ln, slot, seq, RS_PS_INVALID_PAYLOAD,
                           "direct_sg unavailable (missing row or no row references) and fallback "
@@ -377,21 +390,21 @@ static void serve_get(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq
         uint64_t tb = t0 ? rs_now_ns() : 0;
         int rc = s->h.handle(s->h.ctx, req, &r, buf, room - RS_RC_RESP_HDR_ROOM, tslot);
         if (t0)
-            pf->get_batch_get_ns += rs_now_ns() - tb;
+            BUMP(pf->get_batch_get_ns, rs_now_ns() - tb);
         if (rc != 0) {
             respond_error(s, ln, slot, seq, RS_PS_INTERNAL, "shard handler failed", pf);
             goto done;
         }
         if (r.status == RS_PS_OK) {
-            pf->get_rows += n;
-            pf->get_value_bytes += r.rows_len;
-            pf->get_missing_rows += n - r.num_found;
+            BUMP(pf->get_rows, n);
+            BUMP(pf->get_value_bytes, r.rows_len);
+            BUMP(pf->get_missing_rows, n - r.num_found);
         }
         respond(s, ln, slot, seq, &r, buf, room, win != NULL, pf);
     }
 done:
     if (t0)
-        pf->handle_get_ns += rs_now_ns() - t0;
+        BUMP(pf->handle_get_ns, rs_now_ns() - t0);
 }
 
 /* ---- one slot -------------------------------------------------------------------------------- */
@@ -404,7 +417,7 @@ static void serve_slot(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t se
     const rs_rc_commit_word *cw = (const rs_rc_commit_word *)(rs + ln->req_bytes - sizeof *cw);
     char why[256];
     if (__atomic_load_n(&cw->state, __ATOMIC_ACQUIRE) != RS_RC_STATE_READY) {
-        pf->invalid_descriptor++;
+        BUMP(pf->invalid_descriptor, 1);
         snprintf(why, sizeof why, "commit word state %u is not READY", cw->state);
         respond_error(s, ln, slot, seq, RS_PS_INVALID_PAYLOAD, why, pf);
         return;
@@ -428,13 +441,13 @@ static void serve_slot(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t se
     }
     if (st != RS_PS_OK) {
         if (st == RS_PS_WRONG_SHARD)
-            pf->wrong_shard++;
+            BUMP(pf->wrong_shard, 1);
         else
-            pf->invalid_descriptor++;
+            BUMP(pf->invalid_descriptor, 1);
         respond_error(s, ln, slot, seq, st, why, pf);
         return;
     }
-    pf->bytes_in += RS_RC_DESC_BYTES + d.payload_bytes;
+    BUMP(pf->bytes_in, RS_RC_DESC_BYTES + d.payload_bytes);
     rs_ps_request req;
     rs_error err = {0};
     const uint8_t *msg = rs + RS_RC_DESC_BYTES;
@@ -446,7 +459,7 @@ static void serve_slot(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t se
                  d.key_count);
     }
     if (rc != 0) {
-        pf->invalid_descriptor++;
+        BUMP(pf->invalid_descriptor, 1);
         respond_error(s, ln, slot, seq, RS_PS_INVALID_PAYLOAD, err.msg, pf);
         return;
     }
@@ -466,14 +479,14 @@ static void serve_slot(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t se
     respond(s, ln, slot, seq, &r, buf, d.response_bytes, 0, pf);
     uint64_t dt = t0 ? rs_now_ns() - t0 : 0;
     if (d.op == RS_PS_PUT) {
-        pf->handled_put++;
-        pf->handle_put_ns += dt;
+        BUMP(pf->handled_put, 1);
+        BUMP(pf->handle_put_ns, dt);
     } else if (d.op == RS_PS_UPDATE) {
-        pf->handled_update++;
-        pf->handle_update_ns += dt;
+        BUMP(pf->handled_update, 1);
+        BUMP(pf->handle_update_ns, dt);
     } else {
-        pf->handled_command++;
-        pf->handle_command_ns += dt;
+        BUMP(pf->handled_command, 1);
+        BUMP(pf->handle_command_ns, dt);
     }
 }
 
@@ -578,18 +591,18 @@ static void *poller_main(void *arg) {
             for (uint32_t k = 0; k < ln->slots; k++) {
                 const uint8_t *tail = ln->region.addr + (size_t)(k + 1) * ln->req_bytes - 8;
                 uint64_t seq = __atomic_load_n((const uint64_t *)tail, __ATOMIC_ACQUIRE);
-                pf->scanned_slots++;
+                BUMP(pf->scanned_slots, 1);
                 if (seq == 0 || seq == ln->seen[k]) {
-                    pf->not_ready_slots++;
+                    BUMP(pf->not_ready_slots, 1);
                     continue;
                 }
                 if (workers && atomic_load_explicit(&ln->busy[k], memory_order_acquire)) {
-                    pf->inflight_seq_ready++;
+                    BUMP(pf->inflight_seq_ready, 1);
                     continue;
                 }
                 ln->seen[k] = seq;
                 if (seq <= ln->high[k]) {
-                    pf->duplicate_seq_ready++;
+                    BUMP(pf->duplicate_seq_ready, 1);
                     continue;
                 }
                 ln->high[k] = seq;
@@ -597,25 +610,30 @@ static void *poller_main(void *arg) {
                 const rs_rc_desc *d =
                     (const rs_rc_desc *)(ln->region.addr + (size_t)k * ln->req_bytes);
                 int is_get = __atomic_load_n(&d->op, __ATOMIC_RELAXED) == RS_PS_GET;
-                pf->found_get += (uint64_t)is_get;
+                BUMP(pf->found_get, (uint64_t)is_get);
                 if (workers && is_get && task_push(s, ln, k, seq))
                     continue;
                 serve_slot(s, ln, k, seq, p->idx, pf);
             }
         }
-        pf->scan_rounds++;
-        pf->ready_slots += ready;
+        BUMP(pf->scan_rounds, 1);
+        BUMP(pf->ready_slots, ready);
         if (ready > pf->max_ready_per_round)
-            pf->max_ready_per_round = ready;
+            __atomic_store_n(&pf->max_ready_per_round, ready, __ATOMIC_RELAXED);
         if (t0)
-            pf->poll_loop_ns += rs_now_ns() - t0;
+            BUMP(pf->poll_loop_ns, rs_now_ns() - t0);
         if (ready) {
             rs_rc_backoff_busy(&bo);
         } else {
-            pf->empty_scan_rounds++;
+            BUMP(pf->empty_scan_rounds, 1);
             rs_rc_backoff_idle(&bo);
         }
     }
+    /* a poller that is gone acknowledges every later generation: retirement never waits on it */
+    pthread_mutex_lock(&s->lock);
+    atomic_store(&p->acked_gen, UINT64_MAX);
+    pthread_cond_broadcast(&s->ack);
+    pthread_mutex_unlock(&s->lock);
     return NULL;
 }
 
@@ -657,7 +675,7 @@ static void client_retire(rs_rc_server *s, srv_client *cl) {
             for (uint32_t q = 0; q < cl->qps && all; q++)
                 if (atomic_load(&cl->lanes[q].inflight))
                     all = 0;
-            if (all || atomic_load(&s->stop))
+            if (all)
                 break;
             pthread_cond_wait(&s->ack, &s->lock);
         }
@@ -985,7 +1003,8 @@ static void *prof_main(void *arg) {
         unsigned min_t = 0, max_t = 0;
         for (uint32_t t = 0; t < nt; t++) {
             rc_prof pd;
-            rc_prof cur = s->pollers[t].prof;
+            rc_prof cur;
+            prof_load(&cur, &s->pollers[t].prof);
             prof_delta(&pd, &cur, &pprev[t]);
             pprev[t] = cur;
             if (pd.ready_slots)
