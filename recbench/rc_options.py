@@ -129,3 +129,39 @@ def client_extra(args, base: str | None = None) -> str | None:
     if skip is not None:
         more["skip_client_copy"] = 1 if skip else 0
     return _extra(args, _COMMON + _CLIENT, base, more)
+
+
+def _given(args, specs) -> list[str]:
+    names = [flag for flag, *_ in specs if getattr(args, "rc_" + flag.lstrip("-"), None) is not None]
+    for flag in ("--thread_num", "--rdma_rc_skip_client_copy"):
+        if getattr(args, "rc_" + flag.lstrip("-"), None) is not None:
+            names.append(flag)
+    return names
+
+
+def apply_server(args, transport: str, settings: list[dict]) -> None:
+    """ps_server: fold the RC flags into each shard's settings (num_threads, extra).
+
+    ValueError when RC flags are given for another transport (they would have no effect)."""
+    if transport not in RC_TRANSPORTS:
+        given = _given(args, _COMMON + _SERVER)
+        if given:
+            raise ValueError(f"{', '.join(given)} apply to the rdma and shm transports only, "
+                             f"not {transport}")
+        return
+    for s in settings:
+        s["num_threads"] = server_threads(args, s["num_threads"])
+        s["extra"] = server_extra(args, s.get("extra"), s.get("max_keys_per_request"))
+
+
+def bench_extra(args, transport: str) -> str | None:
+    """ps_bench: the client's extra string (RC flags + --transport_options).
+
+    ValueError when RC flags are given for another transport (they would have no effect)."""
+    if transport not in RC_TRANSPORTS:
+        given = _given(args, _COMMON + _CLIENT)
+        if given:
+            raise ValueError(f"{', '.join(given)} apply to the rdma and shm transports only, "
+                             f"not {transport}")
+        return args.transport_options
+    return client_extra(args, args.transport_options)

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import glob
 import os
+import shutil
 import signal
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import unittest
@@ -27,7 +29,7 @@ import recbench  # noqa: E402
 from recbench import _ps, errors, rc_options  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
-SMALL = "qps_per_client_per_shard=2;request_slot_bytes=65536;response_slot_bytes=131072"
+SMALL = "qps_per_client_per_shard=2;request_slot_bytes=1048576;response_slot_bytes=1048576"
 RS_PS_INVALID_PAYLOAD = 1
 
 
@@ -35,9 +37,10 @@ def rows_for(keys: np.ndarray, dim: int) -> np.ndarray:
     return (keys.astype(np.float32)[:, None] + np.arange(dim, dtype=np.float32)[None, :] / 1000.0)
 
 
-def run_bench(port: int, *extra: str, timeout: float = 120.0) -> subprocess.CompletedProcess:
-    args = [sys.executable, "-m", "recbench.ps_bench", "--transport", "shm", "--host", "127.0.0.1",
-            "--port", str(port), "--no_barrier"] + list(extra)
+def run_bench(target: list[str], *extra: str, timeout: float = 120.0) -> subprocess.CompletedProcess:
+    """ps_bench against target (["--port", p] or a server's bench_args(tmpdir))."""
+    args = [sys.executable, "-m", "recbench.ps_bench", "--transport", "shm", "--no_barrier"] + \
+        list(target) + list(extra)
     return subprocess.run(args, capture_output=True, text=True, env=python_env(), cwd=str(ROOT),
                           timeout=timeout)
 
@@ -81,6 +84,7 @@ class ShmEndToEndTest(unittest.TestCase):
 
     def test_one_shard_get_put_update(self):
         with PSServerProcess("shm", num_shards=1, value_size=64) as srv:
+            server_pid = srv.pid
             with recbench.PSClient(srv.uri, transport_options=SMALL, prefetch_depth=2) as ps:
                 keys = np.arange(1, 1001, dtype=np.uint64)
                 ps.put(keys, rows_for(keys, 16))
@@ -90,13 +94,14 @@ class ShmEndToEndTest(unittest.TestCase):
                 np.testing.assert_array_equal(ps.get(keys[:10]), rows_for(keys[:10], 16) + 1)
                 missing = ps.get(np.array([10**9], dtype=np.uint64))
                 self.assertFalse(missing.any())
-        self.assertEqual(shm_names(srv.proc.pid), [])
+        self.assertEqual(shm_names(server_pid), [])
 
     def test_two_shards_several_logical_clients_per_process(self):
         with PSServerProcess("shm", num_shards=2, value_size=128, num_threads=2) as srv:
             keys = np.arange(1, 4001, dtype=np.uint64)
             with recbench.PSClient(srv.uri, transport_options=SMALL) as loader:
-                loader.put(keys, rows_for(keys, 32))
+                for lo in range(0, len(keys), 1000):  # max_keys_per_request 1000 per shard
+                    loader.put(keys[lo:lo + 1000], rows_for(keys[lo:lo + 1000], 32))
             errors_seen = []
 
             def worker(i):
@@ -117,11 +122,13 @@ class ShmEndToEndTest(unittest.TestCase):
             self.assertEqual(errors_seen, [])
 
     def test_ps_bench_verify_both_response_modes(self):
+        tmp = tempfile.mkdtemp(prefix="rc_bench_")
+        self.addCleanup(shutil.rmtree, tmp, True)
         for index in ("DRAM_PET_HASH", "DRAM_EXTENDIBLE_HASH"):
             with PSServerProcess("shm", num_shards=2, value_size=128, index_type=index,
                                  extra_args=["--thread_num", "2"]) as srv:
                 for mode in ("staging_copy", "direct_sg", "auto"):
-                    r = run_bench(srv.ports[0], "--num_shards", "2", "--record_count", "3000",
+                    r = run_bench(srv.bench_args(tmp), "--record_count", "3000",
                                   "--value_size", "128", "--batch_keys", "200", "--thread_num", "2",
                                   "--running_seconds", "0.3", "--verify_deterministic_values",
                                   "--prefetch_depth", "4", "--rdma_rc_qps_per_client_per_shard", "4",
@@ -133,7 +140,8 @@ class ShmEndToEndTest(unittest.TestCase):
 
     def test_prefetch_depth_beyond_slots_is_refused(self):
         with PSServerProcess("shm", num_shards=1, value_size=64) as srv:
-            r = run_bench(srv.ports[0], "--record_count", "100", "--value_size", "64",
+            r = run_bench(["--host", "127.0.0.1", "--port", str(srv.ports[0])], "--record_count", "100",
+                          "--value_size", "64",
                           "--running_seconds", "0.2", "--prefetch_depth", "9",
                           "--rdma_rc_qps_per_client_per_shard", "4", "--rdma_rc_slots_per_qp", "2")
             self.assertNotEqual(r.returncode, 0)
@@ -204,7 +212,10 @@ class ShmEndToEndTest(unittest.TestCase):
                 keys = np.arange(1, 11, dtype=np.uint64)
                 ps.put(keys, rows_for(keys, 16))
                 np.testing.assert_array_equal(ps.get(keys), rows_for(keys, 16))
-            self.assertEqual(srv.stats()["connections_accepted"], 2)
+            deadline = time.monotonic() + 10
+            while srv.stats()["connections_open"] and time.monotonic() < deadline:
+                time.sleep(0.01)
+            self.assertEqual(srv.stats()["connections_open"], 0)
         finally:
             srv.stop()
         self.assertEqual(shm_names(os.getpid()), [])
