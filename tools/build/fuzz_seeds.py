@@ -229,10 +229,38 @@ def rc_ctrl_seeds() -> dict[str, bytes]:
     }
 
 
+# ---- gRPC messages: shape u8 (op, slices, compression) | PSRequest with inline keys/rows ---------
+
+def gzip_bytes(data: bytes) -> bytes:
+    import zlib
+
+    c = zlib.compressobj(wbits=31)
+    return c.compress(data) + c.flush()
+
+
+def grpc_seeds() -> dict[str, bytes]:
+    import zlib
+
+    get, put, update, command = 0, 1, 2, 3
+    put_msg = vfield(2, VS) + lfield(3, keys(2, 3)) + lfield(4, rows(2))
+    get_msg = vfield(2, VS) + lfield(3, keys(2, 3, 4))
+    return {
+        "get": bytes([get]) + get_msg,
+        "get-3-slices": bytes([get | 2 << 2]) + get_msg,
+        "put": bytes([put]) + put_msg,
+        "put-8-slices": bytes([put | 7 << 2]) + put_msg,
+        "update": bytes([update]) + vfield(2, VS) + lfield(3, keys(2)) + lfield(4, rows(1)),
+        "command": bytes([command]) + lfield(5, b"stats"),
+        "empty-get": bytes([get]),
+        "get-deflate": bytes([get | 32]) + zlib.compress(get_msg),
+        "put-gzip": bytes([put | 32 | 64]) + gzip_bytes(put_msg),
+    }
+
+
 def all_seeds() -> dict[str, dict[str, bytes]]:
     return {"fuzz_ps_codec": codec_seeds(), "fuzz_brpc_server": server_seeds(),
             "fuzz_brpc_client": client_seeds(), "fuzz_rc_slot": rc_slot_seeds(),
-            "fuzz_rc_ctrl": rc_ctrl_seeds()}
+            "fuzz_rc_ctrl": rc_ctrl_seeds(), "fuzz_grpc_message": grpc_seeds()}
 
 
 def write_all(corpus: Path) -> list[Path]:
