@@ -17,7 +17,10 @@
  * PSRequest that does not decode gets an error response (RpcResponseMeta.error_code/error_text);
  * PS-level errors travel in PSResponse.status/error. Sizes are checked before allocating.
  * Backpressure: a connection whose unsent output exceeds RS_BRPC_OUT_LIMIT is not read until it
- * drains.
+ * drains, which bounds the requests in flight per connection by their response bytes. Limits:
+ * max_connections (default 1024) connections at once, more are accepted and closed; when the
+ * process runs out of descriptors, pending connections are shed through a reserved descriptor
+ * instead of leaving the listening socket readable (a busy loop).
  */
 #if RS_HAVE_PROTOBUF_C
 #define _GNU_SOURCE
@@ -44,6 +47,7 @@
 #define RS_BRPC_HEAD_MAX 4096           /* header + RpcMeta + PSResponse head, bounded by error/reply */
 #define RS_BRPC_OUT_LIMIT (64ull << 20) /* unsent output that pauses reading a connection */
 #define RS_BRPC_IN_INITIAL (64u << 10)
+#define RS_BRPC_DEFAULT_MAX_CONNS 1024u /* max_connections == 0 */
 
 typedef struct out_seg {
     size_t off, len;
@@ -83,6 +87,8 @@ typedef struct brpc_server {
     uint64_t max_body;
     uint32_t max_conns;
     uint32_t open_conns; /* atomic */
+    int spare_fd;        /* atomic; a reserved descriptor (/dev/null) that lets accept shed a
+                          * connection when the process has no descriptor left */
     unsigned nworkers, started;
     brpc_worker *workers;
 } brpc_server;
@@ -116,11 +122,27 @@ static int conn_set_events(brpc_sconn *c, uint32_t ev) {
     return 0;
 }
 
+/* Out of descriptors (EMFILE/ENFILE): the pending connection would keep the listening socket
+ * readable and every worker spinning on it. Give up the reserve descriptor, accept that
+ * connection and close it at once, take the reserve back. 0 when one was shed. */
+static int shed_one(brpc_server *s) {
+    int spare = __atomic_exchange_n(&s->spare_fd, -1, __ATOMIC_ACQ_REL);
+    if (spare < 0) return -1; /* none reserved, or another worker is shedding */
+    close(spare);
+    int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd >= 0) close(fd);
+    __atomic_store_n(&s->spare_fd, open("/dev/null", O_RDONLY | O_CLOEXEC), __ATOMIC_RELEASE);
+    return fd >= 0 ? 0 : -1;
+}
+
 static void accept_all(brpc_worker *w) {
     brpc_server *s = w->srv;
     for (;;) {
         int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) return; /* EAGAIN (another worker took it) or a transient error */
+        if (fd < 0) {
+            if ((errno == EMFILE || errno == ENFILE) && shed_one(s) == 0) continue;
+            return; /* EAGAIN (another worker took it) or a transient error */
+        }
         if (s->max_conns && __atomic_load_n(&s->open_conns, __ATOMIC_RELAXED) >= s->max_conns) {
             close(fd);
             continue;
@@ -482,6 +504,7 @@ static void server_free(brpc_server *s) {
     }
     if (s->stopfd >= 0) close(s->stopfd);
     if (s->lfd >= 0) close(s->lfd);
+    if (s->spare_fd >= 0) close(s->spare_fd);
     free(s);
 }
 
@@ -494,10 +517,11 @@ static int brpc_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, void **
     brpc_server *s = calloc(1, sizeof *s);
     if (!s) return rs_error_set(err, RS_ENOMEM, "brpc server");
     s->lfd = s->stopfd = -1;
+    s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     s->shard = shard;
     s->max_body = opts->max_body_bytes ? opts->max_body_bytes : RS_BRPC_DEFAULT_MAX_BODY;
     if (s->max_body > UINT32_MAX) s->max_body = UINT32_MAX;
-    s->max_conns = opts->max_connections;
+    s->max_conns = opts->max_connections ? opts->max_connections : RS_BRPC_DEFAULT_MAX_CONNS;
     s->nworkers = opts->num_threads ? opts->num_threads : 1;
 
     struct sockaddr_storage ss;
