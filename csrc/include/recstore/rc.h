@@ -230,6 +230,7 @@ typedef struct rs_rc_options {
     uint32_t get_workers;         /* server GET workers (0) */
     uint32_t max_keys;            /* server: largest key_count accepted (0 = slot-limited) */
     uint32_t ctrl_timeout_ms;     /* control plane connect/ready wait (30000) */
+    uint32_t max_clients;         /* server: control connections at once (1024); more are closed */
     int bind_core_offset;         /* -1 = no binding (env RECSTORE_BIND_CORE_OFFSET) */
     int bind_core_stride;         /* 1 */
     int numa_node;                /* -1 = none */

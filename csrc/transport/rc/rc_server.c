@@ -894,6 +894,9 @@ static void *ctrl_main(void *arg) {
     struct pollfd *pf = NULL;
     srv_client **who = NULL;
     size_t cap = 0;
+    /* reserve descriptor: when the process runs out of them, a pending connection is accepted
+     * and closed through it instead of leaving the listening socket readable (a busy loop) */
+    int spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
     while (!atomic_load(&s->stop)) {
         size_t n = 2;
         for (srv_client *c = list; c; c = c->next)
@@ -925,6 +928,18 @@ static void *ctrl_main(void *arg) {
                 ctrl_handle(s, who[i], &list);
         if (pf[0].revents & POLLIN) {
             int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+            if (fd < 0 && (errno == EMFILE || errno == ENFILE) && spare >= 0) {
+                close(spare);
+                fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+                if (fd >= 0)
+                    close(fd);
+                spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+                continue;
+            }
+            if (fd >= 0 && n - 2 >= s->o.max_clients) {
+                close(fd); /* control connections are few and short-lived; this is a flood */
+                continue;
+            }
             if (fd >= 0) {
                 /* this thread serves every control connection: a peer that stops reading must
                  * not block it (and every other client's attach) in send() for longer than this */
@@ -947,6 +962,8 @@ static void *ctrl_main(void *arg) {
         list = c->next;
         client_retire(s, c);
     }
+    if (spare >= 0)
+        close(spare);
     free(pf);
     free(who);
     return NULL;

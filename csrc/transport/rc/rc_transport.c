@@ -39,6 +39,8 @@ static int rc_start(const rs_rc_fabric_ops *fab, const rs_ps_server_opts *opts, 
     rc_srv_state *st = calloc(1, sizeof *st);
     if (!st)
         return rs_error_set(err, RS_ENOMEM, "%s server: out of memory", fab->name);
+    if (opts->max_connections)
+        o.max_clients = opts->max_connections;
     rc = rs_rc_server_start(fab, opts->host, opts->port, opts->num_threads, &o, &h, &st->srv, err);
     if (rc) {
         free(st);
