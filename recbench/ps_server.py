@@ -67,6 +67,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "default the config's base_kv_config path")
     p.add_argument("--max_body_bytes", type=int, default=0,
                    help="largest request body accepted (default 64 MiB)")
+    p.add_argument("--max_connections", type=int, default=0,
+                   help="connections a shard accepts at once, more are closed (0 = the "
+                   "transport's default: brpc 1024, rdma/shm 1024 control connections; grpc "
+                   "cannot enforce one and refuses a non-zero value)")
     p.add_argument("--transport_options", default=None,
                    help="transport-specific options 'k=v;k=v' (e.g. RC poll_mode=adaptive)")
     p.add_argument("--log_level", default="WARNING", help="Python logging level")
@@ -89,6 +93,8 @@ def resolve(args, cfg: PSConfig | None) -> list[dict]:
     port_flag = args.port
     if port_flag is None and args.brpc_server_port is not None and transport == "brpc":
         port_flag = args.brpc_server_port
+    if args.max_connections < 0:
+        raise ValueError(f"--max_connections {args.max_connections} must be >= 0 (0 = default)")
     value_size = args.value_size or cfg.value_size or 512
     if value_size % 4:
         raise ValueError(f"--value_size {value_size} is not a multiple of 4 (float32 rows)")
@@ -114,6 +120,7 @@ def resolve(args, cfg: PSConfig | None) -> list[dict]:
             "num_threads": args.num_threads or cfg.num_threads or 1,
             "max_keys_per_request": args.max_keys_per_request or cfg.max_keys_per_request or 500,
             "path": data_path, "max_body_bytes": args.max_body_bytes,
+            "max_connections": args.max_connections,
             "extra": args.transport_options,
         })
     rc_options.apply_server(args, transport, out)

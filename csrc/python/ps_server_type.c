@@ -4,7 +4,8 @@
  *
  *   Server(transport="brpc", host="127.0.0.1", port=0, shard=0, num_shards=1,
  *          index_type="DRAM_PET_HASH", value_size=512, capacity=1000000, num_threads=1,
- *          max_keys_per_request=500, path=None, max_body_bytes=0, extra=None)
+ *          max_keys_per_request=500, path=None, max_body_bytes=0, extra=None,
+ *          max_connections=0)
  *   .port  .transport  .shard  .value_size   .stats() -> dict   .stop()   context manager
  *
  * Ownership: the object owns the shard and the transport state; stop() (or dealloc) stops the
@@ -43,15 +44,16 @@ static void Server_close(ServerObject *self) {
 static int Server_init(ServerObject *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"transport", "host", "port", "shard", "num_shards", "index_type",
                              "value_size", "capacity", "num_threads", "max_keys_per_request",
-                             "path", "max_body_bytes", "extra", NULL};
+                             "path", "max_body_bytes", "extra", "max_connections", NULL};
     const char *transport = "brpc", *host = "127.0.0.1", *index_type = "DRAM_PET_HASH";
     const char *path = NULL, *extra = NULL;
     unsigned int port = 0, shard = 0, num_shards = 1, value_size = 512, num_threads = 1;
-    unsigned int max_keys = 500;
+    unsigned int max_keys = 500, max_conns = 0;
     unsigned long long capacity = 1000000, max_body = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|ssIIIsIKIIzKz", kwlist, &transport, &host, &port,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|ssIIIsIKIIzKzI", kwlist, &transport, &host, &port,
                                      &shard, &num_shards, &index_type, &value_size, &capacity,
-                                     &num_threads, &max_keys, &path, &max_body, &extra))
+                                     &num_threads, &max_keys, &path, &max_body, &extra,
+                                     &max_conns))
         return -1;
     if (self->state || self->shard) {
         PyErr_SetString(PyExc_RuntimeError, "Server is already started");
@@ -73,7 +75,8 @@ static int Server_init(ServerObject *self, PyObject *args, PyObject *kwds) {
                                     .capacity = capacity, .path = path},
                              .max_keys_per_request = max_keys};
     rs_ps_server_opts so = {.host = host, .port = (uint16_t)port, .num_threads = num_threads,
-                            .max_body_bytes = max_body, .extra = extra};
+                            .max_body_bytes = max_body, .max_connections = max_conns,
+                            .extra = extra};
     rs_ps_shard *sh = NULL;
     void *state = NULL;
     const char *where = "rs_ps_shard_open";

@@ -23,7 +23,9 @@ typedef struct rs_ps_server_opts {
     uint16_t port;           /* 0 = pick a free port (read it back with bound_port) */
     uint32_t num_threads;    /* worker / poll threads */
     uint64_t max_body_bytes; /* largest request accepted before allocating (default 64 MiB) */
-    uint32_t max_connections;
+    uint32_t max_connections; /* 0 = the transport's default (brpc 1024 connections, rdma/shm
+                               * 1024 control connections); RS_ENOTSUP where it cannot be
+                               * enforced (grpc) */
     const char *extra;       /* transport-specific "k=v;k=v" options (e.g. RC poll_mode) */
 } rs_ps_server_opts;
 
