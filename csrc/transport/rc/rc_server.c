@@ -133,6 +133,7 @@ struct rs_rc_server {
     int kv_mr_ok;
     uint32_t nthreads;
     int listen_fd;
+    int ctrl_spare; /* reserved descriptor for shedding connections when out of them (ctrl_main) */
     uint16_t port;
     int wake[2];
     pthread_t ctrl_th, prof_th;
@@ -894,9 +895,10 @@ static void *ctrl_main(void *arg) {
     struct pollfd *pf = NULL;
     srv_client **who = NULL;
     size_t cap = 0;
-    /* reserve descriptor: when the process runs out of them, a pending connection is accepted
-     * and closed through it instead of leaving the listening socket readable (a busy loop) */
-    int spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    /* reserve descriptor (opened before the threads start, so a server's descriptor count is
+     * stable once it is ready): when the process runs out of them, a pending connection is
+     * accepted and closed through it instead of leaving the listening socket readable */
+    int spare = s->ctrl_spare;
     while (!atomic_load(&s->stop)) {
         size_t n = 2;
         for (srv_client *c = list; c; c = c->next)
@@ -962,8 +964,7 @@ static void *ctrl_main(void *arg) {
         list = c->next;
         client_retire(s, c);
     }
-    if (spare >= 0)
-        close(spare);
+    s->ctrl_spare = spare; /* closed by stop() */
     free(pf);
     free(who);
     return NULL;
@@ -1122,6 +1123,7 @@ int rs_rc_server_start(const rs_rc_fabric_ops *fab, const char *host, uint16_t p
     s->h = *h;
     s->nthreads = num_threads;
     s->listen_fd = s->wake[0] = s->wake[1] = -1;
+    s->ctrl_spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
     s->next_client_id = 1;
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->cond, NULL);
@@ -1246,6 +1248,8 @@ void rs_rc_server_stop(rs_rc_server *s) {
         pthread_join(s->ctrl_th, NULL);
     if (s->listen_fd >= 0)
         close(s->listen_fd);
+    if (s->ctrl_spare >= 0)
+        close(s->ctrl_spare);
     if (s->wake[0] >= 0)
         close(s->wake[0]);
     if (s->wake[1] >= 0)
