@@ -25,7 +25,7 @@ pytest: build
 test: build ctest pytest
 
 bench: build
-	@$(PY) tools/benchmarks/bench_default.py
+	@$(PY) tools/benchmarks/bench_kv_indexes.py
 
 lint: deps
 	@clang-format --dry-run --Werror $$(git ls-files 'csrc/*.c' 'csrc/*.h') || true
