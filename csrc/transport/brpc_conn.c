@@ -33,6 +33,7 @@
 #include "transport/brpc_frame.h"
 
 #define RS_BRPC_CLIENT_MAX_BODY (1ull << 31)
+#define RS_BRPC_CLIENT_READ_AHEAD 4096
 
 typedef struct pending {
     uint64_t tag;
@@ -273,7 +274,11 @@ static int fill(brpc_cconn *c, size_t want, uint64_t deadline, rs_error *err) {
     }
     while (c->in_len < want) {
         size_t off = c->in_start + c->in_len;
-        ssize_t r = recv(c->fd, c->in + off, c->in_cap - off, 0);
+        /* read little beyond what is needed: a GET's rows are then received straight into the
+         * caller's buffer by recv_into instead of being copied out of this one */
+        size_t room = c->in_cap - off, ask = want - c->in_len;
+        if (ask < RS_BRPC_CLIENT_READ_AHEAD) ask = RS_BRPC_CLIENT_READ_AHEAD;
+        ssize_t r = recv(c->fd, c->in + off, ask < room ? ask : room, 0);
         if (r > 0) {
             c->in_len += (size_t)r;
             continue;
