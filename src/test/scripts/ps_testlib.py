@@ -188,6 +188,11 @@ class PSServerProcess:
         return False
 
 
+def live_servers() -> list:
+    """Servers started and not yet stopped (tests assert this is empty in tearDown)."""
+    return [srv for srv in _live if srv.proc is not None and srv.proc.poll() is None]
+
+
 def run_ps_bench(args: list[str], input_text: str | None = None, timeout: float = 60.0):
     """Run `python -m recbench.ps_bench ARGS` to completion; returns CompletedProcess."""
     return subprocess.run([sys.executable, "-m", "recbench.ps_bench"] + args, input=input_text,

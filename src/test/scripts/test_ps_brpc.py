@@ -13,7 +13,7 @@ import numpy as np
 
 import recbench
 from recbench import _ps, errors
-from ps_testlib import (PSServerProcess, parse_kv_line, python_env, require_transport,
+from ps_testlib import (PSServerProcess, live_servers, python_env, require_transport,
                         result_lines, run_ps_bench)
 
 VS = 64
@@ -84,6 +84,9 @@ class BrpcServerTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         require_transport(None, "brpc")
+
+    def tearDown(self):
+        self.assertEqual(live_servers(), [], "a test left a ps_server running")
 
     def test_transports_lists_brpc(self):
         t = _ps.transports()
@@ -268,6 +271,9 @@ class PsBenchBrpcTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         require_transport(None, "brpc")
+
+    def tearDown(self):
+        self.assertEqual(live_servers(), [], "a test left a ps_server running")
 
     def test_verify_two_shards_with_misses(self):
         with PSServerProcess("brpc", num_shards=2, value_size=VS) as srv, \
