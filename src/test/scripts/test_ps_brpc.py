@@ -1,6 +1,7 @@
 """The parameter server over brpc (baidu_std): real ps_server processes on loopback, PSClient and
 ps_bench against them, malformed baidu_std traffic, shutdown with clients connected."""
 
+import signal
 import socket
 import struct
 import subprocess
@@ -236,6 +237,39 @@ class BrpcServerTest(unittest.TestCase):
             staller.close()
         finally:
             srv.stop()
+
+    def test_binds_only_the_given_address(self):
+        with PSServerProcess("brpc", value_size=VS) as srv:
+            # 127.0.0.2 is loopback too, but the server bound 127.0.0.1 only
+            with self.assertRaises(ConnectionRefusedError):
+                socket.create_connection(("127.0.0.2", srv.ports[0]), timeout=5).close()
+            with recbench.PSClient(srv.uri) as ps:
+                self.assertEqual(ps.command("ready"), "ready")
+
+    def test_sigint_stops_the_server(self):
+        srv = PSServerProcess("brpc", value_size=VS).start()
+        try:
+            client = recbench.PSClient(srv.uri)
+            srv.proc.send_signal(signal.SIGINT)
+            srv.proc.wait(10)
+            self.assertEqual(srv.stop(), 0)
+            self.assertEqual(int(srv.final_lines[0]["handled_command"]), 1)  # the client's ping
+            with self.assertRaises(errors.ConnectionFailed):
+                client.get([1])
+            client.close()
+        finally:
+            srv.stop()
+
+    def test_timeout_names_the_server(self):
+        # a listener that never answers: the handshake completes in the kernel's backlog
+        with socket.socket() as lsock:
+            lsock.bind(("127.0.0.1", 0))
+            lsock.listen(8)
+            port = lsock.getsockname()[1]
+            with self.assertRaises(errors.Timeout) as cm:
+                recbench.PSClient(f"brpc://127.0.0.1:{port}", timeout_ms=300)
+            self.assertIn(f"127.0.0.1:{port}", str(cm.exception))
+            self.assertIn("300 ms", str(cm.exception))
 
     def test_server_rejects_bad_flags(self):
         r = subprocess.run([sys.executable, "-m", "recbench.ps_server", "--value_size", "30"],
