@@ -175,7 +175,8 @@ static void brpc_close(void *conn) {
 /* Write all of iov (modified in place) before deadline. */
 static int write_all(brpc_cconn *c, struct iovec *iov, int n, uint64_t deadline, rs_error *err) {
     while (n > 0) {
-        ssize_t w = writev(c->fd, iov, n);
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+        ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL); /* no SIGPIPE if the server went away */
         if (w < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {

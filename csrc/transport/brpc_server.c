@@ -188,7 +188,10 @@ static int conn_flush(brpc_sconn *c) {
             iov[n].iov_len = c->segs[i].len - skip;
             n++;
         }
-        ssize_t wr = writev(c->fd, iov, n);
+        /* sendmsg = writev with MSG_NOSIGNAL: a peer that went away must not SIGPIPE the
+         * process embedding the server */
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+        ssize_t wr = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
         if (wr < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) break;
@@ -356,7 +359,9 @@ static int in_make_room(brpc_sconn *c) {
 }
 
 static void conn_on_readable(brpc_sconn *c) {
-    for (;;) {
+    /* a bounded number of reads per wakeup keeps one busy connection from starving the others
+     * of this worker (level-triggered epoll brings us back) */
+    for (int rounds = 0; rounds < 16; rounds++) {
         if (in_make_room(c)) {
             wcount(&c->w->bad_frames, 1);
             conn_close(c);

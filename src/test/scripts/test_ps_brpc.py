@@ -144,6 +144,11 @@ class BrpcServerTest(unittest.TestCase):
                 self.assertIn(f"127.0.0.1:{srv.ports[0]}", str(cm.exception))
                 with self.assertRaises(ValueError):
                     ps.put(np.arange(3, dtype=np.uint64), np.zeros((2, DIM), np.float32))
+                with self.assertRaises(TypeError):
+                    ps.get(np.array([1.5]))
+                with self.assertRaises(ValueError):
+                    ps.get([-1])
+                self.assertEqual(ps.get([]).shape, (0, DIM))
                 self.assertEqual(ps.get([1]).shape, (1, DIM))  # still usable
             with self.assertRaises(errors.InvalidArgument) as cm:
                 recbench.PSClient(srv.uri, value_size=VS * 2)
