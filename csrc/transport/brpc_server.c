@@ -337,15 +337,18 @@ static int conn_process(brpc_sconn *c) {
     return ret;
 }
 
-/* Room for the next read: at least the whole frame whose header is buffered (bounded by
- * max_body, checked by the header parse), else a default chunk. -1 on bad header/allocation. */
+/* Room for the next read: towards the whole frame whose header is buffered (bounded by
+ * max_body, checked by the header parse), else a default chunk. The buffer grows at most to twice
+ * what actually arrived, so a header claiming a large body costs memory only as its bytes come in.
+ * -1 on bad header/allocation. */
 static int in_make_room(brpc_sconn *c) {
     size_t need = RS_BRPC_IN_INITIAL;
     if (c->in_len >= RS_BRPC_HEADER_BYTES) {
         rs_brpc_header hdr;
         if (rs_brpc_header_parse(c->in, c->w->srv->max_body, &hdr, NULL)) return -1;
         size_t frame = RS_BRPC_HEADER_BYTES + (size_t)hdr.body_size;
-        if (frame > need) need = frame;
+        size_t grow = 2 * c->in_len > need ? 2 * c->in_len : need;
+        if (frame > need) need = frame < grow ? frame : grow;
     }
     if (c->in_cap - c->in_len > 0 && c->in_cap >= need) return 0;
     size_t cap = c->in_cap ? c->in_cap : RS_BRPC_IN_INITIAL;
