@@ -224,6 +224,25 @@ class BrpcServerTest(unittest.TestCase):
             good.close()
         self.assertGreaterEqual(int(srv.final_lines[0]["bad_frames"]), 4)
 
+    def test_pipelined_requests_while_the_client_does_not_read(self):
+        # 140 GETs of 1000 keys x 512 B (~72 MB of replies) sent before reading anything: the
+        # server queues replies, stops reading at its output limit, and resumes as they drain
+        n_req, n_keys, vs = 140, 1000, 512
+        with PSServerProcess("brpc", value_size=vs, max_keys_per_request=n_keys) as srv:
+            keys = np.arange(1, n_keys + 1, dtype=np.uint64).tobytes()
+            msg = _varint(6 << 3) + _varint(n_keys)  # PSRequest{num_keys}
+            with connected_sock(srv.ports[0]) as s:
+                s.settimeout(60)
+                frames = b"".join(baidu_frame("recstore.PSService", "Get", cid, msg, keys)
+                                  for cid in range(1, n_req + 1))
+                sender = threading.Thread(target=s.sendall, args=(frames,))
+                sender.start()
+                sender.join()  # the bytes fit in the socket buffers while replies pile up
+                for cid in range(1, n_req + 1):
+                    meta, body = read_frame(s)
+                    self.assertIn(_varint(4 << 3) + _varint(cid), meta)  # correlation_id, in order
+                    self.assertGreaterEqual(len(body), n_keys * vs)
+
     def test_shutdown_with_clients_connected(self):
         srv = PSServerProcess("brpc", value_size=VS, num_threads=2).start()
         try:
