@@ -140,10 +140,10 @@ def run_transport(args, transport: str, repeat: int) -> dict:
     try:
         try:
             ready = kv(srv.wait_line("event=ready", 30))
-        except RuntimeError as e:
+        except RuntimeError:
             if srv.proc.poll() == SKIP_EXIT_CODE:
                 return {"system": transport, "status": "skipped", "reason": " ".join(srv.lines)}
-            raise e
+            raise
         # idle check: nothing connected, nothing to do
         i0 = proc_cpu_s(srv.proc.pid)
         time.sleep(args.idle_seconds)
@@ -194,7 +194,10 @@ def summarize(rows: list[dict]) -> list[dict]:
         if not ok:
             out.append({"system": system, "status": rs[0]["status"], "reason": rs[0].get("reason")})
             continue
-        med = lambda k: statistics.median(r[k] for r in ok)  # noqa: E731
+
+        def med(k, ok=ok):
+            return statistics.median(r[k] for r in ok)
+
         idle = [r["idle_cpu_s"] for r in ok if r["idle_cpu_s"] is not None]
         out.append({"system": system, "status": "ok", "repeats": len(ok), "keys_s": med("keys_s"),
                     "keys_s_min": min(r["keys_s"] for r in ok),
@@ -208,13 +211,13 @@ def summarize(rows: list[dict]) -> list[dict]:
 
 def format_table(summary: list[dict], args) -> str:
     redis = next((s for s in summary if s["system"] == "redis" and s["status"] == "ok"), None)
-    lines = [f"# {args.record_count} records x {args.value_size} B, batch {args.batch_keys}, "
-             f"uniform; PS: {args.server_threads} server worker(s), {args.client_threads} client "
-             f"thread(s), {args.prefetch_depth} requests in flight; Redis: {args.connections} "
-             f"connections; {args.running_seconds}s runs, median of {args.repeat}",
-             "| system | keys/s (median) | range | client CPU s | server CPU s | keys per CPU-s "
-             "| p50 us | p99 us | vs Redis keys/s | idle server CPU s / "
-             f"{args.idle_seconds:g}s |",
+    lines = [(f"# {args.record_count} records x {args.value_size} B, batch {args.batch_keys}, "
+              f"uniform; PS: {args.server_threads} server worker(s), {args.client_threads} client "
+              f"thread(s), {args.prefetch_depth} requests in flight; Redis: {args.connections} "
+              f"connections; {args.running_seconds}s runs, median of {args.repeat}"),
+             ("| system | keys/s (median) | range | client CPU s | server CPU s | keys per CPU-s "
+              "| p50 us | p99 us | vs Redis keys/s | idle server CPU s / "
+              f"{args.idle_seconds:g}s |"),
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for s in summary:
         if s["status"] != "ok":

@@ -9,13 +9,20 @@ import sys
 import tempfile
 import threading
 import unittest
+from pathlib import Path
 
 import numpy as np
+from ps_testlib import (
+    PSServerProcess,
+    live_servers,
+    python_env,
+    require_transport,
+    result_lines,
+    run_ps_bench,
+)
 
 import recbench
 from recbench import _ps, errors
-from ps_testlib import (PSServerProcess, live_servers, python_env, require_transport,
-                        result_lines, run_ps_bench)
 
 VS = 64
 DIM = VS // 4
@@ -297,25 +304,26 @@ class BrpcServerTest(unittest.TestCase):
 
     def test_server_rejects_bad_flags(self):
         r = subprocess.run([sys.executable, "-m", "recbench.ps_server", "--value_size", "30"],
-                           capture_output=True, text=True, timeout=30, env=python_env())
+                           capture_output=True, text=True, timeout=30, env=python_env(), check=False)
         self.assertEqual(r.returncode, 2)
         self.assertIn("value_size 30", r.stderr)
         with tempfile.TemporaryDirectory() as d:
             bad = f"{d}/cfg.json"
-            open(bad, "w").write('{"cache_ps": {"num_shards": "two"}}')
+            Path(bad).write_text('{"cache_ps": {"num_shards": "two"}}')
             r = subprocess.run([sys.executable, "-m", "recbench.ps_server", "--config_path", bad],
-                               capture_output=True, text=True, timeout=30, env=python_env())
+                               capture_output=True, text=True, timeout=30, env=python_env(), check=False)
             self.assertEqual(r.returncode, 2)
             self.assertIn("cache_ps.num_shards", r.stderr)
 
     def test_server_from_recstore_config(self):
-        from recbench.ps_config import build_config
         import json
+
+        from recbench.ps_config import build_config
         with tempfile.TemporaryDirectory() as d:
             cfg = build_config("brpc", [("127.0.0.1", 0), ("127.0.0.1", 0)], value_size=32,
                                capacity=5000)
             path = f"{d}/cfg.json"
-            open(path, "w").write(json.dumps(cfg))
+            Path(path).write_text(json.dumps(cfg))
             srv = PSServerProcess("brpc", num_shards=1, value_size=32)
             srv.args = [sys.executable, "-m", "recbench.ps_server", "--config_path", path,
                         "--local_shard_id", "1"]

@@ -3,6 +3,7 @@
 import json
 import tempfile
 import unittest
+from pathlib import Path
 
 from recbench import ps_bench, ps_server
 from recbench.ps_client import parse_stats, parse_uri
@@ -29,10 +30,10 @@ class ConfigTest(unittest.TestCase):
     def test_errors_name_file_and_field(self):
         with tempfile.TemporaryDirectory() as d:
             p = f"{d}/c.json"
-            open(p, "w").write(json.dumps({"cache_ps": {"ps_type": "QUIC"}}))
+            Path(p).write_text(json.dumps({"cache_ps": {"ps_type": "QUIC"}}))
             with self.assertRaisesRegex(ConfigError, "c.json.*ps_type"):
                 load_config(p)
-            open(p, "w").write("{not json")
+            Path(p).write_text("{not json")
             with self.assertRaisesRegex(ConfigError, "not valid JSON"):
                 load_config(p)
             with self.assertRaisesRegex(ConfigError, "cannot read"):
