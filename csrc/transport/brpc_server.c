@@ -44,6 +44,7 @@
 #define RS_BRPC_HEAD_MAX 4096           /* header + RpcMeta + PSResponse head, bounded by error/reply */
 #define RS_BRPC_OUT_LIMIT (64ull << 20) /* unsent output that pauses reading a connection */
 #define RS_BRPC_IN_INITIAL (64u << 10)
+#define RS_BRPC_KEEP_BYTES (4u << 20) /* larger idle buffers are released after use */
 
 typedef struct out_seg {
     size_t off, len;
@@ -216,6 +217,11 @@ static int conn_flush(brpc_sconn *c) {
         c->nsegs = c->seg_pos = c->seg_done = 0;
         c->out_len = 0;
         c->out_pending = 0;
+        if (c->out_cap > RS_BRPC_KEEP_BYTES) { /* a burst of big replies: give the memory back */
+            free(c->out);
+            c->out = NULL;
+            c->out_cap = 0;
+        }
     }
     return 0;
 }
@@ -333,6 +339,11 @@ static int conn_process(brpc_sconn *c) {
     if (pos) {
         memmove(c->in, c->in + pos, c->in_len - pos);
         c->in_len -= pos;
+    }
+    if (c->in_len == 0 && c->in_cap > RS_BRPC_KEEP_BYTES) { /* after a big request */
+        free(c->in);
+        c->in = NULL;
+        c->in_cap = 0;
     }
     return ret;
 }
