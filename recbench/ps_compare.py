@@ -16,6 +16,7 @@ latency per request, medians over repeats, and each row's ratio to Redis.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import socket
@@ -268,6 +269,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--running_seconds", type=float, default=5.0)
     p.add_argument("--idle_seconds", type=float, default=3.0)
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--output_json", default=None,
+                   help="also write every run and the summary (with the settings) to this file")
     return p
 
 
@@ -294,8 +297,13 @@ def main(argv=None) -> int:
     print()
     print(format_table(summary, args))
     print()
-    for line in goal_lines(summary, args):
+    goals = goal_lines(summary, args)
+    for line in goals:
         print(line)
+    if args.output_json:
+        Path(args.output_json).write_text(json.dumps(
+            {"settings": vars(args), "runs": rows, "summary": summary, "goals": goals,
+             "host": socket.gethostname(), "build": _ps.build_info()}, indent=2))
     return 0 if all(r["status"] in ("ok", "skipped") for r in rows) else 1
 
 
