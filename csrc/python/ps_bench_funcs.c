@@ -21,7 +21,7 @@
 static volatile int bench_stop_flag;
 
 static PyObject *result_dict(const rs_ps_bench_result *r) {
-    return Py_BuildValue(
+    PyObject *d = Py_BuildValue(
         "{s:d,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:K,s:K,s:K,s:O}",
         "runtime_s", r->runtime_s, "batches", (unsigned long long)r->batches, "key_ops",
         (unsigned long long)r->key_ops, "get_batches", (unsigned long long)r->get_batches,
@@ -33,6 +33,17 @@ static PyObject *result_dict(const rs_ps_bench_result *r) {
         "verify_bad_rows", (unsigned long long)r->verify_bad_rows, "first_bad_key",
         (unsigned long long)r->first_bad_key, "stopped_early",
         r->stopped_early ? Py_True : Py_False);
+    if (!d) return NULL;
+    PyObject *p = Py_BuildValue("{s:d,s:d,s:d,s:d}", "make_keys_avg_ns", r->make_keys_avg_ns,
+                                "submit_avg_ns", r->submit_avg_ns, "wait_avg_ns", r->wait_avg_ns,
+                                "consume_avg_ns", r->consume_avg_ns);
+    if (!p || PyDict_Update(d, p) < 0) {
+        Py_XDECREF(p);
+        Py_DECREF(d);
+        return NULL;
+    }
+    Py_DECREF(p);
+    return d;
 }
 
 static PyObject *bench_phase(PyObject *args, PyObject *kwds, int load) {
@@ -40,19 +51,19 @@ static PyObject *bench_phase(PyObject *args, PyObject *kwds, int load) {
                              "extra", "mode", "record_count", "batch_keys", "threads",
                              "load_threads", "running_seconds", "warmup_seconds", "distribution",
                              "zipfian_alpha", "read_ratio", "fetch_key_space", "verify", "seed",
-                             NULL};
+                             "profile", NULL};
     const char *transport, *extra = NULL, *mode = "fetch", *dist = "uniform";
     PyObject *endpoints;
     unsigned int value_size = 512, depth = 1, timeout_ms = 10000, batch_keys = 500, threads = 1;
     unsigned int load_threads = 0, read_ratio = 100;
     unsigned long long record_count = 1000000, key_space = 0, seed = 0x9e3779b97f4a7c15ull;
     double running = 5.0, warmup = 0.0, alpha = 0.9;
-    int verify = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sO|IIIzsKIIIddsdIKpK", kwlist, &transport,
+    int verify = 0, profile = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sO|IIIzsKIIIddsdIKpKp", kwlist, &transport,
                                      &endpoints, &value_size, &depth, &timeout_ms, &extra, &mode,
                                      &record_count, &batch_keys, &threads, &load_threads,
                                      &running, &warmup, &dist, &alpha, &read_ratio, &key_space,
-                                     &verify, &seed))
+                                     &verify, &seed, &profile))
         return NULL;
     rs_error err = {0};
     rs_ps_bench_config cfg = {.client = {.transport = transport, .value_size = value_size,
@@ -63,7 +74,7 @@ static PyObject *bench_phase(PyObject *args, PyObject *kwds, int load) {
                               .running_seconds = running, .warmup_seconds = warmup,
                               .zipfian_alpha = alpha, .read_ratio = read_ratio,
                               .fetch_key_space = key_space, .verify = verify, .seed = seed,
-                              .stop = &bench_stop_flag};
+                              .stop = &bench_stop_flag, .profile = profile};
     int rc = rs_ps_bench_mode_parse(mode, &cfg.mode, &err);
     if (rc) return rs_py_raise(rc, "mode", &err);
     if (strcmp(dist, "uniform") == 0) {

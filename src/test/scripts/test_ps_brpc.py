@@ -15,6 +15,7 @@ import numpy as np
 from ps_testlib import (
     PSServerProcess,
     live_servers,
+    parse_kv_line,
     python_env,
     require_transport,
     result_lines,
@@ -348,7 +349,7 @@ class PsBenchBrpcTest(unittest.TestCase):
                 "--record_count", "3000", "--batch_keys", "100", "--thread_num", "2",
                 "--prefetch_depth", "4", "--running_seconds", "0.5", "--warmup_seconds", "0.1",
                 "--fetch_key_space", "4000", "--verify_deterministic_values=true",
-                "--no_barrier"])
+                "--no_barrier", "--transaction_profile"])
             self.assertEqual(r.returncode, 0, r.stderr)
             res = result_lines(r.stdout)
             self.assertEqual(res["load"]["key_ops"], "3000")
@@ -363,6 +364,10 @@ class PsBenchBrpcTest(unittest.TestCase):
             self.assertEqual(run["keys_missing"], "0")
             self.assertLessEqual(float(run["p50_us"]), float(run["p99_us"]))
             self.assertIn("PS_BENCHMARK_LOADED", r.stdout)
+            prof = [line for line in r.stdout.splitlines()
+                    if line.startswith("PS_BENCHMARK_PROFILE phase=run")]
+            self.assertEqual(len(prof), 1)
+            self.assertGreater(float(parse_kv_line(prof[0])["wait_plus_result_avg_ns"]), 0)
 
     def test_barrier_waits_for_go(self):
         with PSServerProcess("brpc", value_size=VS) as srv, tempfile.TemporaryDirectory() as d:
