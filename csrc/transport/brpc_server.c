@@ -45,6 +45,7 @@
 #define RS_BRPC_OUT_LIMIT (64ull << 20) /* unsent output that pauses reading a connection */
 #define RS_BRPC_IN_INITIAL (64u << 10)
 #define RS_BRPC_KEEP_BYTES (4u << 20) /* larger idle buffers are released after use */
+#define RS_BRPC_FLUSH_EARLY (64u << 10) /* queued reply bytes that are sent before the next request */
 
 typedef struct out_seg {
     size_t off, len;
@@ -334,8 +335,14 @@ static int conn_process(brpc_sconn *c) {
             break;
         }
         pos += frame;
+        /* Send big replies as soon as they are ready: the client receives this one while the
+         * next pipelined request is handled, instead of waiting for the whole batch. */
+        if (c->out_pending >= RS_BRPC_FLUSH_EARLY && conn_flush(c)) {
+            ret = -2; /* the peer went away: not a framing error */
+            break;
+        }
     }
-    if (ret) wcount(&c->w->bad_frames, 1);
+    if (ret == -1) wcount(&c->w->bad_frames, 1);
     if (pos) {
         memmove(c->in, c->in + pos, c->in_len - pos);
         c->in_len -= pos;
