@@ -24,6 +24,8 @@ class BuildCoreThenExt(build_ext):
                                      rsbuild.ROOT / "build" / f"core-{BUILD_TYPE.lower()}")
         for ext in self.extensions:
             ext.extra_objects = [str(lib)]
+            # relink when the core library changed, not only when the module's own sources did
+            ext.depends = list(ext.depends) + [str(lib)]
         super().run()
 
 
