@@ -439,7 +439,15 @@ static void test_large_batch(void) {
                          .keys = (const uint8_t *)keys};
     RS_CHECK_EQ(call1(c, &get, got, (size_t)N * VS, &comp, &e), 0);
     RS_CHECK_EQ(comp.resp.num_found, N);
+    RS_CHECK_EQ(comp.resp.rows_len, (size_t)N * VS);
+    RS_CHECK(comp.resp.rows == (const uint8_t *)got);
     RS_CHECK_EQ(memcmp(got, rows, (size_t)N * VS), 0);
+    /* a buffer larger than the reply: rows are found by decoding the whole message instead */
+    float *big = malloc((size_t)N * VS + 4096);
+    RS_CHECK_EQ(call1(c, &get, big, (size_t)N * VS + 4096, &comp, &e), 0);
+    RS_CHECK_EQ(comp.resp.rows_len, (size_t)N * VS);
+    RS_CHECK_EQ(memcmp(big, rows, (size_t)N * VS), 0);
+    free(big);
     free(keys);
     free(rows);
     free(got);
