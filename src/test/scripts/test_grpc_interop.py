@@ -134,6 +134,23 @@ class GrpcPSClientTest(unittest.TestCase):
             stalled.close()
         self.assertEqual(srv.returncode, 0)
 
+    def test_transport_options_reach_both_ends(self):
+        keys = np.arange(1, 2001, dtype=np.uint64)
+        with PSServerProcess("grpc", num_shards=1, value_size=VS, max_keys_per_request=5000,
+                             extra_args=["--transport_options",
+                                         "calls_per_method=2;max_frame_size=1048576"]) as srv:
+            with recbench.PSClient(srv.uri, transport_options="max_frame_size=65536;"
+                                   "malloc_tuning=1", prefetch_depth=2) as ps:
+                ps.put(keys, rows_for(keys))
+                self.assertEqual(ps.get(keys).tobytes(), rows_for(keys).tobytes())
+            with self.assertRaises(errors.InvalidArgument) as cm:
+                recbench.PSClient(srv.uri, transport_options="window=9")
+            self.assertIn("window", str(cm.exception))
+        with self.assertRaises(RuntimeError) as cm:
+            PSServerProcess("grpc", num_shards=1, value_size=VS,
+                            extra_args=["--transport_options", "calls_per_method=0"]).start()
+        self.assertIn("calls_per_method", str(cm.exception))
+
     def test_refused_names_server(self):
         with PSServerProcess("grpc", num_shards=1, value_size=VS) as srv:
             port = srv.ports[0]
