@@ -77,9 +77,9 @@ struct rs_grpc_worker {
     int thread_started;
     rs_grpc_slot *slots;
     size_t nslots;
-    rs_grpc_scratch scratch;   /* gathers multi-slice requests */
-    rs_grpc_slice_pool *rows;  /* GET reply rows buffers */
-    rs_ps_response resp;     /* reused per request: 2.3 KB of text buffers */
+    rs_grpc_scratch scratch;  /* gathers multi-slice requests */
+    rs_grpc_slice_pool *rows; /* GET reply rows buffers */
+    rs_ps_response resp;      /* reused per request: 2.3 KB of text buffers */
     rs_grpc_counters ctr;
 } __attribute__((aligned(64)));
 
@@ -386,15 +386,6 @@ static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, 
             goto fail_server;
         }
     }
-    grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
-    int port = grpc_server_add_http2_port(srv->server, addr, creds);
-    grpc_server_credentials_release(creds);
-    if (port <= 0) {
-        rc = bind_failure(opts->host, opts->port, addr, err);
-        goto fail_server;
-    }
-    srv->port = (uint16_t)port;
-
     size_t nslots = (size_t)calls_per_method * RS_GRPC_NUM_METHODS + RS_GRPC_UNKNOWN_SLOTS;
     for (unsigned i = 0; i < nthreads; i++) {
         rs_grpc_worker *w = &srv->workers[i];
@@ -420,25 +411,36 @@ static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, 
         }
     }
 
+    /* Everything that can fail before a listener exists is done: from here on, cleaning up
+     * needs the server's shutdown (rs_grpc_srv_stop). */
+    grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+    int port = grpc_server_add_http2_port(srv->server, addr, creds);
+    grpc_server_credentials_release(creds);
+    if (port <= 0) {
+        rc = bind_failure(opts->host, opts->port, addr, err);
+        goto fail_server;
+    }
+    srv->port = (uint16_t)port;
     grpc_server_start(srv->server);
-    for (unsigned i = 0; i < nthreads; i++)
-        for (size_t j = 0; j < srv->workers[i].nslots; j++)
-            slot_arm(&srv->workers[i].slots[j]);
     for (unsigned i = 0; i < nthreads; i++) {
         rs_grpc_worker *w = &srv->workers[i];
         int prc = pthread_create(&w->thread, NULL, worker_main, w);
         if (prc != 0) {
             rs_error_errno(err, RS_EIO, prc, "grpc server: cannot start worker thread %u", i);
-            rs_grpc_srv_stop(srv); /* the server is started: the full stop path cleans up */
+            rs_grpc_srv_stop(srv); /* no call is armed yet: stop only shuts down and joins */
             return RS_EIO;
         }
         w->thread_started = 1;
     }
+    /* calls that arrived meanwhile waited in gRPC's queue; CQs are thread-safe to arm from here */
+    for (unsigned i = 0; i < nthreads; i++)
+        for (size_t j = 0; j < srv->workers[i].nslots; j++)
+            slot_arm(&srv->workers[i].slots[j]);
     *state = srv;
     return 0;
 
 fail_server:
-    /* not started: no listener is active (or none was added), so destroy needs no shutdown */
+    /* no listener was added, so the server can be destroyed without a shutdown */
     grpc_server_destroy(srv->server);
     for (unsigned i = 0; i < nthreads; i++) {
         rs_grpc_worker *w = &srv->workers[i];
@@ -481,15 +483,12 @@ static void rs_grpc_srv_stop(void *state) {
     if (srv->workers[0].thread_started) {
         rs_eventual_wait(&srv->shutdown_done, RS_WAIT_BLOCK, UINT64_MAX, NULL);
     } else {
-        /* no worker 0 thread (thread creation failed): take the notification ourselves */
-        for (;;) {
-            grpc_event ev = grpc_completion_queue_next(srv->workers[0].cq,
-                                                       gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-            if (ev.type == GRPC_OP_COMPLETE && ev.tag == &srv->shutdown_tag)
-                break;
-            if (ev.type == GRPC_OP_COMPLETE && ev.tag != &srv->shutdown_tag)
-                ((rs_grpc_slot *)ev.tag)->state = SLOT_IDLE;
-        }
+        /* start() failed to create worker 0 (so no call was armed): take the notification here */
+        grpc_event ev;
+        do
+            ev = grpc_completion_queue_next(srv->workers[0].cq, gpr_inf_future(GPR_CLOCK_REALTIME),
+                                            NULL);
+        while (!(ev.type == GRPC_OP_COMPLETE && ev.tag == &srv->shutdown_tag));
     }
     for (unsigned i = 0; i < srv->nworkers; i++)
         grpc_completion_queue_shutdown(srv->workers[i].cq);
@@ -498,15 +497,8 @@ static void rs_grpc_srv_stop(void *state) {
         if (w->thread_started) {
             pthread_join(w->thread, NULL);
         } else {
-            grpc_event ev;
-            while ((ev = grpc_completion_queue_next(w->cq, gpr_inf_future(GPR_CLOCK_REALTIME),
-                                                    NULL))
+            while (grpc_completion_queue_next(w->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL)
                        .type != GRPC_QUEUE_SHUTDOWN) {
-                if (ev.type == GRPC_OP_COMPLETE && ev.tag != &srv->shutdown_tag) {
-                    rs_grpc_slot *sl = ev.tag;
-                    sl->state = SLOT_REPLYING; /* finish without re-arming (shutting is set) */
-                    slot_finish(sl);
-                }
             }
         }
     }
