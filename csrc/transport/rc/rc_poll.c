@@ -40,11 +40,11 @@ void rs_rc_backoff_init(rs_rc_backoff *b, rs_rc_poll_mode mode) {
 }
 
 void rs_rc_backoff_idle(rs_rc_backoff *b) {
+    uint32_t r = b->idle_rounds < UINT32_MAX ? ++b->idle_rounds : b->idle_rounds;
     if (b->mode == RS_RC_POLL_BUSY) {
         cpu_relax();
         return;
     }
-    uint32_t r = b->idle_rounds < UINT32_MAX ? ++b->idle_rounds : b->idle_rounds;
     if (r <= RS_RC_SPIN_ROUNDS) {
         cpu_relax();
     } else if (r <= RS_RC_SPIN_ROUNDS + RS_RC_YIELD_ROUNDS) {
