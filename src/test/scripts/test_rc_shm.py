@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ps_testlib import PSServerProcess, python_env, require_transport  # noqa: E402
 
 import recbench  # noqa: E402
-from recbench import _ps, errors, rc_options  # noqa: E402
+from recbench import _ps, rc_options  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
 SMALL = "qps_per_client_per_shard=2;request_slot_bytes=1048576;response_slot_bytes=1048576"
