@@ -20,7 +20,7 @@
 #endif
 
 #define RS_RC_SPIN_ROUNDS  2000u
-#define RS_RC_YIELD_ROUNDS 2000u
+#define RS_RC_YIELD_ROUNDS 256u
 #define RS_RC_NAP_MIN_NS   2000ull
 #define RS_RC_NAP_MAX_NS   1000000ull
 
