@@ -140,6 +140,7 @@ static void run_ops(worker *wk) {
         rs_ycsb_wop op = rs_ycsb_next_op(&wk->gen);
         uint64_t last = rs_ycsb_ack_counter_last(sh->ack);
         uint64_t n = 1;
+        uint64_t op_t0 = rs_now_ns();
         switch (op) {
         case RS_WOP_READ:
             if (w->batch) {
@@ -179,6 +180,7 @@ static void run_ops(worker *wk) {
             break;
         }
         }
+        rs_ycsb_measure_record(&wk->m, RS_YCSB_OP_ALL, RS_YCSB_ST_OK, rs_now_ns() - op_t0);
         done += n;
         count_ops(wk, n);
     }
@@ -195,7 +197,9 @@ static void *worker_main(void *arg) {
     if (abort_phase) return NULL;
     if (wk->phase == 0) {
         for (uint64_t k = wk->begin; k < wk->end; k++) {
+            uint64_t t0 = rs_now_ns();
             do_insert(wk, k);
+            rs_ycsb_measure_record(&wk->m, RS_YCSB_OP_ALL, RS_YCSB_ST_OK, rs_now_ns() - t0);
             count_ops(wk, 1);
         }
     } else {

@@ -9,7 +9,7 @@
 #include "recstore/ycsb.h"
 
 static const char *const op_names[RS_YCSB_OP_COUNT] = {
-    "INSERT", "READ", "UPDATE", "SCAN", "READ-MODIFY-WRITE", "BATCH-READ", "DELETE",
+    "INSERT", "READ", "UPDATE", "SCAN", "READ-MODIFY-WRITE", "BATCH-READ", "DELETE", "ALL",
 };
 static const char *const st_suffix[RS_YCSB_ST_COUNT] = {"", "-NOTFOUND", "-NOTSUPPORTED", "-FAILED"};
 

@@ -159,6 +159,7 @@ typedef enum rs_ycsb_op {
     RS_YCSB_OP_RMW,
     RS_YCSB_OP_BATCH_READ,
     RS_YCSB_OP_DELETE,
+    RS_YCSB_OP_ALL, /* every operation the driver issued, once each (an RMW or a batch is one) */
     RS_YCSB_OP_COUNT
 } rs_ycsb_op;
 
