@@ -15,6 +15,7 @@
  * operationcount + 1024), cceh.value_size (row bytes; default 0 = sized for a full record of
  * fieldcount fields of fieldlength bytes; an explicit value too small for that is refused at open).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -25,6 +25,7 @@
  * DRAM_EXTENDIBLE_HASH, SSD_EXTENDIBLE_HASH), hybridkv.capacity (keys; default recordcount +
  * operationcount + 1024, enough even if every operation inserts).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

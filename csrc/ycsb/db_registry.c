@@ -9,6 +9,8 @@
 #include "recstore/ycsb.h"
 
 extern const rs_ycsb_db_ops rs_ycsb_db_basic;
+extern const rs_ycsb_db_ops rs_ycsb_db_kvdb;
+extern const rs_ycsb_db_ops rs_ycsb_db_cceh;
 #if RS_HAVE_ROCKSDB
 extern const rs_ycsb_db_ops rs_ycsb_db_rocksdb;
 #endif
@@ -32,6 +34,8 @@ typedef struct {
 } db_entry;
 
 static const db_entry table[] = {
+    {"kvdb", &rs_ycsb_db_kvdb, NULL},
+    {"cceh", &rs_ycsb_db_cceh, NULL},
     {"basic", &rs_ycsb_db_basic, NULL},
 #if RS_HAVE_ROCKSDB
     {"rocksdb", &rs_ycsb_db_rocksdb, "librocksdb-dev"},
