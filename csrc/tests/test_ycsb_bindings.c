@@ -92,7 +92,7 @@ static void key_of(int r, char *k, size_t *len) {
     *len = (size_t)sprintf(k, "user%d", r + 1); /* user1..user6: sorted like r */
 }
 
-static void conformance(const char *db) {
+static void conformance(const char *db, const char *const *extra) {
     const rs_ycsb_db_ops *ops;
     rs_error err = {0};
     RS_CHECK(rs_ycsb_db_find(db, &ops, &err) == RS_OK);
@@ -116,6 +116,8 @@ static void conformance(const char *db) {
     rs_ycsb_props_set(props, "hybridkv.mode", "compat", "test");
     rs_ycsb_props_set(props, "hybridkv.read_return", "parse", "test");
     if (path_prop(db)) rs_ycsb_props_set(props, path_prop(db), path, "test");
+    for (int i = 0; extra && extra[i]; i++)
+        rs_ycsb_props_set_arg(props, extra[i], &err);
 
     void *shared = NULL, *t = NULL;
     int rc = ops->open(props, &shared, &err);
@@ -235,7 +237,7 @@ static void test_every_binding(void) {
     int count = 0;
     for (char *save, *n = strtok_r(names, ",", &save); n; n = strtok_r(NULL, ",", &save)) {
         int before = rs_test_failed_checks;
-        conformance(n);
+        conformance(n, NULL);
         if (rs_test_failed_checks != before) fprintf(stderr, "binding %s FAILED conformance\n", n);
         count++;
     }
@@ -243,6 +245,57 @@ static void test_every_binding(void) {
 #if RS_HAVE_ROCKSDB && RS_HAVE_LEVELDB && RS_HAVE_LMDB && RS_HAVE_SQLITE && RS_HAVE_WIREDTIGER
     RS_CHECK_EQ(count, 8); /* kvdb, cceh, basic + the five external engines */
 #endif
+}
+
+/* kvdb's perf layout (fixed field slots) must round-trip as well; synthetic rows return the
+ * written bytes repeated to synthetic_bytes. */
+static void test_kvdb_perf_modes(void) {
+    make_values();
+    static const char *const perf_parse[] = {"hybridkv.mode=perf", "hybridkv.read_return=parse", NULL};
+    conformance("kvdb", perf_parse);
+    static const char *const ext_hash[] = {"hybridkv.index_type=DRAM_EXTENDIBLE_HASH", NULL};
+    conformance("kvdb", ext_hash);
+    static const char *const on_file[] = {"hybridkv.index_type=SSD_EXTENDIBLE_HASH", NULL};
+    conformance("kvdb", on_file);
+
+    const rs_ycsb_db_ops *ops;
+    rs_error err = {0};
+    RS_CHECK_EQ(rs_ycsb_db_find("kvdb", &ops, &err), RS_OK);
+    char tmpl[] = "/tmp/rs_ycsb_kvdb_XXXXXX";
+    char *root = mkdtemp(tmpl);
+    rs_ycsb_props *props;
+    rs_ycsb_props_new(&props);
+    rs_ycsb_props_set(props, "hybridkv.path", root, "t");
+    rs_ycsb_props_set(props, "hybridkv.synthetic_bytes", "100", "t");
+    rs_ycsb_props_set(props, "hybridkv.read_return", "parse", "t");
+    void *shared = NULL, *t = NULL;
+    RS_CHECK_EQ(ops->open(props, &shared, &err), RS_EINVAL); /* synthetic rows have no fields */
+    RS_CHECK(strstr(err.msg, "read_return=parse") != NULL);
+    rs_ycsb_props_set(props, "hybridkv.read_return", "blob", "t");
+    RS_CHECK_EQ(ops->open(props, &shared, &err), RS_OK);
+    if (!shared) goto out;
+    RS_CHECK_EQ(ops->thread_init(shared, 0, &t, &err), RS_OK);
+    rs_ycsb_field fv[NFIELDS];
+    fields_of(1, fv);
+    RS_CHECK_EQ(ops->insert(t, "usertable", "user9", 5, fv, NFIELDS, &err), RS_OK);
+    rs_ycsb_result res;
+    rs_ycsb_result_init(&res);
+    RS_CHECK_EQ(ops->read(t, "usertable", "user9", 5, NULL, &res, &err), RS_OK);
+    RS_CHECK_EQ(res.n, 1);
+    if (res.n == 1) {
+        RS_CHECK_EQ(res.fields[0].value_len, 100);
+        char want[100];
+        for (int i = 0; i < 100; i++)
+            want[i] = vals[1][(i / VLEN) % NFIELDS][i % VLEN];
+        RS_CHECK(!memcmp(res.fields[0].value, want, 100));
+    }
+    RS_CHECK_EQ(ops->update(t, "usertable", "user10", 6, fv, 1, &err), RS_ENOTFOUND);
+    rs_ycsb_result_free(&res);
+    ops->thread_cleanup(t);
+    ops->close(shared);
+out:
+    rs_ycsb_props_free(props);
+    rm_rf(root);
 }
 
 static void test_unknown_and_missing(void) {
@@ -263,4 +316,4 @@ static void test_unknown_and_missing(void) {
     rs_ycsb_props_free(props);
 }
 
-RS_TEST_MAIN(RS_TEST(test_every_binding), RS_TEST(test_unknown_and_missing))
+RS_TEST_MAIN(RS_TEST(test_every_binding), RS_TEST(test_kvdb_perf_modes), RS_TEST(test_unknown_and_missing))
