@@ -153,6 +153,41 @@ class YcsbTest(unittest.TestCase):
         with self.assertRaises(errors.InvalidArgument):
             _ycsb.run("basic", props=["requestdistribution=pareto"])
 
+    def test_kvdb_modes(self):
+        base = ["recordcount=500", "operationcount=2000", "threadcount=2",
+                f"hybridkv.path={self.tmp / 'kv'}"]
+        wl = [workloads.resolve("workloada")]
+        for extra in ([], ["hybridkv.read_return=parse"], ["hybridkv.mode=compat"],
+                      ["hybridkv.synthetic_bytes=512", "hybridkv.read_return=blob"],
+                      ["hybridkv.index_type=DRAM_EXTENDIBLE_HASH"],
+                      ["ycsb.batch=true", "ycsb.batch_size=32", "readproportion=1",
+                       "updateproportion=0"]):
+            with self.subTest(extra=extra):
+                rep = _ycsb.run("kvdb", files=wl, props=base + extra)
+                self.assertEqual(rep["run"]["errors"], 0, rep["run"]["first_error"])
+                names = {o["name"] for o in rep["run"]["ops"]}
+                self.assertFalse({n for n in names if "NOTFOUND" in n or "FAILED" in n}, names)
+        bad = (["hybridkv.synthetic_bytes=64", "hybridkv.read_return=parse"],
+               ["hybridkv.mode=fast"], ["hybridkv.index_type=BTREE"],
+               ["fieldlengthdistribution=uniform"], ["hybridkv.synthetic_bytes=64", "hybridkv.mode=compat"])
+        for extra in bad:
+            with self.subTest(bad=extra), self.assertRaises(errors.InvalidArgument) as cm:
+                _ycsb.run("kvdb", files=wl, props=base + extra)
+            self.assertRegex(str(cm.exception), "hybridkv|fieldlength")
+
+    def test_cceh_value_size_and_reopen(self):
+        path = self.tmp / "cceh"
+        props = ["recordcount=300", "operationcount=300", f"cceh.path={path}"]
+        rep = _ycsb.run("cceh", files=[workloads.resolve("workloadb")], props=props)
+        self.assertEqual(rep["run"]["errors"], 0, rep["run"]["first_error"])
+        self.assertTrue(any(path.iterdir()))
+        # the data survives a reopen: a run without load finds every record
+        rep = _ycsb.run("cceh", files=[workloads.resolve("workloadc")], props=props, load=False)
+        self.assertEqual([o["name"] for o in rep["run"]["ops"]], ["READ", "ALL"])
+        with self.assertRaises(errors.InvalidArgument) as cm:
+            _ycsb.run("cceh", props=props + ["cceh.value_size=100"], run=False)
+        self.assertIn("cceh.value_size=100", str(cm.exception))
+
     def test_engines_in_build_info(self):
         import recbench
         feats = recbench.build_info()["features"]
