@@ -98,6 +98,19 @@ static void test_key_names(void) {
     size_t len;
     rs_ycsb_build_key_into(&w, 42, k, &len);
     RS_CHECK(!strcmp(k, "user000042") && len == 10);
+    rs_rng r;
+    rs_rng_seed(&r, 1);
+    for (int i = 0; i < 20000; i++) { /* every digit pair, every length */
+        uint64_t v = i < 10000 ? (uint64_t)i : rs_rng_next(&r) >> (i % 64);
+        char want[48];
+        snprintf(want, sizeof want, "user%06llu", (unsigned long long)v);
+        rs_ycsb_build_key_into(&w, v, k, &len);
+        if (strcmp(k, want) || len != strlen(want)) {
+            fprintf(stderr, "key %llu: got %s want %s\n", (unsigned long long)v, k, want);
+            RS_CHECK(0);
+            break;
+        }
+    }
     rs_ycsb_workload_free(&w);
     rs_ycsb_props_set(p, "insertorder", "hashed", "t");
     RS_CHECK_EQ(rs_ycsb_workload_parse(p, &w, &err), RS_OK);

@@ -215,21 +215,34 @@ uint64_t rs_ycsb_next_keynum(rs_ycsb_wthread *t, uint64_t last) {
 }
 
 void rs_ycsb_build_key_into(const rs_ycsb_workload *w, uint64_t keynum, char *out, size_t *len) {
+    static const char pairs[201] = "00010203040506070809101112131415161718192021222324252627282930313233"
+                                   "34353637383940414243444546474849505152535455565758596061626364656667"
+                                   "6869707172737475767778798081828384858687888990919293949596979899";
     if (!w->ordered) keynum = rs_fnv64_u64(keynum);
     char digits[24];
-    int nd = 0;
-    do {
-        digits[nd++] = (char)('0' + keynum % 10);
-        keynum /= 10;
-    } while (keynum);
+    int pos = 24;
+    while (keynum >= 100) { /* two digits per division */
+        uint64_t q = keynum / 100;
+        uint32_t r = (uint32_t)(keynum - q * 100);
+        pos -= 2;
+        memcpy(digits + pos, pairs + 2 * r, 2);
+        keynum = q;
+    }
+    if (keynum >= 10) {
+        pos -= 2;
+        memcpy(digits + pos, pairs + 2 * keynum, 2);
+    } else {
+        digits[--pos] = (char)('0' + keynum);
+    }
+    int nd = 24 - pos;
     memcpy(out, "user", 4);
-    size_t pos = 4;
+    size_t o = 4;
     for (int i = nd; i < (int)w->zeropadding; i++)
-        out[pos++] = '0';
-    while (nd)
-        out[pos++] = digits[--nd];
-    out[pos] = 0;
-    *len = pos;
+        out[o++] = '0';
+    memcpy(out + o, digits + pos, (size_t)nd);
+    o += (size_t)nd;
+    out[o] = 0;
+    *len = o;
 }
 
 void rs_ycsb_build_key(rs_ycsb_wthread *t, uint64_t keynum) {
