@@ -12,8 +12,9 @@
  * u64 with rs_ycsb_key_u64.
  *
  * Properties: cceh.path (required directory), cceh.capacity (keys; default recordcount +
- * operationcount + 1024), cceh.value_size (row bytes; default 0 = sized for a full record of
- * fieldcount fields of fieldlength bytes; an explicit value too small for that is refused at open).
+ * (operationcount if insertproportion > 0) + 1024), cceh.value_size (row bytes; default 0 = sized
+ * for a full record of fieldcount fields of fieldlength bytes; an explicit value too small for
+ * that is refused at open).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,11 +47,10 @@ static void cceh_close(void *p) {
 static int cceh_open(const rs_ycsb_props *props, void **out, rs_error *err) {
     const char *path;
     int rc;
-    uint64_t rec, ops, cap, vs, fc, fl;
+    uint64_t maxrec, cap, vs, fc, fl;
     if ((rc = rs_ycsb_data_path(props, "cceh.path", 0, &path, err))) return rc;
-    if ((rc = rs_ycsb_props_u64(props, "recordcount", 1000, &rec, err))) return rc;
-    if ((rc = rs_ycsb_props_u64(props, "operationcount", 1000, &ops, err))) return rc;
-    if ((rc = rs_ycsb_props_u64(props, "cceh.capacity", rec + ops + 1024, &cap, err))) return rc;
+    if ((rc = rs_ycsb_max_records(props, &maxrec, err))) return rc;
+    if ((rc = rs_ycsb_props_u64(props, "cceh.capacity", maxrec + 1024, &cap, err))) return rc;
     if ((rc = rs_ycsb_props_u64(props, "cceh.value_size", 0, &vs, err))) return rc;
     if ((rc = rs_ycsb_props_u64(props, "fieldcount", 10, &fc, err))) return rc;
     if ((rc = rs_ycsb_props_u64(props, "fieldlength", 100, &fl, err))) return rc;

@@ -23,7 +23,8 @@
  * Other properties: hybridkv.path (required directory; file-backed index types keep their files
  * there, DRAM indexes write nothing), hybridkv.index_type (DRAM_PET_HASH default,
  * DRAM_EXTENDIBLE_HASH, SSD_EXTENDIBLE_HASH), hybridkv.capacity (keys; default recordcount +
- * operationcount + 1024, enough even if every operation inserts).
+ * (operationcount if insertproportion > 0) + 1024: room for every record a load and run can
+ * leave).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,7 +67,7 @@ static void kvdb_close(void *p) {
 static int kvdb_open(const rs_ycsb_props *props, void **out, rs_error *err) {
     const char *path;
     int rc, mode, rr, fldist;
-    uint64_t rec, ops, cap, synth, fc, fl;
+    uint64_t maxrec, cap, synth, fc, fl;
     if ((rc = rs_ycsb_data_path(props, "hybridkv.path", 0, &path, err))) return rc;
     static const char *const modes[] = {"compat", "perf", NULL};
     if ((rc = rs_ycsb_props_choice(props, "hybridkv.mode", "perf", modes, &mode, err))) return rc;
@@ -75,9 +76,8 @@ static int kvdb_open(const rs_ycsb_props *props, void **out, rs_error *err) {
                                    err)))
         return rc;
     if ((rc = rs_ycsb_props_u64(props, "hybridkv.synthetic_bytes", 0, &synth, err))) return rc;
-    if ((rc = rs_ycsb_props_u64(props, "recordcount", 1000, &rec, err))) return rc;
-    if ((rc = rs_ycsb_props_u64(props, "operationcount", 1000, &ops, err))) return rc;
-    if ((rc = rs_ycsb_props_u64(props, "hybridkv.capacity", rec + ops + 1024, &cap, err))) return rc;
+    if ((rc = rs_ycsb_max_records(props, &maxrec, err))) return rc;
+    if ((rc = rs_ycsb_props_u64(props, "hybridkv.capacity", maxrec + 1024, &cap, err))) return rc;
     if ((rc = rs_ycsb_props_u64(props, "fieldcount", 10, &fc, err))) return rc;
     if ((rc = rs_ycsb_props_u64(props, "fieldlength", 100, &fl, err))) return rc;
     static const char *const fld[] = {"constant", "uniform", "zipfian", NULL};

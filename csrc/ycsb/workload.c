@@ -158,6 +158,17 @@ int rs_ycsb_workload_parse(const rs_ycsb_props *p, rs_ycsb_workload *w, rs_error
     return RS_OK;
 }
 
+int rs_ycsb_max_records(const rs_ycsb_props *p, uint64_t *out, rs_error *err) {
+    uint64_t rec, ops;
+    double ins;
+    int rc;
+    if ((rc = rs_ycsb_props_u64(p, "recordcount", 1000, &rec, err))) return rc;
+    if ((rc = rs_ycsb_props_u64(p, "operationcount", 1000, &ops, err))) return rc;
+    if ((rc = rs_ycsb_props_double(p, "insertproportion", 0, &ins, err))) return rc;
+    *out = rec + (ins > 0 ? ops : 0);
+    return RS_OK;
+}
+
 void rs_ycsb_workload_free(rs_ycsb_workload *w) {
     free(w->field_name_buf);
     free(w->field_names);

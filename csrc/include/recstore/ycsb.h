@@ -218,6 +218,11 @@ uint64_t rs_ycsb_hotspot_next(const rs_ycsb_hotspot *g, rs_rng *r);
 
 /* ---------- the driver (workload.c, driver.c) ---------- */
 
+/* The most records a load + run of these properties can leave in a store: recordcount, plus
+ * operationcount when insertproportion > 0 (every run operation could be an insert). Engines with
+ * a fixed capacity size themselves from it by default. */
+int rs_ycsb_max_records(const rs_ycsb_props *p, uint64_t *out, rs_error *err);
+
 typedef struct rs_ycsb_phase_report {
     int ran;
     double runtime_s;
