@@ -48,7 +48,7 @@ typedef struct pending {
 
 typedef struct brpc_cconn {
     int fd;
-    char peer[160]; /* "brpc host:port" for messages */
+    char peer[160]; /* "brpc://host:port" for messages */
     uint64_t timeout_ns;
     uint32_t cap, head, count;
     pending *ring;
@@ -102,7 +102,7 @@ static int brpc_connect(const char *host, uint16_t port, const rs_ps_client_opts
     brpc_cconn *c = calloc(1, sizeof *c);
     if (!c) return rs_error_set(err, RS_ENOMEM, "brpc connection");
     c->fd = -1;
-    snprintf(c->peer, sizeof c->peer, "brpc %s:%u", host, port);
+    snprintf(c->peer, sizeof c->peer, "brpc://%s:%u", host, port);
     c->timeout_ns = (uint64_t)(opts && opts->timeout_ms ? opts->timeout_ms : 10000) * 1000000ull;
     c->cap = opts && opts->max_in_flight ? opts->max_in_flight : 1;
     c->ring = calloc(c->cap, sizeof *c->ring);

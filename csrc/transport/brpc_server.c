@@ -498,7 +498,7 @@ static int brpc_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, void **
     s->nworkers = opts->num_threads ? opts->num_threads : 1;
 
     struct sockaddr_storage ss;
-    socklen_t slen;
+    socklen_t slen = 0;
     if ((rc = resolve_bind(opts->host, opts->port, &ss, &slen, err))) goto fail;
     s->lfd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (s->lfd < 0) {
