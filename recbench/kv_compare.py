@@ -48,8 +48,6 @@ PATH_PROPS = {
 }
 ENGINE_DEFAULTS = {
     "kvdb": ["hybridkv.mode=perf", "hybridkv.read_return=none"],
-    "rocksdb": ["rocksdb.destroy=true"],
-    "leveldb": ["leveldb.destroy=true"],
     "basic": ["basic.silent=true"],
 }
 COLUMNS = [
