@@ -1,0 +1,121 @@
+"""Per-host preflight of the PS runner: what recbench build a host has, whether it has RDMA verbs
+devices, and whether the server ports are free.
+
+`host_facts(ports)` gathers the facts of the host it runs on; `python -m recbench.preflight
+--ports h:p,...` prints the same as one JSON line, which is how the runner asks a remote host
+(over ssh, inside the container when there is one). The runner then compares each host with the
+local one (`compare_with_local`) for `--remote-sync check`.
+"""
+
+import argparse
+import json
+import os
+import platform
+import socket
+import sys
+
+PREFLIGHT_MARKER = "RECBENCH_PREFLIGHT="
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def port_free(host, port):
+    """True when host:port can be bound now (SO_REUSEADDR, as servers bind)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    s = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((host, port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def free_port(host="127.0.0.1"):
+    """A port the OS considers free right now on `host`."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def recbench_build():
+    """build_info() of the recbench importable here, or {'error': ...}."""
+    try:
+        import recbench
+
+        info = recbench.build_info()
+        info["package_version"] = recbench.__version__
+        info["package_path"] = os.path.dirname(os.path.abspath(recbench.__file__))
+        return info
+    except Exception as exc:  # any import/build problem is reported, not raised
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def host_facts(ports=()):
+    from recbench import rdma
+
+    devices, reason = rdma.devices_status()
+    facts = {
+        "hostname": socket.gethostname(),
+        "python": sys.version.split()[0],
+        "cpu_model": cpu_model(),
+        "cpu_cores": os.cpu_count(),
+        "recbench": recbench_build(),
+        "rdma_devices": devices,
+        "rdma_reason": reason,
+        "ports": {},
+    }
+    for host, port in ports:
+        facts["ports"][f"{host}:{port}"] = port_free(host, port)
+    return facts
+
+
+def parse_ports(text):
+    out = []
+    for item in (text or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        host, port = item.rsplit(":", 1)
+        out.append((host.strip("[]"), int(port)))
+    return out
+
+
+def compare_with_local(local, remote, host_label, check_commit=True):
+    """Problems (list of sentences) that make a remote host unfit for the run."""
+    problems = []
+    rb = remote.get("recbench", {})
+    lb = local.get("recbench", {})
+    if "error" in rb:
+        return [f"{host_label}: recbench does not import: {rb['error']}"]
+    if rb.get("version") != lb.get("version"):
+        problems.append(f"{host_label}: recbench version {rb.get('version')} differs from local "
+                        f"{lb.get('version')}")
+    if check_commit and rb.get("commit") != lb.get("commit"):
+        problems.append(f"{host_label}: recbench commit {rb.get('commit')} differs from local "
+                        f"{lb.get('commit')} (use --remote-sync rsync, or update the host)")
+    return problems
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Print this host's recbench/RDMA/port facts as JSON.")
+    ap.add_argument("--ports", default="", help="host:port,... to test for being free")
+    args = ap.parse_args(argv)
+    print(PREFLIGHT_MARKER + json.dumps(host_facts(parse_ports(args.ports))))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
