@@ -159,7 +159,8 @@ def parse_server_plan(text):
             index = _int_field(fields[0], "server_index", entry)
             host_field, port, shard = fields[1:]
         else:
-            raise TopologyError(f"server plan entry {entry!r} must be [server_index:]host:port:shard")
+            raise TopologyError(f"server plan entry {entry!r} must be [server_index:]host:port:shard"
+                                + _ipv6_hint(fields))
         host, ssh_host = split_target(host_field, entry)
         specs.append(ServerSpec(index, host, ssh_host, _int_field(port, "port", entry, 1, 65535),
                                 _int_field(shard, "shard", entry)))
@@ -179,11 +180,16 @@ def parse_client_plan(text):
         elif len(fields) == 2:
             index, host_field = _int_field(fields[0], "client_index", entry), fields[1]
         else:
-            raise TopologyError(f"client plan entry {entry!r} must be [client_index:]host")
+            raise TopologyError(f"client plan entry {entry!r} must be [client_index:]host"
+                                + _ipv6_hint(fields))
         host, ssh_host = split_target(host_field, entry)
         specs.append(ClientSpec(index, host, ssh_host))
     _check_unique([c.client_index for c in specs], "client_index", entries, specs)
     return sorted(specs, key=lambda c: c.client_index)
+
+
+def _ipv6_hint(fields):
+    return " (write IPv6 hosts in brackets, e.g. [fe80::1])" if len(fields) > 4 or "" in fields else ""
 
 
 def _check_unique(values, what, entries, specs):
