@@ -29,13 +29,16 @@ def cpu_model():
 
 
 def port_free(host, port):
-    """True when host:port can be bound now (SO_REUSEADDR, as servers bind)."""
+    """True when host:port can be bound now (SO_REUSEADDR, as servers bind); None when the host
+    name does not resolve here (an ssh alias, say), so the check cannot tell."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     s = socket.socket(family, socket.SOCK_STREAM)
     try:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind((host, port))
         return True
+    except socket.gaierror:
+        return None
     except OSError:
         return False
     finally:

@@ -18,6 +18,7 @@ import sys
 
 from recbench.topology import RC_TRANSPORTS, TopologyError, normalize_transport_list
 
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNNER_VERSION = 1
 RESULT_DIR_PREFIX = "benchmark_ps_"
 DEFAULT_RDMA_FETCH_QPS = 16
@@ -293,6 +294,13 @@ def finalize_args(args):
     for opt in args.ssh_option:
         if "=" not in opt:
             raise ValueError(f"--ssh-option {opt!r} must be K=V")
+    for opt in ("benchmark_binary", "server_binary"):
+        path = getattr(args, opt)
+        if path:
+            full = path if os.path.isabs(path) else os.path.join(REPO_ROOT, path)
+            if args.execution_backend == "local" and not (os.path.isfile(full)
+                                                          and os.access(full, os.X_OK)):
+                raise ValueError(f"--{opt.replace('_', '-')} {path}: no executable file at {full}")
     rc = [t for t in args.transport_list if t in RC_TRANSPORTS]
     args.rc_derived = []
     if args.rdma_namespace.startswith("benchmark-ps-") and "rdma_namespace" not in args.explicit:

@@ -310,12 +310,6 @@ class Session:
                 facts = self.facts.get(lbl)
                 if facts is not None and not facts.get("rdma_devices"):
                     return f"no RDMA verbs device on {lbl}: {facts.get('rdma_reason')}"
-        local = self.host(None) if self.args.execution_backend == "local" else None
-        probe_host = local or self.host(topo.servers[0].ssh_host)
-        flags = self.program_flags(probe_host, self.launcher(probe_host, "recbench.ps_server",
-                                                             self.args.server_binary))
-        if flags is not None and "__error__" in flags:
-            return f"recbench.ps_server cannot run on {probe_host.label()}: {flags['__error__']}"
         return None
 
     def case_problems(self, topo):
@@ -324,6 +318,18 @@ class Session:
         problems = []
         for lbl in labels:
             problems += self.host_problems.get(lbl, [])
+        for spec, module, binary in ([(s, "recbench.ps_server", self.args.server_binary)
+                                      for s in topo.servers]
+                                     + [(c, "recbench.ps_bench", self.args.benchmark_binary)
+                                        for c in topo.clients]):
+            host = self.host(spec.ssh_host)
+            if host.label() in self.host_problems and self.host_problems[host.label()]:
+                continue
+            flags = self.program_flags(host, self.launcher(host, module, binary))
+            if flags is not None and "__error__" in flags:
+                msg = f"{binary or module} cannot run on {host.label()}: {flags['__error__']}"
+                if msg not in problems:
+                    problems.append(msg)
         for s in topo.servers:
             facts = self.facts.get(self.host(s.ssh_host).label(), {})
             free = facts.get("ports", {}).get(f"{s.host}:{s.port}")
@@ -370,6 +376,7 @@ class Session:
                 config_paths = self._place_configs(topo, config, case["config_path"], remote_dir)
                 servers = self._start_servers(transport, topo, config_paths, logs, cond)
                 err = self._wait_servers_ready(topo, servers, cond)
+                log.info("%s repeat %s: servers %s", transport, repeat, err or "ready")
                 if err:
                     case["status"] = "startup_failure"
                     return [results.failure_row(base, "startup_failure", err, log_paths=server_logs)], None
@@ -536,6 +543,8 @@ class Session:
             for p in clients:
                 if LOADED_MARKER in p.seen and not p.exited():
                     go_sent.append(p.send_line("go"))
+        log.info("%s repeat %s: go sent to %d of %d clients", base["transport"],
+                 base["repeat_index"], sum(go_sent), len(clients))
         with cond:  # run phase
             while not all(p.exited() for p in clients):
                 dead_server = dead_server if dead_server is not None else server_down()
