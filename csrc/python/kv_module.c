@@ -4,6 +4,8 @@
  */
 #include "py_common.h"
 
+int kv_engine_module_init(PyObject *m);
+
 static PyMethodDef kv_methods[] = {
     {"build_info", rs_py_build_info, METH_NOARGS, "Build type, compiler, flags and features."},
     {NULL, NULL, 0, NULL},
@@ -16,5 +18,9 @@ static struct PyModuleDef kv_module = {
 PyMODINIT_FUNC PyInit__kv(void) {
     PyObject *m = PyModule_Create(&kv_module);
     if (!m) return NULL;
+    if (kv_engine_module_init(m) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     return m;
 }
