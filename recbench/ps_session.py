@@ -640,9 +640,28 @@ class Session:
         paths["summary_md"].write_text(report_md.render(
             git["commit"], hostname, self.args, csv_rows, totals, self.cases, self.facts,
             str(out), self.not_forwarded))
+        print_table(self.args.transport_list, totals, csv_rows)
         for key in ("run_config", "summary_csv", "summary_totals_csv", "summary_md"):
             print(f"[output] {key}={paths[key]}", flush=True)
         return paths
+
+
+def print_table(transports, totals, rows):
+    """The run's headline on stdout: per transport, the mean over repeats of the run total."""
+    print(f"{'transport':<10} {'status':<18} {'run M keys/s':>12} {'stdev':>8} {'p99 us':>9} "
+          f"{'repeats':>7}")
+    for t in transports:
+        mean = next((x for x in totals if x["transport"] == t and x["repeat_index"] == "mean"
+                     and x["phase"] == "run"), {})
+        statuses = sorted({r["status"] for r in rows if r["transport"] == t and
+                           r["status"] != "success"})
+        status = ",".join(statuses) if statuses else "success"
+        rate = mean.get("key_ops_per_sec")
+        cells = [f"{rate / 1e6:12.3f}" if rate is not None else f"{'-':>12}",
+                 f"{(mean.get('key_ops_per_sec_stdev') or 0) / 1e6:8.3f}" if rate is not None
+                 else f"{'-':>8}",
+                 f"{mean['p99_us']:9.1f}" if mean.get("p99_us") is not None else f"{'-':>9}"]
+        print(f"{t:<10} {status:<18} {' '.join(cells)} {mean.get('repeats', 0):>7}")
 
 
 class PreflightError(RuntimeError):
