@@ -305,6 +305,10 @@ class Session:
     def case_skip_reason(self, transport, topo):
         labels = sorted({self.host(s.ssh_host).label() for s in topo.servers}
                         | {self.host(c.ssh_host).label() for c in topo.clients})
+        for lbl in labels if not self.args.server_binary else ():
+            missing = self.facts.get(lbl, {}).get("transports", {}).get(transport.lower())
+            if missing:
+                return f"recbench on {lbl} has no {transport.lower()} transport: {missing}"
         if transport == "RDMA":
             for lbl in labels:
                 facts = self.facts.get(lbl)
@@ -312,12 +316,16 @@ class Session:
                     return f"no RDMA verbs device on {lbl}: {facts.get('rdma_reason')}"
         return None
 
-    def case_problems(self, topo):
+    def host_level_problems(self, topo):
         labels = sorted({self.host(s.ssh_host).label() for s in topo.servers}
                         | {self.host(c.ssh_host).label() for c in topo.clients})
         problems = []
         for lbl in labels:
             problems += self.host_problems.get(lbl, [])
+        return problems
+
+    def case_problems(self, topo):
+        problems = []
         for spec, module, binary in ([(s, "recbench.ps_server", self.args.server_binary)
                                       for s in topo.servers]
                                      + [(c, "recbench.ps_bench", self.args.benchmark_binary)
@@ -352,14 +360,15 @@ class Session:
                          or topo.servers[0].host,
                          "rdma_control_plane_port": topo.servers[0].port})
         self.cases.append(case)
-        problems = self.case_problems(topo)
-        if problems:
-            case["status"] = "preflight_failure"
-            return [results.failure_row(base, "preflight_failure", "; ".join(problems))], None
-        skip = self.case_skip_reason(transport, topo)
+        problems = self.host_level_problems(topo)
+        skip = None if problems else self.case_skip_reason(transport, topo)
         if skip:
             case["status"] = "skipped"
             return [results.failure_row(base, "skipped", skip)], None
+        problems = problems or self.case_problems(topo)
+        if problems:
+            case["status"] = "preflight_failure"
+            return [results.failure_row(base, "preflight_failure", "; ".join(problems))], None
         data_root = Path(a.local_data_root or self.output_dir / "data") / f"{t}_repeat_{repeat}"
         remote_dir = f"{a.remote_runtime_root}/{self.run_tag}/{t}/repeat_{repeat}"
         config = build_runtime_config(a, transport, topo, str(data_root / "value"))
