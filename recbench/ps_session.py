@@ -27,8 +27,13 @@ from recbench import preflight, report_md, results
 from recbench.execution import REGISTRY, Host, Ssh, shell_join, start_process
 from recbench.ps_config import build_benchmark_cmd, build_runtime_config, build_server_cmd, flag_name
 from recbench.ps_runner import RESULT_DIR_PREFIX, RUNNER_VERSION
-from recbench.topology import (RC_TRANSPORTS, RDMA_SSH_CONTROL_PLANE_PORT, TopologyError,
-                               build_topology_plan, format_hostport)
+from recbench.topology import (
+    RC_TRANSPORTS,
+    RDMA_SSH_CONTROL_PLANE_PORT,
+    TopologyError,
+    build_topology_plan,
+    format_hostport,
+)
 
 log = logging.getLogger("recbench.ps_runner")
 

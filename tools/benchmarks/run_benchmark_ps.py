@@ -7,7 +7,7 @@ import sys
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 
-from recbench.ps_runner import main  # noqa: E402
+from recbench.ps_runner import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

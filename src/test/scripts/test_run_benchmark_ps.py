@@ -2,7 +2,6 @@
 generated configs, command lines, result parsing, summary files and remote command wrapping.
 They start no processes (the end-to-end tests are in test_ps_runner_e2e.py / _ssh.py)."""
 
-import argparse
 import contextlib
 import io
 import os
@@ -14,8 +13,15 @@ import unittest
 from pathlib import Path
 
 from recbench import ps_config, ps_runner, results, topology
-from recbench.execution import (Host, Ssh, build_remote_exec_cmd, env_command,
-                                parse_proc_stat_cpu, remote_shell_command, replace_config_path_arg)
+from recbench.execution import (
+    Host,
+    Ssh,
+    build_remote_exec_cmd,
+    env_command,
+    parse_proc_stat_cpu,
+    remote_shell_command,
+    replace_config_path_arg,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -605,3 +611,18 @@ class TestReport(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestAvailability(unittest.TestCase):
+    def test_transport_availability_shapes(self):
+        from recbench import preflight
+
+        norm = preflight._normalize_availability
+        self.assertEqual(norm({"brpc": None, "grpc": "built without libgrpc-dev"}),
+                         {"brpc": None, "grpc": "built without libgrpc-dev"})
+        self.assertEqual(norm([{"name": "BRPC", "available": True},
+                               {"name": "shm", "available": False, "reason": "later"}]),
+                         {"brpc": None, "shm": "later"})
+        self.assertEqual(norm([("rdma", False)]), {"rdma": "not available in this build"})
+        got = preflight.transport_availability()
+        self.assertEqual(set(got), {"brpc", "grpc", "shm", "rdma"} | set(got))
