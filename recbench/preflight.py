@@ -8,6 +8,7 @@ local one (`compare_with_local`) for `--remote-sync check`.
 """
 
 import argparse
+import errno
 import json
 import os
 import platform
@@ -28,21 +29,25 @@ def cpu_model():
     return platform.processor() or "unknown"
 
 
-def port_free(host, port):
-    """True when host:port can be bound now (SO_REUSEADDR, as servers bind); None when the host
-    name does not resolve here (an ssh alias, say), so the check cannot tell."""
+def port_state(host, port):
+    """'free', 'in use', 'not a local address' or 'unresolvable' (an ssh alias, say) for host:port,
+    by binding it now with SO_REUSEADDR as servers do."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     s = socket.socket(family, socket.SOCK_STREAM)
     try:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind((host, port))
-        return True
+        return "free"
     except socket.gaierror:
-        return None
-    except OSError:
-        return False
+        return "unresolvable"
+    except OSError as exc:
+        return "not a local address" if exc.errno == errno.EADDRNOTAVAIL else "in use"
     finally:
         s.close()
+
+
+def port_free(host, port):
+    return port_state(host, port) == "free"
 
 
 def free_port(host="127.0.0.1"):
@@ -125,7 +130,7 @@ def host_facts(ports=()):
         "ports": {},
     }
     for host, port in ports:
-        facts["ports"][f"{host}:{port}"] = port_free(host, port)
+        facts["ports"][f"{host}:{port}"] = port_state(host, port)
     return facts
 
 

@@ -25,7 +25,8 @@ from pathlib import Path
 import recbench
 from recbench import preflight, report_md, results
 from recbench.execution import REGISTRY, Host, Ssh, shell_join, start_process
-from recbench.ps_config import build_benchmark_cmd, build_runtime_config, build_server_cmd, flag_name
+from recbench.ps_config import (RC_CLIENT_FLAGS, RC_SERVER_FLAGS, build_benchmark_cmd,
+                                build_runtime_config, build_server_cmd, flag_name)
 from recbench.ps_runner import RESULT_DIR_PREFIX, RUNNER_VERSION
 from recbench.topology import (
     RC_TRANSPORTS,
@@ -275,7 +276,7 @@ class Session:
         explicit = set(self.args.explicit)
         for arg in argv:
             name = flag_name(arg)
-            if name is None or name in supported:
+            if name is None or name in supported or name not in OPTIONAL_PROCESS_FLAGS:
                 out.append(arg)
                 continue
             source = _runner_dest_for(name)
@@ -345,10 +346,14 @@ class Session:
                     problems.append(msg)
         for s in topo.servers:
             facts = self.facts.get(self.host(s.ssh_host).label(), {})
-            free = facts.get("ports", {}).get(f"{s.host}:{s.port}")
-            if free is False:
+            state = facts.get("ports", {}).get(f"{s.host}:{s.port}")
+            if state == "in use":
                 problems.append(f"server {s.server_index}: port {format_hostport(s.host, s.port)} "
                                 "is in use (pick another with --server-plan)")
+            elif state == "not a local address":
+                problems.append(f"server {s.server_index}: {s.host} is not an address of "
+                                f"{self.host(s.ssh_host).label()} (check --server-plan / "
+                                "--server-shard-ips and --execution-backend)")
         return problems
 
     def run_case(self, transport, repeat, topo):
@@ -682,13 +687,16 @@ class PreflightError(RuntimeError):
     pass
 
 
-def _runner_dest_for(flag):
-    from recbench.ps_config import RC_CLIENT_FLAGS, RC_SERVER_FLAGS
+# Process flags that only some builds of ps_server/ps_bench know (the RC options, RecStore's
+# report/profile options). Every other flag is always passed.
+OPTIONAL_PROCESS_FLAGS = {name: attr for name, attr in RC_SERVER_FLAGS + RC_CLIENT_FLAGS}
+OPTIONAL_PROCESS_FLAGS.update({"rdma_get_response_mode": "rdma_get_response_mode",
+                               "report_mode": "report_mode",
+                               "transaction_profile": "transaction_profile"})
 
-    for name, attr in RC_SERVER_FLAGS + RC_CLIENT_FLAGS:
-        if name == flag:
-            return attr
-    return flag
+
+def _runner_dest_for(flag):
+    return OPTIONAL_PROCESS_FLAGS.get(flag, flag)
 
 
 def _port_accepts(host, port):

@@ -257,6 +257,48 @@ class TestLocalSmoke(RunnerCase):
         self.assertFalse(any(r["status"] == "success" and r["phase"] == "run" for r in rows))
         self.assert_no_leftovers()
 
+    def test_client_timeout_stops_clients(self):
+        port = self.port()
+        res = run_runner(SMALL + ["--transports", "grpc", "--client-processes-per-ip", "2",
+                                  "--runtime-seconds", "120", "--client-timeout", "6",
+                                  "--server-plan", f"0:127.0.0.1:{port}:0",
+                                  "--output-dir", self.out])
+        self.assertEqual(res.returncode, 1, res.stderr[-2000:])
+        rows, _ = self.assert_outputs()
+        timeouts = [r for r in rows if r["status"] == "timeout"]
+        self.assertEqual(sorted(r["client_index"] for r in timeouts), ["0", "1"])
+        self.assertIn("client timeout after 6s", timeouts[0]["message"])
+        self.assert_no_leftovers()
+
+    def test_server_exits_before_ready_is_a_startup_failure(self):
+        server = write_script(Path(self.tmp, "broken_server.py"),
+                              "import sys\nif '--help' in sys.argv: print('--transport'); sys.exit(0)\n"
+                              "sys.stderr.write('cannot open the value store\\n'); sys.exit(4)\n")
+        port = self.port()
+        res = run_runner(SMALL + ["--transports", "brpc", "--server-plan", f"0:127.0.0.1:{port}:0",
+                                  "--server-binary", server, "--output-dir", self.out])
+        self.assertEqual(res.returncode, 1)
+        rows, _ = self.assert_outputs()
+        self.assertEqual([r["status"] for r in rows], ["startup_failure"])
+        self.assertIn("exited with code 4 before it was ready", rows[0]["message"])
+        self.assertIn("cannot open the value store", rows[0]["message"])
+        self.assertTrue(rows[0]["log_path"].endswith("server/server_0.log"))
+        self.assert_no_leftovers()
+
+    def test_server_never_ready_hits_cluster_timeout(self):
+        server = write_script(Path(self.tmp, "silent_server.py"),
+                              "import sys\nif '--help' in sys.argv: print('--transport'); sys.exit(0)\n"
+                              "sys.stdin.read()\n")  # blocks: the runner keeps stdin open
+        port = self.port()
+        res = run_runner(SMALL + ["--transports", "grpc", "--server-plan", f"0:127.0.0.1:{port}:0",
+                                  "--server-binary", server, "--cluster-timeout", "3",
+                                  "--startup-delay", "1", "--output-dir", self.out])
+        self.assertEqual(res.returncode, 1)
+        rows, _ = self.assert_outputs()
+        self.assertEqual([r["status"] for r in rows], ["startup_failure"])
+        self.assertIn("not ready within --cluster-timeout 3s", rows[0]["message"])
+        self.assert_no_leftovers()
+
     def test_ctrl_c_stops_everything(self):
         port = self.port()
         env = {**os.environ, "PYTHONPATH": str(REPO)}

@@ -84,7 +84,9 @@ class TestLocalProcesses(unittest.TestCase):
             port = busy.getsockname()[1]
             facts = preflight.host_facts([("127.0.0.1", port),
                                           ("127.0.0.1", preflight.free_port())])
-        self.assertEqual(list(facts["ports"].values()), [False, True])
+        self.assertEqual(list(facts["ports"].values()), ["in use", "free"])
+        self.assertEqual(preflight.port_state("192.0.2.1", 80), "not a local address")
+        self.assertEqual(preflight.port_state("no-such-host.invalid", 80), "unresolvable")
         self.assertIn("build_type", facts["recbench"])
         self.assertEqual(facts["cpu_cores"], os.cpu_count())
 
@@ -146,7 +148,7 @@ class TestSshProcesses(unittest.TestCase):
         self.assertEqual(res.returncode, 0, res.stderr)
         line = [x for x in res.stdout.splitlines() if x.startswith(preflight.PREFLIGHT_MARKER)][0]
         facts = json.loads(line[len(preflight.PREFLIGHT_MARKER):])
-        self.assertEqual(list(facts["ports"].values()), [True])
+        self.assertEqual(list(facts["ports"].values()), ["free"])
         local = preflight.host_facts()
         self.assertEqual(preflight.compare_with_local(local, facts, "server-a"), [])
         facts["recbench"]["commit"] = "0" * 40

@@ -626,3 +626,25 @@ class TestAvailability(unittest.TestCase):
         self.assertEqual(norm([("rdma", False)]), {"rdma": "not available in this build"})
         got = preflight.transport_availability()
         self.assertEqual(set(got), {"brpc", "grpc", "shm", "rdma"} | set(got))
+
+
+class TestFlagForwarding(unittest.TestCase):
+    def test_unsupported_optional_flags(self):
+        from recbench import ps_session
+
+        with tempfile.TemporaryDirectory() as d:
+            args = parse("--transports", "shm", "--rdma-rc-slots-per-qp", "2", "--output-dir", d)
+            session = ps_session.Session(args, [])
+            supported = {"transport", "config_path", "prefetch_depth"}
+            argv = ["--transport=shm", "--config_path=/c", "--rdma_rc_qps_per_client_per_shard=16",
+                    "--prefetch_depth=16"]
+            # derived default (QP pool 16) is dropped and recorded; core flags always pass
+            self.assertEqual(session.filter_flags(argv, supported, "ps_bench"),
+                             ["--transport=shm", "--config_path=/c", "--prefetch_depth=16"])
+            self.assertEqual(session.not_forwarded, {"ps_bench: --rdma_rc_qps_per_client_per_shard"})
+            # a flag the user set explicitly is never dropped silently
+            with self.assertRaisesRegex(ps_session.PreflightError,
+                                        "does not accept --rdma_rc_slots_per_qp .*--rdma-rc-slots-per-qp"):
+                session.filter_flags(argv + ["--rdma_rc_slots_per_qp=2"], supported, "ps_bench")
+            # --help that could not be read: nothing is filtered
+            self.assertEqual(session.filter_flags(argv, {"__error__": "x"}, "p"), argv)
