@@ -164,6 +164,8 @@ def build_parser():
     a("--remote-repo", default="", help="repo path on remote hosts (default: the local repo path)")
     a("--remote-build-dir", default="build",
       help="remote build; a name containing 'release' demands a Release build there")
+    a("--remote-build-command", default="make build",
+      help="--remote-sync rsync: how the synced tree is built on each host (run in the remote repo)")
     a("--remote-python", default="",
       help="python on remote hosts (default: <remote-repo>/.venv/bin/python)")
     a("--remote-container", default="", help="run every remote command in docker exec NAME")

@@ -167,8 +167,8 @@ class Session:
     def _rsync(self, host):
         """--remote-sync rsync: copy the source tree (not .venv, builds, results) and build it."""
         a = self.args
-        excludes = [".venv", "build", "results", "*.so", "__pycache__", ".git",
-                    "csrc/proto/gen", ".pytest_cache"]
+        excludes = ["/.venv", "/build", "/results", "*.so", "__pycache__", "/.git",
+                    "/csrc/proto/gen", ".pytest_cache"]
         if a.remote_container:
             staging = f"/tmp/recbench_sync_{os.getpid()}"
             target = f"{host.ssh_host}:{staging}/"
@@ -187,15 +187,19 @@ class Session:
             return f"{host.label()}: rsync failed: {res.stderr.strip()[-300:]}"
         if a.remote_container:
             res = subprocess.run(self.ssh.base_args(host.ssh_host) + [
+                "docker", "exec", a.remote_container, "mkdir", "-p", self.remote_repo],
+                capture_output=True, text=True, timeout=120)
+            if res.returncode != 0:
+                return f"{host.label()}: docker exec mkdir failed: {res.stderr.strip()}"
+            res = subprocess.run(self.ssh.base_args(host.ssh_host) + [
                 "docker", "cp", f"{staging}/.", f"{a.remote_container}:{self.remote_repo}"],
                 capture_output=True, text=True, timeout=600)
             if res.returncode != 0:
                 return f"{host.label()}: docker cp failed: {res.stderr.strip()}"
-        target_make = "build" if "release" in a.remote_build_dir.lower() or not a.allow_debug_build \
-            else "build-debug"
-        res = host.run(f"make {target_make}", timeout=1800)
+        res = host.run(a.remote_build_command, timeout=1800)
         if res.returncode != 0:
-            return f"{host.label()}: make {target_make} failed: {res.stderr.strip()[-300:]}"
+            return (f"{host.label()}: {a.remote_build_command!r} failed (exit {res.returncode}): "
+                    f"{(res.stderr or res.stdout).strip()[-300:]}")
         return None
 
     def preflight_hosts(self, topologies):

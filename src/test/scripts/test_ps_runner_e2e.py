@@ -370,6 +370,24 @@ class TestSshBackend(RunnerCase):
             self.assertEqual(env["cwd"], str(REPO))
         self.assertFalse(any(Path(self.tmp, "remote").rglob("config.json")))  # cleaned up
 
+    def test_remote_sync_rsync_copies_the_tree_and_runs_from_it(self):
+        remote_repo = Path(self.tmp, "synced")
+        port = self.port()
+        build = f"cp -a {REPO}/recbench/*.so recbench/"  # stands in for `make build` (minutes)
+        args = [a if a != str(REPO) else str(remote_repo) for a in self.ssh_args()]
+        res = run_runner(SMALL + args + [
+            "--transports", "brpc", "--server-plan", f"0:127.0.0.1:{port}:0",
+            "--client-plan", "0:client-a", "--remote-sync", "rsync", "--remote-build-command", build,
+            "--output-dir", self.out])
+        self.assertEqual(res.returncode, 0, res.stderr[-3000:])
+        self.assertTrue((remote_repo / "recbench" / "ps_runner.py").is_file())
+        self.assertTrue((remote_repo / "tools" / "build" / "rsbuild.py").is_file())
+        self.assertFalse((remote_repo / ".venv").exists())
+        rows, _ = self.assert_outputs()
+        self.assertEqual({r["status"] for r in rows}, {"success"})
+        cfg = self.assert_no_leftovers()
+        self.assertTrue(cfg["hosts"]["client-a"]["recbench"]["package_path"].startswith(str(remote_repo)))
+
     def test_remote_container_without_docker_is_a_preflight_failure(self):
         port = self.port()
         res = run_runner(SMALL + self.ssh_args() + [
