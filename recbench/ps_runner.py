@@ -7,7 +7,7 @@ summary_totals.csv, the Chinese summary.md and run_config.json.
 
 This module holds the command line: RecStore's flags with RecStore's defaults, the workload
 profiles (`--profile`, explicit flags win), `--interactive`, and the post-parse validation and
-derived defaults. The work is in recbench.ps_session (cases), recbench.ps_config (configs and
+derived defaults. The work is in recbench.ps_session (cases), recbench.runner_config (configs and
 command lines), recbench.topology, recbench.execution, recbench.preflight, recbench.results and
 recbench.report_md.
 """
@@ -134,6 +134,8 @@ def build_parser():
     a("--warmup-seconds", type=float, default=0.0,
       help="unmeasured run time before the measured window")
     a("--seed", type=int, default=1, help="client k uses seed+k")
+    a("--transport-options", default="",
+      help="transport-specific 'k=v;k=v' passed to servers and clients (--transport_options)")
     g = p.add_argument_group("server storage config")
     a = g.add_argument
     a("--capacity", type=int, default=0, help="base_kv_config.capacity (0 = record count)")

@@ -25,7 +25,7 @@ from pathlib import Path
 import recbench
 from recbench import preflight, report_md, results
 from recbench.execution import REGISTRY, Host, Ssh, shell_join, start_process
-from recbench.ps_config import (RC_CLIENT_FLAGS, RC_SERVER_FLAGS, build_benchmark_cmd,
+from recbench.runner_config import (RC_CLIENT_FLAGS, RC_SERVER_FLAGS, build_benchmark_cmd,
                                 build_runtime_config, build_server_cmd, flag_name)
 from recbench.ps_runner import RESULT_DIR_PREFIX, RUNNER_VERSION
 from recbench.topology import (
@@ -144,6 +144,10 @@ class Session:
         topo = build_topology_plan(transport, a.server_shard_ips, a.client_ips,
                                    a.client_processes_per_ip, a.server_plan, a.client_plan,
                                    rc_port=rc_port)
+        shards = sorted(s.shard for s in topo.servers)
+        if shards != list(range(len(shards))):
+            raise TopologyError(f"shard ids {shards} must be 0..{len(shards) - 1}: recbench routes a "
+                                "key to shard hash(key) % num_shards (fix --server-plan)")
         if (transport in RC_TRANSPORTS and rc_port is None and not a.server_plan.strip()):
             for s in topo.servers:  # local control planes: ports the OS says are free
                 s.port = preflight.free_port(s.host)

@@ -12,7 +12,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from recbench import ps_config, ps_runner, results, topology
+from recbench import runner_config as ps_config, ps_runner, results, topology
 from recbench.execution import (
     Host,
     Ssh,
@@ -224,7 +224,7 @@ class TestCommands(unittest.TestCase):
                      "--value_size=512", "--prefetch_depth=4",
                      "--rdma_adapter_skip_prefetch_result_copy=true",
                      "--rdma_get_response_mode=staging_copy", "--verify_deterministic_values=true",
-                     "--transport=rdma", "--thread_num=16", "--load_thread_num=16"):
+                     "--transport=rdma", "--thread_num=16", "--load_thread_num=16", "--num_shards=1"):
             self.assertIn(flag, cmd)
         self.assertEqual(cmd[:3], ["py", "-m", "recbench.ps_bench"])
 
@@ -648,3 +648,36 @@ class TestFlagForwarding(unittest.TestCase):
                 session.filter_flags(argv + ["--rdma_rc_slots_per_qp=2"], supported, "ps_bench")
             # --help that could not be read: nothing is filtered
             self.assertEqual(session.filter_flags(argv, {"__error__": "x"}, "p"), argv)
+
+
+class TestCaseTopology(unittest.TestCase):
+    def test_shard_ids_must_be_dense_to_run(self):
+        from recbench import ps_session
+
+        with tempfile.TemporaryDirectory() as d:
+            args = parse("--transports", "grpc", "--server-plan", "0:a:25000:3,1:b:26000:8",
+                         "--output-dir", d)
+            with self.assertRaisesRegex(topology.TopologyError, r"shard ids \[3, 8\] must be 0..1"):
+                ps_session.Session(args, []).topology_for("GRPC")
+            ok = parse("--transports", "grpc,shm", "--server-plan", "1:a:25001:1,0:b:25000:0",
+                       "--output-dir", d)
+            topo = ps_session.Session(ok, []).topology_for("SHM")
+            self.assertEqual([(s.host, s.port) for s in topo.servers], [("b", 25000), ("a", 25001)])
+
+    def test_local_rc_ports_are_free_ports_and_shm_ps_type(self):
+        from recbench import ps_session
+
+        with tempfile.TemporaryDirectory() as d:
+            args = parse("--transports", "shm", "--server-shard-ips", "127.0.0.1,127.0.0.1",
+                         "--output-dir", d, "--transport-options", "poll_mode=adaptive")
+            topo = ps_session.Session(args, []).topology_for("SHM")
+            ports = [s.port for s in topo.servers]
+            self.assertEqual(len(set(ports)), 2)
+            cfg = ps_config.build_runtime_config(args, "SHM", topo, "/d")
+            self.assertEqual(cfg["cache_ps"]["ps_type"], "LOCAL_SHM")
+            srv = ps_config.build_server_cmd(args, "SHM", topo.servers[1], 2, "/c", ["s"])
+            self.assertIn("--transport_options=poll_mode=adaptive", srv)
+            self.assertIn(f"--port={ports[1]}", srv)
+            cli = ps_config.build_benchmark_cmd(args, "SHM", topo, topo.clients[0], "/c", ["c"])
+            self.assertIn("--transport_options=poll_mode=adaptive", cli)
+            self.assertFalse(any(a.startswith(("--host=", "--port=")) for a in cli))

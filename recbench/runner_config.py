@@ -74,6 +74,9 @@ def value_store_block(args, data_root):
     }
 
 
+PS_TYPES = {"BRPC": "BRPC", "GRPC": "GRPC", "RDMA": "RDMA", "SHM": "LOCAL_SHM"}
+
+
 def build_runtime_config(args, transport, topology, data_root):
     """RecStore-shaped config for one case."""
     servers = [{"host": s.host, "port": s.port, "shard": s.shard} for s in topology.servers]
@@ -81,7 +84,7 @@ def build_runtime_config(args, transport, topology, data_root):
     capacity = args.capacity or args.record_count
     cfg = {
         "cache_ps": {
-            "ps_type": transport.upper(),
+            "ps_type": PS_TYPES[transport.upper()],
             "max_batch_keys_size": max_keys,
             "num_threads": server_threads(args, transport),
             "num_shards": len(servers),
@@ -162,6 +165,8 @@ def build_server_cmd(args, transport, server, num_shards, config_path, launcher)
     ]
     if t == "brpc":
         cmd.append(f"--brpc_server_port={server.port}")
+    if args.transport_options:
+        cmd.append(f"--transport_options={args.transport_options}")
     if transport.upper() in RC_TRANSPORTS:
         cmd.append(f"--rdma_get_response_mode="
                    f"{resolve_rdma_get_response_mode(args.rdma_get_response_mode, args.index_type)}")
@@ -175,11 +180,12 @@ def build_rpc_server_cmd(args, transport, server, num_shards, config_path, launc
 
 
 def build_benchmark_cmd(args, transport, topology, client, config_path, launcher):
-    """argv of one client process (`--workload=transactions`)."""
-    first = topology.servers[0]
+    """argv of one client process (`--workload=transactions`). The shard endpoints come from the
+    config (servers[] in shard order), not from --host/--port, so explicit plans keep their
+    hosts and ports."""
     cmd = list(launcher) + [
         f"--transport={transport.lower()}", f"--config_path={config_path}",
-        f"--host={first.host}", f"--port={first.port}", f"--num_shards={len(topology.servers)}",
+        f"--num_shards={len(topology.servers)}",
         "--workload=transactions", f"--mode={args.mode}", f"--record_count={args.record_count}",
         f"--value_size={args.value_size}", f"--batch_keys={args.batch_keys}",
         f"--thread_num={args.client_threads_per_process}",
@@ -199,6 +205,8 @@ def build_benchmark_cmd(args, transport, topology, client, config_path, launcher
         cmd.append(f"--warmup_seconds={args.warmup_seconds}")
     if args.transaction_profile:
         cmd.append("--transaction_profile=true")
+    if args.transport_options:
+        cmd.append(f"--transport_options={args.transport_options}")
     if args.report_mode != "summary":
         cmd.append(f"--report_mode={args.report_mode}")
     if transport.upper() in RC_TRANSPORTS:
