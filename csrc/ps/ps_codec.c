@@ -103,6 +103,8 @@ static uint8_t *put_lfield(uint8_t *p, unsigned field, const void *data, size_t 
     return p + len;
 }
 
+static const uint8_t empty_msg[1];
+
 typedef struct reader {
     const uint8_t *p, *end;
     const char *msg_name;
@@ -218,7 +220,6 @@ size_t rs_ps_request_encode(const rs_ps_request *req, int attach, uint8_t *out) 
 
 int rs_ps_request_decode(rs_ps_op op, const uint8_t *msg, size_t len, const uint8_t *attachment,
                          size_t attachment_len, rs_ps_request *out, rs_error *err) {
-    reader r = {msg, msg + len, "PSRequest", err};
     const uint8_t *keys = NULL, *rows = NULL;
     size_t keys_len = 0, rows_len_inline = 0;
     int has_keys = 0, has_rows = 0;
@@ -226,6 +227,8 @@ int rs_ps_request_decode(rs_ps_op op, const uint8_t *msg, size_t len, const uint
     memset(out, 0, sizeof *out);
     out->op = op;
     if (!msg && len) return rs_error_set(err, RS_EPROTO, "PSRequest: NULL message of %zu bytes", len);
+    if (!msg) msg = empty_msg; /* an empty message may come as NULL (gRPC); NULL + 0 is UB */
+    reader r = {msg, msg + len, "PSRequest", err};
     while (r.p < r.end) {
         unsigned field = 0, wt = 0;
         int rc = get_tag(&r, &field, &wt);
@@ -340,7 +343,6 @@ static void copy_text(char *dst, size_t cap, const uint8_t *src, size_t len) {
 
 int rs_ps_response_decode(const uint8_t *msg, size_t len, const uint8_t *attachment,
                           size_t attachment_len, rs_ps_response *out, rs_error *err) {
-    reader r = {msg, msg + len, "PSResponse", err};
     const uint8_t *rows = NULL;
     size_t rows_inline = 0;
     int has_rows = 0;
@@ -353,6 +355,8 @@ int rs_ps_response_decode(const uint8_t *msg, size_t len, const uint8_t *attachm
     out->error[0] = 0;
     out->reply[0] = 0;
     if (!msg && len) return rs_error_set(err, RS_EPROTO, "PSResponse: NULL message of %zu bytes", len);
+    if (!msg) msg = empty_msg;
+    reader r = {msg, msg + len, "PSResponse", err};
     while (r.p < r.end) {
         unsigned field = 0, wt = 0;
         int rc = get_tag(&r, &field, &wt);

@@ -93,6 +93,14 @@ uint32_t rs_ps_shard_id(const rs_ps_shard *s) {
     return s->shard_id;
 }
 
+rs_kv *rs_ps_shard_kv(rs_ps_shard *s) {
+    return s->kv;
+}
+
+uint32_t rs_ps_shard_max_keys(const rs_ps_shard *s) {
+    return s->max_keys;
+}
+
 size_t rs_ps_shard_reply_rows_bytes(const rs_ps_shard *s, const rs_ps_request *req) {
     if (req->op != RS_PS_GET || req->num_keys > s->max_keys) return 0;
     return (size_t)req->num_keys * s->value_size;

@@ -5,6 +5,7 @@
 #include "py_common.h"
 
 int kv_engine_module_init(PyObject *m);
+int kv_eventual_module_init(PyObject *m); /* kv_eventual.c */
 
 static PyMethodDef kv_methods[] = {
     {"build_info", rs_py_build_info, METH_NOARGS, "Build type, compiler, flags and features."},
@@ -22,5 +23,6 @@ PyMODINIT_FUNC PyInit__kv(void) {
         Py_DECREF(m);
         return NULL;
     }
+    if (kv_eventual_module_init(m) < 0) { Py_DECREF(m); return NULL; }
     return m;
 }

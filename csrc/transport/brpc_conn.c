@@ -33,6 +33,10 @@
 #include "transport/brpc_frame.h"
 
 #define RS_BRPC_CLIENT_MAX_BODY (1ull << 31)
+/* RpcMeta and PSResponse are buffered; only GET rows (the attachment) can be large, and they go
+ * straight into the caller's buffer, sized by the request. A server claiming more than this for
+ * the buffered part is broken or hostile: refused before allocating. */
+#define RS_BRPC_CLIENT_MAX_HEAD (1u << 20)
 
 typedef struct pending {
     uint64_t tag;
@@ -48,7 +52,7 @@ typedef struct pending {
 
 typedef struct brpc_cconn {
     int fd;
-    char peer[160]; /* "brpc host:port" for messages */
+    char peer[160]; /* "brpc://host:port" for messages */
     uint64_t timeout_ns;
     uint32_t cap, head, count;
     pending *ring;
@@ -102,7 +106,7 @@ static int brpc_connect(const char *host, uint16_t port, const rs_ps_client_opts
     brpc_cconn *c = calloc(1, sizeof *c);
     if (!c) return rs_error_set(err, RS_ENOMEM, "brpc connection");
     c->fd = -1;
-    snprintf(c->peer, sizeof c->peer, "brpc %s:%u", host, port);
+    snprintf(c->peer, sizeof c->peer, "brpc://%s:%u", host, port);
     c->timeout_ns = (uint64_t)(opts && opts->timeout_ms ? opts->timeout_ms : 10000) * 1000000ull;
     c->cap = opts && opts->max_in_flight ? opts->max_in_flight : 1;
     c->ring = calloc(c->cap, sizeof *c->ring);
@@ -340,6 +344,9 @@ static int read_one(brpc_cconn *c, uint64_t deadline, rs_error *err) {
     rs_brpc_header hdr;
     if (rs_brpc_header_parse(c->in + c->in_start, RS_BRPC_CLIENT_MAX_BODY, &hdr, &perr))
         return mark_broken(c, err, RS_EPROTO, "bad response frame: %s", perr.msg);
+    if (hdr.meta_size > RS_BRPC_CLIENT_MAX_HEAD)
+        return mark_broken(c, err, RS_EPROTO, "bad response frame: meta_size %u exceeds %u bytes",
+                           hdr.meta_size, RS_BRPC_CLIENT_MAX_HEAD);
     /* buffer meta + message; the attachment may go straight to the caller's rows */
     rc = fill(c, RS_BRPC_HEADER_BYTES + hdr.meta_size, deadline, err);
     if (rc) return rc;
@@ -369,6 +376,9 @@ static int read_one(brpc_cconn *c, uint64_t deadline, rs_error *err) {
         return mark_broken(c, err, RS_EPROTO, "response with unknown correlation id %lld",
                            (long long)cid);
     size_t msg_len = hdr.body_size - hdr.meta_size - att;
+    if (msg_len > RS_BRPC_CLIENT_MAX_HEAD)
+        return mark_broken(c, err, RS_EPROTO, "bad response: PSResponse of %zu bytes exceeds %u",
+                           msg_len, RS_BRPC_CLIENT_MAX_HEAD);
     rc = fill(c, RS_BRPC_HEADER_BYTES + hdr.meta_size + msg_len, deadline, err);
     if (rc) return rc;
     const uint8_t *msg = c->in + c->in_start + RS_BRPC_HEADER_BYTES + hdr.meta_size;

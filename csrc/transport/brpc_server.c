@@ -334,15 +334,18 @@ static int conn_process(brpc_sconn *c) {
     return ret;
 }
 
-/* Room for the next read: at least the whole frame whose header is buffered (bounded by
- * max_body, checked by the header parse), else a default chunk. -1 on bad header/allocation. */
+/* Room for the next read: towards the whole frame whose header is buffered (bounded by
+ * max_body, checked by the header parse), else a default chunk. The buffer grows at most to twice
+ * what actually arrived, so a header claiming a large body costs memory only as its bytes come in.
+ * -1 on bad header/allocation. */
 static int in_make_room(brpc_sconn *c) {
     size_t need = RS_BRPC_IN_INITIAL;
     if (c->in_len >= RS_BRPC_HEADER_BYTES) {
         rs_brpc_header hdr;
         if (rs_brpc_header_parse(c->in, c->w->srv->max_body, &hdr, NULL)) return -1;
         size_t frame = RS_BRPC_HEADER_BYTES + (size_t)hdr.body_size;
-        if (frame > need) need = frame;
+        size_t grow = 2 * c->in_len > need ? 2 * c->in_len : need;
+        if (frame > need) need = frame < grow ? frame : grow;
     }
     if (c->in_cap - c->in_len > 0 && c->in_cap >= need) return 0;
     size_t cap = c->in_cap ? c->in_cap : RS_BRPC_IN_INITIAL;
@@ -498,7 +501,7 @@ static int brpc_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, void **
     s->nworkers = opts->num_threads ? opts->num_threads : 1;
 
     struct sockaddr_storage ss;
-    socklen_t slen;
+    socklen_t slen = 0;
     if ((rc = resolve_bind(opts->host, opts->port, &ss, &slen, err))) goto fail;
     s->lfd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (s->lfd < 0) {

@@ -15,6 +15,11 @@ extern const rs_ps_server_ops rs_brpc_server_ops;
 extern const rs_ps_conn_ops rs_brpc_conn_ops;
 #endif
 
+/* RC slot protocol (csrc/transport/rc): shm always; rdma opens the verbs fabric at start and
+ * reports RS_ENODEV (a skip) where no device exists, RS_ENOTSUP when built without libibverbs. */
+extern const rs_ps_server_ops rs_shm_server_ops, rs_rdma_server_ops;
+extern const rs_ps_conn_ops rs_shm_conn_ops, rs_rdma_conn_ops;
+
 typedef struct transport_entry {
     const char *name;
     const rs_ps_server_ops *server;
@@ -29,8 +34,12 @@ static const transport_entry transports[] = {
     {"brpc", NULL, NULL, "built without protobuf-c (install libprotobuf-c-dev and protobuf-c-compiler, then rebuild)"},
 #endif
     {"grpc", NULL, NULL, "not part of this build of recbench yet"},
-    {"shm", NULL, NULL, "not part of this build of recbench yet"},
-    {"rdma", NULL, NULL, "not part of this build of recbench yet"},
+    {"shm", &rs_shm_server_ops, &rs_shm_conn_ops, NULL},
+#if RS_HAVE_VERBS
+    {"rdma", &rs_rdma_server_ops, &rs_rdma_conn_ops, NULL},
+#else
+    {"rdma", NULL, NULL, "built without libibverbs-dev (install it, then rebuild)"},
+#endif
 };
 
 #define NTRANSPORTS (sizeof transports / sizeof transports[0])
