@@ -201,7 +201,8 @@ def build_parser():
     a("--rdma-rc-slots-per-qp", type=int, default=None, help="logical slots per QP (default 1)")
     a("--rdma-rc-profile-interval-ms", type=int, default=None,
       help="periodic profile lines; nonzero makes rows diagnostic")
-    a("--rdma-rc-server-coroutines-per-thread", type=int, default=None)
+    a("--rdma-rc-server-coroutines-per-thread", type=int, default=None,
+      help="scanners per poll thread; recbench has exactly 1")
     a("--rdma-rc-server-get-workers", type=int, default=None)
     a("--rdma-server-bind-core-offset", type=int, default=None)
     a("--rdma-client-bind-core-offset", type=int, default=None)
@@ -212,8 +213,10 @@ def build_parser():
     a("--rdma-rc-fake-get-mode", choices=("none", "status_only", "index_only", "payload_memset"),
       default=None, help="diagnostic")
     a("--rdma-rc-skip-client-copy", action="store_true", help="diagnostic")
-    a("--rdma-direct-async-fetch", action="store_true")
-    a("--rdma-adapter-skip-prefetch-result-copy", action="store_true", help="diagnostic")
+    a("--rdma-direct-async-fetch", action="store_true",
+      help="RecStore's raw async GET mode; rejected: recbench has no such mode")
+    a("--rdma-adapter-skip-prefetch-result-copy", action="store_true",
+      help="RecStore adapter diagnostic; rejected: recbench has no adapter layer")
     a("--rdma-get-response-mode", choices=("auto", "direct_sg", "staging_copy"), default="auto",
       help="auto: staging_copy for DRAM_PET_HASH, else direct_sg")
     return p
@@ -305,6 +308,17 @@ def finalize_args(args):
             if args.execution_backend == "local" and not (os.path.isfile(full)
                                                           and os.access(full, os.X_OK)):
                 raise ValueError(f"--{opt.replace('_', '-')} {path}: no executable file at {full}")
+    if args.rdma_rc_server_coroutines_per_thread not in (None, 1):
+        raise ValueError(f"--rdma-rc-server-coroutines-per-thread "
+                         f"{args.rdma_rc_server_coroutines_per_thread}: recbench's RC server runs "
+                         "one scanner per poll thread (only 1 is possible; use "
+                         "--server-rdma-threads for more pollers)")
+    for flag, why in (("rdma_direct_async_fetch", "recbench's ps_bench always goes through the "
+                       "all-shards client; there is no raw async GET mode"),
+                      ("rdma_adapter_skip_prefetch_result_copy", "recbench has no PS adapter "
+                       "layer; use --rdma-rc-skip-client-copy for the response-copy diagnostic")):
+        if getattr(args, flag):
+            raise ValueError(f"--{flag.replace('_', '-')} is not available in recbench: {why}")
     rc = [t for t in args.transport_list if t in RC_TRANSPORTS]
     args.rc_derived = []
     if args.rdma_namespace.startswith("benchmark-ps-") and "rdma_namespace" not in args.explicit:

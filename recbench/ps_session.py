@@ -20,14 +20,20 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import recbench
 from recbench import preflight, report_md, results
 from recbench.execution import REGISTRY, Host, Ssh, shell_join, start_process
-from recbench.runner_config import (RC_CLIENT_FLAGS, RC_SERVER_FLAGS, build_benchmark_cmd,
-                                build_runtime_config, build_server_cmd, flag_name)
 from recbench.ps_runner import RESULT_DIR_PREFIX, RUNNER_VERSION
+from recbench.runner_config import (
+    bind_core_offset,
+    build_benchmark_cmd,
+    build_runtime_config,
+    build_server_cmd,
+    flag_name,
+)
 from recbench.topology import (
     RC_TRANSPORTS,
     RDMA_SSH_CONTROL_PLANE_PORT,
@@ -63,11 +69,6 @@ def _tail(path, n=3):
         return " | ".join(lines[-n:])
     except OSError:
         return ""
-
-
-def _cpu_list(offset, count, ncores):
-    ncores = max(1, ncores or 1)
-    return ",".join(str((offset + i) % ncores) for i in sorted(set(range(count))))
 
 
 class Session:
@@ -144,6 +145,11 @@ class Session:
         topo = build_topology_plan(transport, a.server_shard_ips, a.client_ips,
                                    a.client_processes_per_ip, a.server_plan, a.client_plan,
                                    rc_port=rc_port)
+        if (transport in RC_TRANSPORTS and a.rdma_control_plane_host
+                and a.rdma_control_plane_host != topo.servers[0].host):
+            raise TopologyError(f"--rdma-control-plane-host {a.rdma_control_plane_host}: in "
+                                "recbench each shard's control plane is that shard's own endpoint, "
+                                f"so it must be shard 0's host {topo.servers[0].host} (or empty)")
         shards = sorted(s.shard for s in topo.servers)
         if shards != list(range(len(shards))):
             raise TopologyError(f"shard ids {shards} must be 0..{len(shards) - 1}: recbench routes a "
@@ -216,27 +222,44 @@ class Session:
                 ports_by_host.setdefault(self.host(c.ssh_host).label(), set())
         local_facts = preflight.host_facts(sorted(ports_by_host.get("local", ())))
         self.facts["local"] = local_facts
-        for label in ports_by_host:
-            problems = []
-            if label == "local":
-                facts = local_facts
-            else:
-                host = self.hosts[label]
-                if a.remote_sync == "rsync":
-                    err = self._rsync(host)
-                    if err:
-                        self.host_problems[label] = [err]
-                        continue
-                facts, err = self._remote_facts(host, sorted(ports_by_host[label]))
+        if "local" in ports_by_host:
+            self.host_problems["local"] = self._build_problems("local", local_facts)
+        remote = [label for label in ports_by_host if label != "local"]
+        if a.remote_sync == "rsync":  # sequential: two aliases may name one host and directory
+            for label in remote:
+                err = self._rsync(self.hosts[label])
                 if err:
                     self.host_problems[label] = [err]
-                    continue
-                self.facts[label] = facts
-                if a.remote_sync in ("check", "rsync"):
-                    problems += preflight.compare_with_local(local_facts, facts, label,
-                                                             check_commit=a.remote_sync == "check")
-            problems += self._build_problems(label, facts)
-            self.host_problems[label] = problems
+        todo = [label for label in remote if not self.host_problems.get(label)]
+        local = Host(None, repo=str(REPO_ROOT))
+        with ThreadPoolExecutor(max_workers=max(2, min(8, len(todo) + 2))) as pool:
+            helps = [pool.submit(self.program_flags, local, [sys.executable, "-m", module])
+                     for module in ("recbench.ps_server", "recbench.ps_bench")]
+            for label, problems in zip(todo, pool.map(
+                    lambda lbl: self._check_remote(lbl, local_facts, sorted(ports_by_host[lbl])),
+                    todo)):
+                self.host_problems[label] = problems
+            for f in helps:
+                f.result()
+
+    def _check_remote(self, label, local_facts, ports):
+        """Facts and problems of one remote host; also reads its programs' --help once."""
+        a = self.args
+        host = self.hosts[label]
+        facts, err = self._remote_facts(host, ports)
+        if err:
+            return [err]
+        self.facts[label] = facts
+        problems = []
+        if a.remote_sync in ("check", "rsync"):
+            problems += preflight.compare_with_local(local_facts, facts, label,
+                                                     check_commit=a.remote_sync == "check")
+        problems += self._build_problems(label, facts)
+        if not problems:
+            for module, binary in (("recbench.ps_server", a.server_binary),
+                                   ("recbench.ps_bench", a.benchmark_binary)):
+                self.program_flags(host, self.launcher(host, module, binary))
+        return problems
 
     def _build_problems(self, label, facts):
         info = facts.get("recbench", {})
@@ -254,7 +277,11 @@ class Session:
         return []
 
     def program_flags(self, host, launcher):
-        """Flags a program accepts, from its --help (None when it cannot tell)."""
+        """Flags a program accepts, from its --help (None when it cannot tell). recbench's own
+        modules on a remote host are the local ones (preflight compares version and commit), so
+        their --help is read locally, once."""
+        if host.remote and list(launcher[:2]) == [self.remote_python, "-m"]:
+            host, launcher = Host(None, repo=str(REPO_ROOT)), [sys.executable] + list(launcher[1:])
         key = (host.label(), tuple(launcher))
         if key in self.help_cache:
             return self.help_cache[key]
@@ -467,21 +494,9 @@ class Session:
                 except subprocess.TimeoutExpired:
                     log.warning("removing %s on %s timed out", remote_dir, label)
 
-    def _bind(self, transport, host, role, index):
-        """taskset prefix and RECSTORE_BIND_CORE_OFFSET for RC processes with core binding."""
-        a = self.args
-        if transport not in RC_TRANSPORTS:
-            return [], None
-        cores = self.facts.get(host.label(), {}).get("cpu_cores") or os.cpu_count()
-        if role == "server" and a.rdma_server_bind_core_offset is not None:
-            per = a.server_rdma_threads + (a.rdma_rc_server_get_workers or 0)
-            offset = a.rdma_server_bind_core_offset + index * per
-            return ["taskset", "-c", _cpu_list(offset, per, cores)], offset
-        if role == "client" and a.rdma_client_bind_core_offset is not None:
-            stride = a.rdma_client_bind_core_stride or 1
-            offset = a.rdma_client_bind_core_offset + index * stride
-            return ["taskset", "-c", _cpu_list(offset, stride, cores)], offset
-        return [], None
+    def _cores(self, host):
+        return self.facts.get(host.label(), {}).get("cpu_cores") or (
+            None if host.remote else os.cpu_count())
 
     def _start_servers(self, transport, topo, config_paths, logs, cond):
         procs = []
@@ -489,11 +504,13 @@ class Session:
             host = self.host(s.ssh_host)
             launcher = self.launcher(host, "recbench.ps_server", self.args.server_binary)
             cmd = build_server_cmd(self.args, transport, s, len(topo.servers),
-                                   config_paths[host.label()], launcher)
+                                   config_paths[host.label()], launcher, self._cores(host))
             cmd = self.filter_flags(cmd, self.program_flags(host, launcher), "recbench.ps_server")
-            prefix, offset = self._bind(transport, host, "server", s.server_index)
-            env = self.process_env(host, config_paths[host.label()], offset)
-            procs.append(start_process(f"server_{s.server_index}", host, prefix + cmd, env,
+            env = self.process_env(host, config_paths[host.label()], _offset_of(cmd))
+            self.cases[-1].setdefault("commands", []).append(
+                {"name": f"server_{s.server_index}", "host": host.label(), "env": env,
+                 "argv": cmd})
+            procs.append(start_process(f"server_{s.server_index}", host, cmd, env,
                                        str(logs / "server" / f"server_{s.server_index}.log"),
                                        None, cond, [READY_MARKER], cwd=None if host.remote
                                        else str(REPO_ROOT)))
@@ -534,12 +551,14 @@ class Session:
             host = self.host(c.ssh_host)
             launcher = self.launcher(host, "recbench.ps_bench", self.args.benchmark_binary)
             cmd = build_benchmark_cmd(self.args, transport, topo, c, config_paths[host.label()],
-                                      launcher)
+                                      launcher, self._cores(host))
             cmd = self.filter_flags(cmd, self.program_flags(host, launcher), "recbench.ps_bench")
-            prefix, offset = self._bind(transport, host, "client", c.client_index)
-            env = self.process_env(host, config_paths[host.label()], offset)
+            env = self.process_env(host, config_paths[host.label()], _offset_of(cmd))
+            self.cases[-1].setdefault("commands", []).append(
+                {"name": f"client_{c.client_index}", "host": host.label(), "env": env,
+                 "argv": cmd})
             procs.append(start_process(
-                f"client_{c.client_index}", host, prefix + cmd, env,
+                f"client_{c.client_index}", host, cmd, env,
                 str(logs / f"client_{c.client_index}.stdout.log"),
                 str(logs / f"client_{c.client_index}.stderr.log"), cond,
                 [LOADED_MARKER, results.RESULT_PREFIX], cwd=None if host.remote
@@ -695,12 +714,17 @@ class PreflightError(RuntimeError):
     pass
 
 
-# Process flags that only some builds of ps_server/ps_bench know (the RC options, RecStore's
-# report/profile options). Every other flag is always passed.
-OPTIONAL_PROCESS_FLAGS = {name: attr for name, attr in RC_SERVER_FLAGS + RC_CLIENT_FLAGS}
-OPTIONAL_PROCESS_FLAGS.update({"rdma_get_response_mode": "rdma_get_response_mode",
-                               "report_mode": "report_mode",
-                               "transaction_profile": "transaction_profile"})
+# Process flags that only some builds of ps_bench know (RecStore's report/profile options). Every
+# other flag is always passed.
+OPTIONAL_PROCESS_FLAGS = {"report_mode": "report_mode",
+                          "transaction_profile": "transaction_profile"}
+
+
+def _offset_of(cmd):
+    for arg in cmd:
+        if arg.startswith("--transport_options="):
+            return bind_core_offset(arg.split("=", 1)[1])
+    return None
 
 
 def _runner_dest_for(flag):
@@ -721,7 +745,7 @@ def _raise_interrupt(signum, frame):
 
 def run(args, argv):
     level = logging.DEBUG if args.show_runner_logs else logging.WARNING
-    logging.basicConfig(level=level, format="[runner] %(levelname)s %(message)s", stream=sys.stderr)
+    logging.basicConfig(level=level, format="[runner %(relativeCreated)7.0fms] %(levelname)s %(message)s", stream=sys.stderr)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     session = Session(args, argv)
     try:

@@ -3,8 +3,9 @@
 `python -m recbench.ps_server` and `python -m recbench.ps_bench`.
 
 Flags of the two programs keep RecStore's underscore spelling (`--config_path`, `--local_shard_id`,
-`--brpc_server_port`, `--rdma_rc_*`). RC flags (the RDMA slot protocol, used by the rdma and shm
-transports) are added only for those transports and only when they have a value.
+`--brpc_server_port`). RecStore's `--rdma-*` runner flags reach the RC transports (rdma, shm) as
+their `--transport_options` keys (qps_per_client_per_shard, slots_per_qp, bind_core_offset, ...);
+`--transport-options` of the runner is appended to that string, so the user's keys win.
 """
 
 import math
@@ -119,39 +120,79 @@ def _flag(name, value):
     return f"--{name}={value}"
 
 
-# (process flag, runner attribute) pairs forwarded to RC servers / RC clients when set.
-RC_SERVER_FLAGS = [
-    ("rdma_rc_profile_interval_ms", "rdma_rc_profile_interval_ms"),
-    ("rdma_rc_server_coroutines_per_thread", "rdma_rc_server_coroutines_per_thread"),
-    ("rdma_rc_server_get_workers", "rdma_rc_server_get_workers"),
-    ("rdma_rc_fake_get_mode", "rdma_rc_fake_get_mode"),
-    ("rdma_rc_inline_bytes", "rdma_rc_inline_bytes"),
+# RC options (`--transport_options k=v;k=v` of ps_server / ps_bench for rdma and shm) and the
+# runner flags they come from. The RC transport applies or rejects every key by name.
+RC_SERVER_OPTIONS = [
+    ("profile_interval_ms", "rdma_rc_profile_interval_ms"),
+    ("server_get_workers", "rdma_rc_server_get_workers"),
+    ("fake_get_mode", "rdma_rc_fake_get_mode"),
+    ("inline_bytes", "rdma_rc_inline_bytes"),
     ("numa_id", "rdma_rc_server_numa_id"),
 ]
-RC_CLIENT_FLAGS = [
-    ("rdma_wait_timeout_ms", "rdma_wait_timeout_ms"),
-    ("rdma_rc_qps_per_client_per_shard", "rdma_rc_qps_per_client_per_shard"),
-    ("rdma_rc_slots_per_qp", "rdma_rc_slots_per_qp"),
-    ("rdma_rc_profile_interval_ms", "rdma_rc_profile_interval_ms"),
-    ("rdma_rc_client_numa_id", "rdma_rc_client_numa_id"),
-    ("rdma_rc_inline_bytes", "rdma_rc_inline_bytes"),
-    ("rdma_rc_skip_client_copy", "rdma_rc_skip_client_copy"),
-    ("rdma_direct_async_fetch", "rdma_direct_async_fetch"),
-    ("rdma_adapter_skip_prefetch_result_copy", "rdma_adapter_skip_prefetch_result_copy"),
+RC_CLIENT_OPTIONS = [
+    ("qps_per_client_per_shard", "rdma_rc_qps_per_client_per_shard"),
+    ("slots_per_qp", "rdma_rc_slots_per_qp"),
+    ("wait_timeout_ms", "rdma_wait_timeout_ms"),
+    ("profile_interval_ms", "rdma_rc_profile_interval_ms"),
+    ("inline_bytes", "rdma_rc_inline_bytes"),
+    ("numa_id", "rdma_rc_client_numa_id"),
+    ("skip_client_copy", "rdma_rc_skip_client_copy"),
 ]
+# Placement defaults the runner derives for local RDMA runs; shm gets them only when set explicitly.
+PLACEMENT_DESTS = ("rdma_rc_server_numa_id", "rdma_rc_client_numa_id",
+                   "rdma_server_bind_core_offset", "rdma_client_bind_core_offset",
+                   "rdma_client_bind_core_stride")
 
 
-def _rc_flags(args, table):
-    out = []
-    for flag, attr in table:
-        value = getattr(args, attr, None)
-        if value is None or value is False:
+def _applies(args, transport, dest):
+    return not (transport.upper() == "SHM" and dest in PLACEMENT_DESTS
+                and dest in getattr(args, "rc_derived", ()))
+
+
+def rc_transport_options(args, transport, role, index=0, cores=None):
+    """The `k=v;k=v` RC options of one process: role "server" (shard index) or "client" (client
+    index). Core offsets wrap around the host's core count when it is known."""
+    table = RC_SERVER_OPTIONS if role == "server" else RC_CLIENT_OPTIONS
+    opts = []
+    for key, dest in table:
+        value = getattr(args, dest, None)
+        if value is None or value is False or (key == "fake_get_mode" and value == "none"):
             continue
-        out.append(_flag(flag, value))
-    return out
+        if not _applies(args, transport, dest):
+            continue
+        opts.append(f"{key}={'true' if value is True else value}")
+    opts.append("get_response_mode="
+                + resolve_rdma_get_response_mode(args.rdma_get_response_mode, args.index_type))
+    if role == "server" and args.rdma_server_bind_core_offset is not None and _applies(
+            args, transport, "rdma_server_bind_core_offset"):
+        per = args.server_rdma_threads + (args.rdma_rc_server_get_workers or 0)
+        offset = args.rdma_server_bind_core_offset + index * per
+        opts.append(f"bind_core_offset={offset % cores if cores else offset}")
+    if role == "client" and args.rdma_client_bind_core_offset is not None and _applies(
+            args, transport, "rdma_client_bind_core_offset"):
+        offset = args.rdma_client_bind_core_offset + index * (args.rdma_client_bind_core_stride or 1)
+        opts.append(f"bind_core_offset={offset % cores if cores else offset}")
+    return ";".join(opts)
 
 
-def build_server_cmd(args, transport, server, num_shards, config_path, launcher):
+def bind_core_offset(options):
+    """The bind_core_offset in an RC option string (for RECSTORE_BIND_CORE_OFFSET), or None."""
+    for item in options.split(";"):
+        if item.startswith("bind_core_offset="):
+            return int(item.split("=", 1)[1])
+    return None
+
+
+def _transport_options(args, transport, role, index, cores):
+    parts = []
+    if transport.upper() in RC_TRANSPORTS:
+        parts.append(rc_transport_options(args, transport, role, index, cores))
+    if args.transport_options:
+        parts.append(args.transport_options)  # the user's keys come last and win
+    return ";".join(p for p in parts if p)
+
+
+def build_server_cmd(args, transport, server, num_shards, config_path, launcher, cores=None):
     """argv of one shard server. `launcher` is the argv prefix (python -m recbench.ps_server, or
     --server-binary)."""
     t = transport.lower()
@@ -165,21 +206,18 @@ def build_server_cmd(args, transport, server, num_shards, config_path, launcher)
     ]
     if t == "brpc":
         cmd.append(f"--brpc_server_port={server.port}")
-    if args.transport_options:
-        cmd.append(f"--transport_options={args.transport_options}")
-    if transport.upper() in RC_TRANSPORTS:
-        cmd.append(f"--rdma_get_response_mode="
-                   f"{resolve_rdma_get_response_mode(args.rdma_get_response_mode, args.index_type)}")
-        cmd += _rc_flags(args, RC_SERVER_FLAGS)
+    options = _transport_options(args, transport, "server", server.server_index, cores)
+    if options:
+        cmd.append(f"--transport_options={options}")
     return cmd
 
 
-def build_rpc_server_cmd(args, transport, server, num_shards, config_path, launcher):
+def build_rpc_server_cmd(args, transport, server, num_shards, config_path, launcher, cores=None):
     """RecStore's name for the gRPC/bRPC server command (same builder for every transport)."""
-    return build_server_cmd(args, transport, server, num_shards, config_path, launcher)
+    return build_server_cmd(args, transport, server, num_shards, config_path, launcher, cores)
 
 
-def build_benchmark_cmd(args, transport, topology, client, config_path, launcher):
+def build_benchmark_cmd(args, transport, topology, client, config_path, launcher, cores=None):
     """argv of one client process (`--workload=transactions`). The shard endpoints come from the
     config (servers[] in shard order), not from --host/--port, so explicit plans keep their
     hosts and ports."""
@@ -205,14 +243,11 @@ def build_benchmark_cmd(args, transport, topology, client, config_path, launcher
         cmd.append(f"--warmup_seconds={args.warmup_seconds}")
     if args.transaction_profile:
         cmd.append("--transaction_profile=true")
-    if args.transport_options:
-        cmd.append(f"--transport_options={args.transport_options}")
+    options = _transport_options(args, transport, "client", client.client_index, cores)
+    if options:
+        cmd.append(f"--transport_options={options}")
     if args.report_mode != "summary":
         cmd.append(f"--report_mode={args.report_mode}")
-    if transport.upper() in RC_TRANSPORTS:
-        cmd.append(f"--rdma_get_response_mode="
-                   f"{resolve_rdma_get_response_mode(args.rdma_get_response_mode, args.index_type)}")
-        cmd += _rc_flags(args, RC_CLIENT_FLAGS)
     return cmd
 
 

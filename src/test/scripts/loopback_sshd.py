@@ -2,7 +2,7 @@
 
 It generates a host key and a client key in a fresh directory, writes its own sshd_config on a
 free port listening on 127.0.0.1 and 127.0.0.2, runs `/usr/sbin/sshd -D -e -f CONFIG` and writes
-an ssh_config whose host aliases (`client-a`, `client-b`, `server-a`, `127.0.0.2`) point at it.
+an ssh_config whose host aliases (`client-a`, `client-b`, `server-a`, `127.0.0.1`, `127.0.0.2`) point at it.
 `stop()` terminates the sshd it started (and only it). Tests skip when sshd or ssh-keygen is
 missing or sshd cannot start here, with the reason.
 """
@@ -79,7 +79,7 @@ LogLevel INFO
         with open(self.ssh_config, "w") as f:
             f.write(f"""Host {' '.join(ALIASES)}
     HostName 127.0.0.1
-Host {' '.join(ALIASES)} 127.0.0.2
+Host {' '.join(ALIASES)} 127.0.0.1 127.0.0.2
     Port {self.port}
     User {user}
     IdentityFile {client_key}

@@ -215,18 +215,27 @@ class TestConfig(unittest.TestCase):
 class TestCommands(unittest.TestCase):
     def test_build_benchmark_cmd_includes_transactions_args(self):
         args = parse("--transports", "rdma", "--prefetch-depth", "4",
-                     "--rdma-adapter-skip-prefetch-result-copy", "--index-type", "DRAM_PET_HASH",
+                     "--index-type", "DRAM_PET_HASH", "--rdma-rc-qps-per-client-per-shard", "4",
                      "--verify-deterministic-values", "--record-count", "777")
         topo = topology.build_topology_plan("RDMA", "127.0.0.1", "127.0.0.1", 1)
         cmd = ps_config.build_benchmark_cmd(args, "RDMA", topo, topo.clients[0], "/c.json",
                                             ["py", "-m", "recbench.ps_bench"])
         for flag in ("--workload=transactions", "--record_count=777", "--config_path=/c.json",
-                     "--value_size=512", "--prefetch_depth=4",
-                     "--rdma_adapter_skip_prefetch_result_copy=true",
-                     "--rdma_get_response_mode=staging_copy", "--verify_deterministic_values=true",
+                     "--value_size=512", "--prefetch_depth=4", "--verify_deterministic_values=true",
                      "--transport=rdma", "--thread_num=16", "--load_thread_num=16", "--num_shards=1"):
             self.assertIn(flag, cmd)
         self.assertEqual(cmd[:3], ["py", "-m", "recbench.ps_bench"])
+        opts = transport_options(cmd)
+        self.assertEqual(opts["get_response_mode"], "staging_copy")
+        self.assertEqual((opts["qps_per_client_per_shard"], opts["slots_per_qp"]), ("4", "1"))
+        # RecStore's adapter diagnostic has no counterpart in recbench: refused, not ignored
+        self.assertIn("--rdma-adapter-skip-prefetch-result-copy is not available in recbench",
+                      parse_error("--transports", "rdma", "--rdma-adapter-skip-prefetch-result-copy"))
+        self.assertIn("--rdma-direct-async-fetch is not available",
+                      parse_error("--transports", "rdma", "--rdma-direct-async-fetch"))
+        self.assertIn("only 1 is possible",
+                      parse_error("--transports", "rdma", "--rdma-rc-server-coroutines-per-thread", "4"))
+        parse("--transports", "rdma", "--rdma-rc-server-coroutines-per-thread", "1")
 
     def test_client_seed_differs_per_client(self):
         args = parse("--transports", "grpc", "--seed", "10")
@@ -254,18 +263,47 @@ class TestCommands(unittest.TestCase):
     def test_build_rdma_runner_forwards_profile_interval(self):
         args = parse("--transports", "rdma", "--rdma-rc-profile-interval-ms", "250",
                      "--rdma-rc-server-get-workers", "2", "--rdma-rc-fake-get-mode", "status_only",
-                     "--rdma-rc-client-numa-id", "1", "--rdma-rc-skip-client-copy")
+                     "--rdma-rc-client-numa-id", "1", "--rdma-rc-skip-client-copy",
+                     "--rdma-wait-timeout-ms", "8000", "--transport-options", "poll_mode=busy")
         self.assertEqual(args.rdma_rc_profile_interval_ms, 250)
-        topo = topology.build_topology_plan("RDMA", "127.0.0.1", "127.0.0.1", 1)
+        topo = topology.build_topology_plan("RDMA", "127.0.0.1", "127.0.0.1", 2)
         srv = ps_config.build_server_cmd(args, "RDMA", topo.servers[0], 1, "/c", ["s"])
-        for flag in ("--rdma_rc_profile_interval_ms=250", "--rdma_rc_server_get_workers=2",
-                     "--numa_id=0", "--rdma_rc_fake_get_mode=status_only", "--num_threads=1"):
-            self.assertIn(flag, srv)
-        cli = ps_config.build_benchmark_cmd(args, "RDMA", topo, topo.clients[0], "/c", ["c"])
-        for flag in ("--rdma_rc_profile_interval_ms=250", "--rdma_rc_client_numa_id=1",
-                     "--rdma_rc_skip_client_copy=true", "--rdma_rc_qps_per_client_per_shard=16"):
-            self.assertIn(flag, cli)
+        self.assertIn("--num_threads=1", srv)
+        self.assertEqual(transport_options(srv), {
+            "profile_interval_ms": "250", "server_get_workers": "2", "fake_get_mode": "status_only",
+            "numa_id": "0", "get_response_mode": "direct_sg", "bind_core_offset": "0",
+            "poll_mode": "busy"})
+        cli = [ps_config.build_benchmark_cmd(args, "RDMA", topo, c, "/c", ["c"]) for c in topo.clients]
+        o = transport_options(cli[0])
+        self.assertEqual((o["profile_interval_ms"], o["numa_id"], o["skip_client_copy"],
+                          o["qps_per_client_per_shard"], o["wait_timeout_ms"], o["poll_mode"]),
+                         ("250", "1", "true", "16", "8000", "busy"))
+        # client NUMA differs from the server's: client cores start at 0, one block per process
+        self.assertEqual([transport_options(c)["bind_core_offset"] for c in cli], ["0", "16"])
         self.assertEqual(args.effective_row_kind, "diagnostic")
+
+    def test_core_offsets_wrap_and_placement_defaults_skip_shm(self):
+        args = parse("--transports", "rdma,shm", "--server-rdma-threads", "2",
+                     "--client-processes-per-ip", "3")
+        topo = topology.build_topology_plan("RDMA", "127.0.0.1", "127.0.0.1", 3)
+        offs = [transport_options(ps_config.build_benchmark_cmd(args, "RDMA", topo, c, "/c", ["c"],
+                                                                cores=4))["bind_core_offset"]
+                for c in topo.clients]
+        self.assertEqual(offs, ["2", "2", "2"])  # 2 + k*16 wraps on 4 cores
+        shm = transport_options(ps_config.build_benchmark_cmd(args, "SHM", topo, topo.clients[0],
+                                                              "/c", ["c"], cores=4))
+        self.assertNotIn("bind_core_offset", shm)
+        self.assertNotIn("numa_id", shm)
+        explicit = parse("--transports", "shm", "--rdma-server-bind-core-offset", "1")
+        srv = ps_config.build_server_cmd(explicit, "SHM", topo.servers[0], 1, "/c", ["s"], cores=4)
+        self.assertEqual(transport_options(srv)["bind_core_offset"], "1")
+        grpc = ps_config.build_server_cmd(args, "GRPC", topo.servers[0], 1, "/c", ["s"])
+        self.assertFalse(any(a.startswith("--transport_options") for a in grpc))
+
+
+def transport_options(cmd):
+    text = [a for a in cmd if a.startswith("--transport_options=")][0].split("=", 1)[1]
+    return dict(item.split("=", 1) for item in text.split(";"))
 
 
 class TestArgs(unittest.TestCase):
@@ -633,19 +671,20 @@ class TestFlagForwarding(unittest.TestCase):
         from recbench import ps_session
 
         with tempfile.TemporaryDirectory() as d:
-            args = parse("--transports", "shm", "--rdma-rc-slots-per-qp", "2", "--output-dir", d)
+            args = parse("--transports", "grpc", "--transaction-profile", "--output-dir", d)
             session = ps_session.Session(args, [])
-            supported = {"transport", "config_path", "prefetch_depth"}
-            argv = ["--transport=shm", "--config_path=/c", "--rdma_rc_qps_per_client_per_shard=16",
-                    "--prefetch_depth=16"]
-            # derived default (QP pool 16) is dropped and recorded; core flags always pass
-            self.assertEqual(session.filter_flags(argv, supported, "ps_bench"),
-                             ["--transport=shm", "--config_path=/c", "--prefetch_depth=16"])
-            self.assertEqual(session.not_forwarded, {"ps_bench: --rdma_rc_qps_per_client_per_shard"})
+            supported = {"transport", "config_path"}
+            argv = ["--transport=grpc", "--config_path=/c", "--brand_new_core_flag=1"]
+            # core flags always pass, even when --help does not list them
+            self.assertEqual(session.filter_flags(argv, supported, "ps_bench"), argv)
             # a flag the user set explicitly is never dropped silently
             with self.assertRaisesRegex(ps_session.PreflightError,
-                                        "does not accept --rdma_rc_slots_per_qp .*--rdma-rc-slots-per-qp"):
-                session.filter_flags(argv + ["--rdma_rc_slots_per_qp=2"], supported, "ps_bench")
+                                        "does not accept --transaction_profile .*--transaction-profile"):
+                session.filter_flags(argv + ["--transaction_profile=true"], supported, "ps_bench")
+            # a derived one is dropped and recorded
+            session.args.explicit = []
+            self.assertEqual(session.filter_flags(argv + ["--report_mode=both"], supported, "b"), argv)
+            self.assertEqual(session.not_forwarded, {"b: --report_mode"})
             # --help that could not be read: nothing is filtered
             self.assertEqual(session.filter_flags(argv, {"__error__": "x"}, "p"), argv)
 
@@ -676,8 +715,8 @@ class TestCaseTopology(unittest.TestCase):
             cfg = ps_config.build_runtime_config(args, "SHM", topo, "/d")
             self.assertEqual(cfg["cache_ps"]["ps_type"], "LOCAL_SHM")
             srv = ps_config.build_server_cmd(args, "SHM", topo.servers[1], 2, "/c", ["s"])
-            self.assertIn("--transport_options=poll_mode=adaptive", srv)
+            self.assertEqual(transport_options(srv)["poll_mode"], "adaptive")
             self.assertIn(f"--port={ports[1]}", srv)
             cli = ps_config.build_benchmark_cmd(args, "SHM", topo, topo.clients[0], "/c", ["c"])
-            self.assertIn("--transport_options=poll_mode=adaptive", cli)
+            self.assertEqual(transport_options(cli)["poll_mode"], "adaptive")
             self.assertFalse(any(a.startswith(("--host=", "--port=")) for a in cli))
