@@ -354,7 +354,9 @@ class Session:
             for lbl in labels:
                 facts = self.facts.get(lbl)
                 if facts is not None and not facts.get("rdma_devices"):
-                    return f"no RDMA verbs device on {lbl}: {facts.get('rdma_reason')}"
+                    reason = str(facts.get("rdma_reason") or "")
+                    reason = reason.split("no RDMA verbs device: ", 1)[-1]
+                    return f"no RDMA verbs device on {lbl}: {reason}"
         return None
 
     def host_level_problems(self, topo):
