@@ -450,9 +450,12 @@ class Session:
                                   "skipped" if statuses == {"skipped"} else "success")
             return rows, server_cpu
         finally:
+            log.debug("%s repeat %s: stopping %d processes", transport, repeat,
+                      len(clients) + len(servers))
             for p in clients + servers:
                 p.stop()
                 REGISTRY.remove(p)
+            log.debug("%s repeat %s: stopped", transport, repeat)
             case["processes"] = [{"name": p.name, "host": p.host.label(), "pid": p.pid,
                                   "remote_pid": p.remote_pid, "returncode": p.returncode}
                                  for p in servers + clients]
@@ -600,6 +603,7 @@ class Session:
                 if dead_server is not None or left <= 0:
                     break
                 cond.wait(left)
+        log.debug("%s repeat %s: clients done", base["transport"], base["repeat_index"])
         cpu_end = [p.cpu_seconds() for p in servers]
         server_cpu = None
         if all(x is not None for x in cpu_start + cpu_end) and servers:
