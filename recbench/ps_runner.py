@@ -257,7 +257,9 @@ def apply_profile(args, explicit, profile):
             setattr(args, dest, value)
 
 
-def parse_args(argv=None, environ=None):
+def parse_args(argv=None, input_fn=None):
+    """Parse, apply the profile, prompt when --interactive (and `input_fn` is given), then validate
+    and derive defaults from the final values."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     _check_retired(parser, argv)
@@ -268,6 +270,8 @@ def parse_args(argv=None, environ=None):
     if args.profile:
         apply_profile(args, set(args.explicit), args.profile)
     try:
+        if args.interactive and input_fn is not None:
+            apply_interactive_prompts(args, input_fn)
         finalize_args(args)
     except (ValueError, TopologyError) as exc:
         parser.error(str(exc))
@@ -423,14 +427,7 @@ def main(argv=None):
     from recbench import ps_session
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = parse_args(argv)
-    if args.interactive:
-        parser = build_parser()
-        try:
-            apply_interactive_prompts(args)
-            finalize_args(args)
-        except (ValueError, TopologyError) as exc:
-            parser.error(str(exc))
+    args = parse_args(argv, input_fn=input)
     return ps_session.run(args, argv)
 
 

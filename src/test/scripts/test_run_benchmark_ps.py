@@ -720,3 +720,15 @@ class TestCaseTopology(unittest.TestCase):
             cli = ps_config.build_benchmark_cmd(args, "SHM", topo, topo.clients[0], "/c", ["c"])
             self.assertEqual(transport_options(cli)["poll_mode"], "adaptive")
             self.assertFalse(any(a.startswith(("--host=", "--port=")) for a in cli))
+
+
+class TestInteractiveParse(unittest.TestCase):
+    def test_derived_defaults_follow_the_answers(self):
+        answers = iter(["brpc"] + [""] * 13)
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            args = ps_runner.parse_args(["--interactive"], input_fn=lambda: next(answers))
+        self.assertEqual(args.transport_list, ["BRPC"])
+        self.assertEqual(args.prefetch_depth, 0)  # no RDMA: the RC fetch defaults do not apply
+        self.assertIsNone(args.rdma_rc_qps_per_client_per_shard)
+        self.assertIn("Transports", err.getvalue())
