@@ -197,6 +197,47 @@ class TestLocalSmoke(RunnerCase):
         self.assertIn(f"[case {2 * len(names)}/{2 * len(names)}]", res.stderr)
         self.assertIn("0 cases left", res.stderr)
 
+    def test_two_shards_from_an_explicit_plan(self):
+        transport = built_transports(("grpc",))[0] if built_transports(("grpc",)) else "brpc"
+        p0, p1 = self.port(), self.port()
+        res = run_runner(SMALL + ["--transports", transport, "--server-plan",
+                                  f"1:127.0.0.1:{p1}:1,0:127.0.0.1:{p0}:0",
+                                  "--output-dir", self.out])
+        self.assertEqual(res.returncode, 0, res.stderr[-2000:])
+        rows, _ = self.assert_outputs()
+        self.assertEqual({(r["status"], r["server_shards"], r["server_shard_ips"]) for r in rows},
+                         {("success", "2", "127.0.0.1;127.0.0.1")})
+        for k in (0, 1):
+            log = Path(self.out, "logs", transport, "repeat_0", "server", f"server_{k}.log").read_text()
+            self.assertIn(f"shard={k}", log)
+            self.assertIn(f"port={(p0, p1)[k]}", log)
+        cfg = json.loads(Path(self.out, "configs", f"{transport}_repeat_0.json").read_text())
+        self.assertEqual([s["port"] for s in cfg["distributed_client"]["servers"]], [p0, p1])
+        self.assert_no_leftovers()
+
+    @unittest.skipUnless("shm" in built_transports(), "this build has no shm transport")
+    def test_rc_options_reach_shm_and_bad_ones_fail_loudly(self):
+        port = self.port()
+        res = run_runner(SMALL + ["--transports", "shm", "--server-plan", f"0:127.0.0.1:{port}:0",
+                                  "--rdma-rc-qps-per-client-per-shard", "2", "--prefetch-depth", "2",
+                                  "--output-dir", self.out])
+        self.assertEqual(res.returncode, 0, res.stderr[-2000:])
+        rows, _ = self.assert_outputs()
+        self.assertEqual({r["status"] for r in rows}, {"success"})
+        cfg = self.assert_no_leftovers()
+        client = [c for c in cfg["cases"][0]["commands"] if c["name"] == "client_0"][0]["argv"]
+        self.assertIn("--prefetch_depth=2", client)
+        self.assertTrue(any(a.startswith("--transport_options=") and "qps_per_client_per_shard=2" in a
+                            for a in client))
+        shutil.rmtree(self.out)
+        res = run_runner(SMALL + ["--transports", "shm", "--server-plan", f"0:127.0.0.1:{port}:0",
+                                  "--transport-options", "no_such_option=1", "--output-dir", self.out])
+        self.assertEqual(res.returncode, 1)
+        rows, _ = self.assert_outputs()
+        self.assertEqual(rows[0]["status"], "startup_failure")
+        self.assertIn("no_such_option", rows[0]["message"])
+        self.assert_no_leftovers()
+
     def test_rdma_without_verbs_is_skipped_not_failed(self):
         from recbench import rdma
 
