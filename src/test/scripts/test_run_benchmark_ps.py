@@ -732,3 +732,19 @@ class TestInteractiveParse(unittest.TestCase):
         self.assertEqual(args.prefetch_depth, 0)  # no RDMA: the RC fetch defaults do not apply
         self.assertIsNone(args.rdma_rc_qps_per_client_per_shard)
         self.assertIn("Transports", err.getvalue())
+
+
+class TestBuildTypeCheck(unittest.TestCase):
+    def problems(self, build_type, *extra):
+        from recbench import ps_session
+
+        with tempfile.TemporaryDirectory() as d:
+            session = ps_session.Session(parse("--transports", "brpc", "--output-dir", d, *extra), [])
+            return session._build_problems("local", {"recbench": {"build_type": build_type}})
+
+    def test_release_required_unless_allowed(self):
+        self.assertEqual(self.problems("Release"), [])
+        self.assertIn("Debug build; numbers need Release", self.problems("Debug")[0])
+        self.assertEqual(self.problems("Debug", "--allow-debug-build"), [])
+        self.assertIn("demands a Release build, found ASan",
+                      self.problems("ASan", "--allow-debug-build", "--build-dir", "build_release")[0])
