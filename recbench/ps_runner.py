@@ -323,6 +323,11 @@ def finalize_args(args):
                        "layer; use --rdma-rc-skip-client-copy for the response-copy diagnostic")):
         if getattr(args, flag):
             raise ValueError(f"--{flag.replace('_', '-')} is not available in recbench: {why}")
+    refuse_unsupported_storage(args)
+    if "rdma_namespace" in args.explicit and args.rdma_namespace not in ("auto", ""):
+        raise ValueError(f"--rdma-namespace {args.rdma_namespace}: recbench has no shared control "
+                         "plane to partition; each run's control planes are its own ports "
+                         "(--rdma-control-plane-port)")
     rc = [t for t in args.transport_list if t in RC_TRANSPORTS]
     args.rc_derived = []
     if args.rdma_namespace.startswith("benchmark-ps-") and "rdma_namespace" not in args.explicit:
@@ -369,6 +374,26 @@ def finalize_args(args):
         args.rdma_namespace = f"benchmark-ps-{os.getpid()}"
     args.effective_row_kind = resolve_row_kind(args)
     return args
+
+
+# RecStore storage flags whose only effect is on a value-store block that recbench's PS does not
+# have: refused when set to anything but RecStore's default, so that nothing is silently ignored.
+STORAGE_DEFAULTS = {
+    "value_store_type": ("DRAM_VALUE_STORE", "recbench's PS keeps rows in its DRAM slab value "
+                         "store; there is no tiered (DRAM+SSD) store"),
+    "dram_allocator": ("PERSIST_LOOP_SLAB", "recbench's value store has one slab allocator"),
+    "tiered_dram_capacity_bytes": (0, "only a tiered value store has a DRAM tier to size"),
+    "ssd_capacity_bytes": (0, "only a tiered value store has an SSD tier"),
+    "ssd_io_backend": ("IOURING", "only a tiered value store does SSD I/O"),
+    "ssd_queue_depth": (512, "only a tiered value store does SSD I/O"),
+}
+
+
+def refuse_unsupported_storage(args):
+    for dest, (default, why) in STORAGE_DEFAULTS.items():
+        value = getattr(args, dest)
+        if value != default:
+            raise ValueError(f"--{dest.replace('_', '-')} {value} is not supported: {why}")
 
 
 def _shard_count(args):

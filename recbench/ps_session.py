@@ -152,8 +152,8 @@ class Session:
                                 f"so it must be shard 0's host {topo.servers[0].host} (or empty)")
         shards = sorted(s.shard for s in topo.servers)
         if shards != list(range(len(shards))):
-            raise TopologyError(f"shard ids {shards} must be 0..{len(shards) - 1}: recbench routes a "
-                                "key to shard hash(key) % num_shards (fix --server-plan)")
+            raise TopologyError(f"shard ids {shards} must be dense, 0..{len(shards) - 1}: recbench "
+                                "routes a key to shard hash(key) % num_shards (fix --server-plan)")
         if (transport in RC_TRANSPORTS and rc_port is None and not a.server_plan.strip()):
             for s in topo.servers:  # local control planes: ports the OS says are free
                 s.port = preflight.free_port(s.host)

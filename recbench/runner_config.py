@@ -168,6 +168,8 @@ def rc_transport_options(args, transport, role, index=0, cores=None):
         per = args.server_rdma_threads + (args.rdma_rc_server_get_workers or 0)
         offset = args.rdma_server_bind_core_offset + index * per
         opts.append(f"bind_core_offset={offset % cores if cores else offset}")
+    if role == "client":  # RecStore's runner gives clients its cluster timeout for the control plane
+        opts.append(f"control_plane_timeout_ms={int(args.cluster_timeout * 1000)}")
     if role == "client" and args.rdma_client_bind_core_offset is not None and _applies(
             args, transport, "rdma_client_bind_core_offset"):
         offset = args.rdma_client_bind_core_offset + index * (args.rdma_client_bind_core_stride or 1)

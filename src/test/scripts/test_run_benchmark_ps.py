@@ -276,8 +276,9 @@ class TestCommands(unittest.TestCase):
         cli = [ps_config.build_benchmark_cmd(args, "RDMA", topo, c, "/c", ["c"]) for c in topo.clients]
         o = transport_options(cli[0])
         self.assertEqual((o["profile_interval_ms"], o["numa_id"], o["skip_client_copy"],
-                          o["qps_per_client_per_shard"], o["wait_timeout_ms"], o["poll_mode"]),
-                         ("250", "1", "true", "16", "8000", "busy"))
+                          o["qps_per_client_per_shard"], o["wait_timeout_ms"], o["poll_mode"],
+                          o["control_plane_timeout_ms"]),
+                         ("250", "1", "true", "16", "8000", "busy", "45000"))
         # client NUMA differs from the server's: client cores start at 0, one block per process
         self.assertEqual([transport_options(c)["bind_core_offset"] for c in cli], ["0", "16"])
         self.assertEqual(args.effective_row_kind, "diagnostic")
@@ -340,9 +341,18 @@ class TestArgs(unittest.TestCase):
                   "build_release")
         self.assertEqual((a.build_dir, a.remote_build_dir), ("build_release", "build_release"))
 
-    def test_parse_args_accepts_tiered_dram_capacity_override(self):
-        a = parse("--transports", "grpc", "--tiered-dram-capacity-bytes", "1048576")
-        self.assertEqual(a.tiered_dram_capacity_bytes, 1048576)
+    def test_parse_args_refuses_storage_flags_recbench_cannot_apply(self):
+        # RecStore keeps --tiered-dram-capacity-bytes; recbench's PS has no tiered store, so the
+        # value is refused with the reason instead of being written into a config nobody reads.
+        self.assertIn("--tiered-dram-capacity-bytes 1048576 is not supported: only a tiered",
+                      parse_error("--transports", "grpc", "--tiered-dram-capacity-bytes", "1048576"))
+        self.assertIn("no tiered", parse_error("--value-store-type", "TIERED_VALUE_STORE"))
+        self.assertIn("--dram-allocator R2_ALLOC", parse_error("--dram-allocator", "R2_ALLOC"))
+        self.assertIn("--ssd-queue-depth 8", parse_error("--ssd-queue-depth", "8"))
+        self.assertIn("no shared control plane", parse_error("--rdma-namespace", "mine"))
+        a = parse("--transports", "grpc", "--value-store-type", "DRAM_VALUE_STORE",
+                  "--rdma-namespace", "auto")
+        self.assertEqual(a.tiered_dram_capacity_bytes, 0)
 
     def test_parse_args_sets_local_rdma_bind_core_defaults(self):
         a = parse("--transports", "rdma", "--server-rdma-threads", "16",
@@ -696,7 +706,7 @@ class TestCaseTopology(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             args = parse("--transports", "grpc", "--server-plan", "0:a:25000:3,1:b:26000:8",
                          "--output-dir", d)
-            with self.assertRaisesRegex(topology.TopologyError, r"shard ids \[3, 8\] must be 0..1"):
+            with self.assertRaisesRegex(topology.TopologyError, r"shard ids \[3, 8\] must be dense, 0..1"):
                 ps_session.Session(args, []).topology_for("GRPC")
             ok = parse("--transports", "grpc,shm", "--server-plan", "1:a:25001:1,0:b:25000:0",
                        "--output-dir", d)
