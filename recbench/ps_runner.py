@@ -16,7 +16,14 @@ import argparse
 import os
 import sys
 
-from recbench.topology import RC_TRANSPORTS, TopologyError, normalize_transport_list
+from recbench.topology import (
+    RC_TRANSPORTS,
+    TopologyError,
+    build_topology_plan,
+    fabric_node_ids,
+    normalize_transport_list,
+    parse_rdma_fabric_plan,
+)
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNNER_VERSION = 1
@@ -195,6 +202,9 @@ def build_parser():
     a("--rdma-control-plane-host", default="", help="default: first server host")
     a("--rdma-control-plane-port", type=int, default=None,
       help="control plane port of shard 0 (shard k: +k); local default: free ports, ssh: 25100")
+    a("--rdma-fabric-plan", default="",
+      help="node_id:device:port:gid_index:mode[:hop_limit:traffic_class:flow_label],...; mode ib, "
+           "rocev1 or rocev2 (8 fields); servers are nodes 0..S-1, clients S+client_index")
     a("--rdma-wait-timeout-ms", type=int, default=None)
     a("--rdma-rc-qps-per-client-per-shard", type=int, default=None,
       help="RC QP pool size (RDMA fetch default 16)")
@@ -372,6 +382,15 @@ def finalize_args(args):
             args.rc_derived.append("rdma_client_bind_core_stride")
     if args.rdma_namespace == "auto":
         args.rdma_namespace = f"benchmark-ps-{os.getpid()}"
+    args.fabric = {}
+    if args.rdma_fabric_plan.strip():
+        if "RDMA" not in args.transport_list:
+            raise ValueError("--rdma-fabric-plan applies to the rdma transport only")
+        topo = build_topology_plan("RDMA", args.server_shard_ips, args.client_ips,
+                                   args.client_processes_per_ip, args.server_plan, args.client_plan)
+        nodes = fabric_node_ids(topo)
+        plan = parse_rdma_fabric_plan(args.rdma_fabric_plan, [n for _, _, n in nodes])
+        args.fabric = {(role, index): plan[node] for role, index, node in nodes}
     args.effective_row_kind = resolve_row_kind(args)
     return args
 

@@ -367,8 +367,39 @@ class Session:
             problems += self.host_problems.get(lbl, [])
         return problems
 
-    def case_problems(self, topo):
+    def fabric_problems(self, transport, topo):
+        """--rdma-fabric-plan: each process's device and port exist on its host, with the link
+        layer its mode needs."""
+        from recbench.topology import EXPECTED_LINK_LAYER
+
         problems = []
+        if transport != "RDMA":
+            return problems
+        for role, specs in (("server", topo.servers), ("client", topo.clients)):
+            for spec in specs:
+                index = spec.server_index if role == "server" else spec.client_index
+                entry = self.args.fabric.get((role, index))
+                label = self.host(spec.ssh_host).label()
+                devices = self.facts.get(label, {}).get("rdma_devices") or []
+                if entry is None or not devices:
+                    continue
+                dev = next((d for d in devices if d["name"] == entry.device), None)
+                if dev is None:
+                    problems.append(f"{role} {index}: device {entry.device} is not on {label} "
+                                    f"(it has {', '.join(d['name'] for d in devices)})")
+                    continue
+                port = next((p for p in dev["ports"] if p["port"] == entry.port), None)
+                if port is None:
+                    problems.append(f"{role} {index}: {entry.device} on {label} has no port "
+                                    f"{entry.port}")
+                elif port["link_layer"] != EXPECTED_LINK_LAYER[entry.mode]:
+                    problems.append(f"{role} {index}: mode {entry.mode} needs an "
+                                    f"{EXPECTED_LINK_LAYER[entry.mode]} port, {entry.device} port "
+                                    f"{entry.port} on {label} is {port['link_layer']}")
+        return problems
+
+    def case_problems(self, topo, transport=None):
+        problems = self.fabric_problems(transport, topo) if transport else []
         for spec, module, binary in ([(s, "recbench.ps_server", self.args.server_binary)
                                       for s in topo.servers]
                                      + [(c, "recbench.ps_bench", self.args.benchmark_binary)
@@ -412,7 +443,7 @@ class Session:
         if skip:
             case["status"] = "skipped"
             return [results.failure_row(base, "skipped", skip)], None
-        problems = problems or self.case_problems(topo)
+        problems = problems or self.case_problems(topo, transport)
         if problems:
             case["status"] = "preflight_failure"
             return [results.failure_row(base, "preflight_failure", "; ".join(problems))], None

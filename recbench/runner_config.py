@@ -163,6 +163,10 @@ def rc_transport_options(args, transport, role, index=0, cores=None):
         opts.append(f"{key}={'true' if value is True else value}")
     opts.append("get_response_mode="
                 + resolve_rdma_get_response_mode(args.rdma_get_response_mode, args.index_type))
+    fabric = getattr(args, "fabric", {}).get((role, index)) if transport.upper() == "RDMA" else None
+    if fabric is not None:
+        opts += [f"device={fabric.device}", f"ib_port={fabric.port}",
+                 f"gid_index={fabric.gid_index}"]
     if role == "server" and args.rdma_server_bind_core_offset is not None and _applies(
             args, transport, "rdma_server_bind_core_offset"):
         per = args.server_rdma_threads + (args.rdma_rc_server_get_workers or 0)

@@ -262,3 +262,73 @@ def format_hostport(host, port):
 
 def is_local_host(host):
     return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
+
+
+FABRIC_MODES = ("ib", "rocev1", "rocev2")
+# recbench's RC transport takes device, ib_port and gid_index per process; the RoCEv2 address
+# fields keep the verbs defaults (the GID entry's own), so other values are refused.
+FABRIC_ROCE_DEFAULTS = {"hop_limit": 64, "traffic_class": 0, "flow_label": 0}
+EXPECTED_LINK_LAYER = {"ib": "InfiniBand", "rocev1": "Ethernet", "rocev2": "Ethernet"}
+
+
+@dataclass
+class FabricEntry:
+    node_id: int
+    device: str
+    port: int
+    gid_index: int
+    mode: str
+    hop_limit: int = 64
+    traffic_class: int = 0
+    flow_label: int = 0
+
+
+def parse_rdma_fabric_plan(text, node_ids):
+    """`node_id:device:port:gid_index:mode[:hop_limit:traffic_class:flow_label],...` -> {node_id:
+    FabricEntry}. Servers are nodes 0..S-1 (by server_index), clients S+client_index; the plan must
+    cover every node of `node_ids`; rocev2 entries need all 8 fields."""
+    plan = {}
+    for entry in parse_csv_list(text):
+        f = entry.split(":")
+        if len(f) not in (5, 8):
+            raise TopologyError(f"RDMA fabric plan entry {entry!r} must be node_id:device:port:"
+                                "gid_index:mode[:hop_limit:traffic_class:flow_label]")
+        node = _int_field(f[0], "node_id", entry)
+        mode = f[4].lower()
+        if mode not in FABRIC_MODES:
+            raise TopologyError(f"mode {f[4]!r} in RDMA fabric plan entry {entry!r} must be one of "
+                                f"{', '.join(FABRIC_MODES)}")
+        if mode == "rocev2" and len(f) != 8:
+            raise TopologyError(f"rocev2 entry {entry!r} needs all 8 fields "
+                                "(node_id:device:port:gid_index:rocev2:hop_limit:traffic_class:flow_label)")
+        if not f[1]:
+            raise TopologyError(f"empty device in RDMA fabric plan entry {entry!r}")
+        e = FabricEntry(node, f[1], _int_field(f[2], "port", entry, 1, 255),
+                        _int_field(f[3], "gid_index", entry, 0, 255), mode)
+        if len(f) == 8:
+            e.hop_limit = _int_field(f[5], "hop_limit", entry, 0, 255)
+            e.traffic_class = _int_field(f[6], "traffic_class", entry, 0, 255)
+            e.flow_label = _int_field(f[7], "flow_label", entry, 0, (1 << 20) - 1)
+            for name, default in FABRIC_ROCE_DEFAULTS.items():
+                if getattr(e, name) != default:
+                    raise TopologyError(f"{name}={getattr(e, name)} in RDMA fabric plan entry "
+                                        f"{entry!r}: recbench's RC transport uses the GID entry's "
+                                        f"defaults ({name}={default})")
+        if node in plan:
+            raise TopologyError(f"duplicate node_id {node} in RDMA fabric plan entry {entry!r}")
+        plan[node] = e
+    missing = sorted(set(node_ids) - set(plan))
+    if missing:
+        raise TopologyError(f"RDMA fabric plan must cover every node: missing node ids {missing} "
+                            f"(servers are 0..S-1, clients S+client_index)")
+    extra = sorted(set(plan) - set(node_ids))
+    if extra:
+        raise TopologyError(f"RDMA fabric plan names node ids {extra} that are not in the topology")
+    return plan
+
+
+def fabric_node_ids(topo):
+    """Node ids of a topology: servers by server_index, then clients at S + client_index."""
+    n = len(topo.servers)
+    return ([("server", s.server_index, s.server_index) for s in topo.servers]
+            + [("client", c.client_index, n + c.client_index) for c in topo.clients])

@@ -758,3 +758,54 @@ class TestBuildTypeCheck(unittest.TestCase):
         self.assertEqual(self.problems("Debug", "--allow-debug-build"), [])
         self.assertIn("demands a Release build, found ASan",
                       self.problems("ASan", "--allow-debug-build", "--build-dir", "build_release")[0])
+
+
+class TestFabricPlan(unittest.TestCase):
+    def test_parse_rdma_fabric_plan_requires_all_nodes(self):
+        plan = topology.parse_rdma_fabric_plan("0:mlx5_0:1:3:ib,1:mlx5_1:2:0:rocev1", [0, 1])
+        self.assertEqual((plan[0].device, plan[0].port, plan[0].gid_index), ("mlx5_0", 1, 3))
+        self.assertEqual((plan[1].device, plan[1].port, plan[1].mode), ("mlx5_1", 2, "rocev1"))
+        with self.assertRaisesRegex(topology.TopologyError, "cover every node: missing node ids \\[1\\]"):
+            topology.parse_rdma_fabric_plan("0:mlx5_0:1:0:ib", [0, 1])
+        with self.assertRaisesRegex(topology.TopologyError, "not in the topology"):
+            topology.parse_rdma_fabric_plan("0:a:1:0:ib,7:a:1:0:ib", [0])
+        with self.assertRaisesRegex(topology.TopologyError, "mode 'iwarp'"):
+            topology.parse_rdma_fabric_plan("0:a:1:0:iwarp", [0])
+
+    def test_parse_rdma_fabric_plan_requires_rocev2_network_fields(self):
+        with self.assertRaisesRegex(topology.TopologyError, "needs all 8 fields"):
+            topology.parse_rdma_fabric_plan("0:mlx5_0:1:3:rocev2", [0])
+        plan = topology.parse_rdma_fabric_plan("0:mlx5_0:1:3:rocev2:64:0:0", [0])
+        self.assertEqual(plan[0].hop_limit, 64)
+        with self.assertRaisesRegex(topology.TopologyError, "traffic_class=106 .*defaults"):
+            topology.parse_rdma_fabric_plan("0:mlx5_0:1:3:rocev2:64:106:0", [0])
+
+    def test_fabric_plan_reaches_each_rdma_process(self):
+        args = parse("--transports", "rdma,shm", "--client-processes-per-ip", "2",
+                     "--rdma-fabric-plan", "0:mlx5_0:1:3:ib,1:mlx5_1:1:0:ib,2:mlx5_2:2:1:ib")
+        topo = topology.build_topology_plan("RDMA", "127.0.0.1", "127.0.0.1", 2)
+        srv = transport_options(ps_config.build_server_cmd(args, "RDMA", topo.servers[0], 1, "/c", ["s"]))
+        self.assertEqual((srv["device"], srv["ib_port"], srv["gid_index"]), ("mlx5_0", "1", "3"))
+        cli = transport_options(ps_config.build_benchmark_cmd(args, "RDMA", topo, topo.clients[1], "/c", ["c"]))
+        self.assertEqual((cli["device"], cli["ib_port"], cli["gid_index"]), ("mlx5_2", "2", "1"))
+        shm = transport_options(ps_config.build_benchmark_cmd(args, "SHM", topo, topo.clients[1], "/c", ["c"]))
+        self.assertNotIn("device", shm)
+        self.assertIn("cover every node", parse_error("--transports", "rdma", "--rdma-fabric-plan",
+                                                      "0:mlx5_0:1:0:ib"))
+        self.assertIn("rdma transport only", parse_error("--transports", "grpc", "--rdma-fabric-plan",
+                                                         "0:mlx5_0:1:0:ib,1:mlx5_0:1:0:ib"))
+
+    def test_fabric_plan_checked_against_host_devices(self):
+        from recbench import ps_session
+
+        with tempfile.TemporaryDirectory() as d:
+            args = parse("--transports", "rdma", "--output-dir", d, "--rdma-fabric-plan",
+                         "0:mlx5_0:1:0:rocev2:64:0:0,1:mlx5_9:1:0:ib")
+            session = ps_session.Session(args, [])
+            session.facts["local"] = {"rdma_devices": [
+                {"name": "mlx5_0", "ports": [{"port": 1, "link_layer": "InfiniBand"}]}]}
+            topo = topology.build_topology_plan("RDMA", "127.0.0.1", "127.0.0.1", 1)
+            problems = session.fabric_problems("RDMA", topo)
+            self.assertIn("mode rocev2 needs an Ethernet port, mlx5_0 port 1 on local is InfiniBand",
+                          problems[0])
+            self.assertIn("device mlx5_9 is not on local (it has mlx5_0)", problems[1])
