@@ -33,7 +33,7 @@ from __future__ import annotations
 import csv
 import math
 from pathlib import Path
-from typing import Iterable
+from collections.abc import Iterable
 
 import pandas as pd
 
@@ -392,7 +392,7 @@ def totals(df: pd.DataFrame) -> pd.DataFrame:
                        [f"{m}_{s}" for m in metrics for s in ("mean", "std")])
     failed = df[df["status"] != "success"]
     out.attrs.update(df.attrs)
-    out.attrs["failed_rows"] = int(len(failed))
+    out.attrs["failed_rows"] = len(failed)
     return out
 
 

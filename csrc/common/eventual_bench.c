@@ -206,7 +206,8 @@ int rs_eventual_bench_run(const rs_eventual_bench_cfg *cfg, rs_eventual_bench_re
     ws = calloc(n, sizeof *ws);
     tids = calloc(n, sizeof *tids);
     if (!s.heap || !s.batch || !ws || !tids) {
-        rc = rs_error_set(err, RS_ENOMEM, "eventual bench: cannot allocate state for %u waiters", n);
+        rc = rs_error_set(err, RS_ENOMEM, "eventual bench: cannot allocate state for %u waiters",
+                          n);
         goto fail_alloc;
     }
     pthread_condattr_init(&ca);
@@ -266,8 +267,8 @@ int rs_eventual_bench_run(const rs_eventual_bench_cfg *cfg, rs_eventual_bench_re
     rs_hist_reset(late);
     for (uint32_t i = 0; i < n; i++) {
         if (ws[i].failed && !rc)
-            rc = rs_error_set(err, RS_ENOMEM, "eventual bench: waiter %u could not allocate an eventual",
-                              i);
+            rc = rs_error_set(err, RS_ENOMEM,
+                              "eventual bench: waiter %u could not allocate an eventual", i);
         out->ops += ws[i].ops;
         rs_hist_merge(late, &ws[i].late);
     }
