@@ -1,0 +1,433 @@
+/*
+ * kv_ext_hash.c — DRAM_EXTENDIBLE_HASH: a directory of 2^global_depth bucket pointers addressed by
+ * the low bits of the key hash; buckets split when full and the directory doubles when a bucket at
+ * global depth must split.
+ *
+ * Bucket (256 bytes = 4 cache lines, 64-byte aligned):
+ *
+ *   byte 0    4      5       6      8         16                 128                 240   256
+ *   +---------+------+-------+------+---------+------------------+-------------------+-----+
+ *   | ver u32 | lock | depth | used | pattern | keys[0..13] u64  | words[0..13] u64  | pad |
+ *   +---------+------+-------+------+---------+------------------+-------------------+-----+
+ *   used: bitmap of occupied slots; pattern: the low `depth` hash bits every key here shares.
+ *   Keys sit apart from words so a lookup scans two lines (header + keys) and then reads one
+ *   word line.
+ *
+ * Concurrency. Writers lock the bucket (`lock`), re-checking after locking that the key's hash
+ * still matches the bucket's pattern (a split may have happened since the directory was read).
+ * Splits and directory doubling are serialised by `dir_lock` (taken before a bucket lock). While
+ * entries move, or when an entry is removed, the bucket's `ver` is odd; readers take no lock and
+ * validate `ver` (plus the pattern) around their lookup and copy. Buckets and retired directories
+ * are freed only at close, so a reader holding a stale pointer never touches freed memory.
+ */
+#include <stdlib.h>
+
+#include "kv_internal.h"
+
+#define EH_SLOTS       14
+#define EH_FULL        ((1u << EH_SLOTS) - 1)
+#define EH_INIT_DEPTH  4
+#define EH_MAX_DEPTH   40
+#define EH_SLAB_BUCKETS 4096
+
+typedef struct eh_bucket {
+    uint32_t ver;
+    uint8_t lock;
+    uint8_t depth;
+    uint16_t used;
+    uint64_t pattern;
+    uint64_t keys[EH_SLOTS];
+    uint64_t words[EH_SLOTS];
+    uint8_t pad[16];
+} __attribute__((aligned(64))) eh_bucket;
+
+_Static_assert(sizeof(eh_bucket) == 256, "EH bucket must be 4 cache lines");
+
+typedef struct eh_dir {
+    struct eh_dir *retired; /* older directory, freed at close */
+    uint32_t depth;
+    uint64_t mask;
+    eh_bucket *b[];
+} eh_dir;
+
+typedef struct eh_slab {
+    struct eh_slab *next;
+    size_t used;
+    eh_bucket *buckets;
+} eh_slab;
+
+typedef struct eh {
+    eh_dir *dir; /* atomic pointer */
+    pthread_mutex_t dir_lock;
+    eh_slab *slabs;
+    uint64_t capacity;
+} eh;
+
+static eh_bucket *eh_new_bucket(eh *t) {
+    eh_slab *s = t->slabs;
+    if (!s || s->used == EH_SLAB_BUCKETS) {
+        s = calloc(1, sizeof *s);
+        if (!s) return NULL;
+        s->buckets = aligned_alloc(64, EH_SLAB_BUCKETS * sizeof(eh_bucket));
+        if (!s->buckets) {
+            free(s);
+            return NULL;
+        }
+        s->next = t->slabs;
+        t->slabs = s;
+    }
+    eh_bucket *b = &s->buckets[s->used++];
+    memset(b, 0, sizeof *b);
+    return b;
+}
+
+static eh_dir *eh_new_dir(uint32_t depth) {
+    eh_dir *d = calloc(1, sizeof *d + (sizeof(eh_bucket *) << depth));
+    if (!d) return NULL;
+    d->depth = depth;
+    d->mask = (1ull << depth) - 1;
+    return d;
+}
+
+static void eh_free_all(eh *t) {
+    eh_dir *d = t->dir;
+    while (d) {
+        eh_dir *r = d->retired;
+        free(d);
+        d = r;
+    }
+    eh_slab *s = t->slabs;
+    while (s) {
+        eh_slab *n = s->next;
+        free(s->buckets);
+        free(s);
+        s = n;
+    }
+    t->dir = NULL;
+    t->slabs = NULL;
+}
+
+static int eh_init(eh *t, rs_error *err) {
+    eh_dir *d = eh_new_dir(EH_INIT_DEPTH);
+    if (!d) return rs_error_set(err, RS_ENOMEM, "DRAM_EXTENDIBLE_HASH directory");
+    t->dir = d;
+    for (uint64_t i = 0; i <= d->mask; i++) {
+        eh_bucket *b = eh_new_bucket(t);
+        if (!b) {
+            eh_free_all(t);
+            return rs_error_set(err, RS_ENOMEM, "DRAM_EXTENDIBLE_HASH buckets");
+        }
+        b->depth = EH_INIT_DEPTH;
+        b->pattern = i;
+        d->b[i] = b;
+    }
+    return 0;
+}
+
+int rs_kv_eh_open(uint64_t capacity, void **out, rs_error *err) {
+    eh *t = calloc(1, sizeof *t);
+    if (!t) return rs_error_set(err, RS_ENOMEM, "DRAM_EXTENDIBLE_HASH handle");
+    t->capacity = capacity;
+    pthread_mutex_init(&t->dir_lock, NULL);
+    int rc = eh_init(t, err);
+    if (rc) {
+        pthread_mutex_destroy(&t->dir_lock);
+        free(t);
+        return rc;
+    }
+    *out = t;
+    return 0;
+}
+
+static void eh_close(void *ix) {
+    eh *t = ix;
+    eh_free_all(t);
+    pthread_mutex_destroy(&t->dir_lock);
+    free(t);
+}
+
+static int eh_clear(void *ix, rs_error *err) {
+    eh *t = ix;
+    eh_free_all(t);
+    return eh_init(t, err);
+}
+
+static inline int eh_owns(const eh_bucket *b, uint64_t h) {
+    uint8_t d = __atomic_load_n(&b->depth, __ATOMIC_RELAXED);
+    uint64_t m = d ? (~0ull >> (64 - d)) : 0;
+    return (h & m) == __atomic_load_n(&b->pattern, __ATOMIC_RELAXED);
+}
+
+static inline int eh_scan(eh_bucket *b, uint64_t key, rs_kv_slot *s) {
+    unsigned used = __atomic_load_n(&b->used, __ATOMIC_ACQUIRE);
+    while (used) {
+        unsigned j = (unsigned)__builtin_ctz(used);
+        if (__atomic_load_n(&b->keys[j], __ATOMIC_RELAXED) == key) {
+            s->word = &b->words[j];
+            s->keyp = &b->keys[j];
+            return 1;
+        }
+        used &= used - 1;
+    }
+    return 0;
+}
+
+static int eh_find(void *ix, uint64_t key, rs_kv_slot *s) {
+    eh *t = ix;
+    uint64_t h = rs_kv_hash(key);
+    for (;;) {
+        eh_dir *d = __atomic_load_n(&t->dir, __ATOMIC_ACQUIRE);
+        eh_bucket *b = __atomic_load_n(&d->b[h & d->mask], __ATOMIC_ACQUIRE);
+        uint32_t v = __atomic_load_n(&b->ver, __ATOMIC_ACQUIRE);
+        if ((v & 1) || !eh_owns(b, h)) {
+            rs_kv_cpu_relax();
+            continue;
+        }
+        s->guard = b;
+        s->ver = v;
+        return eh_scan(b, key, s);
+    }
+}
+
+static int eh_validate(void *ix, const rs_kv_slot *s) {
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    return __atomic_load_n(&((eh_bucket *)s->guard)->ver, __ATOMIC_RELAXED) == s->ver;
+}
+
+static void eh_lock(eh_bucket *b) {
+    for (;;) {
+        uint8_t z = 0;
+        if (__atomic_compare_exchange_n(&b->lock, &z, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+            return;
+        while (__atomic_load_n(&b->lock, __ATOMIC_RELAXED))
+            rs_kv_cpu_relax();
+    }
+}
+
+static void eh_unlock(eh_bucket *b) {
+    __atomic_store_n(&b->lock, 0, __ATOMIC_RELEASE);
+}
+
+static void eh_ver_bump(eh_bucket *b) {
+    __atomic_store_n(&b->ver, b->ver + 1, __ATOMIC_RELEASE);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+/* Split the full bucket that owns hash h (doubling the directory first if needed). Returns 0 when
+ * the caller should retry its insert. */
+static int eh_split(eh *t, uint64_t h, rs_error *err) {
+    int rc = 0;
+    pthread_mutex_lock(&t->dir_lock);
+    eh_dir *d = t->dir;
+    eh_bucket *b = d->b[h & d->mask];
+    eh_lock(b);
+    if (!eh_owns(b, h) || b->used != EH_FULL) goto out; /* someone else split it */
+    if (b->depth == d->depth) {
+        if (d->depth >= EH_MAX_DEPTH) {
+            rc = rs_error_set(err, RS_EFULL,
+                              "DRAM_EXTENDIBLE_HASH directory reached depth %u (capacity %llu)",
+                              d->depth, (unsigned long long)t->capacity);
+            goto out;
+        }
+        eh_dir *nd = eh_new_dir(d->depth + 1);
+        if (!nd) {
+            rc = rs_error_set(err, RS_ENOMEM, "DRAM_EXTENDIBLE_HASH directory of depth %u",
+                              d->depth + 1);
+            goto out;
+        }
+        memcpy(nd->b, d->b, sizeof(eh_bucket *) << d->depth);
+        memcpy(nd->b + (1ull << d->depth), d->b, sizeof(eh_bucket *) << d->depth);
+        nd->retired = d;
+        __atomic_store_n(&t->dir, nd, __ATOMIC_RELEASE);
+        d = nd;
+    }
+    eh_bucket *nb = eh_new_bucket(t);
+    if (!nb) {
+        rc = rs_error_set(err, RS_ENOMEM, "DRAM_EXTENDIBLE_HASH bucket");
+        goto out;
+    }
+    uint8_t depth = b->depth;
+    nb->depth = (uint8_t)(depth + 1);
+    nb->pattern = b->pattern | (1ull << depth);
+    eh_ver_bump(b); /* odd: entries are moving */
+    unsigned used = b->used, moved = 0, k = 0;
+    for (unsigned j = 0; j < EH_SLOTS; j++) {
+        if (!(used & (1u << j))) continue;
+        if ((rs_kv_hash(b->keys[j]) >> depth) & 1) {
+            nb->keys[k] = b->keys[j];
+            nb->words[k] = b->words[j];
+            k++;
+            moved |= 1u << j;
+        }
+    }
+    nb->used = (uint16_t)((1u << k) - 1);
+    __atomic_store_n(&b->used, (uint16_t)(used & ~moved), __ATOMIC_RELEASE);
+    __atomic_store_n(&b->depth, (uint8_t)(depth + 1), __ATOMIC_RELEASE);
+    for (uint64_t i = nb->pattern; i <= d->mask; i += 1ull << nb->depth)
+        __atomic_store_n(&d->b[i], nb, __ATOMIC_RELEASE);
+    eh_ver_bump(b); /* even again */
+out:
+    eh_unlock(b);
+    pthread_mutex_unlock(&t->dir_lock);
+    return rc;
+}
+
+static int eh_acquire(void *ix, uint64_t key, int create, uint64_t new_word, rs_kv_slot *s,
+                      int *created, rs_error *err) {
+    eh *t = ix;
+    uint64_t h = rs_kv_hash(key);
+    for (;;) {
+        eh_dir *d = __atomic_load_n(&t->dir, __ATOMIC_ACQUIRE);
+        eh_bucket *b = __atomic_load_n(&d->b[h & d->mask], __ATOMIC_ACQUIRE);
+        eh_lock(b);
+        if (!eh_owns(b, h)) {
+            eh_unlock(b);
+            continue;
+        }
+        s->guard = b;
+        s->ver = b->ver;
+        if (eh_scan(b, key, s)) return 0;
+        if (!create) {
+            eh_unlock(b);
+            return RS_ENOTFOUND;
+        }
+        if (b->used != EH_FULL) {
+            unsigned j = (unsigned)__builtin_ctz(~(unsigned)b->used);
+            b->keys[j] = key;
+            b->words[j] = new_word;
+            __atomic_store_n(&b->used, (uint16_t)(b->used | (1u << j)), __ATOMIC_RELEASE);
+            s->word = &b->words[j];
+            s->keyp = &b->keys[j];
+            *created = 1;
+            return 0;
+        }
+        eh_unlock(b);
+        int rc = eh_split(t, h, err);
+        if (rc) return rc;
+    }
+}
+
+static void eh_release(void *ix, rs_kv_slot *s) {
+    eh_unlock((eh_bucket *)s->guard);
+}
+
+static void eh_remove(void *ix, rs_kv_slot *s) {
+    eh_bucket *b = s->guard;
+    unsigned j = (unsigned)(s->keyp - b->keys);
+    eh_ver_bump(b);
+    __atomic_store_n(&b->used, (uint16_t)(b->used & ~(1u << j)), __ATOMIC_RELEASE);
+    eh_ver_bump(b);
+}
+
+static uint64_t eh_count(void *ix) {
+    eh *t = ix;
+    uint64_t n = 0;
+    for (eh_slab *s = t->slabs; s; s = s->next)
+        for (size_t i = 0; i < s->used; i++)
+            n += (uint64_t)__builtin_popcount(s->buckets[i].used);
+    return n;
+}
+
+/*
+ * Pipelined batch read, five stages EH_D keys apart:
+ *   S0 hash, prefetch the directory slot      S1 load the bucket pointer, prefetch header+keys
+ *   S2 check version/pattern, scan the keys, prefetch the word's line
+ *   S3 load the word, prefetch the row        S4 copy the row, validate word, key and version
+ * The directory pointer is read once per batch; a stale directory is still valid memory and the
+ * pattern/version checks send affected keys to the slow path.
+ */
+#ifndef EH_D
+#define EH_D 3
+#endif
+#define EH_RING 16 /* power of two > 4 * EH_D */
+
+typedef struct eh_pipe {
+    uint64_t h;
+    eh_bucket *const *slot;
+    eh_bucket *b;
+    uint64_t *word;
+    const uint64_t *keyp;
+    uint64_t w;
+    uint32_t ver;
+    uint8_t st; /* 0 miss, 1 hit, 2 slow */
+} eh_pipe;
+
+static void eh_batch_get_flat(void *ix, const rs_kv_vs *vs, const uint64_t *keys, size_t n,
+                              uint8_t *out, uint8_t *found, size_t *n_found) {
+    eh *t = ix;
+    const size_t vsz = vs->value_size;
+    eh_dir *d = __atomic_load_n(&t->dir, __ATOMIC_ACQUIRE);
+    eh_pipe ring[EH_RING];
+    size_t hits = 0;
+    for (size_t i = 0; i < n + 4 * EH_D; i++) {
+        if (i < n) { /* S0 */
+            eh_pipe *q = &ring[i % EH_RING];
+            q->h = rs_kv_hash(keys[i]);
+            q->slot = &d->b[q->h & d->mask];
+            __builtin_prefetch(q->slot, 0, 3);
+        }
+        if (i >= EH_D && i - EH_D < n) { /* S1 */
+            eh_pipe *q = &ring[(i - EH_D) % EH_RING];
+            q->b = __atomic_load_n(q->slot, __ATOMIC_ACQUIRE);
+            __builtin_prefetch(q->b, 0, 3);
+            __builtin_prefetch((const char *)q->b + 64, 0, 3);
+        }
+        if (i >= 2 * EH_D && i - 2 * EH_D < n) { /* S2 */
+            size_t k = i - 2 * EH_D;
+            eh_pipe *q = &ring[k % EH_RING];
+            q->ver = __atomic_load_n(&q->b->ver, __ATOMIC_ACQUIRE);
+            if ((q->ver & 1) || !eh_owns(q->b, q->h)) {
+                q->st = 2;
+            } else {
+                rs_kv_slot s;
+                if (eh_scan(q->b, keys[k], &s)) {
+                    q->word = s.word;
+                    q->keyp = s.keyp;
+                    __builtin_prefetch(s.word, 0, 3);
+                    q->st = 1;
+                } else {
+                    q->st = 0;
+                }
+            }
+        }
+        if (i >= 3 * EH_D && i - 3 * EH_D < n) { /* S3 */
+            eh_pipe *q = &ring[(i - 3 * EH_D) % EH_RING];
+            if (q->st == 1) {
+                q->w = __atomic_load_n(q->word, __ATOMIC_ACQUIRE);
+                rs_kv_prefetch_range(rs_kv_vs_row(vs, q->w), vsz);
+            }
+        }
+        if (i >= 4 * EH_D) { /* S4 */
+            size_t k = i - 4 * EH_D;
+            eh_pipe *q = &ring[k % EH_RING];
+            uint8_t *dst = out + k * vsz;
+            int hit;
+            rs_kv_slot s = {q->word, q->keyp, q->b, q->ver};
+            if (q->st == 1 && rs_kv_copy_fixed(vs, keys[k], &s, q->w, dst) && eh_validate(t, &s)) {
+                hit = 1;
+            } else if (q->st == 0 && eh_validate(t, &s)) {
+                memset(dst, 0, vsz);
+                hit = 0;
+            } else {
+                hit = rs_kv_read_fixed_slow(&rs_kv_eh_ops, ix, vs, keys[k], dst);
+            }
+            if (found) found[k] = (uint8_t)hit;
+            hits += (size_t)hit;
+        }
+    }
+    if (n_found) *n_found = hits;
+}
+
+const rs_kv_index_ops rs_kv_eh_ops = {
+    .type = RS_KV_INDEX_EXTENDIBLE_HASH,
+    .find = eh_find,
+    .validate = eh_validate,
+    .acquire = eh_acquire,
+    .release = eh_release,
+    .remove = eh_remove,
+    .batch_get_flat = eh_batch_get_flat,
+    .count = eh_count,
+    .clear = eh_clear,
+    .sync = NULL,
+    .close = eh_close,
+};

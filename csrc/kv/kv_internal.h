@@ -1,0 +1,231 @@
+/*
+ * kv_internal.h — what the KV engine's files share: the value word, the index operation table,
+ * the value store and the engine struct. Private to csrc/kv (and the C tests).
+ *
+ * The value word. Every index entry holds one 8-byte word next to its key:
+ *
+ *     63                                24 23                      1   0
+ *    +------------------------------------+-------------------------+---+
+ *    | handle (40 bits): row id (fixed)   | sequence (24 bits) ...  | W |
+ *    |  or 16-byte block number (variable)|                         |   |
+ *    +------------------------------------+-------------------------+---+
+ *
+ * The word is the row's seqlock. W (bit 0) set = a writer is changing the row. A writer holds the
+ * index's lock for the key (acquire/release below), stores word+1 (odd), writes the bytes, stores
+ * word+2 (even, release). A reader loads the word (acquire; retries while odd), checks the entry's
+ * key, copies the bytes, and accepts them only if the word and key read again are unchanged and
+ * the index says its structure did not move the entry meanwhile (validate). Freed rows remember
+ * their last sequence, and a reused row continues from it, so a word never repeats for a row
+ * within 2^23 writes (no ABA between a reader's two loads).
+ *
+ * Entry moves (extendible-hash bucket splits, CCEH segment splits) happen only under the same lock
+ * a writer holds, and bump a structural version that readers validate.
+ */
+#ifndef RS_KV_INTERNAL_H
+#define RS_KV_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "recstore/error.h"
+#include "recstore/kv.h"
+
+#define RS_KV_SEQ_BITS   24
+#define RS_KV_SEQ_MASK   ((1ull << RS_KV_SEQ_BITS) - 1)
+#define RS_KV_HANDLE_MAX ((1ull << 40) - 2)       /* handles are < this */
+#define RS_KV_WORD_EMPTY UINT64_MAX               /* CCEH empty slot; never a stored word */
+
+static inline uint64_t rs_kv_word(uint64_t handle, uint64_t seq) {
+    return (handle << RS_KV_SEQ_BITS) | (seq & RS_KV_SEQ_MASK);
+}
+static inline uint64_t rs_kv_word_handle(uint64_t w) {
+    return w >> RS_KV_SEQ_BITS;
+}
+static inline uint64_t rs_kv_word_seq(uint64_t w) {
+    return w & RS_KV_SEQ_MASK;
+}
+/* The same handle with the sequence advanced by one (even -> odd -> even; wraps in 24 bits). */
+static inline uint64_t rs_kv_word_next(uint64_t w) {
+    return rs_kv_word(rs_kv_word_handle(w), rs_kv_word_seq(w) + 1);
+}
+
+/* Key hash shared by the indexes: murmur3's fmix64. Deliberately not rs_mix64, which shards keys
+ * across PS servers: inside one shard rs_mix64's low bits are correlated with the shard id. */
+static inline uint64_t rs_kv_hash(uint64_t k) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ull;
+    k ^= k >> 33;
+    return k;
+}
+
+static inline void rs_kv_cpu_relax(void) {
+    __builtin_ia32_pause();
+}
+
+/* ---- memory regions: anonymous or file-backed mmap, reserved once, grown in place ---------- */
+
+typedef struct rs_kv_region {
+    uint8_t *base;   /* reserved mapping; never moves */
+    size_t reserved; /* bytes of address space reserved */
+    size_t backed;   /* bytes usable now (file size / mprotect'ed length) */
+    int fd;          /* -1 for anonymous */
+} rs_kv_region;
+
+/* Anonymous: reserve `reserve` bytes, make the first `initial` usable (zero-filled). */
+int rs_kv_region_open_anon(rs_kv_region *r, size_t reserve, size_t initial, rs_error *err);
+/* File: open or create `path`; reserve `reserve` bytes of mapping; grow the file to at least
+ * `initial`. *existed tells whether the file was there (with size > 0) before. */
+int rs_kv_region_open_file(rs_kv_region *r, const char *path, size_t reserve, size_t initial,
+                           int *existed, rs_error *err);
+/* Make at least `need` bytes usable (caller serialises growth). RS_EFULL beyond the reservation. */
+int rs_kv_region_grow(rs_kv_region *r, size_t need, rs_error *err);
+/* Flush a file region to disk (msync). */
+int rs_kv_region_sync(rs_kv_region *r, rs_error *err);
+void rs_kv_region_close(rs_kv_region *r);
+
+/* ---- value store: fixed-size rows (slab) or size-classed blocks --------------------------- */
+
+#define RS_KV_NCLASS 18 /* block sizes 16 B .. 2 MiB (16 << class) */
+
+/* Persistent metadata at offset 0 of the value region (a file for CCEH). */
+typedef struct rs_kv_vs_meta {
+    uint64_t magic;
+    uint32_t value_size;
+    uint32_t stride;
+    uint64_t capacity;
+    uint64_t bump;                     /* fixed: rows ever handed out; variable: 16-byte units used */
+    uint64_t free_head[RS_KV_NCLASS];  /* handle + 1 of the first free row/block; 0 = none */
+} rs_kv_vs_meta;
+
+#define RS_KV_VS_DATA_OFFSET 4096
+
+typedef struct rs_kv_vs {
+    rs_kv_region region;
+    rs_kv_vs_meta *meta; /* = region.base */
+    uint8_t *data;       /* = region.base + RS_KV_VS_DATA_OFFSET */
+    uint32_t value_size; /* 0 = variable */
+    uint32_t stride;     /* fixed: bytes between rows */
+    uint64_t capacity;
+    pthread_mutex_t lock; /* allocation and free lists */
+} rs_kv_vs;
+
+/* Open a value store in DRAM (path NULL) or in the file `path`; an existing file is reopened
+ * (its value_size must match). */
+int rs_kv_vs_open(rs_kv_vs *vs, uint32_t value_size, uint64_t capacity, const char *path,
+                  rs_error *err);
+void rs_kv_vs_close(rs_kv_vs *vs);
+int rs_kv_vs_sync(rs_kv_vs *vs, rs_error *err);
+/* Forget every row (rs_kv_clear). */
+void rs_kv_vs_reset(rs_kv_vs *vs);
+/* Allocate a row (fixed) or a block for len bytes (variable); *word = handle with an even sequence
+ * that continues from the row's previous life. */
+int rs_kv_vs_alloc(rs_kv_vs *vs, size_t len, uint64_t *word, rs_error *err);
+/* Give back the row/block of `word` (its sequence is remembered for the next owner). */
+void rs_kv_vs_free(rs_kv_vs *vs, uint64_t word);
+
+static inline uint8_t *rs_kv_vs_row(const rs_kv_vs *vs, uint64_t word) {
+    return vs->data + rs_kv_word_handle(word) * vs->stride;
+}
+
+/* Variable blocks: [u32 len][u32 gen][bytes...], block size 16 << class. */
+typedef struct rs_kv_vblock {
+    uint32_t len;
+    uint32_t gen;
+    uint64_t next_free; /* overlaps the first data bytes while free */
+} rs_kv_vblock;
+#define RS_KV_VBLOCK_HDR 8
+
+static inline rs_kv_vblock *rs_kv_vs_block(const rs_kv_vs *vs, uint64_t word) {
+    return (rs_kv_vblock *)(vs->data + rs_kv_word_handle(word) * 16);
+}
+/* Capacity in bytes of the block behind `word` (its class is stored in the gen high bits). */
+size_t rs_kv_vs_block_room(const rs_kv_vs *vs, uint64_t word);
+
+/* ---- index operation table ------------------------------------------------------------------ */
+
+/* Where a key's entry is, as seen by one lookup. */
+typedef struct rs_kv_slot {
+    uint64_t *word;        /* the entry's value word */
+    const uint64_t *keyp;  /* the entry's key */
+    void *guard;           /* bucket/segment whose version `ver` was observed (EH, CCEH) */
+    uint32_t ver;
+} rs_kv_slot;
+
+typedef struct rs_kv_index_ops {
+    rs_kv_index_type type;
+    /* Reader lookup without locks. Returns 1 and fills s if the key has an entry, 0 if not.
+     * Either answer is trusted only if validate(s) holds afterwards. */
+    int (*find)(void *ix, uint64_t key, rs_kv_slot *s);
+    /* 1 if no structural change could have moved or hidden the entry since find. */
+    int (*validate)(void *ix, const rs_kv_slot *s);
+    /* Writer: lock the key's place in the index. If the key is present fill s and return 0. If
+     * absent and create: insert it with `new_word` (already pointing at a written row), fill s and
+     * set *created. Absent and !create: RS_ENOTFOUND (nothing held). RS_EFULL if there is no room.
+     * On 0, the lock is held until release(s). */
+    int (*acquire)(void *ix, uint64_t key, int create, uint64_t new_word, rs_kv_slot *s,
+                   int *created, rs_error *err);
+    void (*release)(void *ix, rs_kv_slot *s);
+    /* Remove the acquired entry (lock still held; release follows). */
+    void (*remove)(void *ix, rs_kv_slot *s);
+    /* Pipelined batch read of fixed rows (NULL: the engine loops over find). */
+    void (*batch_get_flat)(void *ix, const rs_kv_vs *vs, const uint64_t *keys, size_t n,
+                           uint8_t *out, uint8_t *found, size_t *n_found);
+    /* Number of entries (used on reopen). */
+    uint64_t (*count)(void *ix);
+    int (*clear)(void *ix, rs_error *err);
+    int (*sync)(void *ix, rs_error *err);
+    void (*close)(void *ix);
+} rs_kv_index_ops;
+
+extern const rs_kv_index_ops rs_kv_pet_ops;
+extern const rs_kv_index_ops rs_kv_eh_ops;
+extern const rs_kv_index_ops rs_kv_cceh_ops;
+
+int rs_kv_pet_open(uint64_t capacity, void **out, rs_error *err);
+int rs_kv_eh_open(uint64_t capacity, void **out, rs_error *err);
+/* dir: directory holding cceh.index; reopened if it exists. */
+int rs_kv_cceh_open(const char *dir, uint64_t capacity, void **out, rs_error *err);
+
+/* ---- reading one fixed row under the seqlock ------------------------------------------------ */
+
+/* Copy the row of entry s into out if its word is stable across the copy. Returns 1 on success,
+ * 0 if the caller must look the key up again (a writer interfered). */
+static inline int rs_kv_copy_fixed(const rs_kv_vs *vs, uint64_t key, const rs_kv_slot *s,
+                                   uint64_t w1, void *out) {
+    if (w1 & 1) return 0;
+    if (__atomic_load_n(s->keyp, __ATOMIC_ACQUIRE) != key) return 0;
+    memcpy(out, rs_kv_vs_row(vs, w1), vs->value_size);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    return __atomic_load_n(s->word, __ATOMIC_RELAXED) == w1 &&
+           __atomic_load_n(s->keyp, __ATOMIC_RELAXED) == key;
+}
+
+/* The slow, always-correct single-key read used when a pipelined read is disturbed. Returns 1 if
+ * found (row copied), 0 if absent (row zeroed). */
+int rs_kv_read_fixed_slow(const rs_kv_index_ops *ops, void *ix, const rs_kv_vs *vs, uint64_t key,
+                          void *out);
+
+/* Prefetch the `bytes` bytes at p (whole cache lines). */
+static inline void rs_kv_prefetch_range(const void *p, size_t bytes) {
+    const char *c = (const char *)((uintptr_t)p & ~(uintptr_t)63);
+    const char *end = (const char *)p + bytes;
+    for (; c < end; c += 64)
+        __builtin_prefetch(c, 0, 3);
+}
+
+/* ---- the engine ----------------------------------------------------------------------------- */
+
+struct rs_kv {
+    rs_kv_index_type type;
+    uint32_t value_size;
+    uint64_t capacity;
+    const rs_kv_index_ops *ops;
+    void *ix;
+    rs_kv_vs vs;
+    uint64_t count; /* atomic: keys stored plus inserts in flight (reserved before insertion) */
+};
+
+#endif

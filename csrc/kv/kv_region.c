@@ -1,0 +1,107 @@
+/*
+ * kv_region.c — address-space regions for the KV engine: one mapping reserved up front, made
+ * usable in place as it grows, so pointers into it stay valid for the engine's lifetime (readers
+ * never take a lock to follow them).
+ *
+ * Anonymous regions reserve PROT_NONE address space and mprotect() the usable prefix (pages are
+ * zero-filled on first touch). File regions map the whole reservation MAP_SHARED and grow the
+ * file with ftruncate(); only the prefix below the file size is ever touched (beyond it the kernel
+ * would raise SIGBUS). Growth is serialised by the caller.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kv_internal.h"
+
+#define RS_KV_PAGE 4096ull
+
+static size_t round_page(size_t n) {
+    return (n + RS_KV_PAGE - 1) & ~(size_t)(RS_KV_PAGE - 1);
+}
+
+int rs_kv_region_open_anon(rs_kv_region *r, size_t reserve, size_t initial, rs_error *err) {
+    reserve = round_page(reserve);
+    initial = round_page(initial);
+    r->fd = -1;
+    r->backed = 0;
+    r->reserved = reserve;
+    void *p = mmap(NULL, reserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return rs_error_errno(err, RS_ENOMEM, errno, "reserving %zu bytes of address space",
+                              reserve);
+    r->base = p;
+    int rc = rs_kv_region_grow(r, initial, err);
+    if (rc) {
+        munmap(r->base, r->reserved);
+        r->base = NULL;
+    }
+    return rc;
+}
+
+int rs_kv_region_open_file(rs_kv_region *r, const char *path, size_t reserve, size_t initial,
+                           int *existed, rs_error *err) {
+    struct stat st;
+    int rc;
+    reserve = round_page(reserve);
+    r->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (r->fd < 0) return rs_error_errno(err, RS_EIO, errno, "open %s", path);
+    if (fstat(r->fd, &st) < 0) {
+        rc = rs_error_errno(err, RS_EIO, errno, "fstat %s", path);
+        goto fail_fd;
+    }
+    *existed = st.st_size > 0;
+    r->backed = (size_t)st.st_size;
+    if (r->backed > reserve) reserve = round_page(r->backed);
+    r->reserved = reserve;
+    void *p = mmap(NULL, reserve, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
+    if (p == MAP_FAILED) {
+        rc = rs_error_errno(err, RS_EIO, errno, "mmap %s (%zu bytes)", path, reserve);
+        goto fail_fd;
+    }
+    r->base = p;
+    rc = rs_kv_region_grow(r, initial, err);
+    if (rc) goto fail_map;
+    return 0;
+fail_map:
+    munmap(r->base, r->reserved);
+    r->base = NULL;
+fail_fd:
+    close(r->fd);
+    r->fd = -1;
+    return rc;
+}
+
+int rs_kv_region_grow(rs_kv_region *r, size_t need, rs_error *err) {
+    if (need <= r->backed) return 0;
+    if (need > r->reserved)
+        return rs_error_set(err, RS_EFULL, "region of %zu bytes cannot grow to %zu", r->reserved,
+                            need);
+    size_t to = round_page(need);
+    if (to > r->reserved) to = r->reserved;
+    if (r->fd >= 0) {
+        if (ftruncate(r->fd, (off_t)to) < 0)
+            return rs_error_errno(err, RS_EIO, errno, "growing file to %zu bytes", to);
+    } else {
+        if (mprotect(r->base, to, PROT_READ | PROT_WRITE) < 0)
+            return rs_error_errno(err, RS_ENOMEM, errno, "committing %zu bytes", to);
+    }
+    __atomic_store_n(&r->backed, to, __ATOMIC_RELEASE);
+    return 0;
+}
+
+int rs_kv_region_sync(rs_kv_region *r, rs_error *err) {
+    if (r->fd < 0 || !r->base || !r->backed) return 0;
+    if (msync(r->base, r->backed, MS_SYNC) < 0)
+        return rs_error_errno(err, RS_EIO, errno, "msync of %zu bytes", r->backed);
+    return 0;
+}
+
+void rs_kv_region_close(rs_kv_region *r) {
+    if (r->base) munmap(r->base, r->reserved);
+    if (r->fd >= 0) close(r->fd);
+    r->base = NULL;
+    r->fd = -1;
+}

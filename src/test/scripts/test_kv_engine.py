@@ -1,0 +1,246 @@
+"""recbench.KVEngine: the API on every index type, bad arguments, CCEH persistence across reopen,
+capacity errors, and the no-torn-read property with Python threads (the GIL is released inside)."""
+
+import shutil
+import tempfile
+import threading
+import unittest
+
+import numpy as np
+
+import recbench
+from recbench import errors
+
+INDEXES = ("DRAM_PET_HASH", "DRAM_EXTENDIBLE_HASH", "SSD_EXTENDIBLE_HASH")
+
+
+class _TempDir:
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="rs_kv_py_")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def open(self, index_type, sub="kv", **kw):
+        path = f"{self.tmp}/{sub}" if index_type == "SSD_EXTENDIBLE_HASH" else None
+        return recbench.KVEngine(index_type=index_type, path=path, **kw)
+
+
+class KVEngineApiTest(_TempDir, unittest.TestCase):
+    def test_put_get_delete_every_index(self):
+        for it in INDEXES:
+            with self.subTest(index_type=it), self.open(it, sub=it, value_size=16, capacity=1000) as kv:
+                self.assertEqual(kv.index_type, it)
+                self.assertEqual(kv.value_size, 16)
+                self.assertEqual(kv.capacity, 1000)
+                kv.put(7, b"x" * 16)
+                kv.put(2**64 - 1, np.arange(4, dtype=np.float32))  # any buffer
+                self.assertEqual(kv.get(7), b"x" * 16)
+                self.assertEqual(np.frombuffer(kv.get(2**64 - 1), np.float32).tolist(), [0, 1, 2, 3])
+                self.assertIsNone(kv.get(8))
+                self.assertIn(7, kv)
+                self.assertNotIn(8, kv)
+                self.assertEqual(len(kv), 2)
+                kv.delete(7)
+                self.assertIsNone(kv.get(7))
+                with self.assertRaises(KeyError):
+                    kv.delete(7)
+                self.assertEqual(kv.count(), 1)
+
+    def test_batches_and_update(self):
+        for it in INDEXES:
+            with self.subTest(index_type=it), self.open(it, sub=it, value_size=32, capacity=5000) as kv:
+                keys = np.arange(1000, dtype=np.uint64) * 13
+                rows = np.random.default_rng(1).random((1000, 8), dtype=np.float32)
+                self.assertEqual(kv.batch_put(keys, rows), 1000)
+                q = np.concatenate([keys[::7], np.array([5, 6], np.uint64)])
+                got, found = kv.batch_get_flat(q)
+                self.assertEqual(got.shape, (len(q), 32))
+                self.assertEqual(got.dtype, np.uint8)
+                self.assertEqual(found.dtype, np.bool_)
+                self.assertTrue(found[:-2].all())
+                self.assertFalse(found[-2:].any())
+                np.testing.assert_array_equal(got[:-2].view(np.float32), rows[::7])
+                self.assertFalse(got[-2:].any())
+                # out= fills a caller's float32 array in place; keys as a list
+                out = np.full((3, 8), 9, np.float32)
+                res, found = kv.batch_get_flat([0, 13, 4], out=out)
+                self.assertIs(res, out)
+                np.testing.assert_array_equal(out[:2], rows[:2])
+                self.assertFalse(out[2].any())
+                # update adds float32 deltas; a missing key starts from zero
+                kv.update(np.array([0, 99999], np.uint64), np.ones((2, 8), np.float32))
+                np.testing.assert_allclose(np.frombuffer(kv.get(0), np.float32), rows[0] + 1)
+                np.testing.assert_array_equal(np.frombuffer(kv.get(99999), np.float32), np.ones(8))
+                self.assertEqual(kv.count(), 1001)
+                kv.clear()
+                self.assertEqual(kv.count(), 0)
+
+    def test_variable_length_values(self):
+        for it in INDEXES:
+            with self.subTest(index_type=it), self.open(it, sub=it, capacity=100) as kv:
+                self.assertIsNone(kv.value_size)
+                vals = {k: bytes([k]) * (k * 997 % 5000) for k in range(50)}
+                for k, v in vals.items():
+                    kv.put(k, v)
+                kv.put(3, b"a much longer value than before" * 100)
+                vals[3] = b"a much longer value than before" * 100
+                for k, v in vals.items():
+                    self.assertEqual(kv.get(k), v)
+                with self.assertRaises(errors.InvalidArgument):
+                    kv.batch_get_flat([1])
+
+    def test_capacity_error_names_capacity_and_index(self):
+        for it in INDEXES:
+            with self.subTest(index_type=it), self.open(it, sub=it, value_size=8, capacity=100) as kv:
+                kv.batch_put(np.arange(100, dtype=np.uint64), bytes(800))
+                with self.assertRaises(errors.CapacityError) as cm:
+                    kv.put(1000, bytes(8))
+                self.assertIn("100", str(cm.exception))
+                self.assertIn(it, str(cm.exception))
+                with self.assertRaises(errors.CapacityError) as cm:
+                    kv.batch_put([5, 1001], bytes(16))
+                self.assertIn("stored 1 of 2", str(cm.exception))
+
+    def test_closed_engine_raises(self):
+        kv = recbench.KVEngine(index_type="DRAM_PET_HASH", value_size=8, capacity=10)
+        kv.close()
+        kv.close()  # idempotent
+        self.assertTrue(kv.closed)
+        with self.assertRaises(errors.ClosedError):
+            kv.get(1)
+        with self.assertRaises(errors.ClosedError):
+            kv.batch_get_flat([1])
+
+
+class KVEngineBadArgumentsTest(unittest.TestCase):
+    def assertNames(self, exc_type, word, **kw):
+        with self.assertRaises(exc_type) as cm:
+            recbench.KVEngine(**kw)
+        self.assertIn(word, str(cm.exception))
+
+    def test_constructor(self):
+        self.assertNames(ValueError, "index_type", index_type="BTREE", value_size=8, capacity=10)
+        self.assertNames(ValueError, "value_size", value_size=0, capacity=10)
+        self.assertNames(ValueError, "value_size", value_size=7, capacity=10)
+        self.assertNames(ValueError, "value_size", value_size=-8, capacity=10)
+        self.assertNames(ValueError, "capacity", value_size=8, capacity=-1)
+        self.assertNames(ValueError, "capacity", value_size=8, capacity=0)
+        self.assertNames(TypeError, "capacity", value_size=8)
+        self.assertNames(ValueError, "path", index_type="CCEH", value_size=8, capacity=10)
+
+    def test_methods(self):
+        with recbench.KVEngine(index_type="DRAM_PET_HASH", value_size=8, capacity=10) as kv:
+            with self.assertRaises(ValueError) as cm:
+                kv.put(1, b"short")
+            self.assertIn("value", str(cm.exception))
+            with self.assertRaises(ValueError) as cm:
+                kv.put(-1, bytes(8))
+            self.assertIn("key", str(cm.exception))
+            with self.assertRaises(TypeError) as cm:
+                kv.get("1")
+            self.assertIn("key", str(cm.exception))
+            with self.assertRaises(ValueError) as cm:
+                kv.batch_put(np.arange(3, dtype=np.uint64), bytes(16))
+            self.assertIn("rows", str(cm.exception))
+            with self.assertRaises(ValueError) as cm:
+                kv.batch_get_flat(np.arange(3, dtype=np.uint64), out=np.zeros(3, np.float32))
+            self.assertIn("out", str(cm.exception))
+            with self.assertRaises(ValueError) as cm:
+                kv.batch_get_flat(np.arange(3, dtype=np.float64))
+            self.assertIn("keys", str(cm.exception))
+            with self.assertRaises(ValueError) as cm:
+                kv.batch_get_flat(b"1234567")
+            self.assertIn("keys", str(cm.exception))
+            with self.assertRaises(ValueError) as cm:
+                kv.update([1], np.zeros(3, np.float32))
+            self.assertIn("deltas", str(cm.exception))
+
+
+class CCEHPersistenceTest(_TempDir, unittest.TestCase):
+    def test_reopen_keeps_rows_and_count(self):
+        path = f"{self.tmp}/store"
+        keys = np.arange(20000, dtype=np.uint64) * 31 + 5
+        rows = np.random.default_rng(7).integers(0, 255, (20000, 64), dtype=np.uint8)
+        with recbench.KVEngine(index_type="SSD_EXTENDIBLE_HASH", value_size=64, capacity=50000,
+                               path=path) as kv:
+            kv.batch_put(keys, rows)
+            kv.delete(int(keys[0]))
+        with recbench.KVEngine(index_type="CCEH", value_size=64, capacity=50000, path=path) as kv:
+            self.assertEqual(kv.count(), 19999)
+            self.assertEqual(kv.path, path)
+            got, found = kv.batch_get_flat(keys)
+            self.assertFalse(found[0])
+            self.assertTrue(found[1:].all())
+            np.testing.assert_array_equal(got[1:], rows[1:])
+        with self.assertRaises(ValueError) as cm:
+            recbench.KVEngine(index_type="CCEH", value_size=128, capacity=50000, path=path)
+        self.assertIn("value_size", str(cm.exception))
+
+
+class NoTornReadsTest(unittest.TestCase):
+    """Writers store rows derived from (key, version); readers check every row is whole."""
+
+    VS = 1024
+    KEYS = 32
+
+    @classmethod
+    def row(cls, key, version):
+        r = np.full(cls.VS // 8, key * 1_000_003 + version, dtype=np.uint64)
+        r[0] = key
+        r[1] = version
+        return r
+
+    def check(self, index_type, tmp):
+        kv = recbench.KVEngine(index_type=index_type, value_size=self.VS, capacity=1000,
+                               path=tmp if index_type == "SSD_EXTENDIBLE_HASH" else None)
+        keys = np.arange(self.KEYS, dtype=np.uint64)
+        kv.batch_put(keys, np.stack([self.row(k, 0) for k in range(self.KEYS)]))
+        stop = threading.Event()
+        bad = []
+        reads = [0]
+
+        def writer(wid):
+            rng = np.random.default_rng(wid)
+            for v in range(1, 1500):
+                k = int(rng.integers(self.KEYS))
+                # whole batches go through one GIL-free C call: many rows change per call
+                kv.batch_put(np.array([k, (k + 1) % self.KEYS], np.uint64),
+                             np.stack([self.row(k, v * 2 + wid), self.row((k + 1) % self.KEYS, v)]))
+
+        def reader():
+            while not stop.is_set():
+                rows, found = kv.batch_get_flat(keys)
+                rows = rows.view(np.uint64)
+                for k in range(self.KEYS):
+                    if not found[k]:
+                        bad.append((k, "missing"))
+                    elif not (rows[k, 2:] == int(k) * 1_000_003 + int(rows[k, 1])).all():
+                        bad.append((k, "torn"))
+                reads[0] += 1
+
+        readers = [threading.Thread(target=reader) for _ in range(2)]
+        writers = [threading.Thread(target=writer, args=(i,)) for i in range(2)]
+        for t in readers + writers:
+            t.start()
+        for t in writers:
+            t.join()
+        stop.set()
+        for t in readers:
+            t.join()
+        kv.close()
+        self.assertEqual(bad, [])
+        self.assertGreater(reads[0], 0)
+
+    def test_every_index(self):
+        for it in INDEXES:
+            with self.subTest(index_type=it):
+                tmp = tempfile.mkdtemp(prefix="rs_kv_torn_")
+                try:
+                    self.check(it, tmp)
+                finally:
+                    shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    unittest.main()
