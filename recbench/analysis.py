@@ -73,7 +73,7 @@ KV_STATUSES = ["success", "failure"]
 
 TOTALS_INT_COLUMNS = ["repeat_index", "repeats", "clients_ok", "clients_failed", "server_shards",
                       "client_processes", "batch_keys", "value_size"]
-TOTALS_FLOAT_SUFFIXES = ("_per_sec", "_us", "_s", "_gbps", "_seconds", "_pct", "_std", "_stdev",
+TOTALS_FLOAT_SUFFIXES = ("_sec", "_us", "_s", "_gbps", "_seconds", "_pct", "_std", "_stdev",
                          "_mean", "_min", "_max")
 TOTALS_EXTRA_STATUSES = ["no_success"]
 

@@ -60,7 +60,7 @@ class PSLoaderTest(LoaderCase):
         self.assertEqual(df["key_ops_per_sec"].dtype, "float64")
         self.assertEqual(df["p999_us"].dtype, "float64")
         row = df[df["status"] == "success"].iloc[0]
-        self.assertEqual(row["server_shard_ips"], ["127.0.0.1", "127.0.0.1"])
+        self.assertEqual(row["server_shard_ips"], ["127.0.0.1"])
         self.assertEqual(len(row["log_path"]), 2)
         skipped = df[df["status"] == "skipped"]
         self.assertTrue(len(skipped) > 0)
@@ -189,6 +189,20 @@ class KVLoaderTest(LoaderCase):
 
 
 class TotalsLoaderTest(LoaderCase):
+    def test_runner_totals_sample(self):
+        df = analysis.load_ps_totals(DATA / "ps_baseline_summary_totals.csv")
+        self.assertEqual(set(df["row_type"]), {"repeat", "mean"})
+        mean_run = df[(df["row_type"] == "mean") & (df["phase"] == "run") & (df["transport"] == "BRPC")]
+        self.assertEqual(len(mean_run), 1)
+        # the runner's per-repeat total equals our per_repeat() sum of the same summary.csv
+        reps = analysis.per_repeat(analysis.load_ps_summary(DATA / "ps_baseline_summary.csv"))
+        ours = reps[(reps["transport"] == "BRPC") & (reps["phase"] == "run")].sort_values("repeat_index")
+        theirs = df[(df["row_type"] == "repeat") & (df["phase"] == "run") & (df["transport"] == "BRPC")]
+        theirs = theirs.sort_values("repeat_index")
+        for col in ("key_ops_per_sec", "p99_us", "client_cpu_s", "keys_per_cpu_sec"):
+            for a, b in zip(ours[col], theirs[col]):
+                self.assertAlmostEqual(a, b, delta=abs(b) * 1e-3 + 1e-3, msg=col)
+
     def test_totals_file(self):
         # the runner's layout: per-repeat rows, then a "mean" row per transport x phase
         p = write(self.tmp / "summary_totals.csv", [
