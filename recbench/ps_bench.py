@@ -28,7 +28,7 @@ import signal
 import sys
 import threading
 
-from recbench import _ps, errors
+from recbench import _ps, errors, rc_options
 from recbench.cli_flags import add_bool_flag
 from recbench.ps_config import ConfigError, default_port, load_config
 
@@ -78,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout_ms", type=int, default=10000, help="per-request timeout")
     p.add_argument("--transport_options", default=None, help="transport-specific 'k=v;k=v'")
     p.add_argument("--log_level", default="WARNING")
+    rc_options.add_client_flags(p)  # --rdma_rc_*, --rdma_get_response_mode, --poll_mode (rdma/shm)
     return p
 
 
@@ -109,7 +110,8 @@ def resolve(args) -> dict:
     depth = args.prefetch_depth or (16 if transport in RC_TRANSPORTS else 1)
     return {
         "transport": transport, "endpoints": endpoints, "value_size": value_size,
-        "prefetch_depth": depth, "timeout_ms": args.timeout_ms, "extra": args.transport_options,
+        "prefetch_depth": depth, "timeout_ms": args.timeout_ms,
+        "extra": rc_options.bench_extra(args, transport),
         "mode": args.mode, "record_count": args.record_count, "batch_keys": args.batch_keys,
         "threads": args.thread_num, "load_threads": args.load_thread_num,
         "running_seconds": args.running_seconds, "warmup_seconds": args.warmup_seconds,

@@ -25,7 +25,7 @@ import select
 import signal
 import sys
 
-from recbench import _ps, errors
+from recbench import _ps, errors, rc_options
 from recbench.ps_config import ConfigError, PSConfig, default_port, load_config
 
 log = logging.getLogger("recbench.ps_server")
@@ -70,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--transport_options", default=None,
                    help="transport-specific options 'k=v;k=v' (e.g. RC poll_mode=adaptive)")
     p.add_argument("--log_level", default="WARNING", help="Python logging level")
+    rc_options.add_server_flags(p)  # --thread_num, --poll_mode, --rdma_rc_* (rdma/shm only)
     return p
 
 
@@ -115,6 +116,7 @@ def resolve(args, cfg: PSConfig | None) -> list[dict]:
             "path": data_path, "max_body_bytes": args.max_body_bytes,
             "extra": args.transport_options,
         })
+    rc_options.apply_server(args, transport, out)
     return out
 
 

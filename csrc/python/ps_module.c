@@ -44,7 +44,8 @@ static struct PyModuleDef ps_module = {
 PyMODINIT_FUNC PyInit__ps(void) {
     PyObject *m = PyModule_Create(&ps_module);
     if (!m) return NULL;
-    if (PyModule_AddFunctions(m, rs_py_ps_bench_methods) < 0 || rs_py_ps_server_type_init(m) < 0 ||
+    if (PyModule_AddFunctions(m, rs_py_ps_bench_methods) < 0 ||
+        PyModule_AddFunctions(m, rs_py_ps_rc_methods) < 0 || rs_py_ps_server_type_init(m) < 0 ||
         rs_py_ps_client_type_init(m) < 0) {
         Py_DECREF(m);
         return NULL;

@@ -13,5 +13,7 @@ int rs_py_ps_server_type_init(PyObject *module);
 int rs_py_ps_client_type_init(PyObject *module);
 /* ps_bench_funcs.c: bench_load, bench_run, bench_stop, bench_row */
 extern PyMethodDef rs_py_ps_bench_methods[];
+/* rc_debug_inject (ps_rc_debug.c): RC transport test hook */
+extern PyMethodDef rs_py_ps_rc_methods[];
 
 #endif

@@ -4,35 +4,39 @@
  * of the shm fabric work the same whether the peer is another process or this one).
  *
  * The server answers through a test handler backed by a real rs_kv engine (so direct_sg and
- * index_only have rows to reference); rows of key k are deterministic: float j of row k = k + j/1000.
+ * index_only have rows to reference); rows of key k are deterministic: float j of row k = k +
+ * j/1000.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "recstore/clock.h"
 #include "recstore/rc.h"
 #include "rs_test.h"
 
-#define VS 128u /* value size */
+#define VS  128u /* value size */
 #define DIM (VS / 4)
 
 static void row_of(uint64_t k, float *row) {
-    for (uint32_t j = 0; j < DIM; j++) row[j] = (float)k + (float)j / 1000.0f;
+    for (uint32_t j = 0; j < DIM; j++)
+        row[j] = (float)k + (float)j / 1000.0f;
 }
 
-/* ---- test handler ------------------------------------------------------------------------------ */
+/* ---- test handler ------------------------------------------------------------------------------
+ */
 
 typedef struct thandler {
     rs_kv *kv;
     uint64_t calls;
 } thandler;
 
-static int th_handle(void *ctx, const rs_ps_request *req, rs_ps_response *resp, void *rows_out, size_t rows_cap,
-                     unsigned slot) {
+static int th_handle(void *ctx, const rs_ps_request *req, rs_ps_response *resp, void *rows_out,
+                     size_t rows_cap, unsigned slot) {
     thandler *t = ctx;
     __atomic_add_fetch(&t->calls, 1, __ATOMIC_RELAXED);
     memset(resp, 0, offsetof(rs_ps_response, error));
@@ -44,7 +48,8 @@ static int th_handle(void *ctx, const rs_ps_request *req, rs_ps_response *resp, 
         snprintf(resp->error, sizeof resp->error, "test handler takes <= 2048 keys");
         return 0;
     }
-    for (uint32_t i = 0; i < req->num_keys; i++) keys[i] = rs_ps_key(req->keys, i);
+    for (uint32_t i = 0; i < req->num_keys; i++)
+        keys[i] = rs_ps_key(req->keys, i);
     if (req->op == RS_PS_GET) {
         if ((size_t)req->num_keys * VS > rows_cap) {
             resp->status = RS_PS_BATCH_TOO_LARGE;
@@ -93,10 +98,16 @@ static void fx_start(fixture *fx, const char *extra, uint32_t threads) {
     rs_rc_options_default(&o);
     rs_error e = {0};
     RS_CHECK(rs_rc_options_parse(&o, extra, &e) == 0);
-    rs_rc_handler h = {.ctx = &fx->th, .shard_id = 0, .value_size = VS, .max_keys = 1000,
-                       .index_type = RS_KV_INDEX_PET_HASH, .kv = fx->th.kv, .handle = th_handle};
+    rs_rc_handler h = {.ctx = &fx->th,
+                       .shard_id = 0,
+                       .value_size = VS,
+                       .max_keys = 1000,
+                       .index_type = RS_KV_INDEX_PET_HASH,
+                       .kv = fx->th.kv,
+                       .handle = th_handle};
     int rc = rs_rc_server_start(&rs_rc_fabric_shm, "127.0.0.1", 0, threads, &o, &h, &fx->srv, &e);
-    if (rc) fprintf(stderr, "server start: %s\n", e.msg);
+    if (rc)
+        fprintf(stderr, "server start: %s\n", e.msg);
     RS_CHECK(rc == 0);
     fx->port = rs_rc_server_port(fx->srv);
 }
@@ -114,24 +125,31 @@ static rs_rc_client *connect_client(fixture *fx, const char *extra, uint32_t dep
     o.wait_timeout_ms = 10000;
     rs_rc_client *c = NULL;
     int rc = rs_rc_client_connect(&rs_rc_fabric_shm, "127.0.0.1", fx->port, depth, &o, &c, &e);
-    if (rc) fprintf(stderr, "connect: %s\n", e.msg);
+    if (rc)
+        fprintf(stderr, "connect: %s\n", e.msg);
     RS_CHECK(rc == 0);
     return c;
 }
 
 static rs_ps_request get_req(const uint64_t *keys, uint32_t n) {
-    rs_ps_request r = {.op = RS_PS_GET, .shard = 0, .value_size = VS, .num_keys = n, .keys = (const uint8_t *)keys};
+    rs_ps_request r = {.op = RS_PS_GET,
+                       .shard = 0,
+                       .value_size = VS,
+                       .num_keys = n,
+                       .keys = (const uint8_t *)keys};
     return r;
 }
 
 /* one GET, returns the status; rows in out */
-static int do_get(rs_rc_client *c, const uint64_t *keys, uint32_t n, float *out, rs_ps_response *resp) {
+static int do_get(rs_rc_client *c, const uint64_t *keys, uint32_t n, float *out,
+                  rs_ps_response *resp) {
     rs_ps_request r = get_req(keys, n);
     rs_error e = {0};
     uint64_t tag = 0;
     RS_CHECK(rs_rc_client_submit(c, &r, 7, out, (size_t)n * VS, &e) == 0);
     int rc = rs_rc_client_next(c, &tag, resp, &e);
-    if (rc) fprintf(stderr, "next: %s\n", e.msg);
+    if (rc)
+        fprintf(stderr, "next: %s\n", e.msg);
     RS_CHECK(rc == 0);
     RS_CHECK_EQ(tag, 7);
     return resp->status;
@@ -140,9 +158,12 @@ static int do_get(rs_rc_client *c, const uint64_t *keys, uint32_t n, float *out,
 static int rows_ok(const uint64_t *keys, uint32_t n, const float *rows) {
     float want[DIM];
     for (uint32_t i = 0; i < n; i++) {
-        if (keys[i] >= 1 && keys[i] <= 5000) row_of(keys[i], want);
-        else memset(want, 0, sizeof want);
-        if (memcmp(want, rows + (size_t)i * DIM, VS) != 0) return 0;
+        if (keys[i] >= 1 && keys[i] <= 5000)
+            row_of(keys[i], want);
+        else
+            memset(want, 0, sizeof want);
+        if (memcmp(want, rows + (size_t)i * DIM, VS) != 0)
+            return 0;
     }
     return 1;
 }
@@ -152,13 +173,15 @@ static void wait_lanes(fixture *fx, uint64_t want) {
     uint64_t deadline = rs_now_ns() + 5000000000ull;
     do {
         rs_rc_server_get_stats(fx->srv, &st);
-        if (st.lanes_open == want) return;
+        if (st.lanes_open == want)
+            return;
         rs_sleep_ns(1000000);
     } while (rs_now_ns() < deadline);
     RS_CHECK_EQ(st.lanes_open, want);
 }
 
-/* ---- units -------------------------------------------------------------------------------------- */
+/* ---- units --------------------------------------------------------------------------------------
+ */
 
 static void test_options(void) {
     rs_rc_options o;
@@ -168,8 +191,11 @@ static void test_options(void) {
     RS_CHECK_EQ(o.request_slot_bytes, 1u << 20);
     RS_CHECK_EQ(o.poll_mode, RS_RC_POLL_ADAPTIVE);
     rs_error e = {0};
-    RS_CHECK(rs_rc_options_parse(&o, "qps_per_client_per_shard=4;slots_per_qp=2,poll_mode=busy;"
-                                     "get_response_mode=direct_sg;fake_get_mode=index_only;skip_client_copy=1", &e) == 0);
+    RS_CHECK(rs_rc_options_parse(
+                 &o,
+                 "qps_per_client_per_shard=4;slots_per_qp=2,poll_mode=busy;"
+                 "get_response_mode=direct_sg;fake_get_mode=index_only;skip_client_copy=1",
+                 &e) == 0);
     RS_CHECK_EQ(o.qps, 4);
     RS_CHECK_EQ(o.slots, 2);
     RS_CHECK_EQ(o.poll_mode, RS_RC_POLL_BUSY);
@@ -185,14 +211,33 @@ static void test_options(void) {
 }
 
 static rs_rc_desc good_desc(rs_rc_slot_expect *x) {
-    *x = (rs_rc_slot_expect){.shard_id = 1, .client_id = 3, .qp_index = 2, .value_size = VS, .max_keys = 100,
-                             .request_slot_bytes = 65536, .response_room = 65536 - 64, .response_addr = 0x10000,
-                             .status_addr = 0x10000 + 65536 - 24, .rkey = 77};
-    rs_rc_desc d = {.magic = RS_RC_MAGIC, .version = RS_RC_VERSION, .op = RS_PS_GET, .seq = 5, .shard_id = 1,
-                    .client_id = 3, .qp_index = 2, .key_count = 10, .value_size = VS,
-                    .payload_offset = RS_RC_DESC_BYTES, .payload_bytes = 20 + 80, .response_bytes = 65536 - 64,
-                    .msg_bytes = 20, .client_response_addr = 0x10000, .client_response_rkey = 77,
-                    .client_status_rkey = 77, .client_status_addr = 0x10000 + 65536 - 24};
+    *x = (rs_rc_slot_expect){.shard_id = 1,
+                             .client_id = 3,
+                             .qp_index = 2,
+                             .value_size = VS,
+                             .max_keys = 100,
+                             .request_slot_bytes = 65536,
+                             .response_room = 65536 - 64,
+                             .response_addr = 0x10000,
+                             .status_addr = 0x10000 + 65536 - 24,
+                             .rkey = 77};
+    rs_rc_desc d = {.magic = RS_RC_MAGIC,
+                    .version = RS_RC_VERSION,
+                    .op = RS_PS_GET,
+                    .seq = 5,
+                    .shard_id = 1,
+                    .client_id = 3,
+                    .qp_index = 2,
+                    .key_count = 10,
+                    .value_size = VS,
+                    .payload_offset = RS_RC_DESC_BYTES,
+                    .payload_bytes = 20 + 80,
+                    .response_bytes = 65536 - 64,
+                    .msg_bytes = 20,
+                    .client_response_addr = 0x10000,
+                    .client_response_rkey = 77,
+                    .client_status_rkey = 77,
+                    .client_status_addr = 0x10000 + 65536 - 24};
     return d;
 }
 
@@ -295,8 +340,8 @@ static void test_shm_fabric(void) {
     uint64_t word = 0x1122334455667788ull;
     char msg[16] = "hello, peer";
     rs_rc_sge sg[2] = {{msg, 8, 0}, {&word, 8, 0}};
-    RS_CHECK(rs_rc_fabric_shm.write(ea, sg, 2, mb.region_addr + 64, mb.rkey, RS_RC_WR_SIGNALED | RS_RC_WR_PUBLISH,
-                                    42, &e) == 0);
+    RS_CHECK(rs_rc_fabric_shm.write(ea, sg, 2, mb.region_addr + 64, mb.rkey,
+                                    RS_RC_WR_SIGNALED | RS_RC_WR_PUBLISH, 42, &e) == 0);
     RS_CHECK(memcmp(rb.addr + 64, "hello, p", 8) == 0);
     uint64_t got;
     memcpy(&got, rb.addr + 72, 8);
@@ -306,13 +351,15 @@ static void test_shm_fabric(void) {
     RS_CHECK_EQ(wc[0].wr_id, 42);
     RS_CHECK_EQ(rs_rc_fabric_shm.poll(ea, wc, 4), 0);
     /* outside the region, wrong rkey */
-    RS_CHECK(rs_rc_fabric_shm.write(ea, sg, 1, mb.region_addr + 8190, mb.rkey, 0, 0, &e) == RS_EINVAL);
+    RS_CHECK(rs_rc_fabric_shm.write(ea, sg, 1, mb.region_addr + 8190, mb.rkey, 0, 0, &e) ==
+             RS_EINVAL);
     RS_CHECK(rs_rc_fabric_shm.write(ea, sg, 1, mb.region_addr - 8, mb.rkey, 0, 0, &e) == RS_EINVAL);
     RS_CHECK(rs_rc_fabric_shm.write(ea, sg, 1, mb.region_addr, mb.rkey + 1, 0, 0, &e) == RS_EINVAL);
     /* the completion ring behaves like a send queue: full -> RS_EBUSY */
     int busy = 0;
     for (int i = 0; i < 2000 && !busy; i++)
-        busy = rs_rc_fabric_shm.write(ea, sg, 1, mb.region_addr, mb.rkey, RS_RC_WR_SIGNALED, (uint64_t)i, &e) == RS_EBUSY;
+        busy = rs_rc_fabric_shm.write(ea, sg, 1, mb.region_addr, mb.rkey, RS_RC_WR_SIGNALED,
+                                      (uint64_t)i, &e) == RS_EBUSY;
     RS_CHECK(busy);
     RS_CHECK(rs_rc_fabric_shm.remote_window(ea, mb.region_addr, 8192) != NULL);
     RS_CHECK(rs_rc_fabric_shm.remote_window(ea, mb.region_addr, 8193) == NULL);
@@ -336,15 +383,20 @@ static void test_verbs_absent(void) {
     RS_CHECK(strlen(e.msg) > 10);
 }
 
-/* ---- end to end ---------------------------------------------------------------------------------- */
+/* ---- end to end
+ * ---------------------------------------------------------------------------------- */
 
 static void test_get_put_command(void) {
     fixture fx;
     fx_start(&fx, "", 1);
-    rs_rc_client *c = connect_client(&fx, "qps_per_client_per_shard=2;slots_per_qp=2;request_slot_bytes=65536;"
-                                          "response_slot_bytes=131072", 4);
+    rs_rc_client *c =
+        connect_client(&fx,
+                       "qps_per_client_per_shard=2;slots_per_qp=2;request_slot_bytes=65536;"
+                       "response_slot_bytes=131072",
+                       4);
     uint64_t keys[500];
-    for (uint32_t i = 0; i < 500; i++) keys[i] = (i * 7919u) % 6000 + 1; /* some above 5000: misses */
+    for (uint32_t i = 0; i < 500; i++)
+        keys[i] = (i * 7919u) % 6000 + 1; /* some above 5000: misses */
     float *rows = malloc(500 * VS);
     rs_ps_response *resp = malloc(sizeof *resp);
     RS_CHECK_EQ(do_get(c, keys, 500, rows, resp), RS_PS_OK);
@@ -370,8 +422,12 @@ static void test_get_put_command(void) {
     float prow[2 * DIM];
     row_of(9001, prow);
     row_of(9002, prow + DIM);
-    rs_ps_request put = {.op = RS_PS_PUT, .value_size = VS, .num_keys = 2, .keys = (const uint8_t *)pk,
-                         .rows = (const uint8_t *)prow, .rows_len = sizeof prow};
+    rs_ps_request put = {.op = RS_PS_PUT,
+                         .value_size = VS,
+                         .num_keys = 2,
+                         .keys = (const uint8_t *)pk,
+                         .rows = (const uint8_t *)prow,
+                         .rows_len = sizeof prow};
     uint64_t tag;
     RS_CHECK(rs_rc_client_submit(c, &put, 1, NULL, 0, &e) == 0);
     RS_CHECK(rs_rc_client_next(c, &tag, resp, &e) == 0);
@@ -399,10 +455,12 @@ static void test_get_put_command(void) {
 static void test_status_codes(void) {
     fixture fx;
     fx_start(&fx, "", 2);
-    rs_rc_client *c = connect_client(&fx, "qps_per_client_per_shard=2;response_slot_bytes=65536", 1);
+    rs_rc_client *c =
+        connect_client(&fx, "qps_per_client_per_shard=2;response_slot_bytes=65536", 1);
     rs_ps_response *resp = malloc(sizeof *resp);
     uint64_t keys[1001];
-    for (uint32_t i = 0; i < 1001; i++) keys[i] = i + 1;
+    for (uint32_t i = 0; i < 1001; i++)
+        keys[i] = i + 1;
     float *rows = malloc(1001 * VS);
     rs_error e = {0};
     uint64_t tag;
@@ -441,10 +499,15 @@ static void test_status_codes(void) {
 static void test_corrupt_and_duplicate(void) {
     fixture fx;
     fx_start(&fx, "", 1);
-    rs_rc_client *bad = connect_client(&fx, "qps_per_client_per_shard=1;slots_per_qp=2;request_slot_bytes=16384;"
-                                            "response_slot_bytes=16384", 1);
-    rs_rc_client *good = connect_client(&fx, "qps_per_client_per_shard=1;request_slot_bytes=16384;"
-                                             "response_slot_bytes=16384", 1);
+    rs_rc_client *bad =
+        connect_client(&fx,
+                       "qps_per_client_per_shard=1;slots_per_qp=2;request_slot_bytes=16384;"
+                       "response_slot_bytes=16384",
+                       1);
+    rs_rc_client *good = connect_client(&fx,
+                                        "qps_per_client_per_shard=1;request_slot_bytes=16384;"
+                                        "response_slot_bytes=16384",
+                                        1);
     RS_CHECK(rs_rc_client_id(bad) != rs_rc_client_id(good));
     rs_ps_response *resp = malloc(sizeof *resp);
     uint64_t keys[8] = {1, 2, 3, 4, 5, 6, 7, 8};
@@ -455,22 +518,29 @@ static void test_corrupt_and_duplicate(void) {
     /* garbage descriptor */
     uint8_t junk[256];
     memset(junk, 0xab, sizeof junk);
-    RS_CHECK(rs_rc_client_debug_inject(bad, 0, 0, junk, sizeof junk, 5000, &status, why, sizeof why, &e) == 0);
+    RS_CHECK(rs_rc_client_debug_inject(bad, 0, 0, junk, sizeof junk, 5000, &status, why, sizeof why,
+                                       &e) == 0);
     RS_CHECK_EQ(status, RS_PS_INVALID_PAYLOAD);
     RS_CHECK(strstr(why, "magic") != NULL);
     RS_CHECK_EQ(do_get(good, keys, 8, rows, resp), RS_PS_OK);
     RS_CHECK(rows_ok(keys, 8, rows));
-    /* a well-formed descriptor that lies about its client, and one pointing the response elsewhere */
-    rs_rc_desc d = {.magic = RS_RC_MAGIC, .version = RS_RC_VERSION, .op = RS_PS_GET, .client_id = 12345,
+    /* a well-formed descriptor that lies about its client, and one pointing the response elsewhere
+     */
+    rs_rc_desc d = {.magic = RS_RC_MAGIC,
+                    .version = RS_RC_VERSION,
+                    .op = RS_PS_GET,
+                    .client_id = 12345,
                     .payload_offset = RS_RC_DESC_BYTES};
     d.seq = rs_rc_client_debug_next_seq(bad, 0);
-    RS_CHECK(rs_rc_client_debug_inject(bad, 0, 1, &d, sizeof d, 5000, &status, why, sizeof why, &e) == 0);
+    RS_CHECK(rs_rc_client_debug_inject(bad, 0, 1, &d, sizeof d, 5000, &status, why, sizeof why,
+                                       &e) == 0);
     RS_CHECK_EQ(status, RS_PS_INVALID_PAYLOAD);
     RS_CHECK(strstr(why, "client 12345") != NULL);
     d.client_id = rs_rc_client_id(bad);
     d.client_response_addr = 0x1000;
     d.seq = rs_rc_client_debug_next_seq(bad, 0);
-    RS_CHECK(rs_rc_client_debug_inject(bad, 0, 0, &d, sizeof d, 5000, &status, why, sizeof why, &e) == 0);
+    RS_CHECK(rs_rc_client_debug_inject(bad, 0, 0, &d, sizeof d, 5000, &status, why, sizeof why,
+                                       &e) == 0);
     RS_CHECK_EQ(status, RS_PS_INVALID_PAYLOAD);
     RS_CHECK(strstr(why, "address") != NULL);
     /* the bad client's lane still serves real requests */
@@ -489,8 +559,10 @@ static void test_corrupt_and_duplicate(void) {
 static void test_duplicate_seq(void) {
     fixture fx;
     fx_start(&fx, "", 1);
-    rs_rc_client *c = connect_client(&fx, "qps_per_client_per_shard=1;request_slot_bytes=16384;"
-                                          "response_slot_bytes=16384", 1);
+    rs_rc_client *c = connect_client(&fx,
+                                     "qps_per_client_per_shard=1;request_slot_bytes=16384;"
+                                     "response_slot_bytes=16384",
+                                     1);
     rs_ps_response *resp = malloc(sizeof *resp);
     uint64_t keys[4] = {1, 2, 3, 4};
     float rows[4 * DIM];
@@ -504,7 +576,8 @@ static void test_duplicate_seq(void) {
     uint64_t deadline = rs_now_ns() + 5000000000ull;
     do {
         rs_rc_server_get_stats(fx.srv, &st1);
-        if (st1.duplicate_seq > st0.duplicate_seq) break;
+        if (st1.duplicate_seq > st0.duplicate_seq)
+            break;
         rs_sleep_ns(1000000);
     } while (rs_now_ns() < deadline);
     RS_CHECK_EQ(st1.duplicate_seq, st0.duplicate_seq + 1);
@@ -525,7 +598,8 @@ static void test_prefetch_depth_check(void) {
     o.slots = 3;
     rs_rc_client *c = NULL;
     rs_error e = {0};
-    RS_CHECK(rs_rc_client_connect(&rs_rc_fabric_shm, "127.0.0.1", fx.port, 7, &o, &c, &e) == RS_EINVAL);
+    RS_CHECK(rs_rc_client_connect(&rs_rc_fabric_shm, "127.0.0.1", fx.port, 7, &o, &c, &e) ==
+             RS_EINVAL);
     RS_CHECK(strstr(e.msg, "prefetch_depth 7") != NULL);
     RS_CHECK(strstr(e.msg, "= 6") != NULL);
     fx_stop(&fx);
@@ -537,11 +611,14 @@ static void test_slot_exhaustion_many_clients(void) {
     enum { NC = 4 };
     rs_rc_client *c[NC];
     for (int i = 0; i < NC; i++)
-        c[i] = connect_client(&fx, "qps_per_client_per_shard=2;slots_per_qp=2;request_slot_bytes=16384;"
-                                   "response_slot_bytes=16384", 4);
+        c[i] = connect_client(&fx,
+                              "qps_per_client_per_shard=2;slots_per_qp=2;request_slot_bytes=16384;"
+                              "response_slot_bytes=16384",
+                              4);
     wait_lanes(&fx, NC * 2);
     uint64_t keys[16];
-    for (int i = 0; i < 16; i++) keys[i] = (uint64_t)i * 13 + 1;
+    for (int i = 0; i < 16; i++)
+        keys[i] = (uint64_t)i * 13 + 1;
     float rows[NC][4][16 * DIM];
     rs_error e = {0};
     rs_ps_response *resp = malloc(sizeof *resp);
@@ -549,11 +626,13 @@ static void test_slot_exhaustion_many_clients(void) {
         for (int i = 0; i < NC; i++)
             for (int t = 0; t < 4; t++) {
                 rs_ps_request r = get_req(keys, 16);
-                RS_CHECK(rs_rc_client_submit(c[i], &r, (uint64_t)t, rows[i][t], sizeof rows[i][t], &e) == 0);
+                RS_CHECK(rs_rc_client_submit(c[i], &r, (uint64_t)t, rows[i][t], sizeof rows[i][t],
+                                             &e) == 0);
             }
         for (int i = 0; i < NC; i++) {
             rs_ps_request r = get_req(keys, 16); /* every slot of every QP is taken */
-            RS_CHECK(rs_rc_client_submit(c[i], &r, 99, rows[i][0], sizeof rows[i][0], &e) == RS_EBUSY);
+            RS_CHECK(rs_rc_client_submit(c[i], &r, 99, rows[i][0], sizeof rows[i][0], &e) ==
+                     RS_EBUSY);
         }
         for (int i = 0; i < NC; i++)
             for (int t = 0; t < 4; t++) {
@@ -568,24 +647,29 @@ static void test_slot_exhaustion_many_clients(void) {
     wait_lanes(&fx, (NC - 1) * 2);
     RS_CHECK_EQ(do_get(c[0], keys, 16, rows[0][0], resp), RS_PS_OK);
     for (int i = 0; i < NC; i++)
-        if (i != 1) rs_rc_client_close(c[i]);
+        if (i != 1)
+            rs_rc_client_close(c[i]);
     wait_lanes(&fx, 0);
     fx_stop(&fx);
     free(resp);
 }
 
-static void check_mode(const char *server_extra, const char *client_extra, int expect_rows, int expect_found) {
+static void check_mode(const char *server_extra, const char *client_extra, int expect_rows,
+                       int expect_found) {
     fixture fx;
     fx_start(&fx, server_extra, 1);
     rs_rc_client *c = connect_client(&fx, client_extra, 1);
     uint64_t keys[300];
-    for (uint32_t i = 0; i < 300; i++) keys[i] = (i * 31u) % 5000 + 1; /* all present */
+    for (uint32_t i = 0; i < 300; i++)
+        keys[i] = (i * 31u) % 5000 + 1; /* all present */
     float *rows = malloc(300 * VS);
     memset(rows, 0x5a, 300 * VS);
     rs_ps_response *resp = malloc(sizeof *resp);
     RS_CHECK_EQ(do_get(c, keys, 300, rows, resp), RS_PS_OK);
-    if (expect_rows == 1) RS_CHECK(rows_ok(keys, 300, rows));
-    if (expect_rows == 0) RS_CHECK_EQ(resp->rows_len, 0);
+    if (expect_rows == 1)
+        RS_CHECK(rows_ok(keys, 300, rows));
+    if (expect_rows == 0)
+        RS_CHECK_EQ(resp->rows_len, 0);
     if (expect_rows == 2) { /* payload_memset: zero rows */
         RS_CHECK_EQ(resp->rows_len, 300 * VS);
         for (uint32_t i = 0; i < 300 * DIM; i++)
@@ -594,11 +678,13 @@ static void check_mode(const char *server_extra, const char *client_extra, int e
                 break;
             }
     }
-    if (expect_found >= 0) RS_CHECK_EQ(resp->num_found, expect_found);
+    if (expect_found >= 0)
+        RS_CHECK_EQ(resp->num_found, expect_found);
     /* a missing key under direct_sg falls back to the copy and still reads zeros */
     keys[5] = 999999;
     RS_CHECK_EQ(do_get(c, keys, 300, rows, resp), RS_PS_OK);
-    if (expect_rows == 1) RS_CHECK(rows_ok(keys, 300, rows));
+    if (expect_rows == 1)
+        RS_CHECK(rows_ok(keys, 300, rows));
     rs_rc_server_stats st;
     rs_rc_server_get_stats(fx.srv, &st);
     if (strstr(client_extra, "direct_sg") && !server_extra[0]) {
@@ -616,7 +702,8 @@ static void check_mode(const char *server_extra, const char *client_extra, int e
 static void test_response_modes(void) {
     check_mode("", "qps_per_client_per_shard=1;get_response_mode=staging_copy", 1, 300);
     check_mode("", "qps_per_client_per_shard=1;get_response_mode=direct_sg", 1, 300);
-    check_mode("", "qps_per_client_per_shard=1;get_response_mode=auto", 1, 300); /* PET -> staging_copy */
+    check_mode("", "qps_per_client_per_shard=1;get_response_mode=auto", 1,
+               300); /* PET -> staging_copy */
 }
 
 static void test_fake_modes(void) {
@@ -636,7 +723,7 @@ static void test_skip_client_copy(void) {
     memcpy(before, rows, sizeof rows);
     rs_ps_response *resp = malloc(sizeof *resp);
     RS_CHECK_EQ(do_get(c, keys, 3, rows, resp), RS_PS_OK);
-    RS_CHECK(memcmp(rows, before, sizeof rows) == 0); /* untouched */
+    RS_CHECK(memcmp(rows, before, sizeof rows) == 0);      /* untouched */
     RS_CHECK(rows_ok(keys, 3, (const float *)resp->rows)); /* the rows are in the response slot */
     rs_rc_client_close(c);
     fx_stop(&fx);
@@ -648,7 +735,8 @@ static void test_workers_and_profile(void) {
     fx_start(&fx, "server_get_workers=2;profile_interval_ms=20", 1);
     rs_rc_client *c = connect_client(&fx, "qps_per_client_per_shard=4;profile_interval_ms=20", 4);
     uint64_t keys[64];
-    for (int i = 0; i < 64; i++) keys[i] = (uint64_t)i + 1;
+    for (int i = 0; i < 64; i++)
+        keys[i] = (uint64_t)i + 1;
     float rows[4][64 * DIM];
     rs_error e = {0};
     rs_ps_response *resp = malloc(sizeof *resp);
@@ -670,21 +758,96 @@ static void test_workers_and_profile(void) {
     free(resp);
 }
 
+/* the control plane answers bad frames with a reason, closes that connection and keeps serving */
+static void expect_rejected(uint16_t port, const uint8_t *frame, size_t len, const char *needle) {
+    int fd = -1;
+    rs_error e = {0};
+    RS_CHECK(rs_rc_tcp_connect("127.0.0.1", port, 5000, &fd, &e) == 0);
+    RS_CHECK(send(fd, frame, len, MSG_NOSIGNAL) == (ssize_t)len);
+    uint16_t type = 0;
+    uint8_t *body = NULL;
+    uint32_t blen = 0;
+    int rc = rs_rc_ctrl_recv(fd, 5000, &type, &body, &blen, &e);
+    RS_CHECK(rc == 0);
+    if (rc == 0) {
+        int is_err = type == RS_RC_MSG_ERROR && blen > 4;
+        int is_rep = type == RS_RC_MSG_ATTACH_REP && blen > 4;
+        RS_CHECK(is_err || is_rep);
+        if (is_err || is_rep) {
+            char text[300];
+            snprintf(text, sizeof text, "%.*s", (int)(blen > 260 ? 256 : blen - 4),
+                     (const char *)body + 4);
+            if (!strstr(text, needle))
+                fprintf(stderr, "reason '%s' lacks '%s'\n", text, needle);
+            RS_CHECK(strstr(text, needle) != NULL);
+        }
+    }
+    free(body);
+    close(fd);
+}
+
+static void test_ctrl_rejects_bad_frames(void) {
+    fixture fx;
+    fx_start(&fx, "", 1);
+    uint8_t h[RS_RC_CTRL_HDR];
+    rs_rc_ctrl_put_header(h, RS_RC_MSG_READY_REQ, 0);
+    h[0] ^= 0x55;
+    expect_rejected(fx.port, h, sizeof h, "magic");
+    rs_rc_ctrl_put_header(h, RS_RC_MSG_ATTACH_REQ, 1u << 30);
+    expect_rejected(fx.port, h, sizeof h, "limit");
+    rs_rc_ctrl_put_header(h, 99, 0);
+    expect_rejected(fx.port, h, sizeof h, "type 99");
+    /* a well-formed attach for another fabric */
+    static rs_rc_attach_req rq;
+    memset(&rq, 0, sizeof rq);
+    snprintf(rq.fabric, sizeof rq.fabric, "verbs");
+    rq.qps = 1;
+    rq.slots = 1;
+    rq.request_slot_bytes = rq.response_slot_bytes = 8192;
+    uint8_t buf[1024];
+    int n = rs_rc_ctrl_encode_attach_req(&rq, buf, sizeof buf);
+    RS_CHECK(n > 0);
+    expect_rejected(fx.port, buf, (size_t)n, "fabric 'verbs'");
+    /* bad geometry */
+    snprintf(rq.fabric, sizeof rq.fabric, "shm");
+    rq.slots = 5000;
+    n = rs_rc_ctrl_encode_attach_req(&rq, buf, sizeof buf);
+    expect_rejected(fx.port, buf, (size_t)n, "geometry");
+    /* still serving */
+    rs_rc_client *c = connect_client(&fx, "qps_per_client_per_shard=1", 1);
+    uint64_t keys[2] = {1, 2};
+    float rows[2 * DIM];
+    rs_ps_response *resp = malloc(sizeof *resp);
+    RS_CHECK_EQ(do_get(c, keys, 2, rows, resp), RS_PS_OK);
+    RS_CHECK(rows_ok(keys, 2, rows));
+    rs_rc_server_stats st;
+    rs_rc_server_get_stats(fx.srv, &st);
+    RS_CHECK(st.ctrl_rejected >= 5);
+    rs_rc_client_close(c);
+    fx_stop(&fx);
+    free(resp);
+}
+
 static void test_no_shm_leftovers(void) {
     char prefix[64];
     snprintf(prefix, sizeof prefix, "recbench-rc-%d-", (int)getpid());
     DIR *d = opendir("/dev/shm");
-    if (!d) return;
+    if (!d)
+        return;
     struct dirent *de;
     int left = 0;
     while ((de = readdir(d)))
-        if (!strncmp(de->d_name, prefix, strlen(prefix))) left++;
+        if (!strncmp(de->d_name, prefix, strlen(prefix)))
+            left++;
     closedir(d);
     RS_CHECK_EQ(left, 0);
 }
 
-RS_TEST_MAIN(RS_TEST(test_options), RS_TEST(test_desc_check), RS_TEST(test_ctrl_frames), RS_TEST(test_shm_fabric),
-             RS_TEST(test_verbs_absent), RS_TEST(test_get_put_command), RS_TEST(test_status_codes),
-             RS_TEST(test_corrupt_and_duplicate), RS_TEST(test_duplicate_seq), RS_TEST(test_prefetch_depth_check),
-             RS_TEST(test_slot_exhaustion_many_clients), RS_TEST(test_response_modes), RS_TEST(test_fake_modes),
-             RS_TEST(test_skip_client_copy), RS_TEST(test_workers_and_profile), RS_TEST(test_no_shm_leftovers))
+RS_TEST_MAIN(RS_TEST(test_options), RS_TEST(test_desc_check), RS_TEST(test_ctrl_frames),
+             RS_TEST(test_shm_fabric), RS_TEST(test_verbs_absent), RS_TEST(test_get_put_command),
+             RS_TEST(test_status_codes), RS_TEST(test_corrupt_and_duplicate),
+             RS_TEST(test_duplicate_seq), RS_TEST(test_prefetch_depth_check),
+             RS_TEST(test_slot_exhaustion_many_clients), RS_TEST(test_response_modes),
+             RS_TEST(test_fake_modes), RS_TEST(test_skip_client_copy),
+             RS_TEST(test_workers_and_profile), RS_TEST(test_ctrl_rejects_bad_frames),
+             RS_TEST(test_no_shm_leftovers))

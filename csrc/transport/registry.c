@@ -14,6 +14,10 @@
 extern const rs_ps_server_ops rs_brpc_server_ops;
 extern const rs_ps_conn_ops rs_brpc_conn_ops;
 #endif
+#if RS_HAVE_GRPC
+extern const rs_ps_server_ops rs_grpc_server_ops;
+extern const rs_ps_conn_ops rs_grpc_conn_ops;
+#endif
 
 /* RC slot protocol (csrc/transport/rc): shm always; rdma opens the verbs fabric at start and
  * reports RS_ENODEV (a skip) where no device exists, RS_ENOTSUP when built without libibverbs. */
@@ -33,7 +37,11 @@ static const transport_entry transports[] = {
 #else
     {"brpc", NULL, NULL, "built without protobuf-c (install libprotobuf-c-dev and protobuf-c-compiler, then rebuild)"},
 #endif
-    {"grpc", NULL, NULL, "not part of this build of recbench yet"},
+#if RS_HAVE_GRPC
+    {"grpc", &rs_grpc_server_ops, &rs_grpc_conn_ops, NULL},
+#else
+    {"grpc", NULL, NULL, "built without libgrpc-dev (install libgrpc-dev, then rebuild)"},
+#endif
     {"shm", &rs_shm_server_ops, &rs_shm_conn_ops, NULL},
 #if RS_HAVE_VERBS
     {"rdma", &rs_rdma_server_ops, &rs_rdma_conn_ops, NULL},

@@ -48,43 +48,43 @@ extern "C" {
 
 /* ---- wire constants and structures --------------------------------------------------------- */
 
-#define RS_RC_MAGIC 0x52435053u /* "RCPS" */
-#define RS_RC_VERSION 1
-#define RS_RC_DESC_BYTES 192
-#define RS_RC_TAIL_BYTES 64
-#define RS_RC_STATE_READY 1u
-#define RS_RC_STATE_DONE 2u
-#define RS_RC_FLAG_GET_DIRECT_SG (1u << 0)
+#define RS_RC_MAGIC                        0x52435053u /* "RCPS" */
+#define RS_RC_VERSION                      1
+#define RS_RC_DESC_BYTES                   192
+#define RS_RC_TAIL_BYTES                   64
+#define RS_RC_STATE_READY                  1u
+#define RS_RC_STATE_DONE                   2u
+#define RS_RC_FLAG_GET_DIRECT_SG           (1u << 0)
 #define RS_RC_FLAG_GET_ALLOW_FALLBACK_COPY (1u << 1)
-#define RS_RC_MAX_SGE 32
+#define RS_RC_MAX_SGE                      32
 #define RS_RC_RESP_HDR_ROOM 64 /* response room a GET keeps for its PSResponse header */
 
 /* Request descriptor: RecStore's 192-byte layout. `op` holds rs_ps_op values (GET 1, PUT 2,
  * UPDATE 3, COMMAND 4); `msg_bytes` (RecStore's reserved0) is the length of the encoded PSRequest
  * at payload_offset; the attachment follows it. Status values are rs_ps_status. */
 typedef struct rs_rc_desc {
-    uint32_t magic;         /*   0 */
-    uint16_t version;       /*   4 */
-    uint16_t op;            /*   6 */
-    uint64_t seq;           /*   8 */
-    uint32_t shard_id;      /*  16 */
-    uint32_t client_id;     /*  20 */
-    uint32_t qp_index;      /*  24 */
-    uint32_t key_count;     /*  28 */
-    uint32_t value_size;    /*  32 */
-    uint32_t embedding_dim; /*  36 */
-    uint32_t payload_offset; /* 40: always RS_RC_DESC_BYTES */
-    uint32_t payload_bytes; /*  44 */
-    uint32_t response_bytes; /* 48: room the client has for the response payload */
-    uint32_t msg_bytes;     /*  52 */
+    uint32_t magic;                /*   0 */
+    uint16_t version;              /*   4 */
+    uint16_t op;                   /*   6 */
+    uint64_t seq;                  /*   8 */
+    uint32_t shard_id;             /*  16 */
+    uint32_t client_id;            /*  20 */
+    uint32_t qp_index;             /*  24 */
+    uint32_t key_count;            /*  28 */
+    uint32_t value_size;           /*  32 */
+    uint32_t embedding_dim;        /*  36 */
+    uint32_t payload_offset;       /* 40: always RS_RC_DESC_BYTES */
+    uint32_t payload_bytes;        /*  44 */
+    uint32_t response_bytes;       /* 48: room the client has for the response payload */
+    uint32_t msg_bytes;            /*  52 */
     uint64_t client_response_addr; /* 56 */
     uint32_t client_response_rkey; /* 64 */
     uint32_t client_status_rkey;   /* 68 */
     uint64_t client_status_addr;   /* 72 */
-    uint32_t flags;         /*  80 */
-    uint32_t reserved1;     /*  84 */
-    char table_name[64];    /*  88 */
-    uint8_t pad[40];        /* 152..191 */
+    uint32_t flags;                /*  80 */
+    uint32_t reserved1;            /*  84 */
+    char table_name[64];           /*  88 */
+    uint8_t pad[40];               /* 152..191 */
 } rs_rc_desc;
 _Static_assert(sizeof(rs_rc_desc) == RS_RC_DESC_BYTES, "descriptor is 192 bytes");
 
@@ -106,8 +106,8 @@ typedef struct rs_rc_status_word {
  * says what is wrong ("bad magic 0x...", "client_id 3 in a slot of client 2", ...). */
 typedef struct rs_rc_slot_expect {
     uint32_t shard_id, client_id, qp_index, value_size, max_keys;
-    uint32_t request_slot_bytes;  /* payload must fit before the tail */
-    uint32_t response_room;       /* response slot bytes minus the tail */
+    uint32_t request_slot_bytes; /* payload must fit before the tail */
+    uint32_t response_room;      /* response slot bytes minus the tail */
     uint64_t response_addr, status_addr;
     uint32_t rkey;
 } rs_rc_slot_expect;
@@ -133,11 +133,11 @@ typedef struct rs_rc_region {
 typedef struct rs_rc_ep_meta {
     uint64_t region_addr, region_len;
     uint32_t rkey;
-    uint32_t qpn, psn;                 /* verbs */
-    uint16_t lid;                      /* verbs (IB) */
-    uint8_t gid[16];                   /* verbs (RoCE, or IB with GRH) */
+    uint32_t qpn, psn;                        /* verbs */
+    uint16_t lid;                             /* verbs (IB) */
+    uint8_t gid[16];                          /* verbs (RoCE, or IB with GRH) */
     uint8_t port, link_layer, mtu, gid_index; /* verbs */
-    char shm_name[RS_RC_NAME_MAX];     /* shm: POSIX shm object holding the region */
+    char shm_name[RS_RC_NAME_MAX];            /* shm: POSIX shm object holding the region */
 } rs_rc_ep_meta;
 
 typedef struct rs_rc_sge {
@@ -163,7 +163,7 @@ typedef struct rs_rc_fabric_config {
     int gid_index;        /* verbs GID index; -1 = use the LID (IB without GRH) */
     uint32_t max_send_wr; /* per endpoint send queue depth */
     uint32_t inline_bytes;
-    int numa_node;        /* -1 = no memory policy; else regions are bound to this node */
+    int numa_node; /* -1 = no memory policy; else regions are bound to this node */
 } rs_rc_fabric_config;
 
 typedef struct rs_rc_fabric_ops {
@@ -177,8 +177,8 @@ typedef struct rs_rc_fabric_ops {
     void (*dereg_local)(rs_rc_fabric *f, rs_rc_region *r);
     /* An endpoint that lets the peer write into `local` and lets me write into the peer's region
      * once connected. *meta describes `local` and the endpoint for the peer. */
-    int (*ep_create)(rs_rc_fabric *f, const rs_rc_region *local, rs_rc_ep **out, rs_rc_ep_meta *meta,
-                     rs_error *err);
+    int (*ep_create)(rs_rc_fabric *f, const rs_rc_region *local, rs_rc_ep **out,
+                     rs_rc_ep_meta *meta, rs_error *err);
     int (*ep_connect)(rs_rc_ep *ep, const rs_rc_ep_meta *peer, rs_error *err);
     void (*ep_destroy)(rs_rc_ep *ep);
     /* One-sided write of the gathered sg[0..n) (n <= RS_RC_MAX_SGE) to the peer's region at
@@ -195,7 +195,8 @@ typedef struct rs_rc_fabric_ops {
 } rs_rc_fabric_ops;
 
 extern const rs_rc_fabric_ops rs_rc_fabric_shm;
-extern const rs_rc_fabric_ops rs_rc_fabric_verbs; /* open() fails with RS_ENOTSUP if built without */
+extern const rs_rc_fabric_ops
+    rs_rc_fabric_verbs; /* open() fails with RS_ENOTSUP if built without */
 
 /* "shm" -> &rs_rc_fabric_shm, "verbs"/"rdma" -> &rs_rc_fabric_verbs; NULL otherwise. */
 const rs_rc_fabric_ops *rs_rc_fabric_find(const char *name);
@@ -264,7 +265,9 @@ static inline void rs_rc_backoff_busy(rs_rc_backoff *b) {
     b->sleep_ns = 0;
 }
 /* Nonzero once the backoff sleeps (used to check control sockets while idle). */
-static inline int rs_rc_backoff_sleeping(const rs_rc_backoff *b) { return b->sleep_ns != 0; }
+static inline int rs_rc_backoff_sleeping(const rs_rc_backoff *b) {
+    return b->sleep_ns != 0;
+}
 
 /* Bind the calling thread to core `offset + index * stride` (mod online CPUs) when offset >= 0,
  * else to the CPUs of numa_node when >= 0. Returns the core or -1. */
@@ -272,10 +275,10 @@ int rs_rc_bind_thread(int offset, int stride, unsigned index, int numa_node);
 
 /* ---- control plane (rc_ctrl.c) --------------------------------------------------------------- */
 
-#define RS_RC_CTRL_MAGIC 0x52444d41u /* "RDMA" */
-#define RS_RC_CTRL_VERSION 1
+#define RS_RC_CTRL_MAGIC    0x52444d41u /* "RDMA" */
+#define RS_RC_CTRL_VERSION  1
 #define RS_RC_CTRL_MAX_BODY 65536u
-#define RS_RC_CTRL_MAX_QPS 256u
+#define RS_RC_CTRL_MAX_QPS  256u
 
 enum {
     RS_RC_MSG_READY_REQ = 1,  /* client: is the server ready?           body: empty   */
@@ -307,8 +310,10 @@ typedef struct rs_rc_attach_rep {
 int rs_rc_ctrl_encode_attach_req(const rs_rc_attach_req *r, uint8_t *buf, size_t cap);
 int rs_rc_ctrl_encode_attach_rep(const rs_rc_attach_rep *r, uint8_t *buf, size_t cap);
 /* Decode a body (header already checked). RS_EPROTO with a reason. */
-int rs_rc_ctrl_decode_attach_req(const uint8_t *body, size_t len, rs_rc_attach_req *r, rs_error *err);
-int rs_rc_ctrl_decode_attach_rep(const uint8_t *body, size_t len, rs_rc_attach_rep *r, rs_error *err);
+int rs_rc_ctrl_decode_attach_req(const uint8_t *body, size_t len, rs_rc_attach_req *r,
+                                 rs_error *err);
+int rs_rc_ctrl_decode_attach_rep(const uint8_t *body, size_t len, rs_rc_attach_rep *r,
+                                 rs_error *err);
 /* Check a 16-byte header; fills type and body_len. RS_EPROTO naming the bad field. */
 int rs_rc_ctrl_check_header(const uint8_t *hdr, uint16_t *type, uint32_t *body_len, rs_error *err);
 void rs_rc_ctrl_put_header(uint8_t *hdr, uint16_t type, uint32_t body_len);
@@ -371,8 +376,9 @@ void rs_rc_client_close(rs_rc_client *c);
 /* Test hook: write `len` raw bytes (a descriptor and payload, possibly corrupt) into the server's
  * request slot (qp, slot), commit them with the QP's next seq, wait up to timeout_ms for the status
  * word and return its status and the server's error text. The slot must be idle. */
-int rs_rc_client_debug_inject(rs_rc_client *c, uint32_t qp, uint32_t slot, const void *bytes, size_t len,
-                              uint32_t timeout_ms, int32_t *status, char *why, size_t why_len, rs_error *err);
+int rs_rc_client_debug_inject(rs_rc_client *c, uint32_t qp, uint32_t slot, const void *bytes,
+                              size_t len, uint32_t timeout_ms, int32_t *status, char *why,
+                              size_t why_len, rs_error *err);
 uint64_t rs_rc_client_debug_next_seq(const rs_rc_client *c, uint32_t qp);
 /* Test hook: (re)write the commit word of the server's request slot (qp, slot) with `seq`. */
 int rs_rc_client_debug_commit(rs_rc_client *c, uint32_t qp, uint32_t slot, uint64_t seq);

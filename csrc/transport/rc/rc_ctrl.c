@@ -25,8 +25,12 @@
 
 #define META_REC 128u
 
-static void put32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
-static void put64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
+static void put32(uint8_t *p, uint32_t v) {
+    memcpy(p, &v, 4);
+}
+static void put64(uint8_t *p, uint64_t v) {
+    memcpy(p, &v, 8);
+}
 static uint32_t get32(const uint8_t *p) {
     uint32_t v;
     memcpy(&v, p, 4);
@@ -59,8 +63,9 @@ int rs_rc_ctrl_check_header(const uint8_t *h, uint16_t *type, uint32_t *body_len
     memcpy(type, h + 6, 2);
     *body_len = get32(h + 8);
     if (*body_len > RS_RC_CTRL_MAX_BODY)
-        return rs_error_set(err, RS_EPROTO, "control frame body of %u bytes exceeds the %u-byte limit",
-                            *body_len, RS_RC_CTRL_MAX_BODY);
+        return rs_error_set(err, RS_EPROTO,
+                            "control frame body of %u bytes exceeds the %u-byte limit", *body_len,
+                            RS_RC_CTRL_MAX_BODY);
     return 0;
 }
 
@@ -103,9 +108,11 @@ static int meta_get(const uint8_t *p, rs_rc_ep_meta *m, rs_error *err) {
 #define REP_FIXED (4u + 256u + 5u * 4u)
 
 int rs_rc_ctrl_encode_attach_req(const rs_rc_attach_req *r, uint8_t *buf, size_t cap) {
-    if (r->qps == 0 || r->qps > RS_RC_CTRL_MAX_QPS) return RS_EINVAL;
+    if (r->qps == 0 || r->qps > RS_RC_CTRL_MAX_QPS)
+        return RS_EINVAL;
     size_t body = REQ_FIXED + (size_t)r->qps * META_REC;
-    if (RS_RC_CTRL_HDR + body > cap) return RS_EINVAL;
+    if (RS_RC_CTRL_HDR + body > cap)
+        return RS_EINVAL;
     rs_rc_ctrl_put_header(buf, RS_RC_MSG_ATTACH_REQ, (uint32_t)body);
     uint8_t *p = buf + RS_RC_CTRL_HDR;
     memset(p, 0, 16);
@@ -115,12 +122,14 @@ int rs_rc_ctrl_encode_attach_req(const rs_rc_attach_req *r, uint8_t *buf, size_t
     put32(p + 24, r->request_slot_bytes);
     put32(p + 28, r->response_slot_bytes);
     put32(p + 32, r->shard_id);
-    for (uint32_t i = 0; i < r->qps; i++) meta_put(p + REQ_FIXED + i * META_REC, &r->lanes[i]);
+    for (uint32_t i = 0; i < r->qps; i++)
+        meta_put(p + REQ_FIXED + i * META_REC, &r->lanes[i]);
     return (int)(RS_RC_CTRL_HDR + body);
 }
 
 int rs_rc_ctrl_decode_attach_req(const uint8_t *b, size_t len, rs_rc_attach_req *r, rs_error *err) {
-    if (len < REQ_FIXED) return rs_error_set(err, RS_EPROTO, "attach request of %zu bytes is truncated", len);
+    if (len < REQ_FIXED)
+        return rs_error_set(err, RS_EPROTO, "attach request of %zu bytes is truncated", len);
     memset(r, 0, offsetof(rs_rc_attach_req, lanes));
     memcpy(r->fabric, b, 15);
     r->fabric[15] = '\0';
@@ -130,21 +139,26 @@ int rs_rc_ctrl_decode_attach_req(const uint8_t *b, size_t len, rs_rc_attach_req 
     r->response_slot_bytes = get32(b + 28);
     r->shard_id = get32(b + 32);
     if (r->qps == 0 || r->qps > RS_RC_CTRL_MAX_QPS)
-        return rs_error_set(err, RS_EPROTO, "attach request asks for %u QPs (1..%u)", r->qps, RS_RC_CTRL_MAX_QPS);
+        return rs_error_set(err, RS_EPROTO, "attach request asks for %u QPs (1..%u)", r->qps,
+                            RS_RC_CTRL_MAX_QPS);
     if (len != REQ_FIXED + (size_t)r->qps * META_REC)
-        return rs_error_set(err, RS_EPROTO, "attach request of %zu bytes does not hold %u lanes", len, r->qps);
+        return rs_error_set(err, RS_EPROTO, "attach request of %zu bytes does not hold %u lanes",
+                            len, r->qps);
     for (uint32_t i = 0; i < r->qps; i++) {
         int rc = meta_get(b + REQ_FIXED + i * META_REC, &r->lanes[i], err);
-        if (rc) return rc;
+        if (rc)
+            return rc;
     }
     return 0;
 }
 
 int rs_rc_ctrl_encode_attach_rep(const rs_rc_attach_rep *r, uint8_t *buf, size_t cap) {
     uint32_t qps = r->status == 0 ? r->qps : 0;
-    if (qps > RS_RC_CTRL_MAX_QPS) return RS_EINVAL;
+    if (qps > RS_RC_CTRL_MAX_QPS)
+        return RS_EINVAL;
     size_t body = REP_FIXED + (size_t)qps * META_REC;
-    if (RS_RC_CTRL_HDR + body > cap) return RS_EINVAL;
+    if (RS_RC_CTRL_HDR + body > cap)
+        return RS_EINVAL;
     rs_rc_ctrl_put_header(buf, RS_RC_MSG_ATTACH_REP, (uint32_t)body);
     uint8_t *p = buf + RS_RC_CTRL_HDR;
     put32(p, (uint32_t)r->status);
@@ -155,12 +169,14 @@ int rs_rc_ctrl_encode_attach_rep(const rs_rc_attach_rep *r, uint8_t *buf, size_t
     put32(p + 268, r->value_size);
     put32(p + 272, r->max_keys);
     put32(p + 276, qps);
-    for (uint32_t i = 0; i < qps; i++) meta_put(p + REP_FIXED + i * META_REC, &r->lanes[i]);
+    for (uint32_t i = 0; i < qps; i++)
+        meta_put(p + REP_FIXED + i * META_REC, &r->lanes[i]);
     return (int)(RS_RC_CTRL_HDR + body);
 }
 
 int rs_rc_ctrl_decode_attach_rep(const uint8_t *b, size_t len, rs_rc_attach_rep *r, rs_error *err) {
-    if (len < REP_FIXED) return rs_error_set(err, RS_EPROTO, "attach reply of %zu bytes is truncated", len);
+    if (len < REP_FIXED)
+        return rs_error_set(err, RS_EPROTO, "attach reply of %zu bytes is truncated", len);
     memset(r, 0, offsetof(rs_rc_attach_rep, lanes));
     r->status = (int32_t)get32(b);
     memcpy(r->reason, b + 4, 255);
@@ -171,10 +187,12 @@ int rs_rc_ctrl_decode_attach_rep(const uint8_t *b, size_t len, rs_rc_attach_rep 
     r->max_keys = get32(b + 272);
     r->qps = get32(b + 276);
     if (r->qps > RS_RC_CTRL_MAX_QPS || len != REP_FIXED + (size_t)r->qps * META_REC)
-        return rs_error_set(err, RS_EPROTO, "attach reply of %zu bytes does not hold %u lanes", len, r->qps);
+        return rs_error_set(err, RS_EPROTO, "attach reply of %zu bytes does not hold %u lanes", len,
+                            r->qps);
     for (uint32_t i = 0; i < r->qps; i++) {
         int rc = meta_get(b + REP_FIXED + i * META_REC, &r->lanes[i], err);
-        if (rc) return rc;
+        if (rc)
+            return rc;
     }
     return 0;
 }
@@ -182,12 +200,15 @@ int rs_rc_ctrl_decode_attach_rep(const uint8_t *b, size_t len, rs_rc_attach_rep 
 static int wait_fd(int fd, short ev, uint64_t deadline) {
     for (;;) {
         uint64_t now = rs_now_ns();
-        if (now >= deadline) return RS_ETIMEDOUT;
+        if (now >= deadline)
+            return RS_ETIMEDOUT;
         struct pollfd p = {.fd = fd, .events = ev};
         int ms = (int)((deadline - now) / 1000000ull) + 1;
         int r = poll(&p, 1, ms);
-        if (r > 0) return 0;
-        if (r < 0 && errno != EINTR) return RS_EIO;
+        if (r > 0)
+            return 0;
+        if (r < 0 && errno != EINTR)
+            return RS_EIO;
     }
 }
 
@@ -195,9 +216,11 @@ static int send_all(int fd, const uint8_t *p, size_t n, rs_error *err) {
     while (n) {
         ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
         if (w < 0) {
-            if (errno == EINTR) continue;
+            if (errno == EINTR)
+                continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                if (wait_fd(fd, POLLOUT, rs_now_ns() + 30000000000ull) == 0) continue;
+                if (wait_fd(fd, POLLOUT, rs_now_ns() + 30000000000ull) == 0)
+                    continue;
                 return rs_error_set(err, RS_ETIMEDOUT, "control plane send: peer does not read");
             }
             return rs_error_errno(err, RS_ECONN, errno, "control plane send");
@@ -211,12 +234,16 @@ static int send_all(int fd, const uint8_t *p, size_t n, rs_error *err) {
 static int recv_all(int fd, uint8_t *p, size_t n, uint64_t deadline, rs_error *err) {
     while (n) {
         int rc = wait_fd(fd, POLLIN, deadline);
-        if (rc == RS_ETIMEDOUT) return rs_error_set(err, rc, "control plane: no reply before the deadline");
-        if (rc) return rs_error_errno(err, RS_EIO, errno, "control plane poll");
+        if (rc == RS_ETIMEDOUT)
+            return rs_error_set(err, rc, "control plane: no reply before the deadline");
+        if (rc)
+            return rs_error_errno(err, RS_EIO, errno, "control plane poll");
         ssize_t r = recv(fd, p, n, 0);
-        if (r == 0) return rs_error_set(err, RS_ECONN, "control plane: peer closed the connection");
+        if (r == 0)
+            return rs_error_set(err, RS_ECONN, "control plane: peer closed the connection");
         if (r < 0) {
-            if (errno == EINTR || errno == EAGAIN) continue;
+            if (errno == EINTR || errno == EAGAIN)
+                continue;
             return rs_error_errno(err, RS_ECONN, errno, "control plane recv");
         }
         p += r;
@@ -229,7 +256,8 @@ int rs_rc_ctrl_send(int fd, uint16_t type, const void *body, uint32_t len, rs_er
     uint8_t h[RS_RC_CTRL_HDR];
     rs_rc_ctrl_put_header(h, type, len);
     int rc = send_all(fd, h, sizeof h, err);
-    if (rc == 0 && len) rc = send_all(fd, body, len, err);
+    if (rc == 0 && len)
+        rc = send_all(fd, body, len, err);
     return rc;
 }
 
@@ -239,10 +267,13 @@ int rs_rc_ctrl_recv(int fd, uint32_t timeout_ms, uint16_t *type, uint8_t **body,
     uint8_t h[RS_RC_CTRL_HDR];
     *body = NULL;
     int rc = recv_all(fd, h, sizeof h, deadline, err);
-    if (rc) return rc;
-    if ((rc = rs_rc_ctrl_check_header(h, type, len, err))) return rc;
+    if (rc)
+        return rc;
+    if ((rc = rs_rc_ctrl_check_header(h, type, len, err)))
+        return rc;
     uint8_t *b = malloc(*len ? *len : 1);
-    if (!b) return rs_error_set(err, RS_ENOMEM, "control plane: out of memory");
+    if (!b)
+        return rs_error_set(err, RS_ENOMEM, "control plane: out of memory");
     if ((rc = recv_all(fd, b, *len, deadline, err))) {
         free(b);
         return rc;
@@ -251,21 +282,24 @@ int rs_rc_ctrl_recv(int fd, uint32_t timeout_ms, uint16_t *type, uint8_t **body,
     return 0;
 }
 
-static int resolve(const char *host, uint16_t port, int passive, struct addrinfo **res, rs_error *err) {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = passive ? AI_PASSIVE : 0};
+static int resolve(const char *host, uint16_t port, int passive, struct addrinfo **res,
+                   rs_error *err) {
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = passive ? AI_PASSIVE : 0};
     char ps[8];
     snprintf(ps, sizeof ps, "%u", port);
     int g = getaddrinfo(host && *host ? host : NULL, ps, &hints, res);
-    if (g) return rs_error_set(err, RS_EINVAL, "control plane: cannot resolve '%s': %s", host ? host : "",
-                               gai_strerror(g));
+    if (g)
+        return rs_error_set(err, RS_EINVAL, "control plane: cannot resolve '%s': %s",
+                            host ? host : "", gai_strerror(g));
     return 0;
 }
 
 int rs_rc_tcp_listen(const char *host, uint16_t port, int *out, uint16_t *bound, rs_error *err) {
     struct addrinfo *res;
     int rc = resolve(host, port, 1, &res, err);
-    if (rc) return rc;
+    if (rc)
+        return rc;
     int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         freeaddrinfo(res);
@@ -290,10 +324,12 @@ int rs_rc_tcp_listen(const char *host, uint16_t port, int *out, uint16_t *bound,
     return 0;
 }
 
-int rs_rc_tcp_connect(const char *host, uint16_t port, uint32_t timeout_ms, int *out, rs_error *err) {
+int rs_rc_tcp_connect(const char *host, uint16_t port, uint32_t timeout_ms, int *out,
+                      rs_error *err) {
     struct addrinfo *res;
     int rc = resolve(host, port, 0, &res, err);
-    if (rc) return rc;
+    if (rc)
+        return rc;
     int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) {
         freeaddrinfo(res);
@@ -309,14 +345,16 @@ int rs_rc_tcp_connect(const char *host, uint16_t port, uint32_t timeout_ms, int 
     if (rc != 0) {
         if (wait_fd(fd, POLLOUT, rs_now_ns() + (uint64_t)timeout_ms * 1000000ull)) {
             close(fd);
-            return rs_error_set(err, RS_ETIMEDOUT, "control plane: connect to %s:%u timed out", host, port);
+            return rs_error_set(err, RS_ETIMEDOUT, "control plane: connect to %s:%u timed out",
+                                host, port);
         }
         int soerr = 0;
         socklen_t sl = sizeof soerr;
         getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
         if (soerr) {
             close(fd);
-            return rs_error_errno(err, RS_ECONN, soerr, "control plane: connect to %s:%u", host, port);
+            return rs_error_errno(err, RS_ECONN, soerr, "control plane: connect to %s:%u", host,
+                                  port);
         }
     }
     int one = 1;

@@ -53,9 +53,12 @@ struct rs_rc_ep {
 
 static int shm_open_fabric(const rs_rc_fabric_config *cfg, rs_rc_fabric **out, rs_error *err) {
     rs_rc_fabric *f = calloc(1, sizeof *f);
-    if (!f) return rs_error_set(err, RS_ENOMEM, "shm fabric: out of memory");
-    if (cfg) f->cfg = *cfg;
-    else f->cfg.numa_node = -1;
+    if (!f)
+        return rs_error_set(err, RS_ENOMEM, "shm fabric: out of memory");
+    if (cfg)
+        f->cfg = *cfg;
+    else
+        f->cfg.numa_node = -1;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     f->key_salt = rs_mix64((uint64_t)getpid() << 32 ^ (uint64_t)ts.tv_nsec ^ (uintptr_t)f);
@@ -63,12 +66,15 @@ static int shm_open_fabric(const rs_rc_fabric_config *cfg, rs_rc_fabric **out, r
     return 0;
 }
 
-static void shm_close_fabric(rs_rc_fabric *f) { free(f); }
+static void shm_close_fabric(rs_rc_fabric *f) {
+    free(f);
+}
 
 static int shm_alloc_region(rs_rc_fabric *f, size_t len, rs_rc_region *out, rs_error *err) {
     memset(out, 0, sizeof *out);
     shm_region *impl = calloc(1, sizeof *impl);
-    if (!impl) return rs_error_set(err, RS_ENOMEM, "shm fabric: out of memory");
+    if (!impl)
+        return rs_error_set(err, RS_ENOMEM, "shm fabric: out of memory");
     uint64_t id = atomic_fetch_add(&f->next_id, 1);
     snprintf(impl->name, sizeof impl->name, "/recbench-rc-%d-%" PRIu64 "-%08x", (int)getpid(), id,
              (unsigned)(rs_mix64(f->key_salt + id) & 0xffffffffu));
@@ -108,7 +114,8 @@ static int shm_alloc_region(rs_rc_fabric *f, size_t len, rs_rc_region *out, rs_e
 
 static void shm_free_region(rs_rc_fabric *f, rs_rc_region *r) {
     (void)f;
-    if (!r || !r->impl) return;
+    if (!r || !r->impl)
+        return;
     shm_region *impl = r->impl;
     shm_unlink(impl->name); /* ENOENT when the peer already unlinked it */
     munmap(r->addr, r->len);
@@ -116,7 +123,8 @@ static void shm_free_region(rs_rc_fabric *f, rs_rc_region *r) {
     memset(r, 0, sizeof *r);
 }
 
-static int shm_reg_local(rs_rc_fabric *f, void *addr, size_t len, rs_rc_region *out, rs_error *err) {
+static int shm_reg_local(rs_rc_fabric *f, void *addr, size_t len, rs_rc_region *out,
+                         rs_error *err) {
     (void)f;
     (void)err;
     memset(out, 0, sizeof *out);
@@ -133,7 +141,8 @@ static void shm_dereg_local(rs_rc_fabric *f, rs_rc_region *r) {
 static int shm_ep_create(rs_rc_fabric *f, const rs_rc_region *local, rs_rc_ep **out,
                          rs_rc_ep_meta *meta, rs_error *err) {
     rs_rc_ep *ep = calloc(1, sizeof *ep);
-    if (!ep) return rs_error_set(err, RS_ENOMEM, "shm fabric: out of memory");
+    if (!ep)
+        return rs_error_set(err, RS_ENOMEM, "shm fabric: out of memory");
     ep->f = f;
     memset(meta, 0, sizeof *meta);
     meta->region_addr = (uint64_t)(uintptr_t)local->addr;
@@ -145,10 +154,12 @@ static int shm_ep_create(rs_rc_fabric *f, const rs_rc_region *local, rs_rc_ep **
 }
 
 static int shm_ep_connect(rs_rc_ep *ep, const rs_rc_ep_meta *peer, rs_error *err) {
-    if (ep->peer_map) return rs_error_set(err, RS_EBUSY, "shm fabric: endpoint already connected");
-    if (strncmp(peer->shm_name, "/recbench-rc-", 13) != 0 || memchr(peer->shm_name, '\0', RS_RC_NAME_MAX) == NULL ||
-        strchr(peer->shm_name + 1, '/'))
-        return rs_error_set(err, RS_EPROTO, "shm fabric: peer region name is not a recbench shm object");
+    if (ep->peer_map)
+        return rs_error_set(err, RS_EBUSY, "shm fabric: endpoint already connected");
+    if (strncmp(peer->shm_name, "/recbench-rc-", 13) != 0 ||
+        memchr(peer->shm_name, '\0', RS_RC_NAME_MAX) == NULL || strchr(peer->shm_name + 1, '/'))
+        return rs_error_set(err, RS_EPROTO,
+                            "shm fabric: peer region name is not a recbench shm object");
     if (peer->region_len == 0 || peer->region_len > (1ull << 40))
         return rs_error_set(err, RS_EPROTO, "shm fabric: peer region length %" PRIu64 " is invalid",
                             peer->region_len);
@@ -160,13 +171,15 @@ static int shm_ep_connect(rs_rc_ep *ep, const rs_rc_ep_meta *peer, rs_error *err
     struct stat st;
     if (fstat(fd, &st) != 0 || (uint64_t)st.st_size != peer->region_len) {
         close(fd);
-        return rs_error_set(err, RS_EPROTO, "shm fabric: peer region %s has %lld bytes, metadata says %" PRIu64,
+        return rs_error_set(err, RS_EPROTO,
+                            "shm fabric: peer region %s has %lld bytes, metadata says %" PRIu64,
                             peer->shm_name, (long long)st.st_size, peer->region_len);
     }
     void *p = mmap(NULL, peer->region_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     int e = errno;
     close(fd);
-    if (p == MAP_FAILED) return rs_error_errno(err, RS_ENOMEM, e, "shm fabric: mmap of peer region");
+    if (p == MAP_FAILED)
+        return rs_error_errno(err, RS_ENOMEM, e, "shm fabric: mmap of peer region");
     shm_unlink(peer->shm_name); /* both sides hold mappings now: nothing can leak after a crash */
     ep->peer_map = p;
     ep->peer_addr = peer->region_addr;
@@ -176,8 +189,10 @@ static int shm_ep_connect(rs_rc_ep *ep, const rs_rc_ep_meta *peer, rs_error *err
 }
 
 static void shm_ep_destroy(rs_rc_ep *ep) {
-    if (!ep) return;
-    if (ep->peer_map) munmap(ep->peer_map, ep->peer_len);
+    if (!ep)
+        return;
+    if (ep->peer_map)
+        munmap(ep->peer_map, ep->peer_len);
     free(ep);
 }
 
@@ -193,22 +208,29 @@ static int shm_write(rs_rc_ep *ep, const rs_rc_sge *sg, int n, uint64_t remote_a
     if (n < 1 || n > RS_RC_MAX_SGE)
         return rs_error_set(err, RS_EINVAL, "shm fabric: %d SGEs (1..%d)", n, RS_RC_MAX_SGE);
     uint64_t total = 0;
-    for (int i = 0; i < n; i++) total += sg[i].len;
+    for (int i = 0; i < n; i++)
+        total += sg[i].len;
     if (rkey != ep->peer_rkey)
-        return rs_error_set(err, RS_EINVAL, "shm fabric: rkey 0x%x does not match the peer region", rkey);
+        return rs_error_set(err, RS_EINVAL, "shm fabric: rkey 0x%x does not match the peer region",
+                            rkey);
     uint8_t *dst = shm_target(ep, remote_addr, total);
     if (!dst)
-        return rs_error_set(err, RS_EINVAL, "shm fabric: write of %" PRIu64 " bytes at 0x%" PRIx64
-                            " is outside the peer region", total, remote_addr);
+        return rs_error_set(err, RS_EINVAL,
+                            "shm fabric: write of %" PRIu64 " bytes at 0x%" PRIx64
+                            " is outside the peer region",
+                            total, remote_addr);
     if ((flags & RS_RC_WR_SIGNALED) && ep->wc_tail - ep->wc_head >= SHM_WC_RING)
         return rs_error_set(err, RS_EBUSY, "shm fabric: completion ring full (poll first)");
     int publish = (flags & RS_RC_WR_PUBLISH) != 0;
     if (publish && (sg[n - 1].len < 8 || ((uintptr_t)(dst + total - 8) & 7)))
-        return rs_error_set(err, RS_EINVAL, "shm fabric: a publish write must end with an aligned 8-byte word");
+        return rs_error_set(err, RS_EINVAL,
+                            "shm fabric: a publish write must end with an aligned 8-byte word");
     for (int i = 0; i < n; i++) {
         uint32_t len = sg[i].len;
-        if (publish && i == n - 1) len -= 8;
-        if (len && dst != sg[i].addr) memcpy(dst, sg[i].addr, len);
+        if (publish && i == n - 1)
+            len -= 8;
+        if (len && dst != sg[i].addr)
+            memcpy(dst, sg[i].addr, len);
         dst += len;
     }
     if (publish) {
@@ -216,7 +238,8 @@ static int shm_write(rs_rc_ep *ep, const rs_rc_sge *sg, int n, uint64_t remote_a
         memcpy(&word, (const uint8_t *)sg[n - 1].addr + sg[n - 1].len - 8, 8);
         __atomic_store_n((uint64_t *)dst, word, __ATOMIC_RELEASE);
     }
-    if (flags & RS_RC_WR_SIGNALED) ep->wc_ring[ep->wc_tail++ % SHM_WC_RING] = wr_id;
+    if (flags & RS_RC_WR_SIGNALED)
+        ep->wc_ring[ep->wc_tail++ % SHM_WC_RING] = wr_id;
     return 0;
 }
 
@@ -251,8 +274,11 @@ const rs_rc_fabric_ops rs_rc_fabric_shm = {
 };
 
 const rs_rc_fabric_ops *rs_rc_fabric_find(const char *name) {
-    if (!name) return NULL;
-    if (!strcmp(name, "shm")) return &rs_rc_fabric_shm;
-    if (!strcmp(name, "verbs") || !strcmp(name, "rdma")) return &rs_rc_fabric_verbs;
+    if (!name)
+        return NULL;
+    if (!strcmp(name, "shm"))
+        return &rs_rc_fabric_shm;
+    if (!strcmp(name, "verbs") || !strcmp(name, "rdma"))
+        return &rs_rc_fabric_verbs;
     return NULL;
 }

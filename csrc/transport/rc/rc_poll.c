@@ -19,10 +19,10 @@
 #include <numa.h>
 #endif
 
-#define RS_RC_SPIN_ROUNDS 2000u
+#define RS_RC_SPIN_ROUNDS  2000u
 #define RS_RC_YIELD_ROUNDS 2000u
-#define RS_RC_NAP_MIN_NS 2000ull
-#define RS_RC_NAP_MAX_NS 1000000ull
+#define RS_RC_NAP_MIN_NS   2000ull
+#define RS_RC_NAP_MAX_NS   1000000ull
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -51,7 +51,8 @@ void rs_rc_backoff_idle(rs_rc_backoff *b) {
         sched_yield();
     } else {
         b->sleep_ns = b->sleep_ns ? b->sleep_ns * 2 : RS_RC_NAP_MIN_NS;
-        if (b->sleep_ns > RS_RC_NAP_MAX_NS) b->sleep_ns = RS_RC_NAP_MAX_NS;
+        if (b->sleep_ns > RS_RC_NAP_MAX_NS)
+            b->sleep_ns = RS_RC_NAP_MAX_NS;
         b->sleeps++;
         rs_sleep_ns(b->sleep_ns);
     }
@@ -59,7 +60,8 @@ void rs_rc_backoff_idle(rs_rc_backoff *b) {
 
 int rs_rc_bind_thread(int offset, int stride, unsigned index, int numa_node) {
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    if (ncpu <= 0) return -1;
+    if (ncpu <= 0)
+        return -1;
     cpu_set_t set;
     CPU_ZERO(&set);
     if (offset >= 0) {
@@ -72,11 +74,13 @@ int rs_rc_bind_thread(int offset, int stride, unsigned index, int numa_node) {
         struct bitmask *cpus = numa_allocate_cpumask();
         if (cpus && numa_node_to_cpus(numa_node, cpus) == 0) {
             for (unsigned i = 0; i < cpus->size && i < CPU_SETSIZE; i++)
-                if (numa_bitmask_isbitset(cpus, i)) CPU_SET(i, &set);
+                if (numa_bitmask_isbitset(cpus, i))
+                    CPU_SET(i, &set);
             numa_free_cpumask(cpus);
             return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0 ? -1 : -1;
         }
-        if (cpus) numa_free_cpumask(cpus);
+        if (cpus)
+            numa_free_cpumask(cpus);
     }
 #else
     (void)numa_node;

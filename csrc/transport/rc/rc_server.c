@@ -38,7 +38,7 @@
 #include "recstore/rc.h"
 
 #define CTRL_MSG_TIMEOUT_MS 2000u
-#define TASK_RING 4096u
+#define TASK_RING           4096u
 
 /* ---- per-thread profile counters ------------------------------------------------------------ */
 
@@ -57,6 +57,19 @@ typedef struct rc_prof {
         response_status_writes, response_payload_bytes, bytes_in;
 } __attribute__((aligned(64))) rc_prof;
 
+/* Per-thread counters: written by their one thread, read by the profile thread. Relaxed atomic
+ * load+store (plain instructions on x86) so readers see whole values without a locked add. */
+#define BUMP(field, n)                                                                             \
+    __atomic_store_n(&(field), __atomic_load_n(&(field), __ATOMIC_RELAXED) + (uint64_t)(n),        \
+                     __ATOMIC_RELAXED)
+
+static void prof_load(rc_prof *dst, const rc_prof *src) {
+    const uint64_t *a = (const uint64_t *)src;
+    uint64_t *o = (uint64_t *)dst;
+    for (size_t k = 0; k < sizeof *dst / 8; k++)
+        o[k] = __atomic_load_n(&a[k], __ATOMIC_RELAXED);
+}
+
 /* ---- lanes and clients ----------------------------------------------------------------------- */
 
 typedef struct srv_client srv_client;
@@ -67,9 +80,10 @@ typedef struct srv_lane {
     unsigned poller;
     rs_rc_region region; /* slots x request slot, then slots x response staging */
     rs_rc_ep *ep;
-    rs_rc_ep_meta peer;  /* the client's region for this QP: slots x (response slot, request staging) */
-    uint64_t *seen;      /* per slot: last seq observed (poller-private) */
-    uint64_t *high;      /* per slot: highest seq handled (poller-private) */
+    rs_rc_ep_meta
+        peer;       /* the client's region for this QP: slots x (response slot, request staging) */
+    uint64_t *seen; /* per slot: last seq observed (poller-private) */
+    uint64_t *high; /* per slot: highest seq handled (poller-private) */
     _Atomic uint32_t *busy; /* per slot: a GET worker holds it */
     _Atomic uint32_t inflight;
     pthread_spinlock_t wlock; /* serialises fabric writes/polls of this lane's endpoint */
@@ -114,7 +128,7 @@ struct rs_rc_server {
     rs_rc_fabric *f;
     rs_rc_options o;
     rs_rc_handler h;
-    rs_rc_region kv_mr;      /* the value store as a write source (direct_sg) */
+    rs_rc_region kv_mr; /* the value store as a write source (direct_sg) */
     int kv_mr_ok;
     uint32_t nthreads;
     int listen_fd;
@@ -159,7 +173,8 @@ static int lane_write(rs_rc_server *s, srv_lane *ln, const rs_rc_sge *sg, int n,
     rs_rc_wc wc[16];
     for (int tries = 0;; tries++) {
         int rc = s->fab->write(ln->ep, sg, n, addr, ln->peer.rkey, flags, 0, &err);
-        if (rc != RS_EBUSY || tries > 1000000) return rc;
+        if (rc != RS_EBUSY || tries > 1000000)
+            return rc;
         s->fab->poll(ln->ep, wc, 16);
     }
 }
@@ -167,34 +182,42 @@ static int lane_write(rs_rc_server *s, srv_lane *ln, const rs_rc_sge *sg, int n,
 /* Write `hdr_len` bytes at src (rows then header, already in staging) unless they are already in
  * place (window), then publish the status word. */
 static void finish(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq, int32_t status,
-                   const uint8_t *src, uint32_t bytes, uint32_t msg_bytes, int in_place, rc_prof *pf) {
+                   const uint8_t *src, uint32_t bytes, uint32_t msg_bytes, int in_place,
+                   rc_prof *pf) {
     uint64_t t0 = s->o.profile_interval_ms ? rs_now_ns() : 0;
     uint64_t raddr = lane_resp_addr(ln, slot);
     /* built in the staging slot's registered tail, so a non-inline write can read it */
-    rs_rc_status_word *w = (rs_rc_status_word *)(lane_staging(ln, slot) + ln->resp_bytes - sizeof *w);
-    *w = (rs_rc_status_word){.status = status, .response_bytes = bytes, .msg_bytes = msg_bytes,
-                             .state = RS_RC_STATE_DONE, .seq = seq};
+    rs_rc_status_word *w =
+        (rs_rc_status_word *)(lane_staging(ln, slot) + ln->resp_bytes - sizeof *w);
+    *w = (rs_rc_status_word){.status = status,
+                             .response_bytes = bytes,
+                             .msg_bytes = msg_bytes,
+                             .state = RS_RC_STATE_DONE,
+                             .seq = seq};
     rs_rc_wc wc[16];
     pthread_spin_lock(&ln->wlock);
     if (bytes && !in_place) {
         rs_rc_sge sg = {src, bytes, ln->region.lkey};
         unsigned fl = bytes <= s->o.inline_bytes ? RS_RC_WR_INLINE : 0;
-        if (lane_write(s, ln, &sg, 1, raddr, fl) == 0) pf->response_payload_writes++;
+        if (lane_write(s, ln, &sg, 1, raddr, fl) == 0)
+            BUMP(pf->response_payload_writes, 1);
     }
     rs_rc_sge sw = {w, sizeof *w, ln->region.lkey};
-    unsigned fl = RS_RC_WR_SIGNALED | RS_RC_WR_PUBLISH | (sizeof *w <= s->o.inline_bytes ? RS_RC_WR_INLINE : 0);
-    if (lane_write(s, ln, &sw, 1, raddr + ln->resp_bytes - sizeof *w, fl) == 0) pf->response_status_writes++;
+    unsigned fl = RS_RC_WR_SIGNALED | RS_RC_WR_PUBLISH |
+                  (sizeof *w <= s->o.inline_bytes ? RS_RC_WR_INLINE : 0);
+    if (lane_write(s, ln, &sw, 1, raddr + ln->resp_bytes - sizeof *w, fl) == 0)
+        BUMP(pf->response_status_writes, 1);
     s->fab->poll(ln->ep, wc, 16);
     pthread_spin_unlock(&ln->wlock);
-    pf->response_payload_bytes += bytes;
+    BUMP(pf->response_payload_bytes, bytes);
     if (t0) {
-        pf->complete_ns += rs_now_ns() - t0;
-        pf->complete_count++;
+        BUMP(pf->complete_ns, rs_now_ns() - t0);
+        BUMP(pf->complete_count, 1);
     }
 }
 
-static void respond_error(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq, int32_t status,
-                          const char *why, rc_prof *pf) {
+static void respond_error(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq,
+                          int32_t status, const char *why, rc_prof *pf) {
     rs_ps_response r;
     memset(&r, 0, offsetof(rs_ps_response, error));
     r.status = status;
@@ -211,20 +234,24 @@ static void respond(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq, 
                     uint8_t *buf, size_t room, int in_place, rc_prof *pf) {
     size_t hl = rs_ps_response_header_size(r, 1);
     if (r->rows_len + hl > room) {
-        respond_error(s, ln, slot, seq, RS_PS_BATCH_TOO_LARGE, "response does not fit the response slot", pf);
+        respond_error(s, ln, slot, seq, RS_PS_BATCH_TOO_LARGE,
+                      "response does not fit the response slot", pf);
         return;
     }
     rs_ps_response_encode_header(r, 1, buf + r->rows_len);
-    finish(s, ln, slot, seq, r->status, buf, (uint32_t)(r->rows_len + hl), (uint32_t)hl, in_place, pf);
+    finish(s, ln, slot, seq, r->status, buf, (uint32_t)(r->rows_len + hl), (uint32_t)hl, in_place,
+           pf);
 }
 
-/* ---- GET paths -------------------------------------------------------------------------------- */
+/* ---- GET paths --------------------------------------------------------------------------------
+ */
 
 /* direct_sg: gather rows straight from the value store into the client's response slot. Returns
  * 0 when done, 1 when the caller must fall back to the staging copy. */
 static int get_direct_sg(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq,
                          const rs_ps_request *req, size_t room, rc_prof *pf) {
-    if (!s->h.kv || !s->kv_mr_ok) return 1;
+    if (!s->h.kv || !s->kv_mr_ok)
+        return 1;
     uint32_t n = req->num_keys, vs = s->h.value_size;
     uint64_t t0 = s->o.profile_interval_ms ? rs_now_ns() : 0;
     const void **refs = malloc((size_t)(n ? n : 1) * sizeof *refs);
@@ -234,13 +261,15 @@ static int get_direct_sg(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t 
         free(keys);
         return 1;
     }
-    for (uint32_t i = 0; i < n; i++) keys[i] = rs_ps_key(req->keys, i);
+    for (uint32_t i = 0; i < n; i++)
+        keys[i] = rs_ps_key(req->keys, i);
     size_t found = 0;
     int rc = rs_kv_batch_row_refs(s->h.kv, keys, n, refs, &found);
     uint64_t t1 = t0 ? rs_now_ns() : 0;
-    if (t0) pf->get_index_lookup_ns += t1 - t0;
+    if (t0)
+        BUMP(pf->get_index_lookup_ns, t1 - t0);
     if (rc != 0 || found != n) {
-        pf->get_missing_rows += n - (rc == 0 ? found : 0);
+        BUMP(pf->get_missing_rows, n - (rc == 0 ? found : 0));
         free(refs);
         free(keys);
         return 1;
@@ -255,7 +284,8 @@ static int get_direct_sg(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t 
             sg[k - 1].len += vs; /* adjacent rows merge into one SGE */
         } else {
             if (k == RS_RC_MAX_SGE) {
-                if (lane_write(s, ln, sg, k, raddr + wr_off, 0)) failed = 1;
+                if (lane_write(s, ln, sg, k, raddr + wr_off, 0))
+                    failed = 1;
                 wrs++;
                 wr_off = off;
                 k = 0;
@@ -265,20 +295,23 @@ static int get_direct_sg(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t 
         off += vs;
     }
     if (!failed && k > 0) {
-        if (lane_write(s, ln, sg, k, raddr + wr_off, 0)) failed = 1;
+        if (lane_write(s, ln, sg, k, raddr + wr_off, 0))
+            failed = 1;
         wrs++;
     }
     pthread_spin_unlock(&ln->wlock);
     free(refs);
     free(keys);
-    if (failed) return 1; /* nothing published yet: the staging copy overwrites the partial rows */
-    pf->get_direct_sg++;
-    pf->get_direct_sg_wr += (uint64_t)wrs;
-    pf->response_payload_sg_writes++;
-    pf->response_payload_sg_wrs += (uint64_t)wrs;
-    pf->get_rows += n;
-    pf->get_value_bytes += (uint64_t)n * vs;
-    if (t0) pf->get_direct_sg_ns += rs_now_ns() - t1;
+    if (failed)
+        return 1; /* nothing published yet: the staging copy overwrites the partial rows */
+    BUMP(pf->get_direct_sg, 1);
+    BUMP(pf->get_direct_sg_wr, (uint64_t)wrs);
+    BUMP(pf->response_payload_sg_writes, 1);
+    BUMP(pf->response_payload_sg_wrs, (uint64_t)wrs);
+    BUMP(pf->get_rows, n);
+    BUMP(pf->get_value_bytes, (uint64_t)n * vs);
+    if (t0)
+        BUMP(pf->get_direct_sg_ns, rs_now_ns() - t1);
     /* header after the rows, then the status */
     rs_ps_response r;
     memset(&r, 0, offsetof(rs_ps_response, error));
@@ -289,18 +322,19 @@ static int get_direct_sg(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t 
     r.error[0] = r.reply[0] = '\0';
     uint8_t *st = lane_staging(ln, slot);
     size_t hl = rs_ps_response_encode_header(&r, 1, st);
-    if (r.rows_len + hl > room) return 1;
+    if (r.rows_len + hl > room)
+        return 1;
     pthread_spin_lock(&ln->wlock);
     rs_rc_sge hs = {st, (uint32_t)hl, ln->region.lkey};
     lane_write(s, ln, &hs, 1, raddr + r.rows_len, hl <= s->o.inline_bytes ? RS_RC_WR_INLINE : 0);
     pthread_spin_unlock(&ln->wlock);
-    pf->response_payload_writes++;
+    BUMP(pf->response_payload_writes, 1);
     finish(s, ln, slot, seq, RS_PS_OK, NULL, (uint32_t)(r.rows_len + hl), (uint32_t)hl, 1, pf);
     return 0;
 }
 
-static void serve_get(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq, const rs_rc_desc *d,
-                      const rs_ps_request *req, unsigned tslot, rc_prof *pf) {
+static void serve_get(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq,
+                      const rs_rc_desc *d, const rs_ps_request *req, unsigned tslot, rc_prof *pf) {
     uint64_t t0 = s->o.profile_interval_ms ? rs_now_ns() : 0;
     size_t room = d->response_bytes;
     uint32_t vs = s->h.value_size, n = req->num_keys;
@@ -308,23 +342,28 @@ static void serve_get(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq
     memset(&r, 0, offsetof(rs_ps_response, error));
     r.error[0] = r.reply[0] = '\0';
     r.value_size = vs;
-    uint8_t *win = s->fab->remote_window ? s->fab->remote_window(ln->ep, lane_resp_addr(ln, slot), room) : NULL;
+    uint8_t *win = s->fab->remote_window
+                       ? s->fab->remote_window(ln->ep, lane_resp_addr(ln, slot), room)
+                       : NULL;
     uint8_t *buf = win ? win : lane_staging(ln, slot);
-    pf->handled_get++;
+    BUMP(pf->handled_get, 1);
     switch (s->o.fake_get) {
     case RS_RC_FAKE_STATUS_ONLY:
         respond(s, ln, slot, seq, &r, buf, room, win != NULL, pf);
         goto done;
     case RS_RC_FAKE_INDEX_ONLY:
         if (!s->h.kv) {
-            respond_error(s, ln, slot, seq, RS_PS_INVALID_PAYLOAD, "index_only needs the shard's KV engine", pf);
+            respond_error(s, ln, slot, seq, RS_PS_INVALID_PAYLOAD,
+                          "index_only needs the shard's KV engine", pf);
             goto done;
         }
         for (uint32_t i = 0; i < n; i++) {
             size_t len = 0;
-            if (rs_kv_get(s->h.kv, rs_ps_key(req->keys, i), NULL, 0, &len) != RS_ENOTFOUND) r.num_found++;
+            if (rs_kv_get(s->h.kv, rs_ps_key(req->keys, i), NULL, 0, &len) != RS_ENOTFOUND)
+                r.num_found++;
         }
-        if (t0) pf->get_index_lookup_ns += rs_now_ns() - t0;
+        if (t0)
+            BUMP(pf->get_index_lookup_ns, rs_now_ns() - t0);
         respond(s, ln, slot, seq, &r, buf, room, win != NULL, pf);
         goto done;
     case RS_RC_FAKE_PAYLOAD_MEMSET:
@@ -336,31 +375,36 @@ static void serve_get(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq
         break;
     }
     if (d->flags & RS_RC_FLAG_GET_DIRECT_SG) {
-        if (get_direct_sg(s, ln, slot, seq, req, room, pf) == 0) goto done;
-        pf->get_direct_sg_fallback++;
+        if (get_direct_sg(s, ln, slot, seq, req, room, pf) == 0)
+            goto done;
+        BUMP(pf->get_direct_sg_fallback, 1);
         if (!(d->flags & RS_RC_FLAG_GET_ALLOW_FALLBACK_COPY)) {
             respond_error(s, ln, slot, seq, RS_PS_INVALID_PAYLOAD,
-                          "direct_sg unavailable (missing row or no row references) and fallback copy not allowed", pf);
+                          "direct_sg unavailable (missing row or no row references) and fallback "
+                          "copy not allowed",
+                          pf);
             goto done;
         }
     }
     {
         uint64_t tb = t0 ? rs_now_ns() : 0;
         int rc = s->h.handle(s->h.ctx, req, &r, buf, room - RS_RC_RESP_HDR_ROOM, tslot);
-        if (t0) pf->get_batch_get_ns += rs_now_ns() - tb;
+        if (t0)
+            BUMP(pf->get_batch_get_ns, rs_now_ns() - tb);
         if (rc != 0) {
             respond_error(s, ln, slot, seq, RS_PS_INTERNAL, "shard handler failed", pf);
             goto done;
         }
         if (r.status == RS_PS_OK) {
-            pf->get_rows += n;
-            pf->get_value_bytes += r.rows_len;
-            pf->get_missing_rows += n - r.num_found;
+            BUMP(pf->get_rows, n);
+            BUMP(pf->get_value_bytes, r.rows_len);
+            BUMP(pf->get_missing_rows, n - r.num_found);
         }
         respond(s, ln, slot, seq, &r, buf, room, win != NULL, pf);
     }
 done:
-    if (t0) pf->handle_get_ns += rs_now_ns() - t0;
+    if (t0)
+        BUMP(pf->handle_get_ns, rs_now_ns() - t0);
 }
 
 /* ---- one slot -------------------------------------------------------------------------------- */
@@ -373,29 +417,37 @@ static void serve_slot(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t se
     const rs_rc_commit_word *cw = (const rs_rc_commit_word *)(rs + ln->req_bytes - sizeof *cw);
     char why[256];
     if (__atomic_load_n(&cw->state, __ATOMIC_ACQUIRE) != RS_RC_STATE_READY) {
-        pf->invalid_descriptor++;
+        BUMP(pf->invalid_descriptor, 1);
         snprintf(why, sizeof why, "commit word state %u is not READY", cw->state);
         respond_error(s, ln, slot, seq, RS_PS_INVALID_PAYLOAD, why, pf);
         return;
     }
     uint64_t raddr = lane_resp_addr(ln, slot);
-    rs_rc_slot_expect x = {
-        .shard_id = s->h.shard_id, .client_id = ln->client_id, .qp_index = ln->qp,
-        .value_size = s->h.value_size, .max_keys = s->h.max_keys, .request_slot_bytes = ln->req_bytes,
-        .response_room = ln->resp_bytes - RS_RC_TAIL_BYTES, .response_addr = raddr,
-        .status_addr = raddr + ln->resp_bytes - sizeof(rs_rc_status_word), .rkey = ln->peer.rkey};
+    rs_rc_slot_expect x = {.shard_id = s->h.shard_id,
+                           .client_id = ln->client_id,
+                           .qp_index = ln->qp,
+                           .value_size = s->h.value_size,
+                           .max_keys = s->h.max_keys,
+                           .request_slot_bytes = ln->req_bytes,
+                           .response_room = ln->resp_bytes - RS_RC_TAIL_BYTES,
+                           .response_addr = raddr,
+                           .status_addr = raddr + ln->resp_bytes - sizeof(rs_rc_status_word),
+                           .rkey = ln->peer.rkey};
     int st = rs_rc_desc_check(&d, &x, why, sizeof why);
     if (st == RS_PS_OK && d.seq != seq) {
         st = RS_PS_INVALID_PAYLOAD;
-        snprintf(why, sizeof why, "descriptor seq %" PRIu64 " differs from commit seq %" PRIu64, d.seq, seq);
+        snprintf(why, sizeof why, "descriptor seq %" PRIu64 " differs from commit seq %" PRIu64,
+                 d.seq, seq);
     }
     if (st != RS_PS_OK) {
-        if (st == RS_PS_WRONG_SHARD) pf->wrong_shard++;
-        else pf->invalid_descriptor++;
+        if (st == RS_PS_WRONG_SHARD)
+            BUMP(pf->wrong_shard, 1);
+        else
+            BUMP(pf->invalid_descriptor, 1);
         respond_error(s, ln, slot, seq, st, why, pf);
         return;
     }
-    pf->bytes_in += RS_RC_DESC_BYTES + d.payload_bytes;
+    BUMP(pf->bytes_in, RS_RC_DESC_BYTES + d.payload_bytes);
     rs_ps_request req;
     rs_error err = {0};
     const uint8_t *msg = rs + RS_RC_DESC_BYTES;
@@ -403,10 +455,11 @@ static void serve_slot(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t se
                                   d.payload_bytes - d.msg_bytes, &req, &err);
     if (rc == 0 && req.num_keys != d.key_count) {
         rc = RS_EPROTO;
-        snprintf(err.msg, sizeof err.msg, "payload holds %u keys, descriptor says %u", req.num_keys, d.key_count);
+        snprintf(err.msg, sizeof err.msg, "payload holds %u keys, descriptor says %u", req.num_keys,
+                 d.key_count);
     }
     if (rc != 0) {
-        pf->invalid_descriptor++;
+        BUMP(pf->invalid_descriptor, 1);
         respond_error(s, ln, slot, seq, RS_PS_INVALID_PAYLOAD, err.msg, pf);
         return;
     }
@@ -426,18 +479,19 @@ static void serve_slot(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t se
     respond(s, ln, slot, seq, &r, buf, d.response_bytes, 0, pf);
     uint64_t dt = t0 ? rs_now_ns() - t0 : 0;
     if (d.op == RS_PS_PUT) {
-        pf->handled_put++;
-        pf->handle_put_ns += dt;
+        BUMP(pf->handled_put, 1);
+        BUMP(pf->handle_put_ns, dt);
     } else if (d.op == RS_PS_UPDATE) {
-        pf->handled_update++;
-        pf->handle_update_ns += dt;
+        BUMP(pf->handled_update, 1);
+        BUMP(pf->handle_update_ns, dt);
     } else {
-        pf->handled_command++;
-        pf->handle_command_ns += dt;
+        BUMP(pf->handled_command, 1);
+        BUMP(pf->handle_command_ns, dt);
     }
 }
 
-/* ---- GET workers ------------------------------------------------------------------------------ */
+/* ---- GET workers ------------------------------------------------------------------------------
+ */
 
 static int task_push(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq) {
     pthread_mutex_lock(&s->lock);
@@ -456,23 +510,28 @@ static int task_push(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq)
 static void *worker_main(void *arg) {
     worker *w = arg;
     rs_rc_server *s = w->s;
-    rs_rc_bind_thread(s->o.bind_core_offset, s->o.bind_core_stride, s->nthreads + w->idx, s->o.numa_node);
+    rs_rc_bind_thread(s->o.bind_core_offset, s->o.bind_core_stride, s->nthreads + w->idx,
+                      s->o.numa_node);
     pthread_mutex_lock(&s->lock);
     for (;;) {
-        while (s->t_head == s->t_tail && !atomic_load(&s->stop)) pthread_cond_wait(&s->tasks_cv, &s->lock);
-        if (s->t_head == s->t_tail) break;
+        while (s->t_head == s->t_tail && !atomic_load(&s->stop))
+            pthread_cond_wait(&s->tasks_cv, &s->lock);
+        if (s->t_head == s->t_tail)
+            break;
         task t = s->ring[s->t_head++ % TASK_RING];
         pthread_mutex_unlock(&s->lock);
         serve_slot(s, t.lane, t.slot, t.seq, s->nthreads + w->idx, &w->prof);
         atomic_store_explicit(&t.lane->busy[t.slot], 0, memory_order_release);
         pthread_mutex_lock(&s->lock);
-        if (atomic_fetch_sub(&t.lane->inflight, 1) == 1) pthread_cond_broadcast(&s->ack);
+        if (atomic_fetch_sub(&t.lane->inflight, 1) == 1)
+            pthread_cond_broadcast(&s->ack);
     }
     pthread_mutex_unlock(&s->lock);
     return NULL;
 }
 
-/* ---- pollers ----------------------------------------------------------------------------------- */
+/* ---- pollers -----------------------------------------------------------------------------------
+ */
 
 static void poller_refresh(poller *p) {
     rs_rc_server *s = p->s;
@@ -487,7 +546,8 @@ static void poller_refresh(poller *p) {
         }
     }
     if (n <= p->cap) {
-        if (n) memcpy(p->lanes, s->plist[p->idx], n * sizeof *p->lanes);
+        if (n)
+            memcpy(p->lanes, s->plist[p->idx], n * sizeof *p->lanes);
         p->nlanes = n;
     }
     p->gen_seen = g;
@@ -500,15 +560,19 @@ static void *poller_main(void *arg) {
     poller *p = arg;
     rs_rc_server *s = p->s;
     rc_prof *pf = &p->prof;
-    int core = rs_rc_bind_thread(s->o.bind_core_offset, s->o.bind_core_stride, p->idx, s->o.numa_node);
-    printf("component=rdma_server event=polling_thread_ready transport=%s shard=%u thread_id=%u core=%d poll_mode=%s\n",
-           s->fab->name, s->h.shard_id, p->idx, core, s->o.poll_mode == RS_RC_POLL_BUSY ? "busy" : "adaptive");
+    int core =
+        rs_rc_bind_thread(s->o.bind_core_offset, s->o.bind_core_stride, p->idx, s->o.numa_node);
+    printf("component=rdma_server event=polling_thread_ready transport=%s shard=%u thread_id=%u "
+           "core=%d poll_mode=%s\n",
+           s->fab->name, s->h.shard_id, p->idx, core,
+           s->o.poll_mode == RS_RC_POLL_BUSY ? "busy" : "adaptive");
     fflush(stdout);
     rs_rc_backoff bo;
     rs_rc_backoff_init(&bo, s->o.poll_mode);
     int workers = s->o.get_workers > 0;
     while (!atomic_load_explicit(&s->stop, memory_order_relaxed)) {
-        if (atomic_load_explicit(&s->gen, memory_order_acquire) != p->gen_seen) poller_refresh(p);
+        if (atomic_load_explicit(&s->gen, memory_order_acquire) != p->gen_seen)
+            poller_refresh(p);
         if (p->nlanes == 0) {
             pthread_mutex_lock(&s->lock);
             while (s->plen[p->idx] == 0 && !atomic_load(&s->stop)) {
@@ -527,48 +591,60 @@ static void *poller_main(void *arg) {
             for (uint32_t k = 0; k < ln->slots; k++) {
                 const uint8_t *tail = ln->region.addr + (size_t)(k + 1) * ln->req_bytes - 8;
                 uint64_t seq = __atomic_load_n((const uint64_t *)tail, __ATOMIC_ACQUIRE);
-                pf->scanned_slots++;
+                BUMP(pf->scanned_slots, 1);
                 if (seq == 0 || seq == ln->seen[k]) {
-                    pf->not_ready_slots++;
+                    BUMP(pf->not_ready_slots, 1);
                     continue;
                 }
                 if (workers && atomic_load_explicit(&ln->busy[k], memory_order_acquire)) {
-                    pf->inflight_seq_ready++;
+                    BUMP(pf->inflight_seq_ready, 1);
                     continue;
                 }
                 ln->seen[k] = seq;
                 if (seq <= ln->high[k]) {
-                    pf->duplicate_seq_ready++;
+                    BUMP(pf->duplicate_seq_ready, 1);
                     continue;
                 }
                 ln->high[k] = seq;
                 ready++;
-                const rs_rc_desc *d = (const rs_rc_desc *)(ln->region.addr + (size_t)k * ln->req_bytes);
+                const rs_rc_desc *d =
+                    (const rs_rc_desc *)(ln->region.addr + (size_t)k * ln->req_bytes);
                 int is_get = __atomic_load_n(&d->op, __ATOMIC_RELAXED) == RS_PS_GET;
-                pf->found_get += (uint64_t)is_get;
-                if (workers && is_get && task_push(s, ln, k, seq)) continue;
+                BUMP(pf->found_get, (uint64_t)is_get);
+                if (workers && is_get && task_push(s, ln, k, seq))
+                    continue;
                 serve_slot(s, ln, k, seq, p->idx, pf);
             }
         }
-        pf->scan_rounds++;
-        pf->ready_slots += ready;
-        if (ready > pf->max_ready_per_round) pf->max_ready_per_round = ready;
-        if (t0) pf->poll_loop_ns += rs_now_ns() - t0;
+        BUMP(pf->scan_rounds, 1);
+        BUMP(pf->ready_slots, ready);
+        if (ready > pf->max_ready_per_round)
+            __atomic_store_n(&pf->max_ready_per_round, ready, __ATOMIC_RELAXED);
+        if (t0)
+            BUMP(pf->poll_loop_ns, rs_now_ns() - t0);
         if (ready) {
             rs_rc_backoff_busy(&bo);
         } else {
-            pf->empty_scan_rounds++;
+            BUMP(pf->empty_scan_rounds, 1);
             rs_rc_backoff_idle(&bo);
         }
     }
+    /* a poller that is gone acknowledges every later generation: retirement never waits on it */
+    pthread_mutex_lock(&s->lock);
+    atomic_store(&p->acked_gen, UINT64_MAX);
+    pthread_cond_broadcast(&s->ack);
+    pthread_mutex_unlock(&s->lock);
     return NULL;
 }
 
-/* ---- lanes: create, publish to pollers, retire ------------------------------------------------ */
+/* ---- lanes: create, publish to pollers, retire ------------------------------------------------
+ */
 
 static void lane_free(rs_rc_server *s, srv_lane *ln) {
-    if (ln->ep) s->fab->ep_destroy(ln->ep);
-    if (ln->region.addr) s->fab->free_region(s->f, &ln->region);
+    if (ln->ep)
+        s->fab->ep_destroy(ln->ep);
+    if (ln->region.addr)
+        s->fab->free_region(s->f, &ln->region);
     free(ln->seen);
     free(ln->high);
     free((void *)ln->busy);
@@ -594,10 +670,13 @@ static void client_retire(rs_rc_server *s, srv_client *cl) {
         for (;;) {
             int all = 1;
             for (uint32_t i = 0; i < s->nthreads; i++)
-                if (s->pollers[i].started && atomic_load(&s->pollers[i].acked_gen) < g) all = 0;
+                if (s->pollers[i].started && atomic_load(&s->pollers[i].acked_gen) < g)
+                    all = 0;
             for (uint32_t q = 0; q < cl->qps && all; q++)
-                if (atomic_load(&cl->lanes[q].inflight)) all = 0;
-            if (all || atomic_load(&s->stop)) break;
+                if (atomic_load(&cl->lanes[q].inflight))
+                    all = 0;
+            if (all)
+                break;
             pthread_cond_wait(&s->ack, &s->lock);
         }
         atomic_fetch_sub(&s->lanes_open, cl->qps);
@@ -605,9 +684,11 @@ static void client_retire(rs_rc_server *s, srv_client *cl) {
     }
     pthread_mutex_unlock(&s->lock);
     if (cl->lanes)
-        for (uint32_t q = 0; q < cl->qps; q++) lane_free(s, &cl->lanes[q]);
+        for (uint32_t q = 0; q < cl->qps; q++)
+            lane_free(s, &cl->lanes[q]);
     free(cl->lanes);
-    if (cl->fd >= 0) close(cl->fd);
+    if (cl->fd >= 0)
+        close(cl->fd);
     free(cl);
 }
 
@@ -632,30 +713,36 @@ static int client_attach(rs_rc_server *s, srv_client *cl, const uint8_t *body, u
         rc = rs_error_set(&err, RS_ENOMEM, "server out of memory");
         goto reject;
     }
-    if ((rc = rs_rc_ctrl_decode_attach_req(body, len, rq, &err))) goto reject;
+    if ((rc = rs_rc_ctrl_decode_attach_req(body, len, rq, &err)))
+        goto reject;
     if (cl->attached) {
         rc = rs_error_set(&err, RS_EPROTO, "this connection already attached client %u", cl->id);
         goto reject;
     }
     if (strcmp(rq->fabric, s->fab->name) != 0) {
-        rc = rs_error_set(&err, RS_EINVAL, "client speaks fabric '%s', this server '%s'", rq->fabric, s->fab->name);
+        rc = rs_error_set(&err, RS_EINVAL, "client speaks fabric '%s', this server '%s'",
+                          rq->fabric, s->fab->name);
         goto reject;
     }
     if (rq->shard_id != s->h.shard_id) {
-        rc = rs_error_set(&err, RS_EINVAL, "client wants shard %u, this server serves shard %u", rq->shard_id,
-                          s->h.shard_id);
+        rc = rs_error_set(&err, RS_EINVAL, "client wants shard %u, this server serves shard %u",
+                          rq->shard_id, s->h.shard_id);
         goto reject;
     }
-    if (rq->slots < 1 || rq->slots > 1024 || rq->request_slot_bytes < 4096 || rq->response_slot_bytes < 4096 ||
-        rq->request_slot_bytes % 64 || rq->response_slot_bytes % 64 || rq->request_slot_bytes > (1u << 30) ||
+    if (rq->slots < 1 || rq->slots > 1024 || rq->request_slot_bytes < 4096 ||
+        rq->response_slot_bytes < 4096 || rq->request_slot_bytes % 64 ||
+        rq->response_slot_bytes % 64 || rq->request_slot_bytes > (1u << 30) ||
         rq->response_slot_bytes > (1u << 30)) {
-        rc = rs_error_set(&err, RS_EINVAL, "bad geometry: %u slots of %u/%u bytes (1..1024 slots, 4 KiB..1 GiB, "
-                          "multiples of 64)", rq->slots, rq->request_slot_bytes, rq->response_slot_bytes);
+        rc = rs_error_set(&err, RS_EINVAL,
+                          "bad geometry: %u slots of %u/%u bytes (1..1024 slots, 4 KiB..1 GiB, "
+                          "multiples of 64)",
+                          rq->slots, rq->request_slot_bytes, rq->response_slot_bytes);
         goto reject;
     }
     uint64_t lane_len = (uint64_t)rq->slots * (rq->request_slot_bytes + rq->response_slot_bytes);
     if (lane_len * rq->qps > (64ull << 30)) {
-        rc = rs_error_set(&err, RS_EINVAL, "%u QPs x %" PRIu64 " bytes exceed the 64 GiB per-client limit", rq->qps,
+        rc = rs_error_set(&err, RS_EINVAL,
+                          "%u QPs x %" PRIu64 " bytes exceed the 64 GiB per-client limit", rq->qps,
                           lane_len);
         goto reject;
     }
@@ -686,13 +773,17 @@ static int client_attach(rs_rc_server *s, srv_client *cl, const uint8_t *body, u
             goto reject;
         }
         if (rq->lanes[q].region_len != lane_len) {
-            rc = rs_error_set(&err, RS_EINVAL, "client lane %u region is %" PRIu64 " bytes, geometry needs %" PRIu64,
+            rc = rs_error_set(&err, RS_EINVAL,
+                              "client lane %u region is %" PRIu64 " bytes, geometry needs %" PRIu64,
                               q, rq->lanes[q].region_len, lane_len);
             goto reject;
         }
-        if ((rc = s->fab->alloc_region(s->f, lane_len, &ln->region, &err))) goto reject;
-        if ((rc = s->fab->ep_create(s->f, &ln->region, &ln->ep, &rp->lanes[q], &err))) goto reject;
-        if ((rc = s->fab->ep_connect(ln->ep, &rq->lanes[q], &err))) goto reject;
+        if ((rc = s->fab->alloc_region(s->f, lane_len, &ln->region, &err)))
+            goto reject;
+        if ((rc = s->fab->ep_create(s->f, &ln->region, &ln->ep, &rp->lanes[q], &err)))
+            goto reject;
+        if ((rc = s->fab->ep_connect(ln->ep, &rq->lanes[q], &err)))
+            goto reject;
         ln->peer = rq->lanes[q];
     }
     rp->status = 0;
@@ -719,7 +810,8 @@ static int client_attach(rs_rc_server *s, srv_client *cl, const uint8_t *body, u
         if (s->plen[p] == s->pcap[p]) {
             uint32_t nc = s->pcap[p] ? s->pcap[p] * 2 : 16;
             srv_lane **nl = realloc(s->plist[p], nc * sizeof *nl);
-            if (!nl) continue; /* not reachable in practice; the lane just stays unserved */
+            if (!nl)
+                continue; /* not reachable in practice; the lane just stays unserved */
             s->plist[p] = nl;
             s->pcap[p] = nc;
         }
@@ -742,9 +834,11 @@ reject:
         snprintf(e.reason, sizeof e.reason, "%s", err.msg);
         uint8_t small[RS_RC_CTRL_HDR + 300];
         int n2 = rs_rc_ctrl_encode_attach_rep(&e, small, sizeof small);
-        if (n2 > 0) (void)!send(cl->fd, small, (size_t)n2, MSG_NOSIGNAL);
+        if (n2 > 0)
+            (void)!send(cl->fd, small, (size_t)n2, MSG_NOSIGNAL);
     }
-    fprintf(stderr, "component=rdma_rc_server event=attach_rejected shard=%u reason=\"%s\"\n", s->h.shard_id, err.msg);
+    fprintf(stderr, "component=rdma_rc_server event=attach_rejected shard=%u reason=\"%s\"\n",
+            s->h.shard_id, err.msg);
 fail_quiet:
     atomic_fetch_add(&s->ctrl_rejected, 1);
     free(out);
@@ -753,7 +847,8 @@ fail_quiet:
     return rc ? rc : RS_EINVAL;
 }
 
-/* ---- control thread --------------------------------------------------------------------------- */
+/* ---- control thread ---------------------------------------------------------------------------
+ */
 
 static void ctrl_handle(rs_rc_server *s, srv_client *cl, srv_client **list) {
     uint16_t type;
@@ -763,7 +858,8 @@ static void ctrl_handle(rs_rc_server *s, srv_client *cl, srv_client **list) {
     int rc = rs_rc_ctrl_recv(cl->fd, CTRL_MSG_TIMEOUT_MS, &type, &body, &len, &err);
     if (rc == 0) {
         if (type == RS_RC_MSG_READY_REQ) {
-            uint32_t rep[5] = {1, s->h.shard_id, s->h.value_size, s->h.max_keys, (uint32_t)s->h.index_type};
+            uint32_t rep[5] = {1, s->h.shard_id, s->h.value_size, s->h.max_keys,
+                               (uint32_t)s->h.index_type};
             rc = rs_rc_ctrl_send(cl->fd, RS_RC_MSG_READY_REP, rep, sizeof rep, &err);
         } else if (type == RS_RC_MSG_ATTACH_REQ) {
             rc = client_attach(s, cl, body, len);
@@ -772,11 +868,12 @@ static void ctrl_handle(rs_rc_server *s, srv_client *cl, srv_client **list) {
         } else {
             rc = rs_error_set(&err, RS_EPROTO, "unknown control message type %u", type);
             send_error(cl->fd, rc, err.msg);
+            atomic_fetch_add(&s->ctrl_rejected, 1);
         }
     } else if (rc != RS_ECONN) {
         send_error(cl->fd, rc, err.msg);
-        fprintf(stderr, "component=rdma_rc_server event=control_rejected shard=%u reason=\"%s\"\n", s->h.shard_id,
-                err.msg);
+        fprintf(stderr, "component=rdma_rc_server event=control_rejected shard=%u reason=\"%s\"\n",
+                s->h.shard_id, err.msg);
         atomic_fetch_add(&s->ctrl_rejected, 1);
     }
     free(body);
@@ -798,12 +895,14 @@ static void *ctrl_main(void *arg) {
     size_t cap = 0;
     while (!atomic_load(&s->stop)) {
         size_t n = 2;
-        for (srv_client *c = list; c; c = c->next) n++;
+        for (srv_client *c = list; c; c = c->next)
+            n++;
         if (n > cap) {
             cap = n * 2;
             pf = realloc(pf, cap * sizeof *pf);
             who = realloc(who, cap * sizeof *who);
-            if (!pf || !who) break;
+            if (!pf || !who)
+                break;
         }
         pf[0] = (struct pollfd){.fd = s->listen_fd, .events = POLLIN};
         pf[1] = (struct pollfd){.fd = s->wake[0], .events = POLLIN};
@@ -814,12 +913,15 @@ static void *ctrl_main(void *arg) {
         }
         int r = poll(pf, n, -1);
         if (r < 0) {
-            if (errno == EINTR) continue;
+            if (errno == EINTR)
+                continue;
             break;
         }
-        if (pf[1].revents) break;
+        if (pf[1].revents)
+            break;
         for (i = 2; i < n; i++)
-            if (pf[i].revents) ctrl_handle(s, who[i], &list);
+            if (pf[i].revents)
+                ctrl_handle(s, who[i], &list);
         if (pf[0].revents & POLLIN) {
             int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
             if (fd >= 0) {
@@ -844,7 +946,8 @@ static void *ctrl_main(void *arg) {
     return NULL;
 }
 
-/* ---- profile thread --------------------------------------------------------------------------- */
+/* ---- profile thread ---------------------------------------------------------------------------
+ */
 
 #define AVG(sum, cnt) ((cnt) ? (double)(sum) / (double)(cnt) : 0.0)
 
@@ -852,13 +955,16 @@ static void prof_sum(rs_rc_server *s, rc_prof *tot) {
     memset(tot, 0, sizeof *tot);
     uint32_t nw = s->o.get_workers;
     for (uint32_t i = 0; i < s->nthreads + nw; i++) {
-        const rc_prof *p = i < s->nthreads ? &s->pollers[i].prof : &s->workers[i - s->nthreads].prof;
+        const rc_prof *p =
+            i < s->nthreads ? &s->pollers[i].prof : &s->workers[i - s->nthreads].prof;
         const uint64_t *src = (const uint64_t *)p;
         uint64_t *dst = (uint64_t *)tot;
         for (size_t k = 0; k < sizeof *p / 8; k++) {
             uint64_t v = __atomic_load_n(&src[k], __ATOMIC_RELAXED);
-            if (&dst[k] == &tot->max_ready_per_round) dst[k] = v > dst[k] ? v : dst[k];
-            else dst[k] += v;
+            if (&dst[k] == &tot->max_ready_per_round)
+                dst[k] = v > dst[k] ? v : dst[k];
+            else
+                dst[k] += v;
         }
     }
 }
@@ -866,7 +972,8 @@ static void prof_sum(rs_rc_server *s, rc_prof *tot) {
 static void prof_delta(rc_prof *d, const rc_prof *now, const rc_prof *prev) {
     const uint64_t *a = (const uint64_t *)now, *b = (const uint64_t *)prev;
     uint64_t *o = (uint64_t *)d;
-    for (size_t k = 0; k < sizeof *d / 8; k++) o[k] = a[k] - b[k];
+    for (size_t k = 0; k < sizeof *d / 8; k++)
+        o[k] = a[k] - b[k];
     d->max_ready_per_round = now->max_ready_per_round;
 }
 
@@ -875,7 +982,8 @@ static void *prof_main(void *arg) {
     uint32_t nt = s->nthreads;
     rc_prof prev, now, d;
     rc_prof *pprev = calloc(nt, sizeof *pprev);
-    if (!pprev) return NULL;
+    if (!pprev)
+        return NULL;
     prof_sum(s, &prev);
     pthread_mutex_lock(&s->lock);
     while (!atomic_load(&s->stop)) {
@@ -885,7 +993,8 @@ static void *prof_main(void *arg) {
         ts.tv_sec += (time_t)(ns / 1000000000ull);
         ts.tv_nsec = (long)(ns % 1000000000ull);
         pthread_cond_timedwait(&s->cond, &s->lock, &ts);
-        if (atomic_load(&s->stop)) break;
+        if (atomic_load(&s->stop))
+            break;
         pthread_mutex_unlock(&s->lock);
         prof_sum(s, &now);
         prof_delta(&d, &now, &prev);
@@ -894,10 +1003,12 @@ static void *prof_main(void *arg) {
         unsigned min_t = 0, max_t = 0;
         for (uint32_t t = 0; t < nt; t++) {
             rc_prof pd;
-            rc_prof cur = s->pollers[t].prof;
+            rc_prof cur;
+            prof_load(&cur, &s->pollers[t].prof);
             prof_delta(&pd, &cur, &pprev[t]);
             pprev[t] = cur;
-            if (pd.ready_slots) active++;
+            if (pd.ready_slots)
+                active++;
             total_get += pd.found_get;
             if (pd.found_get < min_get) {
                 min_get = pd.found_get;
@@ -907,49 +1018,57 @@ static void *prof_main(void *arg) {
                 max_get = pd.found_get;
                 max_t = t;
             }
-            printf("component=rdma_rc_server_poller_profile shard=%u thread_id=%u scan_rounds=%" PRIu64
-                   " scanned_slots=%" PRIu64 " ready_slots=%" PRIu64 " scan_hit_pct=%.3f not_ready_slots=%" PRIu64
-                   " duplicate_seq_ready=%" PRIu64 " inflight_seq_ready=%" PRIu64 " handled_get=%" PRIu64
-                   " poll_loop_avg_ns=%.1f\n",
-                   s->h.shard_id, t, pd.scan_rounds, pd.scanned_slots, pd.ready_slots,
-                   100.0 * AVG(pd.ready_slots, pd.scanned_slots), pd.not_ready_slots, pd.duplicate_seq_ready,
-                   pd.inflight_seq_ready, pd.found_get, AVG(pd.poll_loop_ns, pd.scan_rounds));
+            printf(
+                "component=rdma_rc_server_poller_profile shard=%u thread_id=%u scan_rounds=%" PRIu64
+                " scanned_slots=%" PRIu64 " ready_slots=%" PRIu64
+                " scan_hit_pct=%.3f not_ready_slots=%" PRIu64 " duplicate_seq_ready=%" PRIu64
+                " inflight_seq_ready=%" PRIu64 " handled_get=%" PRIu64 " poll_loop_avg_ns=%.1f\n",
+                s->h.shard_id, t, pd.scan_rounds, pd.scanned_slots, pd.ready_slots,
+                100.0 * AVG(pd.ready_slots, pd.scanned_slots), pd.not_ready_slots,
+                pd.duplicate_seq_ready, pd.inflight_seq_ready, pd.found_get,
+                AVG(pd.poll_loop_ns, pd.scan_rounds));
         }
         uint64_t ready_rounds = d.scan_rounds - d.empty_scan_rounds;
-        printf("component=rdma_rc_server_profile shard=%u threads=%u transport=%s fake_get_mode=%s"
-               " scan_rounds=%" PRIu64 " scanned_slots=%" PRIu64 " ready_slots=%" PRIu64 " not_ready_slots=%" PRIu64
-               " zero_seq_ready=%" PRIu64 " duplicate_seq_ready=%" PRIu64 " inflight_seq_ready=%" PRIu64
-               " empty_scan_rounds=%" PRIu64 " scan_hit_pct=%.3f ready_round_pct=%.3f avg_ready_per_round=%.3f"
-               " max_ready_per_round=%" PRIu64 " handled_get=%" PRIu64 " handled_put=%" PRIu64
-               " handled_update=%" PRIu64 " handled_command=%" PRIu64 " invalid_descriptor=%" PRIu64
-               " wrong_shard=%" PRIu64 " handle_get_avg_ns=%.1f get_batch_get_avg_ns=%.1f"
-               " get_index_lookup_avg_ns=%.1f get_rows=%" PRIu64 " get_value_bytes=%" PRIu64
-               " get_missing_rows=%" PRIu64 " get_direct_sg=%" PRIu64 " get_direct_sg_fallback=%" PRIu64
-               " get_direct_sg_avg_ns=%.1f get_direct_sg_wr=%" PRIu64 " handle_put_avg_ns=%.1f"
-               " handle_update_avg_ns=%.1f handle_command_avg_ns=%.1f complete_response_avg_ns=%.1f"
-               " poll_loop_avg_ns=%.1f poller_active=%" PRIu64 " poller_total_get=%" PRIu64
-               " poller_min_get=%" PRIu64 " poller_min_get_thread=%u poller_max_get=%" PRIu64
-               " poller_max_get_thread=%u\n",
-               s->h.shard_id, nt, s->fab->name, rs_rc_fake_get_name(s->o.fake_get),
-               d.scan_rounds, d.scanned_slots, d.ready_slots, d.not_ready_slots, d.zero_seq_ready,
-               d.duplicate_seq_ready, d.inflight_seq_ready, d.empty_scan_rounds,
-               100.0 * AVG(d.ready_slots, d.scanned_slots), 100.0 * AVG(ready_rounds, d.scan_rounds),
-               AVG(d.ready_slots, d.scan_rounds), d.max_ready_per_round, d.handled_get, d.handled_put,
-               d.handled_update, d.handled_command, d.invalid_descriptor, d.wrong_shard,
-               AVG(d.handle_get_ns, d.handled_get), AVG(d.get_batch_get_ns, d.handled_get - d.get_direct_sg),
-               AVG(d.get_index_lookup_ns, d.get_direct_sg + d.get_direct_sg_fallback), d.get_rows, d.get_value_bytes,
-               d.get_missing_rows, d.get_direct_sg, d.get_direct_sg_fallback, AVG(d.get_direct_sg_ns, d.get_direct_sg),
-               d.get_direct_sg_wr, AVG(d.handle_put_ns, d.handled_put), AVG(d.handle_update_ns, d.handled_update),
-               AVG(d.handle_command_ns, d.handled_command), AVG(d.complete_ns, d.complete_count),
-               AVG(d.poll_loop_ns, d.scan_rounds), active, total_get, min_get == UINT64_MAX ? 0 : min_get, min_t,
-               max_get, max_t);
-        printf("component=rdma_rc_transport_profile role=server transport=%s shard=%u complete_count=%" PRIu64
-               " response_payload_writes=%" PRIu64 " response_payload_sg_writes=%" PRIu64
-               " response_payload_sg_wrs=%" PRIu64 " response_status_writes=%" PRIu64
-               " response_payload_bytes=%" PRIu64 " complete_avg_ns=%.1f\n",
-               s->fab->name, s->h.shard_id, d.complete_count, d.response_payload_writes, d.response_payload_sg_writes,
-               d.response_payload_sg_wrs, d.response_status_writes, d.response_payload_bytes,
-               AVG(d.complete_ns, d.complete_count));
+        printf(
+            "component=rdma_rc_server_profile shard=%u threads=%u transport=%s fake_get_mode=%s"
+            " scan_rounds=%" PRIu64 " scanned_slots=%" PRIu64 " ready_slots=%" PRIu64
+            " not_ready_slots=%" PRIu64 " zero_seq_ready=%" PRIu64 " duplicate_seq_ready=%" PRIu64
+            " inflight_seq_ready=%" PRIu64 " empty_scan_rounds=%" PRIu64
+            " scan_hit_pct=%.3f ready_round_pct=%.3f avg_ready_per_round=%.3f"
+            " max_ready_per_round=%" PRIu64 " handled_get=%" PRIu64 " handled_put=%" PRIu64
+            " handled_update=%" PRIu64 " handled_command=%" PRIu64 " invalid_descriptor=%" PRIu64
+            " wrong_shard=%" PRIu64 " handle_get_avg_ns=%.1f get_batch_get_avg_ns=%.1f"
+            " get_index_lookup_avg_ns=%.1f get_rows=%" PRIu64 " get_value_bytes=%" PRIu64
+            " get_missing_rows=%" PRIu64 " get_direct_sg=%" PRIu64
+            " get_direct_sg_fallback=%" PRIu64
+            " get_direct_sg_avg_ns=%.1f get_direct_sg_wr=%" PRIu64 " handle_put_avg_ns=%.1f"
+            " handle_update_avg_ns=%.1f handle_command_avg_ns=%.1f complete_response_avg_ns=%.1f"
+            " poll_loop_avg_ns=%.1f poller_active=%" PRIu64 " poller_total_get=%" PRIu64
+            " poller_min_get=%" PRIu64 " poller_min_get_thread=%u poller_max_get=%" PRIu64
+            " poller_max_get_thread=%u\n",
+            s->h.shard_id, nt, s->fab->name, rs_rc_fake_get_name(s->o.fake_get), d.scan_rounds,
+            d.scanned_slots, d.ready_slots, d.not_ready_slots, d.zero_seq_ready,
+            d.duplicate_seq_ready, d.inflight_seq_ready, d.empty_scan_rounds,
+            100.0 * AVG(d.ready_slots, d.scanned_slots), 100.0 * AVG(ready_rounds, d.scan_rounds),
+            AVG(d.ready_slots, d.scan_rounds), d.max_ready_per_round, d.handled_get, d.handled_put,
+            d.handled_update, d.handled_command, d.invalid_descriptor, d.wrong_shard,
+            AVG(d.handle_get_ns, d.handled_get),
+            AVG(d.get_batch_get_ns, d.handled_get - d.get_direct_sg),
+            AVG(d.get_index_lookup_ns, d.get_direct_sg + d.get_direct_sg_fallback), d.get_rows,
+            d.get_value_bytes, d.get_missing_rows, d.get_direct_sg, d.get_direct_sg_fallback,
+            AVG(d.get_direct_sg_ns, d.get_direct_sg), d.get_direct_sg_wr,
+            AVG(d.handle_put_ns, d.handled_put), AVG(d.handle_update_ns, d.handled_update),
+            AVG(d.handle_command_ns, d.handled_command), AVG(d.complete_ns, d.complete_count),
+            AVG(d.poll_loop_ns, d.scan_rounds), active, total_get,
+            min_get == UINT64_MAX ? 0 : min_get, min_t, max_get, max_t);
+        printf("component=rdma_rc_transport_profile role=server transport=%s shard=%u "
+               "complete_count=%" PRIu64 " response_payload_writes=%" PRIu64
+               " response_payload_sg_writes=%" PRIu64 " response_payload_sg_wrs=%" PRIu64
+               " response_status_writes=%" PRIu64 " response_payload_bytes=%" PRIu64
+               " complete_avg_ns=%.1f\n",
+               s->fab->name, s->h.shard_id, d.complete_count, d.response_payload_writes,
+               d.response_payload_sg_writes, d.response_payload_sg_wrs, d.response_status_writes,
+               d.response_payload_bytes, AVG(d.complete_ns, d.complete_count));
         fflush(stdout);
         pthread_mutex_lock(&s->lock);
     }
@@ -958,17 +1077,22 @@ static void *prof_main(void *arg) {
     return NULL;
 }
 
-/* ---- lifecycle -------------------------------------------------------------------------------- */
+/* ---- lifecycle --------------------------------------------------------------------------------
+ */
 
-int rs_rc_server_start(const rs_rc_fabric_ops *fab, const char *host, uint16_t port, uint32_t num_threads,
-                       const rs_rc_options *opts, const rs_rc_handler *h, rs_rc_server **out, rs_error *err) {
-    if (num_threads == 0) num_threads = 1;
+int rs_rc_server_start(const rs_rc_fabric_ops *fab, const char *host, uint16_t port,
+                       uint32_t num_threads, const rs_rc_options *opts, const rs_rc_handler *h,
+                       rs_rc_server **out, rs_error *err) {
+    if (num_threads == 0)
+        num_threads = 1;
     if (num_threads + opts->get_workers > 64)
-        return rs_error_set(err, RS_EINVAL, "thread_num %u + get workers %u exceed 64", num_threads, opts->get_workers);
+        return rs_error_set(err, RS_EINVAL, "thread_num %u + get workers %u exceed 64", num_threads,
+                            opts->get_workers);
     if (h->value_size == 0 || !h->handle)
         return rs_error_set(err, RS_EINVAL, "RC server needs a fixed value_size and a handler");
     rs_rc_server *s = calloc(1, sizeof *s);
-    if (!s) return rs_error_set(err, RS_ENOMEM, "RC server: out of memory");
+    if (!s)
+        return rs_error_set(err, RS_ENOMEM, "RC server: out of memory");
     int rc;
     s->fab = fab;
     s->o = *opts;
@@ -980,17 +1104,24 @@ int rs_rc_server_start(const rs_rc_fabric_ops *fab, const char *host, uint16_t p
     pthread_cond_init(&s->cond, NULL);
     pthread_cond_init(&s->ack, NULL);
     pthread_cond_init(&s->tasks_cv, NULL);
-    rs_rc_fabric_config fc = {.device = opts->device[0] ? opts->device : NULL, .port = opts->ib_port,
-                              .gid_index = opts->gid_index, .max_send_wr = 0, .inline_bytes = opts->inline_bytes,
+    rs_rc_fabric_config fc = {.device = opts->device[0] ? opts->device : NULL,
+                              .port = opts->ib_port,
+                              .gid_index = opts->gid_index,
+                              .max_send_wr = 0,
+                              .inline_bytes = opts->inline_bytes,
                               .numa_node = opts->numa_node};
-    if ((rc = fab->open(&fc, &s->f, err))) goto fail;
+    if ((rc = fab->open(&fc, &s->f, err)))
+        goto fail;
     if (h->kv) {
         /* direct_sg sources are value-store rows anywhere in memory: register the whole address
-         * space (verbs: an implicit on-demand-paging MR). Without it direct_sg falls back to copy. */
+         * space (verbs: an implicit on-demand-paging MR). Without it direct_sg falls back to copy.
+         */
         rs_error e2 = {0};
-        if (fab->reg_local(s->f, NULL, SIZE_MAX, &s->kv_mr, &e2) == 0) s->kv_mr_ok = 1;
+        if (fab->reg_local(s->f, NULL, SIZE_MAX, &s->kv_mr, &e2) == 0)
+            s->kv_mr_ok = 1;
         else
-            fprintf(stderr, "component=rdma_rc_server event=direct_sg_unavailable shard=%u reason=\"%s\"\n",
+            fprintf(stderr,
+                    "component=rdma_rc_server event=direct_sg_unavailable shard=%u reason=\"%s\"\n",
                     h->shard_id, e2.msg);
     }
     s->pollers = calloc(num_threads, sizeof *s->pollers);
@@ -1006,7 +1137,8 @@ int rs_rc_server_start(const rs_rc_fabric_ops *fab, const char *host, uint16_t p
         rc = rs_error_errno(err, RS_EIO, errno, "RC server: pipe");
         goto fail;
     }
-    if ((rc = rs_rc_tcp_listen(host, port, &s->listen_fd, &s->port, err))) goto fail;
+    if ((rc = rs_rc_tcp_listen(host, port, &s->listen_fd, &s->port, err)))
+        goto fail;
     for (uint32_t i = 0; i < num_threads; i++) {
         poller *p = &s->pollers[i];
         p->s = s;
@@ -1046,7 +1178,9 @@ fail:
     return rc;
 }
 
-uint16_t rs_rc_server_port(const rs_rc_server *s) { return s->port; }
+uint16_t rs_rc_server_port(const rs_rc_server *s) {
+    return s->port;
+}
 
 void rs_rc_server_get_stats(rs_rc_server *s, rs_rc_server_stats *out) {
     memset(out, 0, sizeof *out);
@@ -1066,35 +1200,48 @@ void rs_rc_server_get_stats(rs_rc_server *s, rs_rc_server_stats *out) {
 }
 
 void rs_rc_server_stop(rs_rc_server *s) {
-    if (!s) return;
+    if (!s)
+        return;
     atomic_store(&s->stop, 1);
     pthread_mutex_lock(&s->lock);
     pthread_cond_broadcast(&s->cond);
     pthread_cond_broadcast(&s->tasks_cv);
     pthread_cond_broadcast(&s->ack);
     pthread_mutex_unlock(&s->lock);
-    if (s->wake[1] >= 0) (void)!write(s->wake[1], "x", 1);
-    if (s->prof_started) pthread_join(s->prof_th, NULL);
+    if (s->wake[1] >= 0)
+        (void)!write(s->wake[1], "x", 1);
+    if (s->prof_started)
+        pthread_join(s->prof_th, NULL);
     for (uint32_t i = 0; s->pollers && i < s->nthreads; i++)
-        if (s->pollers[i].started) pthread_join(s->pollers[i].th, NULL);
+        if (s->pollers[i].started)
+            pthread_join(s->pollers[i].th, NULL);
     for (uint32_t i = 0; s->workers && i < s->o.get_workers; i++)
-        if (s->workers[i].started) pthread_join(s->workers[i].th, NULL);
+        if (s->workers[i].started)
+            pthread_join(s->workers[i].th, NULL);
     /* pollers and workers are gone: the control thread may retire clients without waiting */
-    if (s->ctrl_started) pthread_join(s->ctrl_th, NULL);
-    if (s->listen_fd >= 0) close(s->listen_fd);
-    if (s->wake[0] >= 0) close(s->wake[0]);
-    if (s->wake[1] >= 0) close(s->wake[1]);
+    if (s->ctrl_started)
+        pthread_join(s->ctrl_th, NULL);
+    if (s->listen_fd >= 0)
+        close(s->listen_fd);
+    if (s->wake[0] >= 0)
+        close(s->wake[0]);
+    if (s->wake[1] >= 0)
+        close(s->wake[1]);
     if (s->pollers)
-        for (uint32_t i = 0; i < s->nthreads; i++) free(s->pollers[i].lanes);
+        for (uint32_t i = 0; i < s->nthreads; i++)
+            free(s->pollers[i].lanes);
     if (s->plist)
-        for (uint32_t i = 0; i < s->nthreads; i++) free(s->plist[i]);
+        for (uint32_t i = 0; i < s->nthreads; i++)
+            free(s->plist[i]);
     free(s->plist);
     free(s->plen);
     free(s->pcap);
     free(s->pollers);
     free(s->workers);
-    if (s->kv_mr_ok) s->fab->dereg_local(s->f, &s->kv_mr);
-    if (s->f) s->fab->close(s->f);
+    if (s->kv_mr_ok)
+        s->fab->dereg_local(s->f, &s->kv_mr);
+    if (s->f)
+        s->fab->close(s->f);
     pthread_mutex_destroy(&s->lock);
     pthread_cond_destroy(&s->cond);
     pthread_cond_destroy(&s->ack);
