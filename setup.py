@@ -24,9 +24,7 @@ class BuildCoreThenExt(build_ext):
                                      rsbuild.ROOT / "build" / f"core-{BUILD_TYPE.lower()}")
         for ext in self.extensions:
             ext.extra_objects = [str(lib)]
-            # build_ext relinks only when a source or a dependency is newer than the module:
-            # without this, a change in the C core alone left the old code in recbench/_*.so
-            ext.depends = list(ext.depends) + [str(lib)]
+            ext.depends = list(ext.depends or []) + [str(lib)]  # relink when the core changed
         super().run()
 
 

@@ -147,6 +147,7 @@ struct rs_rc_server {
     pthread_cond_t tasks_cv;
     _Atomic uint64_t gen;
     _Atomic int stop;
+    uint32_t pollers_ready; /* poll threads that printed their readiness line (under lock) */
     srv_client *clients;
     uint32_t next_client_id;
     srv_lane ***plist; /* per poller: lanes */
@@ -569,6 +570,10 @@ static void *poller_main(void *arg) {
            s->fab->name, s->h.shard_id, p->idx, core,
            s->o.poll_mode == RS_RC_POLL_BUSY ? "busy" : "adaptive");
     fflush(stdout);
+    pthread_mutex_lock(&s->lock);
+    s->pollers_ready++;
+    pthread_cond_broadcast(&s->ack);
+    pthread_mutex_unlock(&s->lock);
     rs_rc_backoff bo;
     rs_rc_backoff_init(&bo, s->o.poll_mode);
     int workers = s->o.get_workers > 0;
@@ -1184,6 +1189,13 @@ int rs_rc_server_start(const rs_rc_fabric_ops *fab, const char *host, uint16_t p
         }
         w->started = 1;
     }
+    /* readiness lines first, then the control plane: a client that reaches it finds every poller
+     * running, and a log reader sees one polling_thread_ready line per poll thread before the
+     * caller reports the server ready */
+    pthread_mutex_lock(&s->lock);
+    while (s->pollers_ready < num_threads)
+        pthread_cond_wait(&s->ack, &s->lock);
+    pthread_mutex_unlock(&s->lock);
     if (pthread_create(&s->ctrl_th, NULL, ctrl_main, s) != 0) {
         rc = rs_error_set(err, RS_ENOMEM, "RC server: cannot start the control plane thread");
         goto fail;
