@@ -14,6 +14,7 @@ use), the whole entry is the ssh target. IPv6 literals are written in brackets (
 endpoint. Every error names the offending entry.
 """
 
+import re
 from dataclasses import asdict, dataclass, field
 
 TRANSPORTS = ("RDMA", "GRPC", "BRPC", "SHM")
@@ -23,6 +24,10 @@ BRPC_SINGLE_SHARD_PORT = 15000
 BRPC_MULTI_SHARD_BASE_PORT = 25000
 RC_BASE_PORT = 25000
 RDMA_SSH_CONTROL_PLANE_PORT = 25100
+
+
+_NAME_RE = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]*\Z")  # host names, IPv4, ssh aliases, users
+_IPV6_RE = re.compile(r"[0-9A-Fa-f:.]+(%[A-Za-z0-9_.-]+)?\Z")  # inside brackets, optional %zone
 
 
 class TopologyError(ValueError):
@@ -123,7 +128,8 @@ def split_target(text, entry=None):
         user, host = text.rsplit("@", 1)
         if not user or not host:
             raise TopologyError(f"bad user@host {text!r} in topology entry {entry!r}")
-    if host.startswith("["):
+    bracketed = host.startswith("[")
+    if bracketed:
         if not host.endswith("]") or len(host) < 3:
             raise TopologyError(f"bad bracketed IPv6 host {host!r} in topology entry {entry!r}")
         host = host[1:-1]
@@ -132,6 +138,14 @@ def split_target(text, entry=None):
                             f"brackets, e.g. [{host}]")
     if any(c.isspace() for c in host) or "[" in host or "]" in host:
         raise TopologyError(f"bad host {host!r} in topology entry {entry!r}")
+    # hosts and users end up as ssh arguments: one starting with '-' would be taken as an ssh
+    # option (-oProxyCommand=... runs a command), control characters make unusable configs
+    if not (_IPV6_RE.match(host) if bracketed else _NAME_RE.match(host)):
+        raise TopologyError(f"bad host {host!r} in topology entry {entry!r}: use letters, digits, "
+                            "'.', '-' and '_' (not first), or a bracketed IPv6 address")
+    if user and not _NAME_RE.match(user):
+        raise TopologyError(f"bad user {user!r} in topology entry {entry!r}: use letters, digits, "
+                            "'.', '-' and '_' (not first)")
     ssh_host = f"{user}@{host}" if user else host
     return host, ssh_host
 
@@ -328,7 +342,10 @@ def parse_rdma_fabric_plan(text, node_ids):
 
 
 def fabric_node_ids(topo):
-    """Node ids of a topology: servers by server_index, then clients at S + client_index."""
+    """Node ids of a topology: servers 0..S-1 in server_index order, then clients at
+    S + client_index. (Servers are numbered by rank, not by their index: with a sparse
+    --server-plan such as "1:h:p:0", index 1 as a node id would collide with client 0.)"""
     n = len(topo.servers)
-    return ([("server", s.server_index, s.server_index) for s in topo.servers]
+    ranked = sorted(topo.servers, key=lambda s: s.server_index)
+    return ([("server", s.server_index, rank) for rank, s in enumerate(ranked)]
             + [("client", c.client_index, n + c.client_index) for c in topo.clients])
