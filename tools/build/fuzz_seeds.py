@@ -257,10 +257,34 @@ def grpc_seeds() -> dict[str, bytes]:
     }
 
 
+# ---- YCSB: property file | NUL | -p arguments, one per line --------------------------------------
+
+def ycsb_seeds() -> dict[str, bytes]:
+    root = Path(__file__).resolve().parents[2] / "recbench" / "workloads"
+    small = b"recordcount=1000\noperationcount=100\nthreadcount=2"
+    out = {}
+    for w in sorted(root.glob("workload[a-f]")):
+        out[w.name] = w.read_bytes() + b"\0" + small
+    out["hotspot"] = (b"requestdistribution=hotspot\nhotspotdatafraction=0.2\n"
+                      b"hotspotopnfraction=0.8\nreadproportion=1\n\0" + small)
+    out["latest-inserts"] = (b"requestdistribution=latest\ninsertproportion=0.5\n"
+                             b"readproportion=0.5\ninsertorder=ordered\nzeropadding=12\0" + small)
+    out["scan-zipfian"] = (b"scanproportion=1\nmaxscanlength=50\nminscanlength=5\n"
+                           b"scanlengthdistribution=zipfian\nfieldlengthdistribution=uniform\n"
+                           b"minfieldlength=3\nfieldlength=40\0" + small)
+    out["comments-colons"] = (b"# comment\n! also a comment\n\nrecordcount: 500\n"
+                              b"  readproportion = 0.9 \nupdateproportion=0.1\n\0"
+                              b"ycsb.batch=true\nycsb.batch_size=16\nmeasurementtype=hdrhistogram")
+    out["bad-value"] = b"recordcount=ten\0"
+    out["bad-arg"] = b"\0recordcount\nfieldcount=0"
+    return out
+
+
 def all_seeds() -> dict[str, dict[str, bytes]]:
     return {"fuzz_ps_codec": codec_seeds(), "fuzz_brpc_server": server_seeds(),
             "fuzz_brpc_client": client_seeds(), "fuzz_rc_slot": rc_slot_seeds(),
-            "fuzz_rc_ctrl": rc_ctrl_seeds(), "fuzz_grpc_message": grpc_seeds()}
+            "fuzz_rc_ctrl": rc_ctrl_seeds(), "fuzz_grpc_message": grpc_seeds(),
+            "fuzz_ycsb_props": ycsb_seeds()}
 
 
 def write_all(corpus: Path) -> list[Path]:
