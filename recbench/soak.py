@@ -29,6 +29,7 @@ import json
 import logging
 import os
 import queue
+import select
 import signal
 import subprocess
 import sys
@@ -42,6 +43,7 @@ from recbench import _ps, procfs
 from recbench.ps_client import PSClient
 
 log = logging.getLogger("recbench.soak")
+INTERRUPTED = threading.Event()  # SIGINT/SIGTERM: finish the current transport early, report
 
 VALUE_SIZE = 64
 DIM = VALUE_SIZE // 4
@@ -226,8 +228,13 @@ def _killer(transport, servers, stop: threading.Event, counters: Counters, every
         p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                              stdin=subprocess.DEVNULL, text=True, env=_child_env())
         try:
-            for line in p.stdout:  # PS_BENCHMARK_LOADED: load done, run phase starting
-                if line.startswith("PS_BENCHMARK_LOADED"):
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not stop.is_set():
+                # PS_BENCHMARK_LOADED: load done, run phase starting (bounded wait, stop-aware)
+                if not select.select([p.stdout], [], [], 0.5)[0]:
+                    continue
+                line = p.stdout.readline()
+                if not line or line.startswith("PS_BENCHMARK_LOADED"):
                     break
             stop.wait(0.5)  # let it run a little (no synchronisation depends on this)
         finally:
@@ -300,7 +307,7 @@ def soak_transport(transport: str, seconds: float, args, out=sys.stdout) -> dict
         samples.append(_sample(servers, t0))
         next_sample = time.monotonic() + args.sample_seconds
         end = t0 + seconds
-        while time.monotonic() < end:
+        while time.monotonic() < end and not INTERRUPTED.is_set():
             stop.wait(min(0.5, max(0.0, end - time.monotonic())))
             if time.monotonic() >= next_sample:
                 samples.append(_sample(servers, t0))
@@ -330,6 +337,8 @@ def soak_transport(transport: str, seconds: float, args, out=sys.stdout) -> dict
         for s in servers:
             s.stop()
         shutil_rmtree(locals().get("workdir"))
+    if INTERRUPTED.is_set():
+        result["interrupted_after_s"] = round(time.monotonic() - t0, 1)
     result["server_final"] = [s.final for s in servers]
     result["samples"] = samples
     if result["status"] == "ok" and (result["errors"] or not result["resources_freed"]):
@@ -409,8 +418,17 @@ def main(argv=None) -> int:
         print(f"soak_ps.py: error: unknown transport(s) {','.join(unknown)}; "
               f"this build knows {','.join(have)}", file=sys.stderr)
         return 2
+    def on_signal(signum, frame):
+        INTERRUPTED.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)
     results = []
     for name in names:
+        if INTERRUPTED.is_set():
+            results.append({"transport": name, "status": "skipped", "reason": "interrupted"})
+            print(result_line(results[-1]), flush=True)
+            continue
         if have[name] is not None:
             r = {"transport": name, "status": "skipped", "reason": have[name]}
         elif name == "rdma" and not _verbs_device():
