@@ -110,7 +110,10 @@ class Session:
                 self.hosts[key] = Host(None, repo=str(REPO_ROOT))
             else:
                 if self.ssh is None:
-                    self.ssh = Ssh(self.args.ssh_config or None, self.args.ssh_option)
+                    # a host cut off from the network must be reported within --cluster-timeout,
+                    # not after ssh's connect timeout (10 s) or the kernel's (minutes)
+                    self.ssh = Ssh(self.args.ssh_config or None, self.args.ssh_option,
+                                   connect_timeout=max(1, min(10, int(self.args.cluster_timeout))))
                 self.hosts[key] = Host(ssh_host, self.ssh, self.remote_repo,
                                        self.args.remote_container or None)
         return self.hosts[key]

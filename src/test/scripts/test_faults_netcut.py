@@ -7,14 +7,22 @@ on the client's side); the client's next request must fail with a timeout naming
 within its --timeout, and the server keeps running. Everything (processes, namespaces, veth) is
 removed at the end, also on failure.
 
+The runner (run_benchmark_ps.py, ssh backend) is run the same way in the client namespace
+against a server host whose packets are silently dropped (a blackhole route on the far side:
+ARP still answers, TCP never does): it must report that host with a timeout within
+--cluster-timeout (plus a bounded margin), write its summary files and leave nothing running.
+
 Needs root and iproute2 (`ip netns add`); skipped with the exact reason otherwise.
 """
 
+import csv
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
+import time
 import unittest
 
 from fault_support import host_transports
@@ -123,6 +131,39 @@ class NetworkCutTest(unittest.TestCase):
                 _ip("link", "set", self.veth_client, "up", ns=self.ns_client)
                 srv.stop()
                 self.assertEqual(srv.returncode, 0)
+
+    def test_runner_reports_a_cut_off_host_within_cluster_timeout(self):
+        # the far side drops everything it would send back to the client namespace
+        _ip("route", "add", "blackhole", f"{NET}.1/32", ns=self.ns_server)
+        cluster_timeout = 3
+        with tempfile.TemporaryDirectory() as d:
+            ssh_config = os.path.join(d, "ssh_config")
+            with open(ssh_config, "w") as f:
+                f.write("Host *\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n")
+            out = os.path.join(d, "results")
+            t0 = time.monotonic()
+            r = subprocess.run(
+                ["ip", "netns", "exec", self.ns_client, sys.executable,
+                 str(ROOT / "tools" / "benchmarks" / "run_benchmark_ps.py"),
+                 "--execution-backend", "ssh", "--ssh-config", ssh_config,
+                 "--transports", "brpc", "--server-plan", f"0:{NET}.2:25000:0",
+                 "--client-plan", f"0:{NET}.2", "--cluster-timeout", str(cluster_timeout),
+                 "--output-dir", out, "--allow-debug-build"],
+                capture_output=True, text=True, timeout=120, env=python_env(), cwd=str(ROOT))
+            elapsed = time.monotonic() - t0
+            self.assertNotEqual(r.returncode, 0, r.stdout + r.stderr)
+            with open(os.path.join(out, "summary.csv")) as f:
+                rows = list(csv.DictReader(f))
+            self.assertTrue(os.path.exists(os.path.join(out, "summary.md")))
+        self.assertEqual({row["status"] for row in rows}, {"preflight_failure"}, rows)
+        message = rows[0]["message"]
+        self.assertIn(f"{NET}.2", message)
+        self.assertRegex(message, r"(?i)timed out|timeout")
+        # ssh gives up after --cluster-timeout; the rest is process start-up and the reports
+        self.assertLess(elapsed, cluster_timeout + 6, f"runner took {elapsed:.1f}s")
+        leftovers = subprocess.run(["ip", "netns", "pids", self.ns_client], capture_output=True,
+                                   text=True).stdout.split()
+        self.assertEqual(leftovers, [], "processes left in the client namespace")
 
 
 if __name__ == "__main__":
