@@ -11,6 +11,10 @@ The C core is compiled with Debian's clang into build/fuzz/core with
 -fsanitize=fuzzer-no-link,address,undefined (same sources, defines and optional libraries as every
 other build, from rsbuild.py); each target is linked with -fsanitize=fuzzer,address,undefined.
 
+Python targets: tools/build/fuzz_<name>.py run under atheris (coverage-guided, libFuzzer flags);
+today fuzz_topology (the runner's plan strings). Without atheris they are skipped with that
+reason (the bounded grammar-based unittest src/test/scripts/test_fuzz_topology.py still runs).
+
 Corpora: csrc/fuzz/corpus/<target>/ is committed and holds the seeds and every regression input
 (files named crash-*/regress-* are inputs that once crashed a target). `smoke` replays every
 committed input once, then fuzzes each target for a few seconds into a throw-away directory.
@@ -53,8 +57,16 @@ def _clang() -> str:
     sys.exit("[fuzz] clang not found: install Debian's clang and libclang-rt-14-dev (make deps)")
 
 
+PY_TARGETS = {"fuzz_topology": rsbuild.ROOT / "tools" / "build" / "fuzz_topology.py"}
+
+
 def targets() -> list[str]:
-    return sorted(p.stem for p in FUZZ_SRC.glob("fuzz_*.c"))
+    return sorted([p.stem for p in FUZZ_SRC.glob("fuzz_*.c")] + list(PY_TARGETS))
+
+
+def _atheris_missing() -> str | None:
+    r = subprocess.run([sys.executable, "-c", "import atheris"], capture_output=True, text=True)
+    return None if r.returncode == 0 else "atheris is not installed (pip install atheris)"
 
 
 def _target_needs(src: Path) -> list[str]:
@@ -63,6 +75,10 @@ def _target_needs(src: Path) -> list[str]:
         if "fuzz-requires:" in line:
             return [x.strip() for x in line.split("fuzz-requires:", 1)[1].split(",") if x.strip()]
     return []
+
+
+def _cmd(exe: Path) -> list[str]:
+    return [sys.executable, str(exe)] if exe.suffix == ".py" else [str(exe)]
 
 
 def build(names: list[str], verbose: bool = False) -> dict[str, Path]:
@@ -79,6 +95,13 @@ def build(names: list[str], verbose: bool = False) -> dict[str, Path]:
         inc += f["cflags"]
     exes = {}
     for name in names:
+        if name in PY_TARGETS:
+            why = _atheris_missing()
+            if why:
+                print(f"[fuzz] {name}: skipped: {why}", flush=True)
+            else:
+                exes[name] = PY_TARGETS[name]
+            continue
         src = FUZZ_SRC / f"{name}.c"
         missing = [f for f in _target_needs(src) if f not in features]
         if missing:
@@ -129,7 +152,7 @@ def replay(name: str, exe: Path) -> bool:
     ok = True
     for i in range(0, len(inputs), 200):  # keep command lines short
         chunk = inputs[i:i + 200]
-        r = subprocess.run([str(exe)] + RUN_OPTS + [str(p) for p in chunk], capture_output=True,
+        r = subprocess.run(_cmd(exe) + RUN_OPTS + [str(p) for p in chunk], capture_output=True,
                            text=True, env=_env())
         if r.returncode != 0:
             print(f"[fuzz] {name}: replay FAILED (exit {r.returncode})\n{r.stderr[-6000:]}", flush=True)
@@ -147,7 +170,7 @@ def fuzz(name: str, exe: Path, seconds: int, workdir: Path) -> bool:
     artifacts.mkdir(parents=True)
     seeds = CORPUS / name
     seeds.mkdir(parents=True, exist_ok=True)
-    cmd = [str(exe)] + RUN_OPTS + [f"-max_total_time={seconds}", f"-artifact_prefix={artifacts}/",
+    cmd = _cmd(exe) + RUN_OPTS + [f"-max_total_time={seconds}", f"-artifact_prefix={artifacts}/",
                                    str(workdir), str(seeds)]
     r = subprocess.run(cmd, capture_output=True, text=True, env=_env())
     stats = [ln for ln in r.stderr.splitlines() if ln.startswith("#") and ("DONE" in ln or "pulse" in ln)]
@@ -190,7 +213,8 @@ def main() -> int:
         return 1
     if args.command == "build":
         for n, exe in exes.items():
-            print(f"[fuzz] built {exe.relative_to(rsbuild.ROOT)}")
+            print(f"[fuzz] {'ready' if exe.suffix == '.py' else 'built'} "
+                  f"{exe.relative_to(rsbuild.ROOT)}")
         return 0
     ok = True
     if args.command == "smoke":

@@ -280,11 +280,26 @@ def ycsb_seeds() -> dict[str, bytes]:
     return out
 
 
+# ---- runner plan strings (atheris: selector byte, then UTF-8-ish text) ---------------------------
+
+def topology_seeds() -> dict[str, bytes]:
+    plans = {
+        "server-plan": "0:127.0.0.1:25000:0,1:user@10.0.0.2:25001:1",
+        "server-plan-ipv6": "0:u@[::1]:25000:0,1:[fe80::1%eth0]:25001:1",
+        "client-plan": "0:host-a,1:host-a,2:user@host-b",
+        "simple-list": "10.0.0.1,10.0.0.2",
+        "fabric": "0:mlx5_0:1:3:ib,1:mlx5_1:1:3:rocev2:64:0:0",
+        "transports": "grpc,brpc,shm,rdma",
+        "sparse": "1:10.0.0.1:25000:0",
+    }
+    return {k: bytes([0]) + v.encode() for k, v in plans.items()}
+
+
 def all_seeds() -> dict[str, dict[str, bytes]]:
     return {"fuzz_ps_codec": codec_seeds(), "fuzz_brpc_server": server_seeds(),
             "fuzz_brpc_client": client_seeds(), "fuzz_rc_slot": rc_slot_seeds(),
             "fuzz_rc_ctrl": rc_ctrl_seeds(), "fuzz_grpc_message": grpc_seeds(),
-            "fuzz_ycsb_props": ycsb_seeds()}
+            "fuzz_ycsb_props": ycsb_seeds(), "fuzz_topology": topology_seeds()}
 
 
 def write_all(corpus: Path) -> list[Path]:
