@@ -249,6 +249,21 @@ class TestLocalSmoke(RunnerCase):
         self.assertEqual([r["status"] for r in rows], ["skipped"])
         self.assertIn("no RDMA verbs device", rows[0]["message"])
 
+    def test_client_exit_77_is_a_skip(self):
+        client = write_script(Path(self.tmp, "skipping_client.py"),
+                              "import os, sys\nif '--help' in sys.argv:\n"
+                              "    os.execv(sys.executable, [sys.executable, '-m', 'recbench.ps_bench', '--help'])\n"
+                              "sys.stderr.write('recbench-ps-bench: skipped: no device\\n'); sys.exit(77)\n")
+        port = self.port()
+        res = run_runner(SMALL + ["--transports", "brpc", "--server-plan", f"0:127.0.0.1:{port}:0",
+                                  "--benchmark-binary", client, "--output-dir", self.out])
+        self.assertEqual(res.returncode, 0, res.stderr[-2000:])
+        rows, _ = self.assert_outputs()
+        self.assertEqual([(r["status"], r["client_index"]) for r in rows], [("skipped", "0")])
+        self.assertIn("code 77", rows[0]["message"])
+        self.assertIn("no device", rows[0]["message"])
+        self.assert_no_leftovers()
+
     def test_port_in_use_is_a_preflight_failure(self):
         import socket
 
