@@ -213,7 +213,11 @@ class TestLocalSmoke(RunnerCase):
             self.assertIn(f"port={(p0, p1)[k]}", log)
         cfg = json.loads(Path(self.out, "configs", f"{transport}_repeat_0.json").read_text())
         self.assertEqual([s["port"] for s in cfg["distributed_client"]["servers"]], [p0, p1])
-        self.assert_no_leftovers()
+        run = self.assert_no_leftovers()
+        paths = [a for c in run["cases"][0]["commands"] if c["name"].startswith("server")
+                 for a in c["argv"] if a.startswith("--data_path=")]
+        self.assertEqual(len(set(paths)), 2)  # shard servers never share a data directory
+        self.assertFalse(Path(self.out, "data", f"{transport}_repeat_0").exists())  # scratch
 
     @unittest.skipUnless("shm" in built_transports(), "this build has no shm transport")
     def test_rc_options_reach_shm_and_bad_ones_fail_loudly(self):
