@@ -801,11 +801,28 @@ def run(args, argv):
             return 2
         plan = [(t, r) for t in args.transport_list for r in range(args.repeat)]
         try:
-            session.preflight_hosts(topologies)
+            try:
+                session.preflight_hosts(topologies)
+            except Exception as exc:  # a broken host answer must not lose the reports
+                log.exception("preflight")
+                for label in set(session.hosts) | {"local"}:
+                    session.host_problems.setdefault(label, []).append(
+                        f"preflight error: {type(exc).__name__}: {exc}")
             for n, (transport, repeat) in enumerate(plan, 1):
                 t0 = time.monotonic()
                 topo = topologies[transport]
-                rows, server_cpu = session.run_case(transport, repeat, topo)
+                n_cases = len(session.cases)
+                try:
+                    rows, server_cpu = session.run_case(transport, repeat, topo)
+                except Exception as exc:  # a runner bug in one case: record it, go on
+                    log.exception("%s repeat %s", transport, repeat)
+                    del session.cases[n_cases:]
+                    session.cases.append({"transport": transport, "repeat_index": repeat,
+                                          "topology": topo.to_dict(), "status": "startup_failure"})
+                    rows = [results.failure_row(session.base_row(transport, repeat, topo),
+                                                "startup_failure",
+                                                f"runner error: {type(exc).__name__}: {exc}")]
+                    server_cpu = None
                 session.rows += rows
                 status = session.cases[-1].get("status", "?")
                 session.case_cpu.append((transport, repeat, server_cpu, status))
