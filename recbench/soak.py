@@ -68,7 +68,7 @@ class ShardServer:
         self.final: dict = {}
         self.stderr: list[str] = []
 
-    def start(self, timeout: float = 60) -> "ShardServer":
+    def start(self, timeout: float = 60) -> ShardServer:
         self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      stdin=subprocess.DEVNULL, text=True, env=_child_env())
         lines: queue.Queue = queue.Queue()

@@ -35,7 +35,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import rsbuild  # noqa: E402
+import rsbuild
 
 FUZZ_SRC = rsbuild.ROOT / "csrc" / "fuzz"
 CORPUS = FUZZ_SRC / "corpus"

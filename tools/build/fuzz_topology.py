@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from recbench import topology  # noqa: E402
+from recbench import topology
 
 # messages about a whole list rather than one entry
 GLOBAL_PHRASES = ("--server-shard-ips is empty", "--client-ips is empty", "no transport given",

@@ -13,8 +13,9 @@ import sys
 import threading
 import time
 
-from recbench import _ps
 from ps_testlib import ROOT, python_env
+
+from recbench import _ps
 
 # Transports whose server runs on this host without hardware (rdma needs a verbs device).
 HOST_TRANSPORTS = ("brpc", "grpc", "shm")
@@ -63,7 +64,7 @@ class BenchProcess:
         if q is not None:
             q.put(None)
 
-    def start(self, timeout: float = 60) -> "BenchProcess":
+    def start(self, timeout: float = 60) -> BenchProcess:
         self.proc = subprocess.Popen(self.args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, env=python_env(),
                                      cwd=str(ROOT))

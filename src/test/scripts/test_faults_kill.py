@@ -14,11 +14,11 @@ import tempfile
 import unittest
 
 import numpy as np
+from fault_support import BenchProcess, host_transports, wait_until
+from ps_testlib import PSServerProcess
 
 import recbench
 from recbench import errors, procfs
-from fault_support import BenchProcess, host_transports, wait_until
-from ps_testlib import PSServerProcess
 
 VS = 64
 
@@ -51,7 +51,7 @@ class ServerKilledTest(unittest.TestCase):
                     idle.put(keys, rows_for(keys))
                     bench = BenchProcess(srv, d, seconds=120).start()
                     bench.go()
-                    wait_until(lambda: run_started(idle), 30, "the run phase to reach the server")
+                    wait_until(lambda c=idle: run_started(c), 30, "the run phase to reach the server")
                     server_pid = srv.pid
                     os.kill(server_pid, signal.SIGKILL)
                     srv.stop()
@@ -59,8 +59,8 @@ class ServerKilledTest(unittest.TestCase):
                     rc = bench.wait(timeout=30)
                     err = "\n".join(bench.stderr)
                     self.assertEqual(rc, 1, err)
-                    self.assertRegex(err, r"error: .*127\.0\.0\.1:(%s)" %
-                                     "|".join(str(p) for p in srv.ports))
+                    ports = "|".join(str(p) for p in srv.ports)
+                    self.assertRegex(err, rf"error: .*127\.0\.0\.1:({ports})")
                     self.assertFalse(any("phase=run" in ln for ln in bench.stdout))
                     with self.assertRaises(errors.RecbenchError) as cm:
                         idle.get(keys)
@@ -90,16 +90,16 @@ class ClientKilledTest(unittest.TestCase):
                     bench = BenchProcess(srv, d, seconds=120, threads=2, depth=4).start()
                     try:
                         bench.go()
-                        wait_until(lambda: run_started(other), 30, "the run phase to start")
+                        wait_until(lambda c=other: run_started(c), 30, "the run phase to start")
                         self.assertGreater(procfs.open_fds(srv.pid), fds0)  # the bench's sockets
                         if t == "shm":
                             self.assertGreater(procfs.shm_mappings(srv.pid), maps0)
                     finally:
                         bench.kill()
                     self.assertEqual(bench.proc.returncode, -signal.SIGKILL)
-                    wait_until(lambda: procfs.open_fds(srv.pid) == fds0, 20,
+                    wait_until(lambda p=srv.pid, n=fds0: procfs.open_fds(p) == n, 20,
                                "the server to close the dead client's sockets")
-                    wait_until(lambda: procfs.shm_mappings(srv.pid) == maps0, 20,
+                    wait_until(lambda p=srv.pid, n=maps0: procfs.shm_mappings(p) == n, 20,
                                "the server to unmap the dead client's lanes")
                     np.testing.assert_array_equal(other.get(keys), rows_for(keys))
                     other.update(keys[:10], np.ones((10, VS // 4), np.float32))

@@ -15,6 +15,8 @@ ARP still answers, TCP never does): it must report that host with a timeout with
 Needs root and iproute2 (`ip netns add`); skipped with the exact reason otherwise.
 """
 
+from __future__ import annotations
+
 import csv
 import os
 import shutil
@@ -26,7 +28,7 @@ import time
 import unittest
 
 from fault_support import host_transports
-from ps_testlib import PSServerProcess, ROOT, python_env
+from ps_testlib import ROOT, PSServerProcess, python_env
 
 NET = "10.231.7"
 
@@ -60,7 +62,7 @@ def _netns_unavailable() -> str | None:
     if not shutil.which("ip"):
         return "iproute2 ('ip') is not installed"
     if os.geteuid() != 0:
-        return "creating network namespaces needs root (this test runs as uid %d)" % os.geteuid()
+        return f"creating network namespaces needs root (this test runs as uid {os.geteuid()})"
     probe = f"rsprobe{os.getpid()}"
     r = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
     if r.returncode != 0:
@@ -124,8 +126,8 @@ class NetworkCutTest(unittest.TestCase):
                         client.communicate()
                 self.assertEqual(client.returncode, 3, out + err)
                 last = out.strip().splitlines()[-1]
-                self.assertRegex(last, r"^error (Timeout|ConnectionFailed): .*%s\.2:%d" %
-                                 (NET.replace(".", r"\."), srv.ports[0]))
+                net = NET.replace(".", r"\.")
+                self.assertRegex(last, rf"^error (Timeout|ConnectionFailed): .*{net}\.2:{srv.ports[0]}")
                 self.assertIn("Timeout", last.split(":")[0])
                 self.assertIsNone(srv.proc.poll(), "the server died with the link")
                 _ip("link", "set", self.veth_client, "up", ns=self.ns_client)

@@ -19,11 +19,11 @@ import struct
 import unittest
 
 import numpy as np
+from fault_support import wait_until
+from ps_testlib import PSServerProcess, require_transport
 
 import recbench
 from recbench import procfs
-from fault_support import wait_until
-from ps_testlib import PSServerProcess, require_transport
 
 VS = 512
 BATCH = 500

@@ -14,9 +14,9 @@ import unittest
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tools" / "build"))
-import fuzz_topology  # noqa: E402
+import fuzz_topology
 
-from recbench import topology  # noqa: E402
+from recbench import topology
 
 INDICES = ["0", "1", "2", "7", "-1", "01", "x", "", "99999999999999999999", " 3", "1_0", "٣"]
 HOSTS = ["127.0.0.1", "10.0.0.2", "host-a", "node_1.example", "user@host", "u@10.1.1.1",

@@ -18,15 +18,14 @@ import socket
 import struct
 import subprocess
 import sys
-import time
 import unittest
 
 import numpy as np
+from fault_support import host_transports, wait_until
+from ps_testlib import ROOT, PSServerProcess, python_env
 
 import recbench
 from recbench import errors
-from fault_support import host_transports, wait_until
-from ps_testlib import PSServerProcess, ROOT, python_env
 
 VS = 64
 
@@ -80,7 +79,7 @@ class MaxConnectionsTest(unittest.TestCase):
                 held = [socket.create_connection(("127.0.0.1", srv.ports[0])) for _ in range(2)]
                 extra = socket.create_connection(("127.0.0.1", srv.ports[0]))
                 try:
-                    wait_until(lambda: closed_by_server(extra), 10,
+                    wait_until(lambda s=extra: closed_by_server(s), 10,
                                "the server to close the connection over max_connections")
                     self.assertFalse(any(closed_by_server(s) for s in held))
                     np.testing.assert_array_equal(client.get(keys),
@@ -122,7 +121,7 @@ class OutOfDescriptorsTest(unittest.TestCase):
                                                               timeout=5))
                     # at most ~55 fit in 64 descriptors; every other one must be closed, not
                     # left waiting in the backlog with the listening socket readable
-                    wait_until(lambda: sum(closed_by_server(s) for s in socks) >= 100 - 56, 20,
+                    wait_until(lambda ss=socks: sum(closed_by_server(s) for s in ss) >= 100 - 56, 20,
                                "the server to shed connections beyond its descriptor limit")
                 finally:
                     for s in socks:
