@@ -104,18 +104,6 @@ struct rs_grpc_server {
     rs_eventual shutdown_done;
 };
 
-/* A slot travels from the thread that arms it to the worker that gets its completion through
- * gRPC's completion queue, whose locking ThreadSanitizer cannot see (libgrpc is not instrumented):
- * under TSan, tell it about that hand-off so `make tsan` checks the slot's real accesses. */
-#if defined(__SANITIZE_THREAD__)
-#include <sanitizer/tsan_interface.h>
-#define SLOT_HANDOFF(p) __tsan_release(p)
-#define SLOT_RECEIVED(p) __tsan_acquire(p)
-#else
-#define SLOT_HANDOFF(p) ((void)(p))
-#define SLOT_RECEIVED(p) ((void)(p))
-#endif
-
 /* ---- serving ------------------------------------------------------------------------------- */
 
 static void slot_arm(rs_grpc_slot *sl) {
@@ -123,7 +111,6 @@ static void slot_arm(rs_grpc_slot *sl) {
     rs_grpc_server *srv = w->srv;
     grpc_call_error ce;
     sl->state = SLOT_REQUESTED;
-    SLOT_HANDOFF(sl);
     if (sl->method == RS_GRPC_SLOT_UNKNOWN)
         ce = grpc_server_request_call(srv->server, &sl->call, &sl->details, &sl->md, w->cq, w->cq,
                                       sl);
@@ -270,7 +257,6 @@ static void slot_serve(rs_grpc_slot *sl) {
     sl->cancel_sent = 0;
     sl->reply_start_ns = rs_now_ns();
     w->replying++;
-    SLOT_HANDOFF(sl);
     if (grpc_call_start_batch(sl->call, ops, n, sl, NULL) != GRPC_CALL_OK)
         slot_finish(sl);
 }
@@ -309,12 +295,13 @@ static gpr_timespec worker_deadline(rs_grpc_worker *w) {
 static void *worker_main(void *arg) {
     rs_grpc_worker *w = arg;
     rs_grpc_server *srv = w->srv;
+    /* a worker arms its own slots, so a slot is only ever touched by this thread */
+    for (size_t j = 0; j < w->nslots; j++)
+        slot_arm(&w->slots[j]);
     for (;;) {
         grpc_event ev = grpc_completion_queue_next(w->cq, worker_deadline(w), NULL);
         if (ev.type == GRPC_QUEUE_SHUTDOWN)
             break;
-        if (ev.type == GRPC_OP_COMPLETE)
-            SLOT_RECEIVED(ev.tag);
         if (ev.type != GRPC_OP_COMPLETE)
             continue;
         if (ev.tag == &srv->shutdown_tag) {
@@ -488,15 +475,11 @@ static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, 
         int prc = pthread_create(&w->thread, NULL, worker_main, w);
         if (prc != 0) {
             rs_error_errno(err, RS_EIO, prc, "grpc server: cannot start worker thread %u", i);
-            rs_grpc_srv_stop(srv); /* no call is armed yet: stop only shuts down and joins */
+            rs_grpc_srv_stop(srv); /* the running workers' armed calls fail at shutdown */
             return RS_EIO;
         }
         w->thread_started = 1;
     }
-    /* calls that arrived meanwhile waited in gRPC's queue; CQs are thread-safe to arm from here */
-    for (unsigned i = 0; i < nthreads; i++)
-        for (size_t j = 0; j < srv->workers[i].nslots; j++)
-            slot_arm(&srv->workers[i].slots[j]);
     *state = srv;
     return 0;
 
@@ -544,7 +527,8 @@ static void rs_grpc_srv_stop(void *state) {
     if (srv->workers[0].thread_started) {
         rs_eventual_wait(&srv->shutdown_done, RS_WAIT_BLOCK, UINT64_MAX, NULL);
     } else {
-        /* start() failed to create worker 0 (so no call was armed): take the notification here */
+        /* start() failed to create worker 0 (no worker runs, no call is armed): take the
+         * notification here */
         grpc_event ev;
         do
             ev = grpc_completion_queue_next(srv->workers[0].cq, gpr_inf_future(GPR_CLOCK_REALTIME),
