@@ -84,7 +84,7 @@ class NetworkCutTest(unittest.TestCase):
         self.veth_client, self.veth_server = f"rsc{tag}", f"rss{tag}"
         for ns in (self.ns_client, self.ns_server):
             subprocess.run(["ip", "netns", "add", ns], check=True, capture_output=True)
-            self.addCleanup(subprocess.run, ["ip", "netns", "del", ns], capture_output=True)
+            self.addCleanup(self._remove_namespace, ns)
         # the pair is created directly inside the two namespaces: the host's links are untouched
         _ip("link", "add", self.veth_client, "netns", self.ns_client, "type", "veth", "peer",
             "name", self.veth_server, "netns", self.ns_server)
@@ -93,6 +93,26 @@ class NetworkCutTest(unittest.TestCase):
             _ip("addr", "add", addr, "dev", dev, ns=ns)
             _ip("link", "set", dev, "up", ns=ns)
             _ip("link", "set", "lo", "up", ns=ns)
+
+    def _remove_namespace(self, ns):
+        """Delete the namespace; anything still running in it 5 s after the test (every process
+        the test started has been stopped and reaped by then) is killed by PID and reported."""
+        def pids_in_ns():
+            return subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True,
+                                  check=False).stdout.split()
+
+        deadline = time.monotonic() + 5
+        pids = pids_in_ns()
+        while pids and time.monotonic() < deadline:
+            time.sleep(0.1)  # processes that are just exiting
+            pids = pids_in_ns()
+        for pid in pids:
+            try:
+                os.kill(int(pid), 9)
+            except ProcessLookupError:
+                pass
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
+        self.assertEqual(pids, [], f"processes left in namespace {ns}: {pids}")
 
     def _server(self, transport):
         srv = PSServerProcess(transport, value_size=64, extra_args=["--host", f"{NET}.2"])
