@@ -11,7 +11,10 @@ Cases, each measured in the same run, `--repeats` times, interleaved so machine 
 For the PS cases the server's CPU seconds are read from /proc over the client's run phase only
 (the client waits at its load barrier until told ``go``). Results: one table on stdout (median
 M keys/s, ratio to storage and to brpc, client and server CPU-s), and a JSON list with
-``--json``. Benchmarks are noisy on a shared machine: compare ratios within one run.
+``--json``. Benchmarks are noisy on a shared machine: compare ratios within one run. The last
+columns, keys per CPU-second of client + server and of the server alone (storage: its one
+thread), are the cost view: they stay meaningful when the machine is oversubscribed and wall-clock
+rates are not.
 """
 
 from __future__ import annotations
@@ -170,14 +173,20 @@ def main(argv=None) -> int:
     med = {c: statistics.median(r["keys_per_sec"] for r in rows if r["case"] == c) for c in names}
     print(f"GET {a.batch_keys} x {a.value_size} B, {a.index_type}, {a.record_count} records, 1 server poll thread, "
           f"1 client thread, depth {a.prefetch_depth}, {a.running_seconds}s x {a.repeats} (median)")
-    print(f"{'case':<14}{'M keys/s':>10}{'vs storage':>12}{'vs brpc':>9}{'client CPU-s':>14}{'server CPU-s':>14}")
+    print(f"{'case':<14}{'M keys/s':>10}{'vs storage':>12}{'vs brpc':>9}{'client CPU-s':>14}{'server CPU-s':>14}"
+          f"{'M keys/CPU-s':>14}{'server-only':>13}")
     for c in names:
         rs = [r for r in rows if r["case"] == c]
         vs_st = f"{med[c] / med['storage'] * 100:.0f}%" if "storage" in med else "-"
         vs_b = f"{med[c] / med['brpc']:.2f}x" if "brpc" in med else "-"
         ccpu = statistics.median(r["client_cpu_s"] for r in rs)
         scpu = statistics.median(r["server_cpu_s"] for r in rs)
-        print(f"{c:<14}{med[c] / 1e6:>10.3f}{vs_st:>12}{vs_b:>9}{ccpu:>14.2f}{scpu:>14.2f}")
+        eff = statistics.median(r["keys_per_sec"] * a.running_seconds / max(r["client_cpu_s"] + r["server_cpu_s"], 1e-9)
+                                for r in rs)
+        srv_eff = statistics.median(r["keys_per_sec"] * a.running_seconds / max(r["server_cpu_s"] or r["client_cpu_s"], 1e-9)
+                                    for r in rs)
+        print(f"{c:<14}{med[c] / 1e6:>10.3f}{vs_st:>12}{vs_b:>9}{ccpu:>14.2f}{scpu:>14.2f}{eff / 1e6:>14.2f}"
+              f"{srv_eff / 1e6:>13.2f}")
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=1))
     return 0

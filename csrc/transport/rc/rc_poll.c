@@ -20,7 +20,7 @@
 #endif
 
 #define RS_RC_SPIN_ROUNDS  2000u
-#define RS_RC_YIELD_ROUNDS 2000u
+#define RS_RC_YIELD_ROUNDS 256u
 #define RS_RC_NAP_MIN_NS   2000ull
 #define RS_RC_NAP_MAX_NS   1000000ull
 
@@ -40,11 +40,11 @@ void rs_rc_backoff_init(rs_rc_backoff *b, rs_rc_poll_mode mode) {
 }
 
 void rs_rc_backoff_idle(rs_rc_backoff *b) {
+    uint32_t r = b->idle_rounds < UINT32_MAX ? ++b->idle_rounds : b->idle_rounds;
     if (b->mode == RS_RC_POLL_BUSY) {
         cpu_relax();
         return;
     }
-    uint32_t r = b->idle_rounds < UINT32_MAX ? ++b->idle_rounds : b->idle_rounds;
     if (r <= RS_RC_SPIN_ROUNDS) {
         cpu_relax();
     } else if (r <= RS_RC_SPIN_ROUNDS + RS_RC_YIELD_ROUNDS) {

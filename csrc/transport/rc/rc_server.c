@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "recstore/clock.h"
@@ -145,6 +146,7 @@ struct rs_rc_server {
     pthread_cond_t tasks_cv;
     _Atomic uint64_t gen;
     _Atomic int stop;
+    uint32_t pollers_ready; /* poll threads that printed their readiness line (under lock) */
     srv_client *clients;
     uint32_t next_client_id;
     srv_lane ***plist; /* per poller: lanes */
@@ -567,6 +569,10 @@ static void *poller_main(void *arg) {
            s->fab->name, s->h.shard_id, p->idx, core,
            s->o.poll_mode == RS_RC_POLL_BUSY ? "busy" : "adaptive");
     fflush(stdout);
+    pthread_mutex_lock(&s->lock);
+    s->pollers_ready++;
+    pthread_cond_broadcast(&s->ack);
+    pthread_mutex_unlock(&s->lock);
     rs_rc_backoff bo;
     rs_rc_backoff_init(&bo, s->o.poll_mode);
     int workers = s->o.get_workers > 0;
@@ -925,6 +931,11 @@ static void *ctrl_main(void *arg) {
         if (pf[0].revents & POLLIN) {
             int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
             if (fd >= 0) {
+                /* this thread serves every control connection: a peer that stops reading must
+                 * not block it (and every other client's attach) in send() for longer than this */
+                struct timeval tv = {.tv_sec = CTRL_MSG_TIMEOUT_MS / 1000,
+                                     .tv_usec = (CTRL_MSG_TIMEOUT_MS % 1000) * 1000};
+                setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
                 srv_client *c = calloc(1, sizeof *c);
                 if (!c) {
                     close(fd);
@@ -1159,6 +1170,13 @@ int rs_rc_server_start(const rs_rc_fabric_ops *fab, const char *host, uint16_t p
         }
         w->started = 1;
     }
+    /* readiness lines first, then the control plane: a client that reaches it finds every poller
+     * running, and a log reader sees one polling_thread_ready line per poll thread before the
+     * caller reports the server ready */
+    pthread_mutex_lock(&s->lock);
+    while (s->pollers_ready < num_threads)
+        pthread_cond_wait(&s->ack, &s->lock);
+    pthread_mutex_unlock(&s->lock);
     if (pthread_create(&s->ctrl_th, NULL, ctrl_main, s) != 0) {
         rc = rs_error_set(err, RS_ENOMEM, "RC server: cannot start the control plane thread");
         goto fail;

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ps_testlib import PSServerProcess, python_env, require_transport  # noqa: E402
 
 import recbench  # noqa: E402
-from recbench import _ps, errors, rc_options  # noqa: E402
+from recbench import _ps, rc_options  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
 SMALL = "qps_per_client_per_shard=2;request_slot_bytes=1048576;response_slot_bytes=1048576"
@@ -219,6 +219,24 @@ class ShmEndToEndTest(unittest.TestCase):
         finally:
             srv.stop()
         self.assertEqual(shm_names(os.getpid()), [])
+
+    def test_poll_threads_report_ready_and_bind_cores(self):
+        ncpu = os.cpu_count() or 1
+        with PSServerProcess("shm", num_shards=1, value_size=64,
+                             extra_args=["--thread_num", "2", "--bind_core_offset", "0",
+                                         "--bind_core_stride", "1", "--poll_mode", "busy"]) as srv:
+            ready = [x for x in srv.stdout_lines if "component=rdma_server event=polling_thread_ready" in x]
+            self.assertEqual(len(ready), 2, srv.stdout_lines)
+            cores = sorted(int(x.split("core=")[1].split()[0]) for x in ready)
+            self.assertEqual(cores, sorted({0 % ncpu, 1 % ncpu}) if ncpu > 1 else [0, 0])
+            self.assertTrue(all("poll_mode=busy" in x for x in ready))
+
+    def test_rc_flags_refused_for_other_transports(self):
+        r = subprocess.run([sys.executable, "-m", "recbench.ps_server", "--transport", "brpc",
+                            "--port", "0", "--poll_mode", "busy"], capture_output=True, text=True,
+                           env=python_env(), cwd=str(ROOT), timeout=60)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--poll_mode", r.stderr)
 
     def test_idle_server_uses_almost_no_cpu(self):
         with PSServerProcess("shm", num_shards=1, value_size=64,
