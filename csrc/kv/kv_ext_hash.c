@@ -295,8 +295,8 @@ static int eh_acquire(void *ix, uint64_t key, int create, uint64_t new_word, rs_
         }
         if (b->used != EH_FULL) {
             unsigned j = (unsigned)__builtin_ctz(~(unsigned)b->used);
-            b->keys[j] = key;
-            b->words[j] = new_word;
+            __atomic_store_n(&b->keys[j], key, __ATOMIC_RELAXED);
+            __atomic_store_n(&b->words[j], new_word, __ATOMIC_RELAXED);
             __atomic_store_n(&b->used, (uint16_t)(b->used | (1u << j)), __ATOMIC_RELEASE);
             s->word = &b->words[j];
             s->keyp = &b->keys[j];
