@@ -2,7 +2,7 @@
 PY      := .venv/bin/python
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: deps build build-debug build-asan ctest pytest test bench lint clean
+.PHONY: deps build build-debug build-asan ctest pytest test bench lint clean fuzz fuzz-smoke tsan
 
 deps:
 	@tools/build/deps.sh
@@ -22,10 +22,23 @@ ctest: deps
 pytest: build
 	@$(PY) -m pytest -q src/test
 
-test: build ctest pytest
+test: build ctest fuzz-smoke pytest
+
+# libFuzzer targets (csrc/fuzz/) built with clang: `make fuzz` fuzzes each for FUZZ_SECONDS;
+# fuzz-smoke (part of `make test`) replays the committed corpus and fuzzes each for a few seconds.
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	@$(PY) tools/build/fuzz.py run --seconds $(FUZZ_SECONDS)
+
+fuzz-smoke: deps
+	@$(PY) tools/build/fuzz.py smoke --seconds 3
+
+# ThreadSanitizer build of the C core running the concurrent C tests.
+tsan: deps
+	@$(PY) tools/build/tsan.py
 
 bench: build
-	@$(PY) tools/benchmarks/bench_kv_indexes.py
+	@$(PY) tools/benchmarks/run_benchmark_ps.py
 
 lint: deps
 	@clang-format --dry-run --Werror $$(git ls-files 'csrc/*.c' 'csrc/*.h') || true

@@ -24,6 +24,7 @@ class BuildCoreThenExt(build_ext):
                                      rsbuild.ROOT / "build" / f"core-{BUILD_TYPE.lower()}")
         for ext in self.extensions:
             ext.extra_objects = [str(lib)]
+            ext.depends = list(ext.depends or []) + [str(lib)]  # relink when the core changed
         super().run()
 
 

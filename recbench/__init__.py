@@ -6,7 +6,8 @@ The hot parts are C (recbench._kv, recbench._ps, recbench._ycsb); this package o
 from recbench.build import build_info
 from recbench.errors import RecbenchError
 from recbench.kv import KVEngine
+from recbench.ps_client import PSClient
 
 __version__ = "0.1.0"
 
-__all__ = ["build_info", "KVEngine", "RecbenchError", "__version__"]
+__all__ = ["build_info", "KVEngine", "PSClient", "RecbenchError", "__version__"]

@@ -295,6 +295,7 @@ static int eh_acquire(void *ix, uint64_t key, int create, uint64_t new_word, rs_
         }
         if (b->used != EH_FULL) {
             unsigned j = (unsigned)__builtin_ctz(~(unsigned)b->used);
+            /* atomic: lock-free readers may load a free slot's key/word while it is filled */
             __atomic_store_n(&b->keys[j], key, __ATOMIC_RELAXED);
             __atomic_store_n(&b->words[j], new_word, __ATOMIC_RELAXED);
             __atomic_store_n(&b->used, (uint16_t)(b->used | (1u << j)), __ATOMIC_RELEASE);

@@ -83,6 +83,14 @@ int rs_kv_batch_get_flat(rs_kv *kv, const uint64_t *keys, size_t n, void *out_ro
 int rs_kv_update_add_f32(rs_kv *kv, const uint64_t *keys, size_t n, const float *deltas,
                          rs_error *err);
 
+/* Zero-copy row references (fixed-row mode), for readers that move rows themselves (the RC
+ * transport's direct_sg GET writes them straight from the value store to the client): refs[i] is
+ * the address of key i's row inside the value store, or NULL if the key is missing; *n_found
+ * (nullable) counts hits. A reference stays valid until the key is overwritten, deleted or cleared;
+ * unlike batch_get_flat, bytes read through it while another thread writes that key may be torn.
+ * RS_ENOTSUP for engines whose rows are not addressable memory (CCEH keeps them in a file). */
+int rs_kv_batch_row_refs(rs_kv *kv, const uint64_t *keys, size_t n, const void **refs, size_t *n_found);
+
 /* Number of keys stored. */
 uint64_t rs_kv_count(rs_kv *kv);
 

@@ -68,7 +68,8 @@ const char *rs_ps_status_name(int status);
 typedef struct rs_ps_request {
     rs_ps_op op;
     uint32_t shard;
-    uint32_t value_size; /* client's row size; 0 = accept the server's (GET/COMMAND only) */
+    uint32_t value_size; /* client's row size; 0 = accept the server's (PUT/UPDATE rows_len must
+                          * still be num_keys * the server's value_size) */
     uint32_t num_keys;
     const uint8_t *keys; /* num_keys * 8 bytes */
     const uint8_t *rows; /* PUT rows / UPDATE deltas (rows_len bytes) or NULL */
@@ -115,6 +116,10 @@ int rs_ps_shard_open(const rs_ps_shard_config *cfg, rs_ps_shard **out, rs_error 
 void rs_ps_shard_close(rs_ps_shard *s);
 uint32_t rs_ps_shard_value_size(const rs_ps_shard *s);
 uint32_t rs_ps_shard_id(const rs_ps_shard *s);
+/* The shard's engine and batch limit, for transports that read rows without the handler (RC
+ * direct_sg GET, index_only diagnostics). The engine stays owned by the shard. */
+rs_kv *rs_ps_shard_kv(rs_ps_shard *s);
+uint32_t rs_ps_shard_max_keys(const rs_ps_shard *s);
 
 /* Bytes of GET rows the response to req needs (num_keys * value_size; 0 for other ops or when
  * the request is invalid). Transports size their output buffer with it. */

@@ -58,7 +58,9 @@ typedef struct rs_ps_conn_ops {
     int (*connect)(const char *host, uint16_t port, const rs_ps_client_opts *opts, void **conn,
                    rs_error *err);
     /* Queue one request. For GET, the response rows are copied into rows_out (rows_cap bytes) by
-     * the time its completion is returned. Non-blocking unless max_in_flight is reached. */
+     * the time its completion is returned. Keys/rows of req need to stay valid only during the
+     * call. At most max_in_flight requests may be outstanding (submitted, not yet returned by
+     * next()); beyond that submit returns RS_EBUSY without sending. */
     int (*submit)(void *conn, const rs_ps_request *req, uint64_t tag, void *rows_out,
                   size_t rows_cap, rs_error *err);
     /* Wait for the next completion (in submission order on every transport). RS_ETIMEDOUT,
@@ -71,6 +73,10 @@ typedef struct rs_ps_conn_ops {
  * was not compiled in (e.g. "grpc: built without libgrpc-dev"); RS_EINVAL for unknown names. */
 int rs_ps_transport_find(const char *name, const rs_ps_server_ops **server,
                          const rs_ps_conn_ops **conn, rs_error *err);
+
+/* Name of the i-th known transport (0, 1, ...); NULL past the end. With rs_ps_transport_find it
+ * lists what this build has and why the rest is absent. */
+const char *rs_ps_transport_name(size_t i);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,86 @@
+/*
+ * ps_bench.h — the load and run loops of ps_bench (RecStore's ps_transport_benchmark,
+ * workload=transactions), in C with pthreads: one all-shards client per thread, a pipeline of
+ * prefetch_depth batches per thread, per-thread latency histograms merged at the end.
+ *
+ * Load: keys 1..record_count split into contiguous ranges over load threads, PUT in batches of
+ * batch_keys, rows derived from each key (rs_ps_bench_row), so a later verify run can check them.
+ * Run: for running_seconds after warmup_seconds, each thread keeps prefetch_depth batches in
+ * flight; keys uniform or scrambled-zipfian over 1..key_space (key_space = fetch_key_space or
+ * record_count); PUTs only touch 1..record_count. Modes: fetch (GET), insert (PUT), mixed (GET
+ * with probability read_ratio %, else PUT), fetch_insert (GET a batch, then PUT the same keys).
+ * A batch is counted, and its latency (submit -> completion) recorded, when it completes inside
+ * the timed window. CPU time is the process's user/sys time over the same window.
+ */
+#ifndef RECSTORE_PS_BENCH_H
+#define RECSTORE_PS_BENCH_H
+
+#include <stdint.h>
+
+#include "recstore/error.h"
+#include "recstore/ps_client.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum rs_ps_bench_mode {
+    RS_PS_BENCH_FETCH = 0,
+    RS_PS_BENCH_INSERT = 1,
+    RS_PS_BENCH_MIXED = 2,
+    RS_PS_BENCH_FETCH_INSERT = 3,
+} rs_ps_bench_mode;
+
+/* "fetch" | "insert" | "mixed" | "fetch_insert" -> mode; RS_EINVAL naming the accepted values. */
+int rs_ps_bench_mode_parse(const char *name, rs_ps_bench_mode *out, rs_error *err);
+const char *rs_ps_bench_mode_name(rs_ps_bench_mode m);
+
+typedef struct rs_ps_bench_config {
+    rs_ps_client_config client; /* transport, endpoints, value_size, prefetch_depth, timeout */
+    rs_ps_bench_mode mode;
+    uint64_t record_count;
+    uint32_t batch_keys;
+    uint32_t threads;      /* run threads */
+    uint32_t load_threads; /* 0 = threads */
+    double running_seconds;
+    double warmup_seconds;
+    int zipfian;          /* 0 uniform, 1 scrambled zipfian */
+    double zipfian_alpha; /* theta, 0 < alpha < 1 */
+    uint32_t read_ratio;  /* mixed: percent of GET batches */
+    uint64_t fetch_key_space;
+    int verify;           /* check every fetched row against rs_ps_bench_row; misses must be 0 */
+    uint64_t seed;
+    const volatile int *stop; /* nullable: set non-zero to end the phase early */
+    int profile;              /* run phase: time key generation, submit, wait and consume */
+} rs_ps_bench_config;
+
+typedef struct rs_ps_bench_result {
+    double runtime_s;
+    uint64_t batches, key_ops;
+    uint64_t get_batches, put_batches;
+    uint64_t keys_found, keys_missing; /* GET keys inside 1..record_count found / not found */
+    double mean_us, p50_us, p95_us, p99_us, p999_us, max_us;
+    double cpu_user_s, cpu_sys_s;
+    uint64_t verify_checked_rows, verify_bad_rows;
+    uint64_t first_bad_key;
+    int stopped_early;
+    /* profile (run phase, when cfg->profile): average ns per batch of each step; wait includes
+     * receiving the rows into the caller's buffer */
+    double make_keys_avg_ns, submit_avg_ns, wait_avg_ns, consume_avg_ns;
+} rs_ps_bench_result;
+
+/* The deterministic row of a key (value_size bytes): float32 values exact in binary. */
+void rs_ps_bench_row(uint64_t key, uint32_t value_size, float *row);
+
+/* Run the load phase. RS_EVERIFY never happens here; transport/server errors stop every thread and
+ * are returned with the first failure's text (the shard and server named). */
+int rs_ps_bench_load(const rs_ps_bench_config *cfg, rs_ps_bench_result *res, rs_error *err);
+
+/* Run the timed phase. With verify, a bad row or a miss returns RS_EVERIFY naming the first bad
+ * key (res is filled either way). */
+int rs_ps_bench_run(const rs_ps_bench_config *cfg, rs_ps_bench_result *res, rs_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

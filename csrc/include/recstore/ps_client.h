@@ -1,0 +1,81 @@
+/*
+ * ps_client.h — the all-shards PS client: one logical client over one connection per shard, on any
+ * transport of the registry (transport.h).
+ *
+ * A batch of keys is split by shard (rs_shard_of), one sub-request per shard is sent before any
+ * reply is awaited, and GET rows come back in the caller's key order. Up to prefetch_depth batches
+ * may be in flight: submit() starts one, wait() finishes the oldest (FIFO).
+ *
+ * One rs_ps_client belongs to one thread at a time (no internal locking). Errors name the shard
+ * and server ("shard 1 (brpc://127.0.0.1:25001): connection closed by the server ...").
+ */
+#ifndef RECSTORE_PS_CLIENT_H
+#define RECSTORE_PS_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "recstore/error.h"
+#include "recstore/ps.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rs_ps_client_config {
+    const char *transport;   /* "brpc", "grpc", "shm", "rdma" */
+    uint32_t num_shards;     /* number of endpoints; shard i is served at hosts[i]:ports[i] */
+    const char *const *hosts;
+    const uint16_t *ports;
+    uint32_t value_size;     /* row bytes; 0 = ask the servers */
+    uint32_t prefetch_depth; /* batches in flight per client (0 = 1) */
+    uint32_t timeout_ms;     /* per request (0 = 10000) */
+    const char *extra;       /* transport-specific "k=v;k=v" options */
+} rs_ps_client_config;
+
+typedef struct rs_ps_client rs_ps_client;
+
+/* Connect to every shard and check they agree on value_size (COMMAND ping). RS_ECONN/RS_ETIMEDOUT
+ * naming the unreachable server, RS_ENOTSUP for a transport not built in, RS_ENODEV when the
+ * transport's device is missing, RS_EINVAL for bad config or a value_size disagreement. */
+int rs_ps_client_open(const rs_ps_client_config *cfg, rs_ps_client **out, rs_error *err);
+void rs_ps_client_close(rs_ps_client *c);
+
+uint32_t rs_ps_client_value_size(const rs_ps_client *c);
+uint32_t rs_ps_client_num_shards(const rs_ps_client *c);
+/* Batches submitted and not yet waited for. */
+uint32_t rs_ps_client_in_flight(const rs_ps_client *c);
+
+/* Start one batch. GET: rows_out receives n * value_size bytes, filled by the time wait() returns
+ * this batch (it must stay valid until then). PUT / UPDATE: rows_in holds n rows (UPDATE: float32
+ * deltas), read during this call only; keys are read during this call only. RS_EBUSY when
+ * prefetch_depth batches are in flight (nothing is sent). Transport failures after part of the
+ * batch was sent are reported by wait() for this batch. */
+int rs_ps_client_submit(rs_ps_client *c, rs_ps_op op, const uint64_t *keys, size_t n,
+                        const void *rows_in, void *rows_out, uint64_t tag, rs_error *err);
+
+typedef struct rs_ps_batch_result {
+    uint64_t tag;
+    uint64_t num_found; /* GET: keys that existed */
+} rs_ps_batch_result;
+
+/* Finish the oldest batch. 0, or RS_ESERVER (a shard answered with an error status: the text
+ * names the shard, server and reason), RS_ECONN, RS_ETIMEDOUT, RS_EPROTO. res->tag is set even
+ * on failure. RS_EINVAL when nothing is in flight. */
+int rs_ps_client_wait(rs_ps_client *c, rs_ps_batch_result *res, rs_error *err);
+
+/* Synchronous conveniences (need no batch in flight). */
+int rs_ps_client_get(rs_ps_client *c, const uint64_t *keys, size_t n, void *rows_out,
+                     uint64_t *num_found, rs_error *err);
+int rs_ps_client_put(rs_ps_client *c, const uint64_t *keys, size_t n, const void *rows,
+                     rs_error *err);
+int rs_ps_client_update(rs_ps_client *c, const uint64_t *keys, size_t n, const float *deltas,
+                        rs_error *err);
+/* COMMAND to one shard ("ping", "ready", "stats", "clear"); reply copied into reply (cap bytes). */
+int rs_ps_client_command(rs_ps_client *c, uint32_t shard, const char *command, char *reply,
+                         size_t cap, rs_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,232 @@
+/*
+ * ps_bench_funcs.c — recbench._ps bench functions: bench_load / bench_run (the C loops of
+ * ps_bench, GIL released for the whole phase), bench_stop / bench_clear_stop (a flag the loops
+ * poll, set from a Python signal handler), bench_row (the deterministic row of a key).
+ *
+ * Both phases take the same keyword arguments:
+ *   transport, endpoints [(host, port) per shard], value_size, prefetch_depth, timeout_ms, extra,
+ *   mode, record_count, batch_keys, threads, load_threads, running_seconds, warmup_seconds,
+ *   distribution ("uniform" | "zipfian"), zipfian_alpha, read_ratio, fetch_key_space, verify, seed
+ * and return a dict of results (runtime_s, batches, key_ops, latency percentiles in us, CPU s).
+ * redis_bench runs the Redis MGET baseline (redis_bench.h) with the same stop flag.
+ */
+#include "ps_module.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "recstore/ps_bench.h"
+#include "recstore/redis_bench.h"
+
+static volatile int bench_stop_flag;
+
+static PyObject *result_dict(const rs_ps_bench_result *r) {
+    PyObject *d = Py_BuildValue(
+        "{s:d,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:K,s:K,s:K,s:O}",
+        "runtime_s", r->runtime_s, "batches", (unsigned long long)r->batches, "key_ops",
+        (unsigned long long)r->key_ops, "get_batches", (unsigned long long)r->get_batches,
+        "put_batches", (unsigned long long)r->put_batches, "keys_found",
+        (unsigned long long)r->keys_found, "keys_missing", (unsigned long long)r->keys_missing,
+        "mean_us", r->mean_us, "p50_us", r->p50_us, "p95_us", r->p95_us, "p99_us", r->p99_us,
+        "p999_us", r->p999_us, "max_us", r->max_us, "cpu_user_s", r->cpu_user_s, "cpu_sys_s",
+        r->cpu_sys_s, "verify_checked_rows", (unsigned long long)r->verify_checked_rows,
+        "verify_bad_rows", (unsigned long long)r->verify_bad_rows, "first_bad_key",
+        (unsigned long long)r->first_bad_key, "stopped_early",
+        r->stopped_early ? Py_True : Py_False);
+    if (!d) return NULL;
+    PyObject *p = Py_BuildValue("{s:d,s:d,s:d,s:d}", "make_keys_avg_ns", r->make_keys_avg_ns,
+                                "submit_avg_ns", r->submit_avg_ns, "wait_avg_ns", r->wait_avg_ns,
+                                "consume_avg_ns", r->consume_avg_ns);
+    if (!p || PyDict_Update(d, p) < 0) {
+        Py_XDECREF(p);
+        Py_DECREF(d);
+        return NULL;
+    }
+    Py_DECREF(p);
+    return d;
+}
+
+static PyObject *bench_phase(PyObject *args, PyObject *kwds, int load) {
+    static char *kwlist[] = {"transport", "endpoints", "value_size", "prefetch_depth", "timeout_ms",
+                             "extra", "mode", "record_count", "batch_keys", "threads",
+                             "load_threads", "running_seconds", "warmup_seconds", "distribution",
+                             "zipfian_alpha", "read_ratio", "fetch_key_space", "verify", "seed",
+                             "profile", NULL};
+    const char *transport, *extra = NULL, *mode = "fetch", *dist = "uniform";
+    PyObject *endpoints;
+    unsigned int value_size = 512, depth = 1, timeout_ms = 10000, batch_keys = 500, threads = 1;
+    unsigned int load_threads = 0, read_ratio = 100;
+    unsigned long long record_count = 1000000, key_space = 0, seed = 0x9e3779b97f4a7c15ull;
+    double running = 5.0, warmup = 0.0, alpha = 0.9;
+    int verify = 0, profile = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sO|IIIzsKIIIddsdIKpKp", kwlist, &transport,
+                                     &endpoints, &value_size, &depth, &timeout_ms, &extra, &mode,
+                                     &record_count, &batch_keys, &threads, &load_threads,
+                                     &running, &warmup, &dist, &alpha, &read_ratio, &key_space,
+                                     &verify, &seed, &profile))
+        return NULL;
+    rs_error err = {0};
+    rs_ps_bench_config cfg = {.client = {.transport = transport, .value_size = value_size,
+                                         .prefetch_depth = depth, .timeout_ms = timeout_ms,
+                                         .extra = extra},
+                              .record_count = record_count, .batch_keys = batch_keys,
+                              .threads = threads, .load_threads = load_threads,
+                              .running_seconds = running, .warmup_seconds = warmup,
+                              .zipfian_alpha = alpha, .read_ratio = read_ratio,
+                              .fetch_key_space = key_space, .verify = verify, .seed = seed,
+                              .stop = &bench_stop_flag, .profile = profile};
+    int rc = rs_ps_bench_mode_parse(mode, &cfg.mode, &err);
+    if (rc) return rs_py_raise(rc, "mode", &err);
+    if (strcmp(dist, "uniform") == 0) {
+        cfg.zipfian = 0;
+    } else if (strcmp(dist, "zipfian") == 0) {
+        cfg.zipfian = 1;
+    } else {
+        PyErr_Format(PyExc_ValueError, "distribution '%s' is not uniform or zipfian", dist);
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(endpoints, "endpoints must be a sequence of (host, port)");
+    if (!seq) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    char **hosts = calloc(n > 0 ? (size_t)n : 1, sizeof *hosts);
+    uint16_t *ports = calloc(n > 0 ? (size_t)n : 1, sizeof *ports);
+    PyObject *ret = NULL;
+    if (!hosts || !ports) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    if (n < 1) {
+        PyErr_SetString(PyExc_ValueError, "endpoints must name at least one server");
+        goto out;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const char *h;
+        unsigned int p;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "sI;endpoint must be (host, port)",
+                              &h, &p))
+            goto out;
+        if (p == 0 || p > 65535) {
+            PyErr_Format(PyExc_ValueError, "endpoint %zd: port %u is out of range", i, p);
+            goto out;
+        }
+        if (!(hosts[i] = strdup(h))) {
+            PyErr_NoMemory();
+            goto out;
+        }
+        ports[i] = (uint16_t)p;
+    }
+    cfg.client.num_shards = (uint32_t)n;
+    cfg.client.hosts = (const char *const *)hosts;
+    cfg.client.ports = ports;
+    rs_ps_bench_result res;
+    RS_PY_NOGIL(rc = load ? rs_ps_bench_load(&cfg, &res, &err) : rs_ps_bench_run(&cfg, &res, &err));
+    if (rc == RS_EVERIFY) {
+        /* the result is complete: return it together with the failure for the caller to print */
+        PyObject *d = result_dict(&res);
+        if (d) {
+            PyObject *msg = PyUnicode_FromString(err.msg);
+            if (msg) PyDict_SetItemString(d, "verify_error", msg);
+            Py_XDECREF(msg);
+        }
+        ret = d;
+    } else if (rc) {
+        rs_py_raise(rc, load ? "ps_bench load" : "ps_bench run", &err);
+    } else {
+        ret = result_dict(&res);
+    }
+out:
+    for (Py_ssize_t i = 0; hosts && i < n; i++)
+        free(hosts[i]);
+    free(hosts);
+    free(ports);
+    Py_DECREF(seq);
+    return ret;
+}
+
+static PyObject *bench_load(PyObject *self, PyObject *args, PyObject *kwds) {
+    (void)self;
+    return bench_phase(args, kwds, 1);
+}
+
+static PyObject *bench_run(PyObject *self, PyObject *args, PyObject *kwds) {
+    (void)self;
+    return bench_phase(args, kwds, 0);
+}
+
+static PyObject *bench_stop(PyObject *self, PyObject *noargs) {
+    (void)self;
+    (void)noargs;
+    bench_stop_flag = 1;
+    Py_RETURN_NONE;
+}
+
+static PyObject *bench_clear_stop(PyObject *self, PyObject *noargs) {
+    (void)self;
+    (void)noargs;
+    bench_stop_flag = 0;
+    Py_RETURN_NONE;
+}
+
+static PyObject *bench_row(PyObject *self, PyObject *args) {
+    (void)self;
+    unsigned long long key;
+    unsigned int vs;
+    if (!PyArg_ParseTuple(args, "KI:bench_row", &key, &vs)) return NULL;
+    if (vs == 0 || vs % 4 || vs > (1u << 20)) {
+        PyErr_Format(PyExc_ValueError, "value_size %u must be a positive multiple of 4", vs);
+        return NULL;
+    }
+    PyObject *b = PyBytes_FromStringAndSize(NULL, vs);
+    if (!b) return NULL;
+    rs_ps_bench_row(key, vs, (float *)PyBytes_AS_STRING(b));
+    return b;
+}
+
+static PyObject *redis_bench(PyObject *self, PyObject *args, PyObject *kwds) {
+    (void)self;
+    static char *kwlist[] = {"host", "port", "connections", "batch_keys", "record_count",
+                             "value_size", "running_seconds", "load", "verify", "seed", NULL};
+    const char *host;
+    unsigned int port, conns = 8, batch = 500, vs = 512;
+    unsigned long long records = 100000, seed = 1;
+    double seconds = 5.0;
+    int load = 0, verify = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sI|IIKIdppK", kwlist, &host, &port, &conns,
+                                     &batch, &records, &vs, &seconds, &load, &verify, &seed))
+        return NULL;
+    if (port == 0 || port > 65535) {
+        PyErr_Format(PyExc_ValueError, "port %u is out of range", port);
+        return NULL;
+    }
+    rs_redis_bench_config cfg = {.host = host, .port = (uint16_t)port, .connections = conns,
+                                 .batch_keys = batch, .record_count = records, .value_size = vs,
+                                 .running_seconds = seconds, .load = load, .verify = verify,
+                                 .seed = seed, .stop = &bench_stop_flag};
+    rs_redis_bench_result r;
+    rs_error err = {0};
+    int rc;
+    RS_PY_NOGIL(rc = rs_redis_bench(&cfg, &r, &err));
+    if (rc) return rs_py_raise(rc, "redis_bench", &err);
+    return Py_BuildValue("{s:d,s:d,s:K,s:K,s:K,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d}", "load_s",
+                         r.load_s, "runtime_s", r.runtime_s, "batches",
+                         (unsigned long long)r.mgets, "key_ops", (unsigned long long)r.key_ops,
+                         "keys_found", (unsigned long long)r.keys_found, "mean_us", r.mean_us,
+                         "p50_us", r.p50_us, "p95_us", r.p95_us, "p99_us", r.p99_us, "p999_us",
+                         r.p999_us, "max_us", r.max_us, "cpu_user_s", r.cpu_user_s, "cpu_sys_s",
+                         r.cpu_sys_s);
+}
+
+PyMethodDef rs_py_ps_bench_methods[] = {
+    {"redis_bench", (PyCFunction)(void (*)(void))redis_bench, METH_VARARGS | METH_KEYWORDS,
+     "Redis MGET baseline: redis_bench(host, port, connections=8, batch_keys=500, "
+     "record_count=100000, value_size=512, running_seconds=5, load=False, verify=False, seed=1)."},
+    {"bench_load", (PyCFunction)(void (*)(void))bench_load, METH_VARARGS | METH_KEYWORDS,
+     "Load phase of ps_bench (keys 1..record_count); returns a result dict."},
+    {"bench_run", (PyCFunction)(void (*)(void))bench_run, METH_VARARGS | METH_KEYWORDS,
+     "Timed run phase of ps_bench; returns a result dict (with verify_error on a bad row)."},
+    {"bench_stop", bench_stop, METH_NOARGS, "Ask a running bench phase to end early."},
+    {"bench_clear_stop", bench_clear_stop, METH_NOARGS, "Reset the stop request."},
+    {"bench_row", bench_row, METH_VARARGS,
+     "bench_row(key, value_size) -> bytes: the row ps_bench writes for key."},
+    {NULL, NULL, 0, NULL},
+};

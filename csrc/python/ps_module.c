@@ -1,0 +1,54 @@
+/*
+ * ps_module.c — recbench._ps: the parameter server (Server), the all-shards client core (Client),
+ * the ps_bench loops (bench_load / bench_run) and transports(). Each type lives in its own
+ * ps_<type>.c file and registers itself from here.
+ */
+#include "ps_module.h"
+
+#include "recstore/transport.h"
+
+/* transports() -> {name: None if available, else the reason it is not} */
+static PyObject *ps_transports(PyObject *self, PyObject *noargs) {
+    (void)self;
+    (void)noargs;
+    PyObject *d = PyDict_New();
+    if (!d) return NULL;
+    for (size_t i = 0;; i++) {
+        const char *name = rs_ps_transport_name(i);
+        if (!name) break;
+        rs_error err = {0};
+        int rc = rs_ps_transport_find(name, NULL, NULL, &err);
+        PyObject *v = rc ? PyUnicode_FromString(err.msg) : (Py_INCREF(Py_None), Py_None);
+        if (!v || PyDict_SetItemString(d, name, v) < 0) {
+            Py_XDECREF(v);
+            Py_DECREF(d);
+            return NULL;
+        }
+        Py_DECREF(v);
+    }
+    return d;
+}
+
+static PyMethodDef ps_methods[] = {
+    {"build_info", rs_py_build_info, METH_NOARGS, "Build type, compiler, flags and features."},
+    {"transports", ps_transports, METH_NOARGS,
+     "transports() -> dict: transport name -> None when built in, else the reason it is absent."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef ps_module = {
+    PyModuleDef_HEAD_INIT, "recbench._ps", "recbench parameter server, client and ps_bench (C core)",
+    -1, ps_methods,
+};
+
+PyMODINIT_FUNC PyInit__ps(void) {
+    PyObject *m = PyModule_Create(&ps_module);
+    if (!m) return NULL;
+    if (PyModule_AddFunctions(m, rs_py_ps_bench_methods) < 0 ||
+        PyModule_AddFunctions(m, rs_py_ps_rc_methods) < 0 || rs_py_ps_server_type_init(m) < 0 ||
+        rs_py_ps_client_type_init(m) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,332 @@
+/* test_ps_brpc.c — the brpc transport end to end on loopback: a real shard (rs_kv) behind the
+ * baidu_std server, the client connection ops, pipelined requests, PS-level errors, malformed
+ * baidu_std traffic on raw sockets while a good client keeps getting correct rows, and stop()
+ * with a client connected. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "recstore/transport.h"
+#include "rs_test.h"
+
+#if RS_HAVE_PROTOBUF_C
+#include "transport/brpc_frame.h"
+
+#define VS 32u
+
+typedef struct fixture {
+    rs_ps_shard *shard;
+    const rs_ps_server_ops *sops;
+    const rs_ps_conn_ops *cops;
+    void *srv;
+    uint16_t port;
+} fixture;
+
+static int fx_start(fixture *f, unsigned threads) {
+    rs_error err = {0};
+    memset(f, 0, sizeof *f);
+    if (rs_ps_transport_find("brpc", &f->sops, &f->cops, &err)) return -1;
+    rs_ps_shard_config sc = {.shard_id = 0, .num_shards = 1,
+                             .kv = {.index_type = RS_KV_INDEX_PET_HASH, .value_size = VS,
+                                    .capacity = 10000},
+                             .max_keys_per_request = 100};
+    if (rs_ps_shard_open(&sc, &f->shard, &err)) {
+        fprintf(stderr, "shard: %s\n", err.msg);
+        return -1;
+    }
+    rs_ps_server_opts so = {.host = "127.0.0.1", .port = 0, .num_threads = threads};
+    if (f->sops->start(&so, f->shard, &f->srv, &err)) {
+        fprintf(stderr, "start: %s\n", err.msg);
+        return -1;
+    }
+    f->port = f->sops->bound_port(f->srv);
+    return 0;
+}
+
+static void fx_stop(fixture *f) {
+    if (f->srv) f->sops->stop(f->srv);
+    rs_ps_shard_close(f->shard);
+}
+
+static void *fx_connect(fixture *f, uint32_t depth) {
+    rs_ps_client_opts co = {.timeout_ms = 5000, .max_in_flight = depth};
+    void *c = NULL;
+    rs_error err = {0};
+    if (f->cops->connect("127.0.0.1", f->port, &co, &c, &err)) {
+        fprintf(stderr, "connect: %s\n", err.msg);
+        return NULL;
+    }
+    return c;
+}
+
+static void row_for(uint64_t key, float *row) {
+    for (unsigned j = 0; j < VS / 4; j++)
+        row[j] = (float)(key * 10 + j);
+}
+
+/* one synchronous request */
+static int call(fixture *f, void *c, rs_ps_request *req, void *rows_out, size_t cap,
+                rs_ps_completion *comp) {
+    rs_error err = {0};
+    int rc = f->cops->submit(c, req, 42, rows_out, cap, &err);
+    if (rc) return rc;
+    rc = f->cops->next(c, comp, &err);
+    if (rc) fprintf(stderr, "next: %s\n", err.msg);
+    return rc;
+}
+
+static void test_roundtrip(void) {
+    fixture f;
+    RS_CHECK_EQ(fx_start(&f, 2), 0);
+    void *c = fx_connect(&f, 4);
+    RS_CHECK(c != NULL);
+    if (!c) return fx_stop(&f);
+    uint64_t keys[10];
+    float rows[10 * VS / 4], got[10 * VS / 4];
+    for (int i = 0; i < 10; i++) {
+        keys[i] = 100 + (uint64_t)i;
+        row_for(keys[i], rows + i * VS / 4);
+    }
+    rs_ps_completion comp;
+    rs_ps_request put = {.op = RS_PS_PUT, .value_size = VS, .num_keys = 10,
+                         .keys = (const uint8_t *)keys, .rows = (const uint8_t *)rows,
+                         .rows_len = sizeof rows};
+    RS_CHECK_EQ(call(&f, c, &put, NULL, 0, &comp), 0);
+    RS_CHECK_EQ(comp.resp.status, 0);
+    RS_CHECK_EQ(comp.tag, 42);
+
+    keys[9] = 999; /* a missing key reads as zeros */
+    rs_ps_request get = {.op = RS_PS_GET, .num_keys = 10, .keys = (const uint8_t *)keys};
+    memset(got, 0xff, sizeof got);
+    RS_CHECK_EQ(call(&f, c, &get, got, sizeof got, &comp), 0);
+    RS_CHECK_EQ(comp.resp.status, 0);
+    RS_CHECK_EQ(comp.resp.num_found, 9);
+    RS_CHECK_EQ(comp.resp.value_size, VS);
+    RS_CHECK(memcmp(got, rows, 9 * VS) == 0);
+    for (unsigned j = 0; j < VS / 4; j++)
+        RS_CHECK(got[9 * VS / 4 + j] == 0.0f);
+
+    /* update adds deltas */
+    float deltas[VS / 4];
+    for (unsigned j = 0; j < VS / 4; j++)
+        deltas[j] = 0.5f;
+    rs_ps_request upd = {.op = RS_PS_UPDATE, .num_keys = 1, .keys = (const uint8_t *)keys,
+                         .rows = (const uint8_t *)deltas, .rows_len = sizeof deltas};
+    RS_CHECK_EQ(call(&f, c, &upd, NULL, 0, &comp), 0);
+    RS_CHECK_EQ(comp.resp.status, 0);
+    get.num_keys = 1;
+    RS_CHECK_EQ(call(&f, c, &get, got, sizeof got, &comp), 0);
+    RS_CHECK(got[0] == rows[0] + 0.5f && got[3] == rows[3] + 0.5f);
+
+    /* commands */
+    rs_ps_request cmd = {.op = RS_PS_COMMAND, .command = "stats", .command_len = 5};
+    RS_CHECK_EQ(call(&f, c, &cmd, NULL, 0, &comp), 0);
+    RS_CHECK(strstr(comp.resp.reply, "handled_put=1") != NULL);
+    RS_CHECK(strstr(comp.resp.reply, "keys=10") != NULL);
+    cmd.command = "bogus";
+    cmd.command_len = 5;
+    RS_CHECK_EQ(call(&f, c, &cmd, NULL, 0, &comp), 0);
+    RS_CHECK_EQ(comp.resp.status, RS_PS_INVALID_PAYLOAD);
+    RS_CHECK(strstr(comp.resp.error, "bogus") != NULL);
+    cmd.command = "clear";
+    RS_CHECK_EQ(call(&f, c, &cmd, NULL, 0, &comp), 0);
+    RS_CHECK(strstr(comp.resp.reply, "cleared 10") != NULL);
+
+    /* PS-level errors */
+    uint64_t many[101] = {0};
+    rs_ps_request big = {.op = RS_PS_GET, .num_keys = 101, .keys = (const uint8_t *)many};
+    static float sink[101 * VS / 4];
+    RS_CHECK_EQ(call(&f, c, &big, sink, sizeof sink, &comp), 0);
+    RS_CHECK_EQ(comp.resp.status, RS_PS_BATCH_TOO_LARGE);
+    RS_CHECK(strstr(comp.resp.error, "at most 100") != NULL);
+    rs_ps_request badrows = put;
+    badrows.rows_len -= 4;
+    RS_CHECK_EQ(call(&f, c, &badrows, NULL, 0, &comp), 0);
+    RS_CHECK_EQ(comp.resp.status, RS_PS_INVALID_PAYLOAD);
+    RS_CHECK(strstr(comp.resp.error, "expected") != NULL);
+    rs_ps_request badvs = get;
+    badvs.value_size = 64;
+    RS_CHECK_EQ(call(&f, c, &badvs, got, sizeof got, &comp), 0);
+    RS_CHECK_EQ(comp.resp.status, RS_PS_VALUE_SIZE_MISMATCH);
+
+    /* pipelining: 4 in flight, completions in order */
+    for (uint64_t t = 0; t < 4; t++) {
+        rs_error err = {0};
+        RS_CHECK_EQ(f.cops->submit(c, &get, t, got, sizeof got, &err), 0);
+    }
+    rs_error err = {0};
+    RS_CHECK_EQ(f.cops->submit(c, &get, 9, got, sizeof got, &err), RS_EBUSY);
+    for (uint64_t t = 0; t < 4; t++) {
+        RS_CHECK_EQ(f.cops->next(c, &comp, &err), 0);
+        RS_CHECK_EQ(comp.tag, t);
+    }
+    f.cops->close(c);
+    rs_ps_transport_stats ts;
+    f.sops->stats(f.srv, &ts);
+    RS_CHECK(ts.requests >= 10);
+    RS_CHECK_EQ(ts.bad_frames, 0);
+    fx_stop(&f);
+}
+
+static int raw_connect(uint16_t port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Send bytes; returns 1 if the server then closed the connection (read gives 0 or an error). */
+static int send_and_expect_close(uint16_t port, const uint8_t *bytes, size_t len) {
+    int fd = raw_connect(port);
+    if (fd < 0) return 0;
+    if (write(fd, bytes, len) != (ssize_t)len) {
+        close(fd);
+        return 0;
+    }
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char b[64];
+    ssize_t r = read(fd, b, sizeof b);
+    close(fd);
+    return r <= 0 && !(r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+}
+
+static void check_good_client(fixture *f, void *c) {
+    uint64_t k = 7;
+    float row[VS / 4], got[VS / 4];
+    row_for(k, row);
+    rs_ps_completion comp;
+    rs_ps_request put = {.op = RS_PS_PUT, .num_keys = 1, .keys = (const uint8_t *)&k,
+                         .rows = (const uint8_t *)row, .rows_len = VS};
+    RS_CHECK_EQ(call(f, c, &put, NULL, 0, &comp), 0);
+    rs_ps_request get = {.op = RS_PS_GET, .num_keys = 1, .keys = (const uint8_t *)&k};
+    RS_CHECK_EQ(call(f, c, &get, got, sizeof got, &comp), 0);
+    RS_CHECK_EQ(comp.resp.status, 0);
+    RS_CHECK(memcmp(got, row, VS) == 0);
+}
+
+static void test_malformed_traffic(void) {
+    fixture f;
+    RS_CHECK_EQ(fx_start(&f, 1), 0);
+    void *good = fx_connect(&f, 2);
+    RS_CHECK(good != NULL);
+    if (!good) return fx_stop(&f);
+    check_good_client(&f, good);
+
+    /* a connection that sends half a header and stalls stays open and harms no one */
+    int staller = raw_connect(f.port);
+    RS_CHECK(staller >= 0);
+    RS_CHECK_EQ(write(staller, "PRPC\0\0", 6), 6);
+
+    /* bad magic */
+    RS_CHECK(send_and_expect_close(f.port, (const uint8_t *)"HTTP/1.1 GET /\r\n\r\n", 18));
+    check_good_client(&f, good);
+    /* huge body size: rejected before allocating */
+    RS_CHECK(send_and_expect_close(f.port,
+                                   (const uint8_t[]){'P', 'R', 'P', 'C', 0xff, 0xff, 0xff, 0xf0,
+                                                     0, 0, 0, 4},
+                                   12));
+    check_good_client(&f, good);
+    /* meta_size larger than body_size */
+    RS_CHECK(send_and_expect_close(
+        f.port, (const uint8_t[]){'P', 'R', 'P', 'C', 0, 0, 0, 4, 0, 0, 0, 9, 1, 2, 3, 4}, 16));
+    /* garbage protobuf as RpcMeta */
+    RS_CHECK(send_and_expect_close(
+        f.port, (const uint8_t[]){'P', 'R', 'P', 'C', 0, 0, 0, 4, 0, 0, 0, 4, 0xff, 0xff, 0xff, 0xff},
+        16));
+    /* a valid RpcMeta without the request part */
+    RS_CHECK(send_and_expect_close(
+        f.port, (const uint8_t[]){'P', 'R', 'P', 'C', 0, 0, 0, 2, 0, 0, 0, 2, 0x20, 0x05}, 14));
+    check_good_client(&f, good);
+
+    /* a well-framed request with a garbage PSRequest gets an error response, not a close */
+    {
+        Brpc__Policy__RpcMeta meta = BRPC__POLICY__RPC_META__INIT;
+        Brpc__Policy__RpcRequestMeta rm = BRPC__POLICY__RPC_REQUEST_META__INIT;
+        rm.service_name = "recstore.PSService";
+        rm.method_name = "Get";
+        meta.request = &rm;
+        meta.has_correlation_id = 1;
+        meta.correlation_id = 77;
+        uint8_t buf[256];
+        size_t ml = brpc__policy__rpc_meta__pack(&meta, buf + 12);
+        const uint8_t junk[] = {0x1a, 0x50, 1}; /* keys field claims 80 bytes */
+        memcpy(buf + 12 + ml, junk, sizeof junk);
+        rs_brpc_header_write(buf, (uint32_t)(ml + sizeof junk), (uint32_t)ml);
+        int fd = raw_connect(f.port);
+        RS_CHECK_EQ(write(fd, buf, 12 + ml + sizeof junk), (ssize_t)(12 + ml + sizeof junk));
+        uint8_t in[512];
+        size_t got = 0;
+        rs_brpc_header h = {0};
+        while (got < 12 || got < 12 + h.body_size) {
+            ssize_t r = read(fd, in + got, sizeof in - got);
+            if (r <= 0) break;
+            got += (size_t)r;
+            if (got >= 12) rs_brpc_header_parse(in, 1 << 20, &h, NULL);
+        }
+        RS_CHECK(got >= 12 && got == 12 + h.body_size);
+        rs_brpc_arena ar;
+        rs_brpc_arena_init(&ar);
+        Brpc__Policy__RpcMeta *rmeta = NULL;
+        RS_CHECK_EQ(rs_brpc_meta_unpack(&ar, in + 12, h.meta_size, &rmeta, NULL), 0);
+        if (rmeta) {
+            RS_CHECK_EQ(rmeta->correlation_id, 77);
+            RS_CHECK(rmeta->response && rmeta->response->error_code == RS_BRPC_EREQUEST);
+            RS_CHECK(rmeta->response && strstr(rmeta->response->error_text, "keys") != NULL);
+            rs_brpc_meta_free(&ar, rmeta);
+        }
+        close(fd);
+    }
+    check_good_client(&f, good);
+    close(staller);
+    check_good_client(&f, good);
+    rs_ps_transport_stats ts;
+    f.sops->stats(f.srv, &ts);
+    RS_CHECK(ts.bad_frames >= 5);
+    f.cops->close(good);
+    fx_stop(&f);
+}
+
+static void test_stop_with_client_connected(void) {
+    fixture f;
+    RS_CHECK_EQ(fx_start(&f, 2), 0);
+    void *c = fx_connect(&f, 2);
+    RS_CHECK(c != NULL);
+    if (!c) return fx_stop(&f);
+    check_good_client(&f, c);
+    f.sops->stop(f.srv);
+    f.srv = NULL;
+    uint64_t k = 7;
+    float got[VS / 4];
+    rs_ps_request get = {.op = RS_PS_GET, .num_keys = 1, .keys = (const uint8_t *)&k};
+    rs_error err = {0};
+    rs_ps_completion comp;
+    int rc = f.cops->submit(c, &get, 1, got, sizeof got, &err);
+    if (rc == 0) rc = f.cops->next(c, &comp, &err);
+    RS_CHECK_EQ(rc, RS_ECONN);
+    RS_CHECK(strstr(err.msg, "127.0.0.1") != NULL);
+    f.cops->close(c);
+    /* connecting now is refused with a message naming the server */
+    rs_ps_client_opts co = {.timeout_ms = 2000, .max_in_flight = 1};
+    void *c2 = NULL;
+    RS_CHECK_EQ(f.cops->connect("127.0.0.1", f.port, &co, &c2, &err), RS_ECONN);
+    RS_CHECK(strstr(err.msg, "refused") != NULL);
+    fx_stop(&f);
+}
+
+RS_TEST_MAIN(RS_TEST(test_roundtrip), RS_TEST(test_malformed_traffic),
+             RS_TEST(test_stop_with_client_connected))
+#else
+static void test_skipped(void) {
+    printf("brpc transport not built (no protobuf-c)\n");
+}
+RS_TEST_MAIN(RS_TEST(test_skipped))
+#endif

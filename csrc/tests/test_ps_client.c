@@ -1,0 +1,214 @@
+/* test_ps_client.c — the all-shards client and the bench loops over real brpc servers on
+ * loopback: 2 shards, batches that mix shards come back in the caller's order, pipelined batches,
+ * server errors naming the shard, and a short verified load + run. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "recstore/hash.h"
+#include "recstore/ps_bench.h"
+#include "recstore/ps_client.h"
+#include "recstore/transport.h"
+#include "rs_test.h"
+
+#if RS_HAVE_PROTOBUF_C
+#define VS 16u
+#define NSH 2
+
+typedef struct cluster {
+    const rs_ps_server_ops *sops;
+    rs_ps_shard *shards[NSH];
+    void *srv[NSH];
+    const char *hosts[NSH];
+    uint16_t ports[NSH];
+} cluster;
+
+static int cluster_start(cluster *cl, uint32_t max_keys) {
+    rs_error err = {0};
+    memset(cl, 0, sizeof *cl);
+    if (rs_ps_transport_find("brpc", &cl->sops, NULL, &err)) return -1;
+    for (int i = 0; i < NSH; i++) {
+        rs_ps_shard_config sc = {.shard_id = (uint32_t)i, .num_shards = NSH,
+                                 .kv = {.index_type = RS_KV_INDEX_PET_HASH, .value_size = VS,
+                                        .capacity = 20000},
+                                 .max_keys_per_request = max_keys};
+        if (rs_ps_shard_open(&sc, &cl->shards[i], &err)) return -1;
+        rs_ps_server_opts so = {.host = "127.0.0.1", .num_threads = 1};
+        if (cl->sops->start(&so, cl->shards[i], &cl->srv[i], &err)) return -1;
+        cl->hosts[i] = "127.0.0.1";
+        cl->ports[i] = cl->sops->bound_port(cl->srv[i]);
+    }
+    return 0;
+}
+
+static void cluster_stop(cluster *cl) {
+    for (int i = 0; i < NSH; i++) {
+        if (cl->srv[i]) cl->sops->stop(cl->srv[i]);
+        rs_ps_shard_close(cl->shards[i]);
+    }
+}
+
+static void test_order_across_shards(void) {
+    cluster cl;
+    RS_CHECK_EQ(cluster_start(&cl, 1000), 0);
+    rs_ps_client_config cc = {.transport = "brpc", .num_shards = NSH, .hosts = cl.hosts,
+                              .ports = cl.ports, .value_size = 0, .prefetch_depth = 4};
+    rs_ps_client *c = NULL;
+    rs_error err = {0};
+    RS_CHECK_EQ(rs_ps_client_open(&cc, &c, &err), 0);
+    if (!c) {
+        fprintf(stderr, "%s\n", err.msg);
+        return cluster_stop(&cl);
+    }
+    RS_CHECK_EQ(rs_ps_client_value_size(c), VS);
+    enum { N = 300 };
+    uint64_t keys[N];
+    float rows[N * VS / 4], got[N * VS / 4];
+    int per_shard[NSH] = {0};
+    for (int i = 0; i < N; i++) {
+        keys[i] = 1000 + (uint64_t)i * 7919;
+        per_shard[rs_shard_of(keys[i], NSH)]++;
+        rs_ps_bench_row(keys[i], VS, rows + i * VS / 4);
+    }
+    RS_CHECK(per_shard[0] > 50 && per_shard[1] > 50); /* the batch really mixes shards */
+    RS_CHECK_EQ(rs_ps_client_put(c, keys, N, rows, &err), 0);
+    /* reversed order, plus a missing key in the middle */
+    uint64_t rkeys[N];
+    for (int i = 0; i < N; i++)
+        rkeys[i] = keys[N - 1 - i];
+    rkeys[N / 2] = 5; /* never written */
+    uint64_t found = 0;
+    RS_CHECK_EQ(rs_ps_client_get(c, rkeys, N, got, &found, &err), 0);
+    RS_CHECK_EQ(found, N - 1);
+    for (int i = 0; i < N; i++) {
+        const float *g = got + i * VS / 4;
+        if (i == N / 2) {
+            RS_CHECK(g[0] == 0.0f && g[VS / 4 - 1] == 0.0f);
+        } else {
+            RS_CHECK(memcmp(g, rows + (N - 1 - i) * VS / 4, VS) == 0);
+        }
+    }
+    /* update on both shards */
+    float deltas[N * VS / 4];
+    for (int i = 0; i < N * (int)VS / 4; i++)
+        deltas[i] = 1.0f;
+    RS_CHECK_EQ(rs_ps_client_update(c, keys, N, deltas, &err), 0);
+    RS_CHECK_EQ(rs_ps_client_get(c, keys, N, got, &found, &err), 0);
+    RS_CHECK(got[0] == rows[0] + 1.0f && got[(N - 1) * VS / 4] == rows[(N - 1) * VS / 4] + 1.0f);
+
+    /* pipelined batches complete FIFO with their tags */
+    static float outs[4][N * VS / 4];
+    for (uint64_t t = 0; t < 4; t++)
+        RS_CHECK_EQ(rs_ps_client_submit(c, RS_PS_GET, keys + t * 10, 10, NULL, outs[t], t, &err), 0);
+    RS_CHECK_EQ(rs_ps_client_submit(c, RS_PS_GET, keys, 10, NULL, outs[0], 9, &err), RS_EBUSY);
+    for (uint64_t t = 0; t < 4; t++) {
+        rs_ps_batch_result r;
+        RS_CHECK_EQ(rs_ps_client_wait(c, &r, &err), 0);
+        RS_CHECK_EQ(r.tag, t);
+        RS_CHECK_EQ(r.num_found, 10);
+        RS_CHECK(outs[t][0] == got[t * 10 * VS / 4]);
+    }
+    char reply[2048];
+    RS_CHECK_EQ(rs_ps_client_command(c, 1, "stats", reply, sizeof reply, &err), 0);
+    RS_CHECK(strstr(reply, "shard=1 num_shards=2") != NULL);
+    rs_ps_client_close(c);
+
+    /* value_size disagreement is refused with both sizes named */
+    cc.value_size = 64;
+    RS_CHECK_EQ(rs_ps_client_open(&cc, &c, &err), RS_EINVAL);
+    RS_CHECK(strstr(err.msg, "16-byte") != NULL);
+    cluster_stop(&cl);
+}
+
+static void test_server_error_names_shard(void) {
+    cluster cl;
+    RS_CHECK_EQ(cluster_start(&cl, 10), 0);
+    rs_ps_client_config cc = {.transport = "brpc", .num_shards = NSH, .hosts = cl.hosts,
+                              .ports = cl.ports, .prefetch_depth = 1};
+    rs_ps_client *c = NULL;
+    rs_error err = {0};
+    RS_CHECK_EQ(rs_ps_client_open(&cc, &c, &err), 0);
+    if (!c) return cluster_stop(&cl);
+    uint64_t keys[100];
+    float got[100 * VS / 4];
+    for (int i = 0; i < 100; i++)
+        keys[i] = (uint64_t)i + 1;
+    RS_CHECK_EQ(rs_ps_client_get(c, keys, 100, got, NULL, &err), RS_ESERVER);
+    RS_CHECK(strstr(err.msg, "shard ") != NULL && strstr(err.msg, "brpc://127.0.0.1:") != NULL);
+    RS_CHECK(strstr(err.msg, "at most 10") != NULL);
+    /* the client is still usable afterwards */
+    RS_CHECK_EQ(rs_ps_client_get(c, keys, 5, got, NULL, &err), 0);
+    rs_ps_client_close(c);
+    /* refused connection names the server */
+    cl.sops->stop(cl.srv[1]);
+    cl.srv[1] = NULL;
+    RS_CHECK(rs_ps_client_open(&cc, &c, &err) == RS_ECONN);
+    RS_CHECK(strstr(err.msg, "shard 1") != NULL);
+    cluster_stop(&cl);
+}
+
+static void test_bench_verify(void) {
+    cluster cl;
+    RS_CHECK_EQ(cluster_start(&cl, 1000), 0);
+    rs_ps_bench_config bc = {
+        .client = {.transport = "brpc", .num_shards = NSH, .hosts = cl.hosts, .ports = cl.ports,
+                   .value_size = VS, .prefetch_depth = 4},
+        .mode = RS_PS_BENCH_FETCH, .record_count = 2000, .batch_keys = 64, .threads = 2,
+        .running_seconds = 0.3, .verify = 1, .seed = 1, .fetch_key_space = 2500};
+    rs_ps_bench_result res;
+    rs_error err = {0};
+    RS_CHECK_EQ(rs_ps_bench_load(&bc, &res, &err), 0);
+    RS_CHECK_EQ(res.key_ops, 2000);
+    RS_CHECK_EQ(res.put_batches, 2 * ((1000 + 63) / 64));
+    int rc = rs_ps_bench_run(&bc, &res, &err);
+    if (rc) fprintf(stderr, "run: %s\n", err.msg);
+    RS_CHECK_EQ(rc, 0);
+    RS_CHECK(res.batches > 0 && res.get_batches == res.batches);
+    RS_CHECK(res.verify_checked_rows == res.key_ops);
+    RS_CHECK_EQ(res.keys_missing, 0);
+    RS_CHECK(res.p50_us > 0 && res.p99_us >= res.p50_us);
+    /* mixed mode keeps the verified rows intact */
+    bc.mode = RS_PS_BENCH_MIXED;
+    bc.read_ratio = 50;
+    bc.zipfian = 1;
+    bc.zipfian_alpha = 0.99;
+    RS_CHECK_EQ(rs_ps_bench_run(&bc, &res, &err), 0);
+    RS_CHECK(res.put_batches > 0 && res.get_batches > 0);
+    /* insert and fetch_insert write the key's own rows: a later verified fetch still passes */
+    bc.mode = RS_PS_BENCH_INSERT;
+    RS_CHECK_EQ(rs_ps_bench_run(&bc, &res, &err), 0);
+    RS_CHECK(res.put_batches == res.batches && res.batches > 0);
+    bc.mode = RS_PS_BENCH_FETCH_INSERT;
+    bc.zipfian = 0;
+    RS_CHECK_EQ(rs_ps_bench_run(&bc, &res, &err), 0);
+    RS_CHECK(res.put_batches > 0 && res.get_batches > 0);
+    RS_CHECK(llabs((long long)res.get_batches - (long long)res.put_batches) <= 8); /* alternate */
+    bc.mode = RS_PS_BENCH_FETCH;
+    RS_CHECK_EQ(rs_ps_bench_run(&bc, &res, &err), 0);
+    RS_CHECK_EQ(res.verify_bad_rows, 0);
+    /* a wrong row is detected and named */
+    uint64_t k = 17;
+    float bad[VS / 4] = {1, 2, 3, 4};
+    rs_ps_client *c = NULL;
+    RS_CHECK_EQ(rs_ps_client_open(&bc.client, &c, &err), 0);
+    if (c) {
+        RS_CHECK_EQ(rs_ps_client_put(c, &k, 1, bad, &err), 0);
+        rs_ps_client_close(c);
+    }
+    bc.mode = RS_PS_BENCH_FETCH;
+    bc.zipfian = 0;
+    bc.record_count = 20; /* keys 1..20: key 17 is read often */
+    bc.fetch_key_space = 0;
+    RS_CHECK_EQ(rs_ps_bench_run(&bc, &res, &err), RS_EVERIFY);
+    RS_CHECK_EQ(res.first_bad_key, 17);
+    RS_CHECK(strstr(err.msg, "key 17") != NULL);
+    cluster_stop(&cl);
+}
+
+RS_TEST_MAIN(RS_TEST(test_order_across_shards), RS_TEST(test_server_error_names_shard),
+             RS_TEST(test_bench_verify))
+#else
+static void test_skipped(void) {
+    printf("brpc transport not built (no protobuf-c)\n");
+}
+RS_TEST_MAIN(RS_TEST(test_skipped))
+#endif

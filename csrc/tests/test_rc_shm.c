@@ -1,0 +1,853 @@
+/*
+ * test_rc_shm.c — the RC slot protocol over the shared-memory fabric: options, descriptor checks,
+ * control-plane frames, the fabric itself, and a real server + clients in one process (both sides
+ * of the shm fabric work the same whether the peer is another process or this one).
+ *
+ * The server answers through a test handler backed by a real rs_kv engine (so direct_sg and
+ * index_only have rows to reference); rows of key k are deterministic: float j of row k = k +
+ * j/1000.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "recstore/clock.h"
+#include "recstore/rc.h"
+#include "rs_test.h"
+
+#define VS  128u /* value size */
+#define DIM (VS / 4)
+
+static void row_of(uint64_t k, float *row) {
+    for (uint32_t j = 0; j < DIM; j++)
+        row[j] = (float)k + (float)j / 1000.0f;
+}
+
+/* ---- test handler ------------------------------------------------------------------------------
+ */
+
+typedef struct thandler {
+    rs_kv *kv;
+    uint64_t calls;
+} thandler;
+
+static int th_handle(void *ctx, const rs_ps_request *req, rs_ps_response *resp, void *rows_out,
+                     size_t rows_cap, unsigned slot) {
+    thandler *t = ctx;
+    __atomic_add_fetch(&t->calls, 1, __ATOMIC_RELAXED);
+    memset(resp, 0, offsetof(rs_ps_response, error));
+    resp->error[0] = resp->reply[0] = '\0';
+    resp->value_size = VS;
+    uint64_t keys[2048];
+    if (req->num_keys > 2048) {
+        resp->status = RS_PS_BATCH_TOO_LARGE;
+        snprintf(resp->error, sizeof resp->error, "test handler takes <= 2048 keys");
+        return 0;
+    }
+    for (uint32_t i = 0; i < req->num_keys; i++)
+        keys[i] = rs_ps_key(req->keys, i);
+    if (req->op == RS_PS_GET) {
+        if ((size_t)req->num_keys * VS > rows_cap) {
+            resp->status = RS_PS_BATCH_TOO_LARGE;
+            return 0;
+        }
+        size_t found = 0;
+        rs_kv_batch_get_flat(t->kv, keys, req->num_keys, rows_out, NULL, &found);
+        resp->num_found = (uint32_t)found;
+        resp->rows_len = (size_t)req->num_keys * VS;
+    } else if (req->op == RS_PS_PUT) {
+        if (req->rows_len != (size_t)req->num_keys * VS) {
+            resp->status = RS_PS_INVALID_PAYLOAD;
+            snprintf(resp->error, sizeof resp->error, "rows_len %zu", req->rows_len);
+            return 0;
+        }
+        rs_kv_batch_put(t->kv, keys, req->num_keys, req->rows, NULL, NULL);
+    } else if (req->op == RS_PS_COMMAND) {
+        snprintf(resp->reply, sizeof resp->reply, "pong %.*s", (int)req->command_len, req->command);
+    }
+    return 0;
+}
+
+static rs_kv *open_kv(void) {
+    rs_kv_config c = {.index_type = RS_KV_INDEX_PET_HASH, .value_size = VS, .capacity = 100000};
+    rs_kv *kv = NULL;
+    rs_error e = {0};
+    RS_CHECK(rs_kv_open(&c, &kv, &e) == 0);
+    float row[DIM];
+    for (uint64_t k = 1; k <= 5000; k++) {
+        row_of(k, row);
+        rs_kv_put(kv, k, row, VS, NULL);
+    }
+    return kv;
+}
+
+typedef struct fixture {
+    thandler th;
+    rs_rc_server *srv;
+    uint16_t port;
+} fixture;
+
+static void fx_start(fixture *fx, const char *extra, uint32_t threads) {
+    memset(fx, 0, sizeof *fx);
+    fx->th.kv = open_kv();
+    rs_rc_options o;
+    rs_rc_options_default(&o);
+    rs_error e = {0};
+    RS_CHECK(rs_rc_options_parse(&o, extra, &e) == 0);
+    rs_rc_handler h = {.ctx = &fx->th,
+                       .shard_id = 0,
+                       .value_size = VS,
+                       .max_keys = 1000,
+                       .index_type = RS_KV_INDEX_PET_HASH,
+                       .kv = fx->th.kv,
+                       .handle = th_handle};
+    int rc = rs_rc_server_start(&rs_rc_fabric_shm, "127.0.0.1", 0, threads, &o, &h, &fx->srv, &e);
+    if (rc)
+        fprintf(stderr, "server start: %s\n", e.msg);
+    RS_CHECK(rc == 0);
+    fx->port = rs_rc_server_port(fx->srv);
+}
+
+static void fx_stop(fixture *fx) {
+    rs_rc_server_stop(fx->srv);
+    rs_kv_close(fx->th.kv);
+}
+
+static rs_rc_client *connect_client(fixture *fx, const char *extra, uint32_t depth) {
+    rs_rc_options o;
+    rs_rc_options_default(&o);
+    rs_error e = {0};
+    RS_CHECK(rs_rc_options_parse(&o, extra, &e) == 0);
+    o.wait_timeout_ms = 10000;
+    rs_rc_client *c = NULL;
+    int rc = rs_rc_client_connect(&rs_rc_fabric_shm, "127.0.0.1", fx->port, depth, &o, &c, &e);
+    if (rc)
+        fprintf(stderr, "connect: %s\n", e.msg);
+    RS_CHECK(rc == 0);
+    return c;
+}
+
+static rs_ps_request get_req(const uint64_t *keys, uint32_t n) {
+    rs_ps_request r = {.op = RS_PS_GET,
+                       .shard = 0,
+                       .value_size = VS,
+                       .num_keys = n,
+                       .keys = (const uint8_t *)keys};
+    return r;
+}
+
+/* one GET, returns the status; rows in out */
+static int do_get(rs_rc_client *c, const uint64_t *keys, uint32_t n, float *out,
+                  rs_ps_response *resp) {
+    rs_ps_request r = get_req(keys, n);
+    rs_error e = {0};
+    uint64_t tag = 0;
+    RS_CHECK(rs_rc_client_submit(c, &r, 7, out, (size_t)n * VS, &e) == 0);
+    int rc = rs_rc_client_next(c, &tag, resp, &e);
+    if (rc)
+        fprintf(stderr, "next: %s\n", e.msg);
+    RS_CHECK(rc == 0);
+    RS_CHECK_EQ(tag, 7);
+    return resp->status;
+}
+
+static int rows_ok(const uint64_t *keys, uint32_t n, const float *rows) {
+    float want[DIM];
+    for (uint32_t i = 0; i < n; i++) {
+        if (keys[i] >= 1 && keys[i] <= 5000)
+            row_of(keys[i], want);
+        else
+            memset(want, 0, sizeof want);
+        if (memcmp(want, rows + (size_t)i * DIM, VS) != 0)
+            return 0;
+    }
+    return 1;
+}
+
+static void wait_lanes(fixture *fx, uint64_t want) {
+    rs_rc_server_stats st;
+    uint64_t deadline = rs_now_ns() + 5000000000ull;
+    do {
+        rs_rc_server_get_stats(fx->srv, &st);
+        if (st.lanes_open == want)
+            return;
+        rs_sleep_ns(1000000);
+    } while (rs_now_ns() < deadline);
+    RS_CHECK_EQ(st.lanes_open, want);
+}
+
+/* ---- units --------------------------------------------------------------------------------------
+ */
+
+static void test_options(void) {
+    rs_rc_options o;
+    rs_rc_options_default(&o);
+    RS_CHECK_EQ(o.qps, 16);
+    RS_CHECK_EQ(o.slots, 1);
+    RS_CHECK_EQ(o.request_slot_bytes, 1u << 20);
+    RS_CHECK_EQ(o.poll_mode, RS_RC_POLL_ADAPTIVE);
+    rs_error e = {0};
+    RS_CHECK(rs_rc_options_parse(
+                 &o,
+                 "qps_per_client_per_shard=4;slots_per_qp=2,poll_mode=busy;"
+                 "get_response_mode=direct_sg;fake_get_mode=index_only;skip_client_copy=1",
+                 &e) == 0);
+    RS_CHECK_EQ(o.qps, 4);
+    RS_CHECK_EQ(o.slots, 2);
+    RS_CHECK_EQ(o.poll_mode, RS_RC_POLL_BUSY);
+    RS_CHECK_EQ(o.get_mode, RS_RC_GET_DIRECT_SG);
+    RS_CHECK_EQ(o.fake_get, RS_RC_FAKE_INDEX_ONLY);
+    RS_CHECK_EQ(o.skip_client_copy, 1);
+    RS_CHECK(rs_rc_options_parse(&o, "bogus=1", &e) == RS_EINVAL);
+    RS_CHECK(strstr(e.msg, "bogus") != NULL);
+    RS_CHECK(rs_rc_options_parse(&o, "slots_per_qp=0", &e) == RS_EINVAL);
+    RS_CHECK(strstr(e.msg, "slots_per_qp") != NULL);
+    RS_CHECK(rs_rc_options_parse(&o, "poll_mode=lazy", &e) == RS_EINVAL);
+    RS_CHECK(rs_rc_options_parse(&o, "request_slot_bytes=5000", &e) == RS_EINVAL);
+}
+
+static rs_rc_desc good_desc(rs_rc_slot_expect *x) {
+    *x = (rs_rc_slot_expect){.shard_id = 1,
+                             .client_id = 3,
+                             .qp_index = 2,
+                             .value_size = VS,
+                             .max_keys = 100,
+                             .request_slot_bytes = 65536,
+                             .response_room = 65536 - 64,
+                             .response_addr = 0x10000,
+                             .status_addr = 0x10000 + 65536 - 24,
+                             .rkey = 77};
+    rs_rc_desc d = {.magic = RS_RC_MAGIC,
+                    .version = RS_RC_VERSION,
+                    .op = RS_PS_GET,
+                    .seq = 5,
+                    .shard_id = 1,
+                    .client_id = 3,
+                    .qp_index = 2,
+                    .key_count = 10,
+                    .value_size = VS,
+                    .payload_offset = RS_RC_DESC_BYTES,
+                    .payload_bytes = 20 + 80,
+                    .response_bytes = 65536 - 64,
+                    .msg_bytes = 20,
+                    .client_response_addr = 0x10000,
+                    .client_response_rkey = 77,
+                    .client_status_rkey = 77,
+                    .client_status_addr = 0x10000 + 65536 - 24};
+    return d;
+}
+
+static void test_desc_check(void) {
+    rs_rc_slot_expect x;
+    char why[256];
+    rs_rc_desc d = good_desc(&x);
+    RS_CHECK_EQ(rs_rc_desc_check(&d, &x, why, sizeof why), RS_PS_OK);
+    d.magic = 1;
+    RS_CHECK_EQ(rs_rc_desc_check(&d, &x, why, sizeof why), RS_PS_INVALID_PAYLOAD);
+    RS_CHECK(strstr(why, "magic") != NULL);
+    d = good_desc(&x);
+    d.version = 9;
+    RS_CHECK_EQ(rs_rc_desc_check(&d, &x, why, sizeof why), RS_PS_INVALID_PAYLOAD);
+    d = good_desc(&x);
+    d.op = 9;
+    RS_CHECK_EQ(rs_rc_desc_check(&d, &x, why, sizeof why), RS_PS_INVALID_PAYLOAD);
+    d = good_desc(&x);
+    d.client_id = 4;
+    RS_CHECK_EQ(rs_rc_desc_check(&d, &x, why, sizeof why), RS_PS_INVALID_PAYLOAD);
+    RS_CHECK(strstr(why, "client 4") != NULL);
+    d = good_desc(&x);
+    d.payload_bytes = 65536;
+    RS_CHECK_EQ(rs_rc_desc_check(&d, &x, why, sizeof why), RS_PS_INVALID_PAYLOAD);
+    d = good_desc(&x);
+    d.client_response_addr += 8;
+    RS_CHECK_EQ(rs_rc_desc_check(&d, &x, why, sizeof why), RS_PS_INVALID_PAYLOAD);
+    d = good_desc(&x);
+    d.shard_id = 0;
+    RS_CHECK_EQ(rs_rc_desc_check(&d, &x, why, sizeof why), RS_PS_WRONG_SHARD);
+    d = good_desc(&x);
+    d.value_size = 64;
+    RS_CHECK_EQ(rs_rc_desc_check(&d, &x, why, sizeof why), RS_PS_VALUE_SIZE_MISMATCH);
+    d = good_desc(&x);
+    d.key_count = 101;
+    d.payload_bytes = 20 + 808;
+    RS_CHECK_EQ(rs_rc_desc_check(&d, &x, why, sizeof why), RS_PS_BATCH_TOO_LARGE);
+    d = good_desc(&x);
+    d.key_count = 11; /* 88 key bytes, 80 present */
+    RS_CHECK_EQ(rs_rc_desc_check(&d, &x, why, sizeof why), RS_PS_INVALID_PAYLOAD);
+}
+
+static void test_ctrl_frames(void) {
+    static rs_rc_attach_req rq, back;
+    memset(&rq, 0, sizeof rq);
+    snprintf(rq.fabric, sizeof rq.fabric, "shm");
+    rq.qps = 3;
+    rq.slots = 2;
+    rq.request_slot_bytes = 8192;
+    rq.response_slot_bytes = 4096;
+    rq.lanes[2].region_addr = 0x1234;
+    rq.lanes[2].rkey = 99;
+    snprintf(rq.lanes[2].shm_name, RS_RC_NAME_MAX, "/recbench-rc-1-2-3");
+    uint8_t buf[4096];
+    int n = rs_rc_ctrl_encode_attach_req(&rq, buf, sizeof buf);
+    RS_CHECK(n > RS_RC_CTRL_HDR);
+    uint16_t type;
+    uint32_t len;
+    rs_error e = {0};
+    RS_CHECK(rs_rc_ctrl_check_header(buf, &type, &len, &e) == 0);
+    RS_CHECK_EQ(type, RS_RC_MSG_ATTACH_REQ);
+    RS_CHECK(rs_rc_ctrl_decode_attach_req(buf + RS_RC_CTRL_HDR, len, &back, &e) == 0);
+    RS_CHECK_EQ(back.qps, 3);
+    RS_CHECK_EQ(back.lanes[2].region_addr, 0x1234);
+    RS_CHECK(strcmp(back.lanes[2].shm_name, "/recbench-rc-1-2-3") == 0);
+    /* truncated body, bad magic, bad version, oversized body */
+    RS_CHECK(rs_rc_ctrl_decode_attach_req(buf + RS_RC_CTRL_HDR, len - 1, &back, &e) == RS_EPROTO);
+    uint8_t h[RS_RC_CTRL_HDR];
+    rs_rc_ctrl_put_header(h, 1, 10);
+    h[0] ^= 1;
+    RS_CHECK(rs_rc_ctrl_check_header(h, &type, &len, &e) == RS_EPROTO);
+    RS_CHECK(strstr(e.msg, "magic") != NULL);
+    rs_rc_ctrl_put_header(h, 1, 10);
+    h[4] = 7;
+    RS_CHECK(rs_rc_ctrl_check_header(h, &type, &len, &e) == RS_EPROTO);
+    RS_CHECK(strstr(e.msg, "version") != NULL);
+    rs_rc_ctrl_put_header(h, 1, RS_RC_CTRL_MAX_BODY + 1);
+    RS_CHECK(rs_rc_ctrl_check_header(h, &type, &len, &e) == RS_EPROTO);
+    RS_CHECK(strstr(e.msg, "limit") != NULL);
+}
+
+static void test_shm_fabric(void) {
+    rs_rc_fabric *fa, *fb;
+    rs_error e = {0};
+    RS_CHECK(rs_rc_fabric_shm.open(NULL, &fa, &e) == 0);
+    RS_CHECK(rs_rc_fabric_shm.open(NULL, &fb, &e) == 0);
+    rs_rc_region ra, rb;
+    RS_CHECK(rs_rc_fabric_shm.alloc_region(fa, 8192, &ra, &e) == 0);
+    RS_CHECK(rs_rc_fabric_shm.alloc_region(fb, 8192, &rb, &e) == 0);
+    rs_rc_ep *ea, *eb;
+    rs_rc_ep_meta ma, mb;
+    RS_CHECK(rs_rc_fabric_shm.ep_create(fa, &ra, &ea, &ma, &e) == 0);
+    RS_CHECK(rs_rc_fabric_shm.ep_create(fb, &rb, &eb, &mb, &e) == 0);
+    RS_CHECK(rs_rc_fabric_shm.ep_connect(ea, &mb, &e) == 0);
+    RS_CHECK(rs_rc_fabric_shm.ep_connect(eb, &ma, &e) == 0);
+    /* both names are unlinked once mapped */
+    char path[128];
+    snprintf(path, sizeof path, "/dev/shm%s", ma.shm_name);
+    RS_CHECK(access(path, F_OK) != 0);
+    uint64_t word = 0x1122334455667788ull;
+    char msg[16] = "hello, peer";
+    rs_rc_sge sg[2] = {{msg, 8, 0}, {&word, 8, 0}};
+    RS_CHECK(rs_rc_fabric_shm.write(ea, sg, 2, mb.region_addr + 64, mb.rkey,
+                                    RS_RC_WR_SIGNALED | RS_RC_WR_PUBLISH, 42, &e) == 0);
+    RS_CHECK(memcmp(rb.addr + 64, "hello, p", 8) == 0);
+    uint64_t got;
+    memcpy(&got, rb.addr + 72, 8);
+    RS_CHECK_EQ(got, word);
+    rs_rc_wc wc[4];
+    RS_CHECK_EQ(rs_rc_fabric_shm.poll(ea, wc, 4), 1);
+    RS_CHECK_EQ(wc[0].wr_id, 42);
+    RS_CHECK_EQ(rs_rc_fabric_shm.poll(ea, wc, 4), 0);
+    /* outside the region, wrong rkey */
+    RS_CHECK(rs_rc_fabric_shm.write(ea, sg, 1, mb.region_addr + 8190, mb.rkey, 0, 0, &e) ==
+             RS_EINVAL);
+    RS_CHECK(rs_rc_fabric_shm.write(ea, sg, 1, mb.region_addr - 8, mb.rkey, 0, 0, &e) == RS_EINVAL);
+    RS_CHECK(rs_rc_fabric_shm.write(ea, sg, 1, mb.region_addr, mb.rkey + 1, 0, 0, &e) == RS_EINVAL);
+    /* the completion ring behaves like a send queue: full -> RS_EBUSY */
+    int busy = 0;
+    for (int i = 0; i < 2000 && !busy; i++)
+        busy = rs_rc_fabric_shm.write(ea, sg, 1, mb.region_addr, mb.rkey, RS_RC_WR_SIGNALED,
+                                      (uint64_t)i, &e) == RS_EBUSY;
+    RS_CHECK(busy);
+    RS_CHECK(rs_rc_fabric_shm.remote_window(ea, mb.region_addr, 8192) != NULL);
+    RS_CHECK(rs_rc_fabric_shm.remote_window(ea, mb.region_addr, 8193) == NULL);
+    rs_rc_fabric_shm.ep_destroy(ea);
+    rs_rc_fabric_shm.ep_destroy(eb);
+    rs_rc_fabric_shm.free_region(fa, &ra);
+    rs_rc_fabric_shm.free_region(fb, &rb);
+    rs_rc_fabric_shm.close(fa);
+    rs_rc_fabric_shm.close(fb);
+}
+
+static void test_verbs_absent(void) {
+    rs_rc_fabric *f = NULL;
+    rs_error e = {0};
+    int rc = rs_rc_fabric_verbs.open(NULL, &f, &e);
+    if (rc == 0) { /* a host with a device: nothing to check here (tests/test_rc_verbs covers it) */
+        rs_rc_fabric_verbs.close(f);
+        return;
+    }
+    RS_CHECK(rc == RS_ENODEV || rc == RS_ENOTSUP);
+    RS_CHECK(strlen(e.msg) > 10);
+}
+
+/* ---- end to end
+ * ---------------------------------------------------------------------------------- */
+
+static void test_get_put_command(void) {
+    fixture fx;
+    fx_start(&fx, "", 1);
+    rs_rc_client *c =
+        connect_client(&fx,
+                       "qps_per_client_per_shard=2;slots_per_qp=2;request_slot_bytes=65536;"
+                       "response_slot_bytes=131072",
+                       4);
+    uint64_t keys[500];
+    for (uint32_t i = 0; i < 500; i++)
+        keys[i] = (i * 7919u) % 6000 + 1; /* some above 5000: misses */
+    float *rows = malloc(500 * VS);
+    rs_ps_response *resp = malloc(sizeof *resp);
+    RS_CHECK_EQ(do_get(c, keys, 500, rows, resp), RS_PS_OK);
+    RS_CHECK(rows_ok(keys, 500, rows));
+    RS_CHECK(resp->num_found < 500 && resp->num_found > 400);
+    /* pipelined: 4 in flight, completions in order */
+    rs_error e = {0};
+    float *many = malloc(4 * 50 * VS);
+    for (uint64_t t = 0; t < 4; t++) {
+        rs_ps_request r = get_req(keys + t * 50, 50);
+        RS_CHECK(rs_rc_client_submit(c, &r, t, many + t * 50 * DIM, 50 * VS, &e) == 0);
+    }
+    rs_ps_request r5 = get_req(keys, 1);
+    RS_CHECK(rs_rc_client_submit(c, &r5, 9, many, VS, &e) == RS_EBUSY); /* depth 4 */
+    for (uint64_t t = 0; t < 4; t++) {
+        uint64_t tag;
+        RS_CHECK(rs_rc_client_next(c, &tag, resp, &e) == 0);
+        RS_CHECK_EQ(tag, t);
+        RS_CHECK(rows_ok(keys + t * 50, 50, many + t * 50 * DIM));
+    }
+    /* PUT then GET sees the new rows */
+    uint64_t pk[2] = {9001, 9002};
+    float prow[2 * DIM];
+    row_of(9001, prow);
+    row_of(9002, prow + DIM);
+    rs_ps_request put = {.op = RS_PS_PUT,
+                         .value_size = VS,
+                         .num_keys = 2,
+                         .keys = (const uint8_t *)pk,
+                         .rows = (const uint8_t *)prow,
+                         .rows_len = sizeof prow};
+    uint64_t tag;
+    RS_CHECK(rs_rc_client_submit(c, &put, 1, NULL, 0, &e) == 0);
+    RS_CHECK(rs_rc_client_next(c, &tag, resp, &e) == 0);
+    RS_CHECK_EQ(resp->status, RS_PS_OK);
+    float back[2 * DIM];
+    RS_CHECK_EQ(do_get(c, pk, 2, back, resp), RS_PS_OK);
+    RS_CHECK(memcmp(back, prow, sizeof prow) == 0);
+    rs_ps_request cmd = {.op = RS_PS_COMMAND, .command = "ping", .command_len = 4};
+    RS_CHECK(rs_rc_client_submit(c, &cmd, 2, NULL, 0, &e) == 0);
+    RS_CHECK(rs_rc_client_next(c, &tag, resp, &e) == 0);
+    RS_CHECK(strcmp(resp->reply, "pong ping") == 0);
+    /* too large for the request slot: refused by the client with a reason */
+    static uint64_t big[9000];
+    rs_ps_request rb = get_req(big, 9000);
+    RS_CHECK(rs_rc_client_submit(c, &rb, 3, NULL, 0, &e) == RS_EINVAL);
+    RS_CHECK(strstr(e.msg, "request_slot_bytes") != NULL);
+    rs_rc_client_close(c);
+    wait_lanes(&fx, 0);
+    fx_stop(&fx);
+    free(rows);
+    free(many);
+    free(resp);
+}
+
+static void test_status_codes(void) {
+    fixture fx;
+    fx_start(&fx, "", 2);
+    rs_rc_client *c =
+        connect_client(&fx, "qps_per_client_per_shard=2;response_slot_bytes=65536", 1);
+    rs_ps_response *resp = malloc(sizeof *resp);
+    uint64_t keys[1001];
+    for (uint32_t i = 0; i < 1001; i++)
+        keys[i] = i + 1;
+    float *rows = malloc(1001 * VS);
+    rs_error e = {0};
+    uint64_t tag;
+    /* wrong shard */
+    rs_ps_request r = get_req(keys, 4);
+    r.shard = 1;
+    RS_CHECK(rs_rc_client_submit(c, &r, 1, rows, 4 * VS, &e) == 0);
+    RS_CHECK(rs_rc_client_next(c, &tag, resp, &e) == 0);
+    RS_CHECK_EQ(resp->status, RS_PS_WRONG_SHARD);
+    RS_CHECK(strstr(resp->error, "shard 1") != NULL);
+    /* value size mismatch */
+    r = get_req(keys, 4);
+    r.value_size = 64;
+    RS_CHECK(rs_rc_client_submit(c, &r, 1, rows, 4 * VS, &e) == 0);
+    RS_CHECK(rs_rc_client_next(c, &tag, resp, &e) == 0);
+    RS_CHECK_EQ(resp->status, RS_PS_VALUE_SIZE_MISMATCH);
+    /* batch too large: 1001 > max_keys 1000 */
+    r = get_req(keys, 1001);
+    RS_CHECK(rs_rc_client_submit(c, &r, 1, rows, 1001 * VS, &e) == 0);
+    RS_CHECK(rs_rc_client_next(c, &tag, resp, &e) == 0);
+    RS_CHECK_EQ(resp->status, RS_PS_BATCH_TOO_LARGE);
+    /* 600 rows of 128 B do not fit a 64 KiB response slot */
+    r = get_req(keys, 600);
+    RS_CHECK(rs_rc_client_submit(c, &r, 1, rows, 600 * VS, &e) == 0);
+    RS_CHECK(rs_rc_client_next(c, &tag, resp, &e) == 0);
+    RS_CHECK_EQ(resp->status, RS_PS_BATCH_TOO_LARGE);
+    /* and the lane keeps working */
+    RS_CHECK_EQ(do_get(c, keys, 10, rows, resp), RS_PS_OK);
+    RS_CHECK(rows_ok(keys, 10, rows));
+    rs_rc_client_close(c);
+    fx_stop(&fx);
+    free(rows);
+    free(resp);
+}
+
+static void test_corrupt_and_duplicate(void) {
+    fixture fx;
+    fx_start(&fx, "", 1);
+    rs_rc_client *bad =
+        connect_client(&fx,
+                       "qps_per_client_per_shard=1;slots_per_qp=2;request_slot_bytes=16384;"
+                       "response_slot_bytes=16384",
+                       1);
+    rs_rc_client *good = connect_client(&fx,
+                                        "qps_per_client_per_shard=1;request_slot_bytes=16384;"
+                                        "response_slot_bytes=16384",
+                                        1);
+    RS_CHECK(rs_rc_client_id(bad) != rs_rc_client_id(good));
+    rs_ps_response *resp = malloc(sizeof *resp);
+    uint64_t keys[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    float rows[8 * DIM];
+    int32_t status = 0;
+    char why[256];
+    rs_error e = {0};
+    /* garbage descriptor */
+    uint8_t junk[256];
+    memset(junk, 0xab, sizeof junk);
+    RS_CHECK(rs_rc_client_debug_inject(bad, 0, 0, junk, sizeof junk, 5000, &status, why, sizeof why,
+                                       &e) == 0);
+    RS_CHECK_EQ(status, RS_PS_INVALID_PAYLOAD);
+    RS_CHECK(strstr(why, "magic") != NULL);
+    RS_CHECK_EQ(do_get(good, keys, 8, rows, resp), RS_PS_OK);
+    RS_CHECK(rows_ok(keys, 8, rows));
+    /* a well-formed descriptor that lies about its client, and one pointing the response elsewhere
+     */
+    rs_rc_desc d = {.magic = RS_RC_MAGIC,
+                    .version = RS_RC_VERSION,
+                    .op = RS_PS_GET,
+                    .client_id = 12345,
+                    .payload_offset = RS_RC_DESC_BYTES};
+    d.seq = rs_rc_client_debug_next_seq(bad, 0);
+    RS_CHECK(rs_rc_client_debug_inject(bad, 0, 1, &d, sizeof d, 5000, &status, why, sizeof why,
+                                       &e) == 0);
+    RS_CHECK_EQ(status, RS_PS_INVALID_PAYLOAD);
+    RS_CHECK(strstr(why, "client 12345") != NULL);
+    d.client_id = rs_rc_client_id(bad);
+    d.client_response_addr = 0x1000;
+    d.seq = rs_rc_client_debug_next_seq(bad, 0);
+    RS_CHECK(rs_rc_client_debug_inject(bad, 0, 0, &d, sizeof d, 5000, &status, why, sizeof why,
+                                       &e) == 0);
+    RS_CHECK_EQ(status, RS_PS_INVALID_PAYLOAD);
+    RS_CHECK(strstr(why, "address") != NULL);
+    /* the bad client's lane still serves real requests */
+    RS_CHECK_EQ(do_get(bad, keys, 8, rows, resp), RS_PS_OK);
+    RS_CHECK(rows_ok(keys, 8, rows));
+    rs_rc_server_stats st;
+    rs_rc_server_get_stats(fx.srv, &st);
+    RS_CHECK(st.invalid_descriptor >= 3);
+    rs_rc_client_close(bad);
+    rs_rc_client_close(good);
+    wait_lanes(&fx, 0);
+    fx_stop(&fx);
+    free(resp);
+}
+
+static void test_duplicate_seq(void) {
+    fixture fx;
+    fx_start(&fx, "", 1);
+    rs_rc_client *c = connect_client(&fx,
+                                     "qps_per_client_per_shard=1;request_slot_bytes=16384;"
+                                     "response_slot_bytes=16384",
+                                     1);
+    rs_ps_response *resp = malloc(sizeof *resp);
+    uint64_t keys[4] = {1, 2, 3, 4};
+    float rows[4 * DIM];
+    RS_CHECK_EQ(do_get(c, keys, 4, rows, resp), RS_PS_OK); /* seq 1 */
+    RS_CHECK_EQ(do_get(c, keys, 4, rows, resp), RS_PS_OK); /* seq 2 */
+    uint64_t before = __atomic_load_n(&fx.th.calls, __ATOMIC_RELAXED);
+    /* a replayed, stale commit (seq 1 again) in the slot: counted as a duplicate, never answered */
+    rs_rc_server_stats st0, st1;
+    rs_rc_server_get_stats(fx.srv, &st0);
+    RS_CHECK(rs_rc_client_debug_commit(c, 0, 0, 1) == 0);
+    uint64_t deadline = rs_now_ns() + 5000000000ull;
+    do {
+        rs_rc_server_get_stats(fx.srv, &st1);
+        if (st1.duplicate_seq > st0.duplicate_seq)
+            break;
+        rs_sleep_ns(1000000);
+    } while (rs_now_ns() < deadline);
+    RS_CHECK_EQ(st1.duplicate_seq, st0.duplicate_seq + 1);
+    RS_CHECK_EQ(__atomic_load_n(&fx.th.calls, __ATOMIC_RELAXED), before);
+    RS_CHECK_EQ(do_get(c, keys, 4, rows, resp), RS_PS_OK); /* seq 3 still works */
+    RS_CHECK(rows_ok(keys, 4, rows));
+    rs_rc_client_close(c);
+    fx_stop(&fx);
+    free(resp);
+}
+
+static void test_prefetch_depth_check(void) {
+    fixture fx;
+    fx_start(&fx, "", 1);
+    rs_rc_options o;
+    rs_rc_options_default(&o);
+    o.qps = 2;
+    o.slots = 3;
+    rs_rc_client *c = NULL;
+    rs_error e = {0};
+    RS_CHECK(rs_rc_client_connect(&rs_rc_fabric_shm, "127.0.0.1", fx.port, 7, &o, &c, &e) ==
+             RS_EINVAL);
+    RS_CHECK(strstr(e.msg, "prefetch_depth 7") != NULL);
+    RS_CHECK(strstr(e.msg, "= 6") != NULL);
+    fx_stop(&fx);
+}
+
+static void test_slot_exhaustion_many_clients(void) {
+    fixture fx;
+    fx_start(&fx, "", 2);
+    enum { NC = 4 };
+    rs_rc_client *c[NC];
+    for (int i = 0; i < NC; i++)
+        c[i] = connect_client(&fx,
+                              "qps_per_client_per_shard=2;slots_per_qp=2;request_slot_bytes=16384;"
+                              "response_slot_bytes=16384",
+                              4);
+    wait_lanes(&fx, NC * 2);
+    uint64_t keys[16];
+    for (int i = 0; i < 16; i++)
+        keys[i] = (uint64_t)i * 13 + 1;
+    float rows[NC][4][16 * DIM];
+    rs_error e = {0};
+    rs_ps_response *resp = malloc(sizeof *resp);
+    for (int round = 0; round < 50; round++) {
+        for (int i = 0; i < NC; i++)
+            for (int t = 0; t < 4; t++) {
+                rs_ps_request r = get_req(keys, 16);
+                RS_CHECK(rs_rc_client_submit(c[i], &r, (uint64_t)t, rows[i][t], sizeof rows[i][t],
+                                             &e) == 0);
+            }
+        for (int i = 0; i < NC; i++) {
+            rs_ps_request r = get_req(keys, 16); /* every slot of every QP is taken */
+            RS_CHECK(rs_rc_client_submit(c[i], &r, 99, rows[i][0], sizeof rows[i][0], &e) ==
+                     RS_EBUSY);
+        }
+        for (int i = 0; i < NC; i++)
+            for (int t = 0; t < 4; t++) {
+                uint64_t tag;
+                RS_CHECK(rs_rc_client_next(c[i], &tag, resp, &e) == 0);
+                RS_CHECK_EQ(tag, (uint64_t)t);
+                RS_CHECK_EQ(resp->status, RS_PS_OK);
+                RS_CHECK(rows_ok(keys, 16, rows[i][t]));
+            }
+    }
+    rs_rc_client_close(c[1]);
+    wait_lanes(&fx, (NC - 1) * 2);
+    RS_CHECK_EQ(do_get(c[0], keys, 16, rows[0][0], resp), RS_PS_OK);
+    for (int i = 0; i < NC; i++)
+        if (i != 1)
+            rs_rc_client_close(c[i]);
+    wait_lanes(&fx, 0);
+    fx_stop(&fx);
+    free(resp);
+}
+
+static void check_mode(const char *server_extra, const char *client_extra, int expect_rows,
+                       int expect_found) {
+    fixture fx;
+    fx_start(&fx, server_extra, 1);
+    rs_rc_client *c = connect_client(&fx, client_extra, 1);
+    uint64_t keys[300];
+    for (uint32_t i = 0; i < 300; i++)
+        keys[i] = (i * 31u) % 5000 + 1; /* all present */
+    float *rows = malloc(300 * VS);
+    memset(rows, 0x5a, 300 * VS);
+    rs_ps_response *resp = malloc(sizeof *resp);
+    RS_CHECK_EQ(do_get(c, keys, 300, rows, resp), RS_PS_OK);
+    if (expect_rows == 1)
+        RS_CHECK(rows_ok(keys, 300, rows));
+    if (expect_rows == 0)
+        RS_CHECK_EQ(resp->rows_len, 0);
+    if (expect_rows == 2) { /* payload_memset: zero rows */
+        RS_CHECK_EQ(resp->rows_len, 300 * VS);
+        for (uint32_t i = 0; i < 300 * DIM; i++)
+            if (rows[i] != 0.0f) {
+                RS_CHECK(!"memset rows are zero");
+                break;
+            }
+    }
+    if (expect_found >= 0)
+        RS_CHECK_EQ(resp->num_found, expect_found);
+    /* a missing key under direct_sg falls back to the copy and still reads zeros */
+    keys[5] = 999999;
+    RS_CHECK_EQ(do_get(c, keys, 300, rows, resp), RS_PS_OK);
+    if (expect_rows == 1)
+        RS_CHECK(rows_ok(keys, 300, rows));
+    rs_rc_server_stats st;
+    rs_rc_server_get_stats(fx.srv, &st);
+    if (strstr(client_extra, "direct_sg") && !server_extra[0]) {
+        RS_CHECK_EQ(st.direct_sg, 1);
+        RS_CHECK_EQ(st.direct_sg_fallback, 1);
+    } else {
+        RS_CHECK_EQ(st.direct_sg, 0);
+    }
+    rs_rc_client_close(c);
+    fx_stop(&fx);
+    free(rows);
+    free(resp);
+}
+
+static void test_response_modes(void) {
+    check_mode("", "qps_per_client_per_shard=1;get_response_mode=staging_copy", 1, 300);
+    check_mode("", "qps_per_client_per_shard=1;get_response_mode=direct_sg", 1, 300);
+    check_mode("", "qps_per_client_per_shard=1;get_response_mode=auto", 1,
+               300); /* PET -> staging_copy */
+}
+
+static void test_fake_modes(void) {
+    check_mode("fake_get_mode=status_only", "qps_per_client_per_shard=1", 0, 0);
+    check_mode("fake_get_mode=index_only", "qps_per_client_per_shard=1", 0, 300);
+    check_mode("fake_get_mode=payload_memset", "qps_per_client_per_shard=1", 2, 0);
+}
+
+static void test_skip_client_copy(void) {
+    fixture fx;
+    fx_start(&fx, "", 1);
+    rs_rc_client *c = connect_client(&fx, "qps_per_client_per_shard=1;skip_client_copy=1", 1);
+    uint64_t keys[3] = {1, 2, 3};
+    float rows[3 * DIM];
+    memset(rows, 0x5a, sizeof rows);
+    unsigned char before[sizeof rows];
+    memcpy(before, rows, sizeof rows);
+    rs_ps_response *resp = malloc(sizeof *resp);
+    RS_CHECK_EQ(do_get(c, keys, 3, rows, resp), RS_PS_OK);
+    RS_CHECK(memcmp(rows, before, sizeof rows) == 0);      /* untouched */
+    RS_CHECK(rows_ok(keys, 3, (const float *)resp->rows)); /* the rows are in the response slot */
+    rs_rc_client_close(c);
+    fx_stop(&fx);
+    free(resp);
+}
+
+static void test_workers_and_profile(void) {
+    fixture fx;
+    fx_start(&fx, "server_get_workers=2;profile_interval_ms=20", 1);
+    rs_rc_client *c = connect_client(&fx, "qps_per_client_per_shard=4;profile_interval_ms=20", 4);
+    uint64_t keys[64];
+    for (int i = 0; i < 64; i++)
+        keys[i] = (uint64_t)i + 1;
+    float rows[4][64 * DIM];
+    rs_error e = {0};
+    rs_ps_response *resp = malloc(sizeof *resp);
+    for (int round = 0; round < 100; round++) {
+        for (int t = 0; t < 4; t++) {
+            rs_ps_request r = get_req(keys, 64);
+            RS_CHECK(rs_rc_client_submit(c, &r, (uint64_t)t, rows[t], sizeof rows[t], &e) == 0);
+        }
+        for (int t = 0; t < 4; t++) {
+            uint64_t tag;
+            RS_CHECK(rs_rc_client_next(c, &tag, resp, &e) == 0);
+            RS_CHECK_EQ(resp->status, RS_PS_OK);
+            RS_CHECK(rows_ok(keys, 64, rows[t]));
+        }
+    }
+    rs_rc_client_close(c);
+    wait_lanes(&fx, 0);
+    fx_stop(&fx);
+    free(resp);
+}
+
+/* the control plane answers bad frames with a reason, closes that connection and keeps serving */
+static void expect_rejected(uint16_t port, const uint8_t *frame, size_t len, const char *needle) {
+    int fd = -1;
+    rs_error e = {0};
+    RS_CHECK(rs_rc_tcp_connect("127.0.0.1", port, 5000, &fd, &e) == 0);
+    RS_CHECK(send(fd, frame, len, MSG_NOSIGNAL) == (ssize_t)len);
+    uint16_t type = 0;
+    uint8_t *body = NULL;
+    uint32_t blen = 0;
+    int rc = rs_rc_ctrl_recv(fd, 5000, &type, &body, &blen, &e);
+    RS_CHECK(rc == 0);
+    if (rc == 0) {
+        int is_err = type == RS_RC_MSG_ERROR && blen > 4;
+        int is_rep = type == RS_RC_MSG_ATTACH_REP && blen > 4;
+        RS_CHECK(is_err || is_rep);
+        if (is_err || is_rep) {
+            char text[300];
+            snprintf(text, sizeof text, "%.*s", (int)(blen > 260 ? 256 : blen - 4),
+                     (const char *)body + 4);
+            if (!strstr(text, needle))
+                fprintf(stderr, "reason '%s' lacks '%s'\n", text, needle);
+            RS_CHECK(strstr(text, needle) != NULL);
+        }
+    }
+    free(body);
+    close(fd);
+}
+
+static void test_ctrl_rejects_bad_frames(void) {
+    fixture fx;
+    fx_start(&fx, "", 1);
+    uint8_t h[RS_RC_CTRL_HDR];
+    rs_rc_ctrl_put_header(h, RS_RC_MSG_READY_REQ, 0);
+    h[0] ^= 0x55;
+    expect_rejected(fx.port, h, sizeof h, "magic");
+    rs_rc_ctrl_put_header(h, RS_RC_MSG_ATTACH_REQ, 1u << 30);
+    expect_rejected(fx.port, h, sizeof h, "limit");
+    rs_rc_ctrl_put_header(h, 99, 0);
+    expect_rejected(fx.port, h, sizeof h, "type 99");
+    /* a well-formed attach for another fabric */
+    static rs_rc_attach_req rq;
+    memset(&rq, 0, sizeof rq);
+    snprintf(rq.fabric, sizeof rq.fabric, "verbs");
+    rq.qps = 1;
+    rq.slots = 1;
+    rq.request_slot_bytes = rq.response_slot_bytes = 8192;
+    uint8_t buf[1024];
+    int n = rs_rc_ctrl_encode_attach_req(&rq, buf, sizeof buf);
+    RS_CHECK(n > 0);
+    expect_rejected(fx.port, buf, (size_t)n, "fabric 'verbs'");
+    /* bad geometry */
+    snprintf(rq.fabric, sizeof rq.fabric, "shm");
+    rq.slots = 5000;
+    n = rs_rc_ctrl_encode_attach_req(&rq, buf, sizeof buf);
+    expect_rejected(fx.port, buf, (size_t)n, "geometry");
+    /* still serving */
+    rs_rc_client *c = connect_client(&fx, "qps_per_client_per_shard=1", 1);
+    uint64_t keys[2] = {1, 2};
+    float rows[2 * DIM];
+    rs_ps_response *resp = malloc(sizeof *resp);
+    RS_CHECK_EQ(do_get(c, keys, 2, rows, resp), RS_PS_OK);
+    RS_CHECK(rows_ok(keys, 2, rows));
+    rs_rc_server_stats st;
+    rs_rc_server_get_stats(fx.srv, &st);
+    RS_CHECK(st.ctrl_rejected >= 5);
+    rs_rc_client_close(c);
+    fx_stop(&fx);
+    free(resp);
+}
+
+static void test_no_shm_leftovers(void) {
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "recbench-rc-%d-", (int)getpid());
+    DIR *d = opendir("/dev/shm");
+    if (!d)
+        return;
+    struct dirent *de;
+    int left = 0;
+    while ((de = readdir(d)))
+        if (!strncmp(de->d_name, prefix, strlen(prefix)))
+            left++;
+    closedir(d);
+    RS_CHECK_EQ(left, 0);
+}
+
+RS_TEST_MAIN(RS_TEST(test_options), RS_TEST(test_desc_check), RS_TEST(test_ctrl_frames),
+             RS_TEST(test_shm_fabric), RS_TEST(test_verbs_absent), RS_TEST(test_get_put_command),
+             RS_TEST(test_status_codes), RS_TEST(test_corrupt_and_duplicate),
+             RS_TEST(test_duplicate_seq), RS_TEST(test_prefetch_depth_check),
+             RS_TEST(test_slot_exhaustion_many_clients), RS_TEST(test_response_modes),
+             RS_TEST(test_fake_modes), RS_TEST(test_skip_client_copy),
+             RS_TEST(test_workers_and_profile), RS_TEST(test_ctrl_rejects_bad_frames),
+             RS_TEST(test_no_shm_leftovers))

@@ -1,0 +1,445 @@
+/*
+ * brpc_conn.c — the client side of the brpc transport: one TCP connection to one shard server,
+ * speaking baidu_std (frame picture in brpc_frame.h).
+ *
+ * A connection is used by one thread. submit() writes the whole request frame (writev of
+ * header + RpcMeta + PSRequest, keys, rows: no copy of keys or rows) and records it in a ring of
+ * at most max_in_flight outstanding requests; next() reads responses, matches them to requests by
+ * correlation id, and returns completions in submission order. A GET response's attachment is
+ * received straight into the caller's rows buffer when it is not already buffered.
+ *
+ * Failure policy: a refused/reset/closed connection, a malformed response frame, or a timeout
+ * marks the connection broken; every outstanding and later request then fails with the stored
+ * reason (RS_ECONN / RS_ETIMEDOUT / RS_EPROTO), which names the server. Timeouts count from the
+ * request's submission.
+ */
+#if RS_HAVE_PROTOBUF_C
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "recstore/clock.h"
+#include "recstore/transport.h"
+#include "transport/brpc_frame.h"
+
+#define RS_BRPC_CLIENT_MAX_BODY (1ull << 31)
+#define RS_BRPC_CLIENT_READ_AHEAD 4096
+/* RpcMeta and PSResponse are buffered; only GET rows (the attachment) can be large, and they go
+ * straight into the caller's buffer, sized by the request. A server claiming more than this for
+ * the buffered part is broken or hostile: refused before allocating. */
+#define RS_BRPC_CLIENT_MAX_HEAD (1u << 20)
+
+typedef struct pending {
+    uint64_t tag;
+    int64_t cid;
+    uint64_t deadline_ns;
+    rs_ps_op op;
+    uint32_t num_keys;
+    void *rows_out;
+    size_t rows_cap;
+    int done;
+    rs_ps_completion comp;
+} pending;
+
+typedef struct brpc_cconn {
+    int fd;
+    char peer[160]; /* "brpc://host:port" for messages */
+    uint64_t timeout_ns;
+    uint32_t cap, head, count;
+    pending *ring;
+    int64_t next_cid;
+    uint8_t *in;
+    size_t in_start, in_len, in_cap; /* buffered bytes are in[in_start .. in_start + in_len) */
+    rs_brpc_arena arena;
+    int broken;
+    rs_error broken_err;
+} brpc_cconn;
+
+static int mark_broken(brpc_cconn *c, rs_error *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int mark_broken(brpc_cconn *c, rs_error *err, int code, const char *fmt, ...) {
+    char why[RS_ERROR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    if (!c->broken) {
+        c->broken = 1;
+        rs_error_set(&c->broken_err, code, "%s: %s", c->peer, why);
+    }
+    if (err) *err = c->broken_err;
+    return c->broken_err.code;
+}
+
+static int broken_error(brpc_cconn *c, rs_error *err) {
+    if (err) *err = c->broken_err;
+    return c->broken_err.code;
+}
+
+/* Wait for fd readiness until deadline; 0 ready, RS_ETIMEDOUT, or an errno-based code. */
+static int wait_fd(brpc_cconn *c, short events, uint64_t deadline_ns) {
+    for (;;) {
+        uint64_t now = rs_now_ns();
+        if (now >= deadline_ns) return RS_ETIMEDOUT;
+        uint64_t ms = (deadline_ns - now + 999999) / 1000000;
+        struct pollfd p = {.fd = c->fd, .events = events};
+        int r = poll(&p, 1, ms > 60000 ? 60000 : (int)ms);
+        if (r > 0) return 0;
+        if (r < 0 && errno != EINTR) return RS_EIO;
+    }
+}
+
+static int brpc_connect(const char *host, uint16_t port, const rs_ps_client_opts *opts,
+                        void **out, rs_error *err) {
+    int rc;
+    *out = NULL;
+    brpc_cconn *c = calloc(1, sizeof *c);
+    if (!c) return rs_error_set(err, RS_ENOMEM, "brpc connection");
+    c->fd = -1;
+    snprintf(c->peer, sizeof c->peer, "brpc://%s:%u", host, port);
+    c->timeout_ns = (uint64_t)(opts && opts->timeout_ms ? opts->timeout_ms : 10000) * 1000000ull;
+    c->cap = opts && opts->max_in_flight ? opts->max_in_flight : 1;
+    c->ring = calloc(c->cap, sizeof *c->ring);
+    c->in_cap = 256 << 10;
+    c->in = malloc(c->in_cap);
+    if (!c->ring || !c->in) {
+        rc = rs_error_set(err, RS_ENOMEM, "brpc connection buffers");
+        goto fail;
+    }
+    rs_brpc_arena_init(&c->arena);
+
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICSERV};
+    struct addrinfo *res = NULL;
+    char ps[8];
+    snprintf(ps, sizeof ps, "%u", port);
+    int g = getaddrinfo(host, ps, &hints, &res);
+    if (g || !res) {
+        rc = rs_error_set(err, RS_ECONN, "%s: cannot resolve host: %s", c->peer, gai_strerror(g));
+        goto fail;
+    }
+    c->fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (c->fd < 0) {
+        freeaddrinfo(res);
+        rc = rs_error_errno(err, RS_EIO, errno, "%s: socket", c->peer);
+        goto fail;
+    }
+    int r = connect(c->fd, res->ai_addr, res->ai_addrlen);
+    freeaddrinfo(res);
+    if (r && errno != EINPROGRESS) {
+        rc = rs_error_errno(err, RS_ECONN, errno, "%s: connect", c->peer);
+        goto fail;
+    }
+    if (r) {
+        if (wait_fd(c, POLLOUT, rs_now_ns() + c->timeout_ns)) {
+            rc = rs_error_set(err, RS_ETIMEDOUT, "%s: connect timed out after %llu ms", c->peer,
+                              (unsigned long long)(c->timeout_ns / 1000000));
+            goto fail;
+        }
+        int soerr = 0;
+        socklen_t sl = sizeof soerr;
+        getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
+        if (soerr) {
+            rc = rs_error_errno(err, RS_ECONN, soerr, "%s: connect", c->peer);
+            goto fail;
+        }
+    }
+    int one = 1;
+    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    *out = c;
+    return 0;
+fail:
+    if (c->fd >= 0) close(c->fd);
+    free(c->in);
+    free(c->ring);
+    free(c);
+    return rc;
+}
+
+static void brpc_close(void *conn) {
+    brpc_cconn *c = conn;
+    if (!c) return;
+    if (c->fd >= 0) close(c->fd);
+    free(c->in);
+    free(c->ring);
+    free(c);
+}
+
+/* Write all of iov (modified in place) before deadline. */
+static int write_all(brpc_cconn *c, struct iovec *iov, int n, uint64_t deadline, rs_error *err) {
+    while (n > 0) {
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+        ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL); /* no SIGPIPE if the server went away */
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                int rc = wait_fd(c, POLLOUT, deadline);
+                if (rc == RS_ETIMEDOUT)
+                    return mark_broken(c, err, RS_ETIMEDOUT, "sending a request timed out");
+                if (rc) return mark_broken(c, err, RS_ECONN, "poll failed while sending");
+                continue;
+            }
+            return mark_broken(c, err, RS_ECONN, "send failed: %s", strerror(errno));
+        }
+        size_t left = (size_t)w;
+        while (n > 0 && left >= iov->iov_len) {
+            left -= iov->iov_len;
+            iov++;
+            n--;
+        }
+        if (n > 0) {
+            iov->iov_base = (uint8_t *)iov->iov_base + left;
+            iov->iov_len -= left;
+        }
+    }
+    return 0;
+}
+
+static int brpc_submit(void *conn, const rs_ps_request *req, uint64_t tag, void *rows_out,
+                       size_t rows_cap, rs_error *err) {
+    brpc_cconn *c = conn;
+    if (c->broken) return broken_error(c, err);
+    if (c->count == c->cap)
+        return rs_error_set(err, RS_EBUSY, "%s: %u requests already in flight (max_in_flight)",
+                            c->peer, c->cap);
+    size_t keys_len = (size_t)req->num_keys * 8;
+    size_t att = keys_len + req->rows_len;
+    if (att > INT32_MAX)
+        return rs_error_set(err, RS_EINVAL, "%s: request of %zu bytes is too large", c->peer, att);
+
+    Brpc__Policy__RpcMeta meta = BRPC__POLICY__RPC_META__INIT;
+    Brpc__Policy__RpcRequestMeta rmeta = BRPC__POLICY__RPC_REQUEST_META__INIT;
+    rmeta.service_name = (char *)RS_BRPC_SERVICE;
+    rmeta.method_name = (char *)rs_ps_op_method(req->op);
+    meta.request = &rmeta;
+    meta.has_correlation_id = 1;
+    meta.correlation_id = ++c->next_cid;
+    if (att) {
+        meta.has_attachment_size = 1;
+        meta.attachment_size = (int32_t)att;
+    }
+    size_t meta_len = brpc__policy__rpc_meta__get_packed_size(&meta);
+    size_t msg_len = rs_ps_request_encoded_size(req, 1);
+    uint8_t head[RS_BRPC_HEADER_BYTES + 256 + 64];
+    if (meta_len + msg_len + RS_BRPC_HEADER_BYTES > sizeof head) /* commands are short words */
+        return rs_error_set(err, RS_EINVAL, "%s: command of %zu bytes is too long", c->peer,
+                            req->command_len);
+    rs_brpc_header_write(head, (uint32_t)(meta_len + msg_len + att), (uint32_t)meta_len);
+    brpc__policy__rpc_meta__pack(&meta, head + RS_BRPC_HEADER_BYTES);
+    rs_ps_request_encode(req, 1, head + RS_BRPC_HEADER_BYTES + meta_len);
+
+    struct iovec iov[3];
+    int n = 0;
+    iov[n++] = (struct iovec){head, RS_BRPC_HEADER_BYTES + meta_len + msg_len};
+    if (keys_len) iov[n++] = (struct iovec){(void *)req->keys, keys_len};
+    if (req->rows_len) iov[n++] = (struct iovec){(void *)req->rows, req->rows_len};
+    uint64_t now = rs_now_ns();
+    int rc = write_all(c, iov, n, now + c->timeout_ns, err);
+    if (rc) return rc;
+
+    pending *p = &c->ring[(c->head + c->count) % c->cap];
+    p->tag = tag;
+    p->cid = meta.correlation_id;
+    p->deadline_ns = now + c->timeout_ns;
+    p->op = req->op;
+    p->num_keys = req->num_keys;
+    p->rows_out = rows_out;
+    p->rows_cap = rows_cap;
+    p->done = 0;
+    c->count++;
+    return 0;
+}
+
+/* Ensure at least `want` buffered bytes (in_len), reading with the deadline. */
+static int fill(brpc_cconn *c, size_t want, uint64_t deadline, rs_error *err) {
+    if (c->in_len >= want) return 0;
+    if (c->in_start + want > c->in_cap) {
+        memmove(c->in, c->in + c->in_start, c->in_len);
+        c->in_start = 0;
+        if (want > c->in_cap) {
+            size_t cap = c->in_cap;
+            while (cap < want)
+                cap *= 2;
+            uint8_t *p = realloc(c->in, cap);
+            if (!p) return mark_broken(c, err, RS_ENOMEM, "no memory for a %zu-byte response", want);
+            c->in = p;
+            c->in_cap = cap;
+        }
+    }
+    while (c->in_len < want) {
+        size_t off = c->in_start + c->in_len;
+        /* read little beyond what is needed: a GET's rows are then received straight into the
+         * caller's buffer by recv_into instead of being copied out of this one */
+        size_t room = c->in_cap - off, ask = want - c->in_len;
+        if (ask < RS_BRPC_CLIENT_READ_AHEAD) ask = RS_BRPC_CLIENT_READ_AHEAD;
+        ssize_t r = recv(c->fd, c->in + off, ask < room ? ask : room, 0);
+        if (r > 0) {
+            c->in_len += (size_t)r;
+            continue;
+        }
+        if (r == 0)
+            return mark_broken(c, err, RS_ECONN,
+                               "connection closed by the server with %u request(s) outstanding",
+                               c->count);
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return mark_broken(c, err, RS_ECONN, "receive failed: %s", strerror(errno));
+        int rc = wait_fd(c, POLLIN, deadline);
+        if (rc == RS_ETIMEDOUT)
+            return mark_broken(c, err, RS_ETIMEDOUT, "no response within %llu ms",
+                               (unsigned long long)(c->timeout_ns / 1000000));
+        if (rc) return mark_broken(c, err, RS_ECONN, "poll failed while receiving");
+    }
+    return 0;
+}
+
+/* Receive exactly len bytes into dst, first from the buffer, then from the socket directly. */
+static int recv_into(brpc_cconn *c, uint8_t *dst, size_t len, uint64_t deadline, rs_error *err) {
+    size_t from_buf = c->in_len < len ? c->in_len : len;
+    memcpy(dst, c->in + c->in_start, from_buf);
+    c->in_start += from_buf;
+    c->in_len -= from_buf;
+    size_t got = from_buf;
+    while (got < len) {
+        ssize_t r = recv(c->fd, dst + got, len - got, 0);
+        if (r > 0) {
+            got += (size_t)r;
+            continue;
+        }
+        if (r == 0)
+            return mark_broken(c, err, RS_ECONN,
+                               "connection closed by the server with %u request(s) outstanding",
+                               c->count);
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return mark_broken(c, err, RS_ECONN, "receive failed: %s", strerror(errno));
+        int rc = wait_fd(c, POLLIN, deadline);
+        if (rc == RS_ETIMEDOUT)
+            return mark_broken(c, err, RS_ETIMEDOUT, "no response within %llu ms",
+                               (unsigned long long)(c->timeout_ns / 1000000));
+        if (rc) return mark_broken(c, err, RS_ECONN, "poll failed while receiving");
+    }
+    return 0;
+}
+
+static int map_error_code(int code) {
+    switch (code) {
+    case RS_BRPC_ENOSERVICE:
+    case RS_BRPC_ENOMETHOD: return RS_PS_UNKNOWN_METHOD;
+    case RS_BRPC_EREQUEST: return RS_PS_INVALID_PAYLOAD;
+    default: return RS_PS_INTERNAL;
+    }
+}
+
+/* Read one response frame and complete its pending request. */
+static int read_one(brpc_cconn *c, uint64_t deadline, rs_error *err) {
+    rs_error perr = {0};
+    int rc = fill(c, RS_BRPC_HEADER_BYTES, deadline, err);
+    if (rc) return rc;
+    rs_brpc_header hdr;
+    if (rs_brpc_header_parse(c->in + c->in_start, RS_BRPC_CLIENT_MAX_BODY, &hdr, &perr))
+        return mark_broken(c, err, RS_EPROTO, "bad response frame: %s", perr.msg);
+    if (hdr.meta_size > RS_BRPC_CLIENT_MAX_HEAD)
+        return mark_broken(c, err, RS_EPROTO, "bad response frame: meta_size %u exceeds %u bytes",
+                           hdr.meta_size, RS_BRPC_CLIENT_MAX_HEAD);
+    /* buffer meta + message; the attachment may go straight to the caller's rows */
+    rc = fill(c, RS_BRPC_HEADER_BYTES + hdr.meta_size, deadline, err);
+    if (rc) return rc;
+    Brpc__Policy__RpcMeta *meta = NULL;
+    if (rs_brpc_meta_unpack(&c->arena, c->in + c->in_start + RS_BRPC_HEADER_BYTES, hdr.meta_size,
+                            &meta, &perr))
+        return mark_broken(c, err, RS_EPROTO, "bad response: %s", perr.msg);
+    size_t att = meta->has_attachment_size ? (size_t)(uint32_t)meta->attachment_size : 0;
+    int64_t cid = meta->has_correlation_id ? meta->correlation_id : -1;
+    int ecode = meta->response && meta->response->has_error_code ? meta->response->error_code : 0;
+    char etext[256] = "";
+    if (ecode && meta->response->error_text)
+        snprintf(etext, sizeof etext, "%s", meta->response->error_text);
+    int bad_att = meta->has_attachment_size && meta->attachment_size < 0;
+    rs_brpc_meta_free(&c->arena, meta);
+    if (bad_att || att > (size_t)hdr.body_size - hdr.meta_size)
+        return mark_broken(c, err, RS_EPROTO, "bad response: attachment_size %zu > body", att);
+    pending *p = NULL;
+    for (uint32_t i = 0; i < c->count; i++) {
+        pending *q = &c->ring[(c->head + i) % c->cap];
+        if (!q->done && q->cid == cid) {
+            p = q;
+            break;
+        }
+    }
+    if (!p)
+        return mark_broken(c, err, RS_EPROTO, "response with unknown correlation id %lld",
+                           (long long)cid);
+    size_t msg_len = hdr.body_size - hdr.meta_size - att;
+    if (msg_len > RS_BRPC_CLIENT_MAX_HEAD)
+        return mark_broken(c, err, RS_EPROTO, "bad response: PSResponse of %zu bytes exceeds %u",
+                           msg_len, RS_BRPC_CLIENT_MAX_HEAD);
+    rc = fill(c, RS_BRPC_HEADER_BYTES + hdr.meta_size + msg_len, deadline, err);
+    if (rc) return rc;
+    const uint8_t *msg = c->in + c->in_start + RS_BRPC_HEADER_BYTES + hdr.meta_size;
+    rs_ps_response *resp = &p->comp.resp;
+    /* decode the message with a placeholder attachment: the rows are placed below */
+    static const uint8_t placeholder[1];
+    if (rs_ps_response_decode(msg, msg_len, att ? placeholder : NULL, att, resp, &perr))
+        return mark_broken(c, err, RS_EPROTO, "bad PSResponse: %s", perr.msg);
+    c->in_start += RS_BRPC_HEADER_BYTES + hdr.meta_size + msg_len;
+    c->in_len -= RS_BRPC_HEADER_BYTES + hdr.meta_size + msg_len;
+    resp->rows = NULL;
+    if (att) {
+        if (p->op != RS_PS_GET || att > p->rows_cap || !p->rows_out)
+            return mark_broken(c, err, RS_EPROTO,
+                               "response carries %zu bytes of rows; %zu expected for %s", att,
+                               p->rows_cap, rs_ps_op_method(p->op));
+        rc = recv_into(c, p->rows_out, att, deadline, err);
+        if (rc) return rc;
+        resp->rows = p->rows_out;
+    }
+    if (ecode) {
+        resp->status = map_error_code(ecode);
+        snprintf(resp->error, sizeof resp->error, "%s", etext);
+    }
+    p->comp.tag = p->tag;
+    p->done = 1;
+    return 0;
+}
+
+static int brpc_next(void *conn, rs_ps_completion *out, rs_error *err) {
+    brpc_cconn *c = conn;
+    if (c->count == 0)
+        return rs_error_set(err, RS_EINVAL, "%s: next() with no request outstanding", c->peer);
+    pending *p = &c->ring[c->head];
+    while (!p->done) {
+        if (c->broken) break;
+        if (read_one(c, p->deadline_ns, err)) break;
+    }
+    if (!p->done) {
+        /* the connection is broken: fail this request (and, on later calls, the others) */
+        c->head = (c->head + 1) % c->cap;
+        c->count--;
+        return broken_error(c, err);
+    }
+    memcpy(out, &p->comp, sizeof *out);
+    c->head = (c->head + 1) % c->cap;
+    c->count--;
+    return 0;
+}
+
+const rs_ps_conn_ops rs_brpc_conn_ops = {
+    .name = "brpc",
+    .connect = brpc_connect,
+    .submit = brpc_submit,
+    .next = brpc_next,
+    .close = brpc_close,
+};
+#endif

@@ -1,0 +1,64 @@
+/*
+ * brpc_frame.h — baidu_std framing shared by the brpc server (brpc_server.c) and client connection
+ * (brpc_conn.c). Internal to csrc/transport.
+ *
+ * Frame on the wire (bRPC's baidu_std):
+ *   +------+-----------------+-----------------+---------+---------------+------------+
+ *   | PRPC | body_size u32BE | meta_size u32BE | RpcMeta | PS message    | attachment |
+ *   +------+-----------------+-----------------+---------+---------------+------------+
+ *    4 B    4 B               4 B               meta_size  body - meta -   attachment_size
+ *                                                          attachment
+ * The PS message is a PSRequest/PSResponse in attachment form (ps_codec.c); the attachment holds
+ * keys then rows (request) or rows (response). Sizes are validated against the body limit before
+ * any allocation.
+ */
+#ifndef RS_TRANSPORT_BRPC_FRAME_H
+#define RS_TRANSPORT_BRPC_FRAME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "baidu_rpc_meta.pb-c.h"
+#include "recstore/error.h"
+
+#define RS_BRPC_HEADER_BYTES 12
+#define RS_BRPC_SERVICE "recstore.PSService"
+#define RS_BRPC_DEFAULT_MAX_BODY (64ull << 20)
+
+/* bRPC error codes used in RpcResponseMeta.error_code */
+#define RS_BRPC_ENOSERVICE 1001
+#define RS_BRPC_ENOMETHOD 1002
+#define RS_BRPC_EREQUEST 1003
+#define RS_BRPC_EINTERNAL 2001
+
+typedef struct rs_brpc_header {
+    uint32_t body_size;
+    uint32_t meta_size;
+} rs_brpc_header;
+
+/* Parse and validate a 12-byte header: magic, meta_size <= body_size, body_size <= max_body.
+ * RS_EPROTO with the reason (bad magic shows the bytes). */
+int rs_brpc_header_parse(const uint8_t *p, uint64_t max_body, rs_brpc_header *h, rs_error *err);
+void rs_brpc_header_write(uint8_t *p, uint32_t body_size, uint32_t meta_size);
+
+/* Bump allocator for protobuf-c unpacking of RpcMeta: no malloc on the hot path; falls back to
+ * malloc for oversized metas. Reset before each unpack; free_unpacked is never needed for arena
+ * memory (but is harmless). */
+typedef struct rs_brpc_arena {
+    ProtobufCAllocator allocator;
+    size_t used;
+    _Alignas(16) uint8_t buf[4096];
+} rs_brpc_arena;
+
+void rs_brpc_arena_init(rs_brpc_arena *a);
+static inline void rs_brpc_arena_reset(rs_brpc_arena *a) {
+    a->used = 0;
+}
+
+/* Unpack RpcMeta with the arena; RS_EPROTO when the bytes are not a valid RpcMeta. The result
+ * lives until the next reset; release with rs_brpc_meta_free. */
+int rs_brpc_meta_unpack(rs_brpc_arena *a, const uint8_t *p, size_t len, Brpc__Policy__RpcMeta **out,
+                        rs_error *err);
+void rs_brpc_meta_free(rs_brpc_arena *a, Brpc__Policy__RpcMeta *m);
+
+#endif

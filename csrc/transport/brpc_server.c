@@ -1,0 +1,634 @@
+/*
+ * brpc_server.c — the PS server side of the brpc transport: bRPC's baidu_std protocol over TCP.
+ *
+ * Threads: num_threads epoll workers. The listening socket sits in every worker's epoll set with
+ * EPOLLEXCLUSIVE; the worker that accepts a connection owns it for its lifetime, so a connection's
+ * state is touched by one thread only. An eventfd in every set wakes all workers for stop().
+ * epoll_wait blocks without a timeout: an idle server uses no CPU.
+ *
+ * Per connection: an input buffer of whole frames, handled in arrival order (pipelining), and an
+ * output arena. For each request the GET rows are written by the shard handler straight into the
+ * output arena, the response head (baidu_std header + RpcMeta + PSResponse) is appended after
+ * them, and the pair is queued as two iovecs (head, rows) for one writev of all ready responses.
+ *
+ * Failure policy: a frame that cannot be parsed (bad magic, body over max_body_bytes, meta_size >
+ * body_size, RpcMeta that does not parse or lacks the request part, attachment larger than the
+ * body) closes that connection only. A well-framed request with an unknown service or method or a
+ * PSRequest that does not decode gets an error response (RpcResponseMeta.error_code/error_text);
+ * PS-level errors travel in PSResponse.status/error. Sizes are checked before allocating.
+ * Backpressure: a connection whose unsent output exceeds RS_BRPC_OUT_LIMIT is not read until it
+ * drains.
+ */
+#if RS_HAVE_PROTOBUF_C
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "recstore/transport.h"
+#include "transport/brpc_frame.h"
+
+#define RS_BRPC_HEAD_MAX 4096           /* header + RpcMeta + PSResponse head, bounded by error/reply */
+#define RS_BRPC_OUT_LIMIT (64ull << 20) /* unsent output that pauses reading a connection */
+#define RS_BRPC_IN_INITIAL (64u << 10)
+#define RS_BRPC_KEEP_BYTES (4u << 20) /* larger idle buffers are released after use */
+#define RS_BRPC_FLUSH_EARLY (64u << 10) /* queued reply bytes that are sent before the next request */
+
+typedef struct out_seg {
+    size_t off, len;
+} out_seg;
+
+struct brpc_worker;
+
+typedef struct brpc_sconn {
+    int fd;
+    uint32_t events; /* currently registered epoll events */
+    struct brpc_worker *w;
+    struct brpc_sconn *prev, *next;
+    uint8_t *in;
+    size_t in_len, in_cap;
+    uint8_t *out;
+    size_t out_len, out_cap;
+    out_seg *segs;
+    size_t nsegs, segs_cap, seg_pos, seg_done; /* seg_done: bytes of segs[seg_pos] already sent */
+    size_t out_pending;                        /* unsent bytes */
+} brpc_sconn;
+
+typedef struct brpc_worker {
+    pthread_t thread;
+    int epfd;
+    unsigned index;
+    struct brpc_server *srv;
+    brpc_sconn *conns;
+    rs_brpc_arena arena;
+    /* counters: written by this worker only, read by stats() */
+    uint64_t accepted, closed, requests, bad_frames, bytes_in, bytes_out;
+} __attribute__((aligned(64))) brpc_worker;
+
+typedef struct brpc_server {
+    int lfd, stopfd;
+    uint16_t port;
+    rs_ps_shard *shard;
+    uint64_t max_body;
+    uint32_t max_conns;
+    uint32_t open_conns; /* atomic */
+    unsigned nworkers, started;
+    brpc_worker *workers;
+} brpc_server;
+
+static void wcount(uint64_t *c, uint64_t n) {
+    __atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
+}
+
+/* ---- connection lifecycle -------------------------------------------------------------------- */
+
+static void conn_close(brpc_sconn *c) {
+    brpc_worker *w = c->w;
+    epoll_ctl(w->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    if (c->prev) c->prev->next = c->next;
+    else w->conns = c->next;
+    if (c->next) c->next->prev = c->prev;
+    __atomic_sub_fetch(&w->srv->open_conns, 1, __ATOMIC_RELAXED);
+    wcount(&w->closed, 1);
+    free(c->in);
+    free(c->out);
+    free(c->segs);
+    free(c);
+}
+
+static int conn_set_events(brpc_sconn *c, uint32_t ev) {
+    if (ev == c->events) return 0;
+    struct epoll_event e = {.events = ev, .data.ptr = c};
+    if (epoll_ctl(c->w->epfd, EPOLL_CTL_MOD, c->fd, &e)) return -1;
+    c->events = ev;
+    return 0;
+}
+
+static void accept_all(brpc_worker *w) {
+    brpc_server *s = w->srv;
+    for (;;) {
+        int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) return; /* EAGAIN (another worker took it) or a transient error */
+        if (s->max_conns && __atomic_load_n(&s->open_conns, __ATOMIC_RELAXED) >= s->max_conns) {
+            close(fd);
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        brpc_sconn *c = calloc(1, sizeof *c);
+        if (!c) {
+            close(fd);
+            continue;
+        }
+        c->fd = fd;
+        c->w = w;
+        c->events = EPOLLIN;
+        struct epoll_event e = {.events = EPOLLIN, .data.ptr = c};
+        if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &e)) {
+            close(fd);
+            free(c);
+            continue;
+        }
+        c->next = w->conns;
+        if (w->conns) w->conns->prev = c;
+        w->conns = c;
+        __atomic_add_fetch(&s->open_conns, 1, __ATOMIC_RELAXED);
+        wcount(&w->accepted, 1);
+    }
+}
+
+/* ---- output ---------------------------------------------------------------------------------- */
+
+static int out_reserve(brpc_sconn *c, size_t more) {
+    if (c->out_len + more <= c->out_cap) return 0;
+    size_t cap = c->out_cap ? c->out_cap : 64 << 10;
+    while (cap < c->out_len + more)
+        cap *= 2;
+    uint8_t *p = realloc(c->out, cap);
+    if (!p) return -1;
+    c->out = p;
+    c->out_cap = cap;
+    return 0;
+}
+
+static int seg_push(brpc_sconn *c, size_t off, size_t len) {
+    if (!len) return 0;
+    if (c->nsegs == c->segs_cap) {
+        size_t cap = c->segs_cap ? c->segs_cap * 2 : 64;
+        out_seg *p = realloc(c->segs, cap * sizeof *p);
+        if (!p) return -1;
+        c->segs = p;
+        c->segs_cap = cap;
+    }
+    c->segs[c->nsegs++] = (out_seg){off, len};
+    c->out_pending += len;
+    return 0;
+}
+
+/* Write queued output. Returns -1 when the connection failed (caller closes it). */
+static int conn_flush(brpc_sconn *c) {
+    while (c->seg_pos < c->nsegs) {
+        struct iovec iov[256]; /* <= IOV_MAX (1024 on Linux) */
+        int n = 0;
+        for (size_t i = c->seg_pos; i < c->nsegs && n < (int)(sizeof iov / sizeof iov[0]); i++) {
+            size_t skip = i == c->seg_pos ? c->seg_done : 0;
+            iov[n].iov_base = c->out + c->segs[i].off + skip;
+            iov[n].iov_len = c->segs[i].len - skip;
+            n++;
+        }
+        /* sendmsg = writev with MSG_NOSIGNAL: a peer that went away must not SIGPIPE the
+         * process embedding the server */
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+        ssize_t wr = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
+        if (wr < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+            return -1;
+        }
+        wcount(&c->w->bytes_out, (uint64_t)wr);
+        c->out_pending -= (size_t)wr;
+        size_t left = (size_t)wr;
+        while (left) {
+            size_t rem = c->segs[c->seg_pos].len - c->seg_done;
+            if (left >= rem) {
+                left -= rem;
+                c->seg_pos++;
+                c->seg_done = 0;
+            } else {
+                c->seg_done += left;
+                left = 0;
+            }
+        }
+    }
+    if (c->seg_pos == c->nsegs) {
+        c->nsegs = c->seg_pos = c->seg_done = 0;
+        c->out_len = 0;
+        c->out_pending = 0;
+        if (c->out_cap > RS_BRPC_KEEP_BYTES) { /* a burst of big replies: give the memory back */
+            free(c->out);
+            c->out = NULL;
+            c->out_cap = 0;
+        }
+    }
+    return 0;
+}
+
+/* ---- request handling ------------------------------------------------------------------------ */
+
+/* Append one response: rows (already at out + rows_off, rows_len bytes) and its head. */
+static int queue_response(brpc_sconn *c, int64_t cid, int error_code, const char *error_text,
+                          const rs_ps_response *resp, size_t rows_off, size_t rows_reserved) {
+    Brpc__Policy__RpcMeta meta = BRPC__POLICY__RPC_META__INIT;
+    Brpc__Policy__RpcResponseMeta rmeta = BRPC__POLICY__RPC_RESPONSE_META__INIT;
+    meta.has_correlation_id = 1;
+    meta.correlation_id = cid;
+    size_t rows_len = resp ? resp->rows_len : 0;
+    if (rows_len) {
+        meta.has_attachment_size = 1;
+        meta.attachment_size = (int32_t)rows_len;
+    }
+    char text[RS_ERROR_MSG_MAX];
+    if (error_code) {
+        snprintf(text, sizeof text, "%s", error_text);
+        rmeta.has_error_code = 1;
+        rmeta.error_code = error_code;
+        rmeta.error_text = text;
+        meta.response = &rmeta;
+    }
+    size_t meta_len = brpc__policy__rpc_meta__get_packed_size(&meta);
+    size_t msg_len = resp ? rs_ps_response_header_size(resp, 1) : 0;
+    size_t head_len = RS_BRPC_HEADER_BYTES + meta_len + msg_len;
+    size_t head_off = rows_off + rows_reserved;
+    if (head_len > RS_BRPC_HEAD_MAX) return -1; /* bounded by error/reply sizes; cannot happen */
+    /* capacity for rows_reserved + RS_BRPC_HEAD_MAX was reserved before handling */
+    uint8_t *h = c->out + head_off;
+    rs_brpc_header_write(h, (uint32_t)(meta_len + msg_len + rows_len), (uint32_t)meta_len);
+    brpc__policy__rpc_meta__pack(&meta, h + RS_BRPC_HEADER_BYTES);
+    if (resp) rs_ps_response_encode_header(resp, 1, h + RS_BRPC_HEADER_BYTES + meta_len);
+    c->out_len = head_off + head_len;
+    if (seg_push(c, head_off, head_len) || seg_push(c, rows_off, rows_len)) return -1;
+    return 0;
+}
+
+/* Handle one complete frame (body = meta + message + attachment). Returns -1 to close. */
+static int handle_frame(brpc_sconn *c, const uint8_t *body, const rs_brpc_header *hdr) {
+    brpc_worker *w = c->w;
+    rs_error err = {0};
+    Brpc__Policy__RpcMeta *meta = NULL;
+    if (rs_brpc_meta_unpack(&w->arena, body, hdr->meta_size, &meta, &err)) return -1;
+    int ret = -1;
+    if (!meta->request) goto done; /* a response or garbage sent to a server: framing error */
+    size_t att = meta->has_attachment_size ? (size_t)(uint32_t)meta->attachment_size : 0;
+    if (meta->has_attachment_size && meta->attachment_size < 0) goto done;
+    if (att > (size_t)hdr->body_size - hdr->meta_size) goto done;
+    const uint8_t *msg = body + hdr->meta_size;
+    size_t msg_len = hdr->body_size - hdr->meta_size - att;
+    const uint8_t *attachment = msg + msg_len;
+    int64_t cid = meta->has_correlation_id ? meta->correlation_id : 0;
+    const char *svc = meta->request->service_name ? meta->request->service_name : "";
+    const char *method = meta->request->method_name ? meta->request->method_name : "";
+    wcount(&w->requests, 1);
+
+    if (out_reserve(c, RS_BRPC_HEAD_MAX)) goto done;
+    size_t base = c->out_len;
+    rs_ps_op op;
+    if (strcmp(svc, RS_BRPC_SERVICE) != 0) {
+        snprintf(err.msg, sizeof err.msg, "unknown service '%.100s' (this server serves %s)", svc,
+                 RS_BRPC_SERVICE);
+        ret = queue_response(c, cid, RS_BRPC_ENOSERVICE, err.msg, NULL, base, 0);
+        goto done;
+    }
+    if (rs_ps_op_from_method(method, strlen(method), &op)) {
+        snprintf(err.msg, sizeof err.msg,
+                 "unknown method '%.100s' of %s (expected Get, Put, Update or Command)", method,
+                 RS_BRPC_SERVICE);
+        ret = queue_response(c, cid, RS_BRPC_ENOMETHOD, err.msg, NULL, base, 0);
+        goto done;
+    }
+    rs_ps_request req;
+    if (rs_ps_request_decode(op, msg, msg_len, attachment, att, &req, &err)) {
+        ret = queue_response(c, cid, RS_BRPC_EREQUEST, err.msg, NULL, base, 0);
+        goto done;
+    }
+    size_t rows = rs_ps_shard_reply_rows_bytes(c->w->srv->shard, &req);
+    if (out_reserve(c, rows + RS_BRPC_HEAD_MAX)) goto done;
+    rs_ps_response resp;
+    if (rs_ps_shard_handle(w->srv->shard, &req, &resp, c->out + base, rows, w->index)) {
+        ret = queue_response(c, cid, RS_BRPC_EINTERNAL, "shard handler failed", NULL, base, 0);
+        goto done;
+    }
+    ret = queue_response(c, cid, 0, NULL, &resp, base, rows);
+done:
+    rs_brpc_meta_free(&w->arena, meta);
+    return ret;
+}
+
+/* Handle every complete frame in the input buffer (until output backs up). -1 to close. */
+static int conn_process(brpc_sconn *c) {
+    brpc_server *s = c->w->srv;
+    size_t pos = 0;
+    int ret = 0;
+    while (c->in_len - pos >= RS_BRPC_HEADER_BYTES && c->out_pending < RS_BRPC_OUT_LIMIT) {
+        rs_brpc_header hdr;
+        if (rs_brpc_header_parse(c->in + pos, s->max_body, &hdr, NULL)) {
+            ret = -1;
+            break;
+        }
+        size_t frame = RS_BRPC_HEADER_BYTES + (size_t)hdr.body_size;
+        if (c->in_len - pos < frame) break;
+        if (handle_frame(c, c->in + pos + RS_BRPC_HEADER_BYTES, &hdr)) {
+            ret = -1;
+            break;
+        }
+        pos += frame;
+        /* Send big replies as soon as they are ready: the client receives this one while the
+         * next pipelined request is handled, instead of waiting for the whole batch. */
+        if (c->out_pending >= RS_BRPC_FLUSH_EARLY && conn_flush(c)) {
+            ret = -2; /* the peer went away: not a framing error */
+            break;
+        }
+    }
+    if (ret == -1) wcount(&c->w->bad_frames, 1);
+    if (pos) {
+        memmove(c->in, c->in + pos, c->in_len - pos);
+        c->in_len -= pos;
+    }
+    if (c->in_len == 0 && c->in_cap > RS_BRPC_KEEP_BYTES) { /* after a big request */
+        free(c->in);
+        c->in = NULL;
+        c->in_cap = 0;
+    }
+    return ret;
+}
+
+/* Room for the next read: towards the whole frame whose header is buffered (bounded by
+ * max_body, checked by the header parse), else a default chunk. The buffer grows at most to twice
+ * what actually arrived, so a header claiming a large body costs memory only as its bytes come in.
+ * -1 on bad header/allocation. */
+static int in_make_room(brpc_sconn *c) {
+    size_t need = RS_BRPC_IN_INITIAL;
+    if (c->in_len >= RS_BRPC_HEADER_BYTES) {
+        rs_brpc_header hdr;
+        if (rs_brpc_header_parse(c->in, c->w->srv->max_body, &hdr, NULL)) return -1;
+        size_t frame = RS_BRPC_HEADER_BYTES + (size_t)hdr.body_size;
+        size_t grow = 2 * c->in_len > need ? 2 * c->in_len : need;
+        if (frame > need) need = frame < grow ? frame : grow;
+    }
+    if (c->in_cap - c->in_len > 0 && c->in_cap >= need) return 0;
+    size_t cap = c->in_cap ? c->in_cap : RS_BRPC_IN_INITIAL;
+    while (cap < need || cap - c->in_len == 0)
+        cap *= 2;
+    uint8_t *p = realloc(c->in, cap);
+    if (!p) return -1;
+    c->in = p;
+    c->in_cap = cap;
+    return 0;
+}
+
+static void conn_on_readable(brpc_sconn *c) {
+    /* a bounded number of reads per wakeup keeps one busy connection from starving the others
+     * of this worker (level-triggered epoll brings us back) */
+    for (int rounds = 0; rounds < 16; rounds++) {
+        if (in_make_room(c)) {
+            wcount(&c->w->bad_frames, 1);
+            conn_close(c);
+            return;
+        }
+        ssize_t r = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
+        if (r == 0) {
+            conn_close(c);
+            return;
+        }
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+            conn_close(c);
+            return;
+        }
+        wcount(&c->w->bytes_in, (uint64_t)r);
+        c->in_len += (size_t)r;
+        if (conn_process(c)) {
+            conn_close(c);
+            return;
+        }
+        if (c->out_pending >= RS_BRPC_OUT_LIMIT) break;
+        if (c->in_len < c->in_cap) break; /* the socket had less than we asked for */
+    }
+    if (conn_flush(c)) {
+        conn_close(c);
+        return;
+    }
+    uint32_t ev = (c->out_pending >= RS_BRPC_OUT_LIMIT ? 0 : EPOLLIN) |
+                  (c->out_pending ? EPOLLOUT : 0);
+    if (conn_set_events(c, ev)) conn_close(c);
+}
+
+static void conn_on_writable(brpc_sconn *c) {
+    if (conn_flush(c)) {
+        conn_close(c);
+        return;
+    }
+    if (c->out_pending < RS_BRPC_OUT_LIMIT && c->in_len) {
+        /* frames buffered while output was backed up */
+        if (conn_process(c) || conn_flush(c)) {
+            conn_close(c);
+            return;
+        }
+    }
+    uint32_t ev = (c->out_pending >= RS_BRPC_OUT_LIMIT ? 0 : EPOLLIN) |
+                  (c->out_pending ? EPOLLOUT : 0);
+    if (conn_set_events(c, ev)) conn_close(c);
+}
+
+/* ---- workers --------------------------------------------------------------------------------- */
+
+static void *worker_main(void *arg) {
+    brpc_worker *w = arg;
+    brpc_server *s = w->srv;
+    struct epoll_event evs[64];
+    for (;;) {
+        int n = epoll_wait(w->epfd, evs, 64, -1);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            break;
+        }
+        int stop = 0;
+        for (int i = 0; i < n; i++) {
+            void *p = evs[i].data.ptr;
+            if (p == &s->stopfd) {
+                stop = 1;
+            } else if (p == &s->lfd) {
+                accept_all(w);
+            } else {
+                brpc_sconn *c = p;
+                if (evs[i].events & (EPOLLERR | EPOLLHUP) && !(evs[i].events & EPOLLIN)) {
+                    conn_close(c);
+                    /* a later event in this batch may name the freed conn: only if the same fd
+                     * appeared twice, which epoll does not do within one wait */
+                    continue;
+                }
+                if (evs[i].events & EPOLLOUT) {
+                    /* conn_on_writable may close c; check readability first to keep c valid */
+                    if (evs[i].events & EPOLLIN) {
+                        conn_on_readable(c);
+                        continue;
+                    }
+                    conn_on_writable(c);
+                } else if (evs[i].events & EPOLLIN) {
+                    conn_on_readable(c);
+                }
+            }
+        }
+        if (stop) break;
+    }
+    while (w->conns)
+        conn_close(w->conns);
+    return NULL;
+}
+
+static int resolve_bind(const char *host, uint16_t port, struct sockaddr_storage *ss,
+                        socklen_t *len, rs_error *err) {
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *res = NULL;
+    char ps[8];
+    snprintf(ps, sizeof ps, "%u", port);
+    int g = getaddrinfo(host && *host ? host : "127.0.0.1", ps, &hints, &res);
+    if (g || !res)
+        return rs_error_set(err, RS_EINVAL, "brpc: cannot resolve bind address '%s': %s",
+                            host ? host : "", gai_strerror(g));
+    memcpy(ss, res->ai_addr, res->ai_addrlen);
+    *len = res->ai_addrlen;
+    freeaddrinfo(res);
+    return 0;
+}
+
+static void server_free(brpc_server *s) {
+    if (s->workers) {
+        for (unsigned i = 0; i < s->nworkers; i++)
+            if (s->workers[i].epfd >= 0) close(s->workers[i].epfd);
+        free(s->workers);
+    }
+    if (s->stopfd >= 0) close(s->stopfd);
+    if (s->lfd >= 0) close(s->lfd);
+    free(s);
+}
+
+static void brpc_stop(void *state);
+
+static int brpc_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, void **state,
+                      rs_error *err) {
+    int rc;
+    *state = NULL;
+    brpc_server *s = calloc(1, sizeof *s);
+    if (!s) return rs_error_set(err, RS_ENOMEM, "brpc server");
+    s->lfd = s->stopfd = -1;
+    s->shard = shard;
+    s->max_body = opts->max_body_bytes ? opts->max_body_bytes : RS_BRPC_DEFAULT_MAX_BODY;
+    if (s->max_body > UINT32_MAX) s->max_body = UINT32_MAX;
+    s->max_conns = opts->max_connections;
+    s->nworkers = opts->num_threads ? opts->num_threads : 1;
+
+    struct sockaddr_storage ss;
+    socklen_t slen = 0;
+    if ((rc = resolve_bind(opts->host, opts->port, &ss, &slen, err))) goto fail;
+    s->lfd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (s->lfd < 0) {
+        rc = rs_error_errno(err, RS_EIO, errno, "brpc: socket");
+        goto fail;
+    }
+    int one = 1;
+    setsockopt(s->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(s->lfd, (struct sockaddr *)&ss, slen)) {
+        int e = errno;
+        rc = rs_error_errno(err, e == EADDRINUSE ? RS_EBUSY : RS_EIO, e, "brpc: bind %s:%u",
+                            opts->host ? opts->host : "127.0.0.1", opts->port);
+        goto fail;
+    }
+    if (listen(s->lfd, 1024)) {
+        rc = rs_error_errno(err, RS_EIO, errno, "brpc: listen");
+        goto fail;
+    }
+    struct sockaddr_storage bound;
+    socklen_t blen = sizeof bound;
+    getsockname(s->lfd, (struct sockaddr *)&bound, &blen);
+    s->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                                : ((struct sockaddr_in *)&bound)->sin_port);
+    s->stopfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (s->stopfd < 0) {
+        rc = rs_error_errno(err, RS_EIO, errno, "brpc: eventfd");
+        goto fail;
+    }
+    if (posix_memalign((void **)&s->workers, 64, s->nworkers * sizeof *s->workers)) {
+        s->workers = NULL;
+        rc = rs_error_set(err, RS_ENOMEM, "brpc workers");
+        goto fail;
+    }
+    memset(s->workers, 0, s->nworkers * sizeof *s->workers);
+    for (unsigned i = 0; i < s->nworkers; i++)
+        s->workers[i].epfd = -1;
+    for (unsigned i = 0; i < s->nworkers; i++) {
+        brpc_worker *w = &s->workers[i];
+        w->index = i;
+        w->srv = s;
+        rs_brpc_arena_init(&w->arena);
+        w->epfd = epoll_create1(EPOLL_CLOEXEC);
+        if (w->epfd < 0) {
+            rc = rs_error_errno(err, RS_EIO, errno, "brpc: epoll_create1");
+            goto fail;
+        }
+        struct epoll_event le = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = &s->lfd};
+        struct epoll_event se = {.events = EPOLLIN, .data.ptr = &s->stopfd};
+        if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, s->lfd, &le) ||
+            epoll_ctl(w->epfd, EPOLL_CTL_ADD, s->stopfd, &se)) {
+            rc = rs_error_errno(err, RS_EIO, errno, "brpc: epoll_ctl");
+            goto fail;
+        }
+    }
+    for (unsigned i = 0; i < s->nworkers; i++) {
+        int e = pthread_create(&s->workers[i].thread, NULL, worker_main, &s->workers[i]);
+        if (e) {
+            rc = rs_error_errno(err, RS_EIO, e, "brpc: pthread_create");
+            brpc_stop(s); /* joins the started ones and frees */
+            return rc;
+        }
+        s->started++;
+    }
+    *state = s;
+    return 0;
+fail:
+    server_free(s);
+    return rc;
+}
+
+static uint16_t brpc_bound_port(void *state) {
+    return ((brpc_server *)state)->port;
+}
+
+static void brpc_stop(void *state) {
+    brpc_server *s = state;
+    if (!s) return;
+    uint64_t one = 1;
+    if (write(s->stopfd, &one, sizeof one) < 0) { /* eventfd write cannot fail here */
+    }
+    for (unsigned i = 0; i < s->started; i++)
+        pthread_join(s->workers[i].thread, NULL);
+    server_free(s);
+}
+
+static void brpc_stats(void *state, rs_ps_transport_stats *out) {
+    brpc_server *s = state;
+    memset(out, 0, sizeof *out);
+    for (unsigned i = 0; i < s->nworkers; i++) {
+        brpc_worker *w = &s->workers[i];
+        out->connections_accepted += __atomic_load_n(&w->accepted, __ATOMIC_RELAXED);
+        out->requests += __atomic_load_n(&w->requests, __ATOMIC_RELAXED);
+        out->bad_frames += __atomic_load_n(&w->bad_frames, __ATOMIC_RELAXED);
+        out->bytes_in += __atomic_load_n(&w->bytes_in, __ATOMIC_RELAXED);
+        out->bytes_out += __atomic_load_n(&w->bytes_out, __ATOMIC_RELAXED);
+    }
+    out->connections_open = __atomic_load_n(&s->open_conns, __ATOMIC_RELAXED);
+}
+
+const rs_ps_server_ops rs_brpc_server_ops = {
+    .name = "brpc",
+    .start = brpc_start,
+    .bound_port = brpc_bound_port,
+    .stop = brpc_stop,
+    .stats = brpc_stats,
+};
+#endif

@@ -1,0 +1,518 @@
+/*
+ * grpc_client.c — the client side of the gRPC transport (rs_grpc_conn_ops): one connection to one
+ * shard's recstore.PSService, pipelined.
+ *
+ * A connection owns a gRPC channel (its own subchannel pool, so every connection is its own TCP
+ * connection even to the same server), one completion queue, and the four methods registered on
+ * the channel. submit() encodes the PSRequest with the shared codec into one slice and starts the
+ * whole unary call as one batch (send metadata + message + close, receive metadata + message +
+ * status), so it never waits for the network; with `max_in_flight` requests outstanding (submitted
+ * and not yet returned by next()) it refuses with RS_EBUSY. next() returns calls strictly in
+ * submission order: finished calls that are not the oldest stay parked in the ring until their
+ * turn. GET rows are copied from the response into the caller's rows_out by next(), straight from
+ * gRPC's slices when the reply has the usual shape (reply_rows_direct).
+ *
+ * Invariants: only the thread using the connection touches it (a connection is per client
+ * thread); `pending` entries are allocated once and reused, never moved while gRPC holds pointers
+ * into them; `on_wire` counts calls whose batch has not completed; every error names the peer
+ * ("grpc 127.0.0.1:15000") and the cause (connection refused, deadline, server status text).
+ */
+#if RS_HAVE_GRPC
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <grpc/grpc_security.h>
+#include <grpc/support/alloc.h>
+#include <grpc/support/time.h>
+
+#include "transport/grpc_transport.h"
+
+#define RS_GRPC_DEFAULT_TIMEOUT_MS 10000
+#define RS_GRPC_DEFAULT_IN_FLIGHT 8
+
+typedef struct rs_grpc_pending {
+    uint64_t tag;
+    int method; /* op - 1 */
+    int done;   /* batch completed */
+    grpc_call *call;
+    grpc_byte_buffer *send_bb;
+    grpc_byte_buffer *recv_bb;
+    grpc_metadata_array initial_md, trailing_md;
+    grpc_status_code status;
+    grpc_slice details;
+    const char *error_string; /* gpr_malloc'd by gRPC, or NULL */
+    void *rows_out;
+    size_t rows_cap;
+    gpr_timespec deadline;
+} rs_grpc_pending;
+
+typedef struct rs_grpc_conn {
+    char addr[300]; /* "host:port", names the peer in errors */
+    grpc_channel *channel;
+    grpc_completion_queue *cq;
+    void *reg[RS_GRPC_NUM_METHODS];
+    uint32_t timeout_ms;
+    uint32_t max_in_flight;
+    /* submitted calls not yet returned by next(), in submission order; ring_cap = max_in_flight */
+    rs_grpc_pending **ring;
+    size_t ring_cap, head, count;
+    uint32_t on_wire;
+    rs_grpc_pending **free_list;
+    size_t free_count, free_cap;
+    rs_grpc_scratch scratch;
+} rs_grpc_conn;
+
+static gpr_timespec deadline_in_ms(uint32_t ms) {
+    return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(ms, GPR_TIMESPAN));
+}
+
+/* ---- pending entries ----------------------------------------------------------------------- */
+
+static rs_grpc_pending *pending_get(rs_grpc_conn *c) {
+    if (c->free_count)
+        return c->free_list[--c->free_count];
+    rs_grpc_pending *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    grpc_metadata_array_init(&p->initial_md);
+    grpc_metadata_array_init(&p->trailing_md);
+    p->details = grpc_empty_slice();
+    return p;
+}
+
+/* Release what a finished call holds; the entry goes back to the free list. */
+static void pending_put(rs_grpc_conn *c, rs_grpc_pending *p) {
+    if (p->call)
+        grpc_call_unref(p->call);
+    if (p->send_bb)
+        grpc_byte_buffer_destroy(p->send_bb);
+    if (p->recv_bb)
+        grpc_byte_buffer_destroy(p->recv_bb);
+    grpc_metadata_array_destroy(&p->initial_md);
+    grpc_metadata_array_destroy(&p->trailing_md);
+    grpc_metadata_array_init(&p->initial_md);
+    grpc_metadata_array_init(&p->trailing_md);
+    grpc_slice_unref(p->details);
+    p->details = grpc_empty_slice();
+    if (p->error_string)
+        gpr_free((void *)p->error_string);
+    p->error_string = NULL;
+    p->call = NULL;
+    p->send_bb = p->recv_bb = NULL;
+    p->done = 0;
+    if (c->free_count == c->free_cap) {
+        size_t cap = c->free_cap ? c->free_cap * 2 : 16;
+        rs_grpc_pending **fl = realloc(c->free_list, cap * sizeof *fl);
+        if (!fl) {
+            grpc_metadata_array_destroy(&p->initial_md);
+            grpc_metadata_array_destroy(&p->trailing_md);
+            free(p);
+            return;
+        }
+        c->free_list = fl;
+        c->free_cap = cap;
+    }
+    c->free_list[c->free_count++] = p;
+}
+
+/* Wait for one batch completion on the CQ (any call). RS_ETIMEDOUT if `until` passes first. */
+static int drive_one(rs_grpc_conn *c, gpr_timespec until) {
+    grpc_event ev = grpc_completion_queue_next(c->cq, until, NULL);
+    if (ev.type == GRPC_QUEUE_TIMEOUT)
+        return RS_ETIMEDOUT;
+    if (ev.type != GRPC_OP_COMPLETE)
+        return RS_ECLOSED;
+    rs_grpc_pending *p = ev.tag;
+    p->done = 1;
+    if (!ev.success && p->status == GRPC_STATUS_OK)
+        p->status = GRPC_STATUS_INTERNAL; /* the batch failed as a whole */
+    c->on_wire--;
+    return 0;
+}
+
+/* Wait for p's completion: gRPC enforces the call deadline; this only guards against a lost one. */
+static void wait_done(rs_grpc_conn *c, rs_grpc_pending *p) {
+    gpr_timespec guard = gpr_time_add(p->deadline, gpr_time_from_millis(5000, GPR_TIMESPAN));
+    int cancelled = 0;
+    while (!p->done) {
+        if (drive_one(c, cancelled ? gpr_inf_future(GPR_CLOCK_MONOTONIC) : guard) ==
+                RS_ETIMEDOUT) {
+            grpc_call_cancel_with_status(p->call, GRPC_STATUS_DEADLINE_EXCEEDED,
+                                         "no completion after the deadline", NULL);
+            cancelled = 1;
+        }
+    }
+}
+
+/* ---- errors -------------------------------------------------------------------------------- */
+
+static int call_error(rs_grpc_conn *c, const rs_grpc_pending *p, rs_error *err) {
+    int rc = rs_grpc_status_code(p->status);
+    char details[256];
+    size_t dl = GRPC_SLICE_LENGTH(p->details);
+    if (dl >= sizeof details)
+        dl = sizeof details - 1;
+    memcpy(details, GRPC_SLICE_START_PTR(p->details), dl);
+    details[dl] = 0;
+    const char *method = rs_grpc_method_paths[p->method] + sizeof("/recstore.PSService/") - 1;
+    const char *cause;
+    switch (p->status) {
+    case GRPC_STATUS_UNAVAILABLE:
+        cause = strstr(details, "refused") || strstr(details, "Connection refused")
+                    ? "connection refused"
+                    : "server unavailable or connection lost";
+        break;
+    case GRPC_STATUS_DEADLINE_EXCEEDED:
+        cause = "deadline exceeded";
+        break;
+    case GRPC_STATUS_CANCELLED:
+        cause = "call cancelled (server stopping or connection lost)";
+        break;
+    default:
+        cause = "server status";
+        break;
+    }
+    if (p->status == GRPC_STATUS_DEADLINE_EXCEEDED)
+        return rs_error_set(err, rc, "grpc %s: %s: %s (timeout %u ms)", c->addr, method, cause,
+                            c->timeout_ms);
+    return rs_error_set(err, rc, "grpc %s: %s: %s (%s: %s)", c->addr, method, cause,
+                        rs_grpc_status_name(p->status), details[0] ? details : "no details");
+}
+
+/* ---- replies ------------------------------------------------------------------------------ */
+
+/* Copy bytes [from, from + n) of a slice buffer to dst. */
+static void slices_copy(const grpc_slice_buffer *sb, size_t from, size_t n, uint8_t *dst) {
+    for (size_t i = 0; i < sb->count && n; i++) {
+        size_t len = GRPC_SLICE_LENGTH(sb->slices[i]);
+        if (from >= len) {
+            from -= len;
+            continue;
+        }
+        size_t take = len - from < n ? len - from : n;
+        memcpy(dst, GRPC_SLICE_START_PTR(sb->slices[i]) + from, take);
+        dst += take;
+        n -= take;
+        from = 0;
+    }
+}
+
+/*
+ * A GET reply arrives in several slices; gathering it only to copy its rows out again would touch
+ * every row twice. Replies put the rows field last (rs_ps_response_encode_header), so when the
+ * message ends with field 4 holding exactly `rows_len` bytes, the rows are copied from the slices
+ * straight into rows_out and only the bytes before that field are decoded, by the shared codec.
+ * The check is exact: the head must decode as a complete PSResponse without rows and be followed
+ * by the key 0x22 (field 4, length-delimited) and the canonical varint of rows_len, which then
+ * spans precisely to the end of the message — the same split a full parse would make. Returns 1
+ * when out is filled (rows in rows_out), 0 when the message has another shape (the caller
+ * decodes it whole), RS_ENOMEM.
+ */
+static int reply_rows_direct(grpc_byte_buffer *bb, void *rows_out, size_t rows_len,
+                             rs_grpc_scratch *scratch, rs_ps_response *out) {
+    if (!bb || bb->type != GRPC_BB_RAW || bb->data.raw.compression != GRPC_COMPRESS_NONE)
+        return 0;
+    const grpc_slice_buffer *sb = &bb->data.raw.slice_buffer;
+    if (sb->count < 2 || !rows_out || !rows_len || sb->length <= rows_len)
+        return 0;
+    uint8_t key[11];
+    size_t k = 0;
+    key[k++] = 0x22;
+    for (uint64_t v = rows_len; ; v >>= 7) {
+        key[k++] = (uint8_t)((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
+        if (v < 0x80)
+            break;
+    }
+    size_t head = sb->length - rows_len; /* header fields + key + length of the rows field */
+    if (head < k || head > 8192)
+        return 0;
+    if (scratch->cap < head) {
+        uint8_t *b = realloc(scratch->buf, 8192);
+        if (!b)
+            return RS_ENOMEM;
+        scratch->buf = b;
+        scratch->cap = 8192;
+    }
+    slices_copy(sb, 0, head, scratch->buf);
+    if (memcmp(scratch->buf + head - k, key, k) != 0)
+        return 0;
+    if (rs_ps_response_decode(scratch->buf, head - k, NULL, 0, out, NULL) != 0 || out->rows_len)
+        return 0;
+    slices_copy(sb, head, rows_len, rows_out);
+    out->rows = rows_out;
+    out->rows_len = rows_len;
+    return 1;
+}
+
+/* ---- ops ----------------------------------------------------------------------------------- */
+
+static void rs_grpc_conn_close(void *conn);
+
+/* Start one call of `method` carrying `msg` (owned by the call on success). */
+static int start_call(rs_grpc_conn *c, rs_grpc_pending *p, grpc_byte_buffer *msg, rs_error *err) {
+    p->deadline = deadline_in_ms(c->timeout_ms);
+    p->status = GRPC_STATUS_OK;
+    p->call = grpc_channel_create_registered_call(c->channel, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq,
+                                                  c->reg[p->method], p->deadline, NULL);
+    if (!p->call)
+        return rs_error_set(err, RS_ENOMEM, "grpc %s: cannot create a call", c->addr);
+    p->send_bb = msg;
+    grpc_op ops[6];
+    memset(ops, 0, sizeof ops);
+    size_t n = 0;
+    ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+    if (msg) {
+        ops[n].op = GRPC_OP_SEND_MESSAGE;
+        ops[n++].data.send_message.send_message = msg;
+    }
+    ops[n++].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[n].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[n++].data.recv_initial_metadata.recv_initial_metadata = &p->initial_md;
+    ops[n].op = GRPC_OP_RECV_MESSAGE;
+    ops[n++].data.recv_message.recv_message = &p->recv_bb;
+    ops[n].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    ops[n].data.recv_status_on_client.trailing_metadata = &p->trailing_md;
+    ops[n].data.recv_status_on_client.status = &p->status;
+    ops[n].data.recv_status_on_client.status_details = &p->details;
+    ops[n++].data.recv_status_on_client.error_string = &p->error_string;
+    grpc_call_error ce = grpc_call_start_batch(p->call, ops, n, p, NULL);
+    if (ce != GRPC_CALL_OK)
+        return rs_error_set(err, RS_EIO, "grpc %s: cannot start a call: %s", c->addr,
+                            grpc_call_error_to_string(ce));
+    c->on_wire++;
+    return 0;
+}
+
+/* After the channel failed to connect: a call on it fails at once with the transport's reason. */
+static int connect_failure(rs_grpc_conn *c, rs_error *err) {
+    rs_grpc_pending *p = pending_get(c);
+    if (!p)
+        return rs_error_set(err, RS_ECONN, "grpc %s: cannot connect", c->addr);
+    p->method = RS_PS_COMMAND - 1;
+    int rc = start_call(c, p, NULL, err);
+    if (rc == 0) {
+        wait_done(c, p);
+        if (p->status == GRPC_STATUS_OK) {
+            rc = rs_error_set(err, RS_ECONN, "grpc %s: cannot connect", c->addr);
+        } else {
+            char details[300];
+            size_t dl = GRPC_SLICE_LENGTH(p->details);
+            if (dl >= sizeof details)
+                dl = sizeof details - 1;
+            memcpy(details, GRPC_SLICE_START_PTR(p->details), dl);
+            details[dl] = 0;
+            rc = rs_error_set(err, RS_ECONN, "grpc %s: cannot connect: %s (%s)", c->addr,
+                              strstr(details, "refused") ? "connection refused" : "unreachable",
+                              details);
+        }
+    }
+    pending_put(c, p);
+    return rc;
+}
+
+static int rs_grpc_conn_connect(const char *host, uint16_t port, const rs_ps_client_opts *opts,
+                             void **out, rs_error *err) {
+    int rc;
+    rs_grpc_options o;
+    *out = NULL;
+    if ((rc = rs_grpc_options_parse(opts ? opts->extra : NULL, 0, &o, err)) != 0)
+        return rc;
+    rs_grpc_options_apply_process(&o);
+    grpc_init();
+    rs_grpc_conn *c = calloc(1, sizeof *c);
+    if (!c) {
+        grpc_shutdown();
+        return rs_error_set(err, RS_ENOMEM, "grpc client: out of memory");
+    }
+    c->timeout_ms = opts && opts->timeout_ms ? opts->timeout_ms : RS_GRPC_DEFAULT_TIMEOUT_MS;
+    c->max_in_flight =
+        opts && opts->max_in_flight ? opts->max_in_flight : RS_GRPC_DEFAULT_IN_FLIGHT;
+    if ((rc = rs_grpc_format_addr(host, port, c->addr, sizeof c->addr, err)) != 0)
+        goto fail;
+    c->ring_cap = c->max_in_flight;
+    c->ring = calloc(c->ring_cap, sizeof *c->ring);
+    if (!c->ring) {
+        rc = rs_error_set(err, RS_ENOMEM, "grpc %s: out of memory", c->addr);
+        goto fail;
+    }
+    grpc_arg args[] = {
+        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, .value.integer = -1},
+        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, .value.integer = -1},
+        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, .value.integer = 1},
+        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_ENABLE_RETRIES, .value.integer = 0},
+        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_HTTP2_MAX_FRAME_SIZE,
+         .value.integer = (int)o.max_frame_size},
+    };
+    grpc_channel_args cargs = {.num_args = sizeof args / sizeof args[0], .args = args};
+    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+    c->channel = grpc_channel_create(c->addr, creds, &cargs);
+    grpc_channel_credentials_release(creds);
+    c->cq = grpc_completion_queue_create_for_next(NULL);
+    if (!c->channel || !c->cq) {
+        rc = rs_error_set(err, RS_ENOMEM, "grpc %s: cannot create a channel", c->addr);
+        goto fail;
+    }
+    for (int m = 0; m < RS_GRPC_NUM_METHODS; m++)
+        c->reg[m] = grpc_channel_register_call(c->channel, rs_grpc_method_paths[m], NULL, NULL);
+
+    /* connect now, so a refused or unreachable server is reported by connect() */
+    gpr_timespec until = deadline_in_ms(c->timeout_ms);
+    grpc_connectivity_state st = grpc_channel_check_connectivity_state(c->channel, 1);
+    while (st != GRPC_CHANNEL_READY) {
+        if (st == GRPC_CHANNEL_TRANSIENT_FAILURE || st == GRPC_CHANNEL_SHUTDOWN) {
+            rc = connect_failure(c, err);
+            goto fail;
+        }
+        int watch_tag;
+        grpc_channel_watch_connectivity_state(c->channel, st, until, c->cq, &watch_tag);
+        grpc_event ev =
+            grpc_completion_queue_next(c->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+        if (ev.type != GRPC_OP_COMPLETE || !ev.success) {
+            rc = rs_error_set(err, RS_ETIMEDOUT,
+                              "grpc %s: cannot connect: not ready within the %u ms deadline",
+                              c->addr, c->timeout_ms);
+            goto fail;
+        }
+        st = grpc_channel_check_connectivity_state(c->channel, 0);
+    }
+    *out = c;
+    return 0;
+fail:
+    rs_grpc_conn_close(c);
+    return rc;
+}
+
+static int rs_grpc_conn_submit(void *conn, const rs_ps_request *req, uint64_t tag, void *rows_out,
+                            size_t rows_cap, rs_error *err) {
+    rs_grpc_conn *c = conn;
+    if (req->op < RS_PS_GET || req->op > RS_PS_COMMAND)
+        return rs_error_set(err, RS_EINVAL, "grpc %s: unknown op %d", c->addr, (int)req->op);
+    if (c->count >= c->max_in_flight)
+        return rs_error_set(err, RS_EBUSY, "grpc %s: %u requests outstanding (max_in_flight)",
+                            c->addr, c->max_in_flight);
+    size_t len = rs_ps_request_encoded_size(req, 0);
+    grpc_slice s = grpc_slice_malloc(len);
+    size_t wrote = rs_ps_request_encode(req, 0, GRPC_SLICE_START_PTR(s));
+    if (wrote < len)
+        s = grpc_slice_sub_no_ref(s, 0, wrote);
+    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s, 1);
+    grpc_slice_unref(s);
+    rs_grpc_pending *p = pending_get(c);
+    if (!bb || !p) {
+        if (bb)
+            grpc_byte_buffer_destroy(bb);
+        return rs_error_set(err, RS_ENOMEM, "grpc %s: out of memory", c->addr);
+    }
+    p->tag = tag;
+    p->method = (int)req->op - 1;
+    p->rows_out = rows_out;
+    p->rows_cap = rows_cap;
+    int rc = start_call(c, p, bb, err);
+    if (rc != 0) {
+        pending_put(c, p);
+        return rc;
+    }
+    c->ring[(c->head + c->count) % c->ring_cap] = p;
+    c->count++;
+    return 0;
+}
+
+static int rs_grpc_conn_next(void *conn, rs_ps_completion *out, rs_error *err) {
+    rs_grpc_conn *c = conn;
+    if (c->count == 0)
+        return rs_error_set(err, RS_EINVAL, "grpc %s: next() with no request outstanding", c->addr);
+    rs_grpc_pending *p = c->ring[c->head];
+    wait_done(c, p);
+    c->head = (c->head + 1) % c->ring_cap;
+    c->count--;
+    out->tag = p->tag;
+    int rc = 0;
+    if (p->status != GRPC_STATUS_OK) {
+        memset(&out->resp, 0, offsetof(rs_ps_response, error));
+        out->resp.error[0] = 0;
+        out->resp.reply[0] = 0;
+        rc = call_error(c, p, err);
+        snprintf(out->resp.error, sizeof out->resp.error, "%.255s", err ? err->msg : "");
+        goto done;
+    }
+    rc = reply_rows_direct(p->recv_bb, p->rows_out, p->rows_cap, &c->scratch, &out->resp);
+    if (rc == 1) {
+        rc = 0;
+        goto done;
+    }
+    if (rc < 0) {
+        rc = rs_error_set(err, rc, "grpc %s: out of memory for a reply", c->addr);
+        goto done;
+    }
+    rs_grpc_span msg;
+    rs_error e = {0};
+    if ((rc = rs_grpc_message_span(p->recv_bb, &c->scratch, &msg, &e)) == 0)
+        rc = rs_ps_response_decode(msg.data ? msg.data : (const uint8_t *)"", msg.len, NULL, 0,
+                                   &out->resp, &e);
+    if (rc != 0) {
+        rc = rs_error_set(err, RS_EPROTO, "grpc %s: bad PSResponse: %s", c->addr,
+                          e.msg[0] ? e.msg : rs_strerror(rc));
+        goto done;
+    }
+    if (out->resp.rows_len) {
+        if (!p->rows_out || out->resp.rows_len > p->rows_cap) {
+            rc = rs_error_set(err, RS_EPROTO,
+                              "grpc %s: response carries %zu row bytes, the request expected %zu",
+                              c->addr, out->resp.rows_len, p->rows_out ? p->rows_cap : 0);
+            goto done;
+        }
+        memcpy(p->rows_out, out->resp.rows, out->resp.rows_len);
+        out->resp.rows = p->rows_out;
+    } else {
+        out->resp.rows = NULL;
+    }
+done:
+    pending_put(c, p);
+    return rc;
+}
+
+static void rs_grpc_conn_close(void *conn) {
+    rs_grpc_conn *c = conn;
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->count; i++) {
+        rs_grpc_pending *p = c->ring[(c->head + i) % c->ring_cap];
+        if (!p->done)
+            grpc_call_cancel(p->call, NULL);
+    }
+    while (c->on_wire > 0 && drive_one(c, gpr_inf_future(GPR_CLOCK_MONOTONIC)) == 0) {
+    }
+    for (size_t i = 0; i < c->count; i++)
+        pending_put(c, c->ring[(c->head + i) % c->ring_cap]);
+    for (size_t i = 0; i < c->free_count; i++) {
+        grpc_metadata_array_destroy(&c->free_list[i]->initial_md);
+        grpc_metadata_array_destroy(&c->free_list[i]->trailing_md);
+        free(c->free_list[i]);
+    }
+    if (c->channel)
+        grpc_channel_destroy(c->channel);
+    if (c->cq) {
+        grpc_completion_queue_shutdown(c->cq);
+        while (grpc_completion_queue_next(c->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL).type !=
+               GRPC_QUEUE_SHUTDOWN) {
+        }
+        grpc_completion_queue_destroy(c->cq);
+    }
+    free(c->ring);
+    free(c->free_list);
+    free(c->scratch.buf);
+    free(c);
+    grpc_shutdown();
+}
+
+const rs_ps_conn_ops rs_grpc_conn_ops = {
+    .name = "grpc",
+    .connect = rs_grpc_conn_connect,
+    .submit = rs_grpc_conn_submit,
+    .next = rs_grpc_conn_next,
+    .close = rs_grpc_conn_close,
+};
+
+#endif /* RS_HAVE_GRPC */

@@ -1,0 +1,596 @@
+/*
+ * grpc_server.c — the server side of the gRPC transport (rs_grpc_server_ops): serves one PS shard
+ * as recstore.PSService over HTTP/2 through the gRPC core C API.
+ *
+ * Threads: num_threads workers, each with its own completion queue (CQ) registered with the
+ * server. A worker keeps `calls_per_method` requested calls armed per method on its CQ (registered
+ * methods with the request payload read up front, plus two slots for unregistered paths), so a
+ * call arrives with its PSRequest already in a byte buffer. The worker decodes it with the shared
+ * codec (keys and rows viewed in place), runs the shard handler, and answers with one batch:
+ * SEND_INITIAL_METADATA + SEND_MESSAGE + SEND_STATUS_FROM_SERVER + RECV_CLOSE_ON_SERVER. The reply
+ * message is two slices: the PSResponse header from rs_ps_response_encode_header and the GET rows
+ * that the shard handler wrote straight into a pooled buffer lent to gRPC as a slice
+ * (grpc_slice_pool.c), so rows are never copied by us and their buffers are reused. When that
+ * batch completes the slot is re-armed. Workers block in grpc_completion_queue_next without a
+ * deadline while no reply is pending, so an idle server sleeps; while replies are pending they wake
+ * every reply_timeout/4 to cancel replies a client has not taken within reply_timeout (a client
+ * that stops reading would otherwise hold its slots forever).
+ *
+ * Invariants: a slot and its call are touched only by the worker that owns its CQ; every slot is
+ * either idle, REQUESTED (a request_call is pending on the CQ) or REPLYING (a batch is pending).
+ * Bad payloads get a PSResponse with RS_PS_INVALID_PAYLOAD naming the problem; an unknown method
+ * gets gRPC status UNIMPLEMENTED naming the path; oversized messages are refused by gRPC itself
+ * (RESOURCE_EXHAUSTED, limit max_body_bytes). Shutdown: set `shutting`, shutdown_and_notify on
+ * worker 0's CQ, cancel all calls, wait for the notification, shut the CQs down, let every worker
+ * drain its CQ to GRPC_QUEUE_SHUTDOWN, join, destroy.
+ */
+#if RS_HAVE_GRPC
+
+#include <errno.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <grpc/grpc_security.h>
+#include <grpc/support/time.h>
+
+#include "recstore/clock.h"
+#include "recstore/eventual.h"
+#include "transport/grpc_transport.h"
+
+#define RS_GRPC_SLOT_UNKNOWN RS_GRPC_NUM_METHODS /* slot.method for unregistered paths */
+#define RS_GRPC_UNKNOWN_SLOTS 2
+#define RS_GRPC_MAX_THREADS 64
+
+enum { SLOT_IDLE = 0, SLOT_REQUESTED, SLOT_REPLYING };
+
+typedef struct rs_grpc_worker rs_grpc_worker;
+typedef struct rs_grpc_server rs_grpc_server;
+
+typedef struct rs_grpc_slot {
+    rs_grpc_worker *w;
+    int method; /* 0..3 PSService method (op - 1), or RS_GRPC_SLOT_UNKNOWN */
+    int state;
+    grpc_call *call;          /* owned ref while REQUESTED-and-matched or REPLYING */
+    gpr_timespec deadline;
+    grpc_metadata_array md;
+    grpc_call_details details; /* unregistered slots only */
+    grpc_byte_buffer *payload; /* request message (registered slots), owned */
+    grpc_byte_buffer *reply;   /* response message, owned until the batch completes */
+    grpc_slice status_text;    /* UNIMPLEMENTED text (unknown-method slots) */
+    int cancelled;           /* RECV_CLOSE_ON_SERVER result, written by gRPC */
+    int cancel_sent;         /* we cancelled this reply (reply_timeout) */
+    uint64_t reply_start_ns; /* when the reply batch started (REPLYING) */
+} rs_grpc_slot;
+
+/* Written only by its worker (CTR_ADD); read by stats() with relaxed atomic loads. */
+typedef struct rs_grpc_counters {
+    uint64_t requests, bad_frames, bytes_in, bytes_out;
+} rs_grpc_counters;
+
+#define CTR_ADD(field, v) __atomic_store_n(&(field), (field) + (v), __ATOMIC_RELAXED)
+
+struct rs_grpc_worker {
+    rs_grpc_server *srv;
+    unsigned index; /* shard handler thread_slot */
+    grpc_completion_queue *cq;
+    pthread_t thread;
+    int thread_started;
+    rs_grpc_slot *slots;
+    size_t nslots;
+    rs_grpc_scratch scratch;  /* gathers multi-slice requests */
+    rs_grpc_slice_pool *rows; /* GET reply rows buffers */
+    rs_ps_response resp;      /* reused per request: 2.3 KB of text buffers */
+    unsigned replying;        /* slots in SLOT_REPLYING */
+    uint64_t next_scan_ns;    /* next look for replies past reply_timeout */
+    rs_grpc_counters ctr;
+} __attribute__((aligned(64)));
+
+struct rs_grpc_server {
+    grpc_server *server;
+    rs_ps_shard *shard;
+    void *methods[RS_GRPC_NUM_METHODS];
+    uint16_t port;
+    unsigned nworkers;
+    unsigned calls_per_method;
+    uint64_t reply_timeout_ns;
+    rs_grpc_worker *workers;
+    int shutting;       /* __atomic: set once by stop() */
+    int shutdown_tag;   /* its address tags the shutdown notification */
+    rs_eventual shutdown_done;
+};
+
+/* ---- serving ------------------------------------------------------------------------------- */
+
+static void slot_arm(rs_grpc_slot *sl) {
+    rs_grpc_worker *w = sl->w;
+    rs_grpc_server *srv = w->srv;
+    grpc_call_error ce;
+    sl->state = SLOT_REQUESTED;
+    if (sl->method == RS_GRPC_SLOT_UNKNOWN)
+        ce = grpc_server_request_call(srv->server, &sl->call, &sl->details, &sl->md, w->cq, w->cq,
+                                      sl);
+    else
+        ce = grpc_server_request_registered_call(srv->server, srv->methods[sl->method], &sl->call,
+                                                 &sl->deadline, &sl->md, &sl->payload, w->cq,
+                                                 w->cq, sl);
+    if (ce != GRPC_CALL_OK)
+        sl->state = SLOT_IDLE;
+}
+
+/* Release what one call used and re-arm, unless the server is stopping. */
+static void slot_finish(rs_grpc_slot *sl) {
+    if (sl->state == SLOT_REPLYING)
+        sl->w->replying--;
+    if (sl->call) {
+        grpc_call_unref(sl->call);
+        sl->call = NULL;
+    }
+    if (sl->payload) {
+        grpc_byte_buffer_destroy(sl->payload);
+        sl->payload = NULL;
+    }
+    if (sl->reply) {
+        grpc_byte_buffer_destroy(sl->reply);
+        sl->reply = NULL;
+    }
+    grpc_slice_unref(sl->status_text);
+    sl->status_text = grpc_empty_slice();
+    grpc_metadata_array_destroy(&sl->md);
+    grpc_metadata_array_init(&sl->md);
+    if (sl->method == RS_GRPC_SLOT_UNKNOWN) {
+        grpc_call_details_destroy(&sl->details);
+        grpc_call_details_init(&sl->details);
+    }
+    sl->state = SLOT_IDLE;
+    if (!__atomic_load_n(&sl->w->srv->shutting, __ATOMIC_ACQUIRE))
+        slot_arm(sl);
+}
+
+/* Decode, handle, encode: returns the reply message (owned by the caller). */
+static grpc_byte_buffer *ps_reply(rs_grpc_worker *w, rs_ps_op op, grpc_byte_buffer *payload) {
+    rs_grpc_server *srv = w->srv;
+    rs_ps_response *resp = &w->resp;
+    resp->status = RS_PS_OK;
+    resp->value_size = 0;
+    resp->num_found = 0;
+    resp->rows = NULL;
+    resp->rows_len = 0;
+    resp->error[0] = 0;
+    resp->reply[0] = 0;
+
+    rs_error e = {0};
+    rs_grpc_span msg;
+    rs_ps_request req;
+    grpc_slice rows = grpc_empty_slice();
+    int rc = rs_grpc_message_span(payload, &w->scratch, &msg, &e);
+    if (rc == 0) {
+        CTR_ADD(w->ctr.bytes_in, msg.len);
+        rc = rs_ps_request_decode(op, msg.data ? msg.data : (const uint8_t *)"", msg.len, NULL, 0,
+                                  &req, &e);
+    }
+    if (rc != 0) {
+        resp->status = rc == RS_ENOMEM ? RS_PS_INTERNAL : RS_PS_INVALID_PAYLOAD;
+        snprintf(resp->error, sizeof resp->error, "bad PSRequest for %s: %s", rs_ps_op_method(op),
+                 e.msg[0] ? e.msg : rs_strerror(rc));
+        resp->value_size = rs_ps_shard_value_size(srv->shard);
+        CTR_ADD(w->ctr.bad_frames, 1);
+    } else {
+        size_t need = rs_ps_shard_reply_rows_bytes(srv->shard, &req);
+        if (need && rs_grpc_slice_pool_get(w->rows, need, &rows) != 0) {
+            rc = RS_ENOMEM;
+            need = 0;
+        } else {
+            rc = rs_ps_shard_handle(srv->shard, &req, resp,
+                                    need ? GRPC_SLICE_START_PTR(rows) : NULL, need, w->index);
+        }
+        if (rc != 0) {
+            resp->status = RS_PS_INTERNAL;
+            snprintf(resp->error, sizeof resp->error, "server could not handle the request: %s",
+                     rs_strerror(rc));
+            resp->rows_len = 0;
+        }
+        if (resp->rows_len > need)
+            resp->rows_len = 0; /* cannot happen with a correct handler; never send past rows */
+    }
+    resp->rows = NULL;
+    size_t hlen = rs_ps_response_header_size(resp, 0);
+    grpc_slice parts[2];
+    parts[0] = grpc_slice_malloc(hlen);
+    size_t written = rs_ps_response_encode_header(resp, 0, GRPC_SLICE_START_PTR(parts[0]));
+    if (written < hlen)
+        parts[0] = grpc_slice_sub_no_ref(parts[0], 0, written);
+    size_t nparts = 1;
+    if (resp->rows_len) {
+        parts[1] = GRPC_SLICE_LENGTH(rows) == resp->rows_len
+                       ? rows
+                       : grpc_slice_sub_no_ref(rows, 0, resp->rows_len);
+        nparts = 2;
+    }
+    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(parts, nparts);
+    grpc_slice_unref(parts[0]);
+    grpc_slice_unref(rows); /* the byte buffer holds its own ref */
+    CTR_ADD(w->ctr.bytes_out, written + resp->rows_len);
+    return bb;
+}
+
+static void slot_serve(rs_grpc_slot *sl) {
+    rs_grpc_worker *w = sl->w;
+    grpc_op ops[4];
+    memset(ops, 0, sizeof ops);
+    size_t n = 0;
+    ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[n].data.send_initial_metadata.count = 0;
+    n++;
+    if (sl->method == RS_GRPC_SLOT_UNKNOWN) {
+        char text[300];
+        grpc_slice m = sl->details.method;
+        snprintf(text, sizeof text,
+                 "unknown method %.*s: recstore.PSService has Get, Put, Update, Command",
+                 (int)(GRPC_SLICE_LENGTH(m) > 200 ? 200 : GRPC_SLICE_LENGTH(m)),
+                 (const char *)GRPC_SLICE_START_PTR(m));
+        sl->status_text = grpc_slice_from_copied_string(text);
+        ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+        ops[n].data.send_status_from_server.status = GRPC_STATUS_UNIMPLEMENTED;
+        ops[n].data.send_status_from_server.status_details = &sl->status_text;
+        n++;
+        CTR_ADD(w->ctr.bad_frames, 1);
+    } else {
+        sl->reply = ps_reply(w, (rs_ps_op)(sl->method + 1), sl->payload);
+        ops[n].op = GRPC_OP_SEND_MESSAGE;
+        ops[n].data.send_message.send_message = sl->reply;
+        n++;
+        ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+        ops[n].data.send_status_from_server.status = GRPC_STATUS_OK;
+        ops[n].data.send_status_from_server.status_details = NULL;
+        n++;
+    }
+    ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    ops[n].data.recv_close_on_server.cancelled = &sl->cancelled;
+    n++;
+    CTR_ADD(w->ctr.requests, 1);
+    sl->state = SLOT_REPLYING;
+    sl->cancel_sent = 0;
+    sl->reply_start_ns = rs_now_ns();
+    w->replying++;
+    if (grpc_call_start_batch(sl->call, ops, n, sl, NULL) != GRPC_CALL_OK)
+        slot_finish(sl);
+}
+
+/* A client that never reads its replies (or keeps its HTTP/2 window shut) would hold a slot
+ * forever; replies not delivered within reply_timeout are cancelled, which frees the slot. */
+static void cancel_stuck_replies(rs_grpc_worker *w, uint64_t now) {
+    uint64_t limit = w->srv->reply_timeout_ns;
+    for (size_t j = 0; j < w->nslots; j++) {
+        rs_grpc_slot *sl = &w->slots[j];
+        if (sl->state == SLOT_REPLYING && sl->call && now - sl->reply_start_ns > limit &&
+            !sl->cancel_sent) {
+            sl->cancel_sent = 1;
+            grpc_call_cancel_with_status(sl->call, GRPC_STATUS_DEADLINE_EXCEEDED,
+                                         "recstore.PSService: reply not taken by the client within "
+                                         "the server's reply_timeout_ms",
+                                         NULL);
+        }
+    }
+}
+
+/* How long the worker may sleep: forever when no reply is pending (an idle server sleeps). */
+static gpr_timespec worker_deadline(rs_grpc_worker *w) {
+    if (!w->replying)
+        return gpr_inf_future(GPR_CLOCK_REALTIME);
+    uint64_t now = rs_now_ns();
+    if (now >= w->next_scan_ns) {
+        if (w->next_scan_ns)
+            cancel_stuck_replies(w, now);
+        w->next_scan_ns = now + w->srv->reply_timeout_ns / 4 + 1000000;
+    }
+    return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                        gpr_time_from_nanos((int64_t)(w->next_scan_ns - now), GPR_TIMESPAN));
+}
+
+static void *worker_main(void *arg) {
+    rs_grpc_worker *w = arg;
+    rs_grpc_server *srv = w->srv;
+    for (;;) {
+        grpc_event ev = grpc_completion_queue_next(w->cq, worker_deadline(w), NULL);
+        if (ev.type == GRPC_QUEUE_SHUTDOWN)
+            break;
+        if (ev.type != GRPC_OP_COMPLETE)
+            continue;
+        if (ev.tag == &srv->shutdown_tag) {
+            rs_eventual_set(&srv->shutdown_done, 1);
+            continue;
+        }
+        rs_grpc_slot *sl = ev.tag;
+        if (sl->state == SLOT_REQUESTED) {
+            if (ev.success && sl->call)
+                slot_serve(sl);
+            else
+                slot_finish(sl); /* server shutting down: the request was failed */
+        } else if (sl->state == SLOT_REPLYING) {
+            slot_finish(sl);
+        }
+    }
+    return NULL;
+}
+
+/* ---- lifecycle ----------------------------------------------------------------------------- */
+
+/* After gRPC refused the address: bind it ourselves to name the cause (errno). */
+static int bind_failure(const char *host, uint16_t port, const char *addr, rs_error *err) {
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *ai = NULL;
+    char ps[8];
+    snprintf(ps, sizeof ps, "%u", (unsigned)port);
+    int gai = getaddrinfo(host, ps, &hints, &ai);
+    if (gai != 0)
+        return rs_error_set(err, RS_EINVAL, "grpc server: cannot resolve host '%s': %s", host,
+                            gai_strerror(gai));
+    int errnum = 0;
+    int fd = socket(ai->ai_family, SOCK_STREAM, 0);
+    if (fd < 0) {
+        errnum = errno;
+    } else {
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0)
+            errnum = errno;
+        close(fd);
+    }
+    freeaddrinfo(ai);
+    if (errnum == EADDRINUSE)
+        return rs_error_errno(err, RS_EBUSY, errnum, "grpc server: cannot listen on %s", addr);
+    if (errnum)
+        return rs_error_errno(err, RS_EIO, errnum, "grpc server: cannot listen on %s", addr);
+    return rs_error_set(err, RS_EIO, "grpc server: gRPC refused to listen on %s", addr);
+}
+
+static void rs_grpc_srv_stop(void *state);
+
+static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, void **state,
+                             rs_error *err) {
+    int rc;
+    char addr[300];
+    rs_grpc_options o;
+    *state = NULL;
+    if (!opts || !shard)
+        return rs_error_set(err, RS_EINVAL, "grpc server: missing options or shard");
+    unsigned nthreads = opts->num_threads ? opts->num_threads : 1;
+    if (nthreads > RS_GRPC_MAX_THREADS)
+        return rs_error_set(err, RS_EINVAL, "grpc server: num_threads %u exceeds %d", nthreads,
+                            RS_GRPC_MAX_THREADS);
+    if (opts->max_connections)
+        return rs_error_set(err, RS_ENOTSUP,
+                            "grpc server: max_connections=%u cannot be enforced (gRPC core does "
+                            "not let the application refuse connections); leave it 0",
+                            opts->max_connections);
+    if ((rc = rs_grpc_options_parse(opts->extra, 1, &o, err)) != 0)
+        return rc;
+    unsigned calls_per_method = o.calls_per_method;
+    if ((rc = rs_grpc_format_addr(opts->host, opts->port, addr, sizeof addr, err)) != 0)
+        return rc;
+    uint64_t max_body = opts->max_body_bytes ? opts->max_body_bytes : (64u << 20);
+    if (max_body > INT32_MAX)
+        max_body = INT32_MAX;
+
+    rs_grpc_options_apply_process(&o);
+    grpc_init();
+    rs_grpc_server *srv = calloc(1, sizeof *srv);
+    if (!srv) {
+        rc = rs_error_set(err, RS_ENOMEM, "grpc server: out of memory");
+        goto fail_init;
+    }
+    srv->shard = shard;
+    srv->nworkers = nthreads;
+    srv->calls_per_method = calls_per_method;
+    srv->reply_timeout_ns = (uint64_t)o.reply_timeout_ms * 1000000u;
+    rs_eventual_init(&srv->shutdown_done);
+    srv->workers = aligned_alloc(64, sizeof(rs_grpc_worker) * nthreads);
+    if (!srv->workers) {
+        rc = rs_error_set(err, RS_ENOMEM, "grpc server: out of memory");
+        goto fail_srv;
+    }
+    memset(srv->workers, 0, sizeof(rs_grpc_worker) * nthreads);
+
+    grpc_arg args[] = {
+        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
+         .value.integer = (int)max_body},
+        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, .value.integer = -1},
+        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_ALLOW_REUSEPORT, .value.integer = 0},
+        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_HTTP2_MAX_FRAME_SIZE,
+         .value.integer = (int)o.max_frame_size},
+    };
+    grpc_channel_args cargs = {.num_args = sizeof args / sizeof args[0], .args = args};
+    srv->server = grpc_server_create(&cargs, NULL);
+    if (!srv->server) {
+        rc = rs_error_set(err, RS_ENOMEM, "grpc server: grpc_server_create failed");
+        goto fail_workers;
+    }
+    for (unsigned i = 0; i < nthreads; i++) {
+        rs_grpc_worker *w = &srv->workers[i];
+        w->srv = srv;
+        w->index = i;
+        w->cq = grpc_completion_queue_create_for_next(NULL);
+        if (!w->cq) {
+            rc = rs_error_set(err, RS_ENOMEM, "grpc server: cannot create a completion queue");
+            goto fail_server;
+        }
+        grpc_server_register_completion_queue(srv->server, w->cq, NULL);
+    }
+    for (int m = 0; m < RS_GRPC_NUM_METHODS; m++) {
+        srv->methods[m] = grpc_server_register_method(srv->server, rs_grpc_method_paths[m], NULL,
+                                                      GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+        if (!srv->methods[m]) {
+            rc = rs_error_set(err, RS_EINVAL, "grpc server: cannot register %s",
+                              rs_grpc_method_paths[m]);
+            goto fail_server;
+        }
+    }
+    size_t nslots = (size_t)calls_per_method * RS_GRPC_NUM_METHODS + RS_GRPC_UNKNOWN_SLOTS;
+    for (unsigned i = 0; i < nthreads; i++) {
+        rs_grpc_worker *w = &srv->workers[i];
+        w->slots = calloc(nslots, sizeof *w->slots);
+        if (!w->slots) {
+            rc = rs_error_set(err, RS_ENOMEM, "grpc server: out of memory for call slots");
+            goto fail_server;
+        }
+        w->nslots = nslots;
+        if (rs_grpc_slice_pool_create(calls_per_method, &w->rows) != 0) {
+            rc = rs_error_set(err, RS_ENOMEM, "grpc server: out of memory for row buffers");
+            goto fail_server;
+        }
+        for (size_t j = 0; j < nslots; j++) {
+            rs_grpc_slot *sl = &w->slots[j];
+            sl->w = w;
+            sl->method = j < RS_GRPC_UNKNOWN_SLOTS ? RS_GRPC_SLOT_UNKNOWN
+                                                   : (int)((j - RS_GRPC_UNKNOWN_SLOTS) %
+                                                           RS_GRPC_NUM_METHODS);
+            grpc_metadata_array_init(&sl->md);
+            grpc_call_details_init(&sl->details);
+            sl->status_text = grpc_empty_slice();
+        }
+    }
+
+    /* Everything that can fail before a listener exists is done: from here on, cleaning up
+     * needs the server's shutdown (rs_grpc_srv_stop). */
+    grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+    int port = grpc_server_add_http2_port(srv->server, addr, creds);
+    grpc_server_credentials_release(creds);
+    if (port <= 0) {
+        rc = bind_failure(opts->host, opts->port, addr, err);
+        goto fail_server;
+    }
+    srv->port = (uint16_t)port;
+    grpc_server_start(srv->server);
+    for (unsigned i = 0; i < nthreads; i++) {
+        rs_grpc_worker *w = &srv->workers[i];
+        int prc = pthread_create(&w->thread, NULL, worker_main, w);
+        if (prc != 0) {
+            rs_error_errno(err, RS_EIO, prc, "grpc server: cannot start worker thread %u", i);
+            rs_grpc_srv_stop(srv); /* no call is armed yet: stop only shuts down and joins */
+            return RS_EIO;
+        }
+        w->thread_started = 1;
+    }
+    /* calls that arrived meanwhile waited in gRPC's queue; CQs are thread-safe to arm from here */
+    for (unsigned i = 0; i < nthreads; i++)
+        for (size_t j = 0; j < srv->workers[i].nslots; j++)
+            slot_arm(&srv->workers[i].slots[j]);
+    *state = srv;
+    return 0;
+
+fail_server:
+    /* no listener was added, so the server can be destroyed without a shutdown */
+    grpc_server_destroy(srv->server);
+    for (unsigned i = 0; i < nthreads; i++) {
+        rs_grpc_worker *w = &srv->workers[i];
+        if (w->slots) {
+            for (size_t j = 0; j < w->nslots; j++) {
+                grpc_metadata_array_destroy(&w->slots[j].md);
+                grpc_call_details_destroy(&w->slots[j].details);
+            }
+            free(w->slots);
+        }
+        rs_grpc_slice_pool_release(w->rows);
+        if (w->cq) {
+            grpc_completion_queue_shutdown(w->cq);
+            while (grpc_completion_queue_next(w->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL)
+                       .type != GRPC_QUEUE_SHUTDOWN) {
+            }
+            grpc_completion_queue_destroy(w->cq);
+        }
+    }
+fail_workers:
+    free(srv->workers);
+fail_srv:
+    free(srv);
+fail_init:
+    grpc_shutdown();
+    return rc;
+}
+
+static uint16_t rs_grpc_srv_bound_port(void *state) {
+    return ((rs_grpc_server *)state)->port;
+}
+
+static void rs_grpc_srv_stop(void *state) {
+    rs_grpc_server *srv = state;
+    if (!srv)
+        return;
+    __atomic_store_n(&srv->shutting, 1, __ATOMIC_RELEASE);
+    grpc_server_shutdown_and_notify(srv->server, srv->workers[0].cq, &srv->shutdown_tag);
+    grpc_server_cancel_all_calls(srv->server);
+    if (srv->workers[0].thread_started) {
+        rs_eventual_wait(&srv->shutdown_done, RS_WAIT_BLOCK, UINT64_MAX, NULL);
+    } else {
+        /* start() failed to create worker 0 (so no call was armed): take the notification here */
+        grpc_event ev;
+        do
+            ev = grpc_completion_queue_next(srv->workers[0].cq, gpr_inf_future(GPR_CLOCK_REALTIME),
+                                            NULL);
+        while (!(ev.type == GRPC_OP_COMPLETE && ev.tag == &srv->shutdown_tag));
+    }
+    for (unsigned i = 0; i < srv->nworkers; i++)
+        grpc_completion_queue_shutdown(srv->workers[i].cq);
+    for (unsigned i = 0; i < srv->nworkers; i++) {
+        rs_grpc_worker *w = &srv->workers[i];
+        if (w->thread_started) {
+            pthread_join(w->thread, NULL);
+        } else {
+            while (grpc_completion_queue_next(w->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL)
+                       .type != GRPC_QUEUE_SHUTDOWN) {
+            }
+        }
+    }
+    grpc_server_destroy(srv->server);
+    for (unsigned i = 0; i < srv->nworkers; i++) {
+        rs_grpc_worker *w = &srv->workers[i];
+        for (size_t j = 0; j < w->nslots; j++) {
+            rs_grpc_slot *sl = &w->slots[j];
+            if (sl->call)
+                grpc_call_unref(sl->call);
+            if (sl->payload)
+                grpc_byte_buffer_destroy(sl->payload);
+            if (sl->reply)
+                grpc_byte_buffer_destroy(sl->reply);
+            grpc_slice_unref(sl->status_text);
+            grpc_metadata_array_destroy(&sl->md);
+            grpc_call_details_destroy(&sl->details);
+        }
+        free(w->slots);
+        free(w->scratch.buf);
+        rs_grpc_slice_pool_release(w->rows);
+        grpc_completion_queue_destroy(w->cq);
+    }
+    free(srv->workers);
+    free(srv);
+    grpc_shutdown();
+}
+
+static void rs_grpc_srv_stats(void *state, rs_ps_transport_stats *out) {
+    rs_grpc_server *srv = state;
+    memset(out, 0, sizeof *out);
+    /* gRPC core does not report connection events to the application: connections_* stay 0 */
+    for (unsigned i = 0; i < srv->nworkers; i++) {
+        rs_grpc_counters *c = &srv->workers[i].ctr;
+        out->requests += __atomic_load_n(&c->requests, __ATOMIC_RELAXED);
+        out->bad_frames += __atomic_load_n(&c->bad_frames, __ATOMIC_RELAXED);
+        out->bytes_in += __atomic_load_n(&c->bytes_in, __ATOMIC_RELAXED);
+        out->bytes_out += __atomic_load_n(&c->bytes_out, __ATOMIC_RELAXED);
+    }
+}
+
+const rs_ps_server_ops rs_grpc_server_ops = {
+    .name = "grpc",
+    .start = rs_grpc_srv_start,
+    .bound_port = rs_grpc_srv_bound_port,
+    .stop = rs_grpc_srv_stop,
+    .stats = rs_grpc_srv_stats,
+};
+
+#endif /* RS_HAVE_GRPC */

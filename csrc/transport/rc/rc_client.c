@@ -1,0 +1,558 @@
+/*
+ * rc_client.c — one logical RC client attached to one shard: a pool of `qps` endpoints with
+ * `slots` slots each; requests complete in submission order.
+ *
+ * Client region of a QP (registered, written by the server): per slot a response slot followed by
+ * a request staging slot. Submit: take the first idle (qp, slot), build descriptor + encoded
+ * PSRequest + keys + rows in the staging slot, write it to the server's request slot (unsignaled),
+ * then write the commit word {READY, seq} to the slot's tail (signaled, published, inline when
+ * small). Next: wait until the response slot's status seq equals the request's seq (spin, then the
+ * poll-mode backoff; while sleeping the control socket is checked, so a dead server is reported
+ * instead of waiting out the timeout), decode the PSResponse header that follows the rows, and
+ * copy the rows to the caller (unless skip_client_copy).
+ *
+ * Invariants: seq is per QP, starts at 1 and grows by one per request; a slot is reused only
+ * after its response was consumed; at most max_in_flight (<= qps x slots) requests are pending.
+ * One thread uses a client at a time.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "recstore/clock.h"
+#include "recstore/rc.h"
+
+typedef struct cl_slot {
+    int busy;
+    uint64_t seq, tag, t_submit;
+    void *rows_out;
+    size_t rows_cap;
+    uint16_t op;
+} cl_slot;
+
+typedef struct cl_prof {
+    uint64_t submit_count, wait_count, acquire_qp_count, acquire_qp_failures, submit_ns, wait_ns,
+        copy_ns, copied_bytes, pending_peak, pending_sum, descriptor_writes, commit_writes,
+        drain_count, drain_ns;
+} cl_prof;
+
+struct rs_rc_client {
+    const rs_rc_fabric_ops *fab;
+    rs_rc_fabric *f;
+    rs_rc_options o;
+    int fd;
+    char peer[96];
+    uint32_t client_id, shard_id, value_size, max_keys, index_type;
+    uint32_t qps, slots, req_bytes, resp_bytes, max_in_flight;
+    rs_rc_get_mode get_mode;
+    rs_rc_region *regions;
+    rs_rc_ep **eps;
+    rs_rc_ep_meta *peers;
+    uint64_t *next_seq; /* per QP */
+    cl_slot *slot;      /* qps x slots */
+    uint32_t *fifo;     /* pending (qp * slots + slot) in submission order */
+    uint32_t f_head, f_tail;
+    cl_prof prof, prof_prev;
+    uint64_t prof_last_ns;
+};
+
+static inline uint8_t *resp_slot(rs_rc_client *c, uint32_t q, uint32_t k) {
+    return c->regions[q].addr + (size_t)k * (c->resp_bytes + c->req_bytes);
+}
+
+static inline uint8_t *req_staging(rs_rc_client *c, uint32_t q, uint32_t k) {
+    return resp_slot(c, q, k) + c->resp_bytes;
+}
+
+static int fetch_ready(rs_rc_client *c, const char *host, uint16_t port, rs_error *err) {
+    uint64_t deadline = rs_now_ns() + (uint64_t)c->o.ctrl_timeout_ms * 1000000ull;
+    int rc;
+    for (;;) {
+        rc = rs_rc_tcp_connect(host, port, c->o.ctrl_timeout_ms, &c->fd, err);
+        if (rc == 0) {
+            uint16_t type;
+            uint8_t *body = NULL;
+            uint32_t len;
+            rc = rs_rc_ctrl_send(c->fd, RS_RC_MSG_READY_REQ, NULL, 0, err);
+            if (rc == 0)
+                rc = rs_rc_ctrl_recv(c->fd, c->o.ctrl_timeout_ms, &type, &body, &len, err);
+            if (rc == 0 && type == RS_RC_MSG_READY_REP && len >= 20) {
+                uint32_t v[5];
+                memcpy(v, body, sizeof v);
+                free(body);
+                if (v[0] == 1) {
+                    c->shard_id = v[1];
+                    c->value_size = v[2];
+                    c->max_keys = v[3];
+                    c->index_type = v[4];
+                    return 0;
+                }
+                rc = rs_error_set(err, RS_EBUSY, "server not ready yet");
+            } else if (rc == 0) {
+                free(body);
+                return rs_error_set(err, RS_EPROTO,
+                                    "control plane %s: unexpected reply type %u to READY", c->peer,
+                                    type);
+            }
+            close(c->fd);
+            c->fd = -1;
+        }
+        if (rc != RS_ECONN && rc != RS_EBUSY)
+            return rs_error_prefix(err, "control plane %s", c->peer);
+        if (rs_now_ns() >= deadline)
+            return rs_error_prefix(err, "control plane %s: not ready within %u ms", c->peer,
+                                   c->o.ctrl_timeout_ms);
+        rs_sleep_ns(10 * 1000000ull);
+    }
+}
+
+int rs_rc_client_connect(const rs_rc_fabric_ops *fab, const char *host, uint16_t port,
+                         uint32_t max_in_flight, const rs_rc_options *opts, rs_rc_client **out,
+                         rs_error *err) {
+    if (max_in_flight == 0)
+        max_in_flight = 1;
+    if ((uint64_t)max_in_flight > (uint64_t)opts->qps * opts->slots)
+        return rs_error_set(err, RS_EINVAL,
+                            "prefetch_depth %u exceeds rdma_rc_qps_per_client_per_shard (%u) x "
+                            "rdma_rc_slots_per_qp "
+                            "(%u) = %u in-flight slots; raise one of them or lower prefetch_depth",
+                            max_in_flight, opts->qps, opts->slots, opts->qps * opts->slots);
+    rs_rc_client *c = calloc(1, sizeof *c);
+    if (!c)
+        return rs_error_set(err, RS_ENOMEM, "RC client: out of memory");
+    int rc;
+    c->fab = fab;
+    c->o = *opts;
+    c->fd = -1;
+    c->qps = opts->qps;
+    c->slots = opts->slots;
+    c->req_bytes = opts->request_slot_bytes;
+    c->resp_bytes = opts->response_slot_bytes;
+    c->max_in_flight = max_in_flight;
+    snprintf(c->peer, sizeof c->peer, "%s:%u", host, port);
+    rs_rc_attach_req *rq = calloc(1, sizeof *rq);
+    rs_rc_attach_rep *rp = calloc(1, sizeof *rp);
+    uint8_t *buf = NULL, *body = NULL;
+    c->regions = calloc(c->qps, sizeof *c->regions);
+    c->eps = calloc(c->qps, sizeof *c->eps);
+    c->peers = calloc(c->qps, sizeof *c->peers);
+    c->next_seq = calloc(c->qps, sizeof *c->next_seq);
+    c->slot = calloc((size_t)c->qps * c->slots, sizeof *c->slot);
+    c->fifo = calloc(max_in_flight, sizeof *c->fifo);
+    if (!rq || !rp || !c->regions || !c->eps || !c->peers || !c->next_seq || !c->slot || !c->fifo) {
+        rc = rs_error_set(err, RS_ENOMEM, "RC client: out of memory");
+        goto fail;
+    }
+    rs_rc_fabric_config fc = {.device = opts->device[0] ? opts->device : NULL,
+                              .port = opts->ib_port,
+                              .gid_index = opts->gid_index,
+                              .inline_bytes = opts->inline_bytes,
+                              .numa_node = opts->numa_node};
+    if ((rc = fab->open(&fc, &c->f, err)))
+        goto fail;
+    if ((rc = fetch_ready(c, host, port, err)))
+        goto fail;
+    c->get_mode = opts->get_mode;
+    if (c->get_mode == RS_RC_GET_AUTO)
+        c->get_mode =
+            c->index_type == RS_KV_INDEX_PET_HASH ? RS_RC_GET_STAGING_COPY : RS_RC_GET_DIRECT_SG;
+    size_t lane_len = (size_t)c->slots * (c->req_bytes + c->resp_bytes);
+    snprintf(rq->fabric, sizeof rq->fabric, "%s", fab->name);
+    rq->qps = c->qps;
+    rq->slots = c->slots;
+    rq->request_slot_bytes = c->req_bytes;
+    rq->response_slot_bytes = c->resp_bytes;
+    rq->shard_id = c->shard_id;
+    for (uint32_t q = 0; q < c->qps; q++) {
+        if ((rc = fab->alloc_region(c->f, lane_len, &c->regions[q], err)))
+            goto fail;
+        if ((rc = fab->ep_create(c->f, &c->regions[q], &c->eps[q], &rq->lanes[q], err)))
+            goto fail;
+        c->next_seq[q] = 1;
+    }
+    size_t cap = RS_RC_CTRL_HDR + 64 + (size_t)c->qps * 128;
+    buf = malloc(cap);
+    int n = buf ? rs_rc_ctrl_encode_attach_req(rq, buf, cap) : RS_ENOMEM;
+    if (n < 0) {
+        rc = rs_error_set(err, RS_ENOMEM, "RC client: cannot encode the attach request");
+        goto fail;
+    }
+    if (send(c->fd, buf, (size_t)n, MSG_NOSIGNAL) != n) {
+        rc = rs_error_errno(err, RS_ECONN, errno, "control plane %s: send attach", c->peer);
+        goto fail;
+    }
+    uint16_t type;
+    uint32_t len;
+    if ((rc = rs_rc_ctrl_recv(c->fd, c->o.ctrl_timeout_ms, &type, &body, &len, err))) {
+        rs_error_prefix(err, "control plane %s: attach", c->peer);
+        goto fail;
+    }
+    if (type == RS_RC_MSG_ERROR && len >= 4) {
+        rc = rs_error_set(err, RS_EPROTO, "control plane %s rejected the attach: %.*s", c->peer,
+                          (int)strnlen((const char *)body + 4, len - 4), (const char *)body + 4);
+        goto fail;
+    }
+    if (type != RS_RC_MSG_ATTACH_REP) {
+        rc = rs_error_set(err, RS_EPROTO, "control plane %s: unexpected reply type %u to ATTACH",
+                          c->peer, type);
+        goto fail;
+    }
+    if ((rc = rs_rc_ctrl_decode_attach_rep(body, len, rp, err)))
+        goto fail;
+    if (rp->status != 0) {
+        rc = rs_error_set(err, rp->status, "control plane %s rejected the attach: %s", c->peer,
+                          rp->reason);
+        goto fail;
+    }
+    if (rp->qps != c->qps) {
+        rc = rs_error_set(err, RS_EPROTO, "control plane %s: %u lanes in the reply, asked for %u",
+                          c->peer, rp->qps, c->qps);
+        goto fail;
+    }
+    for (uint32_t q = 0; q < c->qps; q++) {
+        if (rp->lanes[q].region_len != lane_len) {
+            rc = rs_error_set(err, RS_EPROTO,
+                              "server lane %u region has %" PRIu64 " bytes, expected %zu", q,
+                              rp->lanes[q].region_len, lane_len);
+            goto fail;
+        }
+        if ((rc = fab->ep_connect(c->eps[q], &rp->lanes[q], err)))
+            goto fail;
+        c->peers[q] = rp->lanes[q];
+    }
+    c->client_id = rp->client_id;
+    if ((rc = rs_rc_ctrl_send(c->fd, RS_RC_MSG_ATTACHED, NULL, 0, err)))
+        goto fail;
+    c->prof_last_ns = rs_now_ns();
+    free(rq);
+    free(rp);
+    free(buf);
+    free(body);
+    *out = c;
+    return 0;
+fail:
+    free(rq);
+    free(rp);
+    free(buf);
+    free(body);
+    rs_rc_client_close(c);
+    return rc;
+}
+
+uint32_t rs_rc_client_id(const rs_rc_client *c) {
+    return c->client_id;
+}
+
+static void drain(rs_rc_client *c, uint32_t q) {
+    rs_rc_wc wc[16];
+    while (c->fab->poll(c->eps[q], wc, 16) > 0)
+        c->prof.drain_count++;
+}
+
+int rs_rc_client_submit(rs_rc_client *c, const rs_ps_request *req, uint64_t tag, void *rows_out,
+                        size_t rows_cap, rs_error *err) {
+    uint64_t t0 = rs_now_ns();
+    if (c->f_tail - c->f_head >= c->max_in_flight)
+        return rs_error_set(err, RS_EBUSY,
+                            "RC client %s: %u requests already in flight (prefetch_depth)", c->peer,
+                            c->max_in_flight);
+    /* first idle slot: QPs first, then slots */
+    uint32_t q = 0, k = 0, found = 0;
+    for (uint32_t kk = 0; kk < c->slots && !found; kk++)
+        for (uint32_t qq = 0; qq < c->qps; qq++)
+            if (!c->slot[qq * c->slots + kk].busy) {
+                q = qq;
+                k = kk;
+                found = 1;
+                break;
+            }
+    c->prof.acquire_qp_count++;
+    if (!found) {
+        c->prof.acquire_qp_failures++;
+        return rs_error_set(err, RS_EBUSY, "RC client %s: no idle RC write slot available",
+                            c->peer);
+    }
+    uint8_t *st = req_staging(c, q, k);
+    size_t msg = rs_ps_request_encoded_size(req, 1);
+    size_t keys_len = (size_t)req->num_keys * 8;
+    size_t total = RS_RC_DESC_BYTES + msg + keys_len + req->rows_len;
+    if (total > (size_t)c->req_bytes - RS_RC_TAIL_BYTES)
+        return rs_error_set(
+            err, RS_EINVAL,
+            "RC client %s: request of %zu bytes (%u keys) exceeds rdma_rc_request_slot_bytes %u "
+            "minus the 64-byte tail; raise it or split the batch",
+            c->peer, total, req->num_keys, c->req_bytes);
+    uint64_t seq = c->next_seq[q]++;
+    uint64_t raddr = c->peers[q].region_addr + (uint64_t)k * c->req_bytes;
+    uint64_t resp_addr = (uint64_t)(uintptr_t)resp_slot(c, q, k);
+    rs_rc_desc *d = (rs_rc_desc *)st;
+    memset(d, 0, sizeof *d);
+    d->magic = RS_RC_MAGIC;
+    d->version = RS_RC_VERSION;
+    d->op = (uint16_t)req->op;
+    d->seq = seq;
+    d->shard_id = req->shard;
+    d->client_id = c->client_id;
+    d->qp_index = q;
+    d->key_count = req->num_keys;
+    d->value_size = req->value_size;
+    d->embedding_dim = req->value_size / 4;
+    d->payload_offset = RS_RC_DESC_BYTES;
+    d->payload_bytes = (uint32_t)(msg + keys_len + req->rows_len);
+    d->response_bytes = c->resp_bytes - RS_RC_TAIL_BYTES;
+    d->msg_bytes = (uint32_t)msg;
+    d->client_response_addr = resp_addr;
+    d->client_response_rkey = c->regions[q].rkey;
+    d->client_status_rkey = c->regions[q].rkey;
+    d->client_status_addr = resp_addr + c->resp_bytes - sizeof(rs_rc_status_word);
+    if (req->op == RS_PS_GET && c->get_mode == RS_RC_GET_DIRECT_SG)
+        d->flags = RS_RC_FLAG_GET_DIRECT_SG | RS_RC_FLAG_GET_ALLOW_FALLBACK_COPY;
+    rs_ps_request_encode(req, 1, st + RS_RC_DESC_BYTES);
+    if (keys_len)
+        memcpy(st + RS_RC_DESC_BYTES + msg, req->keys, keys_len);
+    if (req->rows_len)
+        memcpy(st + RS_RC_DESC_BYTES + msg + keys_len, req->rows, req->rows_len);
+    drain(c, q);
+    rs_rc_sge sg = {st, (uint32_t)total, c->regions[q].lkey};
+    int rc = c->fab->write(c->eps[q], &sg, 1, raddr, c->peers[q].rkey,
+                           total <= c->o.inline_bytes ? RS_RC_WR_INLINE : 0, seq, err);
+    if (rc)
+        return rs_error_prefix(err, "RC client %s: request write", c->peer);
+    /* the word is built in the staging slot's (registered) tail, so a non-inline write can read it
+     */
+    rs_rc_commit_word *cw = (rs_rc_commit_word *)(st + c->req_bytes - sizeof *cw);
+    *cw = (rs_rc_commit_word){.state = RS_RC_STATE_READY, .checksum = 0, .seq = seq};
+    rs_rc_sge cs = {cw, sizeof *cw, c->regions[q].lkey};
+    rc = c->fab->write(c->eps[q], &cs, 1, raddr + c->req_bytes - sizeof *cw, c->peers[q].rkey,
+                       RS_RC_WR_SIGNALED | RS_RC_WR_PUBLISH |
+                           (sizeof *cw <= c->o.inline_bytes ? RS_RC_WR_INLINE : 0),
+                       seq, err);
+    if (rc)
+        return rs_error_prefix(err, "RC client %s: commit write", c->peer);
+    cl_slot *sl = &c->slot[q * c->slots + k];
+    sl->busy = 1;
+    sl->seq = seq;
+    sl->tag = tag;
+    sl->rows_out = rows_out;
+    sl->rows_cap = rows_cap;
+    sl->op = (uint16_t)req->op;
+    sl->t_submit = t0;
+    c->fifo[c->f_tail++ % c->max_in_flight] = q * c->slots + k;
+    uint64_t pend = c->f_tail - c->f_head;
+    c->prof.submit_count++;
+    c->prof.descriptor_writes++;
+    c->prof.commit_writes++;
+    c->prof.pending_sum += pend;
+    if (pend > c->prof.pending_peak)
+        c->prof.pending_peak = pend;
+    c->prof.submit_ns += rs_now_ns() - t0;
+    return 0;
+}
+
+/* 1 when the control connection reports EOF or an error (the server is gone). */
+static int ctrl_dead(rs_rc_client *c) {
+    struct pollfd p = {.fd = c->fd, .events = POLLIN};
+    if (poll(&p, 1, 0) <= 0)
+        return 0;
+    char b;
+    ssize_t r = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+static void maybe_profile(rs_rc_client *c) {
+    uint64_t now = rs_now_ns();
+    if (now - c->prof_last_ns < (uint64_t)c->o.profile_interval_ms * 1000000ull)
+        return;
+    c->prof_last_ns = now;
+    cl_prof d;
+    const uint64_t *a = (const uint64_t *)&c->prof, *b = (const uint64_t *)&c->prof_prev;
+    uint64_t *o = (uint64_t *)&d;
+    for (size_t i = 0; i < sizeof d / 8; i++)
+        o[i] = a[i] - b[i];
+    d.pending_peak = c->prof.pending_peak;
+    c->prof_prev = c->prof;
+    c->prof.pending_peak = 0;
+#define AV(x, n) ((n) ? (double)(x) / (double)(n) : 0.0)
+    printf(
+        "component=rdma_rc_client_profile transport=%s shard=%u client_id=%u submit_count=%" PRIu64
+        " wait_count=%" PRIu64 " acquire_qp_count=%" PRIu64 " acquire_qp_failures=%" PRIu64
+        " submit_avg_ns=%.1f wait_status_avg_ns=%.1f copy_response_avg_ns=%.1f "
+        "copied_bytes=%" PRIu64 " pending_rpc_peak=%" PRIu64
+        " pending_rpc_avg=%.2f pending_rpc_last=%u\n",
+        c->fab->name, c->shard_id, c->client_id, d.submit_count, d.wait_count, d.acquire_qp_count,
+        d.acquire_qp_failures, AV(d.submit_ns, d.submit_count), AV(d.wait_ns, d.wait_count),
+        AV(d.copy_ns, d.wait_count), d.copied_bytes, d.pending_peak,
+        AV(d.pending_sum, d.submit_count), c->f_tail - c->f_head);
+    printf("component=rdma_rc_transport_profile role=client transport=%s shard=%u client_id=%u "
+           "submit_count=%" PRIu64 " submit_descriptor_writes=%" PRIu64
+           " submit_commit_writes=%" PRIu64 " submit_avg_ns=%.1f"
+           " drain_submit_count=%" PRIu64 "\n",
+           c->fab->name, c->shard_id, c->client_id, d.submit_count, d.descriptor_writes,
+           d.commit_writes, AV(d.submit_ns, d.submit_count), d.drain_count);
+#undef AV
+    fflush(stdout);
+}
+
+int rs_rc_client_next(rs_rc_client *c, uint64_t *tag, rs_ps_response *resp, rs_error *err) {
+    if (c->f_head == c->f_tail)
+        return rs_error_set(err, RS_EINVAL, "RC client %s: nothing in flight", c->peer);
+    uint32_t idx = c->fifo[c->f_head % c->max_in_flight];
+    uint32_t q = idx / c->slots, k = idx % c->slots;
+    cl_slot *sl = &c->slot[idx];
+    uint8_t *rsl = resp_slot(c, q, k);
+    const uint64_t *seqp = (const uint64_t *)(rsl + c->resp_bytes - 8);
+    uint64_t t0 = rs_now_ns();
+    uint64_t deadline = t0 + (uint64_t)c->o.wait_timeout_ms * 1000000ull;
+    rs_rc_backoff bo;
+    rs_rc_backoff_init(&bo, c->o.poll_mode);
+    uint32_t spins = 0;
+    while (__atomic_load_n(seqp, __ATOMIC_ACQUIRE) != sl->seq) {
+        if (spins < c->o.wait_spin_iterations) {
+            spins++;
+            continue;
+        }
+        rs_rc_backoff_idle(&bo);
+        if ((bo.idle_rounds & 1023) == 0 || rs_rc_backoff_sleeping(&bo)) {
+            if (rs_now_ns() > deadline)
+                return rs_error_set(
+                    err, RS_ETIMEDOUT,
+                    "RC write RPC wait timeout after %u ms (server %s, shard %u, qp %u, slot %u, "
+                    "seq %" PRIu64 ")",
+                    c->o.wait_timeout_ms, c->peer, c->shard_id, q, k, sl->seq);
+            if (ctrl_dead(c))
+                return rs_error_set(err, RS_ECONN,
+                                    "RC server %s (shard %u) closed its control connection",
+                                    c->peer, c->shard_id);
+        }
+    }
+    uint64_t t1 = rs_now_ns();
+    rs_rc_status_word w;
+    memcpy(&w, rsl + c->resp_bytes - sizeof w, sizeof w);
+    uint32_t room = c->resp_bytes - RS_RC_TAIL_BYTES;
+    if (w.state != RS_RC_STATE_DONE || w.response_bytes > room || w.msg_bytes > w.response_bytes)
+        return rs_error_set(err, RS_EPROTO,
+                            "RC server %s: malformed status word (state %u, %u bytes, header %u)",
+                            c->peer, w.state, w.response_bytes, w.msg_bytes);
+    uint32_t rows_len = w.response_bytes - w.msg_bytes;
+    int rc = rs_ps_response_decode(rsl + rows_len, w.msg_bytes, rsl, rows_len, resp, err);
+    if (rc)
+        return rs_error_prefix(err, "RC server %s: response", c->peer);
+    if (resp->status != w.status) {
+        resp->status = w.status;
+    }
+    if (sl->op == RS_PS_GET && resp->status == RS_PS_OK && resp->rows_len) {
+        if (resp->rows_len > sl->rows_cap)
+            return rs_error_set(err, RS_EPROTO, "RC server %s: %zu row bytes for a %zu-byte buffer",
+                                c->peer, resp->rows_len, sl->rows_cap);
+        if (!c->o.skip_client_copy && sl->rows_out) {
+            memcpy(sl->rows_out, resp->rows, resp->rows_len);
+            c->prof.copied_bytes += resp->rows_len;
+        }
+    }
+    uint64_t t2 = rs_now_ns();
+    *tag = sl->tag;
+    sl->busy = 0;
+    c->f_head++;
+    c->prof.wait_count++;
+    c->prof.wait_ns += t1 - t0;
+    c->prof.copy_ns += t2 - t1;
+    if (c->o.profile_interval_ms)
+        maybe_profile(c);
+    return 0;
+}
+
+int rs_rc_client_debug_inject(rs_rc_client *c, uint32_t qp, uint32_t slot, const void *bytes,
+                              size_t len, uint32_t timeout_ms, int32_t *status, char *why,
+                              size_t why_len, rs_error *err) {
+    if (qp >= c->qps || slot >= c->slots)
+        return rs_error_set(err, RS_EINVAL, "debug_inject: qp %u slot %u out of range", qp, slot);
+    if (c->slot[qp * c->slots + slot].busy)
+        return rs_error_set(err, RS_EBUSY, "debug_inject: slot in use");
+    if (len > (size_t)c->req_bytes - RS_RC_TAIL_BYTES)
+        return rs_error_set(err, RS_EINVAL, "debug_inject: %zu bytes do not fit the request slot",
+                            len);
+    uint64_t seq = c->next_seq[qp]++;
+    uint64_t raddr = c->peers[qp].region_addr + (uint64_t)slot * c->req_bytes;
+    uint8_t *st = req_staging(c, qp, slot);
+    memcpy(st, bytes, len);
+    rs_rc_sge sg = {st, (uint32_t)len, c->regions[qp].lkey};
+    drain(c, qp);
+    int rc = len ? c->fab->write(c->eps[qp], &sg, 1, raddr, c->peers[qp].rkey, 0, seq, err) : 0;
+    rs_rc_commit_word *cw = (rs_rc_commit_word *)(st + c->req_bytes - sizeof *cw);
+    *cw = (rs_rc_commit_word){.state = RS_RC_STATE_READY, .seq = seq};
+    rs_rc_sge cs = {cw, sizeof *cw, c->regions[qp].lkey};
+    if (rc == 0)
+        rc = c->fab->write(c->eps[qp], &cs, 1, raddr + c->req_bytes - sizeof *cw, c->peers[qp].rkey,
+                           RS_RC_WR_SIGNALED | RS_RC_WR_PUBLISH, seq, err);
+    if (rc)
+        return rc;
+    uint8_t *rsl = resp_slot(c, qp, slot);
+    const uint64_t *seqp = (const uint64_t *)(rsl + c->resp_bytes - 8);
+    uint64_t deadline = rs_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    rs_rc_backoff bo;
+    rs_rc_backoff_init(&bo, RS_RC_POLL_ADAPTIVE);
+    while (__atomic_load_n(seqp, __ATOMIC_ACQUIRE) != seq) {
+        if (rs_now_ns() > deadline)
+            return rs_error_set(err, RS_ETIMEDOUT, "debug_inject: no status for seq %" PRIu64, seq);
+        rs_rc_backoff_idle(&bo);
+    }
+    rs_rc_status_word w;
+    memcpy(&w, rsl + c->resp_bytes - sizeof w, sizeof w);
+    *status = w.status;
+    if (why_len)
+        why[0] = '\0';
+    if (w.msg_bytes <= w.response_bytes && w.response_bytes <= c->resp_bytes - RS_RC_TAIL_BYTES) {
+        rs_ps_response *r = malloc(sizeof *r);
+        uint32_t rows = w.response_bytes - w.msg_bytes;
+        if (r && rs_ps_response_decode(rsl + rows, w.msg_bytes, rsl, rows, r, NULL) == 0)
+            snprintf(why, why_len, "%s", r->error);
+        free(r);
+    }
+    return 0;
+}
+
+int rs_rc_client_debug_commit(rs_rc_client *c, uint32_t qp, uint32_t slot, uint64_t seq) {
+    if (qp >= c->qps || slot >= c->slots)
+        return RS_EINVAL;
+    uint8_t *st = req_staging(c, qp, slot);
+    rs_rc_commit_word *cw = (rs_rc_commit_word *)(st + c->req_bytes - sizeof *cw);
+    *cw = (rs_rc_commit_word){.state = RS_RC_STATE_READY, .seq = seq};
+    rs_rc_sge cs = {cw, sizeof *cw, c->regions[qp].lkey};
+    uint64_t raddr = c->peers[qp].region_addr + (uint64_t)slot * c->req_bytes;
+    drain(c, qp);
+    return c->fab->write(c->eps[qp], &cs, 1, raddr + c->req_bytes - sizeof *cw, c->peers[qp].rkey,
+                         RS_RC_WR_SIGNALED | RS_RC_WR_PUBLISH, seq, NULL);
+}
+
+/* Test hook: the seq the next request on qp will carry (without taking it). */
+uint64_t rs_rc_client_debug_next_seq(const rs_rc_client *c, uint32_t qp) {
+    return qp < c->qps ? c->next_seq[qp] : 0;
+}
+
+void rs_rc_client_close(rs_rc_client *c) {
+    if (!c)
+        return;
+    if (c->fd >= 0)
+        close(c->fd); /* the server retires our lanes when it sees EOF */
+    for (uint32_t q = 0; c->eps && q < c->qps; q++)
+        if (c->eps[q])
+            c->fab->ep_destroy(c->eps[q]);
+    for (uint32_t q = 0; c->regions && q < c->qps; q++)
+        if (c->regions[q].addr)
+            c->fab->free_region(c->f, &c->regions[q]);
+    if (c->f)
+        c->fab->close(c->f);
+    free(c->regions);
+    free(c->eps);
+    free(c->peers);
+    free(c->next_seq);
+    free(c->slot);
+    free(c->fifo);
+    free(c);
+}

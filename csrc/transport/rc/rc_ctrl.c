@@ -1,0 +1,370 @@
+/*
+ * rc_ctrl.c — the RC control plane's wire format and blocking TCP helpers.
+ *
+ * Frames: a 16-byte header {magic u32 = 0x52444d41, version u16, type u16, body_len u32,
+ * reserved u32}, little-endian, then body_len bytes. A receiver checks magic, version and
+ * body_len <= RS_RC_CTRL_MAX_BODY before allocating anything, so a bad or oversized frame costs
+ * the server one rejected connection, never memory or a crash. Endpoint metadata travels as
+ * fixed 128-byte records (rs_rc_ep_meta, encoded field by field). The control plane is used at
+ * attach time only, never on the data path.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "recstore/clock.h"
+#include "recstore/rc.h"
+
+#define META_REC 128u
+
+static void put32(uint8_t *p, uint32_t v) {
+    memcpy(p, &v, 4);
+}
+static void put64(uint8_t *p, uint64_t v) {
+    memcpy(p, &v, 8);
+}
+static uint32_t get32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+static uint64_t get64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+void rs_rc_ctrl_put_header(uint8_t *h, uint16_t type, uint32_t body_len) {
+    uint16_t ver = RS_RC_CTRL_VERSION;
+    put32(h, RS_RC_CTRL_MAGIC);
+    memcpy(h + 4, &ver, 2);
+    memcpy(h + 6, &type, 2);
+    put32(h + 8, body_len);
+    put32(h + 12, 0);
+}
+
+int rs_rc_ctrl_check_header(const uint8_t *h, uint16_t *type, uint32_t *body_len, rs_error *err) {
+    uint16_t ver;
+    if (get32(h) != RS_RC_CTRL_MAGIC)
+        return rs_error_set(err, RS_EPROTO, "control frame magic 0x%08x, expected 0x%08x", get32(h),
+                            RS_RC_CTRL_MAGIC);
+    memcpy(&ver, h + 4, 2);
+    if (ver != RS_RC_CTRL_VERSION)
+        return rs_error_set(err, RS_EPROTO, "control frame version %u, this side speaks %u", ver,
+                            RS_RC_CTRL_VERSION);
+    memcpy(type, h + 6, 2);
+    *body_len = get32(h + 8);
+    if (*body_len > RS_RC_CTRL_MAX_BODY)
+        return rs_error_set(err, RS_EPROTO,
+                            "control frame body of %u bytes exceeds the %u-byte limit", *body_len,
+                            RS_RC_CTRL_MAX_BODY);
+    return 0;
+}
+
+static void meta_put(uint8_t *p, const rs_rc_ep_meta *m) {
+    memset(p, 0, META_REC);
+    put64(p, m->region_addr);
+    put64(p + 8, m->region_len);
+    put32(p + 16, m->rkey);
+    put32(p + 20, m->qpn);
+    put32(p + 24, m->psn);
+    memcpy(p + 28, &m->lid, 2);
+    p[30] = m->port;
+    p[31] = m->link_layer;
+    p[32] = m->mtu;
+    p[33] = m->gid_index;
+    memcpy(p + 36, m->gid, 16);
+    memcpy(p + 52, m->shm_name, RS_RC_NAME_MAX);
+}
+
+static int meta_get(const uint8_t *p, rs_rc_ep_meta *m, rs_error *err) {
+    memset(m, 0, sizeof *m);
+    m->region_addr = get64(p);
+    m->region_len = get64(p + 8);
+    m->rkey = get32(p + 16);
+    m->qpn = get32(p + 20);
+    m->psn = get32(p + 24);
+    memcpy(&m->lid, p + 28, 2);
+    m->port = p[30];
+    m->link_layer = p[31];
+    m->mtu = p[32];
+    m->gid_index = p[33];
+    memcpy(m->gid, p + 36, 16);
+    memcpy(m->shm_name, p + 52, RS_RC_NAME_MAX);
+    if (m->shm_name[RS_RC_NAME_MAX - 1] != '\0')
+        return rs_error_set(err, RS_EPROTO, "endpoint metadata: region name is not terminated");
+    return 0;
+}
+
+#define REQ_FIXED (16u + 5u * 4u)
+#define REP_FIXED (4u + 256u + 5u * 4u)
+
+int rs_rc_ctrl_encode_attach_req(const rs_rc_attach_req *r, uint8_t *buf, size_t cap) {
+    if (r->qps == 0 || r->qps > RS_RC_CTRL_MAX_QPS)
+        return RS_EINVAL;
+    size_t body = REQ_FIXED + (size_t)r->qps * META_REC;
+    if (RS_RC_CTRL_HDR + body > cap)
+        return RS_EINVAL;
+    rs_rc_ctrl_put_header(buf, RS_RC_MSG_ATTACH_REQ, (uint32_t)body);
+    uint8_t *p = buf + RS_RC_CTRL_HDR;
+    memset(p, 0, 16);
+    memcpy(p, r->fabric, strnlen(r->fabric, 15));
+    put32(p + 16, r->qps);
+    put32(p + 20, r->slots);
+    put32(p + 24, r->request_slot_bytes);
+    put32(p + 28, r->response_slot_bytes);
+    put32(p + 32, r->shard_id);
+    for (uint32_t i = 0; i < r->qps; i++)
+        meta_put(p + REQ_FIXED + i * META_REC, &r->lanes[i]);
+    return (int)(RS_RC_CTRL_HDR + body);
+}
+
+int rs_rc_ctrl_decode_attach_req(const uint8_t *b, size_t len, rs_rc_attach_req *r, rs_error *err) {
+    if (len < REQ_FIXED)
+        return rs_error_set(err, RS_EPROTO, "attach request of %zu bytes is truncated", len);
+    memset(r, 0, offsetof(rs_rc_attach_req, lanes));
+    memcpy(r->fabric, b, 15);
+    r->fabric[15] = '\0';
+    r->qps = get32(b + 16);
+    r->slots = get32(b + 20);
+    r->request_slot_bytes = get32(b + 24);
+    r->response_slot_bytes = get32(b + 28);
+    r->shard_id = get32(b + 32);
+    if (r->qps == 0 || r->qps > RS_RC_CTRL_MAX_QPS)
+        return rs_error_set(err, RS_EPROTO, "attach request asks for %u QPs (1..%u)", r->qps,
+                            RS_RC_CTRL_MAX_QPS);
+    if (len != REQ_FIXED + (size_t)r->qps * META_REC)
+        return rs_error_set(err, RS_EPROTO, "attach request of %zu bytes does not hold %u lanes",
+                            len, r->qps);
+    for (uint32_t i = 0; i < r->qps; i++) {
+        int rc = meta_get(b + REQ_FIXED + i * META_REC, &r->lanes[i], err);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+int rs_rc_ctrl_encode_attach_rep(const rs_rc_attach_rep *r, uint8_t *buf, size_t cap) {
+    uint32_t qps = r->status == 0 ? r->qps : 0;
+    if (qps > RS_RC_CTRL_MAX_QPS)
+        return RS_EINVAL;
+    size_t body = REP_FIXED + (size_t)qps * META_REC;
+    if (RS_RC_CTRL_HDR + body > cap)
+        return RS_EINVAL;
+    rs_rc_ctrl_put_header(buf, RS_RC_MSG_ATTACH_REP, (uint32_t)body);
+    uint8_t *p = buf + RS_RC_CTRL_HDR;
+    put32(p, (uint32_t)r->status);
+    memset(p + 4, 0, 256);
+    memcpy(p + 4, r->reason, strnlen(r->reason, 255));
+    put32(p + 260, r->client_id);
+    put32(p + 264, r->shard_id);
+    put32(p + 268, r->value_size);
+    put32(p + 272, r->max_keys);
+    put32(p + 276, qps);
+    for (uint32_t i = 0; i < qps; i++)
+        meta_put(p + REP_FIXED + i * META_REC, &r->lanes[i]);
+    return (int)(RS_RC_CTRL_HDR + body);
+}
+
+int rs_rc_ctrl_decode_attach_rep(const uint8_t *b, size_t len, rs_rc_attach_rep *r, rs_error *err) {
+    if (len < REP_FIXED)
+        return rs_error_set(err, RS_EPROTO, "attach reply of %zu bytes is truncated", len);
+    memset(r, 0, offsetof(rs_rc_attach_rep, lanes));
+    r->status = (int32_t)get32(b);
+    memcpy(r->reason, b + 4, 255);
+    r->reason[255] = '\0';
+    r->client_id = get32(b + 260);
+    r->shard_id = get32(b + 264);
+    r->value_size = get32(b + 268);
+    r->max_keys = get32(b + 272);
+    r->qps = get32(b + 276);
+    if (r->qps > RS_RC_CTRL_MAX_QPS || len != REP_FIXED + (size_t)r->qps * META_REC)
+        return rs_error_set(err, RS_EPROTO, "attach reply of %zu bytes does not hold %u lanes", len,
+                            r->qps);
+    for (uint32_t i = 0; i < r->qps; i++) {
+        int rc = meta_get(b + REP_FIXED + i * META_REC, &r->lanes[i], err);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static int wait_fd(int fd, short ev, uint64_t deadline) {
+    for (;;) {
+        uint64_t now = rs_now_ns();
+        if (now >= deadline)
+            return RS_ETIMEDOUT;
+        struct pollfd p = {.fd = fd, .events = ev};
+        int ms = (int)((deadline - now) / 1000000ull) + 1;
+        int r = poll(&p, 1, ms);
+        if (r > 0)
+            return 0;
+        if (r < 0 && errno != EINTR)
+            return RS_EIO;
+    }
+}
+
+static int send_all(int fd, const uint8_t *p, size_t n, rs_error *err) {
+    while (n) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                /* a blocking socket says EAGAIN only when its SO_SNDTIMEO (set by the server on
+                 * control connections) expired: the peer does not read, give up on it */
+                int fl = fcntl(fd, F_GETFL);
+                if (fl >= 0 && !(fl & O_NONBLOCK))
+                    return rs_error_set(err, RS_ETIMEDOUT, "control plane send: peer does not read");
+                if (wait_fd(fd, POLLOUT, rs_now_ns() + 30000000000ull) == 0)
+                    continue;
+                return rs_error_set(err, RS_ETIMEDOUT, "control plane send: peer does not read");
+            }
+            return rs_error_errno(err, RS_ECONN, errno, "control plane send");
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int recv_all(int fd, uint8_t *p, size_t n, uint64_t deadline, rs_error *err) {
+    while (n) {
+        int rc = wait_fd(fd, POLLIN, deadline);
+        if (rc == RS_ETIMEDOUT)
+            return rs_error_set(err, rc, "control plane: no reply before the deadline");
+        if (rc)
+            return rs_error_errno(err, RS_EIO, errno, "control plane poll");
+        ssize_t r = recv(fd, p, n, 0);
+        if (r == 0)
+            return rs_error_set(err, RS_ECONN, "control plane: peer closed the connection");
+        if (r < 0) {
+            if (errno == EINTR || errno == EAGAIN)
+                continue;
+            return rs_error_errno(err, RS_ECONN, errno, "control plane recv");
+        }
+        p += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+int rs_rc_ctrl_send(int fd, uint16_t type, const void *body, uint32_t len, rs_error *err) {
+    uint8_t h[RS_RC_CTRL_HDR];
+    rs_rc_ctrl_put_header(h, type, len);
+    int rc = send_all(fd, h, sizeof h, err);
+    if (rc == 0 && len)
+        rc = send_all(fd, body, len, err);
+    return rc;
+}
+
+int rs_rc_ctrl_recv(int fd, uint32_t timeout_ms, uint16_t *type, uint8_t **body, uint32_t *len,
+                    rs_error *err) {
+    uint64_t deadline = rs_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    uint8_t h[RS_RC_CTRL_HDR];
+    *body = NULL;
+    int rc = recv_all(fd, h, sizeof h, deadline, err);
+    if (rc)
+        return rc;
+    if ((rc = rs_rc_ctrl_check_header(h, type, len, err)))
+        return rc;
+    uint8_t *b = malloc(*len ? *len : 1);
+    if (!b)
+        return rs_error_set(err, RS_ENOMEM, "control plane: out of memory");
+    if ((rc = recv_all(fd, b, *len, deadline, err))) {
+        free(b);
+        return rc;
+    }
+    *body = b;
+    return 0;
+}
+
+static int resolve(const char *host, uint16_t port, int passive, struct addrinfo **res,
+                   rs_error *err) {
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = passive ? AI_PASSIVE : 0};
+    char ps[8];
+    snprintf(ps, sizeof ps, "%u", port);
+    int g = getaddrinfo(host && *host ? host : NULL, ps, &hints, res);
+    if (g)
+        return rs_error_set(err, RS_EINVAL, "control plane: cannot resolve '%s': %s",
+                            host ? host : "", gai_strerror(g));
+    return 0;
+}
+
+int rs_rc_tcp_listen(const char *host, uint16_t port, int *out, uint16_t *bound, rs_error *err) {
+    struct addrinfo *res;
+    int rc = resolve(host, port, 1, &res, err);
+    if (rc)
+        return rc;
+    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        freeaddrinfo(res);
+        return rs_error_errno(err, RS_EIO, errno, "control plane socket");
+    }
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 128) != 0) {
+        int e = errno;
+        freeaddrinfo(res);
+        close(fd);
+        return rs_error_errno(err, e == EADDRINUSE ? RS_EBUSY : RS_EIO, e,
+                              "control plane: cannot listen on %s:%u", host ? host : "*", port);
+    }
+    freeaddrinfo(res);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    getsockname(fd, (struct sockaddr *)&ss, &sl);
+    *bound = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                            : ((struct sockaddr_in *)&ss)->sin_port);
+    *out = fd;
+    return 0;
+}
+
+int rs_rc_tcp_connect(const char *host, uint16_t port, uint32_t timeout_ms, int *out,
+                      rs_error *err) {
+    struct addrinfo *res;
+    int rc = resolve(host, port, 0, &res, err);
+    if (rc)
+        return rc;
+    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        freeaddrinfo(res);
+        return rs_error_errno(err, RS_EIO, errno, "control plane socket");
+    }
+    rc = connect(fd, res->ai_addr, res->ai_addrlen);
+    freeaddrinfo(res);
+    if (rc != 0 && errno != EINPROGRESS) {
+        int e = errno;
+        close(fd);
+        return rs_error_errno(err, RS_ECONN, e, "control plane: connect to %s:%u", host, port);
+    }
+    if (rc != 0) {
+        if (wait_fd(fd, POLLOUT, rs_now_ns() + (uint64_t)timeout_ms * 1000000ull)) {
+            close(fd);
+            return rs_error_set(err, RS_ETIMEDOUT, "control plane: connect to %s:%u timed out",
+                                host, port);
+        }
+        int soerr = 0;
+        socklen_t sl = sizeof soerr;
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
+        if (soerr) {
+            close(fd);
+            return rs_error_errno(err, RS_ECONN, soerr, "control plane: connect to %s:%u", host,
+                                  port);
+        }
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    *out = fd;
+    return 0;
+}

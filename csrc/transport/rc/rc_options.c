@@ -1,0 +1,216 @@
+/*
+ * rc_options.c — the RC transports' options: defaults (RecStore's where it has one) and the parser
+ * of the `extra` string that ps_server / ps_bench / PSClient pass down ("k=v;k=v" or "k=v,k=v").
+ * Every key is either applied or rejected by name: nothing is silently ignored.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "recstore/rc.h"
+
+void rs_rc_options_default(rs_rc_options *o) {
+    memset(o, 0, sizeof *o);
+    o->qps = 16;
+    o->slots = 1;
+    o->request_slot_bytes = 1u << 20;
+    o->response_slot_bytes = 1u << 20;
+    o->inline_bytes = 64;
+    o->wait_timeout_ms = 60000;
+    o->ctrl_timeout_ms = 30000;
+    o->bind_core_offset = -1;
+    o->bind_core_stride = 1;
+    o->numa_node = -1;
+    o->poll_mode = RS_RC_POLL_ADAPTIVE;
+    o->get_mode = RS_RC_GET_AUTO;
+    o->fake_get = RS_RC_FAKE_NONE;
+    o->ib_port = 1;
+    o->gid_index = -1;
+    const char *env = getenv("RECSTORE_BIND_CORE_OFFSET");
+    if (env && *env) {
+        char *end;
+        long v = strtol(env, &end, 10);
+        if (*end == '\0' && v >= 0 && v < INT_MAX)
+            o->bind_core_offset = (int)v;
+    }
+}
+
+const char *rs_rc_get_mode_name(rs_rc_get_mode m) {
+    switch (m) {
+    case RS_RC_GET_STAGING_COPY:
+        return "staging_copy";
+    case RS_RC_GET_DIRECT_SG:
+        return "direct_sg";
+    default:
+        return "auto";
+    }
+}
+
+const char *rs_rc_fake_get_name(rs_rc_fake_get m) {
+    switch (m) {
+    case RS_RC_FAKE_STATUS_ONLY:
+        return "status_only";
+    case RS_RC_FAKE_INDEX_ONLY:
+        return "index_only";
+    case RS_RC_FAKE_PAYLOAD_MEMSET:
+        return "payload_memset";
+    default:
+        return "none";
+    }
+}
+
+static int parse_u32(const char *k, const char *v, uint32_t lo, uint32_t hi, uint32_t *out,
+                     rs_error *err) {
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 0);
+    if (errno || end == v || *end || v[0] == '-' || x < lo || x > hi)
+        return rs_error_set(err, RS_EINVAL, "RC option %s=%s: expected an integer in [%u, %u]", k,
+                            v, lo, hi);
+    *out = (uint32_t)x;
+    return 0;
+}
+
+static int parse_int(const char *k, const char *v, int lo, int hi, int *out, rs_error *err) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 0);
+    if (errno || end == v || *end || x < lo || x > hi)
+        return rs_error_set(err, RS_EINVAL, "RC option %s=%s: expected an integer in [%d, %d]", k,
+                            v, lo, hi);
+    *out = (int)x;
+    return 0;
+}
+
+static int parse_bool(const char *k, const char *v, int *out, rs_error *err) {
+    if (!strcasecmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes"))
+        *out = 1;
+    else if (!strcasecmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "no"))
+        *out = 0;
+    else
+        return rs_error_set(err, RS_EINVAL, "RC option %s=%s: expected true or false", k, v);
+    return 0;
+}
+
+static int apply(rs_rc_options *o, const char *k, const char *v, rs_error *err) {
+    uint32_t u = 0;
+    int rc;
+#define U32(name, field, lo, hi)                                                                   \
+    if (!strcmp(k, name))                                                                          \
+    return parse_u32(k, v, lo, hi, &o->field, err)
+    U32("qps_per_client_per_shard", qps, 1, RS_RC_CTRL_MAX_QPS);
+    U32("slots_per_qp", slots, 1, 1024);
+    U32("request_slot_bytes", request_slot_bytes, 4096, 1u << 30);
+    U32("response_slot_bytes", response_slot_bytes, 4096, 1u << 30);
+    U32("inline_bytes", inline_bytes, 0, 1024);
+    U32("wait_timeout_ms", wait_timeout_ms, 1, 3600000);
+    U32("wait_spin_iterations", wait_spin_iterations, 0, 1u << 30);
+    U32("profile_interval_ms", profile_interval_ms, 0, 3600000);
+    U32("server_get_workers", get_workers, 0, 64);
+    U32("max_keys_per_request", max_keys, 0, 1u << 24);
+    U32("control_plane_timeout_ms", ctrl_timeout_ms, 1, 3600000);
+#undef U32
+    if (!strcmp(k, "bind_core_offset"))
+        return parse_int(k, v, -1, 4096, &o->bind_core_offset, err);
+    if (!strcmp(k, "bind_core_stride"))
+        return parse_int(k, v, 1, 4096, &o->bind_core_stride, err);
+    if (!strcmp(k, "numa_id"))
+        return parse_int(k, v, -1, 1023, &o->numa_node, err);
+    if (!strcmp(k, "gid_index"))
+        return parse_int(k, v, -1, 255, &o->gid_index, err);
+    if (!strcmp(k, "ib_port")) {
+        if ((rc = parse_u32(k, v, 1, 255, &u, err)))
+            return rc;
+        o->ib_port = (uint8_t)u;
+        return 0;
+    }
+    if (!strcmp(k, "device")) {
+        if (strlen(v) >= sizeof o->device)
+            return rs_error_set(err, RS_EINVAL, "RC option device=%s: name too long", v);
+        snprintf(o->device, sizeof o->device, "%s", v);
+        return 0;
+    }
+    if (!strcmp(k, "skip_client_copy"))
+        return parse_bool(k, v, &o->skip_client_copy, err);
+    if (!strcmp(k, "poll_mode")) {
+        if (!strcmp(v, "busy"))
+            o->poll_mode = RS_RC_POLL_BUSY;
+        else if (!strcmp(v, "adaptive"))
+            o->poll_mode = RS_RC_POLL_ADAPTIVE;
+        else
+            return rs_error_set(err, RS_EINVAL, "RC option poll_mode=%s: expected busy or adaptive",
+                                v);
+        return 0;
+    }
+    if (!strcmp(k, "get_response_mode")) {
+        if (!strcmp(v, "auto"))
+            o->get_mode = RS_RC_GET_AUTO;
+        else if (!strcmp(v, "staging_copy"))
+            o->get_mode = RS_RC_GET_STAGING_COPY;
+        else if (!strcmp(v, "direct_sg"))
+            o->get_mode = RS_RC_GET_DIRECT_SG;
+        else
+            return rs_error_set(
+                err, RS_EINVAL,
+                "RC option get_response_mode=%s: expected auto, staging_copy or direct_sg", v);
+        return 0;
+    }
+    if (!strcmp(k, "fake_get_mode")) {
+        if (!strcmp(v, "none"))
+            o->fake_get = RS_RC_FAKE_NONE;
+        else if (!strcmp(v, "status_only"))
+            o->fake_get = RS_RC_FAKE_STATUS_ONLY;
+        else if (!strcmp(v, "index_only"))
+            o->fake_get = RS_RC_FAKE_INDEX_ONLY;
+        else if (!strcmp(v, "payload_memset"))
+            o->fake_get = RS_RC_FAKE_PAYLOAD_MEMSET;
+        else
+            return rs_error_set(err, RS_EINVAL,
+                                "RC option fake_get_mode=%s: expected none, status_only, "
+                                "index_only or payload_memset",
+                                v);
+        return 0;
+    }
+    return rs_error_set(err, RS_EINVAL,
+                        "unknown RC option '%s' (known: qps_per_client_per_shard, slots_per_qp, "
+                        "request_slot_bytes, response_slot_bytes, inline_bytes, wait_timeout_ms, "
+                        "wait_spin_iterations, profile_interval_ms, server_get_workers, "
+                        "max_keys_per_request, control_plane_timeout_ms, bind_core_offset, "
+                        "bind_core_stride, numa_id, device, ib_port, gid_index, skip_client_copy, "
+                        "poll_mode, get_response_mode, fake_get_mode)",
+                        k);
+}
+
+int rs_rc_options_parse(rs_rc_options *o, const char *extra, rs_error *err) {
+    if (!extra || !*extra)
+        return 0;
+    char *dup = strdup(extra);
+    if (!dup)
+        return rs_error_set(err, RS_ENOMEM, "RC options: out of memory");
+    int rc = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(dup, ";,", &save); tok; tok = strtok_r(NULL, ";,", &save)) {
+        while (*tok == ' ')
+            tok++;
+        if (!*tok)
+            continue;
+        char *eq = strchr(tok, '=');
+        if (!eq) {
+            rc = rs_error_set(err, RS_EINVAL, "RC option '%s': expected key=value", tok);
+            break;
+        }
+        *eq = '\0';
+        if ((rc = apply(o, tok, eq + 1, err)))
+            break;
+    }
+    free(dup);
+    if (rc == 0 && (o->request_slot_bytes % 64 || o->response_slot_bytes % 64))
+        rc = rs_error_set(err, RS_EINVAL,
+                          "RC slot sizes must be multiples of 64 (request %u, response %u)",
+                          o->request_slot_bytes, o->response_slot_bytes);
+    return rc;
+}

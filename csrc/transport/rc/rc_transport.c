@@ -1,0 +1,138 @@
+/*
+ * rc_transport.c — the transport tables of "shm" and "rdma" (transport.h): the RC slot protocol
+ * server and client over the shared-memory or the verbs fabric. Options arrive in the `extra`
+ * string (rc_options.c); the server answers through the shard handler (rs_ps_shard_handle) and
+ * reads rows straight from the shard's KV engine for direct_sg and index_only.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "recstore/rc.h"
+#include "recstore/transport.h"
+
+typedef struct rc_srv_state {
+    rs_rc_server *srv;
+} rc_srv_state;
+
+static int shard_handle(void *ctx, const rs_ps_request *req, rs_ps_response *resp, void *rows_out,
+                        size_t rows_cap, unsigned thread_slot) {
+    return rs_ps_shard_handle(ctx, req, resp, rows_out, rows_cap, thread_slot);
+}
+
+static int rc_start(const rs_rc_fabric_ops *fab, const rs_ps_server_opts *opts, rs_ps_shard *shard,
+                    void **state, rs_error *err) {
+    rs_rc_options o;
+    rs_rc_options_default(&o);
+    int rc = rs_rc_options_parse(&o, opts->extra, err);
+    if (rc)
+        return rc;
+    rs_kv *kv = rs_ps_shard_kv(shard);
+    rs_rc_handler h = {
+        .ctx = shard,
+        .shard_id = rs_ps_shard_id(shard),
+        .value_size = rs_ps_shard_value_size(shard),
+        .max_keys = o.max_keys ? o.max_keys : rs_ps_shard_max_keys(shard),
+        .index_type = kv ? rs_kv_get_index_type(kv) : RS_KV_INDEX_PET_HASH,
+        .kv = kv,
+        .handle = shard_handle,
+    };
+    rc_srv_state *st = calloc(1, sizeof *st);
+    if (!st)
+        return rs_error_set(err, RS_ENOMEM, "%s server: out of memory", fab->name);
+    rc = rs_rc_server_start(fab, opts->host, opts->port, opts->num_threads, &o, &h, &st->srv, err);
+    if (rc) {
+        free(st);
+        return rc;
+    }
+    *state = st;
+    return 0;
+}
+
+static int shm_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, void **state,
+                     rs_error *err) {
+    return rc_start(&rs_rc_fabric_shm, opts, shard, state, err);
+}
+
+static int rdma_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, void **state,
+                      rs_error *err) {
+    return rc_start(&rs_rc_fabric_verbs, opts, shard, state, err);
+}
+
+static uint16_t rc_bound_port(void *state) {
+    return rs_rc_server_port(((rc_srv_state *)state)->srv);
+}
+
+static void rc_stop(void *state) {
+    rc_srv_state *st = state;
+    if (!st)
+        return;
+    rs_rc_server_stop(st->srv);
+    free(st);
+}
+
+static void rc_stats(void *state, rs_ps_transport_stats *out) {
+    rs_rc_server_stats s;
+    rs_rc_server_get_stats(((rc_srv_state *)state)->srv, &s);
+    memset(out, 0, sizeof *out);
+    out->connections_accepted = s.clients_attached;
+    out->connections_open = s.clients_open;
+    out->requests = s.requests;
+    out->bad_frames = s.invalid_descriptor + s.ctrl_rejected;
+    out->bytes_in = s.bytes_in;
+    out->bytes_out = s.bytes_out;
+}
+
+const rs_ps_server_ops rs_shm_server_ops = {.name = "shm",
+                                            .start = shm_start,
+                                            .bound_port = rc_bound_port,
+                                            .stop = rc_stop,
+                                            .stats = rc_stats};
+const rs_ps_server_ops rs_rdma_server_ops = {.name = "rdma",
+                                             .start = rdma_start,
+                                             .bound_port = rc_bound_port,
+                                             .stop = rc_stop,
+                                             .stats = rc_stats};
+
+static int rc_connect(const rs_rc_fabric_ops *fab, const char *host, uint16_t port,
+                      const rs_ps_client_opts *opts, void **conn, rs_error *err) {
+    rs_rc_options o;
+    rs_rc_options_default(&o);
+    int rc = rs_rc_options_parse(&o, opts ? opts->extra : NULL, err);
+    if (rc)
+        return rc;
+    if (opts && opts->timeout_ms && !strstr(opts->extra ? opts->extra : "", "wait_timeout_ms"))
+        o.wait_timeout_ms = opts->timeout_ms;
+    uint32_t depth = opts && opts->max_in_flight ? opts->max_in_flight : 1;
+    return rs_rc_client_connect(fab, host, port, depth, &o, (rs_rc_client **)conn, err);
+}
+
+static int shm_connect(const char *host, uint16_t port, const rs_ps_client_opts *opts, void **conn,
+                       rs_error *err) {
+    return rc_connect(&rs_rc_fabric_shm, host, port, opts, conn, err);
+}
+
+static int rdma_connect(const char *host, uint16_t port, const rs_ps_client_opts *opts, void **conn,
+                        rs_error *err) {
+    return rc_connect(&rs_rc_fabric_verbs, host, port, opts, conn, err);
+}
+
+static int rc_submit(void *conn, const rs_ps_request *req, uint64_t tag, void *rows_out,
+                     size_t rows_cap, rs_error *err) {
+    return rs_rc_client_submit(conn, req, tag, rows_out, rows_cap, err);
+}
+
+static int rc_next(void *conn, rs_ps_completion *out, rs_error *err) {
+    return rs_rc_client_next(conn, &out->tag, &out->resp, err);
+}
+
+static void rc_close(void *conn) {
+    rs_rc_client_close(conn);
+}
+
+const rs_ps_conn_ops rs_shm_conn_ops = {
+    .name = "shm", .connect = shm_connect, .submit = rc_submit, .next = rc_next, .close = rc_close};
+const rs_ps_conn_ops rs_rdma_conn_ops = {.name = "rdma",
+                                         .connect = rdma_connect,
+                                         .submit = rc_submit,
+                                         .next = rc_next,
+                                         .close = rc_close};

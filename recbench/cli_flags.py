@@ -1,0 +1,27 @@
+"""argparse helpers for RecStore's gflags-style command lines.
+
+RecStore's binaries take booleans as ``--flag``, ``--flag=true`` or ``--flag=false`` (gflags), and
+its runner passes them that way; add_bool_flag accepts all three spellings.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+_TRUE = {"1", "true", "yes", "on", "t", "y"}
+_FALSE = {"0", "false", "no", "off", "f", "n"}
+
+
+def parse_bool(text: str) -> bool:
+    t = str(text).strip().lower()
+    if t in _TRUE:
+        return True
+    if t in _FALSE:
+        return False
+    raise argparse.ArgumentTypeError(f"{text!r} is not a boolean (use true or false)")
+
+
+def add_bool_flag(parser: argparse.ArgumentParser, name: str, help: str, default: bool = False):
+    """--name, --name=true, --name=false."""
+    parser.add_argument(name, nargs="?", const=True, default=default, type=parse_bool,
+                        metavar="true|false", help=help)

@@ -1,0 +1,152 @@
+"""recbench.PSClient: the parameter server as a Python library.
+
+    from recbench import PSClient
+    with PSClient("brpc://127.0.0.1:15000") as ps:            # value_size asked from the server
+        ps.put(keys, rows)                                     # rows: (n, dim) float32
+        rows = ps.get(keys)                                    # numpy (n, value_size // 4) float32
+        ps.update(keys, deltas)                                # rows += deltas
+        ps.stats()                                             # one dict per shard
+
+A URI names the transport and one address per shard, in shard order:
+``grpc://h:15000,h:15001``; IPv6 hosts go in brackets (``brpc://[::1]:15000``). Keys and rows
+may be numpy arrays or any buffer; they are passed to C without per-key work in Python. Errors
+are recbench.errors exceptions naming the shard, the server and the cause.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from recbench import _ps
+
+
+def parse_uri(uri: str) -> tuple[str, list[tuple[str, int]]]:
+    """'brpc://h:1,h:2' -> ('brpc', [('h', 1), ('h', 2)]); ValueError naming the bad part."""
+    if not isinstance(uri, str) or "://" not in uri:
+        raise ValueError(f"PS uri {uri!r} must look like brpc://host:port[,host:port...]")
+    transport, rest = uri.split("://", 1)
+    transport = transport.lower()
+    if not transport:
+        raise ValueError(f"PS uri {uri!r} names no transport")
+    endpoints = []
+    for part in rest.split(","):
+        part = part.strip()
+        if part.startswith("["):
+            host, _, port = part[1:].partition("]:")
+        else:
+            host, _, port = part.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"PS uri {uri!r}: {part!r} is not host:port")
+        endpoints.append((host, int(port)))
+    return transport, endpoints
+
+
+def _keys(keys) -> object:
+    """Keys as a contiguous 1-D 64-bit integer buffer (vectorised checks, no per-key Python)."""
+    if isinstance(keys, (bytes, bytearray, memoryview)):
+        return keys
+    arr = keys if isinstance(keys, np.ndarray) else np.asarray(keys)
+    if arr.size == 0:
+        return np.empty(0, dtype=np.uint64)
+    if arr.ndim != 1:
+        raise ValueError(f"keys must be one-dimensional, got shape {arr.shape}")
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"keys must be integers, got dtype {arr.dtype}")
+    if arr.dtype.kind == "i" and (arr < 0).any():
+        raise ValueError("keys must be non-negative (uint64)")
+    if arr.dtype in (np.uint64, np.int64) and arr.flags.c_contiguous:
+        return arr
+    return np.ascontiguousarray(arr, dtype=np.uint64)
+
+
+def _rows(rows, n: int, dim: int, what: str):
+    if isinstance(rows, np.ndarray):
+        if rows.dtype != np.float32 or not rows.flags.c_contiguous:
+            rows = np.ascontiguousarray(rows, dtype=np.float32)
+        if rows.size != n * dim:
+            raise ValueError(f"{what}: {rows.size} floats for {n} keys of {dim} floats "
+                             f"(expected shape ({n}, {dim}))")
+        return rows
+    if isinstance(rows, (bytes, bytearray, memoryview)):
+        return rows
+    return _rows(np.asarray(rows, dtype=np.float32), n, dim, what)
+
+
+def parse_stats(reply: str) -> dict:
+    """'shard=0 keys=10 index_type=X' -> {'shard': 0, 'keys': 10, 'index_type': 'X'}."""
+    out = {}
+    for tok in reply.split():
+        k, _, v = tok.partition("=")
+        out[k] = int(v) if v.isdigit() else v
+    return out
+
+
+class PSClient:
+    """A client of every shard of one PS deployment (see the module docstring)."""
+
+    def __init__(self, uri: str, value_size: int | None = None, *, prefetch_depth: int = 1,
+                 timeout_ms: int = 10000, transport_options: str | None = None):
+        transport, endpoints = parse_uri(uri)
+        self.uri = uri
+        self.transport = transport
+        self._c = _ps.Client(transport, endpoints, value_size or 0, prefetch_depth, timeout_ms,
+                             transport_options)
+
+    @property
+    def value_size(self) -> int:
+        return self._c.value_size
+
+    @property
+    def dim(self) -> int:
+        return self._c.value_size // 4
+
+    @property
+    def num_shards(self) -> int:
+        return self._c.num_shards
+
+    def get(self, keys) -> np.ndarray:
+        """Rows of keys in order, shape (len(keys), value_size // 4); missing keys are zeros."""
+        keys = _keys(keys)
+        n = len(memoryview(keys).cast("B")) // 8
+        out = np.empty((n, self.dim), dtype=np.float32)
+        self._c.get(keys, out)
+        return out
+
+    def put(self, keys, rows) -> None:
+        """Store rows (n x value_size//4 float32, or n*value_size bytes) under keys."""
+        keys = _keys(keys)
+        n = len(memoryview(keys).cast("B")) // 8
+        self._c.put(keys, _rows(rows, n, self.dim, "put"))
+
+    def update(self, keys, deltas) -> None:
+        """Add float32 deltas element-wise to the rows of keys (missing rows start at zero)."""
+        keys = _keys(keys)
+        n = len(memoryview(keys).cast("B")) // 8
+        self._c.update(keys, _rows(deltas, n, self.dim, "update"))
+
+    def command(self, name: str, shard: int = 0) -> str:
+        """Send a COMMAND (ping, ready, stats, clear) to one shard; returns its reply text."""
+        return self._c.command(name, shard)
+
+    def stats(self) -> list[dict]:
+        """The 'stats' counters of every shard, in shard order."""
+        return [parse_stats(self._c.command("stats", s)) for s in range(self.num_shards)]
+
+    def clear(self) -> None:
+        """Remove every key on every shard."""
+        for s in range(self.num_shards):
+            self._c.command("clear", s)
+
+    def close(self) -> None:
+        self._c.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __repr__(self):
+        state = "closed" if self._c.closed else f"value_size={self.value_size}"
+        return f"PSClient({self.uri!r}, {state})"

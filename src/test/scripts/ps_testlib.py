@@ -1,0 +1,217 @@
+"""Test support for the parameter server: start real `recbench.ps_server` processes on loopback.
+
+    from ps_testlib import PSServerProcess, require_transport
+
+    require_transport(self, "grpc")                    # skips with the build's reason if absent
+    with PSServerProcess("grpc", num_shards=2, value_size=64) as srv:
+        client = recbench.PSClient(srv.uri)           # "grpc://127.0.0.1:p0,127.0.0.1:p1"
+        ...
+    srv.final_lines                                    # the 'event=stopped' lines, by shard
+
+Servers bind port 0 (a free ephemeral port, read back from the ready line), so tests can run
+concurrently. Readiness is the server's own ready line, awaited with a deadline (no sleeps). Every
+started process is stopped with SIGTERM (SIGKILL if it does not exit within the timeout) by stop(),
+by the context manager, and at interpreter exit as a last resort, so no test leaves one behind.
+Exit code 77 (the transport's device is missing) becomes unittest.SkipTest with the reason.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+import unittest
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+SKIP_EXIT_CODE = 77
+_live: set = set()
+
+
+def python_env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+def require_transport(test: unittest.TestCase | None, name: str) -> None:
+    """Skip the test (with the build's reason) when transport `name` is not compiled in."""
+    from recbench import _ps
+
+    reason = _ps.transports().get(name, f"unknown transport {name}")
+    if reason is not None:
+        raise unittest.SkipTest(f"transport {name} unavailable: {reason}")
+
+
+def parse_kv_line(line: str) -> dict:
+    out = {}
+    for tok in line.split():
+        k, sep, v = tok.partition("=")
+        if sep:
+            out[k] = v
+    return out
+
+
+class _LineReader(threading.Thread):
+    def __init__(self, stream, sink: list):
+        super().__init__(daemon=True)
+        self.stream = stream
+        self.lines: queue.Queue = queue.Queue()
+        self.sink = sink
+
+    def run(self):
+        for raw in iter(self.stream.readline, ""):
+            line = raw.rstrip("\n")
+            self.sink.append(line)
+            self.lines.put(line)
+        self.lines.put(None)
+
+
+class PSServerProcess:
+    """One `python -m recbench.ps_server` process serving num_shards shards on free ports."""
+
+    def __init__(self, transport: str = "brpc", num_shards: int = 1, value_size: int = 64,
+                 capacity: int = 100000, num_threads: int = 1, max_keys_per_request: int = 1000,
+                 index_type: str = "DRAM_PET_HASH", extra_args: list[str] | None = None,
+                 ready_timeout: float = 30.0):
+        self.transport = transport
+        self.num_shards = num_shards
+        self.value_size = value_size
+        self.args = [
+            sys.executable, "-m", "recbench.ps_server", "--transport", transport,
+            "--host", "127.0.0.1", "--port", "0", "--num_shards", str(num_shards),
+            "--value_size", str(value_size), "--capacity", str(capacity),
+            "--num_threads", str(num_threads), "--max_keys_per_request",
+            str(max_keys_per_request), "--index_type", index_type,
+        ] + list(extra_args or [])
+        self.ready_timeout = ready_timeout
+        self.proc: subprocess.Popen | None = None
+        self.stdout_lines: list[str] = []
+        self.stderr_lines: list[str] = []
+        self.ports: list[int] = []
+        self.ready_lines: list[dict] = []
+        self.final_lines: list[dict] = []
+        self.returncode: int | None = None
+
+    # ---- lifecycle --------------------------------------------------------------------------
+    def start(self) -> PSServerProcess:
+        self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     stdin=subprocess.DEVNULL, text=True, env=python_env(),
+                                     cwd=str(ROOT))
+        _live.add(self)
+        self._out = _LineReader(self.proc.stdout, self.stdout_lines)
+        self._err = _LineReader(self.proc.stderr, self.stderr_lines)
+        self._out.start()
+        self._err.start()
+        deadline = time.monotonic() + self.ready_timeout
+        by_shard = {}
+        while len(by_shard) < self.num_shards:
+            left = deadline - time.monotonic()
+            try:
+                line = self._out.lines.get(timeout=max(left, 0.01)) if left > 0 else None
+            except queue.Empty:
+                line = None
+            if line is None:
+                self.stop()
+                if self.returncode == SKIP_EXIT_CODE:
+                    raise unittest.SkipTest(f"{self.transport}: " + " ".join(self.stderr_lines))
+                raise RuntimeError(
+                    f"ps_server ({self.transport}) not ready within {self.ready_timeout}s "
+                    f"(exit {self.returncode}): stderr: {' | '.join(self.stderr_lines[-5:])}")
+            if "component=ps_server" in line and "event=ready" in line:
+                kv = parse_kv_line(line)
+                by_shard[int(kv["shard"])] = kv
+        self.ready_lines = [by_shard[s] for s in sorted(by_shard)]
+        self.ports = [int(kv["port"]) for kv in self.ready_lines]
+        return self
+
+    def stop(self, timeout: float = 10.0) -> int | None:
+        """SIGTERM, wait up to timeout, SIGKILL if needed; returns the exit code."""
+        if self.proc is None:
+            return self.returncode
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._out.join(5)
+        self._err.join(5)
+        self.returncode = self.proc.returncode
+        for s in (self.proc.stdout, self.proc.stderr):
+            s.close()
+        self.final_lines = [parse_kv_line(line) for line in self.stdout_lines
+                            if "component=ps_server" in line and "event=stopped" in line]
+        _live.discard(self)
+        self.proc = None
+        return self.returncode
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    @property
+    def endpoints(self) -> list[tuple[str, int]]:
+        return [("127.0.0.1", p) for p in self.ports]
+
+    @property
+    def uri(self) -> str:
+        return f"{self.transport}://" + ",".join(f"{h}:{p}" for h, p in self.endpoints)
+
+    def write_config(self, directory: str | Path) -> str:
+        """A RecStore config naming this server's shards and ports; returns its path."""
+        import json
+
+        from recbench.ps_config import build_config
+
+        path = Path(directory) / f"ps_{self.transport}_{self.ports[0]}.json"
+        path.write_text(json.dumps(build_config(self.transport, self.endpoints,
+                                                value_size=self.value_size)))
+        return str(path)
+
+    def bench_args(self, directory: str | Path) -> list[str]:
+        """ps_bench flags that point at this server (through a config file in directory)."""
+        return ["--config_path", self.write_config(directory)]
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+
+def live_servers() -> list:
+    """Servers started and not yet stopped (tests assert this is empty in tearDown)."""
+    return [srv for srv in _live if srv.proc is not None and srv.proc.poll() is None]
+
+
+def run_ps_bench(args: list[str], input_text: str | None = None, timeout: float = 60.0):
+    """Run `python -m recbench.ps_bench ARGS` to completion; returns CompletedProcess."""
+    return subprocess.run([sys.executable, "-m", "recbench.ps_bench"] + args, input=input_text,
+                          capture_output=True, text=True, timeout=timeout, env=python_env(),
+                          check=False,
+                          cwd=str(ROOT))
+
+
+def result_lines(stdout: str) -> dict:
+    """PS_BENCHMARK_RESULT lines by phase -> key/value dict."""
+    out = {}
+    for line in stdout.splitlines():
+        if line.startswith("PS_BENCHMARK_RESULT "):
+            kv = parse_kv_line(line)
+            out[kv["phase"]] = kv
+    return out
+
+
+@atexit.register
+def _stop_leftovers():
+    for srv in list(_live):
+        srv.stop(timeout=2)

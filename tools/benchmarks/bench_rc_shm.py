@@ -1,0 +1,15 @@
+"""Side-by-side GET throughput: storage-only batch_get_flat vs the shm RC transport (busy and
+adaptive polling) vs brpc, same index, row size, record count and batch, one server poll thread,
+one client thread. Thin wrapper: the work is recbench.rc_bench.
+
+    python3 tools/benchmarks/bench_rc_shm.py --record_count 1000000 --running_seconds 5 --repeats 3
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from recbench.rc_bench import main  # noqa: E402
+
+if __name__ == "__main__":
+    sys.exit(main())
