@@ -38,7 +38,7 @@ tsan: deps
 	@$(PY) tools/build/tsan.py
 
 bench: build
-	@$(PY) tools/benchmarks/bench_default.py
+	@$(PY) tools/benchmarks/run_benchmark_ps.py
 
 lint: deps
 	@clang-format --dry-run --Werror $$(git ls-files 'csrc/*.c' 'csrc/*.h') || true

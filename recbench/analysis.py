@@ -33,7 +33,7 @@ from __future__ import annotations
 import csv
 import math
 from pathlib import Path
-from typing import Iterable
+from collections.abc import Iterable
 
 import pandas as pd
 
@@ -71,9 +71,11 @@ KV_FLOAT_COLUMNS = ["load_runtime_sec", "load_throughput_ops_sec", "run_runtime_
 KV_CATEGORY_COLUMNS = ["workload", "engine", "db", "phase", "read_mode"]
 KV_STATUSES = ["success", "failure"]
 
-TOTALS_INT_COLUMNS = ["repeat_index", "repeats", "client_rows", "clients", "server_shards",
+TOTALS_INT_COLUMNS = ["repeat_index", "repeats", "clients_ok", "clients_failed", "server_shards",
                       "client_processes", "batch_keys", "value_size"]
-TOTALS_FLOAT_SUFFIXES = ("_per_sec", "_us", "_s", "_gbps", "_seconds", "_pct", "_std", "_mean")
+TOTALS_FLOAT_SUFFIXES = ("_sec", "_us", "_s", "_gbps", "_seconds", "_pct", "_std", "_stdev",
+                         "_mean", "_min", "_max")
+TOTALS_EXTRA_STATUSES = ["no_success"]
 
 # metric -> True when higher is better
 PS_METRICS = {"key_ops_per_sec": True, "ops_per_sec": True, "payload_gbps": True, "mean_us": False,
@@ -203,7 +205,10 @@ def load_ps_summary(path) -> pd.DataFrame:
 
 
 def load_ps_totals(path) -> pd.DataFrame:
-    """Load a PS runner summary_totals.csv (a file, or a run directory holding one)."""
+    """Load a PS runner summary_totals.csv (a file, or a run directory holding one).
+
+    Rows with ``repeat_index == "mean"`` are the runner's mean-and-spread rows over repeats: they
+    get ``row_type == "mean"`` and an empty repeat_index; the others ``row_type == "repeat"``."""
     path = _resolve(path, "summary_totals.csv")
     header, body = _read_rows(path)
     for name in ("transport", "phase"):
@@ -211,14 +216,25 @@ def load_ps_totals(path) -> pd.DataFrame:
             raise SummaryFormatError(f"{path}: column '{name}' is missing (summary_totals.csv needs "
                                      "transport and phase)")
     df = pd.DataFrame(body, columns=header, dtype=object).astype(str)
+    if "repeat_index" in df.columns:
+        is_mean = df["repeat_index"].str.strip() == "mean"
+        df["row_type"] = ["mean" if m else "repeat" for m in is_mean]
+        df.loc[is_mean, "repeat_index"] = ""
     if "status" in df.columns:
-        _status(path, df, PS_STATUSES + [s for s in ("mixed", "summary") if s in set(df["status"])])
+        raw = df["status"].str.strip()
+        allowed = PS_STATUSES + TOTALS_EXTRA_STATUSES
+        bad = ~raw.isin(allowed + [""])
+        if bad.any():
+            i = int(bad.to_numpy().nonzero()[0][0])
+            raise SummaryFormatError(f"{path}: line {i + 2}, column 'status': '{raw.iloc[i]}' is not "
+                                     f"one of {', '.join(allowed)}")
+        df["status"] = pd.Categorical(raw.where(raw != ""), categories=allowed)
     ints = [c for c in header if c in TOTALS_INT_COLUMNS]
     floats = [c for c in header if c not in ints and c.endswith(TOTALS_FLOAT_SUFFIXES)]
     _to_numbers(path, df, ints, integer=True)
     _to_numbers(path, df, floats, integer=False)
     _split_lists(df, [c for c in PS_LIST_COLUMNS if c in header])
-    _categories(df, [c for c in ("transport", "phase", "row_kind", "kind") if c in header])
+    _categories(df, [c for c in ("transport", "phase", "row_kind") if c in header])
     df.attrs["path"] = str(path)
     df.attrs["kind"] = "ps_totals"
     return df
@@ -302,11 +318,12 @@ def _weighted(values: pd.Series, weights: pd.Series) -> float:
 def per_repeat(df: pd.DataFrame) -> pd.DataFrame:
     """One row per case x repeat over successful rows.
 
-    PS: rates (ops/s, keys/s, GB/s) and client CPU seconds are summed over the repeat's client
-    rows, as RecStore's guidance sums column 18; latency columns are the key-rate-weighted mean of
-    the clients' values (an approximation: the runner's summary_totals.csv merges histograms);
-    server CPU is the largest value in the repeat (the runner reports the servers' CPU per case,
-    not per client); keys_per_cpu_sec = keys done / (client + server CPU seconds).
+    PS (the same arithmetic as the runner's summary_totals.csv): rates (ops/s, keys/s, GB/s) and
+    client CPU seconds are summed over the repeat's client rows, as RecStore's guidance sums column
+    18; the window is the shortest client runtime; mean_us is the batch-weighted mean of the
+    clients' means; p50..p99.9 and max are the largest client value (an upper bound: clients do not
+    export histograms); server CPU is the case's (every run row carries the same value), and
+    keys_per_cpu_sec = keys/s x window / (client + server CPU seconds).
     A repeat in which any row of the same transport did not succeed (a failed client, a timeout)
     is left out, since its sums would be too low.
     KV: one row already is one repeat; cpu_s = cpu_user_s + cpu_sys_s is added."""
@@ -333,10 +350,11 @@ def per_repeat(df: pd.DataFrame) -> pd.DataFrame:
         r["clients"] = len(g)
         for col in ("ops_per_sec", "key_ops_per_sec", "payload_gbps", "client_cpu_s"):
             r[col] = float(g[col].sum(min_count=1))
-        r["runtime_seconds"] = float(g["runtime_seconds"].max())
-        for col in LATENCY_COLUMNS:
-            r[col] = _weighted(g[col], g["key_ops_per_sec"])
-        r["max_us"] = float(g["max_us"].max())
+        r["runtime_seconds"] = float(g["runtime_seconds"].min())  # the common window
+        batches = g["ops_per_sec"] * g["runtime_seconds"]
+        r["mean_us"] = _weighted(g["mean_us"], batches)
+        for col in ("p50_us", "p95_us", "p99_us", "p999_us", "max_us"):
+            r[col] = float(g[col].max())  # a bound: clients do not export their histograms
         r["server_cpu_s"] = float(g["server_cpu_s"].max())
         cpu = (0.0 if math.isnan(r["client_cpu_s"]) else r["client_cpu_s"]) + \
             (0.0 if math.isnan(r["server_cpu_s"]) else r["server_cpu_s"])
@@ -374,7 +392,7 @@ def totals(df: pd.DataFrame) -> pd.DataFrame:
                        [f"{m}_{s}" for m in metrics for s in ("mean", "std")])
     failed = df[df["status"] != "success"]
     out.attrs.update(df.attrs)
-    out.attrs["failed_rows"] = int(len(failed))
+    out.attrs["failed_rows"] = len(failed)
     return out
 
 
@@ -629,7 +647,7 @@ def plot_ps_latency(df: pd.DataFrame, path, phase: str = "run") -> Path:
         ax.bar(xs, lat[col], width=width, label=col.replace("_us", "").replace("p999", "p99.9"))
     ax.set_xticks([x + width * (len(cols) - 1) / 2 for x in range(len(lat))])
     ax.set_xticklabels(lat.index.astype(str))
-    ax.set_ylabel("latency per request (µs)")
+    ax.set_ylabel("latency per request (µs, worst client)")
     ax.set_yscale("log")
     ax.set_title(f"PS latency percentiles ({phase} phase)")
     ax.legend()

@@ -100,11 +100,12 @@ def render_markdown(cmp: pd.DataFrame, lang: str = "en") -> str:
     common = {c: cmp[c].iloc[0] for c in cases if len(cmp) and cmp[c].nunique(dropna=False) == 1
               and c not in ("transport", "workload", "engine")}
     cases = [c for c in cases if c not in common]
+    common_text = ", ".join(f"{c}={v}" for c, v in common.items() if not pd.isna(v))
     counts = cmp["verdict"].value_counts()
     out = [f"# {t['title']}: {t['kind'][cmp.attrs['kind']]}", "",
            f"- {t['baseline']}: `{cmp.attrs.get('baseline_path')}`",
            f"- {t['candidate']}: `{cmp.attrs.get('candidate_path')}`", "",
-           t["common"] + ", ".join(f"{c}={v}" for c, v in common.items() if not pd.isna(v)), "",
+           *([t["common"] + common_text, ""] if common_text else []),
            t["rule"].format(t=cmp.attrs["threshold_pct"], k=cmp.attrs["k"]), "",
            t["summary"].format(r=counts.get("regressed", 0), i=counts.get("improved", 0),
                                n=counts.get("within noise", 0), f=counts.get("failed", 0),

@@ -15,7 +15,8 @@ prints one line:
       p99_us=... p999_us=... max_us=... cpu_user_s=... cpu_sys_s=... payload_gbps=...
 
 (RecStore's keys first, then latency per request measured in C, CPU seconds of this process and
-payload GB/s; then value_size, prefetch_depth, num_shards, keys_missing.) The loops are C
+payload GB/s; then value_size, prefetch_depth, num_shards, keys_missing.) --transaction_profile adds
+RecStore's PS_BENCHMARK_PROFILE line (average ns per batch of each step). The loops are C
 (recbench._ps.bench_load / bench_run). Exit codes: 0 ok, 1 failure (verification: the first bad
 key is printed), 2 bad flags, 77 when the transport's device is missing (a skip).
 """
@@ -75,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
                   "load rows derived from each key; check every fetched row (misses must be 0)")
     p.add_argument("--seed", type=lambda s: int(s, 0), default=DEFAULT_SEED, help="rng seed")
     add_bool_flag(p, "--no_barrier", "do not wait for 'go' on stdin after the load phase")
+    add_bool_flag(p, "--transaction_profile",
+                  "print PS_BENCHMARK_PROFILE: average ns per batch of key generation, submit, "
+                  "wait (rows received) and consume")
     p.add_argument("--timeout_ms", type=int, default=10000, help="per-request timeout")
     p.add_argument("--transport_options", default=None, help="transport-specific 'k=v;k=v'")
     p.add_argument("--log_level", default="WARNING")
@@ -118,6 +122,7 @@ def resolve(args) -> dict:
         "distribution": args.distribution, "zipfian_alpha": args.zipfian_alpha,
         "read_ratio": args.read_ratio, "fetch_key_space": args.fetch_key_space,
         "verify": bool(args.verify_deterministic_values), "seed": args.seed,
+        "profile": bool(args.transaction_profile),
     }
 
 
@@ -141,6 +146,16 @@ def result_line(phase: str, kw: dict, res: dict) -> str:
         ("num_shards", len(kw["endpoints"])), ("keys_missing", res["keys_missing"]),
     ]
     return "PS_BENCHMARK_RESULT " + " ".join(f"{k}={v}" for k, v in fields)
+
+
+def profile_line(kw: dict, res: dict) -> str:
+    """RecStore's PS_BENCHMARK_PROFILE line (--transaction_profile)."""
+    return (f"PS_BENCHMARK_PROFILE phase=run transport={kw['transport']} mode={kw['mode']} "
+            f"prefetch_depth={kw['prefetch_depth']} batches={res['batches']} "
+            f"make_keys_avg_ns={res['make_keys_avg_ns']:.1f} "
+            f"submit_avg_ns={res['submit_avg_ns']:.1f} "
+            f"consume_avg_ns={res['consume_avg_ns']:.1f} "
+            f"wait_plus_result_avg_ns={res['wait_avg_ns']:.1f}")
 
 
 def _run_phase(fn, kw: dict) -> dict:
@@ -193,6 +208,8 @@ def run(args, out=sys.stdout, stdin=sys.stdin) -> int:
             wait_for_go(stdin)
         res = _run_phase(_ps.bench_run, kw)
         print(result_line("run", kw, res), file=out, flush=True)
+        if kw["profile"]:
+            print(profile_line(kw, res), file=out, flush=True)
         if res.get("verify_error"):
             print(f"PS_BENCHMARK_VERIFY_FAILED first_bad_key={res['first_bad_key']} "
                   f"bad_rows={res['verify_bad_rows']} checked_rows={res['verify_checked_rows']}",

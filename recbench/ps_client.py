@@ -42,13 +42,21 @@ def parse_uri(uri: str) -> tuple[str, list[tuple[str, int]]]:
 
 
 def _keys(keys) -> object:
-    if isinstance(keys, np.ndarray):
-        if keys.dtype in (np.uint64, np.int64) and keys.flags.c_contiguous:
-            return keys
-        return np.ascontiguousarray(keys, dtype=np.uint64)
+    """Keys as a contiguous 1-D 64-bit integer buffer (vectorised checks, no per-key Python)."""
     if isinstance(keys, (bytes, bytearray, memoryview)):
         return keys
-    return np.asarray(keys, dtype=np.uint64)
+    arr = keys if isinstance(keys, np.ndarray) else np.asarray(keys)
+    if arr.size == 0:
+        return np.empty(0, dtype=np.uint64)
+    if arr.ndim != 1:
+        raise ValueError(f"keys must be one-dimensional, got shape {arr.shape}")
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"keys must be integers, got dtype {arr.dtype}")
+    if arr.dtype.kind == "i" and (arr < 0).any():
+        raise ValueError("keys must be non-negative (uint64)")
+    if arr.dtype in (np.uint64, np.int64) and arr.flags.c_contiguous:
+        return arr
+    return np.ascontiguousarray(arr, dtype=np.uint64)
 
 
 def _rows(rows, n: int, dim: int, what: str):

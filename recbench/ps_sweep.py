@@ -133,7 +133,7 @@ def main(argv=None) -> int:
         ap.error(str(e))
     out_dir = args.out_dir or ROOT / "results" / f"sweep_{flag[2:]}_{time.strftime('%m%d%H%M')}"
     try:
-        rows, failed = run_sweep(args.param, values, out_dir, runner_args, runner=args.runner)
+        _rows, failed = run_sweep(args.param, values, out_dir, runner_args, runner=args.runner)
     except FileNotFoundError as e:
         print(f"sweep_ps.py: {e}", file=sys.stderr)
         return 2

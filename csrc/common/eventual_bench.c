@@ -4,52 +4,61 @@
  *
  * Threads: num_waiters waiter threads plus one setter ("timer") thread; the caller's thread only
  * starts, times and joins them. Invariants:
- *   - every eventual a waiter allocates is in the setter's heap until the setter sets it, and the
- *     waiter frees it only after its wait returned, so each allocation is freed exactly once;
- *   - a waiter has at most one eventual pending, so the heap never holds more than num_waiters;
+ *   - every request a waiter allocates is on the setter's incoming stack or in its heap until the
+ *     setter sets its eventual, and the waiter frees it only after its wait returned, so each
+ *     allocation is freed exactly once and the setter never touches a request after setting it;
+ *   - a waiter has at most one request pending, so the heap never holds more than num_waiters;
  *   - the setter exits only after every waiter has been joined, so no waiter waits forever;
- *   - nothing shared is written on the waiters' hot path except the heap (under its mutex):
- *     op counts and lateness histograms are per waiter and merged after the join.
- * The setter signals its condition variable only when a push makes a new earliest deadline
- * while it sleeps towards a later one, so steady-state pushes cost a mutex and no wake-up.
+ *   - nothing a waiter does takes a lock: requests go onto a lock-free stack (CAS) that the setter
+ *     drains into its private heap. With spinning waiters outnumbering the cores, a lock would
+ *     convoy (each hand-off waits for the next sleeper to be scheduled among the spinners);
+ *   - op counts and lateness histograms are per waiter and merged after the join.
+ * The setter sleeps on a futex until its earliest deadline (absolute CLOCK_MONOTONIC); a waiter
+ * wakes it only when its request has an earlier deadline than the one it sleeps towards, so
+ * steady-state pushes cost one CAS and no system call. The start gate is a futex word too, so
+ * 1000 threads released at once do not queue on a mutex.
  *
  * rs_eventual_set() may issue its FUTEX_WAKE after the waiter already saw the value (and freed
- * the eventual); a wake on such an address is harmless on Linux — at worst another eventual
+ * the request); a wake on such an address is harmless on Linux — at worst another eventual
  * reusing the memory sees a spurious wake-up, which rs_eventual_wait() re-checks.
  */
 #define _GNU_SOURCE
 #include "recstore/eventual_bench.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "recstore/clock.h"
 #include "recstore/hist.h"
 
-typedef struct pending {
+/* One pending reply: what a waiter creates per cycle. The setter reads deadline_ns and next only
+ * before it sets ev; the waiter frees the request only after its wait returned. */
+typedef struct request {
+    rs_eventual ev;
     uint64_t deadline_ns;
-    rs_eventual *ev;
-} pending;
+    struct request *next; /* incoming stack link */
+} request;
 
 typedef struct setter {
-    pthread_mutex_t mu;
-    pthread_cond_t cv; /* CLOCK_MONOTONIC */
-    pending *heap;     /* binary min-heap on deadline_ns; n entries; owned by the setter struct */
+    request *incoming;       /* lock-free LIFO of new requests (CAS push, exchange drain) */
+    uint64_t sleep_deadline; /* 0 awake, else the deadline it sleeps towards (UINT64_MAX idle) */
+    uint32_t wake_word;      /* futex: bumped by anyone who must wake the setter */
+    uint32_t stop;           /* set by the caller after every waiter has been joined */
+    request **heap;          /* setter-private binary min-heap on deadline_ns, n entries */
     uint32_t n;
     uint32_t cap;
-    pending *batch;    /* due entries popped under the lock, set outside it; setter thread only */
-    uint64_t sleeping_until; /* 0 awake, UINT64_MAX idle, else the deadline it sleeps towards */
-    int stop;
 } setter;
 
 typedef struct start_gate {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int open;
-    uint64_t end_ns; /* written before open is set; 0 = abort */
+    uint32_t open;   /* futex word: 0 closed, 1 open */
+    uint64_t end_ns; /* written before open; 0 = abort */
 } start_gate;
 
 typedef struct waiter {
@@ -62,25 +71,30 @@ typedef struct waiter {
     rs_hist late; /* wake time - deadline, ns */
 } waiter;
 
-static void heap_push(setter *s, pending p) {
+static long futex_call(uint32_t *addr, int op, uint32_t val, const struct timespec *ts,
+                       uint32_t bitset) {
+    return syscall(SYS_futex, addr, op, val, ts, NULL, bitset);
+}
+
+static void heap_push(setter *s, request *r) {
     uint32_t i = s->n++;
     while (i > 0) {
         uint32_t parent = (i - 1) / 2;
-        if (s->heap[parent].deadline_ns <= p.deadline_ns) break;
+        if (s->heap[parent]->deadline_ns <= r->deadline_ns) break;
         s->heap[i] = s->heap[parent];
         i = parent;
     }
-    s->heap[i] = p;
+    s->heap[i] = r;
 }
 
-static pending heap_pop(setter *s) {
-    pending top = s->heap[0], last = s->heap[--s->n];
+static request *heap_pop(setter *s) {
+    request *top = s->heap[0], *last = s->heap[--s->n];
     uint32_t i = 0;
     for (;;) {
         uint32_t c = 2 * i + 1;
         if (c >= s->n) break;
-        if (c + 1 < s->n && s->heap[c + 1].deadline_ns < s->heap[c].deadline_ns) c++;
-        if (last.deadline_ns <= s->heap[c].deadline_ns) break;
+        if (c + 1 < s->n && s->heap[c + 1]->deadline_ns < s->heap[c]->deadline_ns) c++;
+        if (last->deadline_ns <= s->heap[c]->deadline_ns) break;
         s->heap[i] = s->heap[c];
         i = c;
     }
@@ -88,71 +102,77 @@ static pending heap_pop(setter *s) {
     return top;
 }
 
-static void setter_push(setter *s, uint64_t deadline_ns, rs_eventual *ev) {
-    pthread_mutex_lock(&s->mu);
-    heap_push(s, (pending){deadline_ns, ev});
-    if (s->sleeping_until != 0 && deadline_ns < s->sleeping_until) {
-        s->sleeping_until = 0; /* one signal per sleep is enough */
-        pthread_cond_signal(&s->cv);
-    }
-    pthread_mutex_unlock(&s->mu);
+static void setter_wake(setter *s) {
+    __atomic_fetch_add(&s->wake_word, 1, __ATOMIC_SEQ_CST);
+    futex_call(&s->wake_word, FUTEX_WAKE_PRIVATE, 1, NULL, 0);
+}
+
+/* Waiter side: no lock, so a preempted waiter never holds up the setter or other waiters. */
+static void setter_push(setter *s, request *r) {
+    request *head = __atomic_load_n(&s->incoming, __ATOMIC_RELAXED);
+    do {
+        r->next = head;
+    } while (!__atomic_compare_exchange_n(&s->incoming, &head, r, 1, __ATOMIC_SEQ_CST,
+                                          __ATOMIC_RELAXED));
+    /* Pairs with the setter's store of sleep_deadline then load of incoming (both seq_cst):
+     * either it sees this request, or this load sees it asleep towards a later deadline. */
+    if (__atomic_load_n(&s->sleep_deadline, __ATOMIC_SEQ_CST) > r->deadline_ns) setter_wake(s);
 }
 
 static void *setter_main(void *arg) {
     setter *s = arg;
-    pthread_mutex_lock(&s->mu);
     for (;;) {
-        if (s->n == 0) {
-            if (s->stop) break;
-            s->sleeping_until = UINT64_MAX;
-            pthread_cond_wait(&s->cv, &s->mu);
-            s->sleeping_until = 0;
-            continue;
+        for (request *r = __atomic_exchange_n(&s->incoming, NULL, __ATOMIC_ACQUIRE); r;) {
+            request *next = r->next;
+            heap_push(s, r);
+            r = next;
         }
         uint64_t now = rs_now_ns();
-        if (s->heap[0].deadline_ns > now) {
-            uint64_t d = s->heap[0].deadline_ns;
-            struct timespec ts = {(time_t)(d / 1000000000ull), (long)(d % 1000000000ull)};
-            s->sleeping_until = d;
-            pthread_cond_timedwait(&s->cv, &s->mu, &ts);
-            s->sleeping_until = 0;
-            continue;
+        int did = 0;
+        while (s->n > 0 && s->heap[0]->deadline_ns <= now) {
+            request *r = heap_pop(s);
+            rs_eventual_set(&r->ev, (int64_t)r->deadline_ns); /* r may be freed from here on */
+            did = 1;
         }
-        uint32_t due = 0;
-        while (s->n > 0 && s->heap[0].deadline_ns <= now)
-            s->batch[due++] = heap_pop(s);
-        pthread_mutex_unlock(&s->mu);
-        for (uint32_t i = 0; i < due; i++)
-            rs_eventual_set(s->batch[i].ev, (int64_t)s->batch[i].deadline_ns);
-        pthread_mutex_lock(&s->mu);
+        if (did) continue; /* new requests may have come in while setting */
+        if (s->n == 0 && __atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) break;
+        uint64_t d = s->n ? s->heap[0]->deadline_ns : UINT64_MAX;
+        uint32_t v = __atomic_load_n(&s->wake_word, __ATOMIC_SEQ_CST);
+        __atomic_store_n(&s->sleep_deadline, d, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&s->incoming, __ATOMIC_SEQ_CST) == NULL &&
+            !__atomic_load_n(&s->stop, __ATOMIC_SEQ_CST)) {
+            struct timespec ts = {(time_t)(d / 1000000000ull), (long)(d % 1000000000ull)};
+            /* absolute CLOCK_MONOTONIC deadline; EAGAIN/EINTR/ETIMEDOUT all mean "look again" */
+            futex_call(&s->wake_word, FUTEX_WAIT_BITSET_PRIVATE, v, d == UINT64_MAX ? NULL : &ts,
+                       FUTEX_BITSET_MATCH_ANY);
+        }
+        __atomic_store_n(&s->sleep_deadline, 0, __ATOMIC_SEQ_CST);
     }
-    pthread_mutex_unlock(&s->mu);
     return NULL;
 }
 
 static void *waiter_main(void *arg) {
     waiter *w = arg;
     start_gate *g = w->gate;
-    pthread_mutex_lock(&g->mu);
-    while (!g->open)
-        pthread_cond_wait(&g->cv, &g->mu);
+    while (!__atomic_load_n(&g->open, __ATOMIC_ACQUIRE))
+        futex_call(&g->open, FUTEX_WAIT_PRIVATE, 0, NULL, 0);
     uint64_t end_ns = g->end_ns;
-    pthread_mutex_unlock(&g->mu);
 
     for (;;) {
         uint64_t now = rs_now_ns();
         if (now >= end_ns) break;
-        rs_eventual *ev = malloc(sizeof *ev); /* "create" */
-        if (!ev) {
+        request *r = malloc(sizeof *r); /* "create" */
+        if (!r) {
             w->failed = 1;
             break;
         }
-        rs_eventual_init(ev);
-        uint64_t deadline = now + w->interval_ns;
-        setter_push(w->set, deadline, ev);
-        rs_eventual_wait(ev, w->mode, UINT64_MAX, NULL); /* cannot time out without a deadline */
+        rs_eventual_init(&r->ev);
+        r->deadline_ns = now + w->interval_ns;
+        setter_push(w->set, r);
+        rs_eventual_wait(&r->ev, w->mode, UINT64_MAX, NULL); /* no deadline: cannot time out */
         uint64_t woke = rs_now_ns();
-        free(ev); /* "destroy" */
+        uint64_t deadline = r->deadline_ns;
+        free(r); /* "destroy" */
         if (woke <= end_ns) {
             w->ops++;
             rs_hist_record(&w->late, woke > deadline ? woke - deadline : 0);
@@ -178,11 +198,9 @@ int rs_eventual_bench_validate(const rs_eventual_bench_cfg *cfg, rs_error *err) 
 }
 
 static void gate_open(start_gate *g, uint64_t end_ns) {
-    pthread_mutex_lock(&g->mu);
     g->end_ns = end_ns;
-    g->open = 1;
-    pthread_cond_broadcast(&g->cv);
-    pthread_mutex_unlock(&g->mu);
+    __atomic_store_n(&g->open, 1, __ATOMIC_RELEASE);
+    futex_call(&g->open, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, 0);
 }
 
 int rs_eventual_bench_run(const rs_eventual_bench_cfg *cfg, rs_eventual_bench_result *out,
@@ -192,35 +210,26 @@ int rs_eventual_bench_run(const rs_eventual_bench_cfg *cfg, rs_eventual_bench_re
     memset(out, 0, sizeof *out);
     uint32_t n = cfg->num_waiters;
 
-    setter s = {.cap = n, .sleeping_until = 0};
+    setter s = {.cap = n};
     start_gate g = {.open = 0};
     waiter *ws = NULL;
     pthread_t *tids = NULL;
     pthread_t setter_tid;
-    pthread_condattr_t ca;
     pthread_attr_t attr;
     uint32_t started = 0;
 
     s.heap = malloc(sizeof *s.heap * n);
-    s.batch = malloc(sizeof *s.batch * n);
     ws = calloc(n, sizeof *ws);
     tids = calloc(n, sizeof *tids);
-    if (!s.heap || !s.batch || !ws || !tids) {
-        rc = rs_error_set(err, RS_ENOMEM, "eventual bench: cannot allocate state for %u waiters", n);
+    if (!s.heap || !ws || !tids) {
+        rc = rs_error_set(err, RS_ENOMEM, "eventual bench: cannot allocate state for %u waiters",
+                          n);
         goto fail_alloc;
     }
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_mutex_init(&s.mu, NULL);
-    pthread_cond_init(&s.cv, &ca);
-    pthread_condattr_destroy(&ca);
-    pthread_mutex_init(&g.mu, NULL);
-    pthread_cond_init(&g.cv, NULL);
-
     int e = pthread_create(&setter_tid, NULL, setter_main, &s);
     if (e) {
         rc = rs_error_errno(err, RS_EIO, e, "eventual bench: creating the setter thread");
-        goto fail_sync;
+        goto fail_alloc;
     }
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 256 * 1024); /* 1000 waiters need no 8 MB stacks */
@@ -249,25 +258,23 @@ int rs_eventual_bench_run(const rs_eventual_bench_cfg *cfg, rs_eventual_bench_re
 
     for (uint32_t i = 0; i < started; i++)
         pthread_join(tids[i], NULL);
-    pthread_mutex_lock(&s.mu);
-    s.stop = 1;
-    pthread_cond_signal(&s.cv);
-    pthread_mutex_unlock(&s.mu);
+    __atomic_store_n(&s.stop, 1, __ATOMIC_SEQ_CST); /* no waiter is left to push */
+    setter_wake(&s);
     pthread_join(setter_tid, NULL);
     uint64_t t1 = rs_now_ns();
     rs_process_cpu(&c1);
-    if (rc) goto fail_threads;
+    if (rc) goto fail_alloc;
 
     rs_hist *late = malloc(sizeof *late);
     if (!late) {
         rc = rs_error_set(err, RS_ENOMEM, "eventual bench: cannot allocate the merged histogram");
-        goto fail_threads;
+        goto fail_alloc;
     }
     rs_hist_reset(late);
     for (uint32_t i = 0; i < n; i++) {
         if (ws[i].failed && !rc)
-            rc = rs_error_set(err, RS_ENOMEM, "eventual bench: waiter %u could not allocate an eventual",
-                              i);
+            rc = rs_error_set(err, RS_ENOMEM,
+                              "eventual bench: waiter %u could not allocate a request", i);
         out->ops += ws[i].ops;
         rs_hist_merge(late, &ws[i].late);
     }
@@ -283,16 +290,9 @@ int rs_eventual_bench_run(const rs_eventual_bench_cfg *cfg, rs_eventual_bench_re
     out->late_max_us = late->count ? (double)late->max / 1e3 : 0.0;
     free(late);
 
-fail_threads:
-fail_sync:
-    pthread_cond_destroy(&g.cv);
-    pthread_mutex_destroy(&g.mu);
-    pthread_cond_destroy(&s.cv);
-    pthread_mutex_destroy(&s.mu);
 fail_alloc:
     free(tids);
     free(ws);
-    free(s.batch);
     free(s.heap);
     return rc;
 }

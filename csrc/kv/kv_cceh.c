@@ -347,7 +347,7 @@ static int cceh_split(cceh *c, uint64_t h, rs_error *err) {
             cceh_pair *dst = &ns->b[b][p]; /* same place: it is inside the key's window */
             dst->key = pr->key;
             dst->word = pr->word;
-            pr->word = RS_KV_WORD_EMPTY;
+            __atomic_store_n(&pr->word, RS_KV_WORD_EMPTY, __ATOMIC_RELAXED); /* readers load it */
         }
     __atomic_store_n(&s->pattern, s->pattern << 1, __ATOMIC_RELAXED);
     __atomic_store_n(&s->depth, (uint8_t)(depth + 1), __ATOMIC_RELEASE);
@@ -382,7 +382,7 @@ static int cceh_acquire(void *ix, uint64_t key, int create, uint64_t new_word, r
         }
         cceh_pair *pr = window_free(s, h);
         if (pr) {
-            pr->key = key;
+            __atomic_store_n(&pr->key, key, __ATOMIC_RELAXED); /* lock-free readers load keys */
             __atomic_store_n(&pr->word, new_word, __ATOMIC_RELEASE);
             sl->word = &pr->word;
             sl->keyp = &pr->key;

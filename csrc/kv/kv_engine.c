@@ -86,14 +86,14 @@ int rs_kv_open(const rs_kv_config *cfg, rs_kv **out, rs_error *err) {
     kv->value_size = cfg->value_size;
     kv->capacity = cfg->capacity;
     const char *vpath = NULL;
+    int headed = 0;
     switch (cfg->index_type) {
     case RS_KV_INDEX_PET_HASH:
         kv->ops = &rs_kv_pet_ops;
-        rc = rs_kv_pet_open(cfg->capacity, &kv->ix, err);
+        headed = cfg->value_size > 0; /* PET's records are the rows' headers */
         break;
     case RS_KV_INDEX_EXTENDIBLE_HASH:
         kv->ops = &rs_kv_eh_ops;
-        rc = rs_kv_eh_open(cfg->capacity, &kv->ix, err);
         break;
     case RS_KV_INDEX_CCEH:
         kv->ops = &rs_kv_cceh_ops;
@@ -106,29 +106,32 @@ int rs_kv_open(const rs_kv_config *cfg, rs_kv **out, rs_error *err) {
         if ((rc = make_dir(cfg->path, err))) goto fail_free;
         snprintf(file, sizeof file, "%s/cceh.values", cfg->path);
         vpath = file;
-        /* values first: value_size mismatches are reported before touching the index */
-        rc = rs_kv_vs_open(&kv->vs, cfg->value_size, cfg->capacity, vpath, err);
-        if (rc) goto fail_free;
-        rc = rs_kv_cceh_open(cfg->path, cfg->capacity, &kv->ix, err);
-        if (rc) {
-            rs_kv_vs_close(&kv->vs);
-            goto fail_free;
-        }
-        kv->count = kv->ops->count(kv->ix);
-        *out = kv;
-        return 0;
+        break;
     default:
         rc = rs_error_set(err, RS_EINVAL, "index_type %d is not a known rs_kv_index_type",
                           (int)cfg->index_type);
         goto fail_free;
     }
+    /* values first: a value_size mismatch on reopen is reported before touching the index */
+    rc = rs_kv_vs_open(&kv->vs, cfg->value_size, headed, cfg->capacity, vpath, err);
     if (rc) goto fail_free;
-    rc = rs_kv_vs_open(&kv->vs, cfg->value_size, cfg->capacity, NULL, err);
-    if (rc) goto fail_index;
+    switch (cfg->index_type) {
+    case RS_KV_INDEX_PET_HASH:
+        rc = rs_kv_pet_open(cfg->capacity, headed ? &kv->vs : NULL, &kv->ix, err);
+        break;
+    case RS_KV_INDEX_EXTENDIBLE_HASH:
+        rc = rs_kv_eh_open(cfg->capacity, &kv->ix, err);
+        break;
+    default:
+        rc = rs_kv_cceh_open(cfg->path, cfg->capacity, &kv->ix, err);
+        break;
+    }
+    if (rc) goto fail_vs;
+    kv->count = kv->ops->count(kv->ix);
     *out = kv;
     return 0;
-fail_index:
-    kv->ops->close(kv->ix);
+fail_vs:
+    rs_kv_vs_close(&kv->vs);
 fail_free:
     free(kv);
     return rc;

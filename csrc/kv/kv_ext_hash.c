@@ -21,6 +21,7 @@
  * are freed only at close, so a reader holding a stale pointer never touches freed memory.
  */
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "kv_internal.h"
 
@@ -28,7 +29,7 @@
 #define EH_FULL        ((1u << EH_SLOTS) - 1)
 #define EH_INIT_DEPTH  4
 #define EH_MAX_DEPTH   40
-#define EH_SLAB_BUCKETS 4096
+#define EH_SLAB_BUCKETS 8192 /* 2 MiB: one transparent huge page */
 
 typedef struct eh_bucket {
     uint32_t ver;
@@ -68,11 +69,12 @@ static eh_bucket *eh_new_bucket(eh *t) {
     if (!s || s->used == EH_SLAB_BUCKETS) {
         s = calloc(1, sizeof *s);
         if (!s) return NULL;
-        s->buckets = aligned_alloc(64, EH_SLAB_BUCKETS * sizeof(eh_bucket));
+        s->buckets = aligned_alloc(2u << 20, EH_SLAB_BUCKETS * sizeof(eh_bucket));
         if (!s->buckets) {
             free(s);
             return NULL;
         }
+        madvise(s->buckets, EH_SLAB_BUCKETS * sizeof(eh_bucket), MADV_HUGEPAGE);
         s->next = t->slabs;
         t->slabs = s;
     }
@@ -293,8 +295,9 @@ static int eh_acquire(void *ix, uint64_t key, int create, uint64_t new_word, rs_
         }
         if (b->used != EH_FULL) {
             unsigned j = (unsigned)__builtin_ctz(~(unsigned)b->used);
-            b->keys[j] = key;
-            b->words[j] = new_word;
+            /* atomic: lock-free readers may load a free slot's key/word while it is filled */
+            __atomic_store_n(&b->keys[j], key, __ATOMIC_RELAXED);
+            __atomic_store_n(&b->words[j], new_word, __ATOMIC_RELAXED);
             __atomic_store_n(&b->used, (uint16_t)(b->used | (1u << j)), __ATOMIC_RELEASE);
             s->word = &b->words[j];
             s->keyp = &b->keys[j];
@@ -339,7 +342,7 @@ static uint64_t eh_count(void *ix) {
 #ifndef EH_D
 #define EH_D 3
 #endif
-#define EH_RING 16 /* power of two > 4 * EH_D */
+#define EH_RING 64 /* power of two > 4 * EH_D */
 
 typedef struct eh_pipe {
     uint64_t h;

@@ -10,7 +10,9 @@
  *    |  or 16-byte block number (variable)|                         |   |
  *    +------------------------------------+-------------------------+---+
  *
- * The word is the row's seqlock. W (bit 0) set = a writer is changing the row. A writer holds the
+ * The word sits next to its key either in the index entry (extendible hash, CCEH) or in a 16-byte
+ * record header {key, word} in front of the row (PET hash, whose 64-byte chunks hold only tags and
+ * record ids; see kv_pet_hash.c). Either way the word is the row's seqlock. W (bit 0) set = a writer is changing the row. A writer holds the
  * index's lock for the key (acquire/release below), stores word+1 (odd), writes the bytes, stores
  * word+2 (even, release). A reader loads the word (acquire; retries while odd), checks the entry's
  * key, copies the bytes, and accepts them only if the word and key read again are unchanged and
@@ -106,16 +108,19 @@ typedef struct rs_kv_vs {
     rs_kv_region region;
     rs_kv_vs_meta *meta; /* = region.base */
     uint8_t *data;       /* = region.base + RS_KV_VS_DATA_OFFSET */
-    uint32_t value_size; /* 0 = variable */
+    uint32_t value_size; /* fixed: data bytes per row (0 for a pure record store) */
+    uint32_t variable;   /* 1: size-classed blocks instead of rows */
+    uint32_t hdr;        /* fixed: 16 if every row starts with a record header {key, word}, else 0 */
     uint32_t stride;     /* fixed: bytes between rows */
     uint64_t capacity;
     pthread_mutex_t lock; /* allocation and free lists */
 } rs_kv_vs;
 
 /* Open a value store in DRAM (path NULL) or in the file `path`; an existing file is reopened
- * (its value_size must match). */
-int rs_kv_vs_open(rs_kv_vs *vs, uint32_t value_size, uint64_t capacity, const char *path,
-                  rs_error *err);
+ * (its value_size must match). value_size 0 and !headed = variable-length blocks; headed = every
+ * row starts with an rs_kv_rec header (value_size 0 then gives a pure record store). */
+int rs_kv_vs_open(rs_kv_vs *vs, uint32_t value_size, int headed, uint64_t capacity,
+                  const char *path, rs_error *err);
 void rs_kv_vs_close(rs_kv_vs *vs);
 int rs_kv_vs_sync(rs_kv_vs *vs, rs_error *err);
 /* Forget every row (rs_kv_clear). */
@@ -126,8 +131,20 @@ int rs_kv_vs_alloc(rs_kv_vs *vs, size_t len, uint64_t *word, rs_error *err);
 /* Give back the row/block of `word` (its sequence is remembered for the next owner). */
 void rs_kv_vs_free(rs_kv_vs *vs, uint64_t word);
 
+/* The record header of a headed row: the key and its value word (the seqlock). A free row keeps
+ * its last word (odd) and links the free list through `key`. */
+typedef struct rs_kv_rec {
+    uint64_t key;
+    uint64_t word;
+} rs_kv_rec;
+#define RS_KV_REC_BYTES 16
+
+static inline rs_kv_rec *rs_kv_vs_rec(const rs_kv_vs *vs, uint64_t handle) {
+    return (rs_kv_rec *)(vs->data + handle * vs->stride);
+}
+
 static inline uint8_t *rs_kv_vs_row(const rs_kv_vs *vs, uint64_t word) {
-    return vs->data + rs_kv_word_handle(word) * vs->stride;
+    return vs->data + rs_kv_word_handle(word) * vs->stride + vs->hdr;
 }
 
 /* Variable blocks: [u32 len][u32 gen][bytes...], block size 16 << class. */
@@ -184,7 +201,9 @@ extern const rs_kv_index_ops rs_kv_pet_ops;
 extern const rs_kv_index_ops rs_kv_eh_ops;
 extern const rs_kv_index_ops rs_kv_cceh_ops;
 
-int rs_kv_pet_open(uint64_t capacity, void **out, rs_error *err);
+/* rows: the engine's headed fixed-row store, whose row headers are PET's records; NULL in
+ * variable mode (PET then keeps its own record store whose words point at value blocks). */
+int rs_kv_pet_open(uint64_t capacity, rs_kv_vs *rows, void **out, rs_error *err);
 int rs_kv_eh_open(uint64_t capacity, void **out, rs_error *err);
 /* dir: directory holding cceh.index; reopened if it exists. */
 int rs_kv_cceh_open(const char *dir, uint64_t capacity, void **out, rs_error *err);
@@ -208,12 +227,17 @@ static inline int rs_kv_copy_fixed(const rs_kv_vs *vs, uint64_t key, const rs_kv
 int rs_kv_read_fixed_slow(const rs_kv_index_ops *ops, void *ix, const rs_kv_vs *vs, uint64_t key,
                           void *out);
 
-/* Prefetch the `bytes` bytes at p (whole cache lines). */
+#ifndef RS_KV_ROW_LOCALITY
+#define RS_KV_ROW_LOCALITY 0
+#endif
+/* Prefetch the `bytes` bytes of a value row at p (whole cache lines). Rows are copied out once
+ * and not reused, so they are fetched non-temporally (prefetchnta): they do not evict the index's
+ * chunk lines from the shared caches. */
 static inline void rs_kv_prefetch_range(const void *p, size_t bytes) {
     const char *c = (const char *)((uintptr_t)p & ~(uintptr_t)63);
     const char *end = (const char *)p + bytes;
     for (; c < end; c += 64)
-        __builtin_prefetch(c, 0, 3);
+        __builtin_prefetch(c, 0, RS_KV_ROW_LOCALITY);
 }
 
 /* ---- the engine ----------------------------------------------------------------------------- */

@@ -3,8 +3,9 @@
  * usable in place as it grows, so pointers into it stay valid for the engine's lifetime (readers
  * never take a lock to follow them).
  *
- * Anonymous regions reserve PROT_NONE address space and mprotect() the usable prefix (pages are
- * zero-filled on first touch). File regions map the whole reservation MAP_SHARED and grow the
+ * Anonymous regions reserve PROT_NONE address space, 2 MiB aligned and marked MADV_HUGEPAGE (a
+ * random row or chunk access then costs no extra page walk miss when transparent huge pages are
+ * available), and mprotect() the usable prefix (pages are zero-filled on first touch). File regions map the whole reservation MAP_SHARED and grow the
  * file with ftruncate(); only the prefix below the file size is ever touched (beyond it the kernel
  * would raise SIGBUS). Growth is serialised by the caller.
  */
@@ -17,6 +18,7 @@
 #include "kv_internal.h"
 
 #define RS_KV_PAGE 4096ull
+#define RS_KV_HUGE (2ull << 20)
 
 static size_t round_page(size_t n) {
     return (n + RS_KV_PAGE - 1) & ~(size_t)(RS_KV_PAGE - 1);
@@ -28,10 +30,20 @@ int rs_kv_region_open_anon(rs_kv_region *r, size_t reserve, size_t initial, rs_e
     r->fd = -1;
     r->backed = 0;
     r->reserved = reserve;
-    void *p = mmap(NULL, reserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    size_t slack = reserve >= RS_KV_HUGE ? RS_KV_HUGE : 0;
+    void *p = mmap(NULL, reserve + slack, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
     if (p == MAP_FAILED)
         return rs_error_errno(err, RS_ENOMEM, errno, "reserving %zu bytes of address space",
                               reserve);
+    if (slack) { /* keep the 2 MiB-aligned part */
+        uintptr_t a = ((uintptr_t)p + RS_KV_HUGE - 1) & ~(uintptr_t)(RS_KV_HUGE - 1);
+        size_t head = a - (uintptr_t)p;
+        if (head) munmap(p, head);
+        if (slack - head) munmap((uint8_t *)a + reserve, slack - head);
+        p = (void *)a;
+        madvise(p, reserve, MADV_HUGEPAGE); /* advisory: ignored where THP is off */
+    }
     r->base = p;
     int rc = rs_kv_region_grow(r, initial, err);
     if (rc) {

@@ -5,11 +5,13 @@
  * Region layout (DRAM, or the file <path>/cceh.values for CCEH, so values persist with the index):
  *
  *   0      rs_kv_vs_meta (magic, value_size, stride, capacity, bump, free-list heads) | pad to 4 KiB
- *   4096   fixed:    row 0 | row 1 | ... each `stride` bytes (value_size rounded up to 8, >= 16)
+ *   4096   fixed:    row 0 | row 1 | ... each `stride` bytes: [rs_kv_rec header if headed] + value
+ *                    (headed rows of >= 48 value bytes are padded to whole cache lines)
  *          variable: blocks of 16 << class bytes: [u32 len][u32 gen | class << 24][bytes ...]
  *
- * Handles: a row id (fixed) or the block offset in 16-byte units (variable). A free row holds
- * {u64 next handle + 1, u32 last sequence}; a free block keeps its header and links through its
+ * Handles: a row id (fixed) or the block offset in 16-byte units (variable). A free headless row
+ * holds {u64 next handle + 1, u32 last sequence}; a free headed row links through its header's key
+ * and keeps its last (odd) word; a free block keeps its header and links through its
  * first data word. The sequence a row or block last had is kept when it is freed and the next
  * owner continues after it (see kv_internal.h: no word repeats for a row within 2^23 writes).
  *
@@ -25,13 +27,17 @@
 #define RS_KV_VS_MAGIC  0x3130535653524b52ull /* "RKRSVS01" */
 #define RS_KV_VS_GROWTH (64ull << 20)
 
-static uint32_t fixed_stride(uint32_t value_size) {
+static uint32_t fixed_stride(uint32_t value_size, uint32_t hdr) {
+    if (hdr) {
+        uint32_t b = hdr + value_size;
+        return hdr == 64 ? (b + 63u) & ~63u : (b + 15u) & ~15u;
+    }
     uint32_t s = (value_size + 7u) & ~7u;
     return s < 16 ? 16 : s;
 }
 
-static size_t vs_reserve(uint32_t value_size, uint64_t capacity) {
-    if (value_size) return RS_KV_VS_DATA_OFFSET + (size_t)capacity * fixed_stride(value_size);
+static size_t vs_reserve(const rs_kv_vs *vs, uint64_t capacity) {
+    if (!vs->variable) return RS_KV_VS_DATA_OFFSET + (size_t)capacity * vs->stride;
     uint64_t r = capacity << 16;
     if (capacity > (1ull << 24) || r > (1ull << 40)) r = 1ull << 40;
     if (r < (1ull << 30)) r = 1ull << 30;
@@ -46,20 +52,23 @@ static void vs_meta_init(rs_kv_vs *vs) {
     vs->meta->capacity = vs->capacity;
 }
 
-int rs_kv_vs_open(rs_kv_vs *vs, uint32_t value_size, uint64_t capacity, const char *path,
-                  rs_error *err) {
+int rs_kv_vs_open(rs_kv_vs *vs, uint32_t value_size, int headed, uint64_t capacity,
+                  const char *path, rs_error *err) {
     int rc, existed = 0;
     memset(vs, 0, sizeof *vs);
     vs->value_size = value_size;
-    vs->stride = value_size ? fixed_stride(value_size) : 16;
+    /* rows of >= 64 value bytes keep their value cache-line aligned behind a whole header line */
+    vs->hdr = !headed ? 0 : value_size >= 64 ? 64 : RS_KV_REC_BYTES;
+    vs->variable = !value_size && !headed;
+    vs->stride = vs->variable ? 16 : fixed_stride(value_size, vs->hdr);
     vs->capacity = capacity;
     vs->region.fd = -1;
     if (pthread_mutex_init(&vs->lock, NULL) != 0)
         return rs_error_set(err, RS_ENOMEM, "value store mutex");
-    size_t initial = RS_KV_VS_DATA_OFFSET + (value_size ? 0 : RS_KV_MAX_VALUE + 64);
+    size_t initial = RS_KV_VS_DATA_OFFSET + (vs->variable ? RS_KV_MAX_VALUE + 64 : 0);
     if (path) {
         /* a reopened store keeps the larger of its old and the requested capacity */
-        rc = rs_kv_region_open_file(&vs->region, path, vs_reserve(value_size, capacity), initial,
+        rc = rs_kv_region_open_file(&vs->region, path, vs_reserve(vs, capacity), initial,
                                     &existed, err);
         if (rc) goto fail_lock;
         rs_kv_vs_meta *m = (rs_kv_vs_meta *)vs->region.base;
@@ -68,7 +77,7 @@ int rs_kv_vs_open(rs_kv_vs *vs, uint32_t value_size, uint64_t capacity, const ch
                 rc = rs_error_set(err, RS_EPROTO, "%s is not a recbench value file", path);
                 goto fail_region;
             }
-            if (m->value_size != value_size) {
+            if (m->value_size != value_size || m->stride != vs->stride) {
                 rc = rs_error_set(err, RS_EINVAL,
                                   "value_size %u does not match the store at %s (created with "
                                   "value_size %u)",
@@ -78,14 +87,14 @@ int rs_kv_vs_open(rs_kv_vs *vs, uint32_t value_size, uint64_t capacity, const ch
             if (m->capacity > capacity) {
                 /* the mapping must cover every row ever handed out */
                 rs_kv_region_close(&vs->region);
-                rc = rs_kv_region_open_file(&vs->region, path, vs_reserve(value_size, m->capacity),
+                rc = rs_kv_region_open_file(&vs->region, path, vs_reserve(vs, m->capacity),
                                             initial, &existed, err);
                 if (rc) goto fail_lock;
                 vs->capacity = ((rs_kv_vs_meta *)vs->region.base)->capacity;
             }
         }
     } else {
-        rc = rs_kv_region_open_anon(&vs->region, vs_reserve(value_size, capacity), initial, err);
+        rc = rs_kv_region_open_anon(&vs->region, vs_reserve(vs, capacity), initial, err);
         if (rc) goto fail_lock;
     }
     vs->meta = (rs_kv_vs_meta *)vs->region.base;
@@ -130,6 +139,13 @@ static int vs_make_room(rs_kv_vs *vs, size_t end, rs_error *err) {
 
 static int alloc_fixed(rs_kv_vs *vs, uint64_t *word, rs_error *err) {
     rs_kv_vs_meta *m = vs->meta;
+    if (m->free_head[0] && vs->hdr) {
+        uint64_t h = m->free_head[0] - 1;
+        rs_kv_rec *rec = rs_kv_vs_rec(vs, h);
+        m->free_head[0] = rec->key;
+        *word = rs_kv_word(h, next_even(rs_kv_word_seq(rec->word)));
+        return 0;
+    }
     if (m->free_head[0]) {
         uint64_t h = m->free_head[0] - 1;
         uint8_t *row = vs->data + h * vs->stride;
@@ -184,8 +200,8 @@ static int alloc_block(rs_kv_vs *vs, size_t len, uint64_t *word, rs_error *err) 
 
 int rs_kv_vs_alloc(rs_kv_vs *vs, size_t len, uint64_t *word, rs_error *err) {
     pthread_mutex_lock(&vs->lock);
-    int rc = vs->value_size ? alloc_fixed(vs, word, err) : alloc_block(vs, len, word, err);
-    if (!rc && !vs->value_size) {
+    int rc = vs->variable ? alloc_block(vs, len, word, err) : alloc_fixed(vs, word, err);
+    if (!rc && vs->variable) {
         rs_kv_vblock *b = rs_kv_vs_block(vs, *word);
         b->gen = (b->gen & 0xff000000u) | (uint32_t)rs_kv_word_seq(*word);
     }
@@ -198,7 +214,12 @@ void rs_kv_vs_free(rs_kv_vs *vs, uint64_t word) {
     uint32_t seq = (uint32_t)rs_kv_word_seq(word);
     pthread_mutex_lock(&vs->lock);
     rs_kv_vs_meta *m = vs->meta;
-    if (vs->value_size) {
+    if (vs->hdr) {
+        rs_kv_rec *rec = rs_kv_vs_rec(vs, h);
+        __atomic_store_n(&rec->word, rs_kv_word(h, seq | 1u), __ATOMIC_RELEASE);
+        __atomic_store_n(&rec->key, m->free_head[0], __ATOMIC_RELAXED);
+        m->free_head[0] = h + 1;
+    } else if (!vs->variable) {
         uint8_t *row = vs->data + h * vs->stride;
         memcpy(row, &m->free_head[0], 8);
         memcpy(row + 8, &seq, 4);

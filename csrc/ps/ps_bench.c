@@ -57,6 +57,7 @@ typedef struct worker {
     uint64_t key_lo, key_hi; /* load range [lo, hi) */
     uint64_t batches, key_ops, get_batches, put_batches, found, missing;
     uint64_t checked, bad, first_bad_key;
+    uint64_t prof_make_ns, prof_submit_ns, prof_wait_ns, prof_consume_ns, prof_submits, prof_waits;
     char first_bad_msg[160];
     rs_hist hist;
 } worker;
@@ -188,6 +189,7 @@ static void worker_loop(worker *w) {
     uint64_t next_load = w->key_lo, fi_count = 0;
     uint32_t head = 0, inflight = 0;
     uint64_t win_start = b->window_start, win_end = b->window_end;
+    int profile = cfg->profile && b->ph == PHASE_RUN;
     for (;;) {
         uint64_t now = rs_now_ns();
         int more = b->ph == PHASE_LOAD ? next_load < w->key_hi : now < win_end;
@@ -215,14 +217,24 @@ static void worker_loop(worker *w) {
                 worker_fail(w, rc, &e);
                 break;
             }
+            if (profile) {
+                w->prof_make_ns += s->submit_ns - now;
+                w->prof_submit_ns += rs_now_ns() - s->submit_ns;
+                w->prof_submits++;
+            }
             inflight++;
             continue;
         }
         if (!inflight) break;
         slot *s = &slots[head];
         rs_ps_batch_result res;
+        uint64_t wait0 = profile ? rs_now_ns() : 0;
         int rc = rs_ps_client_wait(w->client, &res, &e);
         uint64_t done = rs_now_ns();
+        if (profile) {
+            w->prof_wait_ns += done - wait0;
+            w->prof_waits++;
+        }
         head = (head + 1) % depth;
         inflight--;
         if (rc) {
@@ -244,6 +256,7 @@ static void worker_loop(worker *w) {
         } else {
             w->put_batches++;
         }
+        if (profile) w->prof_consume_ns += rs_now_ns() - done;
     }
 out:
     for (uint32_t i = 0; i < depth; i++) {
@@ -368,6 +381,7 @@ static int bench_phase(const rs_ps_bench_config *cfg, phase ph, rs_ps_bench_resu
     rs_hist *h = malloc(sizeof *h);
     if (h) rs_hist_reset(h);
     int bad_worker = -1;
+    uint64_t prof[6] = {0};
     for (unsigned i = 0; i < started; i++) {
         worker *w = &ws[i];
         res->batches += w->batches;
@@ -378,12 +392,26 @@ static int bench_phase(const rs_ps_bench_config *cfg, phase ph, rs_ps_bench_resu
         res->keys_missing += w->missing;
         res->verify_checked_rows += w->checked;
         res->verify_bad_rows += w->bad;
+        prof[0] += w->prof_make_ns;
+        prof[1] += w->prof_submit_ns;
+        prof[2] += w->prof_wait_ns;
+        prof[3] += w->prof_consume_ns;
+        prof[4] += w->prof_submits;
+        prof[5] += w->prof_waits;
         if (w->bad && bad_worker < 0) bad_worker = (int)i;
         if (h) rs_hist_merge(h, &w->hist);
         if (w->rc && !rc) {
             rc = w->rc;
             if (err) *err = w->err;
         }
+    }
+    if (prof[4]) {
+        res->make_keys_avg_ns = (double)prof[0] / (double)prof[4];
+        res->submit_avg_ns = (double)prof[1] / (double)prof[4];
+    }
+    if (prof[5]) {
+        res->wait_avg_ns = (double)prof[2] / (double)prof[5];
+        res->consume_avg_ns = (double)prof[3] / (double)prof[5];
     }
     if (h) {
         res->mean_us = rs_hist_mean(h) / 1e3;

@@ -157,13 +157,13 @@ static void leave(counter_block *cb) {
     __atomic_sub_fetch(&cb->active, 1, __ATOMIC_RELEASE);
 }
 
-static int do_clear(rs_ps_shard *s, unsigned my_slot, uint64_t *removed) {
+/* Called outside enter()/leave(): concurrent clears serialise on clear_lock, and no clearing
+ * thread is ever counted as active, so they cannot wait for each other. */
+static int do_clear(rs_ps_shard *s, uint64_t *removed) {
     pthread_mutex_lock(&s->clear_lock);
     __atomic_store_n(&s->clearing, 1, __ATOMIC_SEQ_CST);
     for (int i = 0; i < RS_PS_SHARD_SLOTS; i++) {
-        /* the caller's own slot holds its own enter() */
-        uint64_t own = (unsigned)i == my_slot ? 1 : 0;
-        while (__atomic_load_n(&s->counters[i].active, __ATOMIC_SEQ_CST) > own)
+        while (__atomic_load_n(&s->counters[i].active, __ATOMIC_SEQ_CST) > 0)
             sched_yield();
     }
     *removed = rs_kv_count(s->kv);
@@ -174,7 +174,7 @@ static int do_clear(rs_ps_shard *s, unsigned my_slot, uint64_t *removed) {
 }
 
 static int handle_command(rs_ps_shard *s, const rs_ps_request *req, rs_ps_response *resp,
-                          counter_block *cb, unsigned slot) {
+                          counter_block *cb) {
     const char *c = req->command ? req->command : "";
     size_t n = req->command_len;
 #define IS(name) (n == sizeof(name) - 1 && memcmp(c, name, n) == 0)
@@ -184,6 +184,7 @@ static int handle_command(rs_ps_shard *s, const rs_ps_request *req, rs_ps_respon
         snprintf(resp->reply, sizeof resp->reply, "ready");
     } else if (IS("stats")) {
         rs_ps_shard_stats st;
+        enter(s, cb);
         rs_ps_shard_get_stats(s, &st);
         snprintf(resp->reply, sizeof resp->reply,
                  "shard=%u num_shards=%u value_size=%u index_type=%s capacity=%llu keys=%llu "
@@ -198,9 +199,10 @@ static int handle_command(rs_ps_shard *s, const rs_ps_request *req, rs_ps_respon
                  (unsigned long long)st.handled_command, (unsigned long long)st.handled_error,
                  (unsigned long long)st.keys_get, (unsigned long long)st.keys_put,
                  (unsigned long long)st.keys_update, (unsigned long long)st.keys_found);
+        leave(cb);
     } else if (IS("clear")) {
         uint64_t removed = 0;
-        int rc = do_clear(s, slot, &removed);
+        int rc = do_clear(s, &removed);
         if (rc) return fail(resp, cb, RS_PS_INTERNAL, "clear failed: %s", rs_strerror(rc));
         snprintf(resp->reply, sizeof resp->reply, "cleared %llu", (unsigned long long)removed);
     } else {
@@ -235,12 +237,7 @@ int rs_ps_shard_handle(rs_ps_shard *s, const rs_ps_request *req, rs_ps_response 
     if (req->shard != s->shard_id)
         return fail(resp, cb, RS_PS_WRONG_SHARD, "request for shard %u reached shard %u of %u",
                     req->shard, s->shard_id, s->num_shards);
-    if (req->op == RS_PS_COMMAND) {
-        enter(s, cb);
-        ret = handle_command(s, req, resp, cb, slot);
-        leave(cb);
-        return ret;
-    }
+    if (req->op == RS_PS_COMMAND) return handle_command(s, req, resp, cb);
     if (req->value_size && req->value_size != s->value_size)
         return fail(resp, cb, RS_PS_VALUE_SIZE_MISMATCH,
                     "request value_size %u differs from the server's %u", req->value_size,

@@ -4,7 +4,8 @@
  */
 #include "py_common.h"
 
-int kv_engine_module_init(PyObject *m);
+int kv_engine_module_init(PyObject *m);   /* kv_engine.c */
+int kv_bench_module_init(PyObject *m);    /* kv_bench.c */
 int kv_eventual_module_init(PyObject *m); /* kv_eventual.c */
 
 static PyMethodDef kv_methods[] = {
@@ -19,10 +20,10 @@ static struct PyModuleDef kv_module = {
 PyMODINIT_FUNC PyInit__kv(void) {
     PyObject *m = PyModule_Create(&kv_module);
     if (!m) return NULL;
-    if (kv_engine_module_init(m) < 0) {
+    if (kv_engine_module_init(m) < 0 || kv_bench_module_init(m) < 0 ||
+        kv_eventual_module_init(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }
-    if (kv_eventual_module_init(m) < 0) { Py_DECREF(m); return NULL; }
     return m;
 }

@@ -8,6 +8,7 @@
  *   mode, record_count, batch_keys, threads, load_threads, running_seconds, warmup_seconds,
  *   distribution ("uniform" | "zipfian"), zipfian_alpha, read_ratio, fetch_key_space, verify, seed
  * and return a dict of results (runtime_s, batches, key_ops, latency percentiles in us, CPU s).
+ * redis_bench runs the Redis MGET baseline (redis_bench.h) with the same stop flag.
  */
 #include "ps_module.h"
 
@@ -15,11 +16,12 @@
 #include <string.h>
 
 #include "recstore/ps_bench.h"
+#include "recstore/redis_bench.h"
 
 static volatile int bench_stop_flag;
 
 static PyObject *result_dict(const rs_ps_bench_result *r) {
-    return Py_BuildValue(
+    PyObject *d = Py_BuildValue(
         "{s:d,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:K,s:K,s:K,s:O}",
         "runtime_s", r->runtime_s, "batches", (unsigned long long)r->batches, "key_ops",
         (unsigned long long)r->key_ops, "get_batches", (unsigned long long)r->get_batches,
@@ -31,6 +33,17 @@ static PyObject *result_dict(const rs_ps_bench_result *r) {
         "verify_bad_rows", (unsigned long long)r->verify_bad_rows, "first_bad_key",
         (unsigned long long)r->first_bad_key, "stopped_early",
         r->stopped_early ? Py_True : Py_False);
+    if (!d) return NULL;
+    PyObject *p = Py_BuildValue("{s:d,s:d,s:d,s:d}", "make_keys_avg_ns", r->make_keys_avg_ns,
+                                "submit_avg_ns", r->submit_avg_ns, "wait_avg_ns", r->wait_avg_ns,
+                                "consume_avg_ns", r->consume_avg_ns);
+    if (!p || PyDict_Update(d, p) < 0) {
+        Py_XDECREF(p);
+        Py_DECREF(d);
+        return NULL;
+    }
+    Py_DECREF(p);
+    return d;
 }
 
 static PyObject *bench_phase(PyObject *args, PyObject *kwds, int load) {
@@ -38,19 +51,19 @@ static PyObject *bench_phase(PyObject *args, PyObject *kwds, int load) {
                              "extra", "mode", "record_count", "batch_keys", "threads",
                              "load_threads", "running_seconds", "warmup_seconds", "distribution",
                              "zipfian_alpha", "read_ratio", "fetch_key_space", "verify", "seed",
-                             NULL};
+                             "profile", NULL};
     const char *transport, *extra = NULL, *mode = "fetch", *dist = "uniform";
     PyObject *endpoints;
     unsigned int value_size = 512, depth = 1, timeout_ms = 10000, batch_keys = 500, threads = 1;
     unsigned int load_threads = 0, read_ratio = 100;
     unsigned long long record_count = 1000000, key_space = 0, seed = 0x9e3779b97f4a7c15ull;
     double running = 5.0, warmup = 0.0, alpha = 0.9;
-    int verify = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sO|IIIzsKIIIddsdIKpK", kwlist, &transport,
+    int verify = 0, profile = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sO|IIIzsKIIIddsdIKpKp", kwlist, &transport,
                                      &endpoints, &value_size, &depth, &timeout_ms, &extra, &mode,
                                      &record_count, &batch_keys, &threads, &load_threads,
                                      &running, &warmup, &dist, &alpha, &read_ratio, &key_space,
-                                     &verify, &seed))
+                                     &verify, &seed, &profile))
         return NULL;
     rs_error err = {0};
     rs_ps_bench_config cfg = {.client = {.transport = transport, .value_size = value_size,
@@ -61,7 +74,7 @@ static PyObject *bench_phase(PyObject *args, PyObject *kwds, int load) {
                               .running_seconds = running, .warmup_seconds = warmup,
                               .zipfian_alpha = alpha, .read_ratio = read_ratio,
                               .fetch_key_space = key_space, .verify = verify, .seed = seed,
-                              .stop = &bench_stop_flag};
+                              .stop = &bench_stop_flag, .profile = profile};
     int rc = rs_ps_bench_mode_parse(mode, &cfg.mode, &err);
     if (rc) return rs_py_raise(rc, "mode", &err);
     if (strcmp(dist, "uniform") == 0) {
@@ -169,7 +182,44 @@ static PyObject *bench_row(PyObject *self, PyObject *args) {
     return b;
 }
 
+static PyObject *redis_bench(PyObject *self, PyObject *args, PyObject *kwds) {
+    (void)self;
+    static char *kwlist[] = {"host", "port", "connections", "batch_keys", "record_count",
+                             "value_size", "running_seconds", "load", "verify", "seed", NULL};
+    const char *host;
+    unsigned int port, conns = 8, batch = 500, vs = 512;
+    unsigned long long records = 100000, seed = 1;
+    double seconds = 5.0;
+    int load = 0, verify = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sI|IIKIdppK", kwlist, &host, &port, &conns,
+                                     &batch, &records, &vs, &seconds, &load, &verify, &seed))
+        return NULL;
+    if (port == 0 || port > 65535) {
+        PyErr_Format(PyExc_ValueError, "port %u is out of range", port);
+        return NULL;
+    }
+    rs_redis_bench_config cfg = {.host = host, .port = (uint16_t)port, .connections = conns,
+                                 .batch_keys = batch, .record_count = records, .value_size = vs,
+                                 .running_seconds = seconds, .load = load, .verify = verify,
+                                 .seed = seed, .stop = &bench_stop_flag};
+    rs_redis_bench_result r;
+    rs_error err = {0};
+    int rc;
+    RS_PY_NOGIL(rc = rs_redis_bench(&cfg, &r, &err));
+    if (rc) return rs_py_raise(rc, "redis_bench", &err);
+    return Py_BuildValue("{s:d,s:d,s:K,s:K,s:K,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d}", "load_s",
+                         r.load_s, "runtime_s", r.runtime_s, "batches",
+                         (unsigned long long)r.mgets, "key_ops", (unsigned long long)r.key_ops,
+                         "keys_found", (unsigned long long)r.keys_found, "mean_us", r.mean_us,
+                         "p50_us", r.p50_us, "p95_us", r.p95_us, "p99_us", r.p99_us, "p999_us",
+                         r.p999_us, "max_us", r.max_us, "cpu_user_s", r.cpu_user_s, "cpu_sys_s",
+                         r.cpu_sys_s);
+}
+
 PyMethodDef rs_py_ps_bench_methods[] = {
+    {"redis_bench", (PyCFunction)(void (*)(void))redis_bench, METH_VARARGS | METH_KEYWORDS,
+     "Redis MGET baseline: redis_bench(host, port, connections=8, batch_keys=500, "
+     "record_count=100000, value_size=512, running_seconds=5, load=False, verify=False, seed=1)."},
     {"bench_load", (PyCFunction)(void (*)(void))bench_load, METH_VARARGS | METH_KEYWORDS,
      "Load phase of ps_bench (keys 1..record_count); returns a result dict."},
     {"bench_run", (PyCFunction)(void (*)(void))bench_run, METH_VARARGS | METH_KEYWORDS,

@@ -1,7 +1,7 @@
 /*
- * test_eventual_bench.c — the wait-primitive benchmark completes in both wait modes, frees what it
- * allocates (ASan leak check), reports consistent figures, and rejects bad configs by field name.
- * No timing assertions beyond "the numbers are in range".
+ * test_eventual_bench.c — the wait-primitive benchmark completes in both wait modes, frees
+ * what it allocates (ASan leak check), reports consistent figures, and rejects bad configs by
+ * field name. No timing assertions beyond "the numbers are in range".
  */
 #include <string.h>
 

@@ -189,6 +189,12 @@ static void test_roundtrip_pipelined(void) {
     rs_grpc_server_ops.stats(f.server, &ts);
     RS_CHECK_EQ(ts.requests, 1 + BATCHES + 1 + 1 + 2);
     RS_CHECK(ts.bytes_out >= (uint64_t)BATCHES * sizeof got[0]);
+    /* closing with requests outstanding cancels them and frees everything (ASan checks) */
+    for (int b = 0; b < 3; b++) {
+        rs_ps_request g = {.op = RS_PS_GET, .value_size = VS, .num_keys = N,
+                           .keys = (const uint8_t *)gkeys[b]};
+        RS_CHECK_EQ(rs_grpc_conn_ops.submit(c, &g, 200 + b, got[b], sizeof got[b], &e), 0);
+    }
     rs_grpc_conn_ops.close(c);
     fixture_down(&f);
 }
@@ -439,7 +445,15 @@ static void test_large_batch(void) {
                          .keys = (const uint8_t *)keys};
     RS_CHECK_EQ(call1(c, &get, got, (size_t)N * VS, &comp, &e), 0);
     RS_CHECK_EQ(comp.resp.num_found, N);
+    RS_CHECK_EQ(comp.resp.rows_len, (size_t)N * VS);
+    RS_CHECK(comp.resp.rows == (const uint8_t *)got);
     RS_CHECK_EQ(memcmp(got, rows, (size_t)N * VS), 0);
+    /* a buffer larger than the reply: rows are found by decoding the whole message instead */
+    float *big = malloc((size_t)N * VS + 4096);
+    RS_CHECK_EQ(call1(c, &get, big, (size_t)N * VS + 4096, &comp, &e), 0);
+    RS_CHECK_EQ(comp.resp.rows_len, (size_t)N * VS);
+    RS_CHECK_EQ(memcmp(big, rows, (size_t)N * VS), 0);
+    free(big);
     free(keys);
     free(rows);
     free(got);

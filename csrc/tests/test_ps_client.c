@@ -173,6 +173,18 @@ static void test_bench_verify(void) {
     bc.zipfian_alpha = 0.99;
     RS_CHECK_EQ(rs_ps_bench_run(&bc, &res, &err), 0);
     RS_CHECK(res.put_batches > 0 && res.get_batches > 0);
+    /* insert and fetch_insert write the key's own rows: a later verified fetch still passes */
+    bc.mode = RS_PS_BENCH_INSERT;
+    RS_CHECK_EQ(rs_ps_bench_run(&bc, &res, &err), 0);
+    RS_CHECK(res.put_batches == res.batches && res.batches > 0);
+    bc.mode = RS_PS_BENCH_FETCH_INSERT;
+    bc.zipfian = 0;
+    RS_CHECK_EQ(rs_ps_bench_run(&bc, &res, &err), 0);
+    RS_CHECK(res.put_batches > 0 && res.get_batches > 0);
+    RS_CHECK(llabs((long long)res.get_batches - (long long)res.put_batches) <= 8); /* alternate */
+    bc.mode = RS_PS_BENCH_FETCH;
+    RS_CHECK_EQ(rs_ps_bench_run(&bc, &res, &err), 0);
+    RS_CHECK_EQ(res.verify_bad_rows, 0);
     /* a wrong row is detected and named */
     uint64_t k = 17;
     float bad[VS / 4] = {1, 2, 3, 4};

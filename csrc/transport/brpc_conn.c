@@ -33,6 +33,7 @@
 #include "transport/brpc_frame.h"
 
 #define RS_BRPC_CLIENT_MAX_BODY (1ull << 31)
+#define RS_BRPC_CLIENT_READ_AHEAD 4096
 /* RpcMeta and PSResponse are buffered; only GET rows (the attachment) can be large, and they go
  * straight into the caller's buffer, sized by the request. A server claiming more than this for
  * the buffered part is broken or hostile: refused before allocating. */
@@ -178,7 +179,8 @@ static void brpc_close(void *conn) {
 /* Write all of iov (modified in place) before deadline. */
 static int write_all(brpc_cconn *c, struct iovec *iov, int n, uint64_t deadline, rs_error *err) {
     while (n > 0) {
-        ssize_t w = writev(c->fd, iov, n);
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+        ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL); /* no SIGPIPE if the server went away */
         if (w < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -277,7 +279,11 @@ static int fill(brpc_cconn *c, size_t want, uint64_t deadline, rs_error *err) {
     }
     while (c->in_len < want) {
         size_t off = c->in_start + c->in_len;
-        ssize_t r = recv(c->fd, c->in + off, c->in_cap - off, 0);
+        /* read little beyond what is needed: a GET's rows are then received straight into the
+         * caller's buffer by recv_into instead of being copied out of this one */
+        size_t room = c->in_cap - off, ask = want - c->in_len;
+        if (ask < RS_BRPC_CLIENT_READ_AHEAD) ask = RS_BRPC_CLIENT_READ_AHEAD;
+        ssize_t r = recv(c->fd, c->in + off, ask < room ? ask : room, 0);
         if (r > 0) {
             c->in_len += (size_t)r;
             continue;

@@ -44,6 +44,8 @@
 #define RS_BRPC_HEAD_MAX 4096           /* header + RpcMeta + PSResponse head, bounded by error/reply */
 #define RS_BRPC_OUT_LIMIT (64ull << 20) /* unsent output that pauses reading a connection */
 #define RS_BRPC_IN_INITIAL (64u << 10)
+#define RS_BRPC_KEEP_BYTES (4u << 20) /* larger idle buffers are released after use */
+#define RS_BRPC_FLUSH_EARLY (64u << 10) /* queued reply bytes that are sent before the next request */
 
 typedef struct out_seg {
     size_t off, len;
@@ -188,7 +190,10 @@ static int conn_flush(brpc_sconn *c) {
             iov[n].iov_len = c->segs[i].len - skip;
             n++;
         }
-        ssize_t wr = writev(c->fd, iov, n);
+        /* sendmsg = writev with MSG_NOSIGNAL: a peer that went away must not SIGPIPE the
+         * process embedding the server */
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+        ssize_t wr = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
         if (wr < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) break;
@@ -213,6 +218,11 @@ static int conn_flush(brpc_sconn *c) {
         c->nsegs = c->seg_pos = c->seg_done = 0;
         c->out_len = 0;
         c->out_pending = 0;
+        if (c->out_cap > RS_BRPC_KEEP_BYTES) { /* a burst of big replies: give the memory back */
+            free(c->out);
+            c->out = NULL;
+            c->out_cap = 0;
+        }
     }
     return 0;
 }
@@ -325,11 +335,22 @@ static int conn_process(brpc_sconn *c) {
             break;
         }
         pos += frame;
+        /* Send big replies as soon as they are ready: the client receives this one while the
+         * next pipelined request is handled, instead of waiting for the whole batch. */
+        if (c->out_pending >= RS_BRPC_FLUSH_EARLY && conn_flush(c)) {
+            ret = -2; /* the peer went away: not a framing error */
+            break;
+        }
     }
-    if (ret) wcount(&c->w->bad_frames, 1);
+    if (ret == -1) wcount(&c->w->bad_frames, 1);
     if (pos) {
         memmove(c->in, c->in + pos, c->in_len - pos);
         c->in_len -= pos;
+    }
+    if (c->in_len == 0 && c->in_cap > RS_BRPC_KEEP_BYTES) { /* after a big request */
+        free(c->in);
+        c->in = NULL;
+        c->in_cap = 0;
     }
     return ret;
 }
@@ -359,7 +380,9 @@ static int in_make_room(brpc_sconn *c) {
 }
 
 static void conn_on_readable(brpc_sconn *c) {
-    for (;;) {
+    /* a bounded number of reads per wakeup keeps one busy connection from starving the others
+     * of this worker (level-triggered epoll brings us back) */
+    for (int rounds = 0; rounds < 16; rounds++) {
         if (in_make_room(c)) {
             wcount(&c->w->bad_frames, 1);
             conn_close(c);

@@ -9,7 +9,8 @@
  * status), so it never waits for the network; with `max_in_flight` requests outstanding (submitted
  * and not yet returned by next()) it refuses with RS_EBUSY. next() returns calls strictly in
  * submission order: finished calls that are not the oldest stay parked in the ring until their
- * turn. GET rows are copied from the response into the caller's rows_out by next().
+ * turn. GET rows are copied from the response into the caller's rows_out by next(), straight from
+ * gRPC's slices when the reply has the usual shape (reply_rows_direct).
  *
  * Invariants: only the thread using the connection touches it (a connection is per client
  * thread); `pending` entries are allocated once and reused, never moved while gRPC holds pointers
@@ -178,6 +179,71 @@ static int call_error(rs_grpc_conn *c, const rs_grpc_pending *p, rs_error *err) 
                             c->timeout_ms);
     return rs_error_set(err, rc, "grpc %s: %s: %s (%s: %s)", c->addr, method, cause,
                         rs_grpc_status_name(p->status), details[0] ? details : "no details");
+}
+
+/* ---- replies ------------------------------------------------------------------------------ */
+
+/* Copy bytes [from, from + n) of a slice buffer to dst. */
+static void slices_copy(const grpc_slice_buffer *sb, size_t from, size_t n, uint8_t *dst) {
+    for (size_t i = 0; i < sb->count && n; i++) {
+        size_t len = GRPC_SLICE_LENGTH(sb->slices[i]);
+        if (from >= len) {
+            from -= len;
+            continue;
+        }
+        size_t take = len - from < n ? len - from : n;
+        memcpy(dst, GRPC_SLICE_START_PTR(sb->slices[i]) + from, take);
+        dst += take;
+        n -= take;
+        from = 0;
+    }
+}
+
+/*
+ * A GET reply arrives in several slices; gathering it only to copy its rows out again would touch
+ * every row twice. Replies put the rows field last (rs_ps_response_encode_header), so when the
+ * message ends with field 4 holding exactly `rows_len` bytes, the rows are copied from the slices
+ * straight into rows_out and only the bytes before that field are decoded, by the shared codec.
+ * The check is exact: the head must decode as a complete PSResponse without rows and be followed
+ * by the key 0x22 (field 4, length-delimited) and the canonical varint of rows_len, which then
+ * spans precisely to the end of the message — the same split a full parse would make. Returns 1
+ * when out is filled (rows in rows_out), 0 when the message has another shape (the caller
+ * decodes it whole), RS_ENOMEM.
+ */
+static int reply_rows_direct(grpc_byte_buffer *bb, void *rows_out, size_t rows_len,
+                             rs_grpc_scratch *scratch, rs_ps_response *out) {
+    if (!bb || bb->type != GRPC_BB_RAW || bb->data.raw.compression != GRPC_COMPRESS_NONE)
+        return 0;
+    const grpc_slice_buffer *sb = &bb->data.raw.slice_buffer;
+    if (sb->count < 2 || !rows_out || !rows_len || sb->length <= rows_len)
+        return 0;
+    uint8_t key[11];
+    size_t k = 0;
+    key[k++] = 0x22;
+    for (uint64_t v = rows_len; ; v >>= 7) {
+        key[k++] = (uint8_t)((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
+        if (v < 0x80)
+            break;
+    }
+    size_t head = sb->length - rows_len; /* header fields + key + length of the rows field */
+    if (head < k || head > 8192)
+        return 0;
+    if (scratch->cap < head) {
+        uint8_t *b = realloc(scratch->buf, 8192);
+        if (!b)
+            return RS_ENOMEM;
+        scratch->buf = b;
+        scratch->cap = 8192;
+    }
+    slices_copy(sb, 0, head, scratch->buf);
+    if (memcmp(scratch->buf + head - k, key, k) != 0)
+        return 0;
+    if (rs_ps_response_decode(scratch->buf, head - k, NULL, 0, out, NULL) != 0 || out->rows_len)
+        return 0;
+    slices_copy(sb, head, rows_len, rows_out);
+    out->rows = rows_out;
+    out->rows_len = rows_len;
+    return 1;
 }
 
 /* ---- ops ----------------------------------------------------------------------------------- */
@@ -369,6 +435,15 @@ static int rs_grpc_conn_next(void *conn, rs_ps_completion *out, rs_error *err) {
         out->resp.reply[0] = 0;
         rc = call_error(c, p, err);
         snprintf(out->resp.error, sizeof out->resp.error, "%.255s", err ? err->msg : "");
+        goto done;
+    }
+    rc = reply_rows_direct(p->recv_bb, p->rows_out, p->rows_cap, &c->scratch, &out->resp);
+    if (rc == 1) {
+        rc = 0;
+        goto done;
+    }
+    if (rc < 0) {
+        rc = rs_error_set(err, rc, "grpc %s: out of memory for a reply", c->addr);
         goto done;
     }
     rs_grpc_span msg;

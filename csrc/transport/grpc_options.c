@@ -3,6 +3,9 @@
  * rs_ps_client_opts.extra) and the channel arguments both ends use.
  *
  *   calls_per_method=N  (server) requested calls kept armed per method per worker thread, 1..1024
+ *   reply_timeout_ms=N  (server) a reply the client has not taken after N ms (it stopped reading,
+ *                       or keeps its HTTP/2 flow-control window shut) is cancelled so its slot is
+ *                       freed; default 30000, 10..3600000
  *   max_frame_size=N    (both) largest HTTP/2 frame this end accepts, 16384..16777215; default
  *                       16384, HTTP/2's own (larger frames measured no better here)
  *   malloc_tuning=0|1   (both) 1 (default): at first use, raise glibc's mmap and trim thresholds
@@ -24,6 +27,7 @@
 #include "transport/grpc_transport.h"
 
 #define RS_GRPC_DEFAULT_CALLS_PER_METHOD 16
+#define RS_GRPC_DEFAULT_REPLY_TIMEOUT_MS 30000
 #define RS_GRPC_DEFAULT_MAX_FRAME 16384u
 #define RS_GRPC_MALLOC_THRESHOLD (64 << 20)
 
@@ -41,6 +45,7 @@ static int parse_uint(const char *side, const char *key, const char *val, unsign
 int rs_grpc_options_parse(const char *extra, int server, rs_grpc_options *out, rs_error *err) {
     const char *side = server ? "server" : "client";
     out->calls_per_method = RS_GRPC_DEFAULT_CALLS_PER_METHOD;
+    out->reply_timeout_ms = RS_GRPC_DEFAULT_REPLY_TIMEOUT_MS;
     out->max_frame_size = RS_GRPC_DEFAULT_MAX_FRAME;
     out->malloc_tuning = 1;
     if (!extra)
@@ -65,6 +70,8 @@ int rs_grpc_options_parse(const char *extra, int server, rs_grpc_options *out, r
             int rc;
             if (server && strcmp(kv, "calls_per_method") == 0)
                 rc = parse_uint(side, kv, val, 1, 1024, &out->calls_per_method, err);
+            else if (server && strcmp(kv, "reply_timeout_ms") == 0)
+                rc = parse_uint(side, kv, val, 10, 3600000, &out->reply_timeout_ms, err);
             else if (strcmp(kv, "max_frame_size") == 0)
                 rc = parse_uint(side, kv, val, 16384, 16777215, &out->max_frame_size, err);
             else if (strcmp(kv, "malloc_tuning") == 0)
@@ -72,7 +79,8 @@ int rs_grpc_options_parse(const char *extra, int server, rs_grpc_options *out, r
             else
                 rc = rs_error_set(err, RS_EINVAL, "unknown grpc %s option '%s' (known: %s)", side,
                                   kv,
-                                  server ? "calls_per_method, max_frame_size, malloc_tuning"
+                                  server ? "calls_per_method, reply_timeout_ms, max_frame_size, "
+                                           "malloc_tuning"
                                          : "max_frame_size, malloc_tuning");
             if (rc)
                 return rc;

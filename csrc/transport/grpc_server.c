@@ -12,7 +12,9 @@
  * that the shard handler wrote straight into a pooled buffer lent to gRPC as a slice
  * (grpc_slice_pool.c), so rows are never copied by us and their buffers are reused. When that
  * batch completes the slot is re-armed. Workers block in grpc_completion_queue_next without a
- * deadline, so an idle server sleeps.
+ * deadline while no reply is pending, so an idle server sleeps; while replies are pending they wake
+ * every reply_timeout/4 to cancel replies a client has not taken within reply_timeout (a client
+ * that stops reading would otherwise hold its slots forever).
  *
  * Invariants: a slot and its call are touched only by the worker that owns its CQ; every slot is
  * either idle, REQUESTED (a request_call is pending on the CQ) or REPLYING (a batch is pending).
@@ -36,6 +38,7 @@
 #include <grpc/grpc_security.h>
 #include <grpc/support/time.h>
 
+#include "recstore/clock.h"
 #include "recstore/eventual.h"
 #include "transport/grpc_transport.h"
 
@@ -59,7 +62,9 @@ typedef struct rs_grpc_slot {
     grpc_byte_buffer *payload; /* request message (registered slots), owned */
     grpc_byte_buffer *reply;   /* response message, owned until the batch completes */
     grpc_slice status_text;    /* UNIMPLEMENTED text (unknown-method slots) */
-    int cancelled;
+    int cancelled;           /* RECV_CLOSE_ON_SERVER result, written by gRPC */
+    int cancel_sent;         /* we cancelled this reply (reply_timeout) */
+    uint64_t reply_start_ns; /* when the reply batch started (REPLYING) */
 } rs_grpc_slot;
 
 /* Written only by its worker (CTR_ADD); read by stats() with relaxed atomic loads. */
@@ -77,9 +82,11 @@ struct rs_grpc_worker {
     int thread_started;
     rs_grpc_slot *slots;
     size_t nslots;
-    rs_grpc_scratch scratch;   /* gathers multi-slice requests */
-    rs_grpc_slice_pool *rows;  /* GET reply rows buffers */
-    rs_ps_response resp;     /* reused per request: 2.3 KB of text buffers */
+    rs_grpc_scratch scratch;  /* gathers multi-slice requests */
+    rs_grpc_slice_pool *rows; /* GET reply rows buffers */
+    rs_ps_response resp;      /* reused per request: 2.3 KB of text buffers */
+    unsigned replying;        /* slots in SLOT_REPLYING */
+    uint64_t next_scan_ns;    /* next look for replies past reply_timeout */
     rs_grpc_counters ctr;
 } __attribute__((aligned(64)));
 
@@ -90,6 +97,7 @@ struct rs_grpc_server {
     uint16_t port;
     unsigned nworkers;
     unsigned calls_per_method;
+    uint64_t reply_timeout_ns;
     rs_grpc_worker *workers;
     int shutting;       /* __atomic: set once by stop() */
     int shutdown_tag;   /* its address tags the shutdown notification */
@@ -116,6 +124,8 @@ static void slot_arm(rs_grpc_slot *sl) {
 
 /* Release what one call used and re-arm, unless the server is stopping. */
 static void slot_finish(rs_grpc_slot *sl) {
+    if (sl->state == SLOT_REPLYING)
+        sl->w->replying--;
     if (sl->call) {
         grpc_call_unref(sl->call);
         sl->call = NULL;
@@ -244,15 +254,49 @@ static void slot_serve(rs_grpc_slot *sl) {
     n++;
     CTR_ADD(w->ctr.requests, 1);
     sl->state = SLOT_REPLYING;
+    sl->cancel_sent = 0;
+    sl->reply_start_ns = rs_now_ns();
+    w->replying++;
     if (grpc_call_start_batch(sl->call, ops, n, sl, NULL) != GRPC_CALL_OK)
         slot_finish(sl);
+}
+
+/* A client that never reads its replies (or keeps its HTTP/2 window shut) would hold a slot
+ * forever; replies not delivered within reply_timeout are cancelled, which frees the slot. */
+static void cancel_stuck_replies(rs_grpc_worker *w, uint64_t now) {
+    uint64_t limit = w->srv->reply_timeout_ns;
+    for (size_t j = 0; j < w->nslots; j++) {
+        rs_grpc_slot *sl = &w->slots[j];
+        if (sl->state == SLOT_REPLYING && sl->call && now - sl->reply_start_ns > limit &&
+            !sl->cancel_sent) {
+            sl->cancel_sent = 1;
+            grpc_call_cancel_with_status(sl->call, GRPC_STATUS_DEADLINE_EXCEEDED,
+                                         "recstore.PSService: reply not taken by the client within "
+                                         "the server's reply_timeout_ms",
+                                         NULL);
+        }
+    }
+}
+
+/* How long the worker may sleep: forever when no reply is pending (an idle server sleeps). */
+static gpr_timespec worker_deadline(rs_grpc_worker *w) {
+    if (!w->replying)
+        return gpr_inf_future(GPR_CLOCK_REALTIME);
+    uint64_t now = rs_now_ns();
+    if (now >= w->next_scan_ns) {
+        if (w->next_scan_ns)
+            cancel_stuck_replies(w, now);
+        w->next_scan_ns = now + w->srv->reply_timeout_ns / 4 + 1000000;
+    }
+    return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                        gpr_time_from_nanos((int64_t)(w->next_scan_ns - now), GPR_TIMESPAN));
 }
 
 static void *worker_main(void *arg) {
     rs_grpc_worker *w = arg;
     rs_grpc_server *srv = w->srv;
     for (;;) {
-        grpc_event ev = grpc_completion_queue_next(w->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+        grpc_event ev = grpc_completion_queue_next(w->cq, worker_deadline(w), NULL);
         if (ev.type == GRPC_QUEUE_SHUTDOWN)
             break;
         if (ev.type != GRPC_OP_COMPLETE)
@@ -344,6 +388,7 @@ static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, 
     srv->shard = shard;
     srv->nworkers = nthreads;
     srv->calls_per_method = calls_per_method;
+    srv->reply_timeout_ns = (uint64_t)o.reply_timeout_ms * 1000000u;
     rs_eventual_init(&srv->shutdown_done);
     srv->workers = aligned_alloc(64, sizeof(rs_grpc_worker) * nthreads);
     if (!srv->workers) {
@@ -386,15 +431,6 @@ static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, 
             goto fail_server;
         }
     }
-    grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
-    int port = grpc_server_add_http2_port(srv->server, addr, creds);
-    grpc_server_credentials_release(creds);
-    if (port <= 0) {
-        rc = bind_failure(opts->host, opts->port, addr, err);
-        goto fail_server;
-    }
-    srv->port = (uint16_t)port;
-
     size_t nslots = (size_t)calls_per_method * RS_GRPC_NUM_METHODS + RS_GRPC_UNKNOWN_SLOTS;
     for (unsigned i = 0; i < nthreads; i++) {
         rs_grpc_worker *w = &srv->workers[i];
@@ -420,25 +456,36 @@ static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, 
         }
     }
 
+    /* Everything that can fail before a listener exists is done: from here on, cleaning up
+     * needs the server's shutdown (rs_grpc_srv_stop). */
+    grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+    int port = grpc_server_add_http2_port(srv->server, addr, creds);
+    grpc_server_credentials_release(creds);
+    if (port <= 0) {
+        rc = bind_failure(opts->host, opts->port, addr, err);
+        goto fail_server;
+    }
+    srv->port = (uint16_t)port;
     grpc_server_start(srv->server);
-    for (unsigned i = 0; i < nthreads; i++)
-        for (size_t j = 0; j < srv->workers[i].nslots; j++)
-            slot_arm(&srv->workers[i].slots[j]);
     for (unsigned i = 0; i < nthreads; i++) {
         rs_grpc_worker *w = &srv->workers[i];
         int prc = pthread_create(&w->thread, NULL, worker_main, w);
         if (prc != 0) {
             rs_error_errno(err, RS_EIO, prc, "grpc server: cannot start worker thread %u", i);
-            rs_grpc_srv_stop(srv); /* the server is started: the full stop path cleans up */
+            rs_grpc_srv_stop(srv); /* no call is armed yet: stop only shuts down and joins */
             return RS_EIO;
         }
         w->thread_started = 1;
     }
+    /* calls that arrived meanwhile waited in gRPC's queue; CQs are thread-safe to arm from here */
+    for (unsigned i = 0; i < nthreads; i++)
+        for (size_t j = 0; j < srv->workers[i].nslots; j++)
+            slot_arm(&srv->workers[i].slots[j]);
     *state = srv;
     return 0;
 
 fail_server:
-    /* not started: no listener is active (or none was added), so destroy needs no shutdown */
+    /* no listener was added, so the server can be destroyed without a shutdown */
     grpc_server_destroy(srv->server);
     for (unsigned i = 0; i < nthreads; i++) {
         rs_grpc_worker *w = &srv->workers[i];
@@ -481,15 +528,12 @@ static void rs_grpc_srv_stop(void *state) {
     if (srv->workers[0].thread_started) {
         rs_eventual_wait(&srv->shutdown_done, RS_WAIT_BLOCK, UINT64_MAX, NULL);
     } else {
-        /* no worker 0 thread (thread creation failed): take the notification ourselves */
-        for (;;) {
-            grpc_event ev = grpc_completion_queue_next(srv->workers[0].cq,
-                                                       gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-            if (ev.type == GRPC_OP_COMPLETE && ev.tag == &srv->shutdown_tag)
-                break;
-            if (ev.type == GRPC_OP_COMPLETE && ev.tag != &srv->shutdown_tag)
-                ((rs_grpc_slot *)ev.tag)->state = SLOT_IDLE;
-        }
+        /* start() failed to create worker 0 (so no call was armed): take the notification here */
+        grpc_event ev;
+        do
+            ev = grpc_completion_queue_next(srv->workers[0].cq, gpr_inf_future(GPR_CLOCK_REALTIME),
+                                            NULL);
+        while (!(ev.type == GRPC_OP_COMPLETE && ev.tag == &srv->shutdown_tag));
     }
     for (unsigned i = 0; i < srv->nworkers; i++)
         grpc_completion_queue_shutdown(srv->workers[i].cq);
@@ -498,15 +542,8 @@ static void rs_grpc_srv_stop(void *state) {
         if (w->thread_started) {
             pthread_join(w->thread, NULL);
         } else {
-            grpc_event ev;
-            while ((ev = grpc_completion_queue_next(w->cq, gpr_inf_future(GPR_CLOCK_REALTIME),
-                                                    NULL))
+            while (grpc_completion_queue_next(w->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL)
                        .type != GRPC_QUEUE_SHUTDOWN) {
-                if (ev.type == GRPC_OP_COMPLETE && ev.tag != &srv->shutdown_tag) {
-                    rs_grpc_slot *sl = ev.tag;
-                    sl->state = SLOT_REPLYING; /* finish without re-arming (shutting is set) */
-                    slot_finish(sl);
-                }
             }
         }
     }

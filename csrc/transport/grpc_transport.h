@@ -35,6 +35,7 @@ extern const char *const rs_grpc_method_paths[RS_GRPC_NUM_METHODS];
  * server-only keys. RS_EINVAL naming the option for unknown keys or bad values. */
 typedef struct rs_grpc_options {
     unsigned calls_per_method; /* server */
+    unsigned reply_timeout_ms; /* server */
     unsigned max_frame_size;   /* GRPC_ARG_HTTP2_MAX_FRAME_SIZE of this end */
     unsigned malloc_tuning;    /* 1: raise glibc's mmap/trim thresholds once per process */
 } rs_grpc_options;

@@ -169,7 +169,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=int, default=None,
                     help="fuzzing time per target (run: $FUZZ_SECONDS or 60; smoke: 3)")
     ap.add_argument("-v", "--verbose", action="store_true")
-    args = ap.parse_args()
+    args = ap.parse_intermixed_args()
     known = targets()
     if args.command == "list":
         print("\n".join(known))

@@ -147,9 +147,120 @@ def client_seeds() -> dict[str, bytes]:
     }
 
 
+# ---- RC slot protocol: mode u8 | request slot bytes (descriptor, payload) ----------------------
+
+RC_MAGIC, RC_VERSION, RC_DESC = 0x52435053, 1, 192
+
+
+def rc_desc(op: int, key_count: int, payload: bytes, msg_len: int, response_bytes: int = 4000,
+            flags: int = 0, shard: int = 0, value_size: int = VS) -> bytes:
+    # identity fields (client/qp ids, addresses, rkeys) and seq are filled in by the target
+    d = struct.pack("<IHHQIIIIIIIIII", RC_MAGIC, RC_VERSION, op, 0, shard, 0, 0, key_count,
+                    value_size, value_size // 4, RC_DESC, len(payload), response_bytes, msg_len)
+    d += struct.pack("<QIIQII", 0, 0, 0, 0, flags, 0) + b"emb".ljust(64, b"\0")
+    return d.ljust(RC_DESC, b"\0")
+
+
+def rc_slot(mode: int, op: int, msg: bytes, att: bytes, key_count: int, **kw) -> bytes:
+    payload = msg + att
+    return bytes([mode]) + rc_desc(op, key_count, payload, len(msg), **kw) + payload
+
+
+def rc_slot_seeds() -> dict[str, bytes]:
+    get, put, update, command = 1, 2, 3, 4
+    put_msg = vfield(2, VS) + vfield(6, 2) + vfield(7, 2 * VS)
+    get_msg = vfield(2, VS) + vfield(6, 3)
+    return {
+        "put": rc_slot(0, put, put_msg, keys(2, 3) + rows(2), 2),
+        "get": rc_slot(0, get, get_msg, keys(2, 3, 4), 3),
+        "get-direct-sg": rc_slot(0, get, get_msg, keys(2, 3, 4), 3, flags=3),
+        "get-direct-sg-no-fallback": rc_slot(0, get, get_msg, keys(2, 99, 4), 3, flags=1),
+        "get-status-only": rc_slot(2, get, get_msg, keys(2, 3, 4), 3),
+        "get-index-only": rc_slot(4, get, get_msg, keys(2, 3, 4), 3),
+        "get-memset": rc_slot(6, get, get_msg, keys(2, 3, 4), 3),
+        "update": rc_slot(0, update, vfield(2, VS) + vfield(6, 1) + vfield(7, VS), keys(2) + rows(1), 1),
+        "command-stats": rc_slot(0, command, lfield(5, b"stats"), b"", 0),
+        "command-small-room": rc_slot(0, command, lfield(5, b"stats"), b"", 0, response_bytes=16),
+        "wrong-shard": rc_slot(0, get, get_msg, keys(2, 3, 4), 3, shard=5),
+        "value-size-mismatch": rc_slot(0, get, get_msg, keys(2, 3, 4), 3, value_size=32),
+        "get-too-many-for-room": rc_slot(0, get, get_msg, keys(2, 3, 4), 3, response_bytes=80),
+        "fuzzed-identity": rc_slot(1, get, get_msg, keys(2, 3, 4), 3),
+    }
+
+
+# ---- RC control plane: kind u8 | body or frame stream ------------------------------------------
+
+def ep_meta(addr: int, length: int, rkey: int, name: bytes) -> bytes:
+    m = struct.pack("<QQIIIH", addr, length, rkey, 0x1234, 0x42, 7) + bytes([1, 2, 5, 3]) + b"\0\0"
+    m += bytes(range(16)) + name.ljust(64, b"\0")
+    return m.ljust(128, b"\0")
+
+
+def attach_req(qps: int) -> bytes:
+    b = b"shm".ljust(16, b"\0") + struct.pack("<IIIII", qps, 2, 4096, 4096, 0)
+    for q in range(qps):
+        b += ep_meta(0x7f0000000000 + q * 16384, 16384, 0x1001 + q, b"/recbench-rc-1-%d-abcd" % q)
+    return b
+
+
+def attach_rep(status: int, qps: int) -> bytes:
+    b = struct.pack("<i", status) + (b"" if status == 0 else b"bad geometry").ljust(256, b"\0")
+    b += struct.pack("<IIIII", 3, 0, VS, 500, qps)
+    for q in range(qps):
+        b += ep_meta(0x7e0000000000 + q * 16384, 16384, 0x2001 + q, b"/recbench-rc-2-%d-ef01" % q)
+    return b
+
+
+def ctrl_frame(msg_type: int, body: bytes) -> bytes:
+    return struct.pack("<IHHII", 0x52444D41, 1, msg_type, len(body), 0) + body
+
+
+def rc_ctrl_seeds() -> dict[str, bytes]:
+    return {
+        "attach-req-1": bytes([0]) + attach_req(1),
+        "attach-req-3": bytes([0]) + attach_req(3),
+        "attach-rep-ok": bytes([1]) + attach_rep(0, 2),
+        "attach-rep-error": bytes([1]) + attach_rep(-30001, 0),
+        "stream": bytes([2]) + ctrl_frame(1, b"") + ctrl_frame(3, attach_req(2)) + ctrl_frame(5, b""),
+        "stream-reply": bytes([2]) + ctrl_frame(2, struct.pack("<5I", 1, 0, VS, 500, 1)) +
+        ctrl_frame(4, attach_rep(0, 1)),
+        "stream-truncated": bytes([2]) + ctrl_frame(3, attach_req(1))[:100],
+        "stream-oversized": bytes([2]) + struct.pack("<IHHII", 0x52444D41, 1, 3, 1 << 30, 0),
+    }
+
+
+# ---- gRPC messages: shape u8 (op, slices, compression) | PSRequest with inline keys/rows ---------
+
+def gzip_bytes(data: bytes) -> bytes:
+    import zlib
+
+    c = zlib.compressobj(wbits=31)
+    return c.compress(data) + c.flush()
+
+
+def grpc_seeds() -> dict[str, bytes]:
+    import zlib
+
+    get, put, update, command = 0, 1, 2, 3
+    put_msg = vfield(2, VS) + lfield(3, keys(2, 3)) + lfield(4, rows(2))
+    get_msg = vfield(2, VS) + lfield(3, keys(2, 3, 4))
+    return {
+        "get": bytes([get]) + get_msg,
+        "get-3-slices": bytes([get | 2 << 2]) + get_msg,
+        "put": bytes([put]) + put_msg,
+        "put-8-slices": bytes([put | 7 << 2]) + put_msg,
+        "update": bytes([update]) + vfield(2, VS) + lfield(3, keys(2)) + lfield(4, rows(1)),
+        "command": bytes([command]) + lfield(5, b"stats"),
+        "empty-get": bytes([get]),
+        "get-deflate": bytes([get | 32]) + zlib.compress(get_msg),
+        "put-gzip": bytes([put | 32 | 64]) + gzip_bytes(put_msg),
+    }
+
+
 def all_seeds() -> dict[str, dict[str, bytes]]:
     return {"fuzz_ps_codec": codec_seeds(), "fuzz_brpc_server": server_seeds(),
-            "fuzz_brpc_client": client_seeds()}
+            "fuzz_brpc_client": client_seeds(), "fuzz_rc_slot": rc_slot_seeds(),
+            "fuzz_rc_ctrl": rc_ctrl_seeds(), "fuzz_grpc_message": grpc_seeds()}
 
 
 def write_all(corpus: Path) -> list[Path]:

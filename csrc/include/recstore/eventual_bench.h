@@ -5,10 +5,10 @@
  * Each of num_waiters threads loops until the run's end: allocate and init an eventual, hand it to
  * the setter with a deadline now + interval, wait on it (RS_WAIT_BLOCK or RS_WAIT_SPIN), free it.
  * The setter stands in for a network reply: ONE timer thread keeps a min-heap of pending
- * (deadline, eventual) pairs and sleeps on a condition variable until the earliest deadline, then
+ * (deadline, eventual) pairs and sleeps on a futex until the earliest deadline, then
  * sets every due eventual. No thread per pending request, so with block mode the whole process
- * sleeps between deadlines and CPU time stays near zero at any waiter count; with spin mode every
- * waiter burns a core while it waits, which is what the CPU column shows.
+ * sleeps between deadlines: CPU time follows the wake-up rate, not the time spent waiting; with
+ * spin mode every waiter burns a core while it waits, which is what the CPU column shows.
  *
  * Ideal rate: num_waiters * 1000 / interval_ms ops/s. Wake lateness (wake time - deadline) is
  * recorded per waiter in an rs_hist and merged at the end.

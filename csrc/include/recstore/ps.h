@@ -68,7 +68,8 @@ const char *rs_ps_status_name(int status);
 typedef struct rs_ps_request {
     rs_ps_op op;
     uint32_t shard;
-    uint32_t value_size; /* client's row size; 0 = accept the server's (GET/COMMAND only) */
+    uint32_t value_size; /* client's row size; 0 = accept the server's (PUT/UPDATE rows_len must
+                          * still be num_keys * the server's value_size) */
     uint32_t num_keys;
     const uint8_t *keys; /* num_keys * 8 bytes */
     const uint8_t *rows; /* PUT rows / UPDATE deltas (rows_len bytes) or NULL */

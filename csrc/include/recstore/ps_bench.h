@@ -51,6 +51,7 @@ typedef struct rs_ps_bench_config {
     int verify;           /* check every fetched row against rs_ps_bench_row; misses must be 0 */
     uint64_t seed;
     const volatile int *stop; /* nullable: set non-zero to end the phase early */
+    int profile;              /* run phase: time key generation, submit, wait and consume */
 } rs_ps_bench_config;
 
 typedef struct rs_ps_bench_result {
@@ -63,6 +64,9 @@ typedef struct rs_ps_bench_result {
     uint64_t verify_checked_rows, verify_bad_rows;
     uint64_t first_bad_key;
     int stopped_early;
+    /* profile (run phase, when cfg->profile): average ns per batch of each step; wait includes
+     * receiving the rows into the caller's buffer */
+    double make_keys_avg_ns, submit_avg_ns, wait_avg_ns, consume_avg_ns;
 } rs_ps_bench_result;
 
 /* The deterministic row of a key (value_size bytes): float32 values exact in binary. */

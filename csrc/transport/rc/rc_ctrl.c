@@ -10,6 +10,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -219,6 +220,11 @@ static int send_all(int fd, const uint8_t *p, size_t n, rs_error *err) {
             if (errno == EINTR)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                /* a blocking socket says EAGAIN only when its SO_SNDTIMEO (set by the server on
+                 * control connections) expired: the peer does not read, give up on it */
+                int fl = fcntl(fd, F_GETFL);
+                if (fl >= 0 && !(fl & O_NONBLOCK))
+                    return rs_error_set(err, RS_ETIMEDOUT, "control plane send: peer does not read");
                 if (wait_fd(fd, POLLOUT, rs_now_ns() + 30000000000ull) == 0)
                     continue;
                 return rs_error_set(err, RS_ETIMEDOUT, "control plane send: peer does not read");

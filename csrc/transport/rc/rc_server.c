@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "recstore/clock.h"
@@ -930,6 +931,11 @@ static void *ctrl_main(void *arg) {
         if (pf[0].revents & POLLIN) {
             int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
             if (fd >= 0) {
+                /* this thread serves every control connection: a peer that stops reading must
+                 * not block it (and every other client's attach) in send() for longer than this */
+                struct timeval tv = {.tv_sec = CTRL_MSG_TIMEOUT_MS / 1000,
+                                     .tv_usec = (CTRL_MSG_TIMEOUT_MS % 1000) * 1000};
+                setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
                 srv_client *c = calloc(1, sizeof *c);
                 if (!c) {
                     close(fd);

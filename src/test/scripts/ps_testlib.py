@@ -100,7 +100,7 @@ class PSServerProcess:
         self.returncode: int | None = None
 
     # ---- lifecycle --------------------------------------------------------------------------
-    def start(self) -> "PSServerProcess":
+    def start(self) -> PSServerProcess:
         self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      stdin=subprocess.DEVNULL, text=True, env=python_env(),
                                      cwd=str(ROOT))
@@ -188,10 +188,16 @@ class PSServerProcess:
         return False
 
 
+def live_servers() -> list:
+    """Servers started and not yet stopped (tests assert this is empty in tearDown)."""
+    return [srv for srv in _live if srv.proc is not None and srv.proc.poll() is None]
+
+
 def run_ps_bench(args: list[str], input_text: str | None = None, timeout: float = 60.0):
     """Run `python -m recbench.ps_bench ARGS` to completion; returns CompletedProcess."""
     return subprocess.run([sys.executable, "-m", "recbench.ps_bench"] + args, input=input_text,
                           capture_output=True, text=True, timeout=timeout, env=python_env(),
+                          check=False,
                           cwd=str(ROOT))
 
 

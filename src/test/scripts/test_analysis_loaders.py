@@ -60,7 +60,7 @@ class PSLoaderTest(LoaderCase):
         self.assertEqual(df["key_ops_per_sec"].dtype, "float64")
         self.assertEqual(df["p999_us"].dtype, "float64")
         row = df[df["status"] == "success"].iloc[0]
-        self.assertEqual(row["server_shard_ips"], ["127.0.0.1", "127.0.0.1"])
+        self.assertEqual(row["server_shard_ips"], ["127.0.0.1"])
         self.assertEqual(len(row["log_path"]), 2)
         skipped = df[df["status"] == "skipped"]
         self.assertTrue(len(skipped) > 0)
@@ -189,19 +189,44 @@ class KVLoaderTest(LoaderCase):
 
 
 class TotalsLoaderTest(LoaderCase):
+    def test_runner_totals_sample(self):
+        df = analysis.load_ps_totals(DATA / "ps_baseline_summary_totals.csv")
+        self.assertEqual(set(df["row_type"]), {"repeat", "mean"})
+        mean_run = df[(df["row_type"] == "mean") & (df["phase"] == "run") & (df["transport"] == "BRPC")]
+        self.assertEqual(len(mean_run), 1)
+        # the runner's per-repeat total equals our per_repeat() sum of the same summary.csv
+        reps = analysis.per_repeat(analysis.load_ps_summary(DATA / "ps_baseline_summary.csv"))
+        ours = reps[(reps["transport"] == "BRPC") & (reps["phase"] == "run")].sort_values("repeat_index")
+        theirs = df[(df["row_type"] == "repeat") & (df["phase"] == "run") & (df["transport"] == "BRPC")]
+        theirs = theirs.sort_values("repeat_index")
+        for col in ("key_ops_per_sec", "p99_us", "client_cpu_s", "keys_per_cpu_sec"):
+            for a, b in zip(ours[col], theirs[col]):
+                self.assertAlmostEqual(a, b, delta=abs(b) * 1e-3 + 1e-3, msg=col)
+
     def test_totals_file(self):
+        # the runner's layout: per-repeat rows, then a "mean" row per transport x phase
         p = write(self.tmp / "summary_totals.csv", [
-            ["transport", "phase", "repeat_index", "kind", "clients", "key_ops_per_sec", "p99_us", "client_cpu_s"],
-            ["BRPC", "run", "0", "repeat", "2", "2100000.5", "930.1", "3.2"],
-            ["BRPC", "run", "", "mean", "2", "2090000", "", "3.1"],
+            ["transport", "repeat_index", "phase", "row_kind", "status", "clients_ok", "clients_failed",
+             "window_seconds", "key_ops_per_sec", "p99_us", "client_cpu_s", "repeats",
+             "key_ops_per_sec_stdev"],
+            ["BRPC", "0", "run", "fair", "success", "2", "0", "2.0", "2100000.5", "930.1", "3.2", "1", ""],
+            ["BRPC", "1", "run", "fair", "client_failure", "1", "1", "2.0", "", "", "", "1", ""],
+            ["BRPC", "mean", "run", "fair", "success", "3", "1", "2.0", "2100000.5", "930.1", "3.2", "1", "0"],
+            ["RDMA", "mean", "run", "", "no_success", "0", "0", "", "", "", "", "0", ""],
         ])
         df = analysis.load_ps_totals(p)
         self.assertEqual(str(df["repeat_index"].dtype), "Int64")
+        self.assertEqual(df["row_type"].tolist(), ["repeat", "repeat", "mean", "mean"])
+        self.assertTrue(pd.isna(df["repeat_index"].iloc[2]))
         self.assertEqual(df["key_ops_per_sec"].dtype, "float64")
+        self.assertEqual(df["key_ops_per_sec_stdev"].dtype, "float64")
         self.assertTrue(pd.isna(df["p99_us"].iloc[1]))
+        self.assertEqual(df["status"].iloc[3], "no_success")
         self.assertEqual(analysis.detect_kind(p), "ps_totals")
         bad = write(self.tmp / "bad_totals.csv", [["transport", "repeat_index"], ["BRPC", "0"]])
         self.assertFormatError(analysis.load_ps_totals, bad, "'phase'")
+        bad = write(self.tmp / "bad2.csv", [["transport", "phase", "repeat_index"], ["BRPC", "run", "first"]])
+        self.assertFormatError(analysis.load_ps_totals, bad, "line 2", "repeat_index", "'first'")
 
 
 class EventualDatTest(LoaderCase):

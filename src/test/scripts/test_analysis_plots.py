@@ -36,7 +36,7 @@ class PlotTest(unittest.TestCase):
         self.assertPng(analysis.plot_kv_engines(df, self.tmp / "kv.png"))
 
     def test_sweep_and_eventual_plots(self):
-        sweep = analysis.load_sweep(DATA / "sweep_batch_keys_sample.csv")
+        sweep = analysis.load_sweep(DATA / "sweep_batch_keys.csv")
         for p in analysis.plot_sweep(sweep, self.tmp / "r.png", self.tmp / "c.png"):
             self.assertPng(p)
         dats = {m: analysis.load_eventual_dat(DATA / f"eventual_{m}.dat") for m in ("block", "spin")}

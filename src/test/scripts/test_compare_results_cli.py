@@ -47,7 +47,7 @@ class CompareResultsCliTest(unittest.TestCase):
         r = run(DATA / "ps_baseline_summary.csv", DATA / "ps_candidate_summary.csv", "--out-dir", self.tmp)
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertIn("## Regressions", r.stdout)
-        self.assertIn("| GRPC run | key_ops_per_sec |", r.stdout)
+        self.assertIn("| SHM run | key_ops_per_sec |", r.stdout)
         md = (self.tmp / "compare.md").read_text()
         self.assertEqual(md, r.stdout)
         lines = (self.tmp / "compare.csv").read_text().splitlines()
@@ -56,8 +56,8 @@ class CompareResultsCliTest(unittest.TestCase):
         self.assertTrue(any(",regressed," in ln for ln in lines))
 
     def test_threshold_gates(self):
-        # the sample GRPC drop is about 15 %: a 50 % threshold lets it pass
-        r = run_inproc(DATA / "ps_baseline_summary.csv", DATA / "ps_candidate_summary.csv", "--threshold", "50")
+        # the samples' largest change (SHM mean latency) is about +200 %: a 1000 % threshold lets it pass
+        r = run_inproc(DATA / "ps_baseline_summary.csv", DATA / "ps_candidate_summary.csv", "--threshold", "1000")
         self.assertEqual(r.returncode, 0, r.stdout)
 
     def test_kv_and_chinese(self):
@@ -66,7 +66,7 @@ class CompareResultsCliTest(unittest.TestCase):
         self.assertIn("# 基准对比: KV 引擎对比 summary", r.stdout)
         self.assertIn("判定规则", r.stdout)
         self.assertIn("退化", r.stdout)
-        # the sample's sqlite candidate is 20 % slower on run throughput
+        # the samples are two runs of the same build; tiny runs on a shared machine still differ
         self.assertEqual(r.returncode, 1)
 
     def test_directory_arguments(self):

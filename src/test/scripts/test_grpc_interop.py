@@ -28,6 +28,53 @@ def rows_for(keys):
     return ((keys % 100003)[:, None] * 0.25 + np.arange(DIM)[None, :]).astype(np.float32)
 
 
+# ---- a minimal HTTP/2 client, enough to open a gRPC call and never take its reply -------------
+
+def h2_frame(ftype: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
+    return len(payload).to_bytes(3, "big") + bytes([ftype, flags]) + stream.to_bytes(4, "big") \
+        + payload
+
+
+def hpack_literal(headers) -> bytes:
+    """HPACK 'literal header field without indexing, new name', no Huffman (names/values < 127)."""
+    return b"".join(b"\x00" + bytes([len(n)]) + n + bytes([len(v)]) + v for n, v in headers)
+
+
+def read_frame(sock: socket.socket):
+    def exact(n):
+        buf = b""
+        while len(buf) < n:
+            chunk = sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("server closed the connection")
+            buf += chunk
+        return buf
+    head = exact(9)
+    length = int.from_bytes(head[:3], "big")
+    return head[3], head[4], exact(length) if length else b""
+
+
+def open_stalled_get(port: int, keys: np.ndarray) -> socket.socket:
+    """A Get whose reply can never be sent: the client announces a zero flow-control window
+    (SETTINGS_INITIAL_WINDOW_SIZE = 0) and never opens it."""
+    s = socket.create_connection(("127.0.0.1", port))
+    s.settimeout(10)
+    s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + h2_frame(0x4, 0, 0, b"\x00\x04" + bytes(4)))
+    while True:  # acknowledge the server's SETTINGS like a well-behaved peer
+        ftype, flags, _ = read_frame(s)
+        if ftype == 0x4 and not flags & 0x1:
+            s.sendall(h2_frame(0x4, 0x1, 0))
+            break
+    raw = keys.astype("<u8").tobytes()
+    msg = b"\x1a" + bytes([len(raw)]) + raw  # PSRequest.keys (field 3), len < 128
+    headers = [(b":method", b"POST"), (b":scheme", b"http"),
+               (b":path", b"/recstore.PSService/Get"), (b":authority", b"127.0.0.1"),
+               (b"content-type", b"application/grpc"), (b"te", b"trailers")]
+    s.sendall(h2_frame(0x1, 0x4, 1, hpack_literal(headers))
+              + h2_frame(0x0, 0x1, 1, b"\x00" + len(msg).to_bytes(4, "big") + msg))
+    return s
+
+
 class GrpcioClientTest(unittest.TestCase):
     """Any gRPC client can call the server: grpcio stubs generated from recbench/proto/ps.proto."""
 
@@ -132,6 +179,44 @@ class GrpcPSClientTest(unittest.TestCase):
                         pass
                 self.assertEqual(ps.get(keys).tobytes(), rows_for(keys).tobytes())
             stalled.close()
+        self.assertEqual(srv.returncode, 0)
+
+    def test_transport_options_reach_both_ends(self):
+        keys = np.arange(1, 2001, dtype=np.uint64)
+        with PSServerProcess("grpc", num_shards=1, value_size=VS, max_keys_per_request=5000,
+                             extra_args=["--transport_options",
+                                         "calls_per_method=2;max_frame_size=1048576"]) as srv:
+            with recbench.PSClient(srv.uri, transport_options="max_frame_size=65536;"
+                                   "malloc_tuning=1", prefetch_depth=2) as ps:
+                ps.put(keys, rows_for(keys))
+                self.assertEqual(ps.get(keys).tobytes(), rows_for(keys).tobytes())
+            with self.assertRaises(errors.InvalidArgument) as cm:
+                recbench.PSClient(srv.uri, transport_options="window=9")
+            self.assertIn("window", str(cm.exception))
+        with self.assertRaises(RuntimeError) as cm:
+            PSServerProcess("grpc", num_shards=1, value_size=VS,
+                            extra_args=["--transport_options", "calls_per_method=0"]).start()
+        self.assertIn("calls_per_method", str(cm.exception))
+
+    def test_client_that_never_takes_its_reply_does_not_block_others(self):
+        # one worker with one Get slot: the stalled reply holds it until reply_timeout_ms
+        # cancels it; then the well-behaved client's Get (queued by gRPC meanwhile) is served
+        keys = np.arange(1, 11, dtype=np.uint64)
+        with PSServerProcess("grpc", num_shards=1, value_size=VS,
+                             extra_args=["--transport_options",
+                                         "calls_per_method=1;reply_timeout_ms=300"]) as srv, \
+                recbench.PSClient(srv.uri, value_size=VS, timeout_ms=20000) as ps:
+            ps.put(keys, rows_for(keys))
+            stalled = open_stalled_get(srv.ports[0], keys)
+            try:
+                # the server cancels the stalled call: it resets the stream (RST_STREAM)
+                while True:
+                    ftype, _, _ = read_frame(stalled)
+                    if ftype == 0x3:
+                        break
+                self.assertEqual(ps.get(keys).tobytes(), rows_for(keys).tobytes())
+            finally:
+                stalled.close()
         self.assertEqual(srv.returncode, 0)
 
     def test_refused_names_server(self):

@@ -1,6 +1,7 @@
 """The parameter server over brpc (baidu_std): real ps_server processes on loopback, PSClient and
 ps_bench against them, malformed baidu_std traffic, shutdown with clients connected."""
 
+import signal
 import socket
 import struct
 import subprocess
@@ -8,13 +9,21 @@ import sys
 import tempfile
 import threading
 import unittest
+from pathlib import Path
 
 import numpy as np
+from ps_testlib import (
+    PSServerProcess,
+    live_servers,
+    parse_kv_line,
+    python_env,
+    require_transport,
+    result_lines,
+    run_ps_bench,
+)
 
 import recbench
 from recbench import _ps, errors
-from ps_testlib import (PSServerProcess, parse_kv_line, python_env, require_transport,
-                        result_lines, run_ps_bench)
 
 VS = 64
 DIM = VS // 4
@@ -85,6 +94,9 @@ class BrpcServerTest(unittest.TestCase):
     def setUpClass(cls):
         require_transport(None, "brpc")
 
+    def tearDown(self):
+        self.assertEqual(live_servers(), [], "a test left a ps_server running")
+
     def test_transports_lists_brpc(self):
         t = _ps.transports()
         self.assertIsNone(t["brpc"])
@@ -140,6 +152,11 @@ class BrpcServerTest(unittest.TestCase):
                 self.assertIn(f"127.0.0.1:{srv.ports[0]}", str(cm.exception))
                 with self.assertRaises(ValueError):
                     ps.put(np.arange(3, dtype=np.uint64), np.zeros((2, DIM), np.float32))
+                with self.assertRaises(TypeError):
+                    ps.get(np.array([1.5]))
+                with self.assertRaises(ValueError):
+                    ps.get([-1])
+                self.assertEqual(ps.get([]).shape, (0, DIM))
                 self.assertEqual(ps.get([1]).shape, (1, DIM))  # still usable
             with self.assertRaises(errors.InvalidArgument) as cm:
                 recbench.PSClient(srv.uri, value_size=VS * 2)
@@ -215,6 +232,25 @@ class BrpcServerTest(unittest.TestCase):
             good.close()
         self.assertGreaterEqual(int(srv.final_lines[0]["bad_frames"]), 4)
 
+    def test_pipelined_requests_while_the_client_does_not_read(self):
+        # 140 GETs of 1000 keys x 512 B (~72 MB of replies) sent before reading anything: the
+        # server queues replies, stops reading at its output limit, and resumes as they drain
+        n_req, n_keys, vs = 140, 1000, 512
+        with PSServerProcess("brpc", value_size=vs, max_keys_per_request=n_keys) as srv:
+            keys = np.arange(1, n_keys + 1, dtype=np.uint64).tobytes()
+            msg = _varint(6 << 3) + _varint(n_keys)  # PSRequest{num_keys}
+            with connected_sock(srv.ports[0]) as s:
+                s.settimeout(60)
+                frames = b"".join(baidu_frame("recstore.PSService", "Get", cid, msg, keys)
+                                  for cid in range(1, n_req + 1))
+                sender = threading.Thread(target=s.sendall, args=(frames,))
+                sender.start()
+                sender.join()  # the bytes fit in the socket buffers while replies pile up
+                for cid in range(1, n_req + 1):
+                    meta, body = read_frame(s)
+                    self.assertIn(_varint(4 << 3) + _varint(cid), meta)  # correlation_id, in order
+                    self.assertGreaterEqual(len(body), n_keys * vs)
+
     def test_shutdown_with_clients_connected(self):
         srv = PSServerProcess("brpc", value_size=VS, num_threads=2).start()
         try:
@@ -234,27 +270,61 @@ class BrpcServerTest(unittest.TestCase):
         finally:
             srv.stop()
 
+    def test_binds_only_the_given_address(self):
+        with PSServerProcess("brpc", value_size=VS) as srv:
+            # 127.0.0.2 is loopback too, but the server bound 127.0.0.1 only
+            with self.assertRaises(ConnectionRefusedError):
+                socket.create_connection(("127.0.0.2", srv.ports[0]), timeout=5).close()
+            with recbench.PSClient(srv.uri) as ps:
+                self.assertEqual(ps.command("ready"), "ready")
+
+    def test_sigint_stops_the_server(self):
+        srv = PSServerProcess("brpc", value_size=VS).start()
+        try:
+            client = recbench.PSClient(srv.uri)
+            srv.proc.send_signal(signal.SIGINT)
+            srv.proc.wait(10)
+            self.assertEqual(srv.stop(), 0)
+            self.assertEqual(int(srv.final_lines[0]["handled_command"]), 1)  # the client's ping
+            with self.assertRaises(errors.ConnectionFailed):
+                client.get([1])
+            client.close()
+        finally:
+            srv.stop()
+
+    def test_timeout_names_the_server(self):
+        # a listener that never answers: the handshake completes in the kernel's backlog
+        with socket.socket() as lsock:
+            lsock.bind(("127.0.0.1", 0))
+            lsock.listen(8)
+            port = lsock.getsockname()[1]
+            with self.assertRaises(errors.Timeout) as cm:
+                recbench.PSClient(f"brpc://127.0.0.1:{port}", timeout_ms=300)
+            self.assertIn(f"127.0.0.1:{port}", str(cm.exception))
+            self.assertIn("300 ms", str(cm.exception))
+
     def test_server_rejects_bad_flags(self):
         r = subprocess.run([sys.executable, "-m", "recbench.ps_server", "--value_size", "30"],
-                           capture_output=True, text=True, timeout=30, env=python_env())
+                           capture_output=True, text=True, timeout=30, env=python_env(), check=False)
         self.assertEqual(r.returncode, 2)
         self.assertIn("value_size 30", r.stderr)
         with tempfile.TemporaryDirectory() as d:
             bad = f"{d}/cfg.json"
-            open(bad, "w").write('{"cache_ps": {"num_shards": "two"}}')
+            Path(bad).write_text('{"cache_ps": {"num_shards": "two"}}')
             r = subprocess.run([sys.executable, "-m", "recbench.ps_server", "--config_path", bad],
-                               capture_output=True, text=True, timeout=30, env=python_env())
+                               capture_output=True, text=True, timeout=30, env=python_env(), check=False)
             self.assertEqual(r.returncode, 2)
             self.assertIn("cache_ps.num_shards", r.stderr)
 
     def test_server_from_recstore_config(self):
-        from recbench.ps_config import build_config
         import json
+
+        from recbench.ps_config import build_config
         with tempfile.TemporaryDirectory() as d:
             cfg = build_config("brpc", [("127.0.0.1", 0), ("127.0.0.1", 0)], value_size=32,
                                capacity=5000)
             path = f"{d}/cfg.json"
-            open(path, "w").write(json.dumps(cfg))
+            Path(path).write_text(json.dumps(cfg))
             srv = PSServerProcess("brpc", num_shards=1, value_size=32)
             srv.args = [sys.executable, "-m", "recbench.ps_server", "--config_path", path,
                         "--local_shard_id", "1"]
@@ -269,6 +339,9 @@ class PsBenchBrpcTest(unittest.TestCase):
     def setUpClass(cls):
         require_transport(None, "brpc")
 
+    def tearDown(self):
+        self.assertEqual(live_servers(), [], "a test left a ps_server running")
+
     def test_verify_two_shards_with_misses(self):
         with PSServerProcess("brpc", num_shards=2, value_size=VS) as srv, \
                 tempfile.TemporaryDirectory() as d:
@@ -276,7 +349,7 @@ class PsBenchBrpcTest(unittest.TestCase):
                 "--record_count", "3000", "--batch_keys", "100", "--thread_num", "2",
                 "--prefetch_depth", "4", "--running_seconds", "0.5", "--warmup_seconds", "0.1",
                 "--fetch_key_space", "4000", "--verify_deterministic_values=true",
-                "--no_barrier"])
+                "--no_barrier", "--transaction_profile"])
             self.assertEqual(r.returncode, 0, r.stderr)
             res = result_lines(r.stdout)
             self.assertEqual(res["load"]["key_ops"], "3000")
@@ -291,6 +364,10 @@ class PsBenchBrpcTest(unittest.TestCase):
             self.assertEqual(run["keys_missing"], "0")
             self.assertLessEqual(float(run["p50_us"]), float(run["p99_us"]))
             self.assertIn("PS_BENCHMARK_LOADED", r.stdout)
+            prof = [line for line in r.stdout.splitlines()
+                    if line.startswith("PS_BENCHMARK_PROFILE phase=run")]
+            self.assertEqual(len(prof), 1)
+            self.assertGreater(float(parse_kv_line(prof[0])["wait_plus_result_avg_ns"]), 0)
 
     def test_barrier_waits_for_go(self):
         with PSServerProcess("brpc", value_size=VS) as srv, tempfile.TemporaryDirectory() as d:

@@ -1,0 +1,323 @@
+/*
+ * kv_bench.c — benchmark_kv_engine's load and run loops (recstore/kv_bench.h).
+ *
+ * Phase shape: the controlling thread starts N pthreads, all check in at a start line, the clock
+ * starts when the controller opens it; a timed run sleeps running_seconds and raises `stop`, a
+ * counted run gives each thread its share of operation_count. Each thread keeps its own rng, counters and
+ * read/update histograms (rs_hist) in its own heap block; they are merged after join. Process
+ * CPU time (getrusage) is taken around the phase.
+ *
+ * The ceiling read mode runs the identical loop (same key generation, same batch size, same
+ * output buffer) but gathers rows from a flat array with a software prefetch CEIL_D rows ahead,
+ * which is what any index-based engine is trying to approach.
+ */
+#define _GNU_SOURCE
+#include "recstore/kv_bench.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "recstore/clock.h"
+#include "recstore/rng.h"
+#include "recstore/zipf.h"
+
+#include "kv_internal.h"
+
+#ifndef CEIL_D
+#define CEIL_D 8
+#endif
+
+struct rs_kv_bench {
+    rs_kv_bench_config cfg;
+    rs_kv_region flat_region; /* ceiling mode: record_count rows, huge-page backed like the slab */
+    uint8_t *flat;
+    rs_zipf_scrambled zipf;
+    int stop;       /* atomic: end the phase */
+    int go;         /* atomic: start line; threads wait for it after checking in */
+    uint32_t ready; /* atomic: threads at the start line */
+};
+
+typedef struct bench_thread {
+    rs_kv_bench *b;
+    uint32_t id;
+    int load;
+    uint64_t lo, hi;  /* load: key range */
+    uint64_t quota;   /* run: ops to do when counted */
+    int rc;
+    rs_error err;
+    rs_kv_bench_phase r; /* this thread's counters and histograms */
+} bench_thread;
+
+int rs_kv_bench_open(const rs_kv_bench_config *cfg, rs_kv_bench **out, rs_error *err) {
+    if (!cfg || !out) return rs_error_set(err, RS_EINVAL, "cfg and out must not be NULL");
+    if (cfg->record_count == 0) return rs_error_set(err, RS_EINVAL, "record_count must be > 0");
+    if (cfg->value_size == 0) return rs_error_set(err, RS_EINVAL, "value_size must be > 0");
+    if (cfg->threads == 0) return rs_error_set(err, RS_EINVAL, "threads must be >= 1");
+    if (cfg->workload != 'a' && cfg->workload != 'b' && cfg->workload != 'c')
+        return rs_error_set(err, RS_EINVAL, "workload must be a, b or c (got '%c')",
+                            cfg->workload ? cfg->workload : '?');
+    if (cfg->read_mode != RS_KV_BENCH_GET && cfg->read_mode != RS_KV_BENCH_BATCH &&
+        cfg->read_mode != RS_KV_BENCH_CEILING)
+        return rs_error_set(err, RS_EINVAL, "read_mode %d is unknown", (int)cfg->read_mode);
+    if (cfg->read_mode != RS_KV_BENCH_GET && cfg->batch_keys == 0)
+        return rs_error_set(err, RS_EINVAL, "batch_keys must be >= 1 for batch reads");
+    if (cfg->read_mode != RS_KV_BENCH_CEILING && !cfg->kv)
+        return rs_error_set(err, RS_EINVAL, "kv engine is required unless read_mode is ceiling");
+    if (cfg->kv && rs_kv_value_size(cfg->kv) != cfg->value_size)
+        return rs_error_set(err, RS_EINVAL, "value_size %u differs from the engine's %u",
+                            cfg->value_size, rs_kv_value_size(cfg->kv));
+    if (cfg->running_seconds <= 0 && cfg->operation_count == 0)
+        return rs_error_set(err, RS_EINVAL, "set running_seconds > 0 or operation_count > 0");
+    rs_kv_bench *b = calloc(1, sizeof *b);
+    if (!b) return rs_error_set(err, RS_ENOMEM, "bench handle");
+    b->cfg = *cfg;
+    if (!b->cfg.load_threads) b->cfg.load_threads = cfg->threads;
+    int rc;
+    if (cfg->distribution == RS_KV_BENCH_ZIPFIAN) {
+        rc = rs_zipf_scrambled_init(&b->zipf, cfg->record_count, cfg->zipfian_alpha, err);
+        if (rc) goto fail;
+    } else if (cfg->distribution != RS_KV_BENCH_UNIFORM) {
+        rc = rs_error_set(err, RS_EINVAL, "distribution %d is unknown", (int)cfg->distribution);
+        goto fail;
+    }
+    if (cfg->read_mode == RS_KV_BENCH_CEILING) {
+        size_t bytes = (size_t)cfg->record_count * cfg->value_size;
+        rc = rs_kv_region_open_anon(&b->flat_region, bytes, bytes, err);
+        if (rc) {
+            rs_error_prefix(err, "ceiling array of %zu bytes: ", bytes);
+            goto fail;
+        }
+        b->flat = b->flat_region.base;
+    }
+    *out = b;
+    return 0;
+fail:
+    free(b);
+    return rc;
+}
+
+void rs_kv_bench_close(rs_kv_bench *b) {
+    if (!b) return;
+    if (b->flat) rs_kv_region_close(&b->flat_region);
+    free(b);
+}
+
+void rs_kv_bench_stop(rs_kv_bench *b) {
+    __atomic_store_n(&b->stop, 1, __ATOMIC_RELEASE);
+}
+
+static inline uint64_t next_key(rs_kv_bench *b, rs_rng *r) {
+    if (b->cfg.distribution == RS_KV_BENCH_ZIPFIAN) return rs_zipf_scrambled_next(&b->zipf, r);
+    return rs_rng_below(r, b->cfg.record_count);
+}
+
+/* The ceiling: gather rows keys[i] of a flat array into out, prefetching CEIL_D rows ahead. */
+static void ceiling_gather(const uint8_t *flat, size_t vs, const uint64_t *keys, size_t n,
+                           uint8_t *out) {
+    for (size_t i = 0; i < n + CEIL_D; i++) {
+        if (i < n) rs_kv_prefetch_range(flat + keys[i] * vs, vs);
+        if (i >= CEIL_D) memcpy(out + (i - CEIL_D) * vs, flat + keys[i - CEIL_D] * vs, vs);
+    }
+}
+
+static void bind_cpu(uint32_t id) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n <= 0) return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET((int)(id % (uint32_t)n), &set);
+    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
+static int put_row(rs_kv_bench *b, uint64_t key, uint8_t *row, rs_error *err) {
+    memcpy(row, &key, sizeof key < b->cfg.value_size ? sizeof key : b->cfg.value_size);
+    if (b->flat) {
+        memcpy(b->flat + key * b->cfg.value_size, row, b->cfg.value_size);
+        return 0;
+    }
+    return rs_kv_put(b->cfg.kv, key, row, b->cfg.value_size, err);
+}
+
+static void load_loop(bench_thread *t, uint8_t *row) {
+    rs_kv_bench *b = t->b;
+    for (uint64_t k = t->lo; k < t->hi; k++) {
+        uint64_t t0 = rs_now_ns();
+        t->rc = put_row(b, k, row, &t->err);
+        rs_hist_record(&t->r.update, rs_now_ns() - t0);
+        if (t->rc) return;
+        t->r.update_ops++;
+        t->r.ops++;
+        if ((k & 1023) == 0 && __atomic_load_n(&b->stop, __ATOMIC_RELAXED)) return;
+    }
+}
+
+static void run_loop(bench_thread *t, uint8_t *row, uint64_t *keys, uint8_t *out, uint8_t *found) {
+    rs_kv_bench *b = t->b;
+    const rs_kv_bench_config *c = &b->cfg;
+    rs_rng rng;
+    rs_rng_seed(&rng, c->seed + 0x1000u + t->id);
+    double read_prop = c->workload == 'a' ? 0.5 : c->workload == 'b' ? 0.95 : 1.0;
+    int timed = c->running_seconds > 0;
+    size_t vs = c->value_size;
+    while (timed ? !__atomic_load_n(&b->stop, __ATOMIC_RELAXED) : t->r.ops < t->quota) {
+        int read = read_prop >= 1.0 || rs_rng_double(&rng) < read_prop;
+        if (!read) {
+            uint64_t key = next_key(b, &rng);
+            uint64_t t0 = rs_now_ns();
+            t->rc = put_row(b, key, row, &t->err);
+            rs_hist_record(&t->r.update, rs_now_ns() - t0);
+            if (t->rc) return;
+            t->r.update_ops++;
+            t->r.ops++;
+            continue;
+        }
+        if (c->read_mode == RS_KV_BENCH_GET) {
+            uint64_t key = next_key(b, &rng);
+            uint64_t t0 = rs_now_ns();
+            int rc = rs_kv_get(c->kv, key, out, vs, NULL);
+            rs_hist_record(&t->r.read, rs_now_ns() - t0);
+            if (rc == RS_ENOTFOUND) t->r.not_found++;
+            t->r.read_ops++;
+            t->r.ops++;
+            continue;
+        }
+        size_t n = c->batch_keys;
+        for (size_t i = 0; i < n; i++)
+            keys[i] = next_key(b, &rng);
+        size_t nf = n;
+        uint64_t t0 = rs_now_ns();
+        if (c->read_mode == RS_KV_BENCH_BATCH)
+            rs_kv_batch_get_flat(c->kv, keys, n, out, found, &nf);
+        else
+            ceiling_gather(b->flat, vs, keys, n, out);
+        rs_hist_record(&t->r.read, rs_now_ns() - t0);
+        t->r.not_found += n - nf;
+        t->r.read_ops += n;
+        t->r.ops += n;
+        t->r.batches++;
+    }
+}
+
+static void *bench_main(void *arg) {
+    bench_thread *t = arg;
+    rs_kv_bench *b = t->b;
+    size_t vs = b->cfg.value_size;
+    size_t n = b->cfg.read_mode == RS_KV_BENCH_GET ? 1 : b->cfg.batch_keys;
+    uint8_t *row = calloc(1, vs);
+    uint64_t *keys = calloc(n, sizeof *keys);
+    uint8_t *out = aligned_alloc(64, (n * vs + 63) & ~(size_t)63);
+    uint8_t *found = calloc(n, 1);
+    if (!row || !keys || !out || !found) {
+        t->rc = rs_error_set(&t->err, RS_ENOMEM, "per-thread buffers");
+    } else {
+        memset(out, 0, n * vs);
+        for (size_t i = 8; i < vs; i++)
+            row[i] = (uint8_t)(i * 7 + t->id);
+    }
+    if (b->cfg.bind_core && !t->load) bind_cpu(t->id);
+    __atomic_fetch_add(&b->ready, 1, __ATOMIC_RELEASE);
+    while (!__atomic_load_n(&b->go, __ATOMIC_ACQUIRE))
+        sched_yield();
+    if (!t->rc && !__atomic_load_n(&b->stop, __ATOMIC_ACQUIRE)) {
+        if (t->load)
+            load_loop(t, row);
+        else
+            run_loop(t, row, keys, out, found);
+    }
+    free(row);
+    free(keys);
+    free(out);
+    free(found);
+    return NULL;
+}
+
+static int run_phase(rs_kv_bench *b, int load, rs_kv_bench_phase *res, rs_error *err) {
+    uint32_t nt = load ? b->cfg.load_threads : b->cfg.threads;
+    if (load && nt > b->cfg.record_count) nt = (uint32_t)b->cfg.record_count;
+    bench_thread *th = calloc(nt, sizeof *th);
+    pthread_t *tid = calloc(nt, sizeof *tid);
+    int rc = 0;
+    uint32_t started = 0;
+    if (!th || !tid) {
+        rc = rs_error_set(err, RS_ENOMEM, "%u thread states", nt);
+        goto out_free;
+    }
+    __atomic_store_n(&b->stop, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&b->go, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&b->ready, 0, __ATOMIC_RELAXED);
+    uint64_t per = b->cfg.record_count / nt, extra = b->cfg.record_count % nt, lo = 0;
+    uint64_t qper = b->cfg.operation_count / nt, qextra = b->cfg.operation_count % nt;
+    for (uint32_t i = 0; i < nt; i++) {
+        bench_thread *t = &th[i];
+        t->b = b;
+        t->id = i;
+        t->load = load;
+        t->lo = lo;
+        t->hi = lo + per + (i < extra);
+        lo = t->hi;
+        t->quota = qper + (i < qextra);
+        rs_hist_reset(&t->r.read);
+        rs_hist_reset(&t->r.update);
+        if (pthread_create(&tid[i], NULL, bench_main, t) != 0) {
+            rc = rs_error_set(err, RS_ENOMEM, "pthread_create for thread %u", i);
+            rs_kv_bench_stop(b); /* the started threads leave at the start line */
+            break;
+        }
+        started++;
+    }
+    while (__atomic_load_n(&b->ready, __ATOMIC_ACQUIRE) < started)
+        sched_yield();
+    rs_cpu_times c0, c1;
+    rs_process_cpu(&c0);
+    uint64_t t0 = rs_now_ns();
+    __atomic_store_n(&b->go, 1, __ATOMIC_RELEASE);
+    if (!rc && !load && b->cfg.running_seconds > 0) {
+        uint64_t end = t0 + (uint64_t)(b->cfg.running_seconds * 1e9);
+        for (uint64_t now = rs_now_ns(); now < end && !__atomic_load_n(&b->stop, __ATOMIC_ACQUIRE);
+             now = rs_now_ns())
+            rs_sleep_ns(end - now < 20000000ull ? end - now : 20000000ull);
+        rs_kv_bench_stop(b);
+    }
+    for (uint32_t i = 0; i < started; i++)
+        pthread_join(tid[i], NULL);
+    uint64_t t1 = rs_now_ns();
+    rs_process_cpu(&c1);
+    if (rc) goto out_free;
+    memset(res, 0, sizeof *res);
+    rs_hist_reset(&res->read);
+    rs_hist_reset(&res->update);
+    res->seconds = (double)(t1 - t0) / 1e9;
+    res->cpu_user_s = c1.user_s - c0.user_s;
+    res->cpu_sys_s = c1.sys_s - c0.sys_s;
+    for (uint32_t i = 0; i < nt; i++) {
+        bench_thread *t = &th[i];
+        res->ops += t->r.ops;
+        res->read_ops += t->r.read_ops;
+        res->update_ops += t->r.update_ops;
+        res->batches += t->r.batches;
+        res->not_found += t->r.not_found;
+        rs_hist_merge(&res->read, &t->r.read);
+        rs_hist_merge(&res->update, &t->r.update);
+        if (t->rc && !rc) {
+            rc = t->rc;
+            if (err) *err = t->err;
+            rs_error_prefix(err, "%s thread %u: ", load ? "load" : "run", i);
+        }
+    }
+out_free:
+    free(th);
+    free(tid);
+    return rc;
+}
+
+int rs_kv_bench_load(rs_kv_bench *b, rs_kv_bench_phase *out, rs_error *err) {
+    return run_phase(b, 1, out, err);
+}
+
+int rs_kv_bench_run(rs_kv_bench *b, rs_kv_bench_phase *out, rs_error *err) {
+    return run_phase(b, 0, out, err);
+}

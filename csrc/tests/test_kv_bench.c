@@ -1,0 +1,106 @@
+/*
+ * test_kv_bench.c — the benchmark_kv_engine loops: a counted load and run put and read exactly
+ * the requested keys with every read mode, histograms hold one sample per call, the ceiling needs
+ * no engine, and bad configurations are refused naming the field.
+ */
+#include <string.h>
+
+#include "recstore/kv_bench.h"
+#include "rs_test.h"
+
+static rs_kv_bench_phase g_load, g_run;
+
+static rs_kv *open_pet(uint64_t cap, uint32_t vs) {
+    rs_kv_config cfg = {.index_type = RS_KV_INDEX_PET_HASH, .value_size = vs, .capacity = cap};
+    rs_kv *kv = NULL;
+    RS_CHECK_EQ(rs_kv_open(&cfg, &kv, NULL), 0);
+    return kv;
+}
+
+static void test_counted_batch_run(void) {
+    rs_kv *kv = open_pet(1000, 64);
+    rs_kv_bench_config c = {.kv = kv, .record_count = 1000, .value_size = 64, .threads = 2,
+                            .workload = 'c', .distribution = RS_KV_BENCH_UNIFORM,
+                            .read_mode = RS_KV_BENCH_BATCH, .batch_keys = 10,
+                            .operation_count = 5000, .seed = 3};
+    rs_kv_bench *b = NULL;
+    rs_error err = {0};
+    RS_CHECK_EQ(rs_kv_bench_open(&c, &b, &err), 0);
+    RS_CHECK_EQ(rs_kv_bench_load(b, &g_load, &err), 0);
+    RS_CHECK_EQ(g_load.ops, 1000);
+    RS_CHECK_EQ(g_load.update.count, 1000);
+    RS_CHECK_EQ(rs_kv_count(kv), 1000);
+    RS_CHECK_EQ(rs_kv_bench_run(b, &g_run, &err), 0);
+    RS_CHECK_EQ(g_run.ops, 5000);
+    RS_CHECK_EQ(g_run.read_ops, 5000);
+    RS_CHECK_EQ(g_run.batches, 500);
+    RS_CHECK_EQ(g_run.read.count, 500);
+    RS_CHECK_EQ(g_run.not_found, 0);
+    /* every row holds its key in its first 8 bytes after the load */
+    uint64_t keys[3] = {0, 500, 999}, rows[3 * 8];
+    RS_CHECK_EQ(rs_kv_batch_get_flat(kv, keys, 3, rows, NULL, NULL), 0);
+    RS_CHECK(rows[0] == 0 && rows[8] == 500 && rows[16] == 999);
+    rs_kv_bench_close(b);
+    rs_kv_close(kv);
+}
+
+static void test_workload_a_zipfian_get(void) {
+    rs_kv *kv = open_pet(2000, 32);
+    rs_kv_bench_config c = {.kv = kv, .record_count = 2000, .value_size = 32, .threads = 1,
+                            .workload = 'a', .distribution = RS_KV_BENCH_ZIPFIAN,
+                            .zipfian_alpha = 0.9, .read_mode = RS_KV_BENCH_GET,
+                            .operation_count = 4000, .seed = 1};
+    rs_kv_bench *b = NULL;
+    RS_CHECK_EQ(rs_kv_bench_open(&c, &b, NULL), 0);
+    RS_CHECK_EQ(rs_kv_bench_load(b, &g_load, NULL), 0);
+    RS_CHECK_EQ(rs_kv_bench_run(b, &g_run, NULL), 0);
+    RS_CHECK_EQ(g_run.ops, 4000);
+    RS_CHECK_EQ(g_run.read_ops + g_run.update_ops, 4000);
+    RS_CHECK(g_run.update_ops > 1500 && g_run.update_ops < 2500);
+    RS_CHECK_EQ(g_run.read.count, g_run.read_ops);
+    RS_CHECK_EQ(g_run.update.count, g_run.update_ops);
+    RS_CHECK_EQ(rs_kv_count(kv), 2000); /* updates overwrite, never add keys */
+    rs_kv_bench_close(b);
+    rs_kv_close(kv);
+}
+
+static void test_ceiling_timed(void) {
+    rs_kv_bench_config c = {.record_count = 500, .value_size = 128, .threads = 1, .workload = 'c',
+                            .distribution = RS_KV_BENCH_UNIFORM,
+                            .read_mode = RS_KV_BENCH_CEILING, .batch_keys = 20,
+                            .running_seconds = 0.05};
+    rs_kv_bench *b = NULL;
+    RS_CHECK_EQ(rs_kv_bench_open(&c, &b, NULL), 0);
+    RS_CHECK_EQ(rs_kv_bench_load(b, &g_load, NULL), 0);
+    RS_CHECK_EQ(rs_kv_bench_run(b, &g_run, NULL), 0);
+    RS_CHECK(g_run.seconds >= 0.05);
+    RS_CHECK(g_run.ops > 0);
+    RS_CHECK_EQ(g_run.ops, g_run.batches * 20);
+    rs_kv_bench_close(b);
+}
+
+static void test_bad_config(void) {
+    rs_error err = {0};
+    rs_kv_bench *b = NULL;
+    rs_kv_bench_config c = {.record_count = 10, .value_size = 8, .threads = 1, .workload = 'x',
+                            .distribution = RS_KV_BENCH_UNIFORM,
+                            .read_mode = RS_KV_BENCH_CEILING, .batch_keys = 1,
+                            .operation_count = 1};
+    RS_CHECK_EQ(rs_kv_bench_open(&c, &b, &err), RS_EINVAL);
+    RS_CHECK(strstr(err.msg, "workload") != NULL);
+    c.workload = 'c';
+    c.read_mode = RS_KV_BENCH_BATCH;
+    RS_CHECK_EQ(rs_kv_bench_open(&c, &b, &err), RS_EINVAL);
+    RS_CHECK(strstr(err.msg, "kv") != NULL);
+    c.read_mode = RS_KV_BENCH_CEILING;
+    c.operation_count = 0;
+    RS_CHECK_EQ(rs_kv_bench_open(&c, &b, &err), RS_EINVAL);
+    RS_CHECK(strstr(err.msg, "operation_count") != NULL);
+    c.operation_count = 1;
+    c.distribution = RS_KV_BENCH_ZIPFIAN;
+    c.zipfian_alpha = 1.5;
+    RS_CHECK_EQ(rs_kv_bench_open(&c, &b, &err), RS_EINVAL);
+}
+
+RS_TEST_MAIN(RS_TEST(test_counted_batch_run), RS_TEST(test_workload_a_zipfian_get),
+             RS_TEST(test_ceiling_timed), RS_TEST(test_bad_config))

@@ -1,0 +1,281 @@
+"""benchmark_kv_engine: `python3 -m recbench.kv_bench` (console script `recbench-kv-bench`).
+
+RecStore's storage-only benchmark, re-implemented: load `record_count` keys into a KV engine,
+then run workload a/b/c for `running_seconds` (or `operation_count` operations) on `threads`
+pthreads, and print RecStore's two result lines with latency percentiles and CPU time appended:
+
+    YCSB_LOAD_RESULT records= threads= seconds= ops= throughput_ops_sec= p50_us= ... cpu_sys_s=
+    YCSB_RESULT workload= distribution= zipfian_alpha= read_mode= threads= records= runtime_s= ops=
+        throughput_ops_sec= read_ops= update_ops= index_type= value_size= ... cpu_sys_s=
+
+In the batch read modes a read is one batch of `batch_keys` random keys and `ops` and
+`throughput_ops_sec` count keys, as RecStore does; latencies are then per batch call.
+`--read_mode=ceiling` runs the same loop gathering rows from a flat array with no index: the
+memory-system limit for this access pattern, printed in the same format.
+
+The loops are C (csrc/kv/kv_bench.c); this module parses flags, runs them, formats the lines, and
+compares indexes side by side (compare_indexes, used by tools/benchmarks/bench_kv_indexes.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shutil
+import statistics
+import sys
+import tempfile
+
+from recbench import _kv
+
+log = logging.getLogger("recbench.kv_bench")
+
+INDEX_TYPES = ("DRAM_PET_HASH", "DRAM_EXTENDIBLE_HASH", "SSD_EXTENDIBLE_HASH")
+READ_MODES = ("get", "batch_get_flat", "ceiling")
+PERCENTILES = ("p50_us", "p95_us", "p99_us", "p999_us", "max_us")
+
+
+def _bool(text: str) -> bool:
+    t = text.strip().lower()
+    if t in ("1", "true", "yes", "on"):
+        return True
+    if t in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _workload(text: str) -> str:
+    t = text.strip().lower()
+    if t.startswith("workload"):
+        t = t[len("workload"):]
+    if t not in ("a", "b", "c"):
+        raise argparse.ArgumentTypeError(f"workload must be a, b or c (or workloada..c), got {text!r}")
+    return t
+
+
+def _positive_int(text: str) -> int:
+    v = int(text)
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return v
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="recbench-kv-bench",
+        description="Storage-only KV engine benchmark (RecStore's benchmark_kv_engine flags).",
+        allow_abbrev=False)
+    p.add_argument("--engine", default="dram", choices=("dram", "cceh"),
+                   help="dram: DRAM index types; cceh: SSD_EXTENDIBLE_HASH in files under --ssd_path")
+    p.add_argument("--index_type", default=None,
+                   help="DRAM_PET_HASH, DRAM_EXTENDIBLE_HASH (alias DRAM) or SSD_EXTENDIBLE_HASH "
+                        "(aliases SSD, CCEH); default DRAM_EXTENDIBLE_HASH, or SSD_EXTENDIBLE_HASH "
+                        "with --engine=cceh")
+    p.add_argument("--record_count", type=_positive_int, default=1_000_000)
+    p.add_argument("--operation_count", type=int, default=None,
+                   help="run this many operations (keys in batch modes) instead of a timed run")
+    p.add_argument("--running_seconds", type=float, default=None,
+                   help="timed run length (default 5 unless --operation_count is given)")
+    p.add_argument("--value_size", type=_positive_int, default=128)
+    p.add_argument("--threads", "--thread_num", dest="threads", type=_positive_int, default=1)
+    p.add_argument("--load_thread_num", type=int, default=0, help="load threads (0 = --threads)")
+    p.add_argument("--workload", type=_workload, default="c",
+                   help="a: 50/50 read/update, b: 95/5, c: reads only")
+    p.add_argument("--distribution", default="uniform", choices=("uniform", "zipfian"))
+    p.add_argument("--zipfian_alpha", type=float, default=0.9,
+                   help="theta of YCSB's scrambled zipfian, in (0, 1)")
+    p.add_argument("--read_mode", default="get", choices=READ_MODES)
+    p.add_argument("--batch_keys", type=_positive_int, default=500)
+    p.add_argument("--seed", type=int, default=1, help="run thread i seeds its rng with seed+i")
+    p.add_argument("--ssd_path", default="",
+                   help="directory for SSD_EXTENDIBLE_HASH files (default: a temporary directory, "
+                        "removed afterwards)")
+    p.add_argument("--load", type=_bool, default=True, help="run the load phase (true/false)")
+    p.add_argument("--run", type=_bool, default=True, help="run the run phase (true/false)")
+    p.add_argument("--bind_core", type=_bool, default=False,
+                   help="pin run thread i to CPU i mod online CPUs (as RecStore does)")
+    p.add_argument("-v", "--verbose", action="store_true")
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> dict:
+    """Validate parsed flags into the keyword arguments of recbench._kv.kv_bench."""
+    index_type = args.index_type
+    if args.engine == "cceh":
+        index_type = index_type or "SSD_EXTENDIBLE_HASH"
+        if index_type.upper() not in ("SSD_EXTENDIBLE_HASH", "SSD", "CCEH"):
+            raise ValueError(f"--engine=cceh needs --index_type=SSD_EXTENDIBLE_HASH, got {index_type}")
+    index_type = index_type or "DRAM_EXTENDIBLE_HASH"
+    if args.running_seconds is not None and args.running_seconds <= 0:
+        raise ValueError(f"--running_seconds must be > 0, got {args.running_seconds}")
+    if args.operation_count is not None and args.operation_count < 0:
+        raise ValueError(f"--operation_count must be >= 0, got {args.operation_count}")
+    if args.running_seconds is None and args.operation_count:
+        running_seconds, operation_count = 0.0, args.operation_count
+    else:
+        running_seconds, operation_count = args.running_seconds or 5.0, 0
+    if not 0.0 < args.zipfian_alpha < 1.0:
+        raise ValueError(f"--zipfian_alpha must be in (0, 1), got {args.zipfian_alpha}")
+    if args.load_thread_num < 0:
+        raise ValueError(f"--load_thread_num must be >= 0, got {args.load_thread_num}")
+    if not args.load and args.run and args.read_mode != "ceiling" and \
+            index_type.upper() not in ("SSD_EXTENDIBLE_HASH", "SSD", "CCEH"):
+        raise ValueError("--load=false leaves a DRAM engine empty: the run would only miss")
+    return dict(index_type=index_type, value_size=args.value_size, record_count=args.record_count,
+                threads=args.threads, load_threads=args.load_thread_num, workload=args.workload,
+                distribution=args.distribution, zipfian_alpha=args.zipfian_alpha,
+                read_mode=args.read_mode, batch_keys=args.batch_keys,
+                running_seconds=running_seconds, operation_count=operation_count, seed=args.seed,
+                bind_core=args.bind_core, path=args.ssd_path or None, load=args.load, run=args.run)
+
+
+def run(config: dict) -> dict:
+    """Run recbench._kv.kv_bench(**config); a CCEH engine without a path gets a temporary
+    directory that is removed afterwards. Returns {'load': phase|None, 'run': phase|None}."""
+    cfg = dict(config)
+    tmp = None
+    is_cceh = cfg["index_type"].upper() in ("SSD_EXTENDIBLE_HASH", "SSD", "CCEH")
+    if is_cceh and cfg["read_mode"] != "ceiling" and not cfg.get("path"):
+        tmp = tempfile.mkdtemp(prefix="recbench_cceh_")
+        cfg["path"] = tmp
+    try:
+        return _kv.kv_bench(**cfg)
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.3f}" if abs(v) < 1e6 else f"{v:.0f}"
+    return str(v)
+
+
+def _line(tag: str, fields: list[tuple[str, object]]) -> str:
+    return tag + " " + " ".join(f"{k}={_fmt(v)}" for k, v in fields)
+
+
+def _cpu_fields(ph: dict) -> list[tuple[str, object]]:
+    cpu = ph["cpu_user_s"] + ph["cpu_sys_s"]
+    return [("cpu_user_s", ph["cpu_user_s"]), ("cpu_sys_s", ph["cpu_sys_s"]),
+            ("ops_per_cpu_sec", ph["ops"] / cpu if cpu > 0 else 0.0)]
+
+
+def format_lines(config: dict, result: dict) -> list[str]:
+    """RecStore's YCSB_LOAD_RESULT / YCSB_RESULT lines (their keys first, in their order), then
+    the new keys: latency percentiles per operation type and CPU time."""
+    lines = []
+    ceiling = config["read_mode"] == "ceiling"
+    index = "none" if ceiling else config["index_type"]
+    ld = result.get("load")
+    if ld:
+        f = [("records", config["record_count"]), ("threads", config["load_threads"] or config["threads"]),
+             ("seconds", ld["seconds"]), ("ops", ld["ops"]), ("throughput_ops_sec", ld["throughput_ops_sec"]),
+             ("index_type", index), ("value_size", config["value_size"])]
+        f += [(k, ld["update"][k]) for k in ("mean_us",) + PERCENTILES]
+        f += _cpu_fields(ld)
+        lines.append(_line("YCSB_LOAD_RESULT", f))
+    rn = result.get("run")
+    if rn:
+        f = [("workload", config["workload"]), ("distribution", config["distribution"]),
+             ("zipfian_alpha", config["zipfian_alpha"]), ("read_mode", config["read_mode"]),
+             ("threads", config["threads"]), ("records", config["record_count"]),
+             ("runtime_s", rn["seconds"]), ("ops", rn["ops"]),
+             ("throughput_ops_sec", rn["throughput_ops_sec"]), ("read_ops", rn["read_ops"]),
+             ("update_ops", rn["update_ops"]),
+             ("index_type", index), ("value_size", config["value_size"]),
+             ("batch_keys", config["batch_keys"] if config["read_mode"] != "get" else 1),
+             ("batches", rn["batches"]), ("not_found", rn["not_found"]),
+             ("latency_per", "batch" if config["read_mode"] != "get" else "op")]
+        f += [(k, rn["all"][k]) for k in ("mean_us",) + PERCENTILES]
+        for kind in ("read", "update"):
+            if rn[kind]["count"]:
+                f += [(f"{kind}_{k}", rn[kind][k]) for k in ("mean_us",) + PERCENTILES]
+        f += _cpu_fields(rn)
+        lines.append(_line("YCSB_RESULT", f))
+    return lines
+
+
+def compare_indexes(record_count=1_000_000, value_size=512, batch_keys=500, threads=1,
+                    running_seconds=3.0, repeats=3, seed=1,
+                    index_types=("DRAM_PET_HASH", "DRAM_EXTENDIBLE_HASH")) -> dict:
+    """Run the ceiling and each index in batch_get_flat mode, interleaved `repeats` times (the
+    machine's noise hits all of them alike), and return per-case medians and ratios."""
+    cases = [("ceiling", "ceiling")] + [(it, "batch_get_flat") for it in index_types]
+    samples = {name: [] for name, _ in cases}
+    for rep in range(repeats):
+        for name, mode in cases:
+            cfg = dict(index_type=name if mode != "ceiling" else "DRAM_PET_HASH", value_size=value_size,
+                       record_count=record_count, threads=threads, load_threads=0, workload="c",
+                       distribution="uniform", zipfian_alpha=0.99, read_mode=mode,
+                       batch_keys=batch_keys, running_seconds=running_seconds, operation_count=0,
+                       seed=seed + rep, bind_core=False, path=None, load=True, run=True)
+            r = run(cfg)["run"]
+            cpu = r["cpu_user_s"] + r["cpu_sys_s"]
+            samples[name].append({"keys_per_sec": r["throughput_ops_sec"],
+                                  "keys_per_cpu_sec": r["ops"] / cpu if cpu > 0 else 0.0,
+                                  "batch_p50_us": r["read"]["p50_us"],
+                                  "batch_p99_us": r["read"]["p99_us"],
+                                  "not_found": r["not_found"]})
+            log.info("repeat %d %s: %.2f M keys/s, %.2f M keys per CPU-second", rep, name,
+                     samples[name][-1]["keys_per_sec"] / 1e6, samples[name][-1]["keys_per_cpu_sec"] / 1e6)
+    med = {name: {k: statistics.median(s[k] for s in runs) for k in runs[0]}
+           for name, runs in samples.items()}
+    ceil = med["ceiling"]
+    for name, m in med.items():
+        m["pct_of_ceiling"] = 100.0 * m["keys_per_sec"] / ceil["keys_per_sec"]
+        m["pct_of_ceiling_cpu"] = 100.0 * m["keys_per_cpu_sec"] / ceil["keys_per_cpu_sec"]
+    out = {"params": dict(record_count=record_count, value_size=value_size, batch_keys=batch_keys,
+                          threads=threads, running_seconds=running_seconds, repeats=repeats),
+           "median": med, "samples": samples}
+    if "DRAM_PET_HASH" in med and "DRAM_EXTENDIBLE_HASH" in med:
+        pet, eh = med["DRAM_PET_HASH"], med["DRAM_EXTENDIBLE_HASH"]
+        out["pet_over_eh"] = pet["keys_per_sec"] / eh["keys_per_sec"]
+        out["pet_over_eh_cpu"] = pet["keys_per_cpu_sec"] / eh["keys_per_cpu_sec"]
+    return out
+
+
+def format_comparison(res: dict) -> str:
+    p = res["params"]
+    rows = [f"batch_get_flat, batch_keys={p['batch_keys']}, value_size={p['value_size']}, "
+            f"record_count={p['record_count']}, threads={p['threads']}, uniform keys, "
+            f"{p['running_seconds']:g} s per run, median of {p['repeats']} interleaved repeats",
+            "",
+            f"| {'case':<22} | {'M keys/s':>9} | {'% of ceiling':>12} | {'M keys/CPU-s':>12} | "
+            f"{'% of ceiling (CPU)':>18} | {'batch p50 us':>12} | {'batch p99 us':>12} |",
+            f"|{'-' * 24}|{'-' * 11}|{'-' * 14}|{'-' * 14}|{'-' * 20}|{'-' * 14}|{'-' * 14}|"]
+    for name, m in res["median"].items():
+        rows.append(f"| {name:<22} | {m['keys_per_sec'] / 1e6:>9.2f} | {m['pct_of_ceiling']:>11.1f}% | "
+                    f"{m['keys_per_cpu_sec'] / 1e6:>12.2f} | {m['pct_of_ceiling_cpu']:>17.1f}% | "
+                    f"{m['batch_p50_us']:>12.1f} | {m['batch_p99_us']:>12.1f} |")
+    if "pet_over_eh" in res:
+        rows += ["", f"PET/EH: {res['pet_over_eh']:.2f}x keys/s, {res['pet_over_eh_cpu']:.2f}x keys per "
+                     f"CPU-second (RecStore publishes 51.96 / 19.45 = 2.67x, 16 threads, 300k records)"]
+    return "\n".join(rows)
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(name)s: %(message)s")
+    try:
+        config = config_from_args(args)
+    except ValueError as e:
+        print(f"recbench-kv-bench: error: {e}", file=sys.stderr)
+        return 2
+    log.info("config %s", config)
+    try:
+        result = run(config)
+    except (ValueError, TypeError) as e:
+        print(f"recbench-kv-bench: error: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:  # engine errors (capacity, I/O) end the run with a clear line
+        print(f"recbench-kv-bench: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    for line in format_lines(config, result):
+        print(line, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

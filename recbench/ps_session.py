@@ -1,0 +1,825 @@
+"""One invocation of the PS runner: preflight every host, run every transport x repeat case, and
+write the outputs.
+
+A case: write the config (locally, and on every remote host through ssh stdin), start the shard
+servers and wait for their ready lines (or, after --startup-delay, for their ports) within
+--cluster-timeout; start every client process; wait until each has printed PS_BENCHMARK_LOADED
+(or exited); write `go` to all of them at once so their run phases share one window; wait for
+them within --client-timeout (counted from the client start, for the whole group); read the
+servers' CPU time over that window from /proc; stop everything. A failed or skipped case gives
+rows with its status and never stops the other cases; the summary files are always written.
+"""
+
+import json
+import logging
+import os
+import platform
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import recbench
+from recbench import preflight, report_md, results
+from recbench.execution import REGISTRY, Host, Ssh, shell_join, start_process
+from recbench.ps_runner import RESULT_DIR_PREFIX, RUNNER_VERSION
+from recbench.runner_config import (
+    bind_core_offset,
+    build_benchmark_cmd,
+    build_runtime_config,
+    build_server_cmd,
+    flag_name,
+)
+from recbench.topology import (
+    RC_TRANSPORTS,
+    RDMA_SSH_CONTROL_PLANE_PORT,
+    TopologyError,
+    build_topology_plan,
+    format_hostport,
+)
+
+log = logging.getLogger("recbench.ps_runner")
+
+READY_MARKER = "event=ready"
+LOADED_MARKER = "PS_BENCHMARK_LOADED"
+SKIP_EXIT_CODE = 77
+REPO_ROOT = Path(recbench.__file__).resolve().parents[1]
+
+
+def git_state(root=REPO_ROOT):
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                                text=True, check=True, timeout=10).stdout.strip()
+        dirty = bool(subprocess.run(["git", "-C", str(root), "status", "--porcelain",
+                                     "--untracked-files=no"], capture_output=True, text=True,
+                                    timeout=10).stdout.strip())
+        return {"commit": commit, "dirty": dirty}
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": "unknown", "dirty": False}
+
+
+def _tail(path, n=3):
+    try:
+        with open(path, errors="replace") as f:
+            lines = [line.strip() for line in f if line.strip()]
+        return " | ".join(lines[-n:])
+    except OSError:
+        return ""
+
+
+class Session:
+    def __init__(self, args, argv):
+        self.args = args
+        self.argv = argv
+        self.started = time.monotonic()
+        self.output_dir = self._output_dir()
+        self.rows = []
+        self.cases = []
+        self.case_cpu = []
+        self.ssh = None
+        self.hosts = {}
+        self.facts = {}
+        self.host_problems = {}
+        self.help_cache = {}
+        self.not_forwarded = set()
+        self.run_tag = f"run_{os.getpid()}_{int(time.time())}"
+        self.remote_repo = args.remote_repo or str(REPO_ROOT)
+        self.remote_python = args.remote_python or f"{self.remote_repo}/.venv/bin/python"
+        self.interrupted = False
+
+    # ---- setup ---------------------------------------------------------------------------
+    def _output_dir(self):
+        out = self.args.output_dir or os.path.join(
+            "results", RESULT_DIR_PREFIX + time.strftime("%m%d%H%M"))
+        path = Path(out)
+        if not path.is_absolute():
+            path = REPO_ROOT / path
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def host(self, ssh_host):
+        if self.args.execution_backend == "local":
+            ssh_host = None
+        key = ssh_host or "local"
+        if key not in self.hosts:
+            if ssh_host is None:
+                self.hosts[key] = Host(None, repo=str(REPO_ROOT))
+            else:
+                if self.ssh is None:
+                    self.ssh = Ssh(self.args.ssh_config or None, self.args.ssh_option)
+                self.hosts[key] = Host(ssh_host, self.ssh, self.remote_repo,
+                                       self.args.remote_container or None)
+        return self.hosts[key]
+
+    def launcher(self, host, module, binary):
+        if binary:
+            if host.remote:
+                return [binary if os.path.isabs(binary) else f"{self.remote_repo}/{binary}"]
+            return [str(self._local_binary(binary))]
+        if host.remote:
+            return [self.remote_python, "-m", module]
+        return [sys.executable, "-m", module]
+
+    def _local_binary(self, binary):
+        path = Path(binary)
+        return path if path.is_absolute() else REPO_ROOT / path
+
+    def process_env(self, host, config_path, bind_offset=None):
+        env = {"PYTHONPATH": host.repo if host.remote else str(REPO_ROOT),
+               "RECSTORE_CONFIG": config_path, "RECBENCH_CONFIG": config_path}
+        if bind_offset is not None:
+            env["RECSTORE_BIND_CORE_OFFSET"] = str(bind_offset)
+        return env
+
+    # ---- preflight -----------------------------------------------------------------------
+    def topology_for(self, transport):
+        a = self.args
+        rc_port = None
+        if transport in RC_TRANSPORTS:
+            rc_port = a.rdma_control_plane_port or (
+                RDMA_SSH_CONTROL_PLANE_PORT if a.execution_backend == "ssh" else None)
+        topo = build_topology_plan(transport, a.server_shard_ips, a.client_ips,
+                                   a.client_processes_per_ip, a.server_plan, a.client_plan,
+                                   rc_port=rc_port)
+        if (transport in RC_TRANSPORTS and a.rdma_control_plane_host
+                and a.rdma_control_plane_host != topo.servers[0].host):
+            raise TopologyError(f"--rdma-control-plane-host {a.rdma_control_plane_host}: in "
+                                "recbench each shard's control plane is that shard's own endpoint, "
+                                f"so it must be shard 0's host {topo.servers[0].host} (or empty)")
+        shards = sorted(s.shard for s in topo.servers)
+        if shards != list(range(len(shards))):
+            raise TopologyError(f"shard ids {shards} must be dense, 0..{len(shards) - 1}: recbench "
+                                "routes a key to shard hash(key) % num_shards (fix --server-plan)")
+        if (transport in RC_TRANSPORTS and rc_port is None and not a.server_plan.strip()):
+            for s in topo.servers:  # local control planes: ports the OS says are free
+                s.port = preflight.free_port(s.host)
+        return topo
+
+    def _remote_facts(self, host, ports):
+        port_arg = ",".join(f"{h}:{p}" for h, p in ports)
+        cmd = (f"PYTHONPATH={host.repo} {shell_join([self.remote_python])} -m recbench.preflight"
+               f" --ports {shell_join([port_arg])}" if port_arg else
+               f"PYTHONPATH={host.repo} {shell_join([self.remote_python])} -m recbench.preflight")
+        try:
+            res = host.run(cmd, timeout=max(30, self.args.cluster_timeout))
+        except subprocess.TimeoutExpired:
+            return None, f"{host.label()}: preflight over ssh timed out"
+        for line in res.stdout.splitlines():
+            if line.startswith(preflight.PREFLIGHT_MARKER):
+                return json.loads(line[len(preflight.PREFLIGHT_MARKER):]), None
+        detail = (res.stderr.strip().splitlines() or ["no output"])[-1]
+        return None, f"{host.label()}: preflight failed (exit {res.returncode}): {detail}"
+
+    def _rsync(self, host):
+        """--remote-sync rsync: copy the source tree (not .venv, builds, results) and build it."""
+        a = self.args
+        excludes = ["/.venv", "/build", "/results", "*.so", "__pycache__", "/.git",
+                    "/csrc/proto/gen", ".pytest_cache"]
+        if a.remote_container:
+            staging = f"/tmp/recbench_sync_{os.getpid()}"
+            target = f"{host.ssh_host}:{staging}/"
+        else:
+            target = f"{host.ssh_host}:{self.remote_repo}/"
+        mk = staging if a.remote_container else self.remote_repo
+        res = subprocess.run(self.ssh.base_args(host.ssh_host) + ["mkdir", "-p", mk],
+                             capture_output=True, text=True, timeout=60)
+        if res.returncode != 0:
+            return f"{host.label()}: mkdir -p {mk} failed: {res.stderr.strip()}"
+        rsh = shell_join(self.ssh.base_args(host.ssh_host)[:-1])
+        cmd = ["rsync", "-a", "--delete", "-e", rsh] + [f"--exclude={e}" for e in excludes] + [
+            f"{REPO_ROOT}/", target]
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        if res.returncode != 0:
+            return f"{host.label()}: rsync failed: {res.stderr.strip()[-300:]}"
+        if a.remote_container:
+            res = subprocess.run(self.ssh.base_args(host.ssh_host) + [
+                "docker", "exec", a.remote_container, "mkdir", "-p", self.remote_repo],
+                capture_output=True, text=True, timeout=120)
+            if res.returncode != 0:
+                return f"{host.label()}: docker exec mkdir failed: {res.stderr.strip()}"
+            res = subprocess.run(self.ssh.base_args(host.ssh_host) + [
+                "docker", "cp", f"{staging}/.", f"{a.remote_container}:{self.remote_repo}"],
+                capture_output=True, text=True, timeout=600)
+            if res.returncode != 0:
+                return f"{host.label()}: docker cp failed: {res.stderr.strip()}"
+        res = host.run(a.remote_build_command, timeout=1800)
+        if res.returncode != 0:
+            return (f"{host.label()}: {a.remote_build_command!r} failed (exit {res.returncode}): "
+                    f"{(res.stderr or res.stdout).strip()[-300:]}")
+        return None
+
+    def preflight_hosts(self, topologies):
+        a = self.args
+        ports_by_host = {}
+        for transport, topo in topologies.items():
+            for s in topo.servers:
+                ports_by_host.setdefault(self.host(s.ssh_host).label(), set()).add((s.host, s.port))
+            for c in topo.clients:
+                ports_by_host.setdefault(self.host(c.ssh_host).label(), set())
+        local_facts = preflight.host_facts(sorted(ports_by_host.get("local", ())))
+        self.facts["local"] = local_facts
+        if "local" in ports_by_host:
+            self.host_problems["local"] = self._build_problems("local", local_facts)
+        remote = [label for label in ports_by_host if label != "local"]
+        if a.remote_sync == "rsync":  # sequential: two aliases may name one host and directory
+            for label in remote:
+                err = self._rsync(self.hosts[label])
+                if err:
+                    self.host_problems[label] = [err]
+        todo = [label for label in remote if not self.host_problems.get(label)]
+        local = Host(None, repo=str(REPO_ROOT))
+        with ThreadPoolExecutor(max_workers=max(2, min(8, len(todo) + 2))) as pool:
+            helps = [pool.submit(self.program_flags, local, [sys.executable, "-m", module])
+                     for module in ("recbench.ps_server", "recbench.ps_bench")]
+            for label, problems in zip(todo, pool.map(
+                    lambda lbl: self._check_remote(lbl, local_facts, sorted(ports_by_host[lbl])),
+                    todo)):
+                self.host_problems[label] = problems
+            for f in helps:
+                f.result()
+
+    def _check_remote(self, label, local_facts, ports):
+        """Facts and problems of one remote host; also reads its programs' --help once."""
+        a = self.args
+        host = self.hosts[label]
+        facts, err = self._remote_facts(host, ports)
+        if err:
+            return [err]
+        self.facts[label] = facts
+        problems = []
+        if a.remote_sync in ("check", "rsync"):
+            problems += preflight.compare_with_local(local_facts, facts, label,
+                                                     check_commit=a.remote_sync == "check")
+        problems += self._build_problems(label, facts)
+        if not problems:
+            for module, binary in (("recbench.ps_server", a.server_binary),
+                                   ("recbench.ps_bench", a.benchmark_binary)):
+                self.program_flags(host, self.launcher(host, module, binary))
+        return problems
+
+    def _build_problems(self, label, facts):
+        info = facts.get("recbench", {})
+        if "error" in info:
+            return [f"{label}: recbench does not import: {info['error']}"]
+        build_type = info.get("build_type", "unknown")
+        build_dir = self.args.build_dir if label == "local" else self.args.remote_build_dir
+        if build_type != "Release":
+            if "release" in build_dir.lower():
+                return [f"{label}: build dir {build_dir!r} demands a Release build, found "
+                        f"{build_type} (run make build)"]
+            if not self.args.allow_debug_build:
+                return [f"{label}: recbench is a {build_type} build; numbers need Release "
+                        "(run make build, or pass --allow-debug-build to run and label the rows)"]
+        return []
+
+    def program_flags(self, host, launcher):
+        """Flags a program accepts, from its --help (None when it cannot tell). recbench's own
+        modules on a remote host are the local ones (preflight compares version and commit), so
+        their --help is read locally, once."""
+        if host.remote and list(launcher[:2]) == [self.remote_python, "-m"]:
+            host, launcher = Host(None, repo=str(REPO_ROOT)), [sys.executable] + list(launcher[1:])
+        key = (host.label(), tuple(launcher))
+        if key in self.help_cache:
+            return self.help_cache[key]
+        flags = None
+        try:
+            if host.remote:
+                res = host.run(f"PYTHONPATH={host.repo} {shell_join(launcher)} --help", timeout=60)
+            else:
+                res = subprocess.run(launcher + ["--help"], capture_output=True, text=True,
+                                     timeout=60, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+                                     cwd=str(REPO_ROOT), stdin=subprocess.DEVNULL)
+            if res.returncode == 0:
+                flags = {tok[2:].split("=")[0].split("[")[0].rstrip(",")
+                         for tok in res.stdout.split() if tok.startswith("--")}
+            else:
+                flags = {"__error__": (res.stderr.strip().splitlines() or ["no output"])[-1]}
+        except (OSError, subprocess.SubprocessError) as exc:
+            flags = {"__error__": str(exc)}
+        self.help_cache[key] = flags
+        return flags
+
+    def filter_flags(self, argv, supported, program):
+        """Drop derived-default flags the program does not accept; raise for flags the user set."""
+        if not supported or "__error__" in supported:
+            return argv
+        out = []
+        explicit = set(self.args.explicit)
+        for arg in argv:
+            name = flag_name(arg)
+            if name is None or name in supported or name not in OPTIONAL_PROCESS_FLAGS:
+                out.append(arg)
+                continue
+            source = _runner_dest_for(name)
+            if source in explicit:
+                raise PreflightError(f"{program} does not accept --{name} (from --"
+                                     f"{source.replace('_', '-')}); drop that option")
+            self.not_forwarded.add(f"{program}: --{name}")
+        return out
+
+    # ---- cases ---------------------------------------------------------------------------
+    def base_row(self, transport, repeat, topo):
+        a = self.args
+        return {
+            "transport": transport, "repeat_index": repeat, "server_shards": len(topo.servers),
+            "client_processes": len(topo.clients),
+            "server_shard_ips": [s.host for s in topo.servers],
+            "client_ips": topo.client_hosts(), "record_count": a.record_count,
+            "value_size": a.value_size, "batch_keys": a.batch_keys,
+            "client_threads_per_process": a.client_threads_per_process,
+            "runtime_seconds": a.runtime_seconds, "distribution": a.distribution, "mode": a.mode,
+            "index_type": a.index_type, "row_kind": a.effective_row_kind,
+            "build_type": self._build_type(topo), "client_index": -1, "phase": "",
+        }
+
+    def _build_type(self, topo):
+        labels = {self.host(s.ssh_host).label() for s in topo.servers}
+        labels |= {self.host(c.ssh_host).label() for c in topo.clients}
+        types = sorted({self.facts.get(lbl, {}).get("recbench", {}).get("build_type", "unknown")
+                        for lbl in labels})
+        return ";".join(types)
+
+    def case_skip_reason(self, transport, topo):
+        labels = sorted({self.host(s.ssh_host).label() for s in topo.servers}
+                        | {self.host(c.ssh_host).label() for c in topo.clients})
+        for lbl in labels if not self.args.server_binary else ():
+            missing = self.facts.get(lbl, {}).get("transports", {}).get(transport.lower())
+            if missing:
+                return f"recbench on {lbl} has no {transport.lower()} transport: {missing}"
+        if transport == "RDMA":
+            for lbl in labels:
+                facts = self.facts.get(lbl)
+                if facts is not None and not facts.get("rdma_devices"):
+                    reason = str(facts.get("rdma_reason") or "")
+                    reason = reason.split("no RDMA verbs device: ", 1)[-1]
+                    return f"no RDMA verbs device on {lbl}: {reason}"
+        return None
+
+    def host_level_problems(self, topo):
+        labels = sorted({self.host(s.ssh_host).label() for s in topo.servers}
+                        | {self.host(c.ssh_host).label() for c in topo.clients})
+        problems = []
+        for lbl in labels:
+            problems += self.host_problems.get(lbl, [])
+        return problems
+
+    def fabric_problems(self, transport, topo):
+        """--rdma-fabric-plan: each process's device and port exist on its host, with the link
+        layer its mode needs."""
+        from recbench.topology import EXPECTED_LINK_LAYER
+
+        problems = []
+        if transport != "RDMA":
+            return problems
+        for role, specs in (("server", topo.servers), ("client", topo.clients)):
+            for spec in specs:
+                index = spec.server_index if role == "server" else spec.client_index
+                entry = self.args.fabric.get((role, index))
+                label = self.host(spec.ssh_host).label()
+                devices = self.facts.get(label, {}).get("rdma_devices") or []
+                if entry is None or not devices:
+                    continue
+                dev = next((d for d in devices if d["name"] == entry.device), None)
+                if dev is None:
+                    problems.append(f"{role} {index}: device {entry.device} is not on {label} "
+                                    f"(it has {', '.join(d['name'] for d in devices)})")
+                    continue
+                port = next((p for p in dev["ports"] if p["port"] == entry.port), None)
+                if port is None:
+                    problems.append(f"{role} {index}: {entry.device} on {label} has no port "
+                                    f"{entry.port}")
+                elif port["link_layer"] != EXPECTED_LINK_LAYER[entry.mode]:
+                    problems.append(f"{role} {index}: mode {entry.mode} needs an "
+                                    f"{EXPECTED_LINK_LAYER[entry.mode]} port, {entry.device} port "
+                                    f"{entry.port} on {label} is {port['link_layer']}")
+        return problems
+
+    def case_problems(self, topo, transport=None):
+        problems = self.fabric_problems(transport, topo) if transport else []
+        for spec, module, binary in ([(s, "recbench.ps_server", self.args.server_binary)
+                                      for s in topo.servers]
+                                     + [(c, "recbench.ps_bench", self.args.benchmark_binary)
+                                        for c in topo.clients]):
+            host = self.host(spec.ssh_host)
+            if host.label() in self.host_problems and self.host_problems[host.label()]:
+                continue
+            flags = self.program_flags(host, self.launcher(host, module, binary))
+            if flags is not None and "__error__" in flags:
+                msg = f"{binary or module} cannot run on {host.label()}: {flags['__error__']}"
+                if msg not in problems:
+                    problems.append(msg)
+        for s in topo.servers:
+            facts = self.facts.get(self.host(s.ssh_host).label(), {})
+            state = facts.get("ports", {}).get(f"{s.host}:{s.port}")
+            if state == "in use":
+                problems.append(f"server {s.server_index}: port {format_hostport(s.host, s.port)} "
+                                "is in use (pick another with --server-plan)")
+            elif state == "not a local address":
+                problems.append(f"server {s.server_index}: {s.host} is not an address of "
+                                f"{self.host(s.ssh_host).label()} (check --server-plan / "
+                                "--server-shard-ips and --execution-backend)")
+        return problems
+
+    def run_case(self, transport, repeat, topo):
+        a = self.args
+        t = transport.lower()
+        base = self.base_row(transport, repeat, topo)
+        logs = self.output_dir / "logs" / t / f"repeat_{repeat}"
+        (logs / "server").mkdir(parents=True, exist_ok=True)
+        case = {"transport": transport, "repeat_index": repeat, "topology": topo.to_dict(),
+                "config_path": str(self.output_dir / "configs" / f"{t}_repeat_{repeat}.json")}
+        if transport in RC_TRANSPORTS:
+            case.update({"rdma_namespace": f"{a.rdma_namespace}-{repeat}",
+                         "rdma_control_plane_host": a.rdma_control_plane_host
+                         or topo.servers[0].host,
+                         "rdma_control_plane_port": topo.servers[0].port})
+        self.cases.append(case)
+        problems = self.host_level_problems(topo)
+        skip = None if problems else self.case_skip_reason(transport, topo)
+        if skip:
+            case["status"] = "skipped"
+            return [results.failure_row(base, "skipped", skip)], None
+        problems = problems or self.case_problems(topo, transport)
+        if problems:
+            case["status"] = "preflight_failure"
+            return [results.failure_row(base, "preflight_failure", "; ".join(problems))], None
+        data_root = Path(a.local_data_root or self.output_dir / "data") / f"{t}_repeat_{repeat}"
+        remote_dir = f"{a.remote_runtime_root}/{self.run_tag}/{t}/repeat_{repeat}"
+        config = build_runtime_config(a, transport, topo, str(data_root / "value"))
+        if transport in RC_TRANSPORTS:
+            config["rdma"]["namespace"] = case["rdma_namespace"]
+        Path(case["config_path"]).parent.mkdir(parents=True, exist_ok=True)
+        Path(case["config_path"]).write_text(json.dumps(config, indent=2) + "\n")
+        (data_root / "value").mkdir(parents=True, exist_ok=True)
+        cond = threading.Condition()
+        servers, clients = [], []
+        server_logs = [str(logs / "server" / f"server_{s.server_index}.log") for s in topo.servers]
+        try:
+            try:
+                config_paths = self._place_configs(topo, config, case["config_path"], remote_dir)
+                servers = self._start_servers(transport, topo, config_paths, logs, cond)
+                err = self._wait_servers_ready(topo, servers, cond)
+                log.info("%s repeat %s: servers %s", transport, repeat, err or "ready")
+                if err:
+                    case["status"] = "startup_failure"
+                    return [results.failure_row(base, "startup_failure", err, log_paths=server_logs)], None
+                clients = self._start_clients(transport, topo, config_paths, logs, cond)
+            except PreflightError as exc:
+                case["status"] = "preflight_failure"
+                return [results.failure_row(base, "preflight_failure", str(exc))], None
+            except (OSError, subprocess.SubprocessError, RuntimeError) as exc:
+                case["status"] = "startup_failure"
+                return [results.failure_row(base, "startup_failure", f"{type(exc).__name__}: {exc}",
+                                            log_paths=server_logs)], None
+            rows, server_cpu = self._drive_clients(base, topo, servers, clients, cond, server_logs)
+            statuses = {r["status"] for r in rows}
+            case["status"] = next((s for s in results.FAILURE_STATUSES if s in statuses),
+                                  "skipped" if statuses == {"skipped"} else "success")
+            return rows, server_cpu
+        finally:
+            log.debug("%s repeat %s: stopping %d processes", transport, repeat,
+                      len(clients) + len(servers))
+            for p in clients + servers:
+                p.stop()
+                REGISTRY.remove(p)
+            log.debug("%s repeat %s: stopped", transport, repeat)
+            case["processes"] = [{"name": p.name, "host": p.host.label(), "pid": p.pid,
+                                  "remote_pid": p.remote_pid, "returncode": p.returncode}
+                                 for p in servers + clients]
+            if self.ssh is not None and any(p.host.remote for p in servers + clients):
+                self._remove_remote_dir(topo, remote_dir)
+
+    def _place_configs(self, topo, config, local_path, remote_dir):
+        """Config path per host label; remote hosts get the config through ssh stdin, with data
+        paths under the remote runtime directory (not this host's paths)."""
+        paths = {}
+        for spec in topo.servers + topo.clients:
+            host = self.host(spec.ssh_host)
+            if host.label() in paths:
+                continue
+            if not host.remote:
+                paths[host.label()] = local_path
+                continue
+            remote_cfg = json.loads(json.dumps(config))
+            value = remote_cfg["cache_ps"]["base_kv_config"]["value"]
+            rdata = f"{remote_dir}/data/value"
+            if "path" in value:
+                value["path"] = rdata
+            for alloc in ("dram_allocator", "ssd_allocator"):
+                if alloc in value and "path" in value[alloc]:
+                    value[alloc]["path"] = f"{rdata}/{os.path.basename(value[alloc]['path'])}"
+            res = host.run(f"mkdir -p {shell_join([rdata])} && cat > "
+                           f"{shell_join([remote_dir + '/config.json'])}",
+                           input_text=json.dumps(remote_cfg, indent=2), timeout=60)
+            if res.returncode != 0:
+                raise PreflightError(f"{host.label()}: writing {remote_dir}/config.json failed: "
+                                     f"{res.stderr.strip()}")
+            paths[host.label()] = f"{remote_dir}/config.json"
+        return paths
+
+    def _remove_remote_dir(self, topo, remote_dir):
+        for label in sorted({self.host(s.ssh_host).label() for s in topo.servers + topo.clients}):
+            host = self.hosts[label]
+            if host.remote:
+                try:
+                    host.run(f"rm -rf {shell_join([remote_dir])}", timeout=30)
+                except subprocess.TimeoutExpired:
+                    log.warning("removing %s on %s timed out", remote_dir, label)
+
+    def _cores(self, host):
+        return self.facts.get(host.label(), {}).get("cpu_cores") or (
+            None if host.remote else os.cpu_count())
+
+    def _start_servers(self, transport, topo, config_paths, logs, cond):
+        procs = []
+        for s in topo.servers:
+            host = self.host(s.ssh_host)
+            launcher = self.launcher(host, "recbench.ps_server", self.args.server_binary)
+            cmd = build_server_cmd(self.args, transport, s, len(topo.servers),
+                                   config_paths[host.label()], launcher, self._cores(host))
+            cmd = self.filter_flags(cmd, self.program_flags(host, launcher), "recbench.ps_server")
+            env = self.process_env(host, config_paths[host.label()], _offset_of(cmd))
+            self.cases[-1].setdefault("commands", []).append(
+                {"name": f"server_{s.server_index}", "host": host.label(), "env": env,
+                 "argv": cmd})
+            procs.append(start_process(f"server_{s.server_index}", host, cmd, env,
+                                       str(logs / "server" / f"server_{s.server_index}.log"),
+                                       None, cond, [READY_MARKER], cwd=None if host.remote
+                                       else str(REPO_ROOT)))
+        return procs
+
+    def _wait_servers_ready(self, topo, servers, cond):
+        a = self.args
+        start = time.monotonic()
+        deadline = start + a.cluster_timeout
+        ready = set()
+        while True:
+            with cond:
+                for i, p in enumerate(servers):
+                    if READY_MARKER in p.seen:
+                        ready.add(i)
+                    elif p.exited():
+                        return (f"server {topo.servers[i].server_index} on {p.host.label()} exited "
+                                f"with code {p.returncode} before it was ready: "
+                                f"{_tail(p.stdout_log)}")
+                if len(ready) == len(servers):
+                    return None
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    missing = [topo.servers[i].server_index for i in range(len(servers))
+                               if i not in ready]
+                    return (f"servers {missing} not ready within --cluster-timeout "
+                            f"{a.cluster_timeout:g}s")
+                probing = time.monotonic() - start >= a.startup_delay
+                cond.wait(min(left, 0.25) if probing else min(left, a.startup_delay))
+            if time.monotonic() - start >= a.startup_delay:
+                for i, s in enumerate(topo.servers):
+                    if i not in ready and _port_accepts(s.host, s.port):
+                        ready.add(i)
+
+    def _start_clients(self, transport, topo, config_paths, logs, cond):
+        procs = []
+        for c in topo.clients:
+            host = self.host(c.ssh_host)
+            launcher = self.launcher(host, "recbench.ps_bench", self.args.benchmark_binary)
+            cmd = build_benchmark_cmd(self.args, transport, topo, c, config_paths[host.label()],
+                                      launcher, self._cores(host))
+            cmd = self.filter_flags(cmd, self.program_flags(host, launcher), "recbench.ps_bench")
+            env = self.process_env(host, config_paths[host.label()], _offset_of(cmd))
+            self.cases[-1].setdefault("commands", []).append(
+                {"name": f"client_{c.client_index}", "host": host.label(), "env": env,
+                 "argv": cmd})
+            procs.append(start_process(
+                f"client_{c.client_index}", host, cmd, env,
+                str(logs / f"client_{c.client_index}.stdout.log"),
+                str(logs / f"client_{c.client_index}.stderr.log"), cond,
+                [LOADED_MARKER, results.RESULT_PREFIX], cwd=None if host.remote
+                else str(REPO_ROOT)))
+        return procs
+
+    def _drive_clients(self, base, topo, servers, clients, cond, server_logs):
+        a = self.args
+        deadline = time.monotonic() + a.client_timeout
+        dead_server = None
+
+        def server_down():
+            for i, p in enumerate(servers):
+                if p.exited():
+                    return i
+            return None
+
+        with cond:  # barrier: every client loaded (or gone)
+            while not all(LOADED_MARKER in p.seen or p.exited() for p in clients):
+                dead_server = server_down()
+                left = deadline - time.monotonic()
+                if dead_server is not None or left <= 0:
+                    break
+                cond.wait(left)
+        cpu_start = [p.cpu_seconds() for p in servers]
+        go_sent = []
+        if dead_server is None:
+            for p in clients:
+                if LOADED_MARKER in p.seen and not p.exited():
+                    go_sent.append(p.send_line("go"))
+        log.info("%s repeat %s: go sent to %d of %d clients", base["transport"],
+                 base["repeat_index"], sum(go_sent), len(clients))
+        with cond:  # run phase
+            while not all(p.exited() for p in clients):
+                dead_server = dead_server if dead_server is not None else server_down()
+                left = deadline - time.monotonic()
+                if dead_server is not None or left <= 0:
+                    break
+                cond.wait(left)
+        log.debug("%s repeat %s: clients done", base["transport"], base["repeat_index"])
+        cpu_end = [p.cpu_seconds() for p in servers]
+        server_cpu = None
+        if all(x is not None for x in cpu_start + cpu_end) and servers:
+            server_cpu = sum(e - s for s, e in zip(cpu_start, cpu_end))
+        grace_deadline = time.monotonic() + 5.0
+        if dead_server is not None:  # give clients a moment to report the broken connection
+            with cond:
+                while not all(p.exited() for p in clients):
+                    left = grace_deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    cond.wait(left)
+        still_running = [p for p in clients if not p.exited()]
+        for p in still_running:
+            p.stop()
+        rows = []
+        for spec, p in zip(topo.clients, clients):
+            rows += self._client_rows(base, spec, p, p in still_running, dead_server, servers,
+                                      server_cpu, server_logs)
+        return rows, server_cpu
+
+    def _client_rows(self, base, spec, proc, timed_out, dead_server, servers, server_cpu,
+                     server_logs):
+        a = self.args
+        b = dict(base, client_index=spec.client_index,
+                 log_path=[proc.stdout_log, proc.stderr_log])
+        with proc.cond:
+            text = "\n".join(proc.lines)
+        parsed = results.collect_ps_result_rows(text)
+        rows = [results.result_row(b, r, a.value_size, server_cpu) for r in parsed]
+        for r in rows:
+            r["client_index"] = spec.client_index
+        have_run = any(r.get("phase") == "run" for r in parsed)
+        logs = [proc.stdout_log, proc.stderr_log]
+        if timed_out and dead_server is not None:
+            srv = servers[dead_server]
+            rows.append(results.failure_row(
+                b, "client_failure", f"stopped: server_{dead_server} exited with code "
+                f"{srv.returncode} during the run", "run", spec.client_index,
+                logs + server_logs))
+        elif timed_out:
+            rows.append(results.failure_row(b, "timeout", f"client timeout after "
+                                            f"{a.client_timeout:g}s", "run" if parsed else "",
+                                            spec.client_index, logs))
+        elif proc.returncode == SKIP_EXIT_CODE:
+            rows.append(results.failure_row(b, "skipped", f"client exited with code 77 (skip): "
+                                            f"{_tail(proc.stderr_log, 1)}", "", spec.client_index,
+                                            logs))
+        elif proc.returncode != 0:
+            rows.append(results.failure_row(
+                b, "client_failure", f"client exited with code {proc.returncode}: "
+                f"{_tail(proc.stderr_log, 2)}", "run" if parsed else "load", spec.client_index,
+                logs + (server_logs if dead_server is not None else [])))
+        elif not have_run:
+            rows.append(results.failure_row(b, "client_failure", "client exited 0 without a run "
+                                            "result line", "run", spec.client_index, logs))
+        return rows
+
+    # ---- outputs -------------------------------------------------------------------------
+    def write_outputs(self):
+        out = self.output_dir
+        paths = {"run_config": out / "run_config.json", "summary_csv": out / "summary.csv",
+                 "summary_totals_csv": out / "summary_totals.csv", "summary_md": out / "summary.md"}
+        results.write_summary_csv(paths["summary_csv"], self.rows)
+        csv_rows = results.read_summary_csv(paths["summary_csv"])
+        totals = results.build_totals(csv_rows, self.case_cpu)
+        results.write_totals_csv(paths["summary_totals_csv"], totals)
+        git = git_state()
+        hostname = socket.gethostname()
+        run_config = {
+            "benchmark_ps_runner_version": RUNNER_VERSION,
+            "run_config_path": str(paths["run_config"]),
+            "summary_csv_path": str(paths["summary_csv"]),
+            "summary_totals_csv_path": str(paths["summary_totals_csv"]),
+            "summary_md_path": str(paths["summary_md"]),
+            "git": git, "hostname": hostname, "cpu_model": preflight.cpu_model(),
+            "cpu_cores": os.cpu_count(), "platform": platform.platform(),
+            "python": sys.version.split()[0], "argv": self.argv,
+            "args": {k: v for k, v in vars(self.args).items()},
+            "hosts": self.facts, "host_problems": self.host_problems,
+            "not_forwarded_derived_flags": sorted(self.not_forwarded),
+            "cases": self.cases, "processes": REGISTRY.history,
+            "interrupted": self.interrupted,
+        }
+        paths["run_config"].write_text(json.dumps(run_config, indent=2, default=str) + "\n")
+        paths["summary_md"].write_text(report_md.render(
+            git["commit"], hostname, self.args, csv_rows, totals, self.cases, self.facts,
+            str(out), self.not_forwarded))
+        print_table(self.args.transport_list, totals, csv_rows)
+        for key in ("run_config", "summary_csv", "summary_totals_csv", "summary_md"):
+            print(f"[output] {key}={paths[key]}", flush=True)
+        return paths
+
+
+def print_table(transports, totals, rows):
+    """The run's headline on stdout: per transport, the mean over repeats of the run total."""
+    print(f"{'transport':<10} {'status':<18} {'run M keys/s':>12} {'stdev':>8} {'p99 us':>9} "
+          f"{'repeats':>7}")
+    for t in transports:
+        mean = next((x for x in totals if x["transport"] == t and x["repeat_index"] == "mean"
+                     and x["phase"] == "run"), {})
+        statuses = sorted({r["status"] for r in rows if r["transport"] == t and
+                           r["status"] != "success"})
+        status = ",".join(statuses) if statuses else "success"
+        rate = mean.get("key_ops_per_sec")
+        cells = [f"{rate / 1e6:12.3f}" if rate is not None else f"{'-':>12}",
+                 f"{(mean.get('key_ops_per_sec_stdev') or 0) / 1e6:8.3f}" if rate is not None
+                 else f"{'-':>8}",
+                 f"{mean['p99_us']:9.1f}" if mean.get("p99_us") is not None else f"{'-':>9}"]
+        print(f"{t:<10} {status:<18} {' '.join(cells)} {mean.get('repeats', 0):>7}")
+
+
+class PreflightError(RuntimeError):
+    pass
+
+
+# Process flags that only some builds of ps_bench know (RecStore's report/profile options). Every
+# other flag is always passed.
+OPTIONAL_PROCESS_FLAGS = {"report_mode": "report_mode",
+                          "transaction_profile": "transaction_profile"}
+
+
+def _offset_of(cmd):
+    for arg in cmd:
+        if arg.startswith("--transport_options="):
+            return bind_core_offset(arg.split("=", 1)[1])
+    return None
+
+
+def _runner_dest_for(flag):
+    return OPTIONAL_PROCESS_FLAGS.get(flag, flag)
+
+
+def _port_accepts(host, port):
+    try:
+        with socket.create_connection((host, port), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def run(args, argv):
+    level = logging.DEBUG if args.show_runner_logs else logging.WARNING
+    logging.basicConfig(level=level, format="[runner %(relativeCreated)7.0fms] %(levelname)s %(message)s", stream=sys.stderr)
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    session = Session(args, argv)
+    try:
+        try:
+            topologies = {t: session.topology_for(t) for t in args.transport_list}
+        except (TopologyError, ValueError) as exc:
+            print(f"run_benchmark_ps.py: error: {exc}", file=sys.stderr)
+            return 2
+        plan = [(t, r) for t in args.transport_list for r in range(args.repeat)]
+        try:
+            session.preflight_hosts(topologies)
+            for n, (transport, repeat) in enumerate(plan, 1):
+                t0 = time.monotonic()
+                topo = topologies[transport]
+                rows, server_cpu = session.run_case(transport, repeat, topo)
+                session.rows += rows
+                status = session.cases[-1].get("status", "?")
+                session.case_cpu.append((transport, repeat, server_cpu, status))
+                print(f"[case {n}/{len(plan)}] {transport} repeat {repeat}: {status} "
+                      f"({time.monotonic() - t0:.1f}s, elapsed {time.monotonic() - session.started:.1f}s, "
+                      f"{len(plan) - n} cases left)", file=sys.stderr, flush=True)
+                if status in results.FAILURE_STATUSES:
+                    bad = [r["message"] for r in rows if r["status"] == status]
+                    print(f"[case {n}/{len(plan)}]   {bad[0] if bad else ''}", file=sys.stderr,
+                          flush=True)
+        except KeyboardInterrupt:
+            session.interrupted = True
+            print("[runner] interrupted: stopping every started process", file=sys.stderr)
+        finally:
+            REGISTRY.stop_all()
+            if session.ssh is not None:
+                session.ssh.close()
+        session.write_outputs()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    failed = any(r["status"] in results.FAILURE_STATUSES for r in session.rows)
+    if session.interrupted:
+        return 130
+    return 1 if failed else 0
+

@@ -1,0 +1,304 @@
+"""Result lines, summary.csv and summary_totals.csv of the PS runner.
+
+summary.csv keeps RecStore's 25 columns in RecStore's order, then appends recbench's columns
+(SUMMARY_COLUMNS). Each client gives one row per phase (load, run); a case that fails or is skipped
+gives rows with empty metrics. Cells that hold lists (server_shard_ips, client_ips, log_path) are
+joined with ';' so that no cell contains a comma: `awk -F, 'NR>1 && $3=="run" {s+=$18}'` sums
+key_ops_per_sec correctly.
+
+summary_totals.csv has one row per transport x repeat x phase over the clients of the case (their
+run phases share one window because the runner releases them together through the `go` barrier),
+and one `mean` row per transport x phase over the repeats with the spread.
+"""
+
+import csv
+import math
+import statistics
+
+RECSTORE_COLUMNS = [
+    "transport", "status", "phase", "client_index", "repeat_index", "server_shards",
+    "client_processes", "server_shard_ips", "client_ips", "record_count", "value_size",
+    "batch_keys", "client_threads_per_process", "runtime_seconds", "distribution", "mode",
+    "ops_per_sec", "key_ops_per_sec", "payload_gbps", "mean_us", "p50_us", "p95_us", "p99_us",
+    "log_path", "message",
+]
+NEW_COLUMNS = ["p999_us", "max_us", "client_cpu_s", "server_cpu_s", "keys_per_cpu_sec",
+               "build_type", "index_type", "row_kind"]
+SUMMARY_COLUMNS = RECSTORE_COLUMNS + NEW_COLUMNS
+
+TOTALS_COLUMNS = [
+    "transport", "repeat_index", "phase", "row_kind", "status", "clients_ok", "clients_failed",
+    "window_seconds", "ops_per_sec", "key_ops_per_sec", "payload_gbps", "mean_us", "p50_us",
+    "p95_us", "p99_us", "p999_us", "max_us", "client_cpu_s", "server_cpu_s", "keys_per_cpu_sec",
+    "repeats", "key_ops_per_sec_stdev", "key_ops_per_sec_min", "key_ops_per_sec_max",
+]
+
+STATUSES = ("success", "skipped", "timeout", "startup_failure", "client_failure",
+            "preflight_failure")
+FAILURE_STATUSES = ("timeout", "startup_failure", "client_failure", "preflight_failure")
+RESULT_PREFIX = "PS_BENCHMARK_RESULT"
+INT_FIELDS = ("threads", "batch_size", "records", "batches", "key_ops")
+FLOAT_FIELDS = ("zipfian_alpha", "runtime_s", "throughput_batches_sec", "throughput_keys_sec",
+                "mean_us", "p50_us", "p95_us", "p99_us", "p999_us", "max_us", "cpu_user_s",
+                "cpu_sys_s", "payload_gbps")
+
+
+def parse_kv_tokens(line):
+    out = {}
+    for token in line.split():
+        if "=" in token:
+            k, v = token.split("=", 1)
+            out[k] = v
+    return out
+
+
+def parse_result_line(line):
+    """One `PS_BENCHMARK_RESULT k=v ...` line -> dict with typed numbers, or None."""
+    line = line.strip()
+    if not line.startswith(RESULT_PREFIX):
+        return None
+    fields = parse_kv_tokens(line[len(RESULT_PREFIX):])
+    for k in INT_FIELDS:
+        if k in fields:
+            try:
+                fields[k] = int(fields[k])
+            except ValueError:
+                fields[k] = int(float(fields[k]))
+    for k in FLOAT_FIELDS:
+        if k in fields:
+            fields[k] = float(fields[k])
+    return fields
+
+
+def collect_ps_result_rows(text):
+    """Every result line of a client's stdout, in order (load before run)."""
+    rows = []
+    for line in text.splitlines():
+        parsed = parse_result_line(line)
+        if parsed is not None:
+            rows.append(parsed)
+    return rows
+
+
+def collect_summary_rows(text):
+    """RecStore's `micro` summary lines (`transport=X op=Y phase=Z summary ...`): keep
+    phase=measure (warmup is dropped), typed."""
+    rows = []
+    for line in text.splitlines():
+        if " summary " not in f" {line} " or "phase=" not in line:
+            continue
+        fields = parse_kv_tokens(line)
+        if fields.get("phase") != "measure":
+            continue
+        for k, v in list(fields.items()):
+            if k in ("transport", "op", "phase"):
+                continue
+            try:
+                fields[k] = float(v) if "." in v or "e" in v.lower() else int(v)
+            except ValueError:
+                pass
+        rows.append(fields)
+    return rows
+
+
+def payload_gbps(key_ops_per_sec, value_size):
+    """Value bytes only (no keys, no headers), in GB/s (1e9)."""
+    return key_ops_per_sec * value_size / 1e9
+
+
+def fmt(value, digits=3):
+    """CSV cell text: '' for None, integers as is, floats with fixed digits."""
+    if value is None or value == "":
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            return ""
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def join_cell(values):
+    """List-valued cells are ';'-joined so awk -F, column numbers stay fixed."""
+    if isinstance(values, (list, tuple)):
+        return ";".join(str(v) for v in values)
+    return str(values).replace(",", ";")
+
+
+def result_row(base, parsed, value_size, server_cpu_s=None):
+    """summary.csv row for one parsed result line. `base` holds the case columns."""
+    row = dict(base)
+    key_ops = parsed.get("throughput_keys_sec", 0.0)
+    cpu = None
+    if "cpu_user_s" in parsed or "cpu_sys_s" in parsed:
+        cpu = parsed.get("cpu_user_s", 0.0) + parsed.get("cpu_sys_s", 0.0)
+    row.update({
+        "status": "success",
+        "phase": parsed.get("phase", ""),
+        "ops_per_sec": round(parsed.get("throughput_batches_sec", 0.0), 3),
+        "key_ops_per_sec": round(key_ops, 3),
+        "payload_gbps": round(payload_gbps(key_ops, value_size), 6),
+        "mean_us": parsed.get("mean_us"), "p50_us": parsed.get("p50_us"),
+        "p95_us": parsed.get("p95_us"), "p99_us": parsed.get("p99_us"),
+        "p999_us": parsed.get("p999_us"), "max_us": parsed.get("max_us"),
+        "client_cpu_s": cpu,
+        "server_cpu_s": server_cpu_s if parsed.get("phase") == "run" else None,
+        "runtime_seconds": parsed.get("runtime_s", base.get("runtime_seconds")),
+        "_batches": parsed.get("batches"), "_key_ops": parsed.get("key_ops"),
+    })
+    if cpu and cpu > 0 and parsed.get("key_ops"):
+        row["keys_per_cpu_sec"] = round(parsed["key_ops"] / cpu, 3)
+    return row
+
+
+def failure_row(base, status, message, phase="", client_index=-1, log_paths=()):
+    assert status in STATUSES, status
+    row = dict(base)
+    row.update({"status": status, "phase": phase, "client_index": client_index,
+                "message": message, "log_path": join_cell(list(log_paths))})
+    return row
+
+
+def _cell(row, col):
+    value = row.get(col)
+    if col in ("server_shard_ips", "client_ips", "log_path"):
+        return join_cell(value) if value not in (None, "") else ""
+    if col in ("ops_per_sec", "key_ops_per_sec", "keys_per_cpu_sec"):
+        return fmt(value, 3)
+    if col == "payload_gbps":
+        return fmt(value, 6)
+    if col == "message":
+        return "" if value is None else str(value).replace("\n", " ").replace(",", ";")
+    return fmt(value, 3)
+
+
+def write_summary_csv(path, rows):
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(SUMMARY_COLUMNS)
+        for row in rows:
+            w.writerow([_cell(row, c) for c in SUMMARY_COLUMNS])
+
+
+def read_summary_csv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _num(value):
+    if value in (None, ""):
+        return None
+    return float(value)
+
+
+def case_totals(rows, transport, repeat_index, phase, server_cpu_s=None, case_status=""):
+    """Total of one transport x repeat x phase over its clients' rows (as written to summary.csv,
+    so the run total equals the awk sum of column 18). Latency: mean_us is the batch-weighted mean
+    (exact); p50..p999 are the maximum over clients (a bound: clients do not export histograms);
+    max_us is exact."""
+    mine = [r for r in rows if r["transport"] == transport and str(r["repeat_index"]) ==
+            str(repeat_index) and r["phase"] == phase]
+    ok = [r for r in mine if r["status"] == "success"]
+    failed = [r for r in mine if r["status"] in FAILURE_STATUSES]
+    out = {"transport": transport, "repeat_index": repeat_index, "phase": phase,
+           "row_kind": mine[0].get("row_kind", "") if mine else "",
+           "clients_ok": len(ok), "clients_failed": len(failed),
+           "status": "success" if ok and not failed else (failed[0]["status"] if failed else
+                                                          (mine[0]["status"] if mine else
+                                                           case_status)),
+           "repeats": 1}
+    if not ok:
+        return out
+    key_ops = sum(_num(r["key_ops_per_sec"]) for r in ok)
+    out["key_ops_per_sec"] = key_ops
+    out["ops_per_sec"] = sum(_num(r["ops_per_sec"]) for r in ok)
+    out["payload_gbps"] = sum(_num(r["payload_gbps"]) for r in ok)
+    out["window_seconds"] = min(_num(r["runtime_seconds"]) or 0.0 for r in ok)
+    weights = [(_num(r["ops_per_sec"]) or 0.0) * (_num(r["runtime_seconds"]) or 0.0) for r in ok]
+    means = [_num(r["mean_us"]) for r in ok]
+    if all(m is not None for m in means) and sum(weights) > 0:
+        out["mean_us"] = sum(m * w for m, w in zip(means, weights)) / sum(weights)
+    for col in ("p50_us", "p95_us", "p99_us", "p999_us", "max_us"):
+        vals = [_num(r[col]) for r in ok if _num(r[col]) is not None]
+        if vals:
+            out[col] = max(vals)
+    cpus = [_num(r["client_cpu_s"]) for r in ok if _num(r["client_cpu_s"]) is not None]
+    if cpus:
+        out["client_cpu_s"] = sum(cpus)
+    if server_cpu_s is not None and phase == "run":
+        out["server_cpu_s"] = server_cpu_s
+    total_cpu = (out.get("client_cpu_s") or 0.0) + (out.get("server_cpu_s") or 0.0)
+    if total_cpu > 0 and out["window_seconds"]:
+        out["keys_per_cpu_sec"] = key_ops * out["window_seconds"] / total_cpu
+    return out
+
+
+def mean_row(case_rows, transport, phase):
+    """Mean and spread of key_ops_per_sec over the repeats of one transport x phase."""
+    vals = [r for r in case_rows if r["transport"] == transport and r["phase"] == phase
+            and r.get("key_ops_per_sec") is not None and r["status"] == "success"]
+    out = {"transport": transport, "repeat_index": "mean", "phase": phase,
+           "row_kind": vals[0]["row_kind"] if vals else "", "repeats": len(vals),
+           "status": "success" if vals else "no_success"}
+    if not vals:
+        return out
+    ks = [v["key_ops_per_sec"] for v in vals]
+    out["key_ops_per_sec"] = statistics.mean(ks)
+    out["key_ops_per_sec_stdev"] = statistics.stdev(ks) if len(ks) > 1 else 0.0
+    out["key_ops_per_sec_min"] = min(ks)
+    out["key_ops_per_sec_max"] = max(ks)
+    for col in ("ops_per_sec", "payload_gbps", "mean_us", "p50_us", "p95_us", "p99_us",
+                "p999_us", "max_us", "client_cpu_s", "server_cpu_s", "keys_per_cpu_sec",
+                "window_seconds"):
+        xs = [v[col] for v in vals if v.get(col) is not None]
+        if xs:
+            out[col] = statistics.mean(xs)
+    out["clients_ok"] = sum(v["clients_ok"] for v in vals)
+    out["clients_failed"] = sum(v["clients_failed"] for v in vals)
+    return out
+
+
+def build_totals(csv_rows, cases):
+    """All totals rows. `csv_rows` are summary.csv rows as read back (strings); `cases` is a list of
+    (transport, repeat_index, server_cpu_s, case_status)."""
+    out = []
+    transports = []
+    for transport, repeat_index, server_cpu, status in cases:
+        if transport not in transports:
+            transports.append(transport)
+        for phase in ("load", "run"):
+            out.append(case_totals(csv_rows, transport, repeat_index, phase, server_cpu, status))
+    for transport in transports:
+        for phase in ("load", "run"):
+            out.append(mean_row([r for r in out if r["repeat_index"] != "mean"], transport, phase))
+    return out
+
+
+def write_totals_csv(path, totals):
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(TOTALS_COLUMNS)
+        for row in totals:
+            cells = []
+            for col in TOTALS_COLUMNS:
+                v = row.get(col)
+                cells.append(fmt(v, 6 if col == "payload_gbps" else 3))
+            w.writerow(cells)
+
+
+def aggregate_transport_payload(rows):
+    """RecStore's transport comparison: per (transport, repeat) the sum of payload_gbps over
+    successful run rows, then the mean over repeats -> {transport: GB/s}."""
+    per_case = {}
+    for r in rows:
+        if r.get("status") != "success" or r.get("phase") != "run":
+            continue
+        key = (r["transport"], str(r["repeat_index"]))
+        per_case[key] = per_case.get(key, 0.0) + float(r["payload_gbps"])
+    per_transport = {}
+    for (transport, _), v in per_case.items():
+        per_transport.setdefault(transport, []).append(v)
+    return {t: statistics.mean(v) for t, v in per_transport.items()}

@@ -1,0 +1,113 @@
+"""Shared pieces of the fault tests (test_faults_*.py): the transports a fault test runs on, a
+ps_bench client process that can be released and killed, and waiting for a condition with a
+deadline (a condition that is polled, never a sleep that hopes something happened).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from recbench import _ps
+from ps_testlib import ROOT, python_env
+
+# Transports whose server runs on this host without hardware (rdma needs a verbs device).
+HOST_TRANSPORTS = ("brpc", "grpc", "shm")
+
+
+def host_transports() -> list[str]:
+    have = _ps.transports()
+    return [t for t in HOST_TRANSPORTS if have.get(t, "absent") is None]
+
+
+def wait_until(pred, timeout: float, what: str, interval: float = 0.02):
+    """Poll pred() until it returns a truthy value (returned) or fail with `what` after timeout."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        last = pred()
+        if last:
+            return last
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+        time.sleep(interval)
+
+
+class BenchProcess:
+    """`python -m recbench.ps_bench` against a server, with the start barrier: start() returns
+    once the load phase is done (PS_BENCHMARK_LOADED); go() releases the run phase."""
+
+    def __init__(self, server, workdir: str, mode: str = "mixed", records: int = 2000,
+                 threads: int = 2, depth: int = 4, seconds: float = 120, extra: list | None = None):
+        self.args = [sys.executable, "-m", "recbench.ps_bench"] + server.bench_args(workdir) + [
+            "--transport", server.transport, "--mode", mode, "--record_count", str(records),
+            "--value_size", str(server.value_size), "--batch_keys", "100",
+            "--thread_num", str(threads), "--prefetch_depth", str(depth),
+            "--running_seconds", str(seconds), "--verify_deterministic_values",
+            "--timeout_ms", "5000"] + list(extra or [])
+        self.proc: subprocess.Popen | None = None
+        self.stdout: list[str] = []
+        self.stderr: list[str] = []
+        self._lines: queue.Queue = queue.Queue()
+
+    def _pump(self, stream, sink, q):
+        for raw in iter(stream.readline, ""):
+            sink.append(raw.rstrip("\n"))
+            if q is not None:
+                q.put(raw.rstrip("\n"))
+        if q is not None:
+            q.put(None)
+
+    def start(self, timeout: float = 60) -> "BenchProcess":
+        self.proc = subprocess.Popen(self.args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, env=python_env(),
+                                     cwd=str(ROOT))
+        self._t = [threading.Thread(target=self._pump, args=(self.proc.stdout, self.stdout,
+                                                              self._lines), daemon=True),
+                   threading.Thread(target=self._pump, args=(self.proc.stderr, self.stderr, None),
+                                    daemon=True)]
+        for t in self._t:
+            t.start()
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self._lines.get(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                line = None
+            if line == "PS_BENCHMARK_LOADED":
+                return self
+            if line is None:
+                self.kill()
+                raise AssertionError(f"ps_bench did not finish loading: {self.stderr[-5:]}")
+
+    def go(self) -> None:
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+
+    def wait(self, timeout: float) -> int:
+        rc = self.proc.wait(timeout)
+        for t in self._t:
+            t.join(5)
+        return rc
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+        if self.proc:
+            self.proc.wait()
+            for t in self._t:
+                t.join(5)
+            for s in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+                try:
+                    s.close()
+                except OSError:
+                    pass
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid

@@ -1,0 +1,124 @@
+"""benchmark_kv_engine (`python -m recbench.kv_bench`): RecStore's result lines and keys, counted
+and timed runs, every read mode and index type, the ceiling mode, and flag errors that name the
+flag."""
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+from recbench import kv_bench
+
+ROOT = Path(__file__).resolve().parents[3]
+LOAD_KEYS = ["records", "threads", "seconds", "ops", "throughput_ops_sec"]
+RUN_KEYS = ["workload", "distribution", "zipfian_alpha", "read_mode", "threads", "records",
+            "runtime_s", "ops", "throughput_ops_sec", "read_ops", "update_ops"]
+NEW_KEYS = ["p50_us", "p95_us", "p99_us", "p999_us", "max_us", "cpu_user_s", "cpu_sys_s"]
+
+
+def bench(*flags):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "recbench.kv_bench", *flags], capture_output=True,
+                          text=True, env=env, timeout=120)
+
+
+def parse(line):
+    tag, *pairs = line.split()
+    return tag, [tuple(p.split("=", 1)) for p in pairs]
+
+
+class KVBenchOutputTest(unittest.TestCase):
+    def lines(self, *flags):
+        r = bench(*flags)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = {}
+        for line in r.stdout.splitlines():
+            tag, pairs = parse(line)
+            out[tag] = pairs
+        self.assertEqual(set(out), {"YCSB_LOAD_RESULT", "YCSB_RESULT"})
+        return out
+
+    def check_common(self, out):
+        load, run = out["YCSB_LOAD_RESULT"], out["YCSB_RESULT"]
+        # RecStore's keys come first, in RecStore's order; the new keys follow
+        self.assertEqual([k for k, _ in load[:len(LOAD_KEYS)]], LOAD_KEYS)
+        self.assertEqual([k for k, _ in run[:len(RUN_KEYS)]], RUN_KEYS)
+        for pairs in (load, run):
+            d = dict(pairs)
+            for k in NEW_KEYS:
+                self.assertIn(k, d)
+            p = [float(d[k]) for k in ("p50_us", "p95_us", "p99_us", "p999_us", "max_us")]
+            self.assertEqual(p, sorted(p))
+            self.assertGreater(float(d["throughput_ops_sec"]), 0)
+        return dict(load), dict(run)
+
+    def test_batch_get_flat_counts_keys(self):
+        out = self.lines("--index_type=DRAM_PET_HASH", "--read_mode=batch_get_flat", "--batch_keys=100",
+                         "--value_size=64", "--record_count=5000", "--operation_count=20000")
+        load, run = self.check_common(out)
+        self.assertEqual(load["ops"], "5000")
+        self.assertEqual(load["records"], "5000")
+        self.assertEqual(run["read_mode"], "batch_get_flat")
+        self.assertEqual(int(run["ops"]), 20000)  # counted in keys
+        self.assertEqual(int(run["batches"]) * 100, 20000)
+        self.assertEqual(run["not_found"], "0")
+        self.assertEqual(run["latency_per"], "batch")
+        self.assertEqual(run["update_ops"], "0")
+
+    def test_workload_a_zipfian_get_every_index(self):
+        with tempfile.TemporaryDirectory() as d:
+            for it in ("DRAM_PET_HASH", "DRAM_EXTENDIBLE_HASH", "SSD_EXTENDIBLE_HASH"):
+                with self.subTest(index_type=it):
+                    out = self.lines(f"--index_type={it}", "--workload=a", "--distribution=zipfian",
+                                     "--read_mode=get", "--record_count=3000", "--operation_count=6000",
+                                     "--threads=2", f"--ssd_path={d}/{it}")
+                    _, run = self.check_common(out)
+                    self.assertEqual(int(run["read_ops"]) + int(run["update_ops"]), 6000)
+                    self.assertGreater(int(run["update_ops"]), 1000)
+                    self.assertGreater(int(run["read_ops"]), 1000)
+                    self.assertIn("update_p99_us", run)
+                    self.assertIn("read_p99_us", run)
+                    self.assertEqual(run["not_found"], "0")
+            self.assertTrue(Path(d, "SSD_EXTENDIBLE_HASH", "cceh.index").exists())
+
+    def test_timed_ceiling(self):
+        out = self.lines("--read_mode=ceiling", "--value_size=256", "--record_count=2000",
+                         "--running_seconds=0.3", "--batch_keys=50", "--workload=b")
+        _, run = self.check_common(out)
+        self.assertEqual(run["index_type"], "none")
+        self.assertGreaterEqual(float(run["runtime_s"]), 0.3)
+        self.assertGreater(int(run["update_ops"]), 0)
+
+    def test_bad_flags_name_the_flag(self):
+        for flags, word in ((["--workload=z"], "workload"), (["--read_mode=scan"], "read_mode"),
+                            (["--zipfian_alpha=1.5"], "zipfian_alpha"), (["--value_size=0"], "value_size"),
+                            (["--index_type=BTREE"], "index_type"), (["--record_count=-5"], "record_count"),
+                            (["--engine=cceh", "--index_type=DRAM_PET_HASH"], "index_type"),
+                            (["--running_seconds=0"], "running_seconds")):
+            with self.subTest(flags=flags):
+                r = bench(*flags, "--record_count=10" if "--record_count=-5" not in flags else "--threads=1")
+                self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                self.assertIn(word, r.stderr)
+                self.assertEqual(r.stdout, "")
+
+
+class CompareIndexesTest(unittest.TestCase):
+    def test_table_has_every_case_and_ratios(self):
+        res = kv_bench.compare_indexes(record_count=2000, value_size=64, batch_keys=50,
+                                       running_seconds=0.1, repeats=1)
+        self.assertEqual(set(res["median"]), {"ceiling", "DRAM_PET_HASH", "DRAM_EXTENDIBLE_HASH"})
+        self.assertAlmostEqual(res["median"]["ceiling"]["pct_of_ceiling"], 100.0)
+        for m in res["median"].values():
+            self.assertEqual(m["not_found"], 0)
+            self.assertGreater(m["keys_per_cpu_sec"], 0)
+        table = kv_bench.format_comparison(res)
+        self.assertIn("PET/EH", table)
+        self.assertIn("2.67x", table)
+        self.assertEqual(len(re.findall(r"^\| (ceiling|DRAM_)", table, re.M)), 3)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,97 @@
+"""tools/benchmarks/sweep_ps.py: argument checks, sweep rows from a PS summary, and an end-to-end
+sweep through the real PS runner (two values of --batch-keys on the smoke profile)."""
+
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+from recbench import analysis, ps_sweep
+
+ROOT = Path(__file__).resolve().parents[3]
+DATA = ROOT / "notebooks" / "data"
+TOOL = ROOT / "tools" / "benchmarks" / "sweep_ps.py"
+
+
+class SweepArgsTest(unittest.TestCase):
+    def test_flag_names(self):
+        self.assertEqual(ps_sweep.flag_name("batch_keys"), "--batch-keys")
+        self.assertEqual(ps_sweep.flag_name("--client-threads-per-process"), "--client-threads-per-process")
+        with self.assertRaisesRegex(ValueError, "not a runner flag"):
+            ps_sweep.flag_name("batch keys")
+
+    def test_values(self):
+        self.assertEqual(ps_sweep.parse_values(" 64, 256,,1024 "), ["64", "256", "1024"])
+        with self.assertRaisesRegex(ValueError, "no value"):
+            ps_sweep.parse_values(",")
+        with self.assertRaisesRegex(ValueError, "repeats"):
+            ps_sweep.parse_values("1,1")
+        with self.assertRaisesRegex(ValueError, "output directory"):
+            ps_sweep.parse_values("a/b")
+
+    def test_passthrough_conflicts(self):
+        with self.assertRaisesRegex(ValueError, "swept parameter"):
+            ps_sweep.check_passthrough("--batch-keys", ["--repeat", "2", "--batch-keys=5"])
+        with self.assertRaisesRegex(ValueError, "--out-dir"):
+            ps_sweep.check_passthrough("--batch-keys", ["--output-dir", "x"])
+        ps_sweep.check_passthrough("--batch-keys", ["--value-size", "64"])
+
+    def test_cli_errors(self):
+        r = subprocess.run([sys.executable, str(TOOL), "--param", "batch-keys", "--values", "1,2",
+                            "--batch-keys", "3"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("swept parameter", r.stderr)
+        with tempfile.TemporaryDirectory() as d:
+            r = subprocess.run([sys.executable, str(TOOL), "--param", "batch-keys", "--values", "1",
+                                "--runner", str(Path(d) / "nope.py"), "--out-dir", d],
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("nope.py does not exist", r.stderr)
+
+
+class SweepRowsTest(unittest.TestCase):
+    def test_rows_per_transport(self):
+        rows = analysis.sweep_rows("batch-keys", "256", DATA / "ps_baseline_summary.csv")
+        by = {r["transport"]: r for r in rows}
+        self.assertEqual(set(by), {"BRPC", "GRPC", "SHM", "RDMA"})
+        self.assertEqual(by["RDMA"]["status"], "skipped")
+        self.assertEqual(by["BRPC"]["repeats"], 3)
+        reps = analysis.per_repeat(analysis.load_ps_summary(DATA / "ps_baseline_summary.csv"))
+        brpc = reps[(reps["transport"] == "BRPC") & (reps["phase"] == "run")]
+        self.assertAlmostEqual(by["BRPC"]["key_ops_per_sec"], brpc["key_ops_per_sec"].mean())
+        self.assertGreater(by["BRPC"]["keys_per_cpu_sec"], 0)
+        with tempfile.TemporaryDirectory() as d:
+            ps_sweep.write_sweep_csv(rows, Path(d) / "sweep.csv")
+            sweep = analysis.load_sweep(Path(d) / "sweep.csv")
+            self.assertEqual(len(sweep), 4)
+            self.assertEqual(sweep["value_num"].iloc[0], 256)
+
+
+RUNNER = ROOT / "tools" / "benchmarks" / "run_benchmark_ps.py"
+
+
+@unittest.skipUnless(RUNNER.exists(), "the PS runner (tools/benchmarks/run_benchmark_ps.py) has not landed "
+                     "on this branch yet")
+class SweepEndToEndTest(unittest.TestCase):
+    def test_two_points_through_the_runner(self):
+        out = Path(tempfile.mkdtemp(prefix="rb_sweep_"))
+        try:
+            r = subprocess.run([sys.executable, str(TOOL), "--param", "batch-keys", "--values", "16,64",
+                                "--out-dir", str(out), "--profile", "smoke", "--transports", "brpc",
+                                "--runtime-seconds", "1", "--record-count", "2000"],
+                               capture_output=True, text=True, timeout=300)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            sweep = analysis.load_sweep(out / "sweep.csv")
+            self.assertEqual(sorted(sweep["value"]), ["16", "64"])
+            self.assertTrue((sweep["status"] == "success").all(), sweep)
+            self.assertTrue((sweep["key_ops_per_sec"] > 0).all())
+            for name in ("sweep.rate.png", "sweep.cpu.png"):
+                self.assertTrue((out / name).read_bytes().startswith(b"\x89PNG"))
+        finally:
+            shutil.rmtree(out)
+
+
+if __name__ == "__main__":
+    unittest.main()

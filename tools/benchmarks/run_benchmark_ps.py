@@ -1,0 +1,13 @@
+#!/usr/bin/env python3
+"""Run recbench PS benchmarks: a thin wrapper around recbench.ps_runner (see README,
+"Running PS benchmarks")."""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+
+from recbench.ps_runner import main
+
+if __name__ == "__main__":
+    raise SystemExit(main())
