@@ -256,7 +256,8 @@ typedef struct rs_rc_backoff {
     rs_rc_poll_mode mode;
     uint32_t idle_rounds;
     uint64_t sleep_ns;
-    uint64_t sleeps; /* counters for profiles */
+    uint64_t max_nap_ns; /* longest nap (1 ms; waiters with a request in flight use less) */
+    uint64_t sleeps;     /* counters for profiles */
 } rs_rc_backoff;
 void rs_rc_backoff_init(rs_rc_backoff *b, rs_rc_poll_mode mode);
 void rs_rc_backoff_idle(rs_rc_backoff *b);

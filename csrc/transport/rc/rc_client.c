@@ -28,6 +28,9 @@
 #include "recstore/clock.h"
 #include "recstore/rc.h"
 
+/* Longest nap of a client waiting for an answer it has in flight (adaptive mode). */
+#define RS_RC_CLIENT_NAP_NS 50000ull
+
 typedef struct cl_slot {
     int busy;
     uint64_t seq, tag, t_submit;
@@ -411,6 +414,7 @@ int rs_rc_client_next(rs_rc_client *c, uint64_t *tag, rs_ps_response *resp, rs_e
     uint64_t deadline = t0 + (uint64_t)c->o.wait_timeout_ms * 1000000ull;
     rs_rc_backoff bo;
     rs_rc_backoff_init(&bo, c->o.poll_mode);
+    bo.max_nap_ns = RS_RC_CLIENT_NAP_NS;
     uint32_t spins = 0;
     while (__atomic_load_n(seqp, __ATOMIC_ACQUIRE) != sl->seq) {
         if (spins < c->o.wait_spin_iterations) {
