@@ -10,6 +10,16 @@
 #include "recstore/rc.h"
 #include "recstore/transport.h"
 
+/* The verbs fabric's options mean nothing on shm: refuse them rather than ignore them. */
+static int check_fabric_options(const rs_rc_fabric_ops *fab, const rs_rc_options *o,
+                                rs_error *err) {
+    if (fab == &rs_rc_fabric_shm && (o->device[0] || o->ib_port != 1 || o->gid_index != -1))
+        return rs_error_set(err, RS_EINVAL,
+                            "RC options device/ib_port/gid_index select a verbs device: they apply "
+                            "to the rdma transport, not shm");
+    return 0;
+}
+
 typedef struct rc_srv_state {
     rs_rc_server *srv;
 } rc_srv_state;
@@ -24,7 +34,7 @@ static int rc_start(const rs_rc_fabric_ops *fab, const rs_ps_server_opts *opts, 
     rs_rc_options o;
     rs_rc_options_default(&o);
     int rc = rs_rc_options_parse(&o, opts->extra, err);
-    if (rc)
+    if (rc || (rc = check_fabric_options(fab, &o, err)))
         return rc;
     rs_kv *kv = rs_ps_shard_kv(shard);
     rs_rc_handler h = {
@@ -98,7 +108,7 @@ static int rc_connect(const rs_rc_fabric_ops *fab, const char *host, uint16_t po
     rs_rc_options o;
     rs_rc_options_default(&o);
     int rc = rs_rc_options_parse(&o, opts ? opts->extra : NULL, err);
-    if (rc)
+    if (rc || (rc = check_fabric_options(fab, &o, err)))
         return rc;
     if (opts && opts->timeout_ms && !strstr(opts->extra ? opts->extra : "", "wait_timeout_ms"))
         o.wait_timeout_ms = opts->timeout_ms;
