@@ -706,6 +706,9 @@ static void test_response_modes(void) {
     check_mode("", "qps_per_client_per_shard=1;get_response_mode=direct_sg", 1, 300);
     check_mode("", "qps_per_client_per_shard=1;get_response_mode=auto", 1,
                300); /* PET -> staging_copy */
+    /* a server set to staging_copy copies even when the request asks for direct_sg */
+    check_mode("get_response_mode=staging_copy",
+               "qps_per_client_per_shard=1;get_response_mode=direct_sg", 1, 300);
 }
 
 static void test_fake_modes(void) {
