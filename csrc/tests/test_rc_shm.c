@@ -204,6 +204,15 @@ static void test_options(void) {
     RS_CHECK_EQ(o.get_mode, RS_RC_GET_DIRECT_SG);
     RS_CHECK_EQ(o.fake_get, RS_RC_FAKE_INDEX_ONLY);
     RS_CHECK_EQ(o.skip_client_copy, 1);
+    /* both sides' keys were given: each side refuses the other's */
+    RS_CHECK(rs_rc_options_check_role(&o, 1, &e) == RS_EINVAL);
+    RS_CHECK(strstr(e.msg, "qps_per_client_per_shard") != NULL);
+    RS_CHECK(rs_rc_options_check_role(&o, 0, &e) == RS_EINVAL);
+    RS_CHECK(strstr(e.msg, "fake_get_mode") != NULL);
+    rs_rc_options srv;
+    rs_rc_options_default(&srv);
+    RS_CHECK(rs_rc_options_parse(&srv, "poll_mode=busy;server_get_workers=1", &e) == 0);
+    RS_CHECK(rs_rc_options_check_role(&srv, 1, &e) == 0);
     RS_CHECK(rs_rc_options_parse(&o, "bogus=1", &e) == RS_EINVAL);
     RS_CHECK(strstr(e.msg, "bogus") != NULL);
     RS_CHECK(rs_rc_options_parse(&o, "slots_per_qp=0", &e) == RS_EINVAL);
