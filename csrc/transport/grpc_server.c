@@ -295,6 +295,9 @@ static gpr_timespec worker_deadline(rs_grpc_worker *w) {
 static void *worker_main(void *arg) {
     rs_grpc_worker *w = arg;
     rs_grpc_server *srv = w->srv;
+    /* a worker arms its own slots, so a slot is only ever touched by this thread */
+    for (size_t j = 0; j < w->nslots; j++)
+        slot_arm(&w->slots[j]);
     for (;;) {
         grpc_event ev = grpc_completion_queue_next(w->cq, worker_deadline(w), NULL);
         if (ev.type == GRPC_QUEUE_SHUTDOWN)
@@ -472,15 +475,11 @@ static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, 
         int prc = pthread_create(&w->thread, NULL, worker_main, w);
         if (prc != 0) {
             rs_error_errno(err, RS_EIO, prc, "grpc server: cannot start worker thread %u", i);
-            rs_grpc_srv_stop(srv); /* no call is armed yet: stop only shuts down and joins */
+            rs_grpc_srv_stop(srv); /* the running workers' armed calls fail at shutdown */
             return RS_EIO;
         }
         w->thread_started = 1;
     }
-    /* calls that arrived meanwhile waited in gRPC's queue; CQs are thread-safe to arm from here */
-    for (unsigned i = 0; i < nthreads; i++)
-        for (size_t j = 0; j < srv->workers[i].nslots; j++)
-            slot_arm(&srv->workers[i].slots[j]);
     *state = srv;
     return 0;
 
@@ -528,7 +527,8 @@ static void rs_grpc_srv_stop(void *state) {
     if (srv->workers[0].thread_started) {
         rs_eventual_wait(&srv->shutdown_done, RS_WAIT_BLOCK, UINT64_MAX, NULL);
     } else {
-        /* start() failed to create worker 0 (so no call was armed): take the notification here */
+        /* start() failed to create worker 0 (no worker runs, no call is armed): take the
+         * notification here */
         grpc_event ev;
         do
             ev = grpc_completion_queue_next(srv->workers[0].cq, gpr_inf_future(GPR_CLOCK_REALTIME),

@@ -10,7 +10,8 @@
  * Invariants: the pool is reference-counted (one reference per buffer lent out plus the owner's),
  * so buffers released after rs_grpc_slice_pool_release, e.g. by gRPC threads tearing down a
  * connection, still find a live pool; `free` is guarded by the mutex; at most `keep` buffers are
- * kept idle.
+ * kept idle. A buffer's hand-off to the thread that returns it is ordered by gRPC's slice refcount;
+ * the release/acquire pair on `lent` states that ordering where ThreadSanitizer can see it.
  */
 #if RS_HAVE_GRPC
 
@@ -22,6 +23,7 @@
 typedef struct pool_buf {
     rs_grpc_slice_pool *pool;
     size_t cap;
+    int lent; /* __atomic: released when lent to gRPC, acquired on return (orders the hand-off) */
     uint8_t data[] __attribute__((aligned(64)));
 } pool_buf;
 
@@ -69,6 +71,7 @@ void rs_grpc_slice_pool_release(rs_grpc_slice_pool *p) {
 
 static void buf_return(void *arg) {
     pool_buf *b = arg;
+    (void)__atomic_load_n(&b->lent, __ATOMIC_ACQUIRE); /* see the top of the file */
     rs_grpc_slice_pool *p = b->pool;
     pthread_mutex_lock(&p->mu);
     if (p->nfree < p->keep) {
@@ -101,6 +104,7 @@ int rs_grpc_slice_pool_get(rs_grpc_slice_pool *p, size_t len, grpc_slice *out) {
         b->cap = cap;
     }
     __atomic_add_fetch(&p->refs, 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&b->lent, 1, __ATOMIC_RELEASE);
     *out = grpc_slice_new_with_user_data(b->data, len, buf_return, b);
     return 0;
 }
