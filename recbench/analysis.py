@@ -748,7 +748,7 @@ def write_csv(df: pd.DataFrame, path) -> Path:
     """Write a DataFrame as CSV, joining list cells with ';' (the runners' convention)."""
     out = df.copy()
     for col in out.columns:
-        if out[col].map(lambda v: isinstance(v, list)).any():
+        if any(isinstance(v, list) for v in out[col]):
             out[col] = out[col].map(lambda v: ";".join(v) if isinstance(v, list) else v)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -84,10 +84,14 @@ static inline uint64_t *pet_hi_word(const pet_chunk *c) {
 }
 
 static inline uint32_t pet_id(const pet_chunk *c, unsigned j) {
-    uint32_t lo; /* a 4-byte load (stays inside the chunk for j <= 13), top byte masked off */
-    memcpy(&lo, c->id + 3 * j, 4);
+    /* byte-wise atomic loads: an inserter may be writing another slot's (or, briefly before its
+     * tag is published, this slot's) bytes; a stale id only leads to a key mismatch */
+    const uint8_t *b = c->id + 3 * j;
+    uint32_t lo = (uint32_t)__atomic_load_n(&b[0], __ATOMIC_RELAXED) |
+                  (uint32_t)__atomic_load_n(&b[1], __ATOMIC_RELAXED) << 8 |
+                  (uint32_t)__atomic_load_n(&b[2], __ATOMIC_RELAXED) << 16;
     uint64_t hi = __atomic_load_n(pet_hi_word(c), __ATOMIC_RELAXED);
-    return (lo & 0xffffffu) | (uint32_t)((hi >> (16 + 3 * j)) & 7u) << 24;
+    return lo | (uint32_t)((hi >> (16 + 3 * j)) & 7u) << 24;
 }
 
 static void pet_set_id(pet_chunk *c, unsigned j, uint32_t id) {

@@ -3,7 +3,7 @@
  * test_kv_ext_hash.c and test_kv_cceh.c: insert/lookup/overwrite/delete, batch reads with misses,
  * capacity (RS_EFULL naming capacity and index type), growth past many splits, variable-length
  * values across size classes, update_add_f32, clear, and the no-torn-read property with writer and
- * reader threads. Each case takes the index type and a directory (CCEH needs one).
+ * reader threads (many keys with deletes, and one hot key rewritten nonstop). Each case takes the index type and a directory (CCEH needs one).
  */
 #ifndef KV_TEST_CASES_H
 #define KV_TEST_CASES_H
@@ -234,9 +234,9 @@ static void kvt_update_add(rs_kv_index_type t) {
 
 /* ---- no torn reads: writers store rows derived from (key, version); readers check rows ---- */
 
-#define KVT_KEYS  64
-#define KVT_VS    256
-#define KVT_ITERS 3000
+#define KVT_KEYS  8
+#define KVT_VS    4096
+#define KVT_ITERS 4000
 
 typedef struct kvt_thread {
     rs_kv *kv;
@@ -251,14 +251,14 @@ static int kvt_row_whole(const uint8_t *row, uint64_t key) {
     uint64_t w0;
     memcpy(&w0, row, 8);
     uint64_t version = ((w0 ^ key * 0x9e3779b97f4a7c15ull) >> 20);
-    uint8_t want[KVT_VS];
+    static __thread uint8_t want[KVT_VS];
     kvt_fill_row(want, KVT_VS, key, version);
     return memcmp(want, row, KVT_VS) == 0;
 }
 
 static void *kvt_worker(void *arg) {
     kvt_thread *t = arg;
-    uint8_t row[KVT_VS], out[16 * KVT_VS], found[16];
+    static __thread uint8_t row[KVT_VS], out[16 * KVT_VS], found[16];
     rs_error err = {0};
     uint64_t x = (uint64_t)t->id * 7 + 1;
     for (int it = 0; it < KVT_ITERS; it++) {
@@ -318,6 +318,56 @@ static void kvt_no_torn_reads(rs_kv_index_type t) {
     RS_CHECK_EQ(torn, 0);
     RS_CHECK(reads > 0);
     RS_CHECK_EQ(rs_kv_count(kv), KVT_KEYS);
+    rs_kv_close(kv);
+    kvt_rm_dir(dir);
+}
+
+
+/* One writer rewrites one hot key with rows whose 8-byte words all hold the version, while this
+ * thread reads it back (get and batch_get_flat alternating): every row must hold one version. */
+typedef struct kvt_hot {
+    rs_kv *kv;
+    int stop;
+} kvt_hot;
+
+static void *kvt_hot_writer(void *arg) {
+    kvt_hot *h = arg;
+    static __thread uint64_t row[KVT_VS / 8];
+    for (uint64_t v = 1; !__atomic_load_n(&h->stop, __ATOMIC_RELAXED); v++) {
+        for (size_t i = 0; i < KVT_VS / 8; i++)
+            row[i] = v;
+        rs_kv_put(h->kv, 7, row, KVT_VS, NULL);
+    }
+    return NULL;
+}
+
+static void kvt_hot_key_no_torn_reads(rs_kv_index_type t) {
+    const char *dir = kvt_fresh_dir();
+    rs_kv *kv = kvt_open(t, KVT_VS, 100, dir);
+    if (!kv) return;
+    static uint64_t row[KVT_VS / 8];
+    memset(row, 0, sizeof row);
+    RS_CHECK_EQ(rs_kv_put(kv, 7, row, KVT_VS, NULL), 0);
+    kvt_hot h = {kv, 0};
+    pthread_t th;
+    pthread_create(&th, NULL, kvt_hot_writer, &h);
+    long torn = 0, reads = 0;
+    uint64_t key = 7;
+    for (int it = 0; it < 20000; it++) {
+        int rc = (it & 1) ? rs_kv_get(kv, 7, row, KVT_VS, NULL)
+                          : rs_kv_batch_get_flat(kv, &key, 1, row, NULL, NULL);
+        if (rc) continue;
+        reads++;
+        for (size_t i = 1; i < KVT_VS / 8; i++)
+            if (row[i] != row[0]) {
+                torn++;
+                break;
+            }
+    }
+    __atomic_store_n(&h.stop, 1, __ATOMIC_RELAXED);
+    pthread_join(th, NULL);
+    RS_CHECK_EQ(torn, 0);
+    RS_CHECK_EQ(reads, 20000);
     rs_kv_close(kv);
     kvt_rm_dir(dir);
 }

@@ -118,7 +118,11 @@ static void test_cceh_reopen_variable(void) {
     kvt_rm_dir(dir);
 }
 
-RS_TEST_MAIN(RS_TEST(test_cceh_basic), RS_TEST(test_cceh_growth_and_full),
+static void test_cceh_hot_key_no_torn_reads(void) {
+    kvt_hot_key_no_torn_reads(RS_KV_INDEX_CCEH);
+}
+
+RS_TEST_MAIN(RS_TEST(test_cceh_hot_key_no_torn_reads), RS_TEST(test_cceh_basic), RS_TEST(test_cceh_growth_and_full),
              RS_TEST(test_cceh_variable), RS_TEST(test_cceh_update_add),
              RS_TEST(test_cceh_no_torn_reads), RS_TEST(test_cceh_requires_path),
              RS_TEST(test_cceh_reopen), RS_TEST(test_cceh_reopen_variable))

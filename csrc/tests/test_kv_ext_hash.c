@@ -52,6 +52,10 @@ static void test_eh_reads_during_splits(void) {
     rs_kv_close(kv);
 }
 
-RS_TEST_MAIN(RS_TEST(test_eh_basic), RS_TEST(test_eh_growth_and_full), RS_TEST(test_eh_variable),
+static void test_eh_hot_key_no_torn_reads(void) {
+    kvt_hot_key_no_torn_reads(RS_KV_INDEX_EXTENDIBLE_HASH);
+}
+
+RS_TEST_MAIN(RS_TEST(test_eh_hot_key_no_torn_reads), RS_TEST(test_eh_basic), RS_TEST(test_eh_growth_and_full), RS_TEST(test_eh_variable),
              RS_TEST(test_eh_update_add), RS_TEST(test_eh_no_torn_reads),
              RS_TEST(test_eh_reads_during_splits))

@@ -84,6 +84,10 @@ static void test_index_names(void) {
     RS_CHECK(strstr(err.msg, "capacity") != NULL);
 }
 
-RS_TEST_MAIN(RS_TEST(test_pet_basic), RS_TEST(test_pet_full), RS_TEST(test_pet_variable),
+static void test_pet_hot_key_no_torn_reads(void) {
+    kvt_hot_key_no_torn_reads(RS_KV_INDEX_PET_HASH);
+}
+
+RS_TEST_MAIN(RS_TEST(test_pet_hot_key_no_torn_reads), RS_TEST(test_pet_basic), RS_TEST(test_pet_full), RS_TEST(test_pet_variable),
              RS_TEST(test_pet_update_add), RS_TEST(test_pet_overflow_chain),
              RS_TEST(test_pet_no_torn_reads), RS_TEST(test_index_names))

@@ -9,6 +9,8 @@
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -202,6 +204,15 @@ static void test_options(void) {
     RS_CHECK_EQ(o.get_mode, RS_RC_GET_DIRECT_SG);
     RS_CHECK_EQ(o.fake_get, RS_RC_FAKE_INDEX_ONLY);
     RS_CHECK_EQ(o.skip_client_copy, 1);
+    /* both sides' keys were given: each side refuses the other's */
+    RS_CHECK(rs_rc_options_check_role(&o, 1, &e) == RS_EINVAL);
+    RS_CHECK(strstr(e.msg, "qps_per_client_per_shard") != NULL);
+    RS_CHECK(rs_rc_options_check_role(&o, 0, &e) == RS_EINVAL);
+    RS_CHECK(strstr(e.msg, "fake_get_mode") != NULL);
+    rs_rc_options srv;
+    rs_rc_options_default(&srv);
+    RS_CHECK(rs_rc_options_parse(&srv, "poll_mode=busy;server_get_workers=1", &e) == 0);
+    RS_CHECK(rs_rc_options_check_role(&srv, 1, &e) == 0);
     RS_CHECK(rs_rc_options_parse(&o, "bogus=1", &e) == RS_EINVAL);
     RS_CHECK(strstr(e.msg, "bogus") != NULL);
     RS_CHECK(rs_rc_options_parse(&o, "slots_per_qp=0", &e) == RS_EINVAL);
@@ -704,6 +715,9 @@ static void test_response_modes(void) {
     check_mode("", "qps_per_client_per_shard=1;get_response_mode=direct_sg", 1, 300);
     check_mode("", "qps_per_client_per_shard=1;get_response_mode=auto", 1,
                300); /* PET -> staging_copy */
+    /* a server set to staging_copy copies even when the request asks for direct_sg */
+    check_mode("get_response_mode=staging_copy",
+               "qps_per_client_per_shard=1;get_response_mode=direct_sg", 1, 300);
 }
 
 static void test_fake_modes(void) {
@@ -828,6 +842,43 @@ static void test_ctrl_rejects_bad_frames(void) {
     free(resp);
 }
 
+/* bind_core_offset on the client binds the thread that submits (once per thread) */
+typedef struct bind_arg {
+    fixture *fx;
+    int core;
+} bind_arg;
+
+static void *bind_thread(void *p) {
+    bind_arg *a = p;
+    rs_rc_client *c = connect_client(a->fx, "qps_per_client_per_shard=1;bind_core_offset=1", 1);
+    uint64_t keys[1] = {1};
+    float rows[DIM];
+    rs_ps_response *resp = malloc(sizeof *resp);
+    RS_CHECK_EQ(do_get(c, keys, 1, rows, resp), RS_PS_OK);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    a->core = -1;
+    if (pthread_getaffinity_np(pthread_self(), sizeof set, &set) == 0 && CPU_COUNT(&set) == 1)
+        for (int i = 0; i < CPU_SETSIZE; i++)
+            if (CPU_ISSET(i, &set))
+                a->core = i;
+    rs_rc_client_close(c);
+    free(resp);
+    return NULL;
+}
+
+static void test_client_binds_submitting_thread(void) {
+    fixture fx;
+    fx_start(&fx, "", 1);
+    bind_arg a = {&fx, -2};
+    pthread_t th;
+    RS_CHECK(pthread_create(&th, NULL, bind_thread, &a) == 0);
+    pthread_join(th, NULL);
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    RS_CHECK_EQ(a.core, (int)(1 % ncpu)); /* the first bound thread of this process: offset + 0 */
+    fx_stop(&fx);
+}
+
 static void test_no_shm_leftovers(void) {
     char prefix[64];
     snprintf(prefix, sizeof prefix, "recbench-rc-%d-", (int)getpid());
@@ -850,4 +901,4 @@ RS_TEST_MAIN(RS_TEST(test_options), RS_TEST(test_desc_check), RS_TEST(test_ctrl_
              RS_TEST(test_slot_exhaustion_many_clients), RS_TEST(test_response_modes),
              RS_TEST(test_fake_modes), RS_TEST(test_skip_client_copy),
              RS_TEST(test_workers_and_profile), RS_TEST(test_ctrl_rejects_bad_frames),
-             RS_TEST(test_no_shm_leftovers))
+             RS_TEST(test_client_binds_submitting_thread), RS_TEST(test_no_shm_leftovers))

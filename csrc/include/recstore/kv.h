@@ -88,7 +88,8 @@ int rs_kv_update_add_f32(rs_kv *kv, const uint64_t *keys, size_t n, const float 
  * the address of key i's row inside the value store, or NULL if the key is missing; *n_found
  * (nullable) counts hits. A reference stays valid until the key is overwritten, deleted or cleared;
  * unlike batch_get_flat, bytes read through it while another thread writes that key may be torn.
- * RS_ENOTSUP for engines whose rows are not addressable memory (CCEH keeps them in a file). */
+ * Works for every index type (CCEH's rows live in its mmap'ed values file, so they are
+ * addressable too); RS_EINVAL in variable-length mode. */
 int rs_kv_batch_row_refs(rs_kv *kv, const uint64_t *keys, size_t n, const void **refs, size_t *n_found);
 
 /* Number of keys stored. */

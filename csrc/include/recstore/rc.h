@@ -241,11 +241,17 @@ typedef struct rs_rc_options {
     char device[64];
     uint8_t ib_port;
     int gid_index;
+    char client_only[32]; /* first client-only key given (servers refuse it), else "" */
+    char server_only[32]; /* first server-only key given (clients refuse it), else "" */
 } rs_rc_options;
 
 void rs_rc_options_default(rs_rc_options *o);
-/* Apply "k=v;k=v" (also ',' separated). RS_EINVAL naming the key or value on bad input. */
+/* Apply "k=v;k=v" (also ',' separated). RS_EINVAL naming the key or value on bad input.
+ * Keys that only one side uses are remembered in client_only / server_only, so the other side
+ * refuses them (rs_rc_options_check_role) instead of ignoring them. */
 int rs_rc_options_parse(rs_rc_options *o, const char *extra, rs_error *err);
+/* RS_EINVAL naming the key when o holds a key of the other side (server != 0: a server). */
+int rs_rc_options_check_role(const rs_rc_options *o, int server, rs_error *err);
 const char *rs_rc_get_mode_name(rs_rc_get_mode m);
 const char *rs_rc_fake_get_name(rs_rc_fake_get m);
 
@@ -257,7 +263,8 @@ typedef struct rs_rc_backoff {
     rs_rc_poll_mode mode;
     uint32_t idle_rounds;
     uint64_t sleep_ns;
-    uint64_t sleeps; /* counters for profiles */
+    uint64_t max_nap_ns; /* longest nap (1 ms; waiters with a request in flight use less) */
+    uint64_t sleeps;     /* counters for profiles */
 } rs_rc_backoff;
 void rs_rc_backoff_init(rs_rc_backoff *b, rs_rc_poll_mode mode);
 void rs_rc_backoff_idle(rs_rc_backoff *b);

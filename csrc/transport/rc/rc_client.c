@@ -28,6 +28,22 @@
 #include "recstore/clock.h"
 #include "recstore/rc.h"
 
+/* Client core binding (bind_core_offset / numa_id): each thread that submits through an RC client
+ * is bound once, the i-th such thread of the process to core offset + i * stride. */
+static unsigned rs_rc_client_threads_bound;
+static __thread int rs_rc_client_thread_bound;
+
+static void bind_submitting_thread(const rs_rc_options *o) {
+    if (rs_rc_client_thread_bound || (o->bind_core_offset < 0 && o->numa_node < 0))
+        return;
+    rs_rc_client_thread_bound = 1;
+    unsigned i = __atomic_fetch_add(&rs_rc_client_threads_bound, 1, __ATOMIC_RELAXED);
+    rs_rc_bind_thread(o->bind_core_offset, o->bind_core_stride, i, o->numa_node);
+}
+
+/* Longest nap of a client waiting for an answer it has in flight (adaptive mode). */
+#define RS_RC_CLIENT_NAP_NS 50000ull
+
 typedef struct cl_slot {
     int busy;
     uint64_t seq, tag, t_submit;
@@ -258,6 +274,7 @@ static void drain(rs_rc_client *c, uint32_t q) {
 int rs_rc_client_submit(rs_rc_client *c, const rs_ps_request *req, uint64_t tag, void *rows_out,
                         size_t rows_cap, rs_error *err) {
     uint64_t t0 = rs_now_ns();
+    bind_submitting_thread(&c->o);
     if (c->f_tail - c->f_head >= c->max_in_flight)
         return rs_error_set(err, RS_EBUSY,
                             "RC client %s: %u requests already in flight (prefetch_depth)", c->peer,
@@ -411,6 +428,7 @@ int rs_rc_client_next(rs_rc_client *c, uint64_t *tag, rs_ps_response *resp, rs_e
     uint64_t deadline = t0 + (uint64_t)c->o.wait_timeout_ms * 1000000ull;
     rs_rc_backoff bo;
     rs_rc_backoff_init(&bo, c->o.poll_mode);
+    bo.max_nap_ns = RS_RC_CLIENT_NAP_NS;
     uint32_t spins = 0;
     while (__atomic_load_n(seqp, __ATOMIC_ACQUIRE) != sl->seq) {
         if (spins < c->o.wait_spin_iterations) {

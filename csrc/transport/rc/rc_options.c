@@ -97,7 +97,38 @@ static int parse_bool(const char *k, const char *v, int *out, rs_error *err) {
     return 0;
 }
 
+static const char *const client_only_keys[] = {"qps_per_client_per_shard", "slots_per_qp",
+                                               "request_slot_bytes",       "response_slot_bytes",
+                                               "wait_timeout_ms",          "wait_spin_iterations",
+                                               "control_plane_timeout_ms", "skip_client_copy"};
+static const char *const server_only_keys[] = {"server_get_workers", "max_keys_per_request",
+                                               "fake_get_mode"};
+
+static void note_side(rs_rc_options *o, const char *k) {
+    for (size_t i = 0; i < sizeof client_only_keys / sizeof *client_only_keys; i++)
+        if (!strcmp(k, client_only_keys[i]) && !o->client_only[0])
+            snprintf(o->client_only, sizeof o->client_only, "%s", k);
+    for (size_t i = 0; i < sizeof server_only_keys / sizeof *server_only_keys; i++)
+        if (!strcmp(k, server_only_keys[i]) && !o->server_only[0])
+            snprintf(o->server_only, sizeof o->server_only, "%s", k);
+}
+
+int rs_rc_options_check_role(const rs_rc_options *o, int server, rs_error *err) {
+    if (server && o->client_only[0])
+        return rs_error_set(err, RS_EINVAL,
+                            "RC option %s is a client option (give it to ps_bench / PSClient, not "
+                            "the server)",
+                            o->client_only);
+    if (!server && o->server_only[0])
+        return rs_error_set(
+            err, RS_EINVAL,
+            "RC option %s is a server option (give it to ps_server, not the client)",
+            o->server_only);
+    return 0;
+}
+
 static int apply(rs_rc_options *o, const char *k, const char *v, rs_error *err) {
+    note_side(o, k);
     uint32_t u = 0;
     int rc;
 #define U32(name, field, lo, hi)                                                                   \

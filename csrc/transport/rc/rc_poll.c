@@ -6,6 +6,8 @@
  * that double from 2 us up to 1 ms. Work found resets it. So a loaded poller never sleeps, an idle
  * one costs about a thousand short wake-ups per second (well under 0.02 CPU-s/s), and new work is
  * seen within one nap (<= 1 ms, microseconds while the backoff is still spinning or yielding).
+ * A client waiting for a request it has in flight caps its naps lower (RS_RC_CLIENT_NAP_NS in
+ * rc_client.c): the answer is coming, and a 1 ms nap there would be pure latency.
  * Busy mode only pauses.
  */
 #define _GNU_SOURCE
@@ -36,6 +38,7 @@ void rs_rc_backoff_init(rs_rc_backoff *b, rs_rc_poll_mode mode) {
     b->mode = mode;
     b->idle_rounds = 0;
     b->sleep_ns = 0;
+    b->max_nap_ns = RS_RC_NAP_MAX_NS;
     b->sleeps = 0;
 }
 
@@ -51,8 +54,8 @@ void rs_rc_backoff_idle(rs_rc_backoff *b) {
         sched_yield();
     } else {
         b->sleep_ns = b->sleep_ns ? b->sleep_ns * 2 : RS_RC_NAP_MIN_NS;
-        if (b->sleep_ns > RS_RC_NAP_MAX_NS)
-            b->sleep_ns = RS_RC_NAP_MAX_NS;
+        if (b->sleep_ns > b->max_nap_ns)
+            b->sleep_ns = b->max_nap_ns;
         b->sleeps++;
         rs_sleep_ns(b->sleep_ns);
     }

@@ -253,7 +253,8 @@ static void respond(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq, 
  * 0 when done, 1 when the caller must fall back to the staging copy. */
 static int get_direct_sg(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq,
                          const rs_ps_request *req, size_t room, rc_prof *pf) {
-    if (!s->h.kv || !s->kv_mr_ok)
+    /* a server configured with get_response_mode=staging_copy serves every GET by copy */
+    if (!s->h.kv || !s->kv_mr_ok || s->o.get_mode == RS_RC_GET_STAGING_COPY)
         return 1;
     uint32_t n = req->num_keys, vs = s->h.value_size;
     uint64_t t0 = s->o.profile_interval_ms ? rs_now_ns() : 0;
@@ -1058,38 +1059,41 @@ static void *prof_main(void *arg) {
                 AVG(pd.poll_loop_ns, pd.scan_rounds));
         }
         uint64_t ready_rounds = d.scan_rounds - d.empty_scan_rounds;
-        printf(
-            "component=rdma_rc_server_profile shard=%u threads=%u transport=%s fake_get_mode=%s"
-            " scan_rounds=%" PRIu64 " scanned_slots=%" PRIu64 " ready_slots=%" PRIu64
-            " not_ready_slots=%" PRIu64 " zero_seq_ready=%" PRIu64 " duplicate_seq_ready=%" PRIu64
-            " inflight_seq_ready=%" PRIu64 " empty_scan_rounds=%" PRIu64
-            " scan_hit_pct=%.3f ready_round_pct=%.3f avg_ready_per_round=%.3f"
-            " max_ready_per_round=%" PRIu64 " handled_get=%" PRIu64 " handled_put=%" PRIu64
-            " handled_update=%" PRIu64 " handled_command=%" PRIu64 " invalid_descriptor=%" PRIu64
-            " wrong_shard=%" PRIu64 " handle_get_avg_ns=%.1f get_batch_get_avg_ns=%.1f"
-            " get_index_lookup_avg_ns=%.1f get_rows=%" PRIu64 " get_value_bytes=%" PRIu64
-            " get_missing_rows=%" PRIu64 " get_direct_sg=%" PRIu64
-            " get_direct_sg_fallback=%" PRIu64
-            " get_direct_sg_avg_ns=%.1f get_direct_sg_wr=%" PRIu64 " handle_put_avg_ns=%.1f"
-            " handle_update_avg_ns=%.1f handle_command_avg_ns=%.1f complete_response_avg_ns=%.1f"
-            " poll_loop_avg_ns=%.1f poller_active=%" PRIu64 " poller_total_get=%" PRIu64
-            " poller_min_get=%" PRIu64 " poller_min_get_thread=%u poller_max_get=%" PRIu64
-            " poller_max_get_thread=%u\n",
-            s->h.shard_id, nt, s->fab->name, rs_rc_fake_get_name(s->o.fake_get), d.scan_rounds,
-            d.scanned_slots, d.ready_slots, d.not_ready_slots, d.zero_seq_ready,
-            d.duplicate_seq_ready, d.inflight_seq_ready, d.empty_scan_rounds,
-            100.0 * AVG(d.ready_slots, d.scanned_slots), 100.0 * AVG(ready_rounds, d.scan_rounds),
-            AVG(d.ready_slots, d.scan_rounds), d.max_ready_per_round, d.handled_get, d.handled_put,
-            d.handled_update, d.handled_command, d.invalid_descriptor, d.wrong_shard,
-            AVG(d.handle_get_ns, d.handled_get),
-            AVG(d.get_batch_get_ns, d.handled_get - d.get_direct_sg),
-            AVG(d.get_index_lookup_ns, d.get_direct_sg + d.get_direct_sg_fallback), d.get_rows,
-            d.get_value_bytes, d.get_missing_rows, d.get_direct_sg, d.get_direct_sg_fallback,
-            AVG(d.get_direct_sg_ns, d.get_direct_sg), d.get_direct_sg_wr,
-            AVG(d.handle_put_ns, d.handled_put), AVG(d.handle_update_ns, d.handled_update),
-            AVG(d.handle_command_ns, d.handled_command), AVG(d.complete_ns, d.complete_count),
-            AVG(d.poll_loop_ns, d.scan_rounds), active, total_get,
-            min_get == UINT64_MAX ? 0 : min_get, min_t, max_get, max_t);
+        printf("component=rdma_rc_server_profile shard=%u threads=%u transport=%s "
+               "get_response_mode=%s "
+               "fake_get_mode=%s"
+               " scan_rounds=%" PRIu64 " scanned_slots=%" PRIu64 " ready_slots=%" PRIu64
+               " not_ready_slots=%" PRIu64 " zero_seq_ready=%" PRIu64
+               " duplicate_seq_ready=%" PRIu64 " inflight_seq_ready=%" PRIu64
+               " empty_scan_rounds=%" PRIu64
+               " scan_hit_pct=%.3f ready_round_pct=%.3f avg_ready_per_round=%.3f"
+               " max_ready_per_round=%" PRIu64 " handled_get=%" PRIu64 " handled_put=%" PRIu64
+               " handled_update=%" PRIu64 " handled_command=%" PRIu64 " invalid_descriptor=%" PRIu64
+               " wrong_shard=%" PRIu64 " handle_get_avg_ns=%.1f get_batch_get_avg_ns=%.1f"
+               " get_index_lookup_avg_ns=%.1f get_rows=%" PRIu64 " get_value_bytes=%" PRIu64
+               " get_missing_rows=%" PRIu64 " get_direct_sg=%" PRIu64
+               " get_direct_sg_fallback=%" PRIu64
+               " get_direct_sg_avg_ns=%.1f get_direct_sg_wr=%" PRIu64 " handle_put_avg_ns=%.1f"
+               " handle_update_avg_ns=%.1f handle_command_avg_ns=%.1f complete_response_avg_ns=%.1f"
+               " poll_loop_avg_ns=%.1f poller_active=%" PRIu64 " poller_total_get=%" PRIu64
+               " poller_min_get=%" PRIu64 " poller_min_get_thread=%u poller_max_get=%" PRIu64
+               " poller_max_get_thread=%u\n",
+               s->h.shard_id, nt, s->fab->name, rs_rc_get_mode_name(s->o.get_mode),
+               rs_rc_fake_get_name(s->o.fake_get), d.scan_rounds, d.scanned_slots, d.ready_slots,
+               d.not_ready_slots, d.zero_seq_ready, d.duplicate_seq_ready, d.inflight_seq_ready,
+               d.empty_scan_rounds, 100.0 * AVG(d.ready_slots, d.scanned_slots),
+               100.0 * AVG(ready_rounds, d.scan_rounds), AVG(d.ready_slots, d.scan_rounds),
+               d.max_ready_per_round, d.handled_get, d.handled_put, d.handled_update,
+               d.handled_command, d.invalid_descriptor, d.wrong_shard,
+               AVG(d.handle_get_ns, d.handled_get),
+               AVG(d.get_batch_get_ns, d.handled_get - d.get_direct_sg),
+               AVG(d.get_index_lookup_ns, d.get_direct_sg + d.get_direct_sg_fallback), d.get_rows,
+               d.get_value_bytes, d.get_missing_rows, d.get_direct_sg, d.get_direct_sg_fallback,
+               AVG(d.get_direct_sg_ns, d.get_direct_sg), d.get_direct_sg_wr,
+               AVG(d.handle_put_ns, d.handled_put), AVG(d.handle_update_ns, d.handled_update),
+               AVG(d.handle_command_ns, d.handled_command), AVG(d.complete_ns, d.complete_count),
+               AVG(d.poll_loop_ns, d.scan_rounds), active, total_get,
+               min_get == UINT64_MAX ? 0 : min_get, min_t, max_get, max_t);
         printf("component=rdma_rc_transport_profile role=server transport=%s shard=%u "
                "complete_count=%" PRIu64 " response_payload_writes=%" PRIu64
                " response_payload_sg_writes=%" PRIu64 " response_payload_sg_wrs=%" PRIu64

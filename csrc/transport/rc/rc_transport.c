@@ -4,11 +4,31 @@
  * string (rc_options.c); the server answers through the shard handler (rs_ps_shard_handle) and
  * reads rows straight from the shard's KV engine for direct_sg and index_only.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "recstore/rc.h"
 #include "recstore/transport.h"
+
+/* The verbs fabric's options mean nothing on shm: refuse them rather than ignore them. */
+static int check_fabric_options(const rs_rc_fabric_ops *fab, const rs_rc_options *o,
+                                rs_error *err) {
+    if (fab == &rs_rc_fabric_shm && (o->device[0] || o->ib_port != 1 || o->gid_index != -1))
+        return rs_error_set(err, RS_EINVAL,
+                            "RC options device/ib_port/gid_index select a verbs device: they apply "
+                            "to the rdma transport, not shm");
+    return 0;
+}
+
+/* One option string often serves both sides (the runner's --transport-options reaches servers and
+ * clients): a key of the other side is not an error, but it is said, not silently dropped. */
+static void warn_other_side(const rs_rc_options *o, int server) {
+    rs_error e = {0};
+    if (rs_rc_options_check_role(o, server, &e))
+        fprintf(stderr, "component=rdma_rc_%s event=option_not_used reason=\"%s\"\n",
+                server ? "server" : "client", e.msg);
+}
 
 typedef struct rc_srv_state {
     rs_rc_server *srv;
@@ -24,8 +44,9 @@ static int rc_start(const rs_rc_fabric_ops *fab, const rs_ps_server_opts *opts, 
     rs_rc_options o;
     rs_rc_options_default(&o);
     int rc = rs_rc_options_parse(&o, opts->extra, err);
-    if (rc)
+    if (rc || (rc = check_fabric_options(fab, &o, err)))
         return rc;
+    warn_other_side(&o, 1);
     rs_kv *kv = rs_ps_shard_kv(shard);
     rs_rc_handler h = {
         .ctx = shard,
@@ -100,8 +121,9 @@ static int rc_connect(const rs_rc_fabric_ops *fab, const char *host, uint16_t po
     rs_rc_options o;
     rs_rc_options_default(&o);
     int rc = rs_rc_options_parse(&o, opts ? opts->extra : NULL, err);
-    if (rc)
+    if (rc || (rc = check_fabric_options(fab, &o, err)))
         return rc;
+    warn_other_side(&o, 0);
     if (opts && opts->timeout_ms && !strstr(opts->extra ? opts->extra : "", "wait_timeout_ms"))
         o.wait_timeout_ms = opts->timeout_ms;
     uint32_t depth = opts && opts->max_in_flight ? opts->max_in_flight : 1;

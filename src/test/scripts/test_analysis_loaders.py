@@ -67,6 +67,16 @@ class PSLoaderTest(LoaderCase):
         self.assertTrue(skipped["key_ops_per_sec"].isna().all())
         self.assertEqual(df.attrs["kind"], "ps")
 
+    def test_write_csv_round_trip(self):
+        df = analysis.load_ps_summary(self.SRC)
+        out = analysis.write_csv(df, self.tmp / "again.csv")
+        self.assertEqual(read(out)[0], analysis.PS_COLUMNS)
+        again = analysis.load_ps_summary(out)
+        self.assertEqual(again["log_path"].tolist(), df["log_path"].tolist())
+        self.assertEqual(again["status"].tolist(), df["status"].tolist())
+        self.assertTrue(((again["key_ops_per_sec"] - df["key_ops_per_sec"]).abs().fillna(0)
+                         <= df["key_ops_per_sec"].abs().fillna(0) * 1e-5).all())
+
     def test_directory_argument(self):
         shutil.copy(self.SRC, self.tmp / "summary.csv")
         self.assertEqual(len(analysis.load_ps_summary(self.tmp)), len(analysis.load_ps_summary(self.SRC)))

