@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import platform
+import shutil
 import signal
 import socket
 import subprocess
@@ -90,6 +91,7 @@ class Session:
         self.remote_repo = args.remote_repo or str(REPO_ROOT)
         self.remote_python = args.remote_python or f"{self.remote_repo}/.venv/bin/python"
         self.interrupted = False
+        self.data_bases = {}
 
     # ---- setup ---------------------------------------------------------------------------
     def _output_dir(self):
@@ -487,6 +489,7 @@ class Session:
                 p.stop()
                 REGISTRY.remove(p)
             log.debug("%s repeat %s: stopped", transport, repeat)
+            shutil.rmtree(data_root, ignore_errors=True)  # scratch: file-backed indexes
             case["processes"] = [{"name": p.name, "host": p.host.label(), "pid": p.pid,
                                   "remote_pid": p.remote_pid, "returncode": p.returncode}
                                  for p in servers + clients]
@@ -503,6 +506,8 @@ class Session:
                 continue
             if not host.remote:
                 paths[host.label()] = local_path
+                self.data_bases[host.label()] = config["cache_ps"]["base_kv_config"]["value"].get(
+                    "path") or str(Path(local_path).parent / "data")
                 continue
             remote_cfg = json.loads(json.dumps(config))
             value = remote_cfg["cache_ps"]["base_kv_config"]["value"]
@@ -519,6 +524,7 @@ class Session:
                 raise PreflightError(f"{host.label()}: writing {remote_dir}/config.json failed: "
                                      f"{res.stderr.strip()}")
             paths[host.label()] = f"{remote_dir}/config.json"
+            self.data_bases[host.label()] = rdata
         return paths
 
     def _remove_remote_dir(self, topo, remote_dir):
@@ -541,6 +547,8 @@ class Session:
             launcher = self.launcher(host, "recbench.ps_server", self.args.server_binary)
             cmd = build_server_cmd(self.args, transport, s, len(topo.servers),
                                    config_paths[host.label()], launcher, self._cores(host))
+            # one data directory per shard process (file-backed indexes must not share files)
+            cmd.append(f"--data_path={self.data_bases[host.label()]}/shard_{s.shard}")
             cmd = self.filter_flags(cmd, self.program_flags(host, launcher), "recbench.ps_server")
             env = self.process_env(host, config_paths[host.label()], _offset_of(cmd))
             self.cases[-1].setdefault("commands", []).append(
@@ -793,11 +801,28 @@ def run(args, argv):
             return 2
         plan = [(t, r) for t in args.transport_list for r in range(args.repeat)]
         try:
-            session.preflight_hosts(topologies)
+            try:
+                session.preflight_hosts(topologies)
+            except Exception as exc:  # a broken host answer must not lose the reports
+                log.exception("preflight")
+                for label in set(session.hosts) | {"local"}:
+                    session.host_problems.setdefault(label, []).append(
+                        f"preflight error: {type(exc).__name__}: {exc}")
             for n, (transport, repeat) in enumerate(plan, 1):
                 t0 = time.monotonic()
                 topo = topologies[transport]
-                rows, server_cpu = session.run_case(transport, repeat, topo)
+                n_cases = len(session.cases)
+                try:
+                    rows, server_cpu = session.run_case(transport, repeat, topo)
+                except Exception as exc:  # a runner bug in one case: record it, go on
+                    log.exception("%s repeat %s", transport, repeat)
+                    del session.cases[n_cases:]
+                    session.cases.append({"transport": transport, "repeat_index": repeat,
+                                          "topology": topo.to_dict(), "status": "startup_failure"})
+                    rows = [results.failure_row(session.base_row(transport, repeat, topo),
+                                                "startup_failure",
+                                                f"runner error: {type(exc).__name__}: {exc}")]
+                    server_cpu = None
                 session.rows += rows
                 status = session.cases[-1].get("status", "?")
                 session.case_cpu.append((transport, repeat, server_cpu, status))

@@ -213,7 +213,11 @@ class TestLocalSmoke(RunnerCase):
             self.assertIn(f"port={(p0, p1)[k]}", log)
         cfg = json.loads(Path(self.out, "configs", f"{transport}_repeat_0.json").read_text())
         self.assertEqual([s["port"] for s in cfg["distributed_client"]["servers"]], [p0, p1])
-        self.assert_no_leftovers()
+        run = self.assert_no_leftovers()
+        paths = [a for c in run["cases"][0]["commands"] if c["name"].startswith("server")
+                 for a in c["argv"] if a.startswith("--data_path=")]
+        self.assertEqual(len(set(paths)), 2)  # shard servers never share a data directory
+        self.assertFalse(Path(self.out, "data", f"{transport}_repeat_0").exists())  # scratch
 
     @unittest.skipUnless("shm" in built_transports(), "this build has no shm transport")
     def test_rc_options_reach_shm_and_bad_ones_fail_loudly(self):
@@ -248,6 +252,21 @@ class TestLocalSmoke(RunnerCase):
         rows, _ = self.assert_outputs()
         self.assertEqual([r["status"] for r in rows], ["skipped"])
         self.assertIn("no RDMA verbs device", rows[0]["message"])
+
+    def test_client_exit_77_is_a_skip(self):
+        client = write_script(Path(self.tmp, "skipping_client.py"),
+                              "import os, sys\nif '--help' in sys.argv:\n"
+                              "    os.execv(sys.executable, [sys.executable, '-m', 'recbench.ps_bench', '--help'])\n"
+                              "sys.stderr.write('recbench-ps-bench: skipped: no device\\n'); sys.exit(77)\n")
+        port = self.port()
+        res = run_runner(SMALL + ["--transports", "brpc", "--server-plan", f"0:127.0.0.1:{port}:0",
+                                  "--benchmark-binary", client, "--output-dir", self.out])
+        self.assertEqual(res.returncode, 0, res.stderr[-2000:])
+        rows, _ = self.assert_outputs()
+        self.assertEqual([(r["status"], r["client_index"]) for r in rows], [("skipped", "0")])
+        self.assertIn("code 77", rows[0]["message"])
+        self.assertIn("no device", rows[0]["message"])
+        self.assert_no_leftovers()
 
     def test_port_in_use_is_a_preflight_failure(self):
         import socket
