@@ -252,8 +252,10 @@ def _fmt(v) -> str:
 
 
 def error_tail(text: str) -> str:
+    """Last 5 non-empty lines joined by " | ", at most 1000 characters; commas become ';' so the
+    cell never needs CSV quoting and `awk -F,` / `column -s,` column numbers stay right."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return " | ".join(lines[-5:])[:1000]
+    return " | ".join(lines[-5:])[:1000].replace(",", ";")
 
 
 def row_for(spec: RunSpec, args, rc: int, text: str) -> dict:

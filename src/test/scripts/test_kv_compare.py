@@ -153,6 +153,9 @@ class KvCompareTest(unittest.TestCase):
         for row in rows:
             self.assertEqual(row["exit_code"], "2")
             self.assertIn("requestdistribution=pareto", row["error_tail"])
+            self.assertNotIn(",", row["error_tail"])
+        for line in (out / "summary.csv").read_text().splitlines():
+            self.assertEqual(line.count(","), len(COLUMNS) - 1)  # no quoted cells
 
 
 if __name__ == "__main__":
