@@ -148,24 +148,32 @@ def _workload_file_props(path: str) -> dict[str, str]:
 
 
 def _kv_bench_cmd(args, workload_path: str, data: Path, engine_props: list[str]) -> list[str]:
-    """kvdb under --read-mode batch_get_flat: recbench.kv_bench with RecStore's gflag spelling."""
+    """kvdb under --read-mode batch_get_flat: recbench.kv_bench (RecStore's benchmark_kv_engine
+    flags), counted run of operation_count keys. Rows are the size a YCSB record would have in
+    kvdb's perf mode (fieldcount * fieldlength, or hybridkv.synthetic_bytes), rounded up to whole
+    float32; the workload letter (a, b or c; reads only for the others) and the request
+    distribution (zipfian with YCSB's constant 0.99, else uniform) come from the workload file."""
     wl = _workload_file_props(workload_path)
     all_props = dict(p.split("=", 1) for p in args.extra_prop + engine_props)
     wl.update(all_props)
     fieldcount = int(wl.get("fieldcount", 10))
     fieldlength = int(wl.get("fieldlength", 100))
     value_size = int(all_props.get("hybridkv.synthetic_bytes", 0)) or fieldcount * fieldlength
-    value_size = (value_size + 3) // 4 * 4  # kv_bench rows are float32 vectors
+    value_size = (value_size + 3) // 4 * 4
     letter = Path(workload_path).name.replace("workload", "")
     workload = letter if letter in ("a", "b", "c") else "c"
-    dist = wl.get("requestdistribution", "uniform")
-    cmd = [sys.executable, "-m", "recbench.kv_bench",
-           f"--index_type={all_props.get('hybridkv.index_type', args.index_type)}",
-           f"--record_count={args.record_count}", f"--operation_count={args.operation_count}",
-           f"--thread_num={args.threads}", f"--value_size={value_size}",
-           f"--workload={workload}", f"--distribution={'zipfian' if dist == 'zipfian' else 'uniform'}",
-           "--read_mode=batch_get_flat", f"--batch_keys={args.batch_keys}",
-           f"--dram_path={data}"]
+    zipfian = wl.get("requestdistribution", "uniform") == "zipfian"
+    index_type = all_props.get("hybridkv.index_type", args.index_type)
+    cmd = [sys.executable, "-m", "recbench.kv_bench"]
+    if index_type.upper() in ("SSD_EXTENDIBLE_HASH", "SSD", "CCEH"):
+        cmd += ["--engine=cceh", f"--ssd_path={data}"]
+    cmd += [f"--index_type={index_type}",
+            f"--record_count={args.record_count}", f"--operation_count={args.operation_count}",
+            f"--threads={args.threads}", f"--value_size={value_size}", f"--workload={workload}",
+            f"--distribution={'zipfian' if zipfian else 'uniform'}"]
+    if zipfian:
+        cmd.append(f"--zipfian_alpha={wl.get('zipfianconstant', '0.99')}")
+    cmd += ["--read_mode=batch_get_flat", f"--batch_keys={args.batch_keys}"]
     return cmd
 
 
@@ -244,8 +252,10 @@ def _fmt(v) -> str:
 
 
 def error_tail(text: str) -> str:
+    """Last 5 non-empty lines joined by " | ", at most 1000 characters; commas become ';' so the
+    cell never needs CSV quoting and `awk -F,` / `column -s,` column numbers stay right."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return " | ".join(lines[-5:])[:1000]
+    return " | ".join(lines[-5:])[:1000].replace(",", ";")
 
 
 def row_for(spec: RunSpec, args, rc: int, text: str) -> dict:

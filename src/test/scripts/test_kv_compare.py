@@ -74,17 +74,25 @@ class KvCompareTest(unittest.TestCase):
 
     def test_batch_mode_and_repeat_and_failing_engine(self):
         out = self.tmp / "out"
-        r = compare("--engines", "basic", "lmdb", "rocksdb", "--workloads", "c", "--record-count",
+        r = compare("--engines", "kvdb", "basic", "lmdb", "rocksdb", "--workloads", "c", "--record-count",
                     "2000", "--operation-count", "400", "--read-mode", "batch_get_flat",
                     "--batch-keys", "50", "--repeat", "2", "--engine-prop", "lmdb:lmdb.mapsize=8192",
                     "--output-dir", str(out))
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
         _, rows = read_rows(out)
-        self.assertEqual(len(rows), 6)
+        self.assertEqual(len(rows), 8)
         for row in rows:
             self.assertEqual(row["read_mode"], "batch_get_flat")
             self.assertEqual(row["batch_keys"], "50")
-            if row["engine"] == "lmdb":
+            if row["engine"] == "kvdb":  # recbench.kv_bench's batch_get_flat
+                self.assertEqual(row["exit_code"], "0", row["error_tail"])
+                self.assertEqual(row["db"], "kv_bench")
+                self.assertEqual(row["run_operations"], "400")
+                self.assertGreater(float(row["run_p99_us"]), 0)
+                log = Path(row["log_path"]).read_text()
+                self.assertIn("--read_mode=batch_get_flat --batch_keys=50", log)
+                self.assertIn("YCSB_RESULT", log)
+            elif row["engine"] == "lmdb":
                 self.assertNotEqual(row["exit_code"], "0")
                 self.assertIn("lmdb", row["error_tail"])
                 self.assertIn("mapsize", row["error_tail"])
@@ -145,6 +153,9 @@ class KvCompareTest(unittest.TestCase):
         for row in rows:
             self.assertEqual(row["exit_code"], "2")
             self.assertIn("requestdistribution=pareto", row["error_tail"])
+            self.assertNotIn(",", row["error_tail"])
+        for line in (out / "summary.csv").read_text().splitlines():
+            self.assertEqual(line.count(","), len(COLUMNS) - 1)  # no quoted cells
 
 
 if __name__ == "__main__":
