@@ -262,6 +262,27 @@ static int brpc_submit(void *conn, const rs_ps_request *req, uint64_t tag, void 
 }
 
 /* Ensure at least `want` buffered bytes (in_len), reading with the deadline. */
+/* One receive step into buf (at most len bytes): the bytes received (> 0); 0 when nothing arrived
+ * yet and the caller should try again (EINTR, or the socket became readable before the deadline);
+ * or a negative code after marking the connection broken (peer closed, error, deadline). */
+static ssize_t recv_step(brpc_cconn *c, uint8_t *buf, size_t len, uint64_t deadline, rs_error *err) {
+    ssize_t r = recv(c->fd, buf, len, 0);
+    if (r > 0) return r;
+    if (r == 0)
+        return mark_broken(c, err, RS_ECONN,
+                           "connection closed by the server with %u request(s) outstanding",
+                           c->count);
+    if (errno == EINTR) return 0;
+    if (errno != EAGAIN && errno != EWOULDBLOCK)
+        return mark_broken(c, err, RS_ECONN, "receive failed: %s", strerror(errno));
+    int rc = wait_fd(c, POLLIN, deadline);
+    if (rc == RS_ETIMEDOUT)
+        return mark_broken(c, err, RS_ETIMEDOUT, "no response within %llu ms",
+                           (unsigned long long)(c->timeout_ns / 1000000));
+    if (rc) return mark_broken(c, err, RS_ECONN, "poll failed while receiving");
+    return 0;
+}
+
 static int fill(brpc_cconn *c, size_t want, uint64_t deadline, rs_error *err) {
     if (c->in_len >= want) return 0;
     if (c->in_start + want > c->in_cap) {
@@ -283,23 +304,9 @@ static int fill(brpc_cconn *c, size_t want, uint64_t deadline, rs_error *err) {
          * caller's buffer by recv_into instead of being copied out of this one */
         size_t room = c->in_cap - off, ask = want - c->in_len;
         if (ask < RS_BRPC_CLIENT_READ_AHEAD) ask = RS_BRPC_CLIENT_READ_AHEAD;
-        ssize_t r = recv(c->fd, c->in + off, ask < room ? ask : room, 0);
-        if (r > 0) {
-            c->in_len += (size_t)r;
-            continue;
-        }
-        if (r == 0)
-            return mark_broken(c, err, RS_ECONN,
-                               "connection closed by the server with %u request(s) outstanding",
-                               c->count);
-        if (errno == EINTR) continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK)
-            return mark_broken(c, err, RS_ECONN, "receive failed: %s", strerror(errno));
-        int rc = wait_fd(c, POLLIN, deadline);
-        if (rc == RS_ETIMEDOUT)
-            return mark_broken(c, err, RS_ETIMEDOUT, "no response within %llu ms",
-                               (unsigned long long)(c->timeout_ns / 1000000));
-        if (rc) return mark_broken(c, err, RS_ECONN, "poll failed while receiving");
+        ssize_t r = recv_step(c, c->in + off, ask < room ? ask : room, deadline, err);
+        if (r < 0) return (int)r;
+        c->in_len += (size_t)r;
     }
     return 0;
 }
@@ -312,23 +319,9 @@ static int recv_into(brpc_cconn *c, uint8_t *dst, size_t len, uint64_t deadline,
     c->in_len -= from_buf;
     size_t got = from_buf;
     while (got < len) {
-        ssize_t r = recv(c->fd, dst + got, len - got, 0);
-        if (r > 0) {
-            got += (size_t)r;
-            continue;
-        }
-        if (r == 0)
-            return mark_broken(c, err, RS_ECONN,
-                               "connection closed by the server with %u request(s) outstanding",
-                               c->count);
-        if (errno == EINTR) continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK)
-            return mark_broken(c, err, RS_ECONN, "receive failed: %s", strerror(errno));
-        int rc = wait_fd(c, POLLIN, deadline);
-        if (rc == RS_ETIMEDOUT)
-            return mark_broken(c, err, RS_ETIMEDOUT, "no response within %llu ms",
-                               (unsigned long long)(c->timeout_ns / 1000000));
-        if (rc) return mark_broken(c, err, RS_ECONN, "poll failed while receiving");
+        ssize_t r = recv_step(c, dst + got, len - got, deadline, err);
+        if (r < 0) return (int)r;
+        got += (size_t)r;
     }
     return 0;
 }
