@@ -31,6 +31,7 @@
 #include "recstore/clock.h"
 #include "recstore/transport.h"
 #include "transport/brpc_frame.h"
+#include "transport/transport_options.h"
 
 #define RS_BRPC_CLIENT_MAX_BODY (1ull << 31)
 #define RS_BRPC_CLIENT_READ_AHEAD 4096
@@ -100,10 +101,19 @@ static int wait_fd(brpc_cconn *c, short events, uint64_t deadline_ns) {
     }
 }
 
+/* The brpc client has no transport options: any key is an error, not silently ignored. */
+static int reject_client_option(void *ctx, const char *key, const char *val, rs_error *err) {
+    return rs_error_set(err, RS_EINVAL, "brpc client takes no transport options (got '%s=%s')",
+                        key, val);
+}
+
 static int brpc_connect(const char *host, uint16_t port, const rs_ps_client_opts *opts,
                         void **out, rs_error *err) {
     int rc;
     *out = NULL;
+    if (opts && (rc = rs_transport_options_each(opts->extra, "brpc client", reject_client_option,
+                                                NULL, err)))
+        return rc;
     brpc_cconn *c = calloc(1, sizeof *c);
     if (!c) return rs_error_set(err, RS_ENOMEM, "brpc connection");
     c->fd = -1;

@@ -16,8 +16,9 @@
  * body) closes that connection only. A well-framed request with an unknown service or method or a
  * PSRequest that does not decode gets an error response (RpcResponseMeta.error_code/error_text);
  * PS-level errors travel in PSResponse.status/error. Sizes are checked before allocating.
- * Backpressure: a connection whose unsent output exceeds RS_BRPC_OUT_LIMIT is not read until it
- * drains, which bounds the requests in flight per connection by their response bytes. Limits:
+ * Backpressure: a connection whose unsent output reaches max_pending_bytes (transport option,
+ * default 64 MiB) is not read until it drains, which bounds the requests in flight per connection
+ * by their response bytes. Limits:
  * max_connections (default 1024) connections at once, more are accepted and closed; when the
  * process runs out of descriptors, pending connections are shed through a reserved descriptor
  * instead of leaving the listening socket readable (a busy loop).
@@ -43,9 +44,10 @@
 
 #include "recstore/transport.h"
 #include "transport/brpc_frame.h"
+#include "transport/transport_options.h"
 
 #define RS_BRPC_HEAD_MAX 4096           /* header + RpcMeta + PSResponse head, bounded by error/reply */
-#define RS_BRPC_OUT_LIMIT (64ull << 20) /* unsent output that pauses reading a connection */
+#define RS_BRPC_OUT_LIMIT (64ull << 20) /* default max_pending_bytes */
 #define RS_BRPC_IN_INITIAL (64u << 10)
 #define RS_BRPC_DEFAULT_MAX_CONNS 1024u /* max_connections == 0 */
 #define RS_BRPC_KEEP_BYTES (4u << 20) /* larger idle buffers are released after use */
@@ -87,6 +89,7 @@ typedef struct brpc_server {
     uint16_t port;
     rs_ps_shard *shard;
     uint64_t max_body;
+    uint64_t out_limit; /* max_pending_bytes: unsent reply bytes that pause reading a connection */
     uint32_t max_conns;
     uint32_t open_conns; /* atomic */
     int spare_fd;        /* atomic; a reserved descriptor (/dev/null) that lets accept shed a
@@ -344,7 +347,7 @@ static int conn_process(brpc_sconn *c) {
     brpc_server *s = c->w->srv;
     size_t pos = 0;
     int ret = 0;
-    while (c->in_len - pos >= RS_BRPC_HEADER_BYTES && c->out_pending < RS_BRPC_OUT_LIMIT) {
+    while (c->in_len - pos >= RS_BRPC_HEADER_BYTES && c->out_pending < c->w->srv->out_limit) {
         rs_brpc_header hdr;
         if (rs_brpc_header_parse(c->in + pos, s->max_body, &hdr, NULL)) {
             ret = -1;
@@ -427,14 +430,14 @@ static void conn_on_readable(brpc_sconn *c) {
             conn_close(c);
             return;
         }
-        if (c->out_pending >= RS_BRPC_OUT_LIMIT) break;
+        if (c->out_pending >= c->w->srv->out_limit) break;
         if (c->in_len < c->in_cap) break; /* the socket had less than we asked for */
     }
     if (conn_flush(c)) {
         conn_close(c);
         return;
     }
-    uint32_t ev = (c->out_pending >= RS_BRPC_OUT_LIMIT ? 0 : EPOLLIN) |
+    uint32_t ev = (c->out_pending >= c->w->srv->out_limit ? 0 : EPOLLIN) |
                   (c->out_pending ? EPOLLOUT : 0);
     if (conn_set_events(c, ev)) conn_close(c);
 }
@@ -444,14 +447,14 @@ static void conn_on_writable(brpc_sconn *c) {
         conn_close(c);
         return;
     }
-    if (c->out_pending < RS_BRPC_OUT_LIMIT && c->in_len) {
+    if (c->out_pending < c->w->srv->out_limit && c->in_len) {
         /* frames buffered while output was backed up */
         if (conn_process(c) || conn_flush(c)) {
             conn_close(c);
             return;
         }
     }
-    uint32_t ev = (c->out_pending >= RS_BRPC_OUT_LIMIT ? 0 : EPOLLIN) |
+    uint32_t ev = (c->out_pending >= c->w->srv->out_limit ? 0 : EPOLLIN) |
                   (c->out_pending ? EPOLLOUT : 0);
     if (conn_set_events(c, ev)) conn_close(c);
 }
@@ -533,6 +536,16 @@ static void server_free(brpc_server *s) {
 
 static void brpc_stop(void *state);
 
+/* brpc server transport options: max_pending_bytes=N (64 KiB .. 4 GiB). */
+static int apply_server_option(void *ctx, const char *key, const char *val, rs_error *err) {
+    brpc_server *s = ctx;
+    if (strcmp(key, "max_pending_bytes") == 0)
+        return rs_transport_option_u64("brpc server", key, val, 64u << 10, 4ull << 30,
+                                       &s->out_limit, err);
+    return rs_error_set(err, RS_EINVAL, "unknown brpc server option '%s' (known: max_pending_bytes)",
+                        key);
+}
+
 static int brpc_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, void **state,
                       rs_error *err) {
     int rc;
@@ -546,6 +559,9 @@ static int brpc_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, void **
     if (s->max_body > UINT32_MAX) s->max_body = UINT32_MAX;
     s->max_conns = opts->max_connections ? opts->max_connections : RS_BRPC_DEFAULT_MAX_CONNS;
     s->nworkers = opts->num_threads ? opts->num_threads : 1;
+    s->out_limit = RS_BRPC_OUT_LIMIT;
+    if ((rc = rs_transport_options_each(opts->extra, "brpc server", apply_server_option, s, err)))
+        goto fail;
 
     struct sockaddr_storage ss;
     socklen_t slen = 0;

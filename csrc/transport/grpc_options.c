@@ -21,75 +21,60 @@
 
 #include <malloc.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "transport/grpc_transport.h"
+#include "transport/transport_options.h"
 
 #define RS_GRPC_DEFAULT_CALLS_PER_METHOD 16
 #define RS_GRPC_DEFAULT_REPLY_TIMEOUT_MS 30000
 #define RS_GRPC_DEFAULT_MAX_FRAME 16384u
 #define RS_GRPC_MALLOC_THRESHOLD (64 << 20)
 
-static int parse_uint(const char *side, const char *key, const char *val, unsigned long lo,
+typedef struct parse_ctx {
+    int server;
+    const char *side;
+    rs_grpc_options *out;
+} parse_ctx;
+
+static int parse_uint(const parse_ctx *c, const char *key, const char *val, unsigned long lo,
                       unsigned long hi, unsigned *out, rs_error *err) {
-    char *e;
-    unsigned long v = strtoul(val, &e, 10);
-    if (*val == 0 || *e != 0 || v < lo || v > hi)
-        return rs_error_set(err, RS_EINVAL, "grpc %s option %s=%s: want an integer in %lu..%lu",
-                            side, key, val, lo, hi);
-    *out = (unsigned)v;
-    return 0;
+    char who[32];
+    snprintf(who, sizeof who, "grpc %s", c->side);
+    uint64_t v;
+    int rc = rs_transport_option_u64(who, key, val, lo, hi, &v, err);
+    if (rc == 0) *out = (unsigned)v;
+    return rc;
+}
+
+static int apply_option(void *ctx, const char *kv, const char *val, rs_error *err) {
+    parse_ctx *c = ctx;
+    rs_grpc_options *out = c->out;
+    if (c->server && strcmp(kv, "calls_per_method") == 0)
+        return parse_uint(c, kv, val, 1, 1024, &out->calls_per_method, err);
+    if (c->server && strcmp(kv, "reply_timeout_ms") == 0)
+        return parse_uint(c, kv, val, 10, 3600000, &out->reply_timeout_ms, err);
+    if (strcmp(kv, "max_frame_size") == 0)
+        return parse_uint(c, kv, val, 16384, 16777215, &out->max_frame_size, err);
+    if (strcmp(kv, "malloc_tuning") == 0)
+        return parse_uint(c, kv, val, 0, 1, &out->malloc_tuning, err);
+    return rs_error_set(err, RS_EINVAL, "unknown grpc %s option '%s' (known: %s)", c->side, kv,
+                        c->server ? "calls_per_method, reply_timeout_ms, max_frame_size, "
+                                    "malloc_tuning"
+                                  : "max_frame_size, malloc_tuning");
 }
 
 int rs_grpc_options_parse(const char *extra, int server, rs_grpc_options *out, rs_error *err) {
-    const char *side = server ? "server" : "client";
     out->calls_per_method = RS_GRPC_DEFAULT_CALLS_PER_METHOD;
     out->reply_timeout_ms = RS_GRPC_DEFAULT_REPLY_TIMEOUT_MS;
     out->max_frame_size = RS_GRPC_DEFAULT_MAX_FRAME;
     out->malloc_tuning = 1;
-    if (!extra)
-        return 0;
-    const char *p = extra;
-    while (*p) {
-        const char *end = strchr(p, ';');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        if (len > 0) {
-            char kv[128];
-            if (len >= sizeof kv)
-                return rs_error_set(err, RS_EINVAL, "grpc %s option '%.64s...' is too long", side,
-                                    p);
-            memcpy(kv, p, len);
-            kv[len] = 0;
-            char *eq = strchr(kv, '=');
-            if (!eq)
-                return rs_error_set(err, RS_EINVAL, "grpc %s option '%s' is not key=value", side,
-                                    kv);
-            *eq = 0;
-            const char *val = eq + 1;
-            int rc;
-            if (server && strcmp(kv, "calls_per_method") == 0)
-                rc = parse_uint(side, kv, val, 1, 1024, &out->calls_per_method, err);
-            else if (server && strcmp(kv, "reply_timeout_ms") == 0)
-                rc = parse_uint(side, kv, val, 10, 3600000, &out->reply_timeout_ms, err);
-            else if (strcmp(kv, "max_frame_size") == 0)
-                rc = parse_uint(side, kv, val, 16384, 16777215, &out->max_frame_size, err);
-            else if (strcmp(kv, "malloc_tuning") == 0)
-                rc = parse_uint(side, kv, val, 0, 1, &out->malloc_tuning, err);
-            else
-                rc = rs_error_set(err, RS_EINVAL, "unknown grpc %s option '%s' (known: %s)", side,
-                                  kv,
-                                  server ? "calls_per_method, reply_timeout_ms, max_frame_size, "
-                                           "malloc_tuning"
-                                         : "max_frame_size, malloc_tuning");
-            if (rc)
-                return rc;
-        }
-        p += len;
-        if (*p == ';')
-            p++;
-    }
-    return 0;
+    parse_ctx c = {server, server ? "server" : "client", out};
+    char who[32];
+    snprintf(who, sizeof who, "grpc %s", c.side);
+    return rs_transport_options_each(extra, who, apply_option, &c, err);
 }
 
 static void tune_malloc(void) {

@@ -316,6 +316,27 @@ class BrpcServerTest(unittest.TestCase):
             self.assertEqual(r.returncode, 2)
             self.assertIn("cache_ps.num_shards", r.stderr)
 
+    def test_transport_options_are_applied_or_refused(self):
+        # max_pending_bytes is the server's per-connection bound on unsent replies
+        with PSServerProcess("brpc", value_size=VS,
+                             extra_args=["--transport_options", "max_pending_bytes=65536"]) as srv:
+            with recbench.PSClient(srv.uri) as ps:
+                keys = np.arange(1, 1001, dtype=np.uint64)
+                ps.put(keys, rows_for(keys))
+                np.testing.assert_array_equal(ps.get(keys), rows_for(keys))
+            # the brpc client has no options: an option is an error, not silently dropped
+            with self.assertRaises(errors.InvalidArgument) as cm:
+                recbench.PSClient(srv.uri, transport_options="max_pending_bytes=65536")
+            self.assertIn("brpc client takes no transport options", str(cm.exception))
+        for bad, why in (("window=3", "unknown brpc server option 'window'"),
+                         ("max_pending_bytes=12", "max_pending_bytes=12: want an integer")):
+            r = subprocess.run([sys.executable, "-m", "recbench.ps_server", "--transport", "brpc",
+                                "--host", "127.0.0.1", "--port", "0", "--transport_options", bad],
+                               capture_output=True, text=True, timeout=30, env=python_env(),
+                               check=False)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn(why, r.stderr)
+
     def test_server_from_recstore_config(self):
         import json
 
