@@ -11,8 +11,8 @@
  *    +------------------------------------+-------------------------+---+
  *
  * The word sits next to its key either in the index entry (extendible hash, CCEH) or in a 16-byte
- * record header {key, word} in front of the row (PET hash, whose 64-byte chunks hold only tags and
- * record ids; see kv_pet_hash.c). Either way the word is the row's seqlock. W (bit 0) set = a writer is changing the row. A writer holds the
+ * record {key, word} per row (PET hash, whose 64-byte chunks hold only tags and record ids; see
+ * kv_pet_hash.c): in front of the row for small rows, in a separate record array otherwise). Either way the word is the row's seqlock. W (bit 0) set = a writer is changing the row. A writer holds the
  * index's lock for the key (acquire/release below), stores word+1 (odd), writes the bytes, stores
  * word+2 (even, release). A reader loads the word (acquire; retries while odd), checks the entry's
  * key, copies the bytes, and accepts them only if the word and key read again are unchanged and
@@ -110,8 +110,13 @@ typedef struct rs_kv_vs {
     uint8_t *data;       /* = region.base + RS_KV_VS_DATA_OFFSET */
     uint32_t value_size; /* fixed: data bytes per row (0 for a pure record store) */
     uint32_t variable;   /* 1: size-classed blocks instead of rows */
-    uint32_t hdr;        /* fixed: 16 if every row starts with a record header {key, word}, else 0 */
+    uint32_t hdr;        /* fixed: bytes of record header in front of each row's value (16 for
+                          * small headed rows, else 0) */
+    uint32_t headed;     /* 1: every row has a record header {key, word} (inline or split) */
     uint32_t stride;     /* fixed: bytes between rows */
+    uint32_t rec_stride; /* headed: bytes between records (= stride inline, 16 split) */
+    uint8_t *recs;       /* headed: record 0 (= data inline; rec_region.base split) */
+    rs_kv_region rec_region; /* split records (headed rows of >= 64 value bytes); base NULL else */
     uint64_t capacity;
     pthread_mutex_t lock; /* allocation and free lists */
 } rs_kv_vs;
@@ -140,7 +145,7 @@ typedef struct rs_kv_rec {
 #define RS_KV_REC_BYTES 16
 
 static inline rs_kv_rec *rs_kv_vs_rec(const rs_kv_vs *vs, uint64_t handle) {
-    return (rs_kv_rec *)(vs->data + handle * vs->stride);
+    return (rs_kv_rec *)(vs->recs + handle * vs->rec_stride);
 }
 
 static inline uint8_t *rs_kv_vs_row(const rs_kv_vs *vs, uint64_t word) {

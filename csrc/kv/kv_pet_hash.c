@@ -15,10 +15,12 @@
  *   = occupied.
  *
  * A record is a 16-byte header {u64 key, u64 word} (rs_kv_rec). With fixed rows the records are
- * the row headers of the value store, so record id = row id and a lookup is one chunk line, then
- * the record+row lines (the key check and the row copy read the same lines):
+ * the row headers of the value store, so record id = row id. Rows of >= 64 value bytes keep their
+ * records in a separate compact array (kv_value_store.c), so a 512-byte row is exactly 8 aligned
+ * cache lines, as in the no-index ceiling; a lookup is one chunk line, one record line (16 MiB of
+ * records for 1M keys: often a cache hit) and the row lines:
  *
- *   row (stride 576 for 512-byte values):  | key | word | value bytes ... | pad to 64 |
+ *   records: | key | word | key | word | ...      rows (stride 512): | value bytes ... |
  *
  * With variable-length values PET keeps its own record store and the word points at a value
  * block. Record ids are 27 bits, so the capacity is at most 2^27 - 1 keys.
@@ -317,10 +319,12 @@ static uint64_t pet_count(void *ix) {
 /*
  * Batch read: a continuous software pipeline over the keys, with the chunk step done in blocks.
  *   stage   (2 blocks ahead)  hash, prefetch the home chunk line
- *   resolve (1 block ahead)   SSE2 tag match and record id for a whole block of PET_R keys: the
- *                             chunk loads are independent, so lines a prefetch did not bring in
- *                             time are waited for together rather than one by one
- *   row     (PET_C keys ahead) prefetch the record header + row of the first tag match
+ *   resolve (1 block ahead)   SSE2 tag match and record id for a whole block of PET_R keys, and
+ *                             prefetch the record of the first tag match: the chunk loads are
+ *                             independent, so lines a prefetch did not bring in time are waited
+ *                             for together rather than one by one
+ *   row     (PET_C keys ahead) prefetch the row of the first tag match (its address is the
+ *                             record id times the stride, no dependent load)
  *   copy                       check the record's key, copy the row, check word and key again
  * (Measured on AMD EPYC: software prefetches of chunk lines issued while row prefetches fill the
  * miss buffers often arrive late, and a per-key tag match then stalls the whole pipeline.)
@@ -331,10 +335,13 @@ static uint64_t pet_count(void *ix) {
 #define PET_R 32
 #endif
 #ifndef PET_C
-#define PET_C 4
+#define PET_C 8
 #endif
 #ifndef PET_CHUNK_LOCALITY
 #define PET_CHUNK_LOCALITY 2
+#endif
+#ifndef PET_REC_LOCALITY
+#define PET_REC_LOCALITY 2
 #endif
 #define PET_RING (4 * PET_R) /* power of two: stage runs 2 blocks ahead of the copy */
 
@@ -343,6 +350,7 @@ enum { ST_MISS = 0, ST_ROW = 1, ST_SLOW = 2 };
 typedef struct pet_pipe {
     const pet_chunk *ch;
     rs_kv_rec *rec; /* record of the first tag match */
+    uint32_t id;    /* its record (= row) id */
     uint16_t m;     /* all tag matches */
     uint8_t tag;
     uint8_t st;
@@ -365,7 +373,9 @@ static inline void pet_resolve(const rs_kv_vs *vs, size_t from, size_t to, pet_p
         unsigned m = pet_match(q->ch, q->tag);
         q->m = (uint16_t)m;
         if (m) {
-            q->rec = rs_kv_vs_rec(vs, pet_id(q->ch, (unsigned)__builtin_ctz(m)));
+            q->id = pet_id(q->ch, (unsigned)__builtin_ctz(m));
+            q->rec = rs_kv_vs_rec(vs, q->id);
+            __builtin_prefetch(q->rec, 0, PET_REC_LOCALITY);
             q->st = ST_ROW;
         } else {
             q->st = __atomic_load_n(&q->ch->overflow, __ATOMIC_RELAXED) ? ST_SLOW : ST_MISS;
@@ -392,7 +402,7 @@ static void pet_batch_get_flat(void *ix, const rs_kv_vs *vs, const uint64_t *key
         }
         if (i < n && ring[i % PET_RING].st == ST_ROW) {
             pet_pipe *q = &ring[i % PET_RING];
-            rs_kv_prefetch_range(q->rec, vs->hdr + vsz);
+            rs_kv_prefetch_range(vs->data + (size_t)q->id * vs->stride, vs->hdr + vsz);
             if (q->m & (q->m - 1)) /* a second tag match: fetch its key too */
                 __builtin_prefetch(
                     rs_kv_vs_rec(vs, pet_id(q->ch, (unsigned)__builtin_ctz(q->m & (q->m - 1)))), 0,
