@@ -38,126 +38,8 @@
 #include "recstore/clock.h"
 #include "recstore/rc.h"
 
-#define CTRL_MSG_TIMEOUT_MS 2000u
-#define TASK_RING           4096u
+#include "transport/rc/rc_server_internal.h"
 
-/* ---- per-thread profile counters ------------------------------------------------------------ */
-
-typedef struct rc_prof {
-    uint64_t scan_rounds, scanned_slots, ready_slots, not_ready_slots, zero_seq_ready,
-        duplicate_seq_ready, inflight_seq_ready, empty_scan_rounds, max_ready_per_round;
-    uint64_t handled_get, handled_put, handled_update, handled_command, invalid_descriptor,
-        wrong_shard;
-    uint64_t handle_get_ns, get_batch_get_ns, get_index_lookup_ns, get_row_copy_ns, get_rows,
-        get_value_bytes, get_missing_rows;
-    uint64_t get_direct_sg, get_direct_sg_fallback, get_direct_sg_ns, get_direct_sg_wr;
-    uint64_t handle_put_ns, handle_update_ns, handle_command_ns, complete_ns, complete_count,
-        poll_loop_ns;
-    uint64_t found_get; /* GET requests a poller found (served itself or handed to a worker) */
-    uint64_t response_payload_writes, response_payload_sg_writes, response_payload_sg_wrs,
-        response_status_writes, response_payload_bytes, bytes_in;
-} __attribute__((aligned(64))) rc_prof;
-
-/* Per-thread counters: written by their one thread, read by the profile thread. Relaxed atomic
- * load+store (plain instructions on x86) so readers see whole values without a locked add. */
-#define BUMP(field, n)                                                                             \
-    __atomic_store_n(&(field), __atomic_load_n(&(field), __ATOMIC_RELAXED) + (uint64_t)(n),        \
-                     __ATOMIC_RELAXED)
-
-static void prof_load(rc_prof *dst, const rc_prof *src) {
-    const uint64_t *a = (const uint64_t *)src;
-    uint64_t *o = (uint64_t *)dst;
-    for (size_t k = 0; k < sizeof *dst / 8; k++)
-        o[k] = __atomic_load_n(&a[k], __ATOMIC_RELAXED);
-}
-
-/* ---- lanes and clients ----------------------------------------------------------------------- */
-
-typedef struct srv_client srv_client;
-
-typedef struct srv_lane {
-    srv_client *cl;
-    uint32_t client_id, qp, slots, req_bytes, resp_bytes;
-    unsigned poller;
-    rs_rc_region region; /* slots x request slot, then slots x response staging */
-    rs_rc_ep *ep;
-    rs_rc_ep_meta
-        peer;       /* the client's region for this QP: slots x (response slot, request staging) */
-    uint64_t *seen; /* per slot: last seq observed (poller-private) */
-    uint64_t *high; /* per slot: highest seq handled (poller-private) */
-    _Atomic uint32_t *busy; /* per slot: a GET worker holds it */
-    _Atomic uint32_t inflight;
-    pthread_spinlock_t wlock; /* serialises fabric writes/polls of this lane's endpoint */
-} srv_lane;
-
-struct srv_client {
-    int fd;
-    uint32_t id, qps;
-    int attached;
-    srv_lane *lanes;
-    srv_client *next;
-};
-
-typedef struct poller {
-    rs_rc_server *s;
-    unsigned idx;
-    pthread_t th;
-    int started;
-    srv_lane **lanes; /* private snapshot of s->plist[idx] */
-    uint32_t nlanes, cap;
-    uint64_t gen_seen;
-    _Atomic uint64_t acked_gen;
-    rc_prof prof;
-} poller;
-
-typedef struct task {
-    srv_lane *lane;
-    uint32_t slot;
-    uint64_t seq;
-} task;
-
-typedef struct worker {
-    rs_rc_server *s;
-    unsigned idx;
-    pthread_t th;
-    int started;
-    rc_prof prof;
-} worker;
-
-struct rs_rc_server {
-    const rs_rc_fabric_ops *fab;
-    rs_rc_fabric *f;
-    rs_rc_options o;
-    rs_rc_handler h;
-    rs_rc_region kv_mr; /* the value store as a write source (direct_sg) */
-    int kv_mr_ok;
-    uint32_t nthreads;
-    int listen_fd;
-    int ctrl_spare; /* reserved descriptor for shedding connections when out of them (ctrl_main) */
-    uint16_t port;
-    int wake[2];
-    pthread_t ctrl_th, prof_th;
-    int ctrl_started, prof_started;
-    poller *pollers;
-    worker *workers;
-
-    pthread_mutex_t lock; /* guards clients, plist, gen changes, task queue */
-    pthread_cond_t cond;  /* lanes changed / stop (pollers without lanes wait here) */
-    pthread_cond_t ack;   /* a poller acknowledged a generation / a worker finished a task */
-    pthread_cond_t tasks_cv;
-    _Atomic uint64_t gen;
-    _Atomic int stop;
-    uint32_t pollers_ready; /* poll threads that printed their readiness line (under lock) */
-    srv_client *clients;
-    uint32_t next_client_id;
-    srv_lane ***plist; /* per poller: lanes */
-    uint32_t *plen, *pcap;
-
-    task ring[TASK_RING];
-    uint32_t t_head, t_tail;
-
-    _Atomic uint64_t clients_attached, clients_open, lanes_open, ctrl_rejected;
-};
 
 /* ---- responses ------------------------------------------------------------------------------- */
 
@@ -976,140 +858,6 @@ static void *ctrl_main(void *arg) {
     return NULL;
 }
 
-/* ---- profile thread ---------------------------------------------------------------------------
- */
-
-#define AVG(sum, cnt) ((cnt) ? (double)(sum) / (double)(cnt) : 0.0)
-
-static void prof_sum(rs_rc_server *s, rc_prof *tot) {
-    memset(tot, 0, sizeof *tot);
-    uint32_t nw = s->o.get_workers;
-    for (uint32_t i = 0; i < s->nthreads + nw; i++) {
-        const rc_prof *p =
-            i < s->nthreads ? &s->pollers[i].prof : &s->workers[i - s->nthreads].prof;
-        const uint64_t *src = (const uint64_t *)p;
-        uint64_t *dst = (uint64_t *)tot;
-        for (size_t k = 0; k < sizeof *p / 8; k++) {
-            uint64_t v = __atomic_load_n(&src[k], __ATOMIC_RELAXED);
-            if (&dst[k] == &tot->max_ready_per_round)
-                dst[k] = v > dst[k] ? v : dst[k];
-            else
-                dst[k] += v;
-        }
-    }
-}
-
-static void prof_delta(rc_prof *d, const rc_prof *now, const rc_prof *prev) {
-    const uint64_t *a = (const uint64_t *)now, *b = (const uint64_t *)prev;
-    uint64_t *o = (uint64_t *)d;
-    for (size_t k = 0; k < sizeof *d / 8; k++)
-        o[k] = a[k] - b[k];
-    d->max_ready_per_round = now->max_ready_per_round;
-}
-
-static void *prof_main(void *arg) {
-    rs_rc_server *s = arg;
-    uint32_t nt = s->nthreads;
-    rc_prof prev, now, d;
-    rc_prof *pprev = calloc(nt, sizeof *pprev);
-    if (!pprev)
-        return NULL;
-    prof_sum(s, &prev);
-    pthread_mutex_lock(&s->lock);
-    while (!atomic_load(&s->stop)) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)s->o.profile_interval_ms * 1000000ull;
-        ts.tv_sec += (time_t)(ns / 1000000000ull);
-        ts.tv_nsec = (long)(ns % 1000000000ull);
-        pthread_cond_timedwait(&s->cond, &s->lock, &ts);
-        if (atomic_load(&s->stop))
-            break;
-        pthread_mutex_unlock(&s->lock);
-        prof_sum(s, &now);
-        prof_delta(&d, &now, &prev);
-        prev = now;
-        uint64_t min_get = UINT64_MAX, max_get = 0, active = 0, total_get = 0;
-        unsigned min_t = 0, max_t = 0;
-        for (uint32_t t = 0; t < nt; t++) {
-            rc_prof pd;
-            rc_prof cur;
-            prof_load(&cur, &s->pollers[t].prof);
-            prof_delta(&pd, &cur, &pprev[t]);
-            pprev[t] = cur;
-            if (pd.ready_slots)
-                active++;
-            total_get += pd.found_get;
-            if (pd.found_get < min_get) {
-                min_get = pd.found_get;
-                min_t = t;
-            }
-            if (pd.found_get >= max_get) {
-                max_get = pd.found_get;
-                max_t = t;
-            }
-            printf(
-                "component=rdma_rc_server_poller_profile shard=%u thread_id=%u scan_rounds=%" PRIu64
-                " scanned_slots=%" PRIu64 " ready_slots=%" PRIu64
-                " scan_hit_pct=%.3f not_ready_slots=%" PRIu64 " duplicate_seq_ready=%" PRIu64
-                " inflight_seq_ready=%" PRIu64 " handled_get=%" PRIu64 " poll_loop_avg_ns=%.1f\n",
-                s->h.shard_id, t, pd.scan_rounds, pd.scanned_slots, pd.ready_slots,
-                100.0 * AVG(pd.ready_slots, pd.scanned_slots), pd.not_ready_slots,
-                pd.duplicate_seq_ready, pd.inflight_seq_ready, pd.found_get,
-                AVG(pd.poll_loop_ns, pd.scan_rounds));
-        }
-        uint64_t ready_rounds = d.scan_rounds - d.empty_scan_rounds;
-        printf("component=rdma_rc_server_profile shard=%u threads=%u transport=%s "
-               "get_response_mode=%s "
-               "fake_get_mode=%s"
-               " scan_rounds=%" PRIu64 " scanned_slots=%" PRIu64 " ready_slots=%" PRIu64
-               " not_ready_slots=%" PRIu64 " zero_seq_ready=%" PRIu64
-               " duplicate_seq_ready=%" PRIu64 " inflight_seq_ready=%" PRIu64
-               " empty_scan_rounds=%" PRIu64
-               " scan_hit_pct=%.3f ready_round_pct=%.3f avg_ready_per_round=%.3f"
-               " max_ready_per_round=%" PRIu64 " handled_get=%" PRIu64 " handled_put=%" PRIu64
-               " handled_update=%" PRIu64 " handled_command=%" PRIu64 " invalid_descriptor=%" PRIu64
-               " wrong_shard=%" PRIu64 " handle_get_avg_ns=%.1f get_batch_get_avg_ns=%.1f"
-               " get_index_lookup_avg_ns=%.1f get_rows=%" PRIu64 " get_value_bytes=%" PRIu64
-               " get_missing_rows=%" PRIu64 " get_direct_sg=%" PRIu64
-               " get_direct_sg_fallback=%" PRIu64
-               " get_direct_sg_avg_ns=%.1f get_direct_sg_wr=%" PRIu64 " handle_put_avg_ns=%.1f"
-               " handle_update_avg_ns=%.1f handle_command_avg_ns=%.1f complete_response_avg_ns=%.1f"
-               " poll_loop_avg_ns=%.1f poller_active=%" PRIu64 " poller_total_get=%" PRIu64
-               " poller_min_get=%" PRIu64 " poller_min_get_thread=%u poller_max_get=%" PRIu64
-               " poller_max_get_thread=%u\n",
-               s->h.shard_id, nt, s->fab->name, rs_rc_get_mode_name(s->o.get_mode),
-               rs_rc_fake_get_name(s->o.fake_get), d.scan_rounds, d.scanned_slots, d.ready_slots,
-               d.not_ready_slots, d.zero_seq_ready, d.duplicate_seq_ready, d.inflight_seq_ready,
-               d.empty_scan_rounds, 100.0 * AVG(d.ready_slots, d.scanned_slots),
-               100.0 * AVG(ready_rounds, d.scan_rounds), AVG(d.ready_slots, d.scan_rounds),
-               d.max_ready_per_round, d.handled_get, d.handled_put, d.handled_update,
-               d.handled_command, d.invalid_descriptor, d.wrong_shard,
-               AVG(d.handle_get_ns, d.handled_get),
-               AVG(d.get_batch_get_ns, d.handled_get - d.get_direct_sg),
-               AVG(d.get_index_lookup_ns, d.get_direct_sg + d.get_direct_sg_fallback), d.get_rows,
-               d.get_value_bytes, d.get_missing_rows, d.get_direct_sg, d.get_direct_sg_fallback,
-               AVG(d.get_direct_sg_ns, d.get_direct_sg), d.get_direct_sg_wr,
-               AVG(d.handle_put_ns, d.handled_put), AVG(d.handle_update_ns, d.handled_update),
-               AVG(d.handle_command_ns, d.handled_command), AVG(d.complete_ns, d.complete_count),
-               AVG(d.poll_loop_ns, d.scan_rounds), active, total_get,
-               min_get == UINT64_MAX ? 0 : min_get, min_t, max_get, max_t);
-        printf("component=rdma_rc_transport_profile role=server transport=%s shard=%u "
-               "complete_count=%" PRIu64 " response_payload_writes=%" PRIu64
-               " response_payload_sg_writes=%" PRIu64 " response_payload_sg_wrs=%" PRIu64
-               " response_status_writes=%" PRIu64 " response_payload_bytes=%" PRIu64
-               " complete_avg_ns=%.1f\n",
-               s->fab->name, s->h.shard_id, d.complete_count, d.response_payload_writes,
-               d.response_payload_sg_writes, d.response_payload_sg_wrs, d.response_status_writes,
-               d.response_payload_bytes, AVG(d.complete_ns, d.complete_count));
-        fflush(stdout);
-        pthread_mutex_lock(&s->lock);
-    }
-    pthread_mutex_unlock(&s->lock);
-    free(pprev);
-    return NULL;
-}
-
 /* ---- lifecycle --------------------------------------------------------------------------------
  */
 
@@ -1206,7 +954,7 @@ int rs_rc_server_start(const rs_rc_fabric_ops *fab, const char *host, uint16_t p
     }
     s->ctrl_started = 1;
     if (opts->profile_interval_ms) {
-        if (pthread_create(&s->prof_th, NULL, prof_main, s) != 0) {
+        if (pthread_create(&s->prof_th, NULL, rs_rc_server_profile_main, s) != 0) {
             rc = rs_error_set(err, RS_ENOMEM, "RC server: cannot start the profile thread");
             goto fail;
         }
@@ -1226,7 +974,7 @@ uint16_t rs_rc_server_port(const rs_rc_server *s) {
 void rs_rc_server_get_stats(rs_rc_server *s, rs_rc_server_stats *out) {
     memset(out, 0, sizeof *out);
     rc_prof t;
-    prof_sum(s, &t);
+    rs_rc_server_prof_sum(s, &t);
     out->clients_attached = atomic_load(&s->clients_attached);
     out->clients_open = atomic_load(&s->clients_open);
     out->lanes_open = atomic_load(&s->lanes_open);

@@ -231,6 +231,36 @@ class ShmEndToEndTest(unittest.TestCase):
             self.assertEqual(cores, sorted({0 % ncpu, 1 % ncpu}) if ncpu > 1 else [0, 0])
             self.assertTrue(all("poll_mode=busy" in x for x in ready))
 
+    def test_profile_lines_carry_recstore_fields(self):
+        with PSServerProcess("shm", value_size=64,
+                             extra_args=["--rdma_rc_profile_interval_ms", "50"]) as srv:
+            with recbench.PSClient(srv.uri) as ps:
+                keys = np.arange(1, 101, dtype=np.uint64)
+                ps.put(keys, np.ones((100, 16), np.float32))
+                ps.get(keys)
+
+                def profile_with_gets():
+                    for line in list(srv.stdout_lines):
+                        if "component=rdma_rc_server_profile" in line:
+                            kv = dict(t.split("=", 1) for t in line.split() if "=" in t)
+                            if int(kv.get("handled_get", 0)) >= 1:
+                                return kv
+                    return None
+
+                deadline = time.monotonic() + 20
+                kv = profile_with_gets()
+                while kv is None and time.monotonic() < deadline:
+                    time.sleep(0.02)  # polls the server's output for the condition
+                    kv = profile_with_gets()
+            self.assertIsNotNone(kv, "no rdma_rc_server_profile line with handled_get >= 1")
+            for field in ("shard", "threads", "scan_rounds", "scan_hit_pct", "handled_get",
+                          "handled_put", "handle_get_avg_ns", "get_rows", "poll_loop_avg_ns",
+                          "poller_max_get"):
+                self.assertIn(field, kv)
+            out = "\n".join(srv.stdout_lines)
+            self.assertIn("component=rdma_rc_server_poller_profile", out)
+            self.assertIn("component=rdma_rc_transport_profile role=server", out)
+
     def test_rc_flags_refused_for_other_transports(self):
         r = subprocess.run([sys.executable, "-m", "recbench.ps_server", "--transport", "brpc",
                             "--port", "0", "--poll_mode", "busy"], capture_output=True, text=True,

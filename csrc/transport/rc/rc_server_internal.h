@@ -1,0 +1,145 @@
+/*
+ * rc_server_internal.h — the RC server's private types, shared by rc_server.c (control thread,
+ * lanes, pollers, GET workers, lifecycle) and rc_server_profile.c (the profile thread). Nothing
+ * outside csrc/transport/rc/ includes it; the invariants of each field are stated in rc_server.c's
+ * header comment and beside the fields.
+ */
+#ifndef RS_RC_SERVER_INTERNAL_H
+#define RS_RC_SERVER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "recstore/rc.h"
+
+#define CTRL_MSG_TIMEOUT_MS 2000u
+#define TASK_RING           4096u
+
+/* ---- per-thread profile counters ------------------------------------------------------------ */
+
+typedef struct rc_prof {
+    uint64_t scan_rounds, scanned_slots, ready_slots, not_ready_slots, zero_seq_ready,
+        duplicate_seq_ready, inflight_seq_ready, empty_scan_rounds, max_ready_per_round;
+    uint64_t handled_get, handled_put, handled_update, handled_command, invalid_descriptor,
+        wrong_shard;
+    uint64_t handle_get_ns, get_batch_get_ns, get_index_lookup_ns, get_row_copy_ns, get_rows,
+        get_value_bytes, get_missing_rows;
+    uint64_t get_direct_sg, get_direct_sg_fallback, get_direct_sg_ns, get_direct_sg_wr;
+    uint64_t handle_put_ns, handle_update_ns, handle_command_ns, complete_ns, complete_count,
+        poll_loop_ns;
+    uint64_t found_get; /* GET requests a poller found (served itself or handed to a worker) */
+    uint64_t response_payload_writes, response_payload_sg_writes, response_payload_sg_wrs,
+        response_status_writes, response_payload_bytes, bytes_in;
+} __attribute__((aligned(64))) rc_prof;
+
+/* Per-thread counters: written by their one thread, read by the profile thread. Relaxed atomic
+ * load+store (plain instructions on x86) so readers see whole values without a locked add. */
+#define BUMP(field, n)                                                                             \
+    __atomic_store_n(&(field), __atomic_load_n(&(field), __ATOMIC_RELAXED) + (uint64_t)(n),        \
+                     __ATOMIC_RELAXED)
+
+static inline void prof_load(rc_prof *dst, const rc_prof *src) {
+    const uint64_t *a = (const uint64_t *)src;
+    uint64_t *o = (uint64_t *)dst;
+    for (size_t k = 0; k < sizeof *dst / 8; k++)
+        o[k] = __atomic_load_n(&a[k], __ATOMIC_RELAXED);
+}
+
+/* ---- lanes and clients ----------------------------------------------------------------------- */
+
+typedef struct srv_client srv_client;
+
+typedef struct srv_lane {
+    srv_client *cl;
+    uint32_t client_id, qp, slots, req_bytes, resp_bytes;
+    unsigned poller;
+    rs_rc_region region; /* slots x request slot, then slots x response staging */
+    rs_rc_ep *ep;
+    rs_rc_ep_meta
+        peer;       /* the client's region for this QP: slots x (response slot, request staging) */
+    uint64_t *seen; /* per slot: last seq observed (poller-private) */
+    uint64_t *high; /* per slot: highest seq handled (poller-private) */
+    _Atomic uint32_t *busy; /* per slot: a GET worker holds it */
+    _Atomic uint32_t inflight;
+    pthread_spinlock_t wlock; /* serialises fabric writes/polls of this lane's endpoint */
+} srv_lane;
+
+struct srv_client {
+    int fd;
+    uint32_t id, qps;
+    int attached;
+    srv_lane *lanes;
+    srv_client *next;
+};
+
+typedef struct poller {
+    rs_rc_server *s;
+    unsigned idx;
+    pthread_t th;
+    int started;
+    srv_lane **lanes; /* private snapshot of s->plist[idx] */
+    uint32_t nlanes, cap;
+    uint64_t gen_seen;
+    _Atomic uint64_t acked_gen;
+    rc_prof prof;
+} poller;
+
+typedef struct task {
+    srv_lane *lane;
+    uint32_t slot;
+    uint64_t seq;
+} task;
+
+typedef struct worker {
+    rs_rc_server *s;
+    unsigned idx;
+    pthread_t th;
+    int started;
+    rc_prof prof;
+} worker;
+
+struct rs_rc_server {
+    const rs_rc_fabric_ops *fab;
+    rs_rc_fabric *f;
+    rs_rc_options o;
+    rs_rc_handler h;
+    rs_rc_region kv_mr; /* the value store as a write source (direct_sg) */
+    int kv_mr_ok;
+    uint32_t nthreads;
+    int listen_fd;
+    int ctrl_spare; /* reserved descriptor for shedding connections when out of them (ctrl_main) */
+    uint16_t port;
+    int wake[2];
+    pthread_t ctrl_th, prof_th;
+    int ctrl_started, prof_started;
+    poller *pollers;
+    worker *workers;
+
+    pthread_mutex_t lock; /* guards clients, plist, gen changes, task queue */
+    pthread_cond_t cond;  /* lanes changed / stop (pollers without lanes wait here) */
+    pthread_cond_t ack;   /* a poller acknowledged a generation / a worker finished a task */
+    pthread_cond_t tasks_cv;
+    _Atomic uint64_t gen;
+    _Atomic int stop;
+    uint32_t pollers_ready; /* poll threads that printed their readiness line (under lock) */
+    srv_client *clients;
+    uint32_t next_client_id;
+    srv_lane ***plist; /* per poller: lanes */
+    uint32_t *plen, *pcap;
+
+    task ring[TASK_RING];
+    uint32_t t_head, t_tail;
+
+    _Atomic uint64_t clients_attached, clients_open, lanes_open, ctrl_rejected;
+};
+
+/* Sum every poller's and worker's counters into tot (max_ready_per_round: the maximum). */
+void rs_rc_server_prof_sum(rs_rc_server *s, rc_prof *tot);
+
+/* The profile thread (rc_server_profile.c): prints the RecStore profile lines every
+ * o.profile_interval_ms until stop; arg is the rs_rc_server. */
+void *rs_rc_server_profile_main(void *arg);
+
+#endif
