@@ -86,11 +86,9 @@ int rs_kv_open(const rs_kv_config *cfg, rs_kv **out, rs_error *err) {
     kv->value_size = cfg->value_size;
     kv->capacity = cfg->capacity;
     const char *vpath = NULL;
-    int headed = 0;
     switch (cfg->index_type) {
     case RS_KV_INDEX_PET_HASH:
         kv->ops = &rs_kv_pet_ops;
-        headed = cfg->value_size > 0; /* PET's records are the rows' headers */
         break;
     case RS_KV_INDEX_EXTENDIBLE_HASH:
         kv->ops = &rs_kv_eh_ops;
@@ -113,11 +111,11 @@ int rs_kv_open(const rs_kv_config *cfg, rs_kv **out, rs_error *err) {
         goto fail_free;
     }
     /* values first: a value_size mismatch on reopen is reported before touching the index */
-    rc = rs_kv_vs_open(&kv->vs, cfg->value_size, headed, cfg->capacity, vpath, err);
+    rc = rs_kv_vs_open(&kv->vs, cfg->value_size, cfg->capacity, vpath, err);
     if (rc) goto fail_free;
     switch (cfg->index_type) {
     case RS_KV_INDEX_PET_HASH:
-        rc = rs_kv_pet_open(cfg->capacity, headed ? &kv->vs : NULL, &kv->ix, err);
+        rc = rs_kv_pet_open(cfg->capacity, &kv->ix, err);
         break;
     case RS_KV_INDEX_EXTENDIBLE_HASH:
         rc = rs_kv_eh_open(cfg->capacity, &kv->ix, err);

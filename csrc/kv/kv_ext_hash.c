@@ -332,91 +332,129 @@ static uint64_t eh_count(void *ix) {
 }
 
 /*
- * Pipelined batch read, five stages EH_D keys apart:
- *   S0 hash, prefetch the directory slot      S1 load the bucket pointer, prefetch header+keys
- *   S2 check version/pattern, scan the keys, prefetch the word's line
- *   S3 load the word, prefetch the row        S4 copy the row, validate word, key and version
+ * Batch read, a segment of up to EH_SEG keys at a time, one pass per dependent step (each pass a
+ * burst of independent misses; the technique and its measurement are in kv_pet_hash.c):
+ *   dir     hash, prefetch the directory slot
+ *   bucket  load the bucket pointer, prefetch header + keys
+ *   scan    check version/pattern, scan the keys, prefetch the word's line
+ *   word    load the word (an odd word goes to the slow path)
+ *   rows    prefetch each row EH_RD keys ahead, copy, validate word, key and version
  * The directory pointer is read once per batch; a stale directory is still valid memory and the
  * pattern/version checks send affected keys to the slow path.
  */
-#ifndef EH_D
-#define EH_D 3
+#ifndef EH_SEG
+#define EH_SEG 256
 #endif
-#define EH_RING 64 /* power of two > 4 * EH_D */
+#ifndef EH_RD
+#define EH_RD 12
+#endif
+#define EH_LOCALITY 2
 
-typedef struct eh_pipe {
+typedef struct eh_q {
     uint64_t h;
-    eh_bucket *const *slot;
     eh_bucket *b;
     uint64_t *word;
     const uint64_t *keyp;
     uint64_t w;
     uint32_t ver;
     uint8_t st; /* 0 miss, 1 hit, 2 slow */
-} eh_pipe;
+} eh_q;
+
+static void eh_lookup_segment(const eh_dir *d, const uint64_t *kk, size_t cnt, eh_q *q) {
+    for (size_t k = 0; k < cnt; k++) {
+        q[k].h = rs_kv_hash(kk[k]);
+        __builtin_prefetch(&d->b[q[k].h & d->mask], 0, EH_LOCALITY);
+    }
+    for (size_t k = 0; k < cnt; k++) {
+        q[k].b = __atomic_load_n(&d->b[q[k].h & d->mask], __ATOMIC_ACQUIRE);
+        __builtin_prefetch(q[k].b, 0, EH_LOCALITY);
+        __builtin_prefetch((const char *)q[k].b + 64, 0, EH_LOCALITY);
+    }
+    for (size_t k = 0; k < cnt; k++) {
+        q[k].ver = __atomic_load_n(&q[k].b->ver, __ATOMIC_ACQUIRE);
+        q[k].st = 0;
+        q[k].word = NULL;
+        q[k].keyp = NULL;
+        if ((q[k].ver & 1) || !eh_owns(q[k].b, q[k].h)) {
+            q[k].st = 2;
+            continue;
+        }
+        rs_kv_slot s;
+        if (eh_scan(q[k].b, kk[k], &s)) {
+            q[k].word = s.word;
+            q[k].keyp = s.keyp;
+            __builtin_prefetch(s.word, 0, EH_LOCALITY);
+            q[k].st = 1;
+        }
+    }
+    for (size_t k = 0; k < cnt; k++) {
+        if (q[k].st != 1) continue;
+        q[k].w = __atomic_load_n(q[k].word, __ATOMIC_ACQUIRE);
+        if (q[k].w & 1) q[k].st = 2;
+    }
+}
+
+RS_KV_INLINE size_t eh_rows_body(eh *t, const rs_kv_vs *vs, const uint64_t *kk, size_t cnt,
+                                 const eh_q *q, uint8_t *out, uint8_t *found, const size_t vsz) {
+    uint8_t *const data = vs->data;
+    const size_t stride = vs->stride;
+    size_t hits = 0;
+    for (size_t i = 0; i < cnt + EH_RD; i++) {
+        if (i < cnt && q[i].st == 1)
+            rs_kv_prefetch_range(data + rs_kv_word_handle(q[i].w) * stride, vsz);
+        if (i < EH_RD) continue;
+        size_t k = i - EH_RD;
+        uint8_t *dst = out + k * vsz;
+        rs_kv_slot s = {q[k].word, q[k].keyp, q[k].b, q[k].ver};
+        int hit;
+        if (q[k].st == 1) {
+            rs_kv_row_copy(dst, data + rs_kv_word_handle(q[k].w) * stride, vsz);
+            __atomic_thread_fence(__ATOMIC_ACQUIRE);
+            hit = __atomic_load_n(q[k].word, __ATOMIC_RELAXED) == q[k].w &&
+                          __atomic_load_n(q[k].keyp, __ATOMIC_RELAXED) == kk[k] &&
+                          eh_validate(t, &s)
+                      ? 1
+                      : rs_kv_read_fixed_slow(&rs_kv_eh_ops, t, vs, kk[k], dst);
+        } else if (q[k].st == 0 && eh_validate(t, &s)) {
+            memset(dst, 0, vsz);
+            hit = 0;
+        } else {
+            hit = rs_kv_read_fixed_slow(&rs_kv_eh_ops, t, vs, kk[k], dst);
+        }
+        if (found) found[k] = (uint8_t)hit;
+        hits += (size_t)hit;
+    }
+    return hits;
+}
+
+static size_t eh_rows(eh *t, const rs_kv_vs *vs, const uint64_t *kk, size_t cnt, const eh_q *q,
+                      uint8_t *out, uint8_t *found) {
+    if (vs->value_size == 512) return eh_rows_body(t, vs, kk, cnt, q, out, found, 512);
+    return eh_rows_body(t, vs, kk, cnt, q, out, found, vs->value_size);
+}
+
+RS_KV_AVX512 static size_t eh_rows_avx512(eh *t, const rs_kv_vs *vs, const uint64_t *kk,
+                                          size_t cnt, const eh_q *q, uint8_t *out,
+                                          uint8_t *found) {
+    if (vs->value_size == 512) return eh_rows_body(t, vs, kk, cnt, q, out, found, 512);
+    return eh_rows_body(t, vs, kk, cnt, q, out, found, vs->value_size);
+}
 
 static void eh_batch_get_flat(void *ix, const rs_kv_vs *vs, const uint64_t *keys, size_t n,
                               uint8_t *out, uint8_t *found, size_t *n_found) {
     eh *t = ix;
     const size_t vsz = vs->value_size;
-    eh_dir *d = __atomic_load_n(&t->dir, __ATOMIC_ACQUIRE);
-    eh_pipe ring[EH_RING];
+    const eh_dir *d = __atomic_load_n(&t->dir, __ATOMIC_ACQUIRE);
+    const int avx512 = rs_kv_cpu_avx512();
+    eh_q q[EH_SEG];
     size_t hits = 0;
-    for (size_t i = 0; i < n + 4 * EH_D; i++) {
-        if (i < n) { /* S0 */
-            eh_pipe *q = &ring[i % EH_RING];
-            q->h = rs_kv_hash(keys[i]);
-            q->slot = &d->b[q->h & d->mask];
-            __builtin_prefetch(q->slot, 0, 3);
-        }
-        if (i >= EH_D && i - EH_D < n) { /* S1 */
-            eh_pipe *q = &ring[(i - EH_D) % EH_RING];
-            q->b = __atomic_load_n(q->slot, __ATOMIC_ACQUIRE);
-            __builtin_prefetch(q->b, 0, 3);
-            __builtin_prefetch((const char *)q->b + 64, 0, 3);
-        }
-        if (i >= 2 * EH_D && i - 2 * EH_D < n) { /* S2 */
-            size_t k = i - 2 * EH_D;
-            eh_pipe *q = &ring[k % EH_RING];
-            q->ver = __atomic_load_n(&q->b->ver, __ATOMIC_ACQUIRE);
-            if ((q->ver & 1) || !eh_owns(q->b, q->h)) {
-                q->st = 2;
-            } else {
-                rs_kv_slot s;
-                if (eh_scan(q->b, keys[k], &s)) {
-                    q->word = s.word;
-                    q->keyp = s.keyp;
-                    __builtin_prefetch(s.word, 0, 3);
-                    q->st = 1;
-                } else {
-                    q->st = 0;
-                }
-            }
-        }
-        if (i >= 3 * EH_D && i - 3 * EH_D < n) { /* S3 */
-            eh_pipe *q = &ring[(i - 3 * EH_D) % EH_RING];
-            if (q->st == 1) {
-                q->w = __atomic_load_n(q->word, __ATOMIC_ACQUIRE);
-                rs_kv_prefetch_range(rs_kv_vs_row(vs, q->w), vsz);
-            }
-        }
-        if (i >= 4 * EH_D) { /* S4 */
-            size_t k = i - 4 * EH_D;
-            eh_pipe *q = &ring[k % EH_RING];
-            uint8_t *dst = out + k * vsz;
-            int hit;
-            rs_kv_slot s = {q->word, q->keyp, q->b, q->ver};
-            if (q->st == 1 && rs_kv_copy_fixed(vs, keys[k], &s, q->w, dst) && eh_validate(t, &s)) {
-                hit = 1;
-            } else if (q->st == 0 && eh_validate(t, &s)) {
-                memset(dst, 0, vsz);
-                hit = 0;
-            } else {
-                hit = rs_kv_read_fixed_slow(&rs_kv_eh_ops, ix, vs, keys[k], dst);
-            }
-            if (found) found[k] = (uint8_t)hit;
-            hits += (size_t)hit;
-        }
+    for (size_t base = 0; base < n; base += EH_SEG) {
+        size_t cnt = n - base < EH_SEG ? n - base : EH_SEG;
+        const uint64_t *kk = keys + base;
+        uint8_t *f = found ? found + base : NULL;
+        eh_lookup_segment(d, kk, cnt, q);
+        hits += avx512 ? eh_rows_avx512(t, vs, kk, cnt, q, out + base * vsz, f)
+                       : eh_rows(t, vs, kk, cnt, q, out + base * vsz, f);
     }
     if (n_found) *n_found = hits;
 }

@@ -10,15 +10,15 @@
  *    |  or 16-byte block number (variable)|                         |   |
  *    +------------------------------------+-------------------------+---+
  *
- * The word sits next to its key either in the index entry (extendible hash, CCEH) or in a 16-byte
- * record {key, word} per row (PET hash, whose 64-byte chunks hold only tags and record ids; see
- * kv_pet_hash.c): in front of the row for small rows, in a separate record array otherwise). Either way the word is the row's seqlock. W (bit 0) set = a writer is changing the row. A writer holds the
- * index's lock for the key (acquire/release below), stores word+1 (odd), writes the bytes, stores
- * word+2 (even, release). A reader loads the word (acquire; retries while odd), checks the entry's
- * key, copies the bytes, and accepts them only if the word and key read again are unchanged and
- * the index says its structure did not move the entry meanwhile (validate). Freed rows remember
- * their last sequence, and a reused row continues from it, so a word never repeats for a row
- * within 2^23 writes (no ABA between a reader's two loads).
+ * The word sits next to its key in the index entry (PET hash chunks, extendible-hash buckets,
+ * CCEH segments), and it is the row's seqlock. W (bit 0) set = a writer is changing the row. A
+ * writer holds the index's lock for the key (acquire/release below), stores word+1 (odd), writes
+ * the bytes, stores word+2 (even, release). A reader loads the word (acquire; retries while odd),
+ * checks the entry's key, copies the bytes, and accepts them only if the word and key read again
+ * are unchanged and the index says its structure did not move the entry meanwhile (validate). An
+ * inserter writes a reused entry's key before its word, so a reader that sees the new word also
+ * sees the new key. Freed rows remember their last sequence, and a reused row continues from it,
+ * so a word never repeats for a row within 2^23 writes (no ABA between a reader's two loads).
  *
  * Entry moves (extendible-hash bucket splits, CCEH segment splits) happen only under the same lock
  * a writer holds, and bump a structural version that readers validate.
@@ -108,24 +108,17 @@ typedef struct rs_kv_vs {
     rs_kv_region region;
     rs_kv_vs_meta *meta; /* = region.base */
     uint8_t *data;       /* = region.base + RS_KV_VS_DATA_OFFSET */
-    uint32_t value_size; /* fixed: data bytes per row (0 for a pure record store) */
+    uint32_t value_size; /* fixed: data bytes per row */
     uint32_t variable;   /* 1: size-classed blocks instead of rows */
-    uint32_t hdr;        /* fixed: bytes of record header in front of each row's value (16 for
-                          * small headed rows, else 0) */
-    uint32_t headed;     /* 1: every row has a record header {key, word} (inline or split) */
     uint32_t stride;     /* fixed: bytes between rows */
-    uint32_t rec_stride; /* headed: bytes between records (= stride inline, 16 split) */
-    uint8_t *recs;       /* headed: record 0 (= data inline; rec_region.base split) */
-    rs_kv_region rec_region; /* split records (headed rows of >= 64 value bytes); base NULL else */
     uint64_t capacity;
     pthread_mutex_t lock; /* allocation and free lists */
 } rs_kv_vs;
 
 /* Open a value store in DRAM (path NULL) or in the file `path`; an existing file is reopened
- * (its value_size must match). value_size 0 and !headed = variable-length blocks; headed = every
- * row starts with an rs_kv_rec header (value_size 0 then gives a pure record store). */
-int rs_kv_vs_open(rs_kv_vs *vs, uint32_t value_size, int headed, uint64_t capacity,
-                  const char *path, rs_error *err);
+ * (its value_size must match). value_size 0 = variable-length blocks. */
+int rs_kv_vs_open(rs_kv_vs *vs, uint32_t value_size, uint64_t capacity, const char *path,
+                  rs_error *err);
 void rs_kv_vs_close(rs_kv_vs *vs);
 int rs_kv_vs_sync(rs_kv_vs *vs, rs_error *err);
 /* Forget every row (rs_kv_clear). */
@@ -136,20 +129,8 @@ int rs_kv_vs_alloc(rs_kv_vs *vs, size_t len, uint64_t *word, rs_error *err);
 /* Give back the row/block of `word` (its sequence is remembered for the next owner). */
 void rs_kv_vs_free(rs_kv_vs *vs, uint64_t word);
 
-/* The record header of a headed row: the key and its value word (the seqlock). A free row keeps
- * its last word (odd) and links the free list through `key`. */
-typedef struct rs_kv_rec {
-    uint64_t key;
-    uint64_t word;
-} rs_kv_rec;
-#define RS_KV_REC_BYTES 16
-
-static inline rs_kv_rec *rs_kv_vs_rec(const rs_kv_vs *vs, uint64_t handle) {
-    return (rs_kv_rec *)(vs->recs + handle * vs->rec_stride);
-}
-
 static inline uint8_t *rs_kv_vs_row(const rs_kv_vs *vs, uint64_t word) {
-    return vs->data + rs_kv_word_handle(word) * vs->stride + vs->hdr;
+    return vs->data + rs_kv_word_handle(word) * vs->stride;
 }
 
 /* Variable blocks: [u32 len][u32 gen][bytes...], block size 16 << class. */
@@ -206,12 +187,53 @@ extern const rs_kv_index_ops rs_kv_pet_ops;
 extern const rs_kv_index_ops rs_kv_eh_ops;
 extern const rs_kv_index_ops rs_kv_cceh_ops;
 
-/* rows: the engine's headed fixed-row store, whose row headers are PET's records; NULL in
- * variable mode (PET then keeps its own record store whose words point at value blocks). */
-int rs_kv_pet_open(uint64_t capacity, rs_kv_vs *rows, void **out, rs_error *err);
+int rs_kv_pet_open(uint64_t capacity, void **out, rs_error *err);
 int rs_kv_eh_open(uint64_t capacity, void **out, rs_error *err);
 /* dir: directory holding cceh.index; reopened if it exists. */
 int rs_kv_cceh_open(const char *dir, uint64_t capacity, void **out, rs_error *err);
+
+/* ---- moving whole rows ---------------------------------------------------------------------- */
+
+#define RS_KV_INLINE static inline __attribute__((always_inline))
+
+#ifndef RS_KV_ROW_LOCALITY
+/* Rows are fetched with prefetcht1 (locality 2). Measured on the AMD EPYC (Zen 4) VM with
+ * tools/benchmarks/bench_kv_indexes.py: prefetchnta (locality 0) and prefetcht0 (3) keep far
+ * fewer misses in flight; the no-index ceiling was 16.9 M keys/s with nta against 26 M with t1. */
+#define RS_KV_ROW_LOCALITY 2
+#endif
+
+/* Prefetch the `bytes` bytes at p (whole cache lines). */
+RS_KV_INLINE void rs_kv_prefetch_range(const void *p, size_t bytes) {
+    const char *c = (const char *)((uintptr_t)p & ~(uintptr_t)63);
+    const char *end = (const char *)p + bytes;
+    for (; c < end; c += 64)
+        __builtin_prefetch(c, 0, RS_KV_ROW_LOCALITY);
+}
+
+/* Copy a row in 64-byte blocks the compiler turns into straight vector moves (one zmm per block
+ * in an RS_KV_AVX512 function). With a constant `bytes` the loop unrolls; library memcpy of a
+ * runtime size was measured 20 % slower in the gather loops. */
+RS_KV_INLINE void rs_kv_row_copy(void *dst, const void *src, size_t bytes) {
+    size_t o = 0;
+    for (; o + 64 <= bytes; o += 64)
+        __builtin_memcpy((char *)dst + o, (const char *)src + o, 64);
+    if (o < bytes) memcpy((char *)dst + o, (const char *)src + o, bytes - o);
+}
+
+/* Row gather loops are compiled twice, plain and for AVX-512, and picked at run time. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define RS_KV_AVX512 __attribute__((target("avx512f")))
+static inline int rs_kv_cpu_avx512(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f");
+}
+#else
+#define RS_KV_AVX512
+static inline int rs_kv_cpu_avx512(void) {
+    return 0;
+}
+#endif
 
 /* ---- reading one fixed row under the seqlock ------------------------------------------------ */
 
@@ -221,7 +243,7 @@ static inline int rs_kv_copy_fixed(const rs_kv_vs *vs, uint64_t key, const rs_kv
                                    uint64_t w1, void *out) {
     if (w1 & 1) return 0;
     if (__atomic_load_n(s->keyp, __ATOMIC_ACQUIRE) != key) return 0;
-    memcpy(out, rs_kv_vs_row(vs, w1), vs->value_size);
+    rs_kv_row_copy(out, rs_kv_vs_row(vs, w1), vs->value_size);
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     return __atomic_load_n(s->word, __ATOMIC_RELAXED) == w1 &&
            __atomic_load_n(s->keyp, __ATOMIC_RELAXED) == key;
@@ -231,19 +253,6 @@ static inline int rs_kv_copy_fixed(const rs_kv_vs *vs, uint64_t key, const rs_kv
  * found (row copied), 0 if absent (row zeroed). */
 int rs_kv_read_fixed_slow(const rs_kv_index_ops *ops, void *ix, const rs_kv_vs *vs, uint64_t key,
                           void *out);
-
-#ifndef RS_KV_ROW_LOCALITY
-#define RS_KV_ROW_LOCALITY 0
-#endif
-/* Prefetch the `bytes` bytes of a value row at p (whole cache lines). Rows are copied out once
- * and not reused, so they are fetched non-temporally (prefetchnta): they do not evict the index's
- * chunk lines from the shared caches. */
-static inline void rs_kv_prefetch_range(const void *p, size_t bytes) {
-    const char *c = (const char *)((uintptr_t)p & ~(uintptr_t)63);
-    const char *end = (const char *)p + bytes;
-    for (; c < end; c += 64)
-        __builtin_prefetch(c, 0, RS_KV_ROW_LOCALITY);
-}
 
 /* ---- the engine ----------------------------------------------------------------------------- */
 

@@ -5,15 +5,13 @@
  * Region layout (DRAM, or the file <path>/cceh.values for CCEH, so values persist with the index):
  *
  *   0      rs_kv_vs_meta (magic, value_size, stride, capacity, bump, free-list heads) | pad to 4 KiB
- *   4096   fixed:    row 0 | row 1 | ... each `stride` bytes: [rs_kv_rec header if headed and
- *                    value_size < 64] + value. Headed rows of >= 64 value bytes are padded to whole
- *                    cache lines and keep their rs_kv_rec headers in a separate anonymous region
- *                    (rec_region, 16 bytes per row, indexed by row id)
+ *   4096   fixed:    row 0 | row 1 | ... each `stride` bytes (value_size rounded up to 8; the
+ *                    index entries hold the keys and seqlock words, so a 512-byte row is exactly 8
+ *                    cache lines, aligned like the no-index ceiling's)
  *          variable: blocks of 16 << class bytes: [u32 len][u32 gen | class << 24][bytes ...]
  *
- * Handles: a row id (fixed) or the block offset in 16-byte units (variable). A free headless row
- * holds {u64 next handle + 1, u32 last sequence}; a free headed row links through its header's key
- * and keeps its last (odd) word; a free block keeps its header and links through its
+ * Handles: a row id (fixed) or the block offset in 16-byte units (variable). A free row holds
+ * {u64 next handle + 1, u32 last sequence}; a free block keeps its header and links through its
  * first data word. The sequence a row or block last had is kept when it is freed and the next
  * owner continues after it (see kv_internal.h: no word repeats for a row within 2^23 writes).
  *
@@ -29,11 +27,7 @@
 #define RS_KV_VS_MAGIC  0x3130535653524b52ull /* "RKRSVS01" */
 #define RS_KV_VS_GROWTH (64ull << 20)
 
-static uint32_t fixed_stride(uint32_t value_size, uint32_t headed, uint32_t hdr) {
-    if (headed) {
-        uint32_t b = hdr + value_size;
-        return !hdr ? (b + 63u) & ~63u : (b + 15u) & ~15u;
-    }
+static uint32_t fixed_stride(uint32_t value_size) {
     uint32_t s = (value_size + 7u) & ~7u;
     return s < 16 ? 16 : s;
 }
@@ -54,21 +48,15 @@ static void vs_meta_init(rs_kv_vs *vs) {
     vs->meta->capacity = vs->capacity;
 }
 
-int rs_kv_vs_open(rs_kv_vs *vs, uint32_t value_size, int headed, uint64_t capacity,
-                  const char *path, rs_error *err) {
+int rs_kv_vs_open(rs_kv_vs *vs, uint32_t value_size, uint64_t capacity, const char *path,
+                  rs_error *err) {
     int rc, existed = 0;
     memset(vs, 0, sizeof *vs);
     vs->value_size = value_size;
-    /* headed rows of >= 64 value bytes keep their records in a separate compact array, so a row
-     * is whole, aligned cache lines (8 for 512 bytes) and the records (16 B each) stay cacheable */
-    int split = headed && value_size >= 64;
-    vs->headed = headed ? 1 : 0;
-    vs->hdr = headed && !split ? RS_KV_REC_BYTES : 0;
-    vs->variable = !value_size && !headed;
-    vs->stride = vs->variable ? 16 : fixed_stride(value_size, vs->headed, vs->hdr);
+    vs->variable = !value_size;
+    vs->stride = vs->variable ? 16 : fixed_stride(value_size);
     vs->capacity = capacity;
     vs->region.fd = -1;
-    vs->rec_region.fd = -1;
     if (pthread_mutex_init(&vs->lock, NULL) != 0)
         return rs_error_set(err, RS_ENOMEM, "value store mutex");
     size_t initial = RS_KV_VS_DATA_OFFSET + (vs->variable ? RS_KV_MAX_VALUE + 64 : 0);
@@ -105,16 +93,6 @@ int rs_kv_vs_open(rs_kv_vs *vs, uint32_t value_size, int headed, uint64_t capaci
     }
     vs->meta = (rs_kv_vs_meta *)vs->region.base;
     vs->data = vs->region.base + RS_KV_VS_DATA_OFFSET;
-    vs->recs = vs->data;
-    vs->rec_stride = vs->stride;
-    if (split) {
-        size_t rb = (size_t)vs->capacity * RS_KV_REC_BYTES;
-        if (rb == 0) rb = RS_KV_REC_BYTES;
-        rc = rs_kv_region_open_anon(&vs->rec_region, rb, rb, err);
-        if (rc) goto fail_region;
-        vs->recs = vs->rec_region.base;
-        vs->rec_stride = RS_KV_REC_BYTES;
-    }
     if (!existed) vs_meta_init(vs);
     vs->meta->capacity = vs->capacity;
     return 0;
@@ -126,7 +104,6 @@ fail_lock:
 }
 
 void rs_kv_vs_close(rs_kv_vs *vs) {
-    if (vs->rec_region.base) rs_kv_region_close(&vs->rec_region);
     rs_kv_region_close(&vs->region);
     pthread_mutex_destroy(&vs->lock);
 }
@@ -156,13 +133,6 @@ static int vs_make_room(rs_kv_vs *vs, size_t end, rs_error *err) {
 
 static int alloc_fixed(rs_kv_vs *vs, uint64_t *word, rs_error *err) {
     rs_kv_vs_meta *m = vs->meta;
-    if (m->free_head[0] && vs->headed) {
-        uint64_t h = m->free_head[0] - 1;
-        rs_kv_rec *rec = rs_kv_vs_rec(vs, h);
-        m->free_head[0] = rec->key;
-        *word = rs_kv_word(h, next_even(rs_kv_word_seq(rec->word)));
-        return 0;
-    }
     if (m->free_head[0]) {
         uint64_t h = m->free_head[0] - 1;
         uint8_t *row = vs->data + h * vs->stride;
@@ -231,12 +201,7 @@ void rs_kv_vs_free(rs_kv_vs *vs, uint64_t word) {
     uint32_t seq = (uint32_t)rs_kv_word_seq(word);
     pthread_mutex_lock(&vs->lock);
     rs_kv_vs_meta *m = vs->meta;
-    if (vs->headed) {
-        rs_kv_rec *rec = rs_kv_vs_rec(vs, h);
-        __atomic_store_n(&rec->word, rs_kv_word(h, seq | 1u), __ATOMIC_RELEASE);
-        __atomic_store_n(&rec->key, m->free_head[0], __ATOMIC_RELAXED);
-        m->free_head[0] = h + 1;
-    } else if (!vs->variable) {
+    if (!vs->variable) {
         uint8_t *row = vs->data + h * vs->stride;
         memcpy(row, &m->free_head[0], 8);
         memcpy(row + 8, &seq, 4);

@@ -32,13 +32,15 @@ static uint64_t fmix(uint64_t k) {
 }
 
 static void test_pet_overflow_chain(void) {
-    /* capacity 800 -> next_pow2(800 / 0.9 / 14 + 1) = 64 chunks */
+    /* capacity 800 -> next_pow2(800 / 0.9 / 7 + 1) = 128 chunks of 7 slots: 40 keys with one
+     * home chunk fill it and spill 33 along its probe sequence */
+    enum { SLOTS = 7, N = 40 };
     rs_kv *kv = kvt_open(RS_KV_INDEX_PET_HASH, 8, 800, NULL);
     if (!kv) return;
-    uint64_t keys[40];
+    uint64_t keys[N];
     int n = 0;
-    for (uint64_t k = 1; n < 40; k++)
-        if ((fmix(k) & 63) == 0) keys[n++] = k;
+    for (uint64_t k = 1; n < N; k++)
+        if ((fmix(k) & 127) == 0) keys[n++] = k;
     rs_error err = {0};
     for (int i = 0; i < n; i++)
         RS_CHECK_EQ(rs_kv_put(kv, keys[i], &keys[i], 8, &err), 0);
@@ -47,23 +49,41 @@ static void test_pet_overflow_chain(void) {
         RS_CHECK_EQ(rs_kv_get(kv, keys[i], &v, 8, NULL), 0);
         RS_CHECK_EQ(v, keys[i]);
     }
-    /* remove the first 14 (the home chunk) — the spilled keys must stay reachable */
-    for (int i = 0; i < 14; i++)
+    /* every key through the batch path: the home chunk, the one-step probe pass and the slow
+     * path for keys further along the sequence */
+    uint8_t out[8 * N], found[N];
+    size_t nf;
+    RS_CHECK_EQ(rs_kv_batch_get_flat(kv, keys, (size_t)n, out, found, &nf), 0);
+    RS_CHECK_EQ(nf, (size_t)n);
+    for (int i = 0; i < n; i++) {
+        RS_CHECK_EQ(found[i], 1);
+        RS_CHECK(memcmp(out + 8 * i, &keys[i], 8) == 0);
+    }
+    /* remove the first 7 (the home chunk) — the spilled keys must stay reachable */
+    for (int i = 0; i < SLOTS; i++)
         RS_CHECK_EQ(rs_kv_delete(kv, keys[i]), 0);
-    for (int i = 14; i < n; i++) {
+    for (int i = SLOTS; i < n; i++) {
         RS_CHECK_EQ(rs_kv_get(kv, keys[i], &v, 8, NULL), 0);
         RS_CHECK_EQ(v, keys[i]);
     }
-    uint8_t out[8 * 40], found[40];
-    size_t nf;
     RS_CHECK_EQ(rs_kv_batch_get_flat(kv, keys, (size_t)n, out, found, &nf), 0);
-    RS_CHECK_EQ(nf, (size_t)n - 14);
-    for (int i = 0; i < n; i++)
-        RS_CHECK_EQ(found[i], i >= 14);
-    /* home slots are free again and reused */
-    for (int i = 0; i < 14; i++)
-        RS_CHECK_EQ(rs_kv_put(kv, keys[i], &keys[i], 8, &err), 0);
+    RS_CHECK_EQ(nf, (size_t)n - SLOTS);
+    for (int i = 0; i < n; i++) {
+        RS_CHECK_EQ(found[i], i >= SLOTS);
+        if (i >= SLOTS) RS_CHECK(memcmp(out + 8 * i, &keys[i], 8) == 0);
+    }
+    /* home slots are free again and reused; the re-inserted keys read back their new values */
+    for (int i = 0; i < SLOTS; i++) {
+        uint64_t nv = keys[i] ^ 0xabcdef;
+        RS_CHECK_EQ(rs_kv_put(kv, keys[i], &nv, 8, &err), 0);
+    }
     RS_CHECK_EQ(rs_kv_count(kv), (uint64_t)n);
+    RS_CHECK_EQ(rs_kv_batch_get_flat(kv, keys, (size_t)n, out, found, &nf), 0);
+    RS_CHECK_EQ(nf, (size_t)n);
+    for (int i = 0; i < SLOTS; i++) {
+        uint64_t nv = keys[i] ^ 0xabcdef;
+        RS_CHECK(memcmp(out + 8 * i, &nv, 8) == 0);
+    }
     rs_kv_close(kv);
 }
 
