@@ -221,19 +221,16 @@ RS_KV_INLINE void rs_kv_row_copy(void *dst, const void *src, size_t bytes) {
     if (o < bytes) memcpy((char *)dst + o, (const char *)src + o, bytes - o);
 }
 
-/* Row gather loops are compiled twice, plain and for AVX-512, and picked at run time. */
+/* Row gather loops are compiled twice, plain and for AVX-512, and picked at run time
+ * (kv_cpu.c): rs_kv_cpu_avx512() is 1 where the AVX-512 build runs. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define RS_KV_AVX512 __attribute__((target("avx512f")))
-static inline int rs_kv_cpu_avx512(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f");
-}
 #else
 #define RS_KV_AVX512
-static inline int rs_kv_cpu_avx512(void) {
-    return 0;
-}
 #endif
+int rs_kv_cpu_avx512(void);
+/* Tests: 1 = run the plain build from now on; 0 = back to what the CPU supports. */
+void rs_kv_cpu_force_plain(int on);
 
 /* ---- reading one fixed row under the seqlock ------------------------------------------------ */
 

@@ -1,7 +1,8 @@
 /*
  * kv_test_cases.h — checks every KV index must pass, shared by test_kv_pet_hash.c,
  * test_kv_ext_hash.c and test_kv_cceh.c: insert/lookup/overwrite/delete, batch reads with misses,
- * capacity (RS_EFULL naming capacity and index type), growth past many splits, variable-length
+ * batch reads over many segments in both builds of the row loops, capacity (RS_EFULL naming
+ * capacity and index type), growth past many splits, variable-length
  * values across size classes, update_add_f32, clear, and the no-torn-read property with writer and
  * reader threads (many keys with deletes, and one hot key rewritten nonstop). Each case takes the index type and a directory (CCEH needs one).
  */
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kv/kv_internal.h" /* rs_kv_cpu_force_plain */
 #include "recstore/kv.h"
 #include "rs_test.h"
 
@@ -127,6 +129,57 @@ static void kvt_basic(rs_kv_index_type t) {
     RS_CHECK_EQ(rs_kv_get(kv, 5, got, sizeof got, NULL), 0);
     rs_kv_close(kv);
     kvt_rm_dir(dir);
+}
+
+/* batch_get_flat over many segments (PET reads 512 keys per segment, EH 256), present and absent
+ * keys interleaved, for the 512-byte specialisation and a size with a partial 64-byte block, in
+ * both builds of the row loops (AVX-512 where the CPU has it, and the plain one). */
+static void kvt_batch_segments_one(rs_kv_index_type t, uint32_t vs, int plain) {
+    enum { N = 1300, PRESENT_EVERY = 3 };
+    const char *dir = kvt_fresh_dir();
+    rs_kv *kv = kvt_open(t, vs, 2 * N, dir);
+    if (!kv) return;
+    rs_kv_cpu_force_plain(plain);
+    uint8_t *row = malloc(vs), *out = malloc((size_t)N * vs), *found = malloc(N);
+    uint64_t *keys = malloc(N * sizeof *keys);
+    rs_error err = {0};
+    for (int i = 0; i < N; i++) {
+        keys[i] = 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1);
+        if (i % PRESENT_EVERY) continue;
+        kvt_fill_row(row, vs, keys[i], 5);
+        RS_CHECK_EQ(rs_kv_put(kv, keys[i], row, vs, &err), 0);
+    }
+    memset(out, 0xee, (size_t)N * vs);
+    size_t nf = 0;
+    RS_CHECK_EQ(rs_kv_batch_get_flat(kv, keys, N, out, found, &nf), 0);
+    RS_CHECK_EQ(nf, (size_t)(N + PRESENT_EVERY - 1) / PRESENT_EVERY);
+    int bad = 0;
+    for (int i = 0; i < N; i++) {
+        int present = i % PRESENT_EVERY == 0;
+        bad += found[i] != present;
+        if (present) {
+            kvt_fill_row(row, vs, keys[i], 5);
+            bad += memcmp(row, out + (size_t)i * vs, vs) != 0;
+        } else {
+            for (uint32_t j = 0; j < vs; j++)
+                bad += out[(size_t)i * vs + j] != 0;
+        }
+    }
+    RS_CHECK_EQ(bad, 0);
+    rs_kv_cpu_force_plain(0);
+    free(keys);
+    free(found);
+    free(out);
+    free(row);
+    rs_kv_close(kv);
+    kvt_rm_dir(dir);
+}
+
+static void kvt_batch_segments(rs_kv_index_type t) {
+    for (int plain = 0; plain <= 1; plain++) {
+        kvt_batch_segments_one(t, 512, plain);
+        kvt_batch_segments_one(t, 200, plain);
+    }
 }
 
 /* Fill to capacity (growth through many splits for EH/CCEH, probing past full chunks for PET),

@@ -9,6 +9,9 @@
 static void test_cceh_basic(void) {
     kvt_basic(RS_KV_INDEX_CCEH);
 }
+static void test_cceh_batch_segments(void) {
+    kvt_batch_segments(RS_KV_INDEX_CCEH);
+}
 static void test_cceh_growth_and_full(void) {
     kvt_full(RS_KV_INDEX_CCEH, 20000);
 }
@@ -122,7 +125,7 @@ static void test_cceh_hot_key_no_torn_reads(void) {
     kvt_hot_key_no_torn_reads(RS_KV_INDEX_CCEH);
 }
 
-RS_TEST_MAIN(RS_TEST(test_cceh_hot_key_no_torn_reads), RS_TEST(test_cceh_basic), RS_TEST(test_cceh_growth_and_full),
+RS_TEST_MAIN(RS_TEST(test_cceh_hot_key_no_torn_reads), RS_TEST(test_cceh_basic), RS_TEST(test_cceh_batch_segments), RS_TEST(test_cceh_growth_and_full),
              RS_TEST(test_cceh_variable), RS_TEST(test_cceh_update_add),
              RS_TEST(test_cceh_no_torn_reads), RS_TEST(test_cceh_requires_path),
              RS_TEST(test_cceh_reopen), RS_TEST(test_cceh_reopen_variable))

@@ -8,6 +8,9 @@
 static void test_pet_basic(void) {
     kvt_basic(RS_KV_INDEX_PET_HASH);
 }
+static void test_pet_batch_segments(void) {
+    kvt_batch_segments(RS_KV_INDEX_PET_HASH);
+}
 static void test_pet_full(void) {
     kvt_full(RS_KV_INDEX_PET_HASH, 5000);
 }
@@ -108,6 +111,6 @@ static void test_pet_hot_key_no_torn_reads(void) {
     kvt_hot_key_no_torn_reads(RS_KV_INDEX_PET_HASH);
 }
 
-RS_TEST_MAIN(RS_TEST(test_pet_hot_key_no_torn_reads), RS_TEST(test_pet_basic), RS_TEST(test_pet_full), RS_TEST(test_pet_variable),
+RS_TEST_MAIN(RS_TEST(test_pet_hot_key_no_torn_reads), RS_TEST(test_pet_basic), RS_TEST(test_pet_batch_segments), RS_TEST(test_pet_full), RS_TEST(test_pet_variable),
              RS_TEST(test_pet_update_add), RS_TEST(test_pet_overflow_chain),
              RS_TEST(test_pet_no_torn_reads), RS_TEST(test_index_names))
