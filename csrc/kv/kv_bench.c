@@ -119,31 +119,19 @@ static inline uint64_t next_key(rs_kv_bench *b, rs_rng *r) {
 }
 
 /* The ceiling: gather rows keys[i] of a flat array into out, prefetching CEIL_D rows ahead. */
-RS_KV_INLINE void ceiling_body(const uint8_t *flat, const uint64_t *keys, size_t n, uint8_t *out,
-                               const size_t vs) {
+RS_KV_INLINE size_t ceiling_body(const size_t vs, const uint8_t *flat, size_t row_bytes,
+                                 const uint64_t *keys, size_t n, uint8_t *out) {
+    (void)row_bytes; /* = vs, which is a constant here when it is 512 */
     for (size_t i = 0; i < n + CEIL_D; i++) {
         if (i < n) rs_kv_prefetch_range(flat + keys[i] * vs, vs);
         if (i >= CEIL_D) rs_kv_row_copy(out + (i - CEIL_D) * vs, flat + keys[i - CEIL_D] * vs, vs);
     }
+    return n;
 }
 
-static void ceiling_plain(const uint8_t *flat, size_t vs, const uint64_t *keys, size_t n,
-                          uint8_t *out) {
-    if (vs == 512) ceiling_body(flat, keys, n, out, 512);
-    else ceiling_body(flat, keys, n, out, vs);
-}
-
-RS_KV_AVX512 static void ceiling_avx512(const uint8_t *flat, size_t vs, const uint64_t *keys,
-                                        size_t n, uint8_t *out) {
-    if (vs == 512) ceiling_body(flat, keys, n, out, 512);
-    else ceiling_body(flat, keys, n, out, vs);
-}
-
-static void ceiling_gather(const uint8_t *flat, size_t vs, const uint64_t *keys, size_t n,
-                           uint8_t *out) {
-    if (rs_kv_cpu_avx512()) ceiling_avx512(flat, vs, keys, n, out);
-    else ceiling_plain(flat, vs, keys, n, out);
-}
+RS_KV_ROW_LOOP(ceiling_gather, ceiling_body, vs,
+               (const uint8_t *flat, size_t vs, const uint64_t *keys, size_t n, uint8_t *out),
+               (flat, vs, keys, n, out))
 
 static void bind_cpu(uint32_t id) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);

@@ -394,8 +394,8 @@ static void eh_lookup_segment(const eh_dir *d, const uint64_t *kk, size_t cnt, e
     }
 }
 
-RS_KV_INLINE size_t eh_rows_body(eh *t, const rs_kv_vs *vs, const uint64_t *kk, size_t cnt,
-                                 const eh_q *q, uint8_t *out, uint8_t *found, const size_t vsz) {
+RS_KV_INLINE size_t eh_rows_body(const size_t vsz, eh *t, const rs_kv_vs *vs, const uint64_t *kk,
+                                 size_t cnt, const eh_q *q, uint8_t *out, uint8_t *found) {
     uint8_t *const data = vs->data;
     const size_t stride = vs->stride;
     size_t hits = 0;
@@ -427,25 +427,16 @@ RS_KV_INLINE size_t eh_rows_body(eh *t, const rs_kv_vs *vs, const uint64_t *kk, 
     return hits;
 }
 
-static size_t eh_rows(eh *t, const rs_kv_vs *vs, const uint64_t *kk, size_t cnt, const eh_q *q,
-                      uint8_t *out, uint8_t *found) {
-    if (vs->value_size == 512) return eh_rows_body(t, vs, kk, cnt, q, out, found, 512);
-    return eh_rows_body(t, vs, kk, cnt, q, out, found, vs->value_size);
-}
-
-RS_KV_AVX512 static size_t eh_rows_avx512(eh *t, const rs_kv_vs *vs, const uint64_t *kk,
-                                          size_t cnt, const eh_q *q, uint8_t *out,
-                                          uint8_t *found) {
-    if (vs->value_size == 512) return eh_rows_body(t, vs, kk, cnt, q, out, found, 512);
-    return eh_rows_body(t, vs, kk, cnt, q, out, found, vs->value_size);
-}
+RS_KV_ROW_LOOP(eh_rows, eh_rows_body, vs->value_size,
+               (eh *t, const rs_kv_vs *vs, const uint64_t *kk, size_t cnt, const eh_q *q,
+                uint8_t *out, uint8_t *found),
+               (t, vs, kk, cnt, q, out, found))
 
 static void eh_batch_get_flat(void *ix, const rs_kv_vs *vs, const uint64_t *keys, size_t n,
                               uint8_t *out, uint8_t *found, size_t *n_found) {
     eh *t = ix;
     const size_t vsz = vs->value_size;
     const eh_dir *d = __atomic_load_n(&t->dir, __ATOMIC_ACQUIRE);
-    const int avx512 = rs_kv_cpu_avx512();
     eh_q q[EH_SEG];
     size_t hits = 0;
     for (size_t base = 0; base < n; base += EH_SEG) {
@@ -453,8 +444,7 @@ static void eh_batch_get_flat(void *ix, const rs_kv_vs *vs, const uint64_t *keys
         const uint64_t *kk = keys + base;
         uint8_t *f = found ? found + base : NULL;
         eh_lookup_segment(d, kk, cnt, q);
-        hits += avx512 ? eh_rows_avx512(t, vs, kk, cnt, q, out + base * vsz, f)
-                       : eh_rows(t, vs, kk, cnt, q, out + base * vsz, f);
+        hits += eh_rows(t, vs, kk, cnt, q, out + base * vsz, f);
     }
     if (n_found) *n_found = hits;
 }

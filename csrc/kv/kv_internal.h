@@ -232,6 +232,21 @@ int rs_kv_cpu_avx512(void);
 /* Tests: 1 = run the plain build from now on; 0 = back to what the CPU supports. */
 void rs_kv_cpu_force_plain(int on);
 
+#define RS_KV_UNPAREN(...) __VA_ARGS__
+/* Define `static size_t name params`, which runs body(vsz, args...) from its plain or its
+ * AVX-512 build (rs_kv_cpu_avx512), with vsz == 512 (the embedding row) a compile-time constant
+ * so the row loop unrolls. body must be RS_KV_INLINE. */
+#define RS_KV_ROW_LOOP(name, body, vsz, params, args)                                          \
+    static size_t name##_plain params {                                                        \
+        return (vsz) == 512 ? body(512, RS_KV_UNPAREN args) : body((vsz), RS_KV_UNPAREN args); \
+    }                                                                                          \
+    RS_KV_AVX512 static size_t name##_avx512 params {                                          \
+        return (vsz) == 512 ? body(512, RS_KV_UNPAREN args) : body((vsz), RS_KV_UNPAREN args); \
+    }                                                                                          \
+    static size_t name params {                                                                \
+        return rs_kv_cpu_avx512() ? name##_avx512 args : name##_plain args;                   \
+    }
+
 /* ---- reading one fixed row under the seqlock ------------------------------------------------ */
 
 /* Copy the row of entry s into out if its word is stable across the copy. Returns 1 on success,

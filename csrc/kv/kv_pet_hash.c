@@ -332,8 +332,9 @@ static void pet_lookup_segment(const pet *p, const uint64_t *kk, size_t cnt, pet
     }
 }
 
-RS_KV_INLINE size_t pet_rows_body(void *ix, const rs_kv_vs *vs, const uint64_t *kk, size_t cnt,
-                                  const pet_q *q, uint8_t *out, uint8_t *found, const size_t vsz) {
+RS_KV_INLINE size_t pet_rows_body(const size_t vsz, void *ix, const rs_kv_vs *vs,
+                                  const uint64_t *kk, size_t cnt, const pet_q *q, uint8_t *out,
+                                  uint8_t *found) {
     uint8_t *const data = vs->data;
     const size_t stride = vs->stride;
     size_t hits = 0;
@@ -365,24 +366,15 @@ RS_KV_INLINE size_t pet_rows_body(void *ix, const rs_kv_vs *vs, const uint64_t *
     return hits;
 }
 
-static size_t pet_rows(void *ix, const rs_kv_vs *vs, const uint64_t *kk, size_t cnt,
-                       const pet_q *q, uint8_t *out, uint8_t *found) {
-    if (vs->value_size == 512) return pet_rows_body(ix, vs, kk, cnt, q, out, found, 512);
-    return pet_rows_body(ix, vs, kk, cnt, q, out, found, vs->value_size);
-}
-
-RS_KV_AVX512 static size_t pet_rows_avx512(void *ix, const rs_kv_vs *vs, const uint64_t *kk,
-                                           size_t cnt, const pet_q *q, uint8_t *out,
-                                           uint8_t *found) {
-    if (vs->value_size == 512) return pet_rows_body(ix, vs, kk, cnt, q, out, found, 512);
-    return pet_rows_body(ix, vs, kk, cnt, q, out, found, vs->value_size);
-}
+RS_KV_ROW_LOOP(pet_rows, pet_rows_body, vs->value_size,
+               (void *ix, const rs_kv_vs *vs, const uint64_t *kk, size_t cnt, const pet_q *q,
+                uint8_t *out, uint8_t *found),
+               (ix, vs, kk, cnt, q, out, found))
 
 static void pet_batch_get_flat(void *ix, const rs_kv_vs *vs, const uint64_t *keys, size_t n,
                                uint8_t *out, uint8_t *found, size_t *n_found) {
     const pet *p = ix;
     const size_t vsz = vs->value_size;
-    const int avx512 = rs_kv_cpu_avx512();
     pet_q q[PET_SEG];
     size_t hits = 0;
     for (size_t base = 0; base < n; base += PET_SEG) {
@@ -390,8 +382,7 @@ static void pet_batch_get_flat(void *ix, const rs_kv_vs *vs, const uint64_t *key
         const uint64_t *kk = keys + base;
         uint8_t *f = found ? found + base : NULL;
         pet_lookup_segment(p, kk, cnt, q);
-        hits += avx512 ? pet_rows_avx512(ix, vs, kk, cnt, q, out + base * vsz, f)
-                       : pet_rows(ix, vs, kk, cnt, q, out + base * vsz, f);
+        hits += pet_rows(ix, vs, kk, cnt, q, out + base * vsz, f);
     }
     if (n_found) *n_found = hits;
 }
