@@ -5,7 +5,8 @@ import importlib
 
 def build_info():
     """Return a dict: version, commit, dirty, build_type (Release/Debug/ASan), compiler, cflags,
-    features (optional libraries compiled in) and modules (extension modules that import)."""
+    features (optional libraries compiled in), row_kernel ("avx512" or "plain": the build of the
+    KV batch-read loops this CPU runs) and modules (extension modules that import)."""
     from recbench import _kv
 
     info = dict(_kv.build_info())

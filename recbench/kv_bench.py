@@ -225,8 +225,10 @@ def compare_indexes(record_count=1_000_000, value_size=512, batch_keys=500, thre
     for name, m in med.items():
         m["pct_of_ceiling"] = 100.0 * m["keys_per_sec"] / ceil["keys_per_sec"]
         m["pct_of_ceiling_cpu"] = 100.0 * m["keys_per_cpu_sec"] / ceil["keys_per_cpu_sec"]
+    from recbench.build import build_info
     out = {"params": dict(record_count=record_count, value_size=value_size, batch_keys=batch_keys,
-                          threads=threads, running_seconds=running_seconds, repeats=repeats),
+                          threads=threads, running_seconds=running_seconds, repeats=repeats,
+                          row_kernel=build_info()["row_kernel"]),
            "median": med, "samples": samples}
     if "DRAM_PET_HASH" in med and "DRAM_EXTENDIBLE_HASH" in med:
         pet, eh = med["DRAM_PET_HASH"], med["DRAM_EXTENDIBLE_HASH"]
@@ -239,7 +241,8 @@ def format_comparison(res: dict) -> str:
     p = res["params"]
     rows = [f"batch_get_flat, batch_keys={p['batch_keys']}, value_size={p['value_size']}, "
             f"record_count={p['record_count']}, threads={p['threads']}, uniform keys, "
-            f"{p['running_seconds']:g} s per run, median of {p['repeats']} interleaved repeats",
+            f"{p['running_seconds']:g} s per run, median of {p['repeats']} interleaved repeats, "
+            f"row kernel {p.get('row_kernel', '?')}",
             "",
             f"| {'case':<22} | {'M keys/s':>9} | {'% of ceiling':>12} | {'M keys/CPU-s':>12} | "
             f"{'% of ceiling (CPU)':>18} | {'batch p50 us':>12} | {'batch p99 us':>12} |",

@@ -27,3 +27,7 @@ void rs_kv_cpu_force_plain(int on) {
         rs_kv_cpu_avx512();
     }
 }
+
+const char *rs_kv_row_kernel(void) {
+    return rs_kv_cpu_avx512() ? "avx512" : "plain";
+}

@@ -9,6 +9,8 @@
 
 #include <string.h>
 
+#include "recstore/kv.h"
+
 static const struct {
     int code;
     const char *cls;
@@ -86,10 +88,11 @@ PyObject *rs_py_build_info(PyObject *self, PyObject *noargs) {
         Py_DECREF(s);
         f += len + (comma ? 1 : 0);
     }
-    return Py_BuildValue("{s:s,s:s,s:O,s:s,s:s,s:s,s:N}", "version", RS_VERSION, "commit",
+    return Py_BuildValue("{s:s,s:s,s:O,s:s,s:s,s:s,s:N,s:s}", "version", RS_VERSION, "commit",
                          RS_BUILD_COMMIT, "dirty", RS_BUILD_DIRTY ? Py_True : Py_False,
                          "build_type", RS_BUILD_TYPE, "compiler", RS_BUILD_CC, "cflags",
-                         RS_BUILD_CFLAGS, "features", features);
+                         RS_BUILD_CFLAGS, "features", features, "row_kernel",
+                         rs_kv_row_kernel());
 }
 
 int rs_py_get_keys(PyObject *obj, const char *argname, Py_buffer *view, size_t *n) {

@@ -55,7 +55,9 @@ void *rs_rc_server_profile_main(void *arg) {
     rc_prof *pprev = calloc(nt, sizeof *pprev);
     if (!pprev)
         return NULL;
-    rs_rc_server_prof_sum(s, &prev);
+    /* the counters start at zero with the server, so the first interval covers everything since
+     * start (summing here instead would drop work done before this thread got to run) */
+    memset(&prev, 0, sizeof prev);
     pthread_mutex_lock(&s->lock);
     while (!atomic_load(&s->stop)) {
         struct timespec ts;

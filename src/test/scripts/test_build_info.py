@@ -16,6 +16,7 @@ class BuildInfoTest(unittest.TestCase):
         self.assertEqual(info["version"], recbench.__version__)
         self.assertIn("_kv", info["modules"])
         self.assertIsInstance(info["features"], list)
+        self.assertIn(info["row_kernel"], ("avx512", "plain"))
 
     def test_release_build_uses_O3(self):
         info = recbench.build_info()
