@@ -9,11 +9,13 @@
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -376,6 +378,74 @@ static void test_shm_fabric(void) {
     RS_CHECK(rs_rc_fabric_shm.remote_window(ea, mb.region_addr, 8193) == NULL);
     rs_rc_fabric_shm.ep_destroy(ea);
     rs_rc_fabric_shm.ep_destroy(eb);
+    rs_rc_fabric_shm.free_region(fa, &ra);
+    rs_rc_fabric_shm.free_region(fb, &rb);
+    rs_rc_fabric_shm.close(fa);
+    rs_rc_fabric_shm.close(fb);
+}
+
+/* A peer that keeps a descriptor of a shm object and truncates it must not kill the process
+ * that maps it: its writes into the truncated region fail RS_ECONN, reads of a truncated own
+ * region see zeros, and other regions keep working. */
+static void test_shm_fabric_survives_truncation(void) {
+    rs_rc_fabric *fa, *fb;
+    rs_error e = {0};
+    RS_CHECK(rs_rc_fabric_shm.open(NULL, &fa, &e) == 0);
+    RS_CHECK(rs_rc_fabric_shm.open(NULL, &fb, &e) == 0);
+    enum { LEN = 64 * 1024 };
+    rs_rc_region ra, rb;
+    RS_CHECK(rs_rc_fabric_shm.alloc_region(fa, LEN, &ra, &e) == 0);
+    RS_CHECK(rs_rc_fabric_shm.alloc_region(fb, LEN, &rb, &e) == 0);
+    rs_rc_ep *ea, *eb;
+    rs_rc_ep_meta ma, mb;
+    RS_CHECK(rs_rc_fabric_shm.ep_create(fa, &ra, &ea, &ma, &e) == 0);
+    RS_CHECK(rs_rc_fabric_shm.ep_create(fb, &rb, &eb, &mb, &e) == 0);
+    /* the "malicious" side keeps descriptors of both objects before the names are unlinked */
+    int fd_a = shm_open(ma.shm_name, O_RDWR, 0);
+    int fd_b = shm_open(mb.shm_name, O_RDWR, 0);
+    RS_CHECK(fd_a >= 0 && fd_b >= 0);
+    RS_CHECK(rs_rc_fabric_shm.ep_connect(ea, &mb, &e) == 0);
+    RS_CHECK(rs_rc_fabric_shm.ep_connect(eb, &ma, &e) == 0);
+    static uint8_t big[LEN / 2];
+    memset(big, 0x5a, sizeof big);
+    rs_rc_sge sg = {big, sizeof big, 0};
+    RS_CHECK(rs_rc_fabric_shm.write(ea, &sg, 1, mb.region_addr + LEN / 2, mb.rkey, 0, 1, &e) == 0);
+    /* b's region shrinks to one page under a's mapping: a's next write runs into the end */
+    RS_CHECK(ftruncate(fd_b, 4096) == 0);
+    int rc = rs_rc_fabric_shm.write(ea, &sg, 1, mb.region_addr + LEN / 2, mb.rkey, 0, 2, &e);
+    RS_CHECK_EQ(rc, RS_ECONN);
+    RS_CHECK(strstr(e.msg, "truncated") != NULL);
+    RS_CHECK_EQ(rs_rc_fabric_shm.write(ea, &sg, 1, mb.region_addr, mb.rkey, 0, 3, &e), RS_ECONN);
+    /* a's own region shrinks to nothing: a reads zeros instead of dying */
+    RS_CHECK(ftruncate(fd_a, 0) == 0);
+    volatile uint8_t *own = ra.addr;
+    uint64_t sum = 0;
+    for (size_t i = 0; i < LEN; i += 4096)
+        sum += own[i];
+    RS_CHECK_EQ(sum, 0);
+    /* the other direction (b writes into a's truncated region) fails the same way */
+    RS_CHECK_EQ(rs_rc_fabric_shm.write(eb, &sg, 1, ma.region_addr, ma.rkey, 0, 4, &e), RS_ECONN);
+    /* an untouched pair of regions still works */
+    rs_rc_region rc1, rc2;
+    rs_rc_ep *e1, *e2;
+    rs_rc_ep_meta m1, m2;
+    RS_CHECK(rs_rc_fabric_shm.alloc_region(fa, 8192, &rc1, &e) == 0);
+    RS_CHECK(rs_rc_fabric_shm.alloc_region(fb, 8192, &rc2, &e) == 0);
+    RS_CHECK(rs_rc_fabric_shm.ep_create(fa, &rc1, &e1, &m1, &e) == 0);
+    RS_CHECK(rs_rc_fabric_shm.ep_create(fb, &rc2, &e2, &m2, &e) == 0);
+    RS_CHECK(rs_rc_fabric_shm.ep_connect(e1, &m2, &e) == 0);
+    RS_CHECK(rs_rc_fabric_shm.ep_connect(e2, &m1, &e) == 0);
+    rs_rc_sge small = {big, 64, 0};
+    RS_CHECK(rs_rc_fabric_shm.write(e1, &small, 1, m2.region_addr, m2.rkey, 0, 5, &e) == 0);
+    RS_CHECK(((uint8_t *)rc2.addr)[63] == 0x5a);
+    close(fd_a);
+    close(fd_b);
+    rs_rc_fabric_shm.ep_destroy(e1);
+    rs_rc_fabric_shm.ep_destroy(e2);
+    rs_rc_fabric_shm.ep_destroy(ea);
+    rs_rc_fabric_shm.ep_destroy(eb);
+    rs_rc_fabric_shm.free_region(fa, &rc1);
+    rs_rc_fabric_shm.free_region(fb, &rc2);
     rs_rc_fabric_shm.free_region(fa, &ra);
     rs_rc_fabric_shm.free_region(fb, &rb);
     rs_rc_fabric_shm.close(fa);
@@ -895,7 +965,8 @@ static void test_no_shm_leftovers(void) {
 }
 
 RS_TEST_MAIN(RS_TEST(test_options), RS_TEST(test_desc_check), RS_TEST(test_ctrl_frames),
-             RS_TEST(test_shm_fabric), RS_TEST(test_verbs_absent), RS_TEST(test_get_put_command),
+             RS_TEST(test_shm_fabric), RS_TEST(test_shm_fabric_survives_truncation),
+             RS_TEST(test_verbs_absent), RS_TEST(test_get_put_command),
              RS_TEST(test_status_codes), RS_TEST(test_corrupt_and_duplicate),
              RS_TEST(test_duplicate_seq), RS_TEST(test_prefetch_depth_check),
              RS_TEST(test_slot_exhaustion_many_clients), RS_TEST(test_response_modes),

@@ -10,6 +10,8 @@
  * checked against the peer region's bounds and rkey, as a NIC would. Completions of signaled
  * writes are immediate: they wait in a per-endpoint ring for poll(); a full ring is a full send
  * queue (RS_EBUSY). An endpoint is used by one thread at a time (callers serialise per lane).
+ * Both mappings of every region are guarded against a peer that truncates the shm object
+ * (rc_shm_guard.c): the process survives, and writes into a truncated peer region fail RS_ECONN.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -26,6 +28,7 @@
 
 #include "recstore/hash.h"
 #include "recstore/rc.h"
+#include "transport/rc/rc_shm_guard.h"
 #ifdef RS_HAVE_NUMA
 #include <numa.h>
 #endif
@@ -40,11 +43,13 @@ struct rs_rc_fabric {
 
 typedef struct shm_region {
     char name[RS_RC_NAME_MAX];
+    int guard;
 } shm_region;
 
 struct rs_rc_ep {
     rs_rc_fabric *f;
     uint8_t *peer_map;
+    int peer_guard;
     uint64_t peer_addr, peer_len;
     uint32_t peer_rkey;
     uint32_t wc_head, wc_tail;
@@ -100,6 +105,14 @@ static int shm_alloc_region(rs_rc_fabric *f, size_t len, rs_rc_region *out, rs_e
         free(impl);
         return rs_error_errno(err, RS_ENOMEM, e, "shm fabric: mmap of %zu bytes", len);
     }
+    impl->guard = rs_rc_shm_guard_add(p, len);
+    if (impl->guard < 0) {
+        munmap(p, len);
+        shm_unlink(impl->name);
+        free(impl);
+        return rs_error_set(err, RS_ENOMEM,
+                            "shm fabric: cannot guard another shared region (4096 per process)");
+    }
 #ifdef RS_HAVE_NUMA
     if (f->cfg.numa_node >= 0 && numa_available() >= 0 && f->cfg.numa_node <= numa_max_node())
         numa_tonode_memory(p, len, f->cfg.numa_node);
@@ -118,6 +131,7 @@ static void shm_free_region(rs_rc_fabric *f, rs_rc_region *r) {
         return;
     shm_region *impl = r->impl;
     shm_unlink(impl->name); /* ENOENT when the peer already unlinked it */
+    rs_rc_shm_guard_remove(impl->guard);
     munmap(r->addr, r->len);
     free(impl);
     memset(r, 0, sizeof *r);
@@ -144,6 +158,7 @@ static int shm_ep_create(rs_rc_fabric *f, const rs_rc_region *local, rs_rc_ep **
     if (!ep)
         return rs_error_set(err, RS_ENOMEM, "shm fabric: out of memory");
     ep->f = f;
+    ep->peer_guard = -1;
     memset(meta, 0, sizeof *meta);
     meta->region_addr = (uint64_t)(uintptr_t)local->addr;
     meta->region_len = local->len;
@@ -180,8 +195,15 @@ static int shm_ep_connect(rs_rc_ep *ep, const rs_rc_ep_meta *peer, rs_error *err
     close(fd);
     if (p == MAP_FAILED)
         return rs_error_errno(err, RS_ENOMEM, e, "shm fabric: mmap of peer region");
+    int guard = rs_rc_shm_guard_add(p, peer->region_len);
+    if (guard < 0) {
+        munmap(p, peer->region_len);
+        return rs_error_set(err, RS_ENOMEM,
+                            "shm fabric: cannot guard another shared region (4096 per process)");
+    }
     shm_unlink(peer->shm_name); /* both sides hold mappings now: nothing can leak after a crash */
     ep->peer_map = p;
+    ep->peer_guard = guard;
     ep->peer_addr = peer->region_addr;
     ep->peer_len = peer->region_len;
     ep->peer_rkey = peer->rkey;
@@ -191,8 +213,10 @@ static int shm_ep_connect(rs_rc_ep *ep, const rs_rc_ep_meta *peer, rs_error *err
 static void shm_ep_destroy(rs_rc_ep *ep) {
     if (!ep)
         return;
-    if (ep->peer_map)
+    if (ep->peer_map) {
+        rs_rc_shm_guard_remove(ep->peer_guard);
         munmap(ep->peer_map, ep->peer_len);
+    }
     free(ep);
 }
 
@@ -201,6 +225,11 @@ static inline uint8_t *shm_target(rs_rc_ep *ep, uint64_t addr, uint64_t len) {
         addr - ep->peer_addr > ep->peer_len - len)
         return NULL;
     return ep->peer_map + (addr - ep->peer_addr);
+}
+
+static int shm_truncated(rs_error *err) {
+    return rs_error_set(err, RS_ECONN,
+                        "shm fabric: the peer truncated its shared region (write dropped)");
 }
 
 static int shm_write(rs_rc_ep *ep, const rs_rc_sge *sg, int n, uint64_t remote_addr, uint32_t rkey,
@@ -221,6 +250,8 @@ static int shm_write(rs_rc_ep *ep, const rs_rc_sge *sg, int n, uint64_t remote_a
                             total, remote_addr);
     if ((flags & RS_RC_WR_SIGNALED) && ep->wc_tail - ep->wc_head >= SHM_WC_RING)
         return rs_error_set(err, RS_EBUSY, "shm fabric: completion ring full (poll first)");
+    if (rs_rc_shm_guard_broken(ep->peer_guard))
+        return shm_truncated(err);
     int publish = (flags & RS_RC_WR_PUBLISH) != 0;
     if (publish && (sg[n - 1].len < 8 || ((uintptr_t)(dst + total - 8) & 7)))
         return rs_error_set(err, RS_EINVAL,
@@ -238,6 +269,8 @@ static int shm_write(rs_rc_ep *ep, const rs_rc_sge *sg, int n, uint64_t remote_a
         memcpy(&word, (const uint8_t *)sg[n - 1].addr + sg[n - 1].len - 8, 8);
         __atomic_store_n((uint64_t *)dst, word, __ATOMIC_RELEASE);
     }
+    if (rs_rc_shm_guard_broken(ep->peer_guard)) /* the copy ran into the truncated end */
+        return shm_truncated(err);
     if (flags & RS_RC_WR_SIGNALED)
         ep->wc_ring[ep->wc_tail++ % SHM_WC_RING] = wr_id;
     return 0;
