@@ -647,7 +647,9 @@ def plot_ps_latency(df: pd.DataFrame, path, phase: str = "run") -> Path:
         ax.bar(xs, lat[col], width=width, label=col.replace("_us", "").replace("p999", "p99.9"))
     ax.set_xticks([x + width * (len(cols) - 1) / 2 for x in range(len(lat))])
     ax.set_xticklabels(lat.index.astype(str))
-    ax.set_ylabel("latency per request (µs, worst client)")
+    merge = set(reps["latency_merge"].astype(str)) if "latency_merge" in reps.columns else set()
+    how = "all clients merged" if merge == {"exact"} else "worst client"
+    ax.set_ylabel(f"latency per request (µs, {how})")
     ax.set_yscale("log")
     ax.set_title(f"PS latency percentiles ({phase} phase)")
     ax.legend()

@@ -15,7 +15,9 @@ prints one line:
       p99_us=... p999_us=... max_us=... cpu_user_s=... cpu_sys_s=... payload_gbps=...
 
 (RecStore's keys first, then latency per request measured in C, CPU seconds of this process and
-payload GB/s; then value_size, prefetch_depth, num_shards, keys_missing.) --transaction_profile adds
+payload GB/s; then value_size, prefetch_depth, num_shards, keys_missing.) Each result line is
+followed by a PS_BENCHMARK_HIST line with the phase's latency histogram (recbench.latency_hist),
+which the runner merges across clients for exact percentiles. --transaction_profile adds
 RecStore's PS_BENCHMARK_PROFILE line (average ns per batch of each step). The loops are C
 (recbench._ps.bench_load / bench_run). Exit codes: 0 ok, 1 failure (verification: the first bad
 key is printed), 2 bad flags, 77 when the transport's device is missing (a skip).
@@ -29,7 +31,7 @@ import signal
 import sys
 import threading
 
-from recbench import _ps, errors, rc_options
+from recbench import _ps, errors, latency_hist, rc_options
 from recbench.cli_flags import add_bool_flag
 from recbench.ps_config import ConfigError, default_port, load_config
 
@@ -148,6 +150,10 @@ def result_line(phase: str, kw: dict, res: dict) -> str:
     return "PS_BENCHMARK_RESULT " + " ".join(f"{k}={v}" for k, v in fields)
 
 
+def hist_line(phase: str, res: dict) -> str:
+    return latency_hist.format_line(phase, latency_hist.Hist.from_tuple(res["hist"]))
+
+
 def profile_line(kw: dict, res: dict) -> str:
     """RecStore's PS_BENCHMARK_PROFILE line (--transaction_profile)."""
     return (f"PS_BENCHMARK_PROFILE phase=run transport={kw['transport']} mode={kw['mode']} "
@@ -201,6 +207,7 @@ def run(args, out=sys.stdout, stdin=sys.stdin) -> int:
         if not args.skip_load:
             res = _run_phase(_ps.bench_load, kw)
             print(result_line("load", kw, res), file=out, flush=True)
+            print(hist_line("load", res), file=out, flush=True)
         if stopped["signal"]:
             return 1
         print("PS_BENCHMARK_LOADED", file=out, flush=True)
@@ -208,6 +215,7 @@ def run(args, out=sys.stdout, stdin=sys.stdin) -> int:
             wait_for_go(stdin)
         res = _run_phase(_ps.bench_run, kw)
         print(result_line("run", kw, res), file=out, flush=True)
+        print(hist_line("run", res), file=out, flush=True)
         if kw["profile"]:
             print(profile_line(kw, res), file=out, flush=True)
         if res.get("verify_error"):

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import recbench
-from recbench import preflight, report_md, results
+from recbench import latency_hist, preflight, report_md, results
 from recbench.execution import REGISTRY, Host, Ssh, shell_join, start_process
 from recbench.ps_runner import RESULT_DIR_PREFIX, RUNNER_VERSION
 from recbench.runner_config import (
@@ -676,8 +676,15 @@ class Session:
             text = "\n".join(proc.lines)
         parsed = results.collect_ps_result_rows(text)
         rows = [results.result_row(b, r, a.value_size, server_cpu) for r in parsed]
+        try:
+            hists = latency_hist.collect(text)
+        except ValueError as e:
+            log.warning("client %s: %s (its percentiles are merged as a bound)",
+                        spec.client_index, e)
+            hists = {}
         for r in rows:
             r["client_index"] = spec.client_index
+            r["_hist"] = hists.get(r.get("phase"))
         have_run = any(r.get("phase") == "run" for r in parsed)
         logs = [proc.stdout_log, proc.stderr_log]
         if timed_out and dead_server is not None:
@@ -711,7 +718,9 @@ class Session:
                  "summary_totals_csv": out / "summary_totals.csv", "summary_md": out / "summary.md"}
         results.write_summary_csv(paths["summary_csv"], self.rows)
         csv_rows = results.read_summary_csv(paths["summary_csv"])
-        totals = results.build_totals(csv_rows, self.case_cpu)
+        hists = {(r["transport"], str(r["repeat_index"]), r["phase"], str(r["client_index"])):
+                 r["_hist"] for r in self.rows if r.get("_hist") is not None}
+        totals = results.build_totals(csv_rows, self.case_cpu, hists)
         results.write_totals_csv(paths["summary_totals_csv"], totals)
         git = git_state()
         hostname = socket.gethostname()

@@ -15,6 +15,8 @@ import csv
 import math
 import statistics
 
+from recbench import latency_hist
+
 RECSTORE_COLUMNS = [
     "transport", "status", "phase", "client_index", "repeat_index", "server_shards",
     "client_processes", "server_shard_ips", "client_ips", "record_count", "value_size",
@@ -31,6 +33,7 @@ TOTALS_COLUMNS = [
     "window_seconds", "ops_per_sec", "key_ops_per_sec", "payload_gbps", "mean_us", "p50_us",
     "p95_us", "p99_us", "p999_us", "max_us", "client_cpu_s", "server_cpu_s", "keys_per_cpu_sec",
     "repeats", "key_ops_per_sec_stdev", "key_ops_per_sec_min", "key_ops_per_sec_max",
+    "latency_merge",
 ]
 
 STATUSES = ("success", "skipped", "timeout", "startup_failure", "client_failure",
@@ -194,11 +197,14 @@ def _num(value):
     return float(value)
 
 
-def case_totals(rows, transport, repeat_index, phase, server_cpu_s=None, case_status=""):
+def case_totals(rows, transport, repeat_index, phase, server_cpu_s=None, case_status="",
+                hists=None):
     """Total of one transport x repeat x phase over its clients' rows (as written to summary.csv,
     so the run total equals the awk sum of column 18). Latency: mean_us is the batch-weighted mean
-    (exact); p50..p999 are the maximum over clients (a bound: clients do not export histograms);
-    max_us is exact."""
+    (exact). `hists` maps (transport, repeat_index, phase, client_index) -> latency_hist.Hist (the
+    clients' PS_BENCHMARK_HIST lines): when every successful client has one, p50..p999 and max_us
+    come from their merged histogram (latency_merge=exact); otherwise p50..p999 are the maximum
+    over clients, a bound (latency_merge=worst_client), and max_us is exact either way."""
     mine = [r for r in rows if r["transport"] == transport and str(r["repeat_index"]) ==
             str(repeat_index) and r["phase"] == phase]
     ok = [r for r in mine if r["status"] == "success"]
@@ -221,10 +227,22 @@ def case_totals(rows, transport, repeat_index, phase, server_cpu_s=None, case_st
     means = [_num(r["mean_us"]) for r in ok]
     if all(m is not None for m in means) and sum(weights) > 0:
         out["mean_us"] = sum(m * w for m, w in zip(means, weights)) / sum(weights)
-    for col in ("p50_us", "p95_us", "p99_us", "p999_us", "max_us"):
-        vals = [_num(r[col]) for r in ok if _num(r[col]) is not None]
-        if vals:
-            out[col] = max(vals)
+    mine_hists = [(hists or {}).get((transport, str(repeat_index), phase, str(r["client_index"])))
+                  for r in ok]
+    if mine_hists and all(h is not None and h.count for h in mine_hists):
+        merged = latency_hist.Hist()
+        for h in mine_hists:
+            merged.merge(h)
+        for col, p in (("p50_us", 50), ("p95_us", 95), ("p99_us", 99), ("p999_us", 99.9)):
+            out[col] = merged.percentile_ns(p) / 1e3
+        out["max_us"] = merged.max_ns / 1e3
+        out["latency_merge"] = "exact"
+    else:
+        for col in ("p50_us", "p95_us", "p99_us", "p999_us", "max_us"):
+            vals = [_num(r[col]) for r in ok if _num(r[col]) is not None]
+            if vals:
+                out[col] = max(vals)
+        out["latency_merge"] = "worst_client"
     cpus = [_num(r["client_cpu_s"]) for r in ok if _num(r["client_cpu_s"]) is not None]
     if cpus:
         out["client_cpu_s"] = sum(cpus)
@@ -258,19 +276,22 @@ def mean_row(case_rows, transport, phase):
             out[col] = statistics.mean(xs)
     out["clients_ok"] = sum(v["clients_ok"] for v in vals)
     out["clients_failed"] = sum(v["clients_failed"] for v in vals)
+    out["latency_merge"] = ("exact" if all(v.get("latency_merge") == "exact" for v in vals)
+                            else "worst_client")
     return out
 
 
-def build_totals(csv_rows, cases):
+def build_totals(csv_rows, cases, hists=None):
     """All totals rows. `csv_rows` are summary.csv rows as read back (strings); `cases` is a list of
-    (transport, repeat_index, server_cpu_s, case_status)."""
+    (transport, repeat_index, server_cpu_s, case_status); `hists` as for case_totals."""
     out = []
     transports = []
     for transport, repeat_index, server_cpu, status in cases:
         if transport not in transports:
             transports.append(transport)
         for phase in ("load", "run"):
-            out.append(case_totals(csv_rows, transport, repeat_index, phase, server_cpu, status))
+            out.append(case_totals(csv_rows, transport, repeat_index, phase, server_cpu, status,
+                                   hists))
     for transport in transports:
         for phase in ("load", "run"):
             out.append(mean_row([r for r in out if r["repeat_index"] != "mean"], transport, phase))

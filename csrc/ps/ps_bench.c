@@ -420,6 +420,7 @@ static int bench_phase(const rs_ps_bench_config *cfg, phase ph, rs_ps_bench_resu
         res->p99_us = (double)rs_hist_percentile(h, 99) / 1e3;
         res->p999_us = (double)rs_hist_percentile(h, 99.9) / 1e3;
         res->max_us = h->count ? (double)h->max / 1e3 : 0.0;
+        if (cfg->hist_out) *cfg->hist_out = *h;
         free(h);
     }
     if (!rc && bad_worker >= 0) {

@@ -7,7 +7,9 @@
  *   transport, endpoints [(host, port) per shard], value_size, prefetch_depth, timeout_ms, extra,
  *   mode, record_count, batch_keys, threads, load_threads, running_seconds, warmup_seconds,
  *   distribution ("uniform" | "zipfian"), zipfian_alpha, read_ratio, fetch_key_space, verify, seed
- * and return a dict of results (runtime_s, batches, key_ops, latency percentiles in us, CPU s).
+ * and return a dict of results (runtime_s, batches, key_ops, latency percentiles in us, CPU s, and
+ * "hist": the batch-latency histogram as (count, min_ns, max_ns, sum_ns, [(bucket_high_ns,
+ * count), ...]) over non-empty buckets, for exact merging across clients).
  * redis_bench runs the Redis MGET baseline (redis_bench.h) with the same stop flag.
  */
 #include "ps_module.h"
@@ -44,6 +46,34 @@ static PyObject *result_dict(const rs_ps_bench_result *r) {
     }
     Py_DECREF(p);
     return d;
+}
+
+/* The non-empty buckets of h as (count, min_ns, max_ns, sum_ns, [(high_ns, count), ...]). */
+static PyObject *hist_tuple(const rs_hist *h) {
+    PyObject *buckets = PyList_New(0);
+    if (!buckets) return NULL;
+    for (uint32_t i = 0; i < RS_HIST_BUCKETS; i++) {
+        if (!h->buckets[i]) continue;
+        PyObject *b = Py_BuildValue("(KK)", (unsigned long long)rs_hist_bucket_high(i),
+                                    (unsigned long long)h->buckets[i]);
+        if (!b || PyList_Append(buckets, b) < 0) {
+            Py_XDECREF(b);
+            Py_DECREF(buckets);
+            return NULL;
+        }
+        Py_DECREF(b);
+    }
+    return Py_BuildValue("(KKKdN)", (unsigned long long)h->count,
+                         (unsigned long long)(h->count ? h->min : 0), (unsigned long long)h->max,
+                         h->sum, buckets);
+}
+
+static int add_hist(PyObject *d, const rs_hist *h) {
+    PyObject *t = hist_tuple(h);
+    if (!t) return -1;
+    int rc = PyDict_SetItemString(d, "hist", t);
+    Py_DECREF(t);
+    return rc;
 }
 
 static PyObject *bench_phase(PyObject *args, PyObject *kwds, int load) {
@@ -91,6 +121,7 @@ static PyObject *bench_phase(PyObject *args, PyObject *kwds, int load) {
     char **hosts = calloc(n > 0 ? (size_t)n : 1, sizeof *hosts);
     uint16_t *ports = calloc(n > 0 ? (size_t)n : 1, sizeof *ports);
     PyObject *ret = NULL;
+    rs_hist *hist = NULL;
     if (!hosts || !ports) {
         PyErr_NoMemory();
         goto out;
@@ -118,6 +149,12 @@ static PyObject *bench_phase(PyObject *args, PyObject *kwds, int load) {
     cfg.client.num_shards = (uint32_t)n;
     cfg.client.hosts = (const char *const *)hosts;
     cfg.client.ports = ports;
+    if (!(hist = malloc(sizeof *hist))) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    rs_hist_reset(hist);
+    cfg.hist_out = hist;
     rs_ps_bench_result res;
     RS_PY_NOGIL(rc = load ? rs_ps_bench_load(&cfg, &res, &err) : rs_ps_bench_run(&cfg, &res, &err));
     if (rc == RS_EVERIFY) {
@@ -134,7 +171,9 @@ static PyObject *bench_phase(PyObject *args, PyObject *kwds, int load) {
     } else {
         ret = result_dict(&res);
     }
+    if (ret && add_hist(ret, hist) < 0) Py_CLEAR(ret);
 out:
+    free(hist);
     for (Py_ssize_t i = 0; hosts && i < n; i++)
         free(hosts[i]);
     free(hosts);

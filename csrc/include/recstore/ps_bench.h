@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "recstore/error.h"
+#include "recstore/hist.h"
 #include "recstore/ps_client.h"
 
 #ifdef __cplusplus
@@ -52,6 +53,8 @@ typedef struct rs_ps_bench_config {
     uint64_t seed;
     const volatile int *stop; /* nullable: set non-zero to end the phase early */
     int profile;              /* run phase: time key generation, submit, wait and consume */
+    rs_hist *hist_out;        /* nullable: receives the phase's merged batch-latency histogram,
+                               * so several clients' percentiles can be merged exactly */
 } rs_ps_bench_config;
 
 typedef struct rs_ps_bench_result {

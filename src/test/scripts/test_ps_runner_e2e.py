@@ -18,7 +18,7 @@ from pathlib import Path
 
 from loopback_sshd import LoopbackSshd, pid_alive, pids_mentioning
 
-from recbench import preflight, report_md, results
+from recbench import latency_hist, preflight, report_md, results
 
 REPO = Path(__file__).resolve().parents[3]
 RUNNER = REPO / "tools" / "benchmarks" / "run_benchmark_ps.py"
@@ -152,6 +152,27 @@ class RunnerCase(unittest.TestCase):
         self.assertGreater(float(awk), 0)
 
 
+    def assert_exact_percentiles(self, transport, repeat, client_rows, totals):
+        """summary_totals' percentiles are the merge of the clients' histograms: the same merge
+        done here from the clients' own PS_BENCHMARK_HIST lines, and each client's histogram
+        gives back the percentiles its C loop printed."""
+        run = [x for x in totals if x["transport"] == transport and x["repeat_index"] == repeat
+               and x["phase"] == "run"][0]
+        self.assertEqual(run["latency_merge"], "exact")
+        merged = latency_hist.Hist()
+        for r in client_rows:
+            hist = latency_hist.collect(Path(r["log_path"].split(";")[0]).read_text())["run"]
+            for col, p in (("p50_us", 50), ("p99_us", 99), ("p999_us", 99.9)):
+                self.assertAlmostEqual(hist.percentile_ns(p) / 1e3, float(r[col]), places=3)
+            merged.merge(hist)
+        for col, p in (("p50_us", 50), ("p95_us", 95), ("p99_us", 99), ("p999_us", 99.9)):
+            self.assertAlmostEqual(merged.percentile_ns(p) / 1e3, float(run[col]), places=3)
+        p50s = [float(r["p50_us"]) for r in client_rows]
+        self.assertTrue(min(p50s) <= float(run["p50_us"]) <= max(p50s), (p50s, run["p50_us"]))
+        self.assertAlmostEqual(float(run["max_us"]), max(float(r["max_us"]) for r in client_rows),
+                               places=3)
+
+
 class TestLocalSmoke(RunnerCase):
     def test_smoke_brpc_grpc_shm_every_file_and_column(self):
         transports = ",".join(built_transports())
@@ -181,6 +202,8 @@ class TestLocalSmoke(RunnerCase):
                         self.assertNotEqual(r["server_cpu_s"], "")
                         self.assertNotEqual(r["keys_per_cpu_sec"], "")
                 self.assert_awk_equals_totals(t, rep)
+                self.assert_exact_percentiles(t, rep, [r for r in mine if r["phase"] == "run"],
+                                              totals)
                 self.assertTrue(Path(self.out, "configs", f"{t.lower()}_repeat_{rep}.json").is_file())
                 self.assertTrue(Path(self.out, "logs", t.lower(), f"repeat_{rep}", "server",
                                      "server_0.log").is_file())
