@@ -418,6 +418,56 @@ static uint64_t cceh_count(void *ix) {
     return n;
 }
 
+/*
+ * Batch read, a segment of up to CCEH_SEG keys at a time (bursts of independent misses, as in
+ * kv_pet_hash.c): hash, directory (in DRAM, small) -> segment, prefetch the segment's header line
+ * and the first two buckets of the key's window; then version/pattern check, window scan and word
+ * load; then rs_kv_rows, which re-checks word, key and segment version after each copy.
+ */
+#define CCEH_SEG 256
+
+static void cceh_lookup_segment(cceh *c, const uint64_t *kk, size_t cnt, uint64_t *h,
+                                cceh_seg **sg, rs_kv_hit *q) {
+    cceh_dir *d = __atomic_load_n(&c->dir, __ATOMIC_ACQUIRE);
+    for (size_t k = 0; k < cnt; k++) {
+        h[k] = rs_kv_hash(kk[k]);
+        sg[k] = __atomic_load_n(&d->s[dir_index(h[k], d->depth)], __ATOMIC_ACQUIRE);
+        __builtin_prefetch(sg[k], 0, 2);
+        __builtin_prefetch(window_pair(sg[k], h[k], 0), 0, 2);
+        __builtin_prefetch(window_pair(sg[k], h[k], CCEH_PAIRS), 0, 2);
+    }
+    for (size_t k = 0; k < cnt; k++) {
+        q[k].verp = &sg[k]->ver;
+        q[k].ver = __atomic_load_n(&sg[k]->ver, __ATOMIC_ACQUIRE);
+        rs_kv_slot sl;
+        if ((q[k].ver & 1) || !seg_owns(sg[k], h[k])) {
+            q[k].st = RS_KV_HIT_SLOW;
+        } else if (!seg_scan(sg[k], h[k], kk[k], &sl)) {
+            q[k].st = RS_KV_HIT_MISS;
+        } else {
+            q[k].word = sl.word;
+            q[k].keyp = sl.keyp;
+            q[k].w1 = __atomic_load_n(sl.word, __ATOMIC_ACQUIRE);
+            q[k].st = (q[k].w1 & 1) ? RS_KV_HIT_SLOW : RS_KV_HIT_ROW;
+        }
+    }
+}
+
+static void cceh_batch_get_flat(void *ix, const rs_kv_vs *vs, const uint64_t *keys, size_t n,
+                                uint8_t *out, uint8_t *found, size_t *n_found) {
+    uint64_t h[CCEH_SEG];
+    cceh_seg *sg[CCEH_SEG];
+    rs_kv_hit q[CCEH_SEG];
+    size_t hits = 0;
+    for (size_t base = 0; base < n; base += CCEH_SEG) {
+        size_t cnt = n - base < CCEH_SEG ? n - base : CCEH_SEG;
+        cceh_lookup_segment(ix, keys + base, cnt, h, sg, q);
+        hits += rs_kv_rows(&rs_kv_cceh_ops, ix, vs, keys + base, cnt, q,
+                           out + base * vs->value_size, found ? found + base : NULL);
+    }
+    if (n_found) *n_found = hits;
+}
+
 const rs_kv_index_ops rs_kv_cceh_ops = {
     .type = RS_KV_INDEX_CCEH,
     .find = cceh_find,
@@ -425,7 +475,7 @@ const rs_kv_index_ops rs_kv_cceh_ops = {
     .acquire = cceh_acquire,
     .release = cceh_release,
     .remove = cceh_remove,
-    .batch_get_flat = NULL,
+    .batch_get_flat = cceh_batch_get_flat,
     .count = cceh_count,
     .clear = cceh_clear,
     .sync = cceh_sync,

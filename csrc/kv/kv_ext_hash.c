@@ -338,113 +338,62 @@ static uint64_t eh_count(void *ix) {
  *   bucket  load the bucket pointer, prefetch header + keys
  *   scan    check version/pattern, scan the keys, prefetch the word's line
  *   word    load the word (an odd word goes to the slow path)
- *   rows    prefetch each row EH_RD keys ahead, copy, validate word, key and version
+ *   rows    rs_kv_rows: rows 12 keys ahead, word, key and bucket version re-checked after the copy
  * The directory pointer is read once per batch; a stale directory is still valid memory and the
  * pattern/version checks send affected keys to the slow path.
  */
 #ifndef EH_SEG
 #define EH_SEG 256
 #endif
-#ifndef EH_RD
-#define EH_RD 12
-#endif
 #define EH_LOCALITY 2
 
-typedef struct eh_q {
-    uint64_t h;
-    eh_bucket *b;
-    uint64_t *word;
-    const uint64_t *keyp;
-    uint64_t w;
-    uint32_t ver;
-    uint8_t st; /* 0 miss, 1 hit, 2 slow */
-} eh_q;
-
-static void eh_lookup_segment(const eh_dir *d, const uint64_t *kk, size_t cnt, eh_q *q) {
+static void eh_lookup_segment(const eh_dir *d, const uint64_t *kk, size_t cnt, uint64_t *h,
+                              eh_bucket **b, rs_kv_hit *q) {
     for (size_t k = 0; k < cnt; k++) {
-        q[k].h = rs_kv_hash(kk[k]);
-        __builtin_prefetch(&d->b[q[k].h & d->mask], 0, EH_LOCALITY);
+        h[k] = rs_kv_hash(kk[k]);
+        __builtin_prefetch(&d->b[h[k] & d->mask], 0, EH_LOCALITY);
     }
     for (size_t k = 0; k < cnt; k++) {
-        q[k].b = __atomic_load_n(&d->b[q[k].h & d->mask], __ATOMIC_ACQUIRE);
-        __builtin_prefetch(q[k].b, 0, EH_LOCALITY);
-        __builtin_prefetch((const char *)q[k].b + 64, 0, EH_LOCALITY);
+        b[k] = __atomic_load_n(&d->b[h[k] & d->mask], __ATOMIC_ACQUIRE);
+        __builtin_prefetch(b[k], 0, EH_LOCALITY);
+        __builtin_prefetch((const char *)b[k] + 64, 0, EH_LOCALITY);
     }
     for (size_t k = 0; k < cnt; k++) {
-        q[k].ver = __atomic_load_n(&q[k].b->ver, __ATOMIC_ACQUIRE);
-        q[k].st = 0;
-        q[k].word = NULL;
-        q[k].keyp = NULL;
-        if ((q[k].ver & 1) || !eh_owns(q[k].b, q[k].h)) {
-            q[k].st = 2;
+        q[k].verp = &b[k]->ver;
+        q[k].ver = __atomic_load_n(&b[k]->ver, __ATOMIC_ACQUIRE);
+        q[k].st = RS_KV_HIT_MISS;
+        if ((q[k].ver & 1) || !eh_owns(b[k], h[k])) {
+            q[k].st = RS_KV_HIT_SLOW;
             continue;
         }
         rs_kv_slot s;
-        if (eh_scan(q[k].b, kk[k], &s)) {
+        if (eh_scan(b[k], kk[k], &s)) {
             q[k].word = s.word;
             q[k].keyp = s.keyp;
             __builtin_prefetch(s.word, 0, EH_LOCALITY);
-            q[k].st = 1;
+            q[k].st = RS_KV_HIT_ROW;
         }
     }
     for (size_t k = 0; k < cnt; k++) {
-        if (q[k].st != 1) continue;
-        q[k].w = __atomic_load_n(q[k].word, __ATOMIC_ACQUIRE);
-        if (q[k].w & 1) q[k].st = 2;
+        if (q[k].st != RS_KV_HIT_ROW) continue;
+        q[k].w1 = __atomic_load_n(q[k].word, __ATOMIC_ACQUIRE);
+        if (q[k].w1 & 1) q[k].st = RS_KV_HIT_SLOW;
     }
 }
-
-RS_KV_INLINE size_t eh_rows_body(const size_t vsz, eh *t, const rs_kv_vs *vs, const uint64_t *kk,
-                                 size_t cnt, const eh_q *q, uint8_t *out, uint8_t *found) {
-    uint8_t *const data = vs->data;
-    const size_t stride = vs->stride;
-    size_t hits = 0;
-    for (size_t i = 0; i < cnt + EH_RD; i++) {
-        if (i < cnt && q[i].st == 1)
-            rs_kv_prefetch_range(data + rs_kv_word_handle(q[i].w) * stride, vsz);
-        if (i < EH_RD) continue;
-        size_t k = i - EH_RD;
-        uint8_t *dst = out + k * vsz;
-        rs_kv_slot s = {q[k].word, q[k].keyp, q[k].b, q[k].ver};
-        int hit;
-        if (q[k].st == 1) {
-            rs_kv_row_copy(dst, data + rs_kv_word_handle(q[k].w) * stride, vsz);
-            __atomic_thread_fence(__ATOMIC_ACQUIRE);
-            hit = __atomic_load_n(q[k].word, __ATOMIC_RELAXED) == q[k].w &&
-                          __atomic_load_n(q[k].keyp, __ATOMIC_RELAXED) == kk[k] &&
-                          eh_validate(t, &s)
-                      ? 1
-                      : rs_kv_read_fixed_slow(&rs_kv_eh_ops, t, vs, kk[k], dst);
-        } else if (q[k].st == 0 && eh_validate(t, &s)) {
-            memset(dst, 0, vsz);
-            hit = 0;
-        } else {
-            hit = rs_kv_read_fixed_slow(&rs_kv_eh_ops, t, vs, kk[k], dst);
-        }
-        if (found) found[k] = (uint8_t)hit;
-        hits += (size_t)hit;
-    }
-    return hits;
-}
-
-RS_KV_ROW_LOOP(eh_rows, eh_rows_body, vs->value_size,
-               (eh *t, const rs_kv_vs *vs, const uint64_t *kk, size_t cnt, const eh_q *q,
-                uint8_t *out, uint8_t *found),
-               (t, vs, kk, cnt, q, out, found))
 
 static void eh_batch_get_flat(void *ix, const rs_kv_vs *vs, const uint64_t *keys, size_t n,
                               uint8_t *out, uint8_t *found, size_t *n_found) {
     eh *t = ix;
-    const size_t vsz = vs->value_size;
     const eh_dir *d = __atomic_load_n(&t->dir, __ATOMIC_ACQUIRE);
-    eh_q q[EH_SEG];
+    uint64_t h[EH_SEG];
+    eh_bucket *b[EH_SEG];
+    rs_kv_hit q[EH_SEG];
     size_t hits = 0;
     for (size_t base = 0; base < n; base += EH_SEG) {
         size_t cnt = n - base < EH_SEG ? n - base : EH_SEG;
-        const uint64_t *kk = keys + base;
-        uint8_t *f = found ? found + base : NULL;
-        eh_lookup_segment(d, kk, cnt, q);
-        hits += eh_rows(t, vs, kk, cnt, q, out + base * vsz, f);
+        eh_lookup_segment(d, keys + base, cnt, h, b, q);
+        hits += rs_kv_rows(&rs_kv_eh_ops, ix, vs, keys + base, cnt, q,
+                           out + base * vs->value_size, found ? found + base : NULL);
     }
     if (n_found) *n_found = hits;
 }

@@ -266,6 +266,29 @@ static inline int rs_kv_copy_fixed(const rs_kv_vs *vs, uint64_t key, const rs_kv
 int rs_kv_read_fixed_slow(const rs_kv_index_ops *ops, void *ix, const rs_kv_vs *vs, uint64_t key,
                           void *out);
 
+/* ---- the row pass of a batch read ----------------------------------------------------------- */
+
+/* Every index's batch_get_flat first looks a segment of keys up (its own passes), then hands the
+ * results to rs_kv_rows, which fetches the rows RS_KV_ROWS_AHEAD keys ahead of copying them and
+ * re-checks each key's word, key and (for indexes whose entries move) bucket version. */
+enum { RS_KV_HIT_MISS = 0, RS_KV_HIT_ROW = 1, RS_KV_HIT_SLOW = 2 };
+
+typedef struct rs_kv_hit {
+    const uint64_t *word; /* ROW: the entry's value word and key */
+    const uint64_t *keyp;
+    uint64_t w1;          /* ROW: the word as read at lookup (even) */
+    const uint32_t *verp; /* EH/CCEH: the bucket/segment version seen at lookup; NULL for PET */
+    uint32_t ver;
+    uint8_t st; /* RS_KV_HIT_*; a MISS with verp is trusted only if the version still holds */
+} rs_kv_hit;
+
+#define RS_KV_ROWS_AHEAD 12
+
+/* Copy the rows of hits q[0..cnt) into out (misses: zero rows), fall back to ops' slow read for
+ * keys a writer disturbed; fills found[0..cnt) if not NULL and returns the number found. */
+size_t rs_kv_rows(const rs_kv_index_ops *ops, void *ix, const rs_kv_vs *vs, const uint64_t *kk,
+                  size_t cnt, const rs_kv_hit *q, uint8_t *out, uint8_t *found);
+
 /* ---- the engine ----------------------------------------------------------------------------- */
 
 struct rs_kv {

@@ -259,130 +259,85 @@ static uint64_t pet_count(void *ix) {
  *           a hit is carried to the next chunk of its probe sequence (prefetched; matched in one
  *           more short pass); a second overflow, or a word with a writer in it, goes to the slow
  *           single-key read
- *   rows    prefetch each row PET_RD keys ahead of its copy, copy, then re-check word and key
+ *   rows    rs_kv_rows (kv_rows.c): rows fetched 12 keys ahead of their copy, word and key
+ *           re-checked after it
  * Measured on the AMD EPYC VM: chunk prefetches issued among row prefetches often arrive late, so
- * a continuous per-key pipeline stalls on the tag match; whole-segment bursts do not. The rows
- * pass is compiled plain and for AVX-512, with a 512-byte specialisation (the embedding case).
+ * a continuous per-key pipeline stalls on the tag match; whole-segment bursts do not.
  */
 #ifndef PET_SEG
 #define PET_SEG 512
-#endif
-#ifndef PET_RD
-#define PET_RD 12
 #endif
 #ifndef PET_CHUNK_LOCALITY
 #define PET_CHUNK_LOCALITY 2
 #endif
 
-enum { ST_MISS = 0, ST_ROW = 1, ST_SLOW = 2, ST_PROBE = 3 };
-
-typedef struct pet_q {
-    const pet_chunk *ch;
-    const pet_entry *e; /* ST_ROW: the key's entry */
-    uint64_t w1;        /* ST_ROW: its word (even) */
-    uint8_t tag;
-    uint8_t st;
-} pet_q;
+#define PET_PROBE 3 /* lookup-only state next to RS_KV_HIT_*: try the next chunk */
 
 RS_KV_INLINE void pet_prefetch_chunk(const pet_chunk *ch) {
     __builtin_prefetch(ch, 0, PET_CHUNK_LOCALITY);
     __builtin_prefetch((const char *)ch + 64, 0, PET_CHUNK_LOCALITY);
 }
 
-/* Match q's chunk; returns the state (ST_PROBE: moved q->ch on to the next chunk). */
-RS_KV_INLINE uint8_t pet_match_q(const pet *p, pet_q *q, uint64_t key) {
-    const pet_chunk *ch = q->ch;
-    unsigned m = pet_match(ch, q->tag);
+/* Match key in *chp; returns the state (PET_PROBE: *chp moved on to the next chunk). */
+RS_KV_INLINE uint8_t pet_match_hit(const pet *p, const pet_chunk **chp, uint8_t tag, uint64_t key,
+                                   rs_kv_hit *q) {
+    const pet_chunk *ch = *chp;
+    unsigned m = pet_match(ch, tag);
     while (m) {
         unsigned j = (unsigned)__builtin_ctz(m);
         const pet_entry *e = &ch->e[j];
         if (__atomic_load_n(&e->key, __ATOMIC_ACQUIRE) == key) {
             uint64_t w = __atomic_load_n(&e->word, __ATOMIC_ACQUIRE);
-            if ((w & 1) || __atomic_load_n(&e->key, __ATOMIC_RELAXED) != key) return ST_SLOW;
-            q->e = e;
+            if ((w & 1) || __atomic_load_n(&e->key, __ATOMIC_RELAXED) != key)
+                return RS_KV_HIT_SLOW;
+            q->word = &e->word;
+            q->keyp = &e->key;
             q->w1 = w;
-            return ST_ROW;
+            return RS_KV_HIT_ROW;
         }
         m &= m - 1;
     }
-    if (!__atomic_load_n(&ch->overflow, __ATOMIC_ACQUIRE)) return ST_MISS;
+    if (!__atomic_load_n(&ch->overflow, __ATOMIC_ACQUIRE)) return RS_KV_HIT_MISS;
     uint64_t c = (uint64_t)(ch - p->chunks);
-    q->ch = &p->chunks[(c + pet_step(q->tag)) & p->mask];
-    pet_prefetch_chunk(q->ch);
-    return ST_PROBE;
+    *chp = &p->chunks[(c + pet_step(tag)) & p->mask];
+    pet_prefetch_chunk(*chp);
+    return PET_PROBE;
 }
 
-static void pet_lookup_segment(const pet *p, const uint64_t *kk, size_t cnt, pet_q *q) {
+static void pet_lookup_segment(const pet *p, const uint64_t *kk, size_t cnt,
+                               const pet_chunk **ch, uint8_t *tag, rs_kv_hit *q) {
     for (size_t k = 0; k < cnt; k++) {
         uint64_t h = rs_kv_hash(kk[k]);
-        q[k].ch = &p->chunks[h & p->mask];
-        q[k].tag = pet_tag(h);
-        pet_prefetch_chunk(q[k].ch);
+        ch[k] = &p->chunks[h & p->mask];
+        tag[k] = pet_tag(h);
+        pet_prefetch_chunk(ch[k]);
     }
     size_t probes = 0;
     for (size_t k = 0; k < cnt; k++) {
-        q[k].st = pet_match_q(p, &q[k], kk[k]);
-        probes += q[k].st == ST_PROBE;
+        q[k].verp = NULL; /* entries never move */
+        q[k].st = pet_match_hit(p, &ch[k], tag[k], kk[k], &q[k]);
+        probes += q[k].st == PET_PROBE;
     }
     if (!probes) return;
     for (size_t k = 0; k < cnt; k++) {
-        if (q[k].st != ST_PROBE) continue;
-        uint8_t st = pet_match_q(p, &q[k], kk[k]);
-        q[k].st = st == ST_PROBE ? ST_SLOW : st;
+        if (q[k].st != PET_PROBE) continue;
+        uint8_t st = pet_match_hit(p, &ch[k], tag[k], kk[k], &q[k]);
+        q[k].st = st == PET_PROBE ? RS_KV_HIT_SLOW : st;
     }
 }
-
-RS_KV_INLINE size_t pet_rows_body(const size_t vsz, void *ix, const rs_kv_vs *vs,
-                                  const uint64_t *kk, size_t cnt, const pet_q *q, uint8_t *out,
-                                  uint8_t *found) {
-    uint8_t *const data = vs->data;
-    const size_t stride = vs->stride;
-    size_t hits = 0;
-    for (size_t i = 0; i < cnt + PET_RD; i++) {
-        if (i < cnt && q[i].st == ST_ROW)
-            rs_kv_prefetch_range(data + rs_kv_word_handle(q[i].w1) * stride, vsz);
-        if (i < PET_RD) continue;
-        size_t k = i - PET_RD;
-        uint8_t *dst = out + k * vsz;
-        int hit;
-        if (__builtin_expect(q[k].st == ST_ROW, 1)) {
-            rs_kv_row_copy(dst, data + rs_kv_word_handle(q[k].w1) * stride, vsz);
-            __atomic_thread_fence(__ATOMIC_ACQUIRE);
-            if (__builtin_expect(__atomic_load_n(&q[k].e->word, __ATOMIC_RELAXED) == q[k].w1 &&
-                                     __atomic_load_n(&q[k].e->key, __ATOMIC_RELAXED) == kk[k],
-                                 1))
-                hit = 1;
-            else
-                hit = rs_kv_read_fixed_slow(&rs_kv_pet_ops, ix, vs, kk[k], dst);
-        } else if (q[k].st == ST_MISS) {
-            memset(dst, 0, vsz);
-            hit = 0;
-        } else {
-            hit = rs_kv_read_fixed_slow(&rs_kv_pet_ops, ix, vs, kk[k], dst);
-        }
-        if (found) found[k] = (uint8_t)hit;
-        hits += (size_t)hit;
-    }
-    return hits;
-}
-
-RS_KV_ROW_LOOP(pet_rows, pet_rows_body, vs->value_size,
-               (void *ix, const rs_kv_vs *vs, const uint64_t *kk, size_t cnt, const pet_q *q,
-                uint8_t *out, uint8_t *found),
-               (ix, vs, kk, cnt, q, out, found))
 
 static void pet_batch_get_flat(void *ix, const rs_kv_vs *vs, const uint64_t *keys, size_t n,
                                uint8_t *out, uint8_t *found, size_t *n_found) {
     const pet *p = ix;
-    const size_t vsz = vs->value_size;
-    pet_q q[PET_SEG];
+    const pet_chunk *ch[PET_SEG];
+    uint8_t tag[PET_SEG];
+    rs_kv_hit q[PET_SEG];
     size_t hits = 0;
     for (size_t base = 0; base < n; base += PET_SEG) {
         size_t cnt = n - base < PET_SEG ? n - base : PET_SEG;
-        const uint64_t *kk = keys + base;
-        uint8_t *f = found ? found + base : NULL;
-        pet_lookup_segment(p, kk, cnt, q);
-        hits += pet_rows(ix, vs, kk, cnt, q, out + base * vsz, f);
+        pet_lookup_segment(p, keys + base, cnt, ch, tag, q);
+        hits += rs_kv_rows(&rs_kv_pet_ops, ix, vs, keys + base, cnt, q,
+                           out + base * vs->value_size, found ? found + base : NULL);
     }
     if (n_found) *n_found = hits;
 }

@@ -1,0 +1,59 @@
+/*
+ * kv_rows.c — the row pass every index's batch_get_flat ends with (rs_kv_rows, kv_internal.h):
+ * prefetch each row RS_KV_ROWS_AHEAD keys ahead of its copy (prefetcht1, whole lines), copy it
+ * with the row kernel, then accept it only if the entry's word and key, and for EH/CCEH the
+ * bucket or segment version, are what the lookup saw (the seqlock read of kv_internal.h spread
+ * over the lookup and the copy). Anything else goes to the index's slow single-key read.
+ * Compiled plain and for AVX-512 with the 512-byte row as a constant (RS_KV_ROW_LOOP).
+ */
+#include "kv_internal.h"
+
+RS_KV_INLINE int hit_still_valid(const rs_kv_hit *q) {
+    return !q->verp || __atomic_load_n(q->verp, __ATOMIC_RELAXED) == q->ver;
+}
+
+RS_KV_INLINE size_t rows_body(const size_t vsz, const rs_kv_index_ops *ops, void *ix,
+                              const rs_kv_vs *vs, const uint64_t *kk, size_t cnt,
+                              const rs_kv_hit *q, uint8_t *out, uint8_t *found) {
+    uint8_t *const data = vs->data;
+    const size_t stride = vs->stride;
+    size_t hits = 0;
+    for (size_t i = 0; i < cnt + RS_KV_ROWS_AHEAD; i++) {
+        if (i < cnt && q[i].st == RS_KV_HIT_ROW)
+            rs_kv_prefetch_range(data + rs_kv_word_handle(q[i].w1) * stride, vsz);
+        if (i < RS_KV_ROWS_AHEAD) continue;
+        size_t k = i - RS_KV_ROWS_AHEAD;
+        uint8_t *dst = out + k * vsz;
+        int hit;
+        if (__builtin_expect(q[k].st == RS_KV_HIT_ROW, 1)) {
+            rs_kv_row_copy(dst, data + rs_kv_word_handle(q[k].w1) * stride, vsz);
+            __atomic_thread_fence(__ATOMIC_ACQUIRE);
+            if (__builtin_expect(__atomic_load_n(q[k].word, __ATOMIC_RELAXED) == q[k].w1 &&
+                                     __atomic_load_n(q[k].keyp, __ATOMIC_RELAXED) == kk[k] &&
+                                     hit_still_valid(&q[k]),
+                                 1))
+                hit = 1;
+            else
+                hit = rs_kv_read_fixed_slow(ops, ix, vs, kk[k], dst);
+        } else if (q[k].st == RS_KV_HIT_MISS &&
+                   (__atomic_thread_fence(__ATOMIC_ACQUIRE), hit_still_valid(&q[k]))) {
+            memset(dst, 0, vsz);
+            hit = 0;
+        } else {
+            hit = rs_kv_read_fixed_slow(ops, ix, vs, kk[k], dst);
+        }
+        if (found) found[k] = (uint8_t)hit;
+        hits += (size_t)hit;
+    }
+    return hits;
+}
+
+RS_KV_ROW_LOOP(rows_dispatch, rows_body, vs->value_size,
+               (const rs_kv_index_ops *ops, void *ix, const rs_kv_vs *vs, const uint64_t *kk,
+                size_t cnt, const rs_kv_hit *q, uint8_t *out, uint8_t *found),
+               (ops, ix, vs, kk, cnt, q, out, found))
+
+size_t rs_kv_rows(const rs_kv_index_ops *ops, void *ix, const rs_kv_vs *vs, const uint64_t *kk,
+                  size_t cnt, const rs_kv_hit *q, uint8_t *out, uint8_t *found) {
+    return rows_dispatch(ops, ix, vs, kk, cnt, q, out, found);
+}
