@@ -5,9 +5,9 @@
  * handler against a real KV engine, GET response modes incl. direct_sg and the fake GET modes,
  * and the response/status writes into the client's region).
  *
- * rc_server.c is #included so serve_slot() runs exactly as a poller runs it, on one lane built by
- * hand over the real shm fabric (both regions live in this process): no threads, no control
- * plane. The server's lane region and the client's region are real shm mappings, so a write
+ * rs_rc_server_serve_slot() (rc_server_serve.c) runs exactly as a poller runs it, on one lane
+ * built by hand over the real shm fabric (both regions live in this process): no threads, no
+ * control plane. The server's lane region and the client's region are real shm mappings, so a write
  * outside them is caught by the fabric's bounds check or by ASan/SEGV.
  *
  * Input: byte 0 = mode bits (bit 0: keep the fuzzed slot identity fields — client/qp ids,
@@ -19,7 +19,15 @@
  * slot's seq — whose response_bytes fit the response slot, whose PSResponse header decodes, and
  * whose status matches the one in the status word.
  */
-#include "transport/rc/rc_server.c"
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "recstore/ps.h"
+#include "recstore/rc.h"
+#include "transport/rc/rc_server_internal.h"
 
 #include "fuzz/fuzz_input.h"
 
@@ -109,7 +117,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
     rc_prof prof;
     memset(&prof, 0, sizeof prof);
-    serve_slot(&fs, &fl, 0, seq, 0, &prof);
+    rs_rc_server_serve_slot(&fs, &fl, 0, seq, 0, &prof);
 
     const uint8_t *resp_slot = client_region.addr;
     rs_rc_status_word w;

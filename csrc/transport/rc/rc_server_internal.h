@@ -135,6 +135,24 @@ struct rs_rc_server {
     _Atomic uint64_t clients_attached, clients_open, lanes_open, ctrl_rejected;
 };
 
+/* Where slot `slot`'s response goes in the client's region, and its staging slot in ours. */
+static inline uint64_t lane_resp_addr(const srv_lane *ln, uint32_t slot) {
+    return ln->peer.region_addr + (uint64_t)slot * (ln->resp_bytes + ln->req_bytes);
+}
+
+static inline uint8_t *lane_staging(const srv_lane *ln, uint32_t slot) {
+    return ln->region.addr + (size_t)ln->slots * ln->req_bytes + (size_t)slot * ln->resp_bytes;
+}
+
+/* Serve the request in slot `slot` of lane ln whose commit word carries seq (rc_server_serve.c):
+ * exactly one answer (status word with seq) is written to the client's response slot. tslot is
+ * the caller's thread slot for the shard handler; counters go to pf. */
+void rs_rc_server_serve_slot(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq,
+                             unsigned tslot, rc_prof *pf);
+
+/* The control plane thread (rc_server_ctrl.c); arg is the rs_rc_server. */
+void *rs_rc_server_ctrl_main(void *arg);
+
 /* Sum every poller's and worker's counters into tot (max_ready_per_round: the maximum). */
 void rs_rc_server_prof_sum(rs_rc_server *s, rc_prof *tot);
 
