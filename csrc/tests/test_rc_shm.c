@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
@@ -912,6 +913,43 @@ static void test_ctrl_rejects_bad_frames(void) {
     free(resp);
 }
 
+/* A control connection that sends part of a frame and stalls must not hold up other clients'
+ * attach: the control thread takes frames in pieces. (Before, it waited up to 2 s for the rest and
+ * then rejected and closed the staller before serving anyone else.) */
+static void test_ctrl_partial_frame_does_not_block(void) {
+    fixture fx;
+    fx_start(&fx, "", 1);
+    int stall = -1;
+    rs_error e = {0};
+    RS_CHECK(rs_rc_tcp_connect("127.0.0.1", fx.port, 5000, &stall, &e) == 0);
+    uint8_t h[RS_RC_CTRL_HDR];
+    rs_rc_ctrl_put_header(h, RS_RC_MSG_READY_REQ, 0);
+    RS_CHECK(send(stall, h, RS_RC_CTRL_HDR / 2, 0) == RS_RC_CTRL_HDR / 2);
+    /* a real client attaches and is served while the staller's half frame is pending */
+    rs_rc_client *c = connect_client(&fx, "qps_per_client_per_shard=1", 1);
+    uint64_t keys[2] = {1, 2};
+    float rows[2 * DIM];
+    rs_ps_response *resp = malloc(sizeof *resp);
+    RS_CHECK_EQ(do_get(c, keys, 2, rows, resp), RS_PS_OK);
+    RS_CHECK(rows_ok(keys, 2, rows));
+    /* the staller was neither answered nor dropped: nothing to read, not closed */
+    uint8_t b;
+    errno = 0;
+    RS_CHECK(recv(stall, &b, 1, MSG_DONTWAIT) < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+    /* and its frame still completes: the rest of the header gets the READY reply */
+    RS_CHECK(send(stall, h + RS_RC_CTRL_HDR / 2, RS_RC_CTRL_HDR / 2, 0) == RS_RC_CTRL_HDR / 2);
+    uint16_t type = 0;
+    uint8_t *body = NULL;
+    uint32_t len = 0;
+    RS_CHECK_EQ(rs_rc_ctrl_recv(stall, 5000, &type, &body, &len, &e), 0);
+    RS_CHECK_EQ(type, RS_RC_MSG_READY_REP);
+    free(body);
+    close(stall);
+    rs_rc_client_close(c);
+    fx_stop(&fx);
+    free(resp);
+}
+
 /* bind_core_offset on the client binds the thread that submits (once per thread) */
 typedef struct bind_arg {
     fixture *fx;
@@ -972,4 +1010,5 @@ RS_TEST_MAIN(RS_TEST(test_options), RS_TEST(test_desc_check), RS_TEST(test_ctrl_
              RS_TEST(test_slot_exhaustion_many_clients), RS_TEST(test_response_modes),
              RS_TEST(test_fake_modes), RS_TEST(test_skip_client_copy),
              RS_TEST(test_workers_and_profile), RS_TEST(test_ctrl_rejects_bad_frames),
+             RS_TEST(test_ctrl_partial_frame_does_not_block),
              RS_TEST(test_client_binds_submitting_thread), RS_TEST(test_no_shm_leftovers))

@@ -4,8 +4,9 @@
  * lane per client QP (its region, an endpoint connected to the client's region) and publishes it
  * to poller (client_id + qp) % thread_num; when a connection closes it takes the client's lanes
  * from the pollers and frees them once every poller has acknowledged the new generation and no
- * GET worker still holds one of their slots. Connections are multiplexed with poll(); out of
- * descriptors, new connections are shed.
+ * GET worker still holds one of their slots. Connections are multiplexed with poll() and frames
+ * are taken in pieces as they arrive, so a peer that sends part of a frame and stalls holds only
+ * its own connection; out of descriptors, new connections are shed.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -76,6 +77,7 @@ static void client_retire(rs_rc_server *s, srv_client *cl) {
         for (uint32_t q = 0; q < cl->qps; q++)
             lane_free(s, &cl->lanes[q]);
     free(cl->lanes);
+    free(cl->body); /* a control frame still being received */
     if (cl->fd >= 0)
         close(cl->fd);
     free(cl);
@@ -239,19 +241,69 @@ fail_quiet:
 /* ---- control thread ---------------------------------------------------------------------------
  */
 
+/* Take what has arrived on cl's control connection without waiting: 1 when a whole frame is
+ * buffered (cl->type, cl->body, cl->body_len), 0 when more is needed, else an RS_E* code (RS_ECONN:
+ * the peer closed). So a peer that sends part of a frame and stalls holds only its own connection,
+ * never the thread that serves every other client's attach. */
+static int ctrl_read_frame(srv_client *cl, rs_error *err) {
+    while (cl->hdr_got < RS_RC_CTRL_HDR || cl->body_got < cl->body_len) {
+        uint8_t *dst;
+        size_t want;
+        if (cl->hdr_got < RS_RC_CTRL_HDR) {
+            dst = cl->hdr + cl->hdr_got;
+            want = RS_RC_CTRL_HDR - cl->hdr_got;
+        } else {
+            dst = cl->body + cl->body_got;
+            want = cl->body_len - cl->body_got;
+        }
+        ssize_t n = recv(cl->fd, dst, want, MSG_DONTWAIT);
+        if (n == 0)
+            return rs_error_set(err, RS_ECONN, "control plane: peer closed the connection");
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return 0;
+            return rs_error_errno(err, RS_ECONN, errno, "control plane receive");
+        }
+        if (cl->hdr_got < RS_RC_CTRL_HDR) {
+            cl->hdr_got += (uint32_t)n;
+            if (cl->hdr_got < RS_RC_CTRL_HDR)
+                continue;
+            uint32_t len;
+            int rc = rs_rc_ctrl_check_header(cl->hdr, &cl->type, &len, err);
+            if (rc)
+                return rc;
+            if (!(cl->body = malloc(len ? len : 1)))
+                return rs_error_set(err, RS_ENOMEM, "control plane: out of memory");
+            cl->body_len = len;
+            cl->body_got = 0;
+        } else {
+            cl->body_got += (uint32_t)n;
+        }
+    }
+    return 1;
+}
+
+static void ctrl_frame_reset(srv_client *cl) {
+    free(cl->body);
+    cl->body = NULL;
+    cl->hdr_got = cl->body_len = cl->body_got = 0;
+}
+
 static void ctrl_handle(rs_rc_server *s, srv_client *cl, srv_client **list) {
-    uint16_t type;
-    uint8_t *body = NULL;
-    uint32_t len = 0;
     rs_error err = {0};
-    int rc = rs_rc_ctrl_recv(cl->fd, CTRL_MSG_TIMEOUT_MS, &type, &body, &len, &err);
-    if (rc == 0) {
+    int rc = ctrl_read_frame(cl, &err);
+    if (rc == 0)
+        return; /* the rest of the frame is not here yet */
+    if (rc == 1) {
+        uint16_t type = cl->type;
         if (type == RS_RC_MSG_READY_REQ) {
             uint32_t rep[5] = {1, s->h.shard_id, s->h.value_size, s->h.max_keys,
                                (uint32_t)s->h.index_type};
             rc = rs_rc_ctrl_send(cl->fd, RS_RC_MSG_READY_REP, rep, sizeof rep, &err);
         } else if (type == RS_RC_MSG_ATTACH_REQ) {
-            rc = client_attach(s, cl, body, len);
+            rc = client_attach(s, cl, cl->body, cl->body_len);
         } else if (type == RS_RC_MSG_ATTACHED) {
             rc = 0;
         } else {
@@ -265,7 +317,7 @@ static void ctrl_handle(rs_rc_server *s, srv_client *cl, srv_client **list) {
                 s->h.shard_id, err.msg);
         atomic_fetch_add(&s->ctrl_rejected, 1);
     }
-    free(body);
+    ctrl_frame_reset(cl);
     if (rc != 0) {
         for (srv_client **pp = list; *pp; pp = &(*pp)->next)
             if (*pp == cl) {

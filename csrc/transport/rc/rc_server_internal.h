@@ -72,6 +72,12 @@ struct srv_client {
     int attached;
     srv_lane *lanes;
     srv_client *next;
+    /* the control frame being received, a piece per readable event (rc_server_ctrl.c) */
+    uint8_t hdr[RS_RC_CTRL_HDR];
+    uint32_t hdr_got;
+    uint16_t type;
+    uint8_t *body;
+    uint32_t body_len, body_got;
 };
 
 typedef struct poller {
