@@ -871,6 +871,18 @@ static void expect_rejected(uint16_t port, const uint8_t *frame, size_t len, con
     close(fd);
 }
 
+/* A fresh client attaches, GETs two keys and reads the right rows. */
+static void expect_serving(fixture *fx) {
+    rs_rc_client *c = connect_client(fx, "qps_per_client_per_shard=1", 1);
+    uint64_t keys[2] = {1, 2};
+    float rows[2 * DIM];
+    rs_ps_response *resp = malloc(sizeof *resp);
+    RS_CHECK_EQ(do_get(c, keys, 2, rows, resp), RS_PS_OK);
+    RS_CHECK(rows_ok(keys, 2, rows));
+    rs_rc_client_close(c);
+    free(resp);
+}
+
 static void test_ctrl_rejects_bad_frames(void) {
     fixture fx;
     fx_start(&fx, "", 1);
@@ -898,19 +910,11 @@ static void test_ctrl_rejects_bad_frames(void) {
     rq.slots = 5000;
     n = rs_rc_ctrl_encode_attach_req(&rq, buf, sizeof buf);
     expect_rejected(fx.port, buf, (size_t)n, "geometry");
-    /* still serving */
-    rs_rc_client *c = connect_client(&fx, "qps_per_client_per_shard=1", 1);
-    uint64_t keys[2] = {1, 2};
-    float rows[2 * DIM];
-    rs_ps_response *resp = malloc(sizeof *resp);
-    RS_CHECK_EQ(do_get(c, keys, 2, rows, resp), RS_PS_OK);
-    RS_CHECK(rows_ok(keys, 2, rows));
+    expect_serving(&fx);
     rs_rc_server_stats st;
     rs_rc_server_get_stats(fx.srv, &st);
     RS_CHECK(st.ctrl_rejected >= 5);
-    rs_rc_client_close(c);
     fx_stop(&fx);
-    free(resp);
 }
 
 /* A control connection that sends part of a frame and stalls must not hold up other clients'
@@ -926,12 +930,7 @@ static void test_ctrl_partial_frame_does_not_block(void) {
     rs_rc_ctrl_put_header(h, RS_RC_MSG_READY_REQ, 0);
     RS_CHECK(send(stall, h, RS_RC_CTRL_HDR / 2, 0) == RS_RC_CTRL_HDR / 2);
     /* a real client attaches and is served while the staller's half frame is pending */
-    rs_rc_client *c = connect_client(&fx, "qps_per_client_per_shard=1", 1);
-    uint64_t keys[2] = {1, 2};
-    float rows[2 * DIM];
-    rs_ps_response *resp = malloc(sizeof *resp);
-    RS_CHECK_EQ(do_get(c, keys, 2, rows, resp), RS_PS_OK);
-    RS_CHECK(rows_ok(keys, 2, rows));
+    expect_serving(&fx);
     /* the staller was neither answered nor dropped: nothing to read, not closed */
     uint8_t b;
     errno = 0;
@@ -945,9 +944,7 @@ static void test_ctrl_partial_frame_does_not_block(void) {
     RS_CHECK_EQ(type, RS_RC_MSG_READY_REP);
     free(body);
     close(stall);
-    rs_rc_client_close(c);
     fx_stop(&fx);
-    free(resp);
 }
 
 /* bind_core_offset on the client binds the thread that submits (once per thread) */
