@@ -216,6 +216,11 @@ static void test_options(void) {
     rs_rc_options_default(&srv);
     RS_CHECK(rs_rc_options_parse(&srv, "poll_mode=busy;server_get_workers=1", &e) == 0);
     RS_CHECK(rs_rc_options_check_role(&srv, 1, &e) == 0);
+    RS_CHECK(rs_rc_options_parse(&o, "poll_mode", &e) == RS_EINVAL);
+    RS_CHECK(strstr(e.msg, "key=value") != NULL);
+    RS_CHECK(rs_rc_options_parse(&o, " slots_per_qp=3 ,", &e) == RS_EINVAL); /* value "3 " */
+    RS_CHECK(rs_rc_options_parse(&o, "slots_per_qp=3, poll_mode=adaptive;;", &e) == 0);
+    RS_CHECK_EQ(o.slots, 3);
     RS_CHECK(rs_rc_options_parse(&o, "bogus=1", &e) == RS_EINVAL);
     RS_CHECK(strstr(e.msg, "bogus") != NULL);
     RS_CHECK(rs_rc_options_parse(&o, "slots_per_qp=0", &e) == RS_EINVAL);

@@ -8,11 +8,17 @@
 
 int rs_transport_options_each(const char *extra, const char *who, rs_transport_option_fn fn,
                               void *ctx, rs_error *err) {
+    return rs_transport_options_each_sep(extra, ";", who, fn, ctx, err);
+}
+
+int rs_transport_options_each_sep(const char *extra, const char *seps, const char *who,
+                                  rs_transport_option_fn fn, void *ctx, rs_error *err) {
     if (!extra) return RS_OK;
     const char *p = extra;
     while (*p) {
-        const char *end = strchr(p, ';');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
+        while (*p == ' ')
+            p++;
+        size_t len = strcspn(p, seps);
         if (len > 0) {
             char kv[128];
             if (len >= sizeof kv)
@@ -27,7 +33,7 @@ int rs_transport_options_each(const char *extra, const char *who, rs_transport_o
             if (rc) return rc;
         }
         p += len;
-        if (*p == ';') p++;
+        if (*p) p++; /* the separator */
     }
     return RS_OK;
 }

@@ -19,6 +19,10 @@ typedef int (*rs_transport_option_fn)(void *ctx, const char *key, const char *va
  * than 127 bytes. */
 int rs_transport_options_each(const char *extra, const char *who, rs_transport_option_fn fn,
                               void *ctx, rs_error *err);
+/* The same with any of the characters in seps as separators (the RC transports also take ','),
+ * and spaces before a key skipped. */
+int rs_transport_options_each_sep(const char *extra, const char *seps, const char *who,
+                                  rs_transport_option_fn fn, void *ctx, rs_error *err);
 
 /* Parse a decimal integer in [lo, hi] or fail with "<who> option <key>=<val>: want ...". */
 int rs_transport_option_u64(const char *who, const char *key, const char *val, uint64_t lo,

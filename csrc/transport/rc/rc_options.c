@@ -1,6 +1,7 @@
 /*
  * rc_options.c — the RC transports' options: defaults (RecStore's where it has one) and the parser
- * of the `extra` string that ps_server / ps_bench / PSClient pass down ("k=v;k=v" or "k=v,k=v").
+ * of the `extra` string that ps_server / ps_bench / PSClient pass down ("k=v;k=v" or "k=v,k=v",
+ * split by the transports' shared splitter, transport_options.c).
  * Every key is either applied or rejected by name: nothing is silently ignored.
  */
 #define _GNU_SOURCE
@@ -12,6 +13,7 @@
 #include <strings.h>
 
 #include "recstore/rc.h"
+#include "transport/transport_options.h"
 
 void rs_rc_options_default(rs_rc_options *o) {
     memset(o, 0, sizeof *o);
@@ -217,29 +219,12 @@ static int apply(rs_rc_options *o, const char *k, const char *v, rs_error *err) 
                         k);
 }
 
+static int apply_item(void *ctx, const char *key, const char *val, rs_error *err) {
+    return apply(ctx, key, val, err);
+}
+
 int rs_rc_options_parse(rs_rc_options *o, const char *extra, rs_error *err) {
-    if (!extra || !*extra)
-        return 0;
-    char *dup = strdup(extra);
-    if (!dup)
-        return rs_error_set(err, RS_ENOMEM, "RC options: out of memory");
-    int rc = 0;
-    char *save = NULL;
-    for (char *tok = strtok_r(dup, ";,", &save); tok; tok = strtok_r(NULL, ";,", &save)) {
-        while (*tok == ' ')
-            tok++;
-        if (!*tok)
-            continue;
-        char *eq = strchr(tok, '=');
-        if (!eq) {
-            rc = rs_error_set(err, RS_EINVAL, "RC option '%s': expected key=value", tok);
-            break;
-        }
-        *eq = '\0';
-        if ((rc = apply(o, tok, eq + 1, err)))
-            break;
-    }
-    free(dup);
+    int rc = rs_transport_options_each_sep(extra, ";,", "RC", apply_item, o, err);
     if (rc == 0 && (o->request_slot_bytes % 64 || o->response_slot_bytes % 64))
         rc = rs_error_set(err, RS_EINVAL,
                           "RC slot sizes must be multiples of 64 (request %u, response %u)",
