@@ -461,6 +461,51 @@ static void test_large_batch(void) {
     fixture_down(&f);
 }
 
+/* The client bounds what a server can make it take: a reply over max_reply_bytes fails the call
+ * with RESOURCE_EXHAUSTED naming the server, smaller ones go through on the same connection. */
+static void test_reply_size_limit(void) {
+    fixture f = {0};
+    if (fixture_up(&f, 1000, 1))
+        return;
+    rs_error e = {0};
+    void *c = NULL;
+    rs_ps_client_opts co = {.timeout_ms = 10000, .max_in_flight = 1,
+                            .extra = "max_reply_bytes=4096"};
+    RS_CHECK_EQ(rs_grpc_conn_ops.connect("127.0.0.1", f.port, &co, &c, &e), 0);
+    if (!c) {
+        fixture_down(&f);
+        return;
+    }
+    enum { N = 200 }; /* 200 x 64 B rows: 12.8 KB of reply */
+    uint64_t keys[N];
+    static float rows[N * VS / 4], got[N * VS / 4];
+    for (int i = 0; i < N; i++) {
+        keys[i] = (uint64_t)i + 1;
+        fill_row(keys[i], rows + i * (VS / 4));
+    }
+    rs_ps_completion comp;
+    rs_ps_request put = {.op = RS_PS_PUT, .value_size = VS, .num_keys = N,
+                         .keys = (const uint8_t *)keys, .rows = (const uint8_t *)rows,
+                         .rows_len = sizeof rows};
+    RS_CHECK_EQ(call1(c, &put, NULL, 0, &comp, &e), 0);
+    rs_ps_request get = {.op = RS_PS_GET, .value_size = VS, .num_keys = N,
+                         .keys = (const uint8_t *)keys};
+    RS_CHECK(call1(c, &get, got, sizeof got, &comp, &e) != 0);
+    RS_CHECK(strstr(e.msg, "RESOURCE_EXHAUSTED") != NULL);
+    RS_CHECK(strstr(e.msg, "127.0.0.1") != NULL);
+    rs_ps_request small = {.op = RS_PS_GET, .value_size = VS, .num_keys = 10,
+                           .keys = (const uint8_t *)keys};
+    RS_CHECK_EQ(call1(c, &small, got, sizeof got, &comp, &e), 0);
+    RS_CHECK_EQ(comp.resp.num_found, 10);
+    RS_CHECK_EQ(memcmp(got, rows, 10 * VS), 0);
+    rs_grpc_conn_ops.close(c);
+    /* out of range and server-side use are refused by name */
+    co.extra = "max_reply_bytes=100";
+    RS_CHECK(rs_grpc_conn_ops.connect("127.0.0.1", f.port, &co, &c, &e) != 0);
+    RS_CHECK(strstr(e.msg, "max_reply_bytes") != NULL);
+    fixture_down(&f);
+}
+
 static void test_stop_with_calls_in_flight(void) {
     enum { N = 1000, CALLS = 16 };
     fixture f = {0};
@@ -555,7 +600,7 @@ static void test_registry_finds_grpc(void) {
 
 RS_TEST_MAIN(RS_TEST(test_roundtrip_pipelined), RS_TEST(test_ps_error_statuses),
              RS_TEST(test_connect_refused_names_peer), RS_TEST(test_deadline_names_peer),
-             RS_TEST(test_bad_calls_server_survives), RS_TEST(test_large_batch),
+             RS_TEST(test_bad_calls_server_survives), RS_TEST(test_large_batch), RS_TEST(test_reply_size_limit),
              RS_TEST(test_stop_with_calls_in_flight), RS_TEST(test_bind_busy_port_and_bad_options),
              RS_TEST(test_registry_finds_grpc))
 

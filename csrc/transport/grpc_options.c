@@ -8,6 +8,9 @@
  *                       freed; default 30000, 10..3600000
  *   max_frame_size=N    (both) largest HTTP/2 frame this end accepts, 16384..16777215; default
  *                       16384, HTTP/2's own (larger frames measured no better here)
+ *   max_reply_bytes=N   (client) largest reply message accepted, 4096..2147483647; default
+ *                       2147483647 (2 GiB - 1, the brpc client's limit too): a server cannot make
+ *                       the client take more; a larger reply fails the call (RESOURCE_EXHAUSTED)
  *   malloc_tuning=0|1   (both) 1 (default): at first use, raise glibc's mmap and trim thresholds
  *                       to 64 MiB for the process. gRPC allocates a buffer per socket read and
  *                       frees it after parsing; with glibc's defaults those frees return memory
@@ -31,6 +34,7 @@
 #define RS_GRPC_DEFAULT_CALLS_PER_METHOD 16
 #define RS_GRPC_DEFAULT_REPLY_TIMEOUT_MS 30000
 #define RS_GRPC_DEFAULT_MAX_FRAME 16384u
+#define RS_GRPC_DEFAULT_MAX_REPLY 2147483647u
 #define RS_GRPC_MALLOC_THRESHOLD (64 << 20)
 
 typedef struct parse_ctx {
@@ -58,18 +62,21 @@ static int apply_option(void *ctx, const char *kv, const char *val, rs_error *er
         return parse_uint(c, kv, val, 10, 3600000, &out->reply_timeout_ms, err);
     if (strcmp(kv, "max_frame_size") == 0)
         return parse_uint(c, kv, val, 16384, 16777215, &out->max_frame_size, err);
+    if (!c->server && strcmp(kv, "max_reply_bytes") == 0)
+        return parse_uint(c, kv, val, 4096, 2147483647ul, &out->max_reply_bytes, err);
     if (strcmp(kv, "malloc_tuning") == 0)
         return parse_uint(c, kv, val, 0, 1, &out->malloc_tuning, err);
     return rs_error_set(err, RS_EINVAL, "unknown grpc %s option '%s' (known: %s)", c->side, kv,
                         c->server ? "calls_per_method, reply_timeout_ms, max_frame_size, "
                                     "malloc_tuning"
-                                  : "max_frame_size, malloc_tuning");
+                                  : "max_frame_size, max_reply_bytes, malloc_tuning");
 }
 
 int rs_grpc_options_parse(const char *extra, int server, rs_grpc_options *out, rs_error *err) {
     out->calls_per_method = RS_GRPC_DEFAULT_CALLS_PER_METHOD;
     out->reply_timeout_ms = RS_GRPC_DEFAULT_REPLY_TIMEOUT_MS;
     out->max_frame_size = RS_GRPC_DEFAULT_MAX_FRAME;
+    out->max_reply_bytes = RS_GRPC_DEFAULT_MAX_REPLY;
     out->malloc_tuning = 1;
     parse_ctx c = {server, server ? "server" : "client", out};
     char who[32];

@@ -37,6 +37,7 @@ typedef struct rs_grpc_options {
     unsigned calls_per_method; /* server */
     unsigned reply_timeout_ms; /* server */
     unsigned max_frame_size;   /* GRPC_ARG_HTTP2_MAX_FRAME_SIZE of this end */
+    unsigned max_reply_bytes;  /* client: largest reply message accepted (receive limit) */
     unsigned malloc_tuning;    /* 1: raise glibc's mmap/trim thresholds once per process */
 } rs_grpc_options;
 int rs_grpc_options_parse(const char *extra, int server, rs_grpc_options *out, rs_error *err);
