@@ -54,8 +54,11 @@ static void on_sigbus(int sig, siginfo_t *si, void *uctx) {
     uintptr_t a = (uintptr_t)si->si_addr;
     for (int i = 0; i < GUARD_SLOTS; i++) {
         uintptr_t base = __atomic_load_n(&slots[i].base, __ATOMIC_ACQUIRE);
-        size_t len = __atomic_load_n(&slots[i].len, __ATOMIC_RELAXED);
-        if (!base || a < base || a - base >= len)
+        size_t len = __atomic_load_n(&slots[i].len, __ATOMIC_ACQUIRE);
+        /* base and len of one registration (add stores len, then base; remove clears base) */
+        if (!base || __atomic_load_n(&slots[i].base, __ATOMIC_ACQUIRE) != base)
+            continue;
+        if (a < base || a - base >= len)
             continue;
         uintptr_t from = a & page_mask;
         if (from < base)
