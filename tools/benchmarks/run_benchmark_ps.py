@@ -1,6 +1,5 @@
 #!/usr/bin/env python3
-"""Run recbench PS benchmarks: a thin wrapper around recbench.ps_runner (see README,
-"Running PS benchmarks")."""
+"""Run recbench PS benchmarks: a thin wrapper around recbench.ps_runner (see docs/ps-runner.md)."""
 
 import os
 import sys
