@@ -115,40 +115,13 @@ static PyObject *bench_phase(PyObject *args, PyObject *kwds, int load) {
         PyErr_Format(PyExc_ValueError, "distribution '%s' is not uniform or zipfian", dist);
         return NULL;
     }
-    PyObject *seq = PySequence_Fast(endpoints, "endpoints must be a sequence of (host, port)");
-    if (!seq) return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    char **hosts = calloc(n > 0 ? (size_t)n : 1, sizeof *hosts);
-    uint16_t *ports = calloc(n > 0 ? (size_t)n : 1, sizeof *ports);
+    rs_py_ps_endpoints ep;
+    if (rs_py_ps_endpoints_parse(endpoints, &ep)) return NULL;
     PyObject *ret = NULL;
     rs_hist *hist = NULL;
-    if (!hosts || !ports) {
-        PyErr_NoMemory();
-        goto out;
-    }
-    if (n < 1) {
-        PyErr_SetString(PyExc_ValueError, "endpoints must name at least one server");
-        goto out;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const char *h;
-        unsigned int p;
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "sI;endpoint must be (host, port)",
-                              &h, &p))
-            goto out;
-        if (p == 0 || p > 65535) {
-            PyErr_Format(PyExc_ValueError, "endpoint %zd: port %u is out of range", i, p);
-            goto out;
-        }
-        if (!(hosts[i] = strdup(h))) {
-            PyErr_NoMemory();
-            goto out;
-        }
-        ports[i] = (uint16_t)p;
-    }
-    cfg.client.num_shards = (uint32_t)n;
-    cfg.client.hosts = (const char *const *)hosts;
-    cfg.client.ports = ports;
+    cfg.client.num_shards = ep.n;
+    cfg.client.hosts = (const char *const *)ep.hosts;
+    cfg.client.ports = ep.ports;
     if (!(hist = malloc(sizeof *hist))) {
         PyErr_NoMemory();
         goto out;
@@ -174,11 +147,7 @@ static PyObject *bench_phase(PyObject *args, PyObject *kwds, int load) {
     if (ret && add_hist(ret, hist) < 0) Py_CLEAR(ret);
 out:
     free(hist);
-    for (Py_ssize_t i = 0; hosts && i < n; i++)
-        free(hosts[i]);
-    free(hosts);
-    free(ports);
-    Py_DECREF(seq);
+    rs_py_ps_endpoints_free(&ep);
     return ret;
 }
 

@@ -53,41 +53,11 @@ static int Client_init(ClientObject *self, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_RuntimeError, "Client is already connected");
         return -1;
     }
-    PyObject *seq = PySequence_Fast(endpoints, "endpoints must be a sequence of (host, port)");
-    if (!seq) return -1;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    rs_py_ps_endpoints ep;
+    if (rs_py_ps_endpoints_parse(endpoints, &ep)) return -1;
     int ret = -1;
-    char **hosts = NULL;
-    uint16_t *ports = NULL;
-    if (n < 1) {
-        PyErr_SetString(PyExc_ValueError, "endpoints must name at least one server");
-        goto out;
-    }
-    hosts = calloc((size_t)n, sizeof *hosts);
-    ports = calloc((size_t)n, sizeof *ports);
-    if (!hosts || !ports) {
-        PyErr_NoMemory();
-        goto out;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const char *h;
-        unsigned int p;
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "sI;endpoint must be (host, port)",
-                              &h, &p))
-            goto out;
-        if (p == 0 || p > 65535) {
-            PyErr_Format(PyExc_ValueError, "endpoint %zd: port %u is out of range", i, p);
-            goto out;
-        }
-        hosts[i] = strdup(h);
-        if (!hosts[i]) {
-            PyErr_NoMemory();
-            goto out;
-        }
-        ports[i] = (uint16_t)p;
-    }
-    rs_ps_client_config cfg = {.transport = transport, .num_shards = (uint32_t)n,
-                               .hosts = (const char *const *)hosts, .ports = ports,
+    rs_ps_client_config cfg = {.transport = transport, .num_shards = ep.n,
+                               .hosts = (const char *const *)ep.hosts, .ports = ep.ports,
                                .value_size = value_size, .prefetch_depth = depth,
                                .timeout_ms = timeout_ms, .extra = extra};
     rs_error err = {0};
@@ -100,14 +70,10 @@ static int Client_init(ClientObject *self, PyObject *args, PyObject *kwds) {
     }
     self->client = c;
     self->value_size = rs_ps_client_value_size(c);
-    self->num_shards = (uint32_t)n;
+    self->num_shards = ep.n;
     ret = 0;
 out:
-    for (Py_ssize_t i = 0; hosts && i < n; i++)
-        free(hosts[i]);
-    free(hosts);
-    free(ports);
-    Py_DECREF(seq);
+    rs_py_ps_endpoints_free(&ep);
     return ret;
 }
 

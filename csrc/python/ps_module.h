@@ -7,6 +7,16 @@
 
 #include "py_common.h"
 
+/* ps_endpoints.c: `endpoints` [(host, port) per shard] as C arrays */
+typedef struct rs_py_ps_endpoints {
+    char **hosts;
+    uint16_t *ports;
+    uint32_t n;
+} rs_py_ps_endpoints;
+/* 0, or -1 with a Python exception naming the bad entry (nothing to free then). */
+int rs_py_ps_endpoints_parse(PyObject *endpoints, rs_py_ps_endpoints *out);
+void rs_py_ps_endpoints_free(rs_py_ps_endpoints *e);
+
 /* ps_server_type.c: recbench._ps.Server */
 int rs_py_ps_server_type_init(PyObject *module);
 /* ps_client_type.c: recbench._ps.Client */
