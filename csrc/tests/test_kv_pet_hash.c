@@ -24,15 +24,6 @@ static void test_pet_no_torn_reads(void) {
     kvt_no_torn_reads(RS_KV_INDEX_PET_HASH);
 }
 
-/* fmix64 is what the index hashes with; find keys whose home chunk is 0 in a 64-chunk table. */
-static uint64_t fmix(uint64_t k) {
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdull;
-    k ^= k >> 33;
-    k *= 0xc4ceb9fe1a85ec53ull;
-    k ^= k >> 33;
-    return k;
-}
 
 static void test_pet_overflow_chain(void) {
     /* capacity 800 -> next_pow2(800 / 0.9 / 7 + 1) = 128 chunks of 7 slots: 40 keys with one
@@ -43,7 +34,7 @@ static void test_pet_overflow_chain(void) {
     uint64_t keys[N];
     int n = 0;
     for (uint64_t k = 1; n < N; k++)
-        if ((fmix(k) & 127) == 0) keys[n++] = k;
+        if ((rs_kv_hash(k) & 127) == 0) keys[n++] = k;
     rs_error err = {0};
     for (int i = 0; i < n; i++)
         RS_CHECK_EQ(rs_kv_put(kv, keys[i], &keys[i], 8, &err), 0);
