@@ -9,27 +9,13 @@ encodings are spelled out by hand here (a few varints), independent of the C enc
 from __future__ import annotations
 
 import struct
+import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src" / "test" / "scripts"))
+from baidu_std_wire import frame, lfield, request_frame, rpc_meta, varint, vfield  # noqa: E402
+
 VS = 16  # value_size the fuzz targets' shard uses
-
-
-def varint(v: int) -> bytes:
-    v &= (1 << 64) - 1
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
-def vfield(num: int, v: int) -> bytes:
-    return varint(num << 3) + varint(v)
-
-
-def lfield(num: int, data: bytes) -> bytes:
-    return varint(num << 3 | 2) + varint(len(data)) + data
 
 
 def keys(*ks: int) -> bytes:
@@ -69,33 +55,6 @@ def codec_seeds() -> dict[str, bytes]:
 
 
 # ---- baidu_std frames -----------------------------------------------------------------------
-
-def rpc_meta(cid: int, att: int = 0, service: bytes | None = b"recstore.PSService",
-             method: bytes | None = None, error: tuple[int, bytes] | None = None) -> bytes:
-    m = b""
-    if method is not None:
-        req = (lfield(1, service) if service is not None else b"") + lfield(2, method)
-        m += lfield(1, req)
-    else:
-        resp = b""
-        if error:
-            resp = vfield(1, error[0]) + lfield(2, error[1])
-        m += lfield(2, resp)
-    m += vfield(4, cid)
-    if att:
-        m += vfield(5, att)
-    return m
-
-
-def frame(meta: bytes, msg: bytes = b"", att: bytes = b"") -> bytes:
-    body = meta + msg + att
-    return b"PRPC" + struct.pack(">II", len(body), len(meta)) + body
-
-
-def request_frame(cid: int, method: bytes, msg: bytes, att: bytes = b"",
-                  service: bytes = b"recstore.PSService") -> bytes:
-    return frame(rpc_meta(cid, len(att), service=service, method=method), msg, att)
-
 
 def server_seeds() -> dict[str, bytes]:
     # the shard is shard 0 of 2: keys whose rs_mix64 lands elsewhere get "wrong shard", also useful

@@ -19,6 +19,7 @@ import struct
 import unittest
 
 import numpy as np
+from baidu_std_wire import request_frame, vfield
 from fault_support import wait_until
 from ps_testlib import PSServerProcess, require_transport
 
@@ -30,27 +31,10 @@ BATCH = 500
 OUT_LIMIT_MB = 64
 
 
-def _varint(v):
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
-def _lfield(num, data):
-    return _varint(num << 3 | 2) + _varint(len(data)) + data
-
-
 def get_frame(cid: int, keys: np.ndarray) -> bytes:
     """A baidu_std GET request: RpcMeta, PSRequest {value_size, num_keys}, keys as attachment."""
-    att = keys.astype("<u8").tobytes()
-    req = _lfield(1, b"recstore.PSService") + _lfield(2, b"Get")
-    meta = _lfield(1, req) + _varint(4 << 3) + _varint(cid) + _varint(5 << 3) + _varint(len(att))
-    msg = _varint(2 << 3) + _varint(VS) + _varint(6 << 3) + _varint(len(keys))
-    body = meta + msg + att
-    return b"PRPC" + struct.pack(">II", len(body), len(meta)) + body
+    return request_frame(cid, b"Get", vfield(2, VS) + vfield(6, len(keys)),
+                         keys.astype("<u8").tobytes())
 
 
 def rows_for(keys):

@@ -12,6 +12,7 @@ import unittest
 from pathlib import Path
 
 import numpy as np
+from baidu_std_wire import lfield, request_frame, varint
 from ps_testlib import (
     PSServerProcess,
     live_servers,
@@ -36,26 +37,8 @@ def rows_for(keys):
 
 # ---- a minimal baidu_std encoder for hand-made frames -----------------------------------------
 
-def _varint(v):
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
-def _lfield(num, data):
-    return _varint(num << 3 | 2) + _varint(len(data)) + data
-
-
 def baidu_frame(service, method, cid, message=b"", attachment=b""):
-    req = _lfield(1, service.encode()) + _lfield(2, method.encode())
-    meta = _lfield(1, req) + _varint(4 << 3) + _varint(cid)
-    if attachment:
-        meta += _varint(5 << 3) + _varint(len(attachment))
-    body = meta + message + attachment
-    return b"PRPC" + struct.pack(">II", len(body), len(meta)) + body
+    return request_frame(cid, method.encode(), message, attachment, service.encode())
 
 
 def read_frame(sock):
@@ -219,7 +202,7 @@ class BrpcServerTest(unittest.TestCase):
                     meta, _ = read_frame(s)
                     self.assertIn(b"PSRequest", meta)
                     s.sendall(baidu_frame("recstore.PSService", "Command", 10,
-                                          message=_lfield(5, b"ping")))
+                                          message=lfield(5, b"ping")))
                     meta, body = read_frame(s)
                     self.assertIn(b"pong", body)
                 np.testing.assert_array_equal(good.get(keys), rows_for(keys))
@@ -238,7 +221,7 @@ class BrpcServerTest(unittest.TestCase):
         n_req, n_keys, vs = 140, 1000, 512
         with PSServerProcess("brpc", value_size=vs, max_keys_per_request=n_keys) as srv:
             keys = np.arange(1, n_keys + 1, dtype=np.uint64).tobytes()
-            msg = _varint(6 << 3) + _varint(n_keys)  # PSRequest{num_keys}
+            msg = varint(6 << 3) + varint(n_keys)  # PSRequest{num_keys}
             with connected_sock(srv.ports[0]) as s:
                 s.settimeout(60)
                 frames = b"".join(baidu_frame("recstore.PSService", "Get", cid, msg, keys)
@@ -248,7 +231,7 @@ class BrpcServerTest(unittest.TestCase):
                 sender.join()  # the bytes fit in the socket buffers while replies pile up
                 for cid in range(1, n_req + 1):
                     meta, body = read_frame(s)
-                    self.assertIn(_varint(4 << 3) + _varint(cid), meta)  # correlation_id, in order
+                    self.assertIn(varint(4 << 3) + varint(cid), meta)  # correlation_id, in order
                     self.assertGreaterEqual(len(body), n_keys * vs)
 
     def test_shutdown_with_clients_connected(self):
