@@ -9,6 +9,8 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
+
+#include "recstore/cpu.h"
 #include <unistd.h>
 
 #include "recstore/clock.h"
@@ -47,20 +49,13 @@ int rs_eventual_test(rs_eventual *e, int64_t *value) {
     return 0;
 }
 
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
 
 int rs_eventual_wait(rs_eventual *e, rs_wait_mode mode, uint64_t timeout_ns, int64_t *value) {
     uint64_t deadline = timeout_ns == UINT64_MAX ? UINT64_MAX : rs_now_ns() + timeout_ns;
     if (mode == RS_WAIT_SPIN) {
         for (uint32_t spins = 0;; spins++) {
             if (rs_eventual_test(e, value)) return RS_OK;
-            cpu_relax();
+            rs_cpu_relax();
             if ((spins & 1023) == 1023 && deadline != UINT64_MAX && rs_now_ns() >= deadline)
                 return RS_ETIMEDOUT;
         }

@@ -30,6 +30,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "recstore/cpu.h"
 #include "recstore/error.h"
 #include "recstore/kv.h"
 
@@ -64,7 +65,7 @@ static inline uint64_t rs_kv_hash(uint64_t k) {
 }
 
 static inline void rs_kv_cpu_relax(void) {
-    __builtin_ia32_pause();
+    rs_cpu_relax();
 }
 
 /* ---- memory regions: anonymous or file-backed mmap, reserved once, grown in place ---------- */

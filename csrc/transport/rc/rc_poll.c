@@ -15,6 +15,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include "recstore/cpu.h"
 #include "recstore/clock.h"
 #include "recstore/rc.h"
 #ifdef RS_HAVE_NUMA
@@ -26,13 +27,6 @@
 #define RS_RC_NAP_MIN_NS   2000ull
 #define RS_RC_NAP_MAX_NS   1000000ull
 
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
 
 void rs_rc_backoff_init(rs_rc_backoff *b, rs_rc_poll_mode mode) {
     b->mode = mode;
@@ -45,11 +39,11 @@ void rs_rc_backoff_init(rs_rc_backoff *b, rs_rc_poll_mode mode) {
 void rs_rc_backoff_idle(rs_rc_backoff *b) {
     uint32_t r = b->idle_rounds < UINT32_MAX ? ++b->idle_rounds : b->idle_rounds;
     if (b->mode == RS_RC_POLL_BUSY) {
-        cpu_relax();
+        rs_cpu_relax();
         return;
     }
     if (r <= RS_RC_SPIN_ROUNDS) {
-        cpu_relax();
+        rs_cpu_relax();
     } else if (r <= RS_RC_SPIN_ROUNDS + RS_RC_YIELD_ROUNDS) {
         sched_yield();
     } else {
