@@ -9,9 +9,9 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "recstore/cpu.h"
-#include <unistd.h>
 
 #include "recstore/clock.h"
 #include "recstore/error.h"
