@@ -189,8 +189,25 @@ class PSServerProcess:
 
 
 def live_servers() -> list:
-    """Servers started and not yet stopped (tests assert this is empty in tearDown)."""
+    """Servers started and not yet stopped."""
     return [srv for srv in _live if srv.proc is not None and srv.proc.poll() is None]
+
+
+class NoLeftoverServers:
+    """Mixin for TestCase: a test that leaves a ps_server running fails, and the server is
+    stopped, so the leak is blamed on that test alone (not on every test after it)."""
+
+    def setUp(self):
+        super().setUp()
+        self._servers_before = set(live_servers())
+
+    def tearDown(self):
+        left = [srv for srv in live_servers() if srv not in self._servers_before]
+        names = [f"{srv.transport} pid {srv.pid}" for srv in left]
+        for srv in left:
+            srv.stop()
+        super().tearDown()
+        self.assertEqual(names, [], "the test left a ps_server running")
 
 
 def run_ps_bench(args: list[str], input_text: str | None = None, timeout: float = 60.0):

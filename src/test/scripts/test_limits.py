@@ -22,7 +22,7 @@ import unittest
 
 import numpy as np
 from fault_support import host_transports, wait_until
-from ps_testlib import ROOT, PSServerProcess, python_env
+from ps_testlib import ROOT, NoLeftoverServers, PSServerProcess, python_env
 
 import recbench
 from recbench import errors
@@ -39,6 +39,10 @@ def closed_by_server(sock: socket.socket) -> bool:
         return sock.recv(1) == b""
     except (ConnectionResetError, BrokenPipeError):
         return True
+
+
+def open_descriptors(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
 
 
 def listening_addresses(pid: int) -> set:
@@ -68,7 +72,7 @@ def listening_addresses(pid: int) -> set:
     return out
 
 
-class MaxConnectionsTest(unittest.TestCase):
+class MaxConnectionsTest(NoLeftoverServers, unittest.TestCase):
     def test_connections_over_the_limit_are_closed(self):
         for t in [t for t in host_transports() if t != "grpc"]:
             with self.subTest(transport=t), PSServerProcess(
@@ -107,34 +111,39 @@ class MaxConnectionsTest(unittest.TestCase):
         self.assertIn("--max_connections", r.stderr)
 
 
-class OutOfDescriptorsTest(unittest.TestCase):
+class OutOfDescriptorsTest(NoLeftoverServers, unittest.TestCase):
     def test_connections_beyond_the_fd_limit_are_shed_not_left_pending(self):
         for t in [t for t in host_transports() if t != "grpc"]:
             with self.subTest(transport=t):
                 srv = PSServerProcess(t, value_size=VS)
                 srv.args = ["prlimit", "--nofile=64:64", "--"] + srv.args  # exec: same PID
-                srv.start()
-                socks = []
-                try:
-                    for _ in range(100):
-                        socks.append(socket.create_connection(("127.0.0.1", srv.ports[0]),
-                                                              timeout=5))
-                    # at most ~55 fit in 64 descriptors; every other one must be closed, not
-                    # left waiting in the backlog with the listening socket readable
-                    wait_until(lambda ss=socks: sum(closed_by_server(s) for s in ss) >= 100 - 56, 20,
-                               "the server to shed connections beyond its descriptor limit")
-                finally:
-                    for s in socks:
-                        s.close()
-                with recbench.PSClient(srv.uri, timeout_ms=5000) as c:
-                    keys = np.arange(1, 4, dtype=np.uint64)
-                    c.put(keys, np.ones((3, VS // 4), np.float32))
-                    self.assertEqual(c.get(keys).shape, (3, VS // 4))
-                srv.stop()
-                self.assertEqual(srv.returncode, 0)
+                with srv:
+                    baseline = open_descriptors(srv.pid)
+                    socks = []
+                    try:
+                        for _ in range(100):
+                            socks.append(socket.create_connection(("127.0.0.1", srv.ports[0]),
+                                                                  timeout=5))
+                        # at most ~55 fit in 64 descriptors; every other one must be closed, not
+                        # left waiting in the backlog with the listening socket readable
+                        wait_until(lambda ss=socks: sum(closed_by_server(s) for s in ss) >= 100 - 56,
+                                   20, "the server to shed connections beyond its descriptor limit")
+                    finally:
+                        for s in socks:
+                            s.close()
+                    # the server frees its descriptors as it notices the closes; a client that
+                    # connects before that is shed too, which is the behaviour under test
+                    wait_until(lambda: open_descriptors(srv.pid) <= baseline, 20,
+                               "the server to close the connections the test closed")
+                    with recbench.PSClient(srv.uri, timeout_ms=5000) as c:
+                        keys = np.arange(1, 4, dtype=np.uint64)
+                        c.put(keys, np.ones((3, VS // 4), np.float32))
+                        self.assertEqual(c.get(keys).shape, (3, VS // 4))
+                    srv.stop()
+                    self.assertEqual(srv.returncode, 0)
 
 
-class WireSizeLimitTest(unittest.TestCase):
+class WireSizeLimitTest(NoLeftoverServers, unittest.TestCase):
     def test_rc_control_frame_over_the_limit_is_refused(self):
         if "shm" not in host_transports():
             self.skipTest("shm is not part of this build")
@@ -166,7 +175,7 @@ class WireSizeLimitTest(unittest.TestCase):
                 self.assertEqual(c.get(keys[:100]).sum(), 100 * (VS // 4))
 
 
-class BindAddressTest(unittest.TestCase):
+class BindAddressTest(NoLeftoverServers, unittest.TestCase):
     def test_servers_listen_only_on_the_given_address(self):
         for t in host_transports():
             with self.subTest(transport=t), PSServerProcess(t, value_size=VS) as srv:

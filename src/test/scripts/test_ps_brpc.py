@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 from baidu_std_wire import lfield, request_frame, varint
 from ps_testlib import (
+    NoLeftoverServers,
     PSServerProcess,
-    live_servers,
     parse_kv_line,
     python_env,
     require_transport,
@@ -72,13 +72,10 @@ def server_closes(port, data):
             return True
 
 
-class BrpcServerTest(unittest.TestCase):
+class BrpcServerTest(NoLeftoverServers, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         require_transport(None, "brpc")
-
-    def tearDown(self):
-        self.assertEqual(live_servers(), [], "a test left a ps_server running")
 
     def test_transports_lists_brpc(self):
         t = _ps.transports()
@@ -338,13 +335,10 @@ class BrpcServerTest(unittest.TestCase):
                 self.assertEqual(srv.ready_lines[0]["num_shards"], "2")
 
 
-class PsBenchBrpcTest(unittest.TestCase):
+class PsBenchBrpcTest(NoLeftoverServers, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         require_transport(None, "brpc")
-
-    def tearDown(self):
-        self.assertEqual(live_servers(), [], "a test left a ps_server running")
 
     def test_verify_two_shards_with_misses(self):
         with PSServerProcess("brpc", num_shards=2, value_size=VS) as srv, \
