@@ -58,13 +58,32 @@ const char *rs_kv_index_type_name(rs_kv_index_type t) {
     return "UNKNOWN";
 }
 
-static int make_dir(const char *path, rs_error *err) {
+static int make_one_dir(const char *path, const char *shown, rs_error *err) {
     if (mkdir(path, 0755) == 0 || errno == EEXIST) {
         struct stat st;
         if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return 0;
-        return rs_error_set(err, RS_EINVAL, "path '%s' exists and is not a directory", path);
+        return rs_error_set(err, RS_EINVAL, "path '%s': '%s' exists and is not a directory",
+                            shown, path);
     }
     return rs_error_errno(err, RS_EIO, errno, "path: cannot create directory '%s'", path);
+}
+
+/* mkdir -p: the directory and any missing parents. */
+static int make_dir(const char *path, rs_error *err) {
+    char buf[4096];
+    size_t n = strlen(path);
+    if (n + sizeof "/cceh.values" > sizeof buf)
+        return rs_error_set(err, RS_EINVAL, "path is too long (%zu bytes, max %zu)", n,
+                            sizeof buf - sizeof "/cceh.values");
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i < n; i++) {
+        if (buf[i] != '/' || buf[i - 1] == '/') continue;
+        buf[i] = '\0';
+        int rc = make_one_dir(buf, path, err);
+        buf[i] = '/';
+        if (rc) return rc;
+    }
+    return make_one_dir(path, path, err);
 }
 
 int rs_kv_open(const rs_kv_config *cfg, rs_kv **out, rs_error *err) {

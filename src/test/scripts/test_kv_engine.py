@@ -1,6 +1,7 @@
 """recbench.KVEngine: the API on every index type, bad arguments, CCEH persistence across reopen,
 capacity errors, and the no-torn-read property with Python threads (the GIL is released inside)."""
 
+import os
 import shutil
 import tempfile
 import threading
@@ -176,6 +177,19 @@ class CCEHPersistenceTest(_TempDir, unittest.TestCase):
         with self.assertRaises(ValueError) as cm:
             recbench.KVEngine(index_type="CCEH", value_size=128, capacity=50000, path=path)
         self.assertIn("value_size", str(cm.exception))
+
+
+    def test_missing_parents_are_created_and_a_file_in_the_way_is_named(self):
+        path = f"{self.tmp}/a/b/store"
+        with recbench.KVEngine(index_type="CCEH", value_size=8, capacity=100, path=path) as kv:
+            kv.put(1, b"\x01" * 8)
+        self.assertTrue(os.path.isfile(f"{path}/cceh.index"))
+        with open(f"{self.tmp}/file", "w"):
+            pass
+        with self.assertRaises(errors.InvalidArgument) as cm:
+            recbench.KVEngine(index_type="CCEH", value_size=8, capacity=100,
+                              path=f"{self.tmp}/file/store")
+        self.assertIn(f"'{self.tmp}/file' exists and is not a directory", str(cm.exception))
 
 
 class NoTornReadsTest(unittest.TestCase):
