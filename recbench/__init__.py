@@ -10,4 +10,4 @@ from recbench.ps_client import PSClient
 
 __version__ = "0.1.0"
 
-__all__ = ["build_info", "KVEngine", "PSClient", "RecbenchError", "__version__"]
+__all__ = ["KVEngine", "PSClient", "RecbenchError", "__version__", "build_info"]

@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import csv
 import math
-from pathlib import Path
 from collections.abc import Iterable
+from pathlib import Path
 
 import pandas as pd
 
@@ -759,8 +759,24 @@ def write_csv(df: pd.DataFrame, path) -> Path:
 
 
 __all__ = [
-    "SummaryFormatError", "load_ps_summary", "load_ps_totals", "load_kv_summary", "load_summary",
-    "detect_kind", "per_repeat", "totals", "status_counts", "compare", "regressions", "sweep_rows",
-    "load_sweep", "load_eventual_dat", "plot_ps_throughput", "plot_ps_latency", "plot_kv_engines",
-    "plot_sweep", "plot_eventual", "write_csv",
+    "SummaryFormatError",
+    "compare",
+    "detect_kind",
+    "load_eventual_dat",
+    "load_kv_summary",
+    "load_ps_summary",
+    "load_ps_totals",
+    "load_summary",
+    "load_sweep",
+    "per_repeat",
+    "plot_eventual",
+    "plot_kv_engines",
+    "plot_ps_latency",
+    "plot_ps_throughput",
+    "plot_sweep",
+    "regressions",
+    "status_counts",
+    "sweep_rows",
+    "totals",
+    "write_csv",
 ]

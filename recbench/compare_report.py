@@ -75,8 +75,8 @@ def _case_label(row: pd.Series, cases: list[str]) -> str:
 
 
 def _table(cmp: pd.DataFrame, cases: list[str], t: dict) -> list[str]:
-    lines = [f"| {t['case']} | {t['metric']} | {t['baseline']} | {t['candidate']} | {t['change']} | "
-             f"{t['band']} | {t['reps']} | {t['verdict']} | {t['note']} |",
+    lines = [(f"| {t['case']} | {t['metric']} | {t['baseline']} | {t['candidate']} | {t['change']} | "
+              f"{t['band']} | {t['reps']} | {t['verdict']} | {t['note']} |"),
              "|---|---|---:|---:|---:|---:|---:|---|---|"]
     for _, r in cmp.iterrows():
         change = r["change_pct"]

@@ -150,7 +150,7 @@ class Host:
                     else command]
         return subprocess.run(argv, input=input_text, capture_output=True, text=True,
                               timeout=timeout, stdin=None if input_text is not None
-                              else subprocess.DEVNULL)
+                              else subprocess.DEVNULL, check=False)
 
 
 class Proc:
@@ -337,7 +337,7 @@ def start_process(name, host, argv, env, stdout_log, stderr_log=None, cond=None,
     (via the reader thread); stderr to `stderr_log`, or merged into stdout when None."""
     cond = cond or threading.Condition()
     os.makedirs(os.path.dirname(stdout_log), exist_ok=True)
-    err_file = open(stderr_log, "wb") if stderr_log else None
+    err_file = open(stderr_log, "wb") if stderr_log else None  # noqa: SIM115 — closed below
     stderr = err_file if err_file else subprocess.STDOUT
     if host.remote:
         command = f"echo {REMOTE_PID_MARKER}$$ && {env_command(argv, env)}"
@@ -357,5 +357,5 @@ def start_process(name, host, argv, env, stdout_log, stderr_log=None, cond=None,
             err_file.close()
     proc = Proc(name, host, popen, stdout_log, stderr_log, cond, list(markers))
     registry.add(proc)
-    proc.start_reader(open(stdout_log, "w"))
+    proc.start_reader(open(stdout_log, "w"))  # noqa: SIM115 — the reader thread closes it
     return proc

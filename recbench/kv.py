@@ -13,4 +13,4 @@ from recbench._kv import KVEngine
 
 INDEX_TYPES = ("DRAM_PET_HASH", "DRAM_EXTENDIBLE_HASH", "SSD_EXTENDIBLE_HASH")
 
-__all__ = ["KVEngine", "INDEX_TYPES"]
+__all__ = ["INDEX_TYPES", "KVEngine"]

@@ -46,8 +46,7 @@ def _bool(text: str) -> bool:
 
 def _workload(text: str) -> str:
     t = text.strip().lower()
-    if t.startswith("workload"):
-        t = t[len("workload"):]
+    t = t.removeprefix("workload")
     if t not in ("a", "b", "c"):
         raise argparse.ArgumentTypeError(f"workload must be a, b or c (or workloada..c), got {text!r}")
     return t
@@ -239,21 +238,21 @@ def compare_indexes(record_count=1_000_000, value_size=512, batch_keys=500, thre
 
 def format_comparison(res: dict) -> str:
     p = res["params"]
-    rows = [f"batch_get_flat, batch_keys={p['batch_keys']}, value_size={p['value_size']}, "
-            f"record_count={p['record_count']}, threads={p['threads']}, uniform keys, "
-            f"{p['running_seconds']:g} s per run, median of {p['repeats']} interleaved repeats, "
-            f"row kernel {p.get('row_kernel', '?')}",
+    rows = [(f"batch_get_flat, batch_keys={p['batch_keys']}, value_size={p['value_size']}, "
+             f"record_count={p['record_count']}, threads={p['threads']}, uniform keys, "
+             f"{p['running_seconds']:g} s per run, median of {p['repeats']} interleaved repeats, "
+             f"row kernel {p.get('row_kernel', '?')}"),
             "",
-            f"| {'case':<22} | {'M keys/s':>9} | {'% of ceiling':>12} | {'M keys/CPU-s':>12} | "
-            f"{'% of ceiling (CPU)':>18} | {'batch p50 us':>12} | {'batch p99 us':>12} |",
+            (f"| {'case':<22} | {'M keys/s':>9} | {'% of ceiling':>12} | {'M keys/CPU-s':>12} | "
+             f"{'% of ceiling (CPU)':>18} | {'batch p50 us':>12} | {'batch p99 us':>12} |"),
             f"|{'-' * 24}|{'-' * 11}|{'-' * 14}|{'-' * 14}|{'-' * 20}|{'-' * 14}|{'-' * 14}|"]
     for name, m in res["median"].items():
         rows.append(f"| {name:<22} | {m['keys_per_sec'] / 1e6:>9.2f} | {m['pct_of_ceiling']:>11.1f}% | "
                     f"{m['keys_per_cpu_sec'] / 1e6:>12.2f} | {m['pct_of_ceiling_cpu']:>17.1f}% | "
                     f"{m['batch_p50_us']:>12.1f} | {m['batch_p99_us']:>12.1f} |")
     if "pet_over_eh" in res:
-        rows += ["", f"PET/EH: {res['pet_over_eh']:.2f}x keys/s, {res['pet_over_eh_cpu']:.2f}x keys per "
-                     f"CPU-second (RecStore publishes 51.96 / 19.45 = 2.67x, 16 threads, 300k records)"]
+        rows += ["", (f"PET/EH: {res['pet_over_eh']:.2f}x keys/s, {res['pet_over_eh_cpu']:.2f}x keys per "
+                      f"CPU-second (RecStore publishes 51.96 / 19.45 = 2.67x, 16 threads, 300k records)")]
     return "\n".join(rows)
 
 
@@ -272,7 +271,7 @@ def main(argv=None) -> int:
     except (ValueError, TypeError) as e:
         print(f"recbench-kv-bench: error: {e}", file=sys.stderr)
         return 2
-    except Exception as e:  # engine errors (capacity, I/O) end the run with a clear line
+    except Exception as e:  # noqa: BLE001 — engine errors (capacity, I/O) end the run with a clear line
         print(f"recbench-kv-bench: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
     for line in format_lines(config, result):

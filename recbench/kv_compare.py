@@ -223,7 +223,7 @@ def parse_kv_bench(text: str) -> dict:
                 out[phase] = kv
     res: dict = {}
     for phase, kv in out.items():
-        def num(*keys):
+        def num(*keys, kv=kv):
             for k in keys:
                 if k in kv and kv[k] not in ("", "nan"):
                     try:
@@ -280,7 +280,7 @@ def row_for(spec: RunSpec, args, rc: int, text: str) -> dict:
     else:
         rep = parse_kv_bench(text)
         load, run = rep.get("load", {}), rep.get("run", {})
-        ops = lambda v: _fmt(int(v)) if v is not None else ""  # noqa: E731
+        ops = lambda v: _fmt(int(v)) if v is not None else ""
         row.update(load_runtime_sec=_fmt(load.get("runtime_s")), load_operations=ops(load.get("operations")),
                    load_throughput_ops_sec=_fmt(load.get("throughput")),
                    run_runtime_sec=_fmt(run.get("runtime_s")), run_operations=ops(run.get("operations")),
@@ -312,7 +312,7 @@ def execute(spec: RunSpec, keep_data: bool) -> tuple[int, str]:
     t0 = time.monotonic()
     try:
         p = subprocess.run(spec.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           errors="replace")
+                           errors="replace", check=False)
         rc, text = p.returncode, p.stdout
     except OSError as e:
         rc, text = 127, f"kv_compare: cannot start {spec.cmd[0]}: {e}"
@@ -346,7 +346,7 @@ def console_table(rows: list[dict]) -> str:
                      n(r["load_throughput_ops_sec"]), n(r["run_throughput_ops_sec"]),
                      u(r["run_p50_us"]), u(r["run_p99_us"])])
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
-    fmt = lambda cells: "  ".join(c.rjust(w) if i >= 3 else c.ljust(w)  # noqa: E731
+    fmt = lambda cells: "  ".join(c.rjust(w) if i >= 3 else c.ljust(w)
                                   for i, (c, w) in enumerate(zip(cells, widths)))
     return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(b) for b in body])
 
@@ -356,7 +356,7 @@ def _build() -> None:
     if not (root / "Makefile").exists():
         raise SystemExit(f"--build: no Makefile at {root} (recbench is not a source checkout)")
     log.info("building: make -C %s build", root)
-    r = subprocess.run(["make", "-C", str(root), "build"])
+    r = subprocess.run(["make", "-C", str(root), "build"], check=False)
     if r.returncode != 0:
         raise SystemExit(f"--build: make build failed with exit code {r.returncode}")
 

@@ -21,7 +21,7 @@ HIST_PREFIX = "PS_BENCHMARK_HIST"
 class Hist:
     """count, min/max/sum in ns, and {bucket_high_ns: count}."""
 
-    __slots__ = ("count", "min_ns", "max_ns", "sum_ns", "buckets")
+    __slots__ = ("buckets", "count", "max_ns", "min_ns", "sum_ns")
 
     def __init__(self, count=0, min_ns=0, max_ns=0, sum_ns=0.0, buckets=None):
         self.count = count
@@ -36,7 +36,7 @@ class Hist:
         count, mn, mx, total, buckets = t
         return cls(count, mn, mx, total, {int(h): int(c) for h, c in buckets})
 
-    def merge(self, other: "Hist") -> "Hist":
+    def merge(self, other: Hist) -> Hist:
         if other.count:
             self.min_ns = other.min_ns if not self.count else min(self.min_ns, other.min_ns)
             self.max_ns = max(self.max_ns, other.max_ns)

@@ -67,7 +67,7 @@ def recbench_build():
         info["package_version"] = recbench.__version__
         info["package_path"] = os.path.dirname(os.path.abspath(recbench.__file__))
         return info
-    except Exception as exc:  # any import/build problem is reported, not raised
+    except Exception as exc:  # noqa: BLE001 — any import/build problem is reported, not raised
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 

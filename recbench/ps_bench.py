@@ -171,7 +171,7 @@ def _run_phase(fn, kw: dict) -> dict:
     def target():
         try:
             box["res"] = fn(**kw)
-        except BaseException as e:  # handed to the main thread
+        except BaseException as e:  # noqa: BLE001 — handed to the main thread
             box["exc"] = e
 
     t = threading.Thread(target=target, name="ps_bench-phase")

@@ -327,10 +327,14 @@ def finalize_args(args):
                          f"{args.rdma_rc_server_coroutines_per_thread}: recbench's RC server runs "
                          "one scanner per poll thread (only 1 is possible; use "
                          "--server-rdma-threads for more pollers)")
-    for flag, why in (("rdma_direct_async_fetch", "recbench's ps_bench always goes through the "
-                       "all-shards client; there is no raw async GET mode"),
-                      ("rdma_adapter_skip_prefetch_result_copy", "recbench has no PS adapter "
-                       "layer; use --rdma-rc-skip-client-copy for the response-copy diagnostic")):
+    unsupported = {
+        "rdma_direct_async_fetch": ("recbench's ps_bench always goes through the all-shards client; "
+                                    "there is no raw async GET mode"),
+        "rdma_adapter_skip_prefetch_result_copy": (
+            "recbench has no PS adapter layer; use --rdma-rc-skip-client-copy for the "
+            "response-copy diagnostic"),
+    }
+    for flag, why in unsupported.items():
         if getattr(args, flag):
             raise ValueError(f"--{flag.replace('_', '-')} is not available in recbench: {why}")
     refuse_unsupported_storage(args)
@@ -398,8 +402,8 @@ def finalize_args(args):
 # RecStore storage flags whose only effect is on a value-store block that recbench's PS does not
 # have: refused when set to anything but RecStore's default, so that nothing is silently ignored.
 STORAGE_DEFAULTS = {
-    "value_store_type": ("DRAM_VALUE_STORE", "recbench's PS keeps rows in its DRAM slab value "
-                         "store; there is no tiered (DRAM+SSD) store"),
+    "value_store_type": ("DRAM_VALUE_STORE", ("recbench's PS keeps rows in its DRAM slab value "
+                                              "store; there is no tiered (DRAM+SSD) store")),
     "dram_allocator": ("PERSIST_LOOP_SLAB", "recbench's value store has one slab allocator"),
     "tiered_dram_capacity_bytes": (0, "only a tiered value store has a DRAM tier to size"),
     "ssd_capacity_bytes": (0, "only a tiered value store has an SSD tier"),

@@ -57,7 +57,7 @@ def git_state(root=REPO_ROOT):
                                 text=True, check=True, timeout=10).stdout.strip()
         dirty = bool(subprocess.run(["git", "-C", str(root), "status", "--porcelain",
                                      "--untracked-files=no"], capture_output=True, text=True,
-                                    timeout=10).stdout.strip())
+                                    timeout=10, check=False).stdout.strip())
         return {"commit": commit, "dirty": dirty}
     except (OSError, subprocess.SubprocessError):
         return {"commit": "unknown", "dirty": False}
@@ -191,24 +191,24 @@ class Session:
             target = f"{host.ssh_host}:{self.remote_repo}/"
         mk = staging if a.remote_container else self.remote_repo
         res = subprocess.run(self.ssh.base_args(host.ssh_host) + ["mkdir", "-p", mk],
-                             capture_output=True, text=True, timeout=60)
+                             capture_output=True, text=True, timeout=60, check=False)
         if res.returncode != 0:
             return f"{host.label()}: mkdir -p {mk} failed: {res.stderr.strip()}"
         rsh = shell_join(self.ssh.base_args(host.ssh_host)[:-1])
         cmd = ["rsync", "-a", "--delete", "-e", rsh] + [f"--exclude={e}" for e in excludes] + [
             f"{REPO_ROOT}/", target]
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
         if res.returncode != 0:
             return f"{host.label()}: rsync failed: {res.stderr.strip()[-300:]}"
         if a.remote_container:
             res = subprocess.run(self.ssh.base_args(host.ssh_host) + [
                 "docker", "exec", a.remote_container, "mkdir", "-p", self.remote_repo],
-                capture_output=True, text=True, timeout=120)
+                capture_output=True, text=True, timeout=120, check=False)
             if res.returncode != 0:
                 return f"{host.label()}: docker exec mkdir failed: {res.stderr.strip()}"
             res = subprocess.run(self.ssh.base_args(host.ssh_host) + [
                 "docker", "cp", f"{staging}/.", f"{a.remote_container}:{self.remote_repo}"],
-                capture_output=True, text=True, timeout=600)
+                capture_output=True, text=True, timeout=600, check=False)
             if res.returncode != 0:
                 return f"{host.label()}: docker cp failed: {res.stderr.strip()}"
         res = host.run(a.remote_build_command, timeout=1800)
@@ -220,7 +220,7 @@ class Session:
     def preflight_hosts(self, topologies):
         a = self.args
         ports_by_host = {}
-        for transport, topo in topologies.items():
+        for topo in topologies.values():
             for s in topo.servers:
                 ports_by_host.setdefault(self.host(s.ssh_host).label(), set()).add((s.host, s.port))
             for c in topo.clients:
@@ -274,11 +274,11 @@ class Session:
         build_dir = self.args.build_dir if label == "local" else self.args.remote_build_dir
         if build_type != "Release":
             if "release" in build_dir.lower():
-                return [f"{label}: build dir {build_dir!r} demands a Release build, found "
-                        f"{build_type} (run make build)"]
+                return [(f"{label}: build dir {build_dir!r} demands a Release build, found "
+                         f"{build_type} (run make build)")]
             if not self.args.allow_debug_build:
-                return [f"{label}: recbench is a {build_type} build; numbers need Release "
-                        "(run make build, or pass --allow-debug-build to run and label the rows)"]
+                return [(f"{label}: recbench is a {build_type} build; numbers need Release "
+                         "(run make build, or pass --allow-debug-build to run and label the rows)")]
         return []
 
     def program_flags(self, host, launcher):
@@ -297,7 +297,7 @@ class Session:
             else:
                 res = subprocess.run(launcher + ["--help"], capture_output=True, text=True,
                                      timeout=60, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-                                     cwd=str(REPO_ROOT), stdin=subprocess.DEVNULL)
+                                     cwd=str(REPO_ROOT), stdin=subprocess.DEVNULL, check=False)
             if res.returncode == 0:
                 flags = {tok[2:].split("=")[0].split("[")[0].rstrip(",")
                          for tok in res.stdout.split() if tok.startswith("--")}

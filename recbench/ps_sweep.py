@@ -85,7 +85,8 @@ def run_sweep(param: str, values: list[str], out_dir: Path, runner_args: list[st
         log.info("[%d/%d] %s=%s: %s", i + 1, len(values), flag[2:], v, " ".join(cmd))
         t0 = time.monotonic()
         with open(out_dir / f"{flag[2:]}_{v}.runner.log", "w") as lf:
-            rc = subprocess.run(cmd, stdout=lf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL).returncode
+            rc = subprocess.run(cmd, stdout=lf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                check=False).returncode
         summary = point / "summary.csv"
         log.info("[%d/%d] runner exit %d after %.1fs", i + 1, len(values), rc, time.monotonic() - t0)
         if summary.exists():

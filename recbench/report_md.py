@@ -82,12 +82,12 @@ def render(commit, hostname, args, rows, totals, cases, facts, output_dir, not_f
         f"- distribution: {a.distribution}"
         + (f"（zipfian alpha {a.zipfian_alpha}）" if a.distribution == "zipfian" else ""),
         f"- mode: {a.mode}；read ratio: {a.read_ratio}%",
-        f"- index type: {a.index_type}；value store: {a.value_store_type}；allocator: "
-        f"{a.dram_allocator}",
+        (f"- index type: {a.index_type}；value store: {a.value_store_type}；allocator: "
+         f"{a.dram_allocator}"),
         f"- prefetch depth: {a.prefetch_depth}（0 = 客户端默认）",
         f"- skip load: {a.skip_load}；verify deterministic values: {a.verify_deterministic_values}",
-        "- 所有客户端进程在加载完成后通过 stdin `go` 屏障同时开始 run 阶段，因此各客户端吞吐量之和"
-        "是同一时间窗口内的总吞吐量。",
+        ("- 所有客户端进程在加载完成后通过 stdin `go` 屏障同时开始 run 阶段，因此各客户端吞吐量之和"
+         "是同一时间窗口内的总吞吐量。"),
         "- payload GB/s 只统计 value 字节（不含 key 与报文头）。",
     ]
     out.append("")
@@ -96,24 +96,24 @@ def render(commit, hostname, args, rows, totals, cases, facts, output_dir, not_f
     out.append("")
     load_threads = a.client_load_threads_per_process or a.client_threads_per_process
     out += [
-        f"- 客户端进程数: {len(cases[0]['topology']['clients']) if cases else '?'}；"
-        f"每进程线程数: {a.client_threads_per_process}；每进程加载线程数: {load_threads}",
-        f"- 服务端 worker 线程 (gRPC/bRPC): {a.server_worker_threads}；"
-        f"服务端 RDMA/shm poll 线程: {a.server_rdma_threads}",
+        (f"- 客户端进程数: {len(cases[0]['topology']['clients']) if cases else '?'}；"
+         f"每进程线程数: {a.client_threads_per_process}；每进程加载线程数: {load_threads}"),
+        (f"- 服务端 worker 线程 (gRPC/bRPC): {a.server_worker_threads}；"
+         f"服务端 RDMA/shm poll 线程: {a.server_rdma_threads}"),
     ]
     if any(t in ("RDMA", "SHM") for t in a.transport_list):
         out += [
-            f"- QP pool (每客户端每 shard): {_opt(a.rdma_rc_qps_per_client_per_shard)}；"
-            f"slots per QP: {_opt(a.rdma_rc_slots_per_qp)}",
-            f"- GET response mode: {a.rdma_get_response_mode} → "
-            f"{resolve_rdma_get_response_mode(a.rdma_get_response_mode, a.index_type)}",
-            f"- profile interval ms: {_opt(a.rdma_rc_profile_interval_ms)}；"
-            f"server get workers: {_opt(a.rdma_rc_server_get_workers)}；"
-            f"coroutines per thread: {_opt(a.rdma_rc_server_coroutines_per_thread)}",
-            f"- NUMA: server {_opt(a.rdma_rc_server_numa_id)} / client "
-            f"{_opt(a.rdma_rc_client_numa_id)}；绑核: server offset "
-            f"{_opt(a.rdma_server_bind_core_offset)}，client offset "
-            f"{_opt(a.rdma_client_bind_core_offset)}，stride {_opt(a.rdma_client_bind_core_stride)}",
+            (f"- QP pool (每客户端每 shard): {_opt(a.rdma_rc_qps_per_client_per_shard)}；"
+             f"slots per QP: {_opt(a.rdma_rc_slots_per_qp)}"),
+            (f"- GET response mode: {a.rdma_get_response_mode} → "
+             f"{resolve_rdma_get_response_mode(a.rdma_get_response_mode, a.index_type)}"),
+            (f"- profile interval ms: {_opt(a.rdma_rc_profile_interval_ms)}；"
+             f"server get workers: {_opt(a.rdma_rc_server_get_workers)}；"
+             f"coroutines per thread: {_opt(a.rdma_rc_server_coroutines_per_thread)}"),
+            (f"- NUMA: server {_opt(a.rdma_rc_server_numa_id)} / client "
+             f"{_opt(a.rdma_rc_client_numa_id)}；绑核: server offset "
+             f"{_opt(a.rdma_server_bind_core_offset)}，client offset "
+             f"{_opt(a.rdma_client_bind_core_offset)}，stride {_opt(a.rdma_client_bind_core_stride)}"),
         ]
         if "SHM" in a.transport_list:
             out.append("- shm 行是同机共享内存 fabric 上的 RC slot 协议结果，不是网卡结果。")

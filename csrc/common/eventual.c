@@ -21,8 +21,14 @@ static long futex(uint32_t *addr, int op, uint32_t val, const struct timespec *t
 }
 
 int rs_wait_mode_parse(const char *s, rs_wait_mode *out) {
-    if (strcmp(s, "block") == 0) { *out = RS_WAIT_BLOCK; return RS_OK; }
-    if (strcmp(s, "spin") == 0) { *out = RS_WAIT_SPIN; return RS_OK; }
+    if (strcmp(s, "block") == 0) {
+        *out = RS_WAIT_BLOCK;
+        return RS_OK;
+    }
+    if (strcmp(s, "spin") == 0) {
+        *out = RS_WAIT_SPIN;
+        return RS_OK;
+    }
     return RS_EINVAL;
 }
 
@@ -49,7 +55,6 @@ int rs_eventual_test(rs_eventual *e, int64_t *value) {
     return 0;
 }
 
-
 int rs_eventual_wait(rs_eventual *e, rs_wait_mode mode, uint64_t timeout_ns, int64_t *value) {
     uint64_t deadline = timeout_ns == UINT64_MAX ? UINT64_MAX : rs_now_ns() + timeout_ns;
     if (mode == RS_WAIT_SPIN) {
@@ -63,8 +68,8 @@ int rs_eventual_wait(rs_eventual *e, rs_wait_mode mode, uint64_t timeout_ns, int
     for (;;) {
         uint32_t s = __atomic_load_n(&e->state, __ATOMIC_ACQUIRE);
         if (s == 1) break;
-        if (s == 0 && !__atomic_compare_exchange_n(&e->state, &s, 2, 0, __ATOMIC_ACQ_REL,
-                                                   __ATOMIC_ACQUIRE))
+        if (s == 0 &&
+            !__atomic_compare_exchange_n(&e->state, &s, 2, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
             continue; /* raced with set() or another state change: re-read */
         struct timespec ts, *tsp = NULL;
         if (deadline != UINT64_MAX) {
@@ -75,8 +80,8 @@ int rs_eventual_wait(rs_eventual *e, rs_wait_mode mode, uint64_t timeout_ns, int
             ts.tv_nsec = (long)(left % 1000000000ull);
             tsp = &ts;
         }
-        if (futex(&e->state, FUTEX_WAIT_PRIVATE, 2, tsp) != 0 && errno != EAGAIN && errno != EINTR &&
-            errno != ETIMEDOUT)
+        if (futex(&e->state, FUTEX_WAIT_PRIVATE, 2, tsp) != 0 && errno != EAGAIN &&
+            errno != EINTR && errno != ETIMEDOUT)
             return RS_EIO;
     }
     if (value) *value = e->value;

@@ -222,8 +222,8 @@ int rs_eventual_bench_run(const rs_eventual_bench_cfg *cfg, rs_eventual_bench_re
     ws = calloc(n, sizeof *ws);
     tids = calloc(n, sizeof *tids);
     if (!s.heap || !ws || !tids) {
-        rc = rs_error_set(err, RS_ENOMEM, "eventual bench: cannot allocate state for %u waiters",
-                          n);
+        rc =
+            rs_error_set(err, RS_ENOMEM, "eventual bench: cannot allocate state for %u waiters", n);
         goto fail_alloc;
     }
     int e = pthread_create(&setter_tid, NULL, setter_main, &s);

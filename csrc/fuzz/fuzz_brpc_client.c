@@ -20,7 +20,7 @@
 
 #include "fuzz/fuzz_input.h"
 
-#define FUZZ_VS 16
+#define FUZZ_VS      16
 #define FUZZ_MAX_REQ 4
 
 static brpc_cconn *conn_over(int fd, uint32_t depth) {
@@ -56,8 +56,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint32_t submitted = 0;
     for (uint32_t i = 0; i < nreq; i++) {
         uint8_t d = fuzz_u8(&in);
-        rs_ps_request req = {.op = (rs_ps_op)(d % 4 + 1), .value_size = FUZZ_VS,
-                             .num_keys = (d >> 2) % 9, .keys = (const uint8_t *)keys};
+        rs_ps_request req = {.op = (rs_ps_op)(d % 4 + 1),
+                             .value_size = FUZZ_VS,
+                             .num_keys = (d >> 2) % 9,
+                             .keys = (const uint8_t *)keys};
         if (req.op == RS_PS_PUT || req.op == RS_PS_UPDATE) {
             req.rows = (const uint8_t *)rows;
             req.rows_len = (size_t)req.num_keys * FUZZ_VS;

@@ -27,10 +27,11 @@ static void fuzz_setup(void) {
     static int ready;
     if (ready) return;
     rs_error err = {0};
-    rs_ps_shard_config sc = {.shard_id = 0, .num_shards = 2,
-                             .kv = {.index_type = RS_KV_INDEX_PET_HASH, .value_size = FUZZ_VS,
-                                    .capacity = 4096},
-                             .max_keys_per_request = 64};
+    rs_ps_shard_config sc = {
+        .shard_id = 0,
+        .num_shards = 2,
+        .kv = {.index_type = RS_KV_INDEX_PET_HASH, .value_size = FUZZ_VS, .capacity = 4096},
+        .max_keys_per_request = 64};
     if (rs_ps_shard_open(&sc, &fsrv.shard, &err)) {
         fprintf(stderr, "fuzz setup: %s\n", err.msg);
         abort();
@@ -59,14 +60,14 @@ static void check_output(brpc_sconn *c) {
         FUZZ_CHECK(rs_brpc_header_parse(h, RS_BRPC_DEFAULT_MAX_BODY, &hdr, &err) == 0);
         FUZZ_CHECK(hdr.meta_size <= hlen - RS_BRPC_HEADER_BYTES);
         Brpc__Policy__RpcMeta *meta = NULL;
-        FUZZ_CHECK(rs_brpc_meta_unpack(&arena, h + RS_BRPC_HEADER_BYTES, hdr.meta_size, &meta,
-                                       &err) == 0);
+        FUZZ_CHECK(
+            rs_brpc_meta_unpack(&arena, h + RS_BRPC_HEADER_BYTES, hdr.meta_size, &meta, &err) == 0);
         size_t att = meta->has_attachment_size ? (size_t)meta->attachment_size : 0;
         size_t msg_len = hlen - RS_BRPC_HEADER_BYTES - hdr.meta_size;
         FUZZ_CHECK(hdr.body_size == hdr.meta_size + msg_len + att);
         FUZZ_CHECK(!meta->request);
-        int rpc_error = meta->response && meta->response->has_error_code &&
-                        meta->response->error_code;
+        int rpc_error =
+            meta->response && meta->response->has_error_code && meta->response->error_code;
         rs_brpc_meta_free(&arena, meta);
         i++;
         const uint8_t *rows = NULL;
@@ -97,8 +98,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* the buffer sizing for the next read (what recv would be given): bounded by max_body */
     if (!closed) {
         int rc = in_make_room(c);
-        if (!rc) FUZZ_CHECK(c->in_cap > c->in_len && c->in_cap <= RS_BRPC_IN_INITIAL * 2 +
-                            RS_BRPC_HEADER_BYTES + fsrv.max_body * 2);
+        if (!rc)
+            FUZZ_CHECK(c->in_cap > c->in_len && c->in_cap <= RS_BRPC_IN_INITIAL * 2 +
+                                                                 RS_BRPC_HEADER_BYTES +
+                                                                 fsrv.max_body * 2);
     }
     free(c->in);
     free(c->out);

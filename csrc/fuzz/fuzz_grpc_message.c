@@ -34,10 +34,11 @@ static void fuzz_setup(void) {
     if (ready) return;
     grpc_init();
     rs_error err = {0};
-    rs_ps_shard_config sc = {.shard_id = 0, .num_shards = 2,
-                             .kv = {.index_type = RS_KV_INDEX_PET_HASH, .value_size = FUZZ_VS,
-                                    .capacity = 4096},
-                             .max_keys_per_request = 64};
+    rs_ps_shard_config sc = {
+        .shard_id = 0,
+        .num_shards = 2,
+        .kv = {.index_type = RS_KV_INDEX_PET_HASH, .value_size = FUZZ_VS, .capacity = 4096},
+        .max_keys_per_request = 64};
     if (rs_ps_shard_open(&sc, &fsrv.shard, &err)) {
         fprintf(stderr, "fuzz setup: %s\n", err.msg);
         abort();
@@ -79,8 +80,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     rs_error err = {0};
     size_t rows_cap = 0;
     if (rs_grpc_message_span(req, &fw.scratch, &span, &err) == 0 &&
-        rs_ps_request_decode(op, span.data ? span.data : (const uint8_t *)"", span.len, NULL, 0,
-                             &r, &err) == 0 && op == RS_PS_GET)
+        rs_ps_request_decode(op, span.data ? span.data : (const uint8_t *)"", span.len, NULL, 0, &r,
+                             &err) == 0 &&
+        op == RS_PS_GET)
         rows_cap = (size_t)r.num_keys * FUZZ_VS;
     grpc_byte_buffer *reply = ps_reply(&fw, op, req);
     grpc_byte_buffer_destroy(req);

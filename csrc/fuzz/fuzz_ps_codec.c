@@ -103,7 +103,8 @@ static void fuzz_response(const uint8_t *msg, size_t len, const uint8_t *att, si
         return;
     }
     FUZZ_CHECK(in_range(resp->rows, resp->rows_len, att_len ? att : msg, att_len ? att_len : len));
-    FUZZ_CHECK(memchr(resp->error, 0, sizeof resp->error) && memchr(resp->reply, 0, sizeof resp->reply));
+    FUZZ_CHECK(memchr(resp->error, 0, sizeof resp->error) &&
+               memchr(resp->reply, 0, sizeof resp->reply));
     fuzz_touch(resp->rows, resp->rows_len);
     response_round_trip(resp, att_len != 0);
     free(resp);

@@ -119,9 +119,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint8_t kind = fuzz_u8(&in) % 3;
     uint8_t *body = fuzz_dup(in.p, in.left);
     const uint8_t *b = body ? body : (const uint8_t *)"";
-    if (kind == 0) fuzz_attach_req(b, in.left);
-    else if (kind == 1) fuzz_attach_rep(b, in.left);
-    else fuzz_stream(b, in.left);
+    if (kind == 0)
+        fuzz_attach_req(b, in.left);
+    else if (kind == 1)
+        fuzz_attach_rep(b, in.left);
+    else
+        fuzz_stream(b, in.left);
     free(body);
     return 0;
 }

@@ -31,8 +31,8 @@
 
 #include "fuzz/fuzz_input.h"
 
-#define FUZZ_VS 16
-#define FUZZ_REQ_BYTES 4096u
+#define FUZZ_VS         16
+#define FUZZ_REQ_BYTES  4096u
 #define FUZZ_RESP_BYTES 4096u
 
 static rs_rc_server fs;
@@ -50,15 +50,20 @@ static void fuzz_setup(void) {
     static int ready;
     if (ready) return;
     rs_error err = {0};
-    rs_ps_shard_config sc = {.shard_id = 0, .num_shards = 1,
-                             .kv = {.index_type = RS_KV_INDEX_PET_HASH, .value_size = FUZZ_VS,
-                                    .capacity = 4096},
-                             .max_keys_per_request = 64};
+    rs_ps_shard_config sc = {
+        .shard_id = 0,
+        .num_shards = 1,
+        .kv = {.index_type = RS_KV_INDEX_PET_HASH, .value_size = FUZZ_VS, .capacity = 4096},
+        .max_keys_per_request = 64};
     if (rs_ps_shard_open(&sc, &fshard, &err)) goto fail;
     rs_rc_options_default(&fs.o);
     fs.fab = &rs_rc_fabric_shm;
-    fs.h = (rs_rc_handler){.ctx = fshard, .shard_id = 0, .value_size = FUZZ_VS, .max_keys = 64,
-                           .index_type = RS_KV_INDEX_PET_HASH, .kv = rs_ps_shard_kv(fshard),
+    fs.h = (rs_rc_handler){.ctx = fshard,
+                           .shard_id = 0,
+                           .value_size = FUZZ_VS,
+                           .max_keys = 64,
+                           .index_type = RS_KV_INDEX_PET_HASH,
+                           .kv = rs_ps_shard_kv(fshard),
                            .handle = fuzz_handle};
     fs.nthreads = 1;
     if (fs.fab->open(NULL, &fs.f, &err)) goto fail;
@@ -79,7 +84,7 @@ static void fuzz_setup(void) {
         fs.fab->ep_connect(fl.ep, &cmeta, &err))
         goto fail;
     fl.peer = cmeta;
-    fs.fab->ep_destroy(cep); /* the client side only needs its region */
+    fs.fab->ep_destroy(cep);    /* the client side only needs its region */
     shm_unlink(smeta.shm_name); /* no client maps the lane here: drop its name now */
     ready = 1;
     return;
@@ -135,8 +140,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_CHECK(r->status == w.status);
     FUZZ_CHECK(r->status == RS_PS_OK || r->error[0]);
     if (getenv("FUZZ_VERBOSE")) /* for checking what seeds reach */
-        fprintf(stderr, "status %d rows %zu found %u error '%s' reply '%.40s'\n", r->status, rows_len,
-                r->num_found, r->error, r->reply);
+        fprintf(stderr, "status %d rows %zu found %u error '%s' reply '%.40s'\n", r->status,
+                rows_len, r->num_found, r->error, r->reply);
     free(r);
     return 0;
 }

@@ -3,9 +3,9 @@
  *
  * Phase shape: the controlling thread starts N pthreads, all check in at a start line, the clock
  * starts when the controller opens it; a timed run sleeps running_seconds and raises `stop`, a
- * counted run gives each thread its share of operation_count. Each thread keeps its own rng, counters and
- * read/update histograms (rs_hist) in its own heap block; they are merged after join. Process
- * CPU time (getrusage) is taken around the phase.
+ * counted run gives each thread its share of operation_count. Each thread keeps its own rng,
+ * counters and read/update histograms (rs_hist) in its own heap block; they are merged after join.
+ * Process CPU time (getrusage) is taken around the phase.
  *
  * The ceiling read mode runs the identical loop (same key generation, same batch size, same
  * output buffer) but gathers rows from a flat array with a software prefetch CEIL_D rows ahead,
@@ -48,8 +48,8 @@ typedef struct bench_thread {
     rs_kv_bench *b;
     uint32_t id;
     int load;
-    uint64_t lo, hi;  /* load: key range */
-    uint64_t quota;   /* run: ops to do when counted */
+    uint64_t lo, hi; /* load: key range */
+    uint64_t quota;  /* run: ops to do when counted */
     int rc;
     rs_error err;
     rs_kv_bench_phase r; /* this thread's counters and histograms */

@@ -210,9 +210,8 @@ int rs_kv_cceh_open(const char *dirpath, uint64_t capacity, void **out, rs_error
         if (stored_max > c->max_seg || c->hdr->nseg > c->max_seg) {
             c->max_seg = stored_max > c->hdr->nseg ? stored_max : c->hdr->nseg;
             rs_kv_region_close(&c->region);
-            rc = rs_kv_region_open_file(&c->region, path,
-                                        (size_t)CCEH_SEG_BYTES * (c->max_seg + 1), CCEH_SEG_BYTES,
-                                        &existed, err);
+            rc = rs_kv_region_open_file(&c->region, path, (size_t)CCEH_SEG_BYTES * (c->max_seg + 1),
+                                        CCEH_SEG_BYTES, &existed, err);
             if (rc) goto fail_lock;
             c->hdr = (cceh_header *)c->region.base;
         }
@@ -426,8 +425,8 @@ static uint64_t cceh_count(void *ix) {
  */
 #define CCEH_SEG 256
 
-static void cceh_lookup_segment(cceh *c, const uint64_t *kk, size_t cnt, uint64_t *h,
-                                cceh_seg **sg, rs_kv_hit *q) {
+static void cceh_lookup_segment(cceh *c, const uint64_t *kk, size_t cnt, uint64_t *h, cceh_seg **sg,
+                                rs_kv_hit *q) {
     cceh_dir *d = __atomic_load_n(&c->dir, __ATOMIC_ACQUIRE);
     for (size_t k = 0; k < cnt; k++) {
         h[k] = rs_kv_hash(kk[k]);

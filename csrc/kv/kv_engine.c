@@ -48,12 +48,9 @@ int rs_kv_index_type_parse(const char *name, rs_kv_index_type *out, rs_error *er
 
 const char *rs_kv_index_type_name(rs_kv_index_type t) {
     switch (t) {
-    case RS_KV_INDEX_PET_HASH:
-        return "DRAM_PET_HASH";
-    case RS_KV_INDEX_EXTENDIBLE_HASH:
-        return "DRAM_EXTENDIBLE_HASH";
-    case RS_KV_INDEX_CCEH:
-        return "SSD_EXTENDIBLE_HASH";
+    case RS_KV_INDEX_PET_HASH: return "DRAM_PET_HASH";
+    case RS_KV_INDEX_EXTENDIBLE_HASH: return "DRAM_EXTENDIBLE_HASH";
+    case RS_KV_INDEX_CCEH: return "SSD_EXTENDIBLE_HASH";
     }
     return "UNKNOWN";
 }
@@ -62,8 +59,8 @@ static int make_one_dir(const char *path, const char *shown, rs_error *err) {
     if (mkdir(path, 0755) == 0 || errno == EEXIST) {
         struct stat st;
         if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return 0;
-        return rs_error_set(err, RS_EINVAL, "path '%s': '%s' exists and is not a directory",
-                            shown, path);
+        return rs_error_set(err, RS_EINVAL, "path '%s': '%s' exists and is not a directory", shown,
+                            path);
     }
     return rs_error_errno(err, RS_EIO, errno, "path: cannot create directory '%s'", path);
 }
@@ -90,8 +87,7 @@ int rs_kv_open(const rs_kv_config *cfg, rs_kv **out, rs_error *err) {
     int rc;
     char file[4096];
     if (!cfg || !out) return rs_error_set(err, RS_EINVAL, "cfg and out must not be NULL");
-    if (cfg->capacity == 0)
-        return rs_error_set(err, RS_EINVAL, "capacity must be > 0 (got 0)");
+    if (cfg->capacity == 0) return rs_error_set(err, RS_EINVAL, "capacity must be > 0 (got 0)");
     if (cfg->capacity >= RS_KV_HANDLE_MAX / 2)
         return rs_error_set(err, RS_EINVAL, "capacity %llu is too large (max %llu)",
                             (unsigned long long)cfg->capacity,
@@ -106,12 +102,8 @@ int rs_kv_open(const rs_kv_config *cfg, rs_kv **out, rs_error *err) {
     kv->capacity = cfg->capacity;
     const char *vpath = NULL;
     switch (cfg->index_type) {
-    case RS_KV_INDEX_PET_HASH:
-        kv->ops = &rs_kv_pet_ops;
-        break;
-    case RS_KV_INDEX_EXTENDIBLE_HASH:
-        kv->ops = &rs_kv_eh_ops;
-        break;
+    case RS_KV_INDEX_PET_HASH: kv->ops = &rs_kv_pet_ops; break;
+    case RS_KV_INDEX_EXTENDIBLE_HASH: kv->ops = &rs_kv_eh_ops; break;
     case RS_KV_INDEX_CCEH:
         kv->ops = &rs_kv_cceh_ops;
         if (!cfg->path || !cfg->path[0]) {
@@ -133,15 +125,9 @@ int rs_kv_open(const rs_kv_config *cfg, rs_kv **out, rs_error *err) {
     rc = rs_kv_vs_open(&kv->vs, cfg->value_size, cfg->capacity, vpath, err);
     if (rc) goto fail_free;
     switch (cfg->index_type) {
-    case RS_KV_INDEX_PET_HASH:
-        rc = rs_kv_pet_open(cfg->capacity, &kv->ix, err);
-        break;
-    case RS_KV_INDEX_EXTENDIBLE_HASH:
-        rc = rs_kv_eh_open(cfg->capacity, &kv->ix, err);
-        break;
-    default:
-        rc = rs_kv_cceh_open(cfg->path, cfg->capacity, &kv->ix, err);
-        break;
+    case RS_KV_INDEX_PET_HASH: rc = rs_kv_pet_open(cfg->capacity, &kv->ix, err); break;
+    case RS_KV_INDEX_EXTENDIBLE_HASH: rc = rs_kv_eh_open(cfg->capacity, &kv->ix, err); break;
+    default: rc = rs_kv_cceh_open(cfg->path, cfg->capacity, &kv->ix, err); break;
     }
     if (rc) goto fail_vs;
     kv->count = kv->ops->count(kv->ix);
@@ -319,7 +305,8 @@ static int read_var(rs_kv *kv, uint64_t key, void *buf, size_t cap, size_t *len)
         const rs_kv_vblock *b = rs_kv_vs_block(&kv->vs, w1);
         size_t l = __atomic_load_n(&b->len, __ATOMIC_RELAXED);
         size_t ncopy = l <= cap ? l : 0;
-        if (l <= RS_KV_MAX_VALUE && ncopy) memcpy(buf, (const uint8_t *)b + RS_KV_VBLOCK_HDR, ncopy);
+        if (l <= RS_KV_MAX_VALUE && ncopy)
+            memcpy(buf, (const uint8_t *)b + RS_KV_VBLOCK_HDR, ncopy);
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         if (__atomic_load_n(s.word, __ATOMIC_RELAXED) != w1 ||
             __atomic_load_n(s.keyp, __ATOMIC_RELAXED) != key || !kv->ops->validate(kv->ix, &s))
@@ -366,7 +353,8 @@ int rs_kv_batch_put(rs_kv *kv, const uint64_t *keys, size_t n, const void *rows,
     if (!kv) return rs_error_set(err, RS_EINVAL, "kv is NULL");
     if (!kv->value_size)
         return rs_error_set(err, RS_EINVAL, "batch_put needs fixed-size rows (value_size > 0)");
-    if (n && (!keys || !rows)) return rs_error_set(err, RS_EINVAL, "keys and rows must not be NULL");
+    if (n && (!keys || !rows))
+        return rs_error_set(err, RS_EINVAL, "keys and rows must not be NULL");
     const uint8_t *r = rows;
     for (size_t i = 0; i < n; i++) {
         int rc = write_one(kv, keys[i], r + i * kv->value_size, kv->value_size, NULL, err);
@@ -388,7 +376,8 @@ int rs_kv_batch_get_flat(rs_kv *kv, const uint64_t *keys, size_t n, void *out_ro
     size_t hits = 0;
     uint8_t *out = out_rows;
     for (size_t i = 0; i < n; i++) {
-        int hit = rs_kv_read_fixed_slow(kv->ops, kv->ix, &kv->vs, keys[i], out + i * kv->value_size);
+        int hit =
+            rs_kv_read_fixed_slow(kv->ops, kv->ix, &kv->vs, keys[i], out + i * kv->value_size);
         if (out_found) out_found[i] = (uint8_t)hit;
         hits += (size_t)hit;
     }

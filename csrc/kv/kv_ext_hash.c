@@ -25,10 +25,10 @@
 
 #include "kv_internal.h"
 
-#define EH_SLOTS       14
-#define EH_FULL        ((1u << EH_SLOTS) - 1)
-#define EH_INIT_DEPTH  4
-#define EH_MAX_DEPTH   40
+#define EH_SLOTS        14
+#define EH_FULL         ((1u << EH_SLOTS) - 1)
+#define EH_INIT_DEPTH   4
+#define EH_MAX_DEPTH    40
 #define EH_SLAB_BUCKETS 8192 /* 2 MiB: one transparent huge page */
 
 typedef struct eh_bucket {
@@ -392,8 +392,8 @@ static void eh_batch_get_flat(void *ix, const rs_kv_vs *vs, const uint64_t *keys
     for (size_t base = 0; base < n; base += EH_SEG) {
         size_t cnt = n - base < EH_SEG ? n - base : EH_SEG;
         eh_lookup_segment(d, keys + base, cnt, h, b, q);
-        hits += rs_kv_rows(&rs_kv_eh_ops, ix, vs, keys + base, cnt, q,
-                           out + base * vs->value_size, found ? found + base : NULL);
+        hits += rs_kv_rows(&rs_kv_eh_ops, ix, vs, keys + base, cnt, q, out + base * vs->value_size,
+                           found ? found + base : NULL);
     }
     if (n_found) *n_found = hits;
 }

@@ -36,8 +36,8 @@
 
 #define RS_KV_SEQ_BITS   24
 #define RS_KV_SEQ_MASK   ((1ull << RS_KV_SEQ_BITS) - 1)
-#define RS_KV_HANDLE_MAX ((1ull << 40) - 2)       /* handles are < this */
-#define RS_KV_WORD_EMPTY UINT64_MAX               /* CCEH empty slot; never a stored word */
+#define RS_KV_HANDLE_MAX ((1ull << 40) - 2) /* handles are < this */
+#define RS_KV_WORD_EMPTY UINT64_MAX         /* CCEH empty slot; never a stored word */
 
 static inline uint64_t rs_kv_word(uint64_t handle, uint64_t seq) {
     return (handle << RS_KV_SEQ_BITS) | (seq & RS_KV_SEQ_MASK);
@@ -99,8 +99,8 @@ typedef struct rs_kv_vs_meta {
     uint32_t value_size;
     uint32_t stride;
     uint64_t capacity;
-    uint64_t bump;                     /* fixed: rows ever handed out; variable: 16-byte units used */
-    uint64_t free_head[RS_KV_NCLASS];  /* handle + 1 of the first free row/block; 0 = none */
+    uint64_t bump; /* fixed: rows ever handed out; variable: 16-byte units used */
+    uint64_t free_head[RS_KV_NCLASS]; /* handle + 1 of the first free row/block; 0 = none */
 } rs_kv_vs_meta;
 
 #define RS_KV_VS_DATA_OFFSET 4096
@@ -152,9 +152,9 @@ size_t rs_kv_vs_block_room(const rs_kv_vs *vs, uint64_t word);
 
 /* Where a key's entry is, as seen by one lookup. */
 typedef struct rs_kv_slot {
-    uint64_t *word;        /* the entry's value word */
-    const uint64_t *keyp;  /* the entry's key */
-    void *guard;           /* bucket/segment whose version `ver` was observed (EH, CCEH) */
+    uint64_t *word;       /* the entry's value word */
+    const uint64_t *keyp; /* the entry's key */
+    void *guard;          /* bucket/segment whose version `ver` was observed (EH, CCEH) */
     uint32_t ver;
 } rs_kv_slot;
 
@@ -237,15 +237,15 @@ void rs_kv_cpu_force_plain(int on);
 /* Define `static size_t name params`, which runs body(vsz, args...) from its plain or its
  * AVX-512 build (rs_kv_cpu_avx512), with vsz == 512 (the embedding row) a compile-time constant
  * so the row loop unrolls. body must be RS_KV_INLINE. */
-#define RS_KV_ROW_LOOP(name, body, vsz, params, args)                                          \
-    static size_t name##_plain params {                                                        \
-        return (vsz) == 512 ? body(512, RS_KV_UNPAREN args) : body((vsz), RS_KV_UNPAREN args); \
-    }                                                                                          \
-    RS_KV_AVX512 static size_t name##_avx512 params {                                          \
-        return (vsz) == 512 ? body(512, RS_KV_UNPAREN args) : body((vsz), RS_KV_UNPAREN args); \
-    }                                                                                          \
-    static size_t name params {                                                                \
-        return rs_kv_cpu_avx512() ? name##_avx512 args : name##_plain args;                   \
+#define RS_KV_ROW_LOOP(name, body, vsz, params, args)                                              \
+    static size_t name##_plain params {                                                            \
+        return (vsz) == 512 ? body(512, RS_KV_UNPAREN args) : body((vsz), RS_KV_UNPAREN args);     \
+    }                                                                                              \
+    RS_KV_AVX512 static size_t name##_avx512 params {                                              \
+        return (vsz) == 512 ? body(512, RS_KV_UNPAREN args) : body((vsz), RS_KV_UNPAREN args);     \
+    }                                                                                              \
+    static size_t name params {                                                                    \
+        return rs_kv_cpu_avx512() ? name##_avx512 args : name##_plain args;                        \
     }
 
 /* ---- reading one fixed row under the seqlock ------------------------------------------------ */

@@ -170,8 +170,9 @@ static void overflow_inc(pet_chunk *ch) {
 
 static void overflow_dec(pet_chunk *ch) {
     uint8_t o = __atomic_load_n(&ch->overflow, __ATOMIC_RELAXED);
-    while (o > 0 && o < 255 && !__atomic_compare_exchange_n(&ch->overflow, &o, (uint8_t)(o - 1), 0,
-                                                            __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+    while (o > 0 && o < 255 &&
+           !__atomic_compare_exchange_n(&ch->overflow, &o, (uint8_t)(o - 1), 0, __ATOMIC_RELEASE,
+                                        __ATOMIC_RELAXED)) {
     }
 }
 
@@ -198,8 +199,8 @@ static int pet_acquire(void *ix, uint64_t key, int create, uint64_t new_word, rs
         while (free_slots) {
             unsigned j = (unsigned)__builtin_ctz(free_slots);
             uint8_t z = 0;
-            if (__atomic_compare_exchange_n(&ch->tags[j], &z, PET_TAG_RESERVED, 0,
-                                            __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+            if (__atomic_compare_exchange_n(&ch->tags[j], &z, PET_TAG_RESERVED, 0, __ATOMIC_ACQUIRE,
+                                            __ATOMIC_RELAXED)) {
                 /* key before word: a reader still holding this entry from its previous owner
                  * either sees the old (odd) word or, with the new word, the new key */
                 __atomic_store_n(&ch->e[j].key, key, __ATOMIC_RELAXED);
@@ -289,8 +290,7 @@ RS_KV_INLINE uint8_t pet_match_hit(const pet *p, const pet_chunk **chp, uint8_t 
         const pet_entry *e = &ch->e[j];
         if (__atomic_load_n(&e->key, __ATOMIC_ACQUIRE) == key) {
             uint64_t w = __atomic_load_n(&e->word, __ATOMIC_ACQUIRE);
-            if ((w & 1) || __atomic_load_n(&e->key, __ATOMIC_RELAXED) != key)
-                return RS_KV_HIT_SLOW;
+            if ((w & 1) || __atomic_load_n(&e->key, __ATOMIC_RELAXED) != key) return RS_KV_HIT_SLOW;
             q->word = &e->word;
             q->keyp = &e->key;
             q->w1 = w;
@@ -305,8 +305,8 @@ RS_KV_INLINE uint8_t pet_match_hit(const pet *p, const pet_chunk **chp, uint8_t 
     return PET_PROBE;
 }
 
-static void pet_lookup_segment(const pet *p, const uint64_t *kk, size_t cnt,
-                               const pet_chunk **ch, uint8_t *tag, rs_kv_hit *q) {
+static void pet_lookup_segment(const pet *p, const uint64_t *kk, size_t cnt, const pet_chunk **ch,
+                               uint8_t *tag, rs_kv_hit *q) {
     for (size_t k = 0; k < cnt; k++) {
         uint64_t h = rs_kv_hash(kk[k]);
         ch[k] = &p->chunks[h & p->mask];
@@ -337,8 +337,8 @@ static void pet_batch_get_flat(void *ix, const rs_kv_vs *vs, const uint64_t *key
     for (size_t base = 0; base < n; base += PET_SEG) {
         size_t cnt = n - base < PET_SEG ? n - base : PET_SEG;
         pet_lookup_segment(p, keys + base, cnt, ch, tag, q);
-        hits += rs_kv_rows(&rs_kv_pet_ops, ix, vs, keys + base, cnt, q,
-                           out + base * vs->value_size, found ? found + base : NULL);
+        hits += rs_kv_rows(&rs_kv_pet_ops, ix, vs, keys + base, cnt, q, out + base * vs->value_size,
+                           found ? found + base : NULL);
     }
     if (n_found) *n_found = hits;
 }

@@ -5,9 +5,10 @@
  *
  * Anonymous regions reserve PROT_NONE address space, 2 MiB aligned and marked MADV_HUGEPAGE (a
  * random row or chunk access then costs no extra page walk miss when transparent huge pages are
- * available), and mprotect() the usable prefix (pages are zero-filled on first touch). File regions map the whole reservation MAP_SHARED and grow the
- * file with ftruncate(); only the prefix below the file size is ever touched (beyond it the kernel
- * would raise SIGBUS). Growth is serialised by the caller.
+ * available), and mprotect() the usable prefix (pages are zero-filled on first touch). File regions
+ * map the whole reservation MAP_SHARED and grow the file with ftruncate(); only the prefix below
+ * the file size is ever touched (beyond it the kernel would raise SIGBUS). Growth is serialised by
+ * the caller.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -31,8 +32,8 @@ int rs_kv_region_open_anon(rs_kv_region *r, size_t reserve, size_t initial, rs_e
     r->backed = 0;
     r->reserved = reserve;
     size_t slack = reserve >= RS_KV_HUGE ? RS_KV_HUGE : 0;
-    void *p = mmap(NULL, reserve + slack, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
+    void *p =
+        mmap(NULL, reserve + slack, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
         return rs_error_errno(err, RS_ENOMEM, errno, "reserving %zu bytes of address space",
                               reserve);

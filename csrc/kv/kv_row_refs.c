@@ -14,12 +14,9 @@
 
 int rs_kv_batch_row_refs(rs_kv *kv, const uint64_t *keys, size_t n, const void **refs,
                          size_t *n_found) {
-    if (n_found)
-        *n_found = 0;
-    if (!kv || !kv->value_size)
-        return RS_EINVAL;
-    if (n && (!keys || !refs))
-        return RS_EINVAL;
+    if (n_found) *n_found = 0;
+    if (!kv || !kv->value_size) return RS_EINVAL;
+    if (n && (!keys || !refs)) return RS_EINVAL;
     size_t hits = 0;
     for (size_t i = 0; i < n; i++) {
         refs[i] = NULL;
@@ -27,8 +24,7 @@ int rs_kv_batch_row_refs(rs_kv *kv, const uint64_t *keys, size_t n, const void *
             rs_kv_slot s;
             int present = kv->ops->find(kv->ix, keys[i], &s);
             if (!present) {
-                if (kv->ops->validate(kv->ix, &s))
-                    break;
+                if (kv->ops->validate(kv->ix, &s)) break;
                 continue;
             }
             uint64_t w = __atomic_load_n(s.word, __ATOMIC_ACQUIRE);
@@ -42,7 +38,6 @@ int rs_kv_batch_row_refs(rs_kv *kv, const uint64_t *keys, size_t n, const void *
             break;
         }
     }
-    if (n_found)
-        *n_found = hits;
+    if (n_found) *n_found = hits;
     return 0;
 }

@@ -4,8 +4,8 @@
  *
  * Region layout (DRAM, or the file <path>/cceh.values for CCEH, so values persist with the index):
  *
- *   0      rs_kv_vs_meta (magic, value_size, stride, capacity, bump, free-list heads) | pad to 4 KiB
- *   4096   fixed:    row 0 | row 1 | ... each `stride` bytes (value_size rounded up to 8; the
+ *   0      rs_kv_vs_meta (magic, value_size, stride, capacity, bump, free-list heads) | pad to 4
+ * KiB 4096   fixed:    row 0 | row 1 | ... each `stride` bytes (value_size rounded up to 8; the
  *                    index entries hold the keys and seqlock words, so a 512-byte row is exactly 8
  *                    cache lines, aligned like the no-index ceiling's)
  *          variable: blocks of 16 << class bytes: [u32 len][u32 gen | class << 24][bytes ...]
@@ -62,8 +62,8 @@ int rs_kv_vs_open(rs_kv_vs *vs, uint32_t value_size, uint64_t capacity, const ch
     size_t initial = RS_KV_VS_DATA_OFFSET + (vs->variable ? RS_KV_MAX_VALUE + 64 : 0);
     if (path) {
         /* a reopened store keeps the larger of its old and the requested capacity */
-        rc = rs_kv_region_open_file(&vs->region, path, vs_reserve(vs, capacity), initial,
-                                    &existed, err);
+        rc = rs_kv_region_open_file(&vs->region, path, vs_reserve(vs, capacity), initial, &existed,
+                                    err);
         if (rc) goto fail_lock;
         rs_kv_vs_meta *m = (rs_kv_vs_meta *)vs->region.base;
         if (existed) {
@@ -81,8 +81,8 @@ int rs_kv_vs_open(rs_kv_vs *vs, uint32_t value_size, uint64_t capacity, const ch
             if (m->capacity > capacity) {
                 /* the mapping must cover every row ever handed out */
                 rs_kv_region_close(&vs->region);
-                rc = rs_kv_region_open_file(&vs->region, path, vs_reserve(vs, m->capacity),
-                                            initial, &existed, err);
+                rc = rs_kv_region_open_file(&vs->region, path, vs_reserve(vs, m->capacity), initial,
+                                            &existed, err);
                 if (rc) goto fail_lock;
                 vs->capacity = ((rs_kv_vs_meta *)vs->region.base)->capacity;
             }

@@ -30,7 +30,8 @@ int rs_ps_bench_mode_parse(const char *name, rs_ps_bench_mode *out, rs_error *er
             *out = (rs_ps_bench_mode)i;
             return 0;
         }
-    return rs_error_set(err, RS_EINVAL, "unknown mode '%s' (expected fetch, insert, mixed or fetch_insert)",
+    return rs_error_set(err, RS_EINVAL,
+                        "unknown mode '%s' (expected fetch, insert, mixed or fetch_insert)",
                         name ? name : "");
 }
 
@@ -133,7 +134,9 @@ static void next_run_batch(worker *w, rs_rng *r, slot *s, const slot *last, uint
     rs_ps_op op;
     switch (cfg->mode) {
     case RS_PS_BENCH_INSERT: op = RS_PS_PUT; break;
-    case RS_PS_BENCH_MIXED: op = rs_rng_below(r, 100) < cfg->read_ratio ? RS_PS_GET : RS_PS_PUT; break;
+    case RS_PS_BENCH_MIXED:
+        op = rs_rng_below(r, 100) < cfg->read_ratio ? RS_PS_GET : RS_PS_PUT;
+        break;
     case RS_PS_BENCH_FETCH_INSERT: op = (*fi_count)++ % 2 ? RS_PS_PUT : RS_PS_GET; break;
     default: op = RS_PS_GET; break;
     }
@@ -308,13 +311,14 @@ static int bench_phase(const rs_ps_bench_config *cfg, phase ph, rs_ps_bench_resu
         return rs_error_set(err, RS_EINVAL, "read_ratio %u is not a percentage", cfg->read_ratio);
     if (ph == PHASE_RUN && !(cfg->running_seconds > 0))
         return rs_error_set(err, RS_EINVAL, "running_seconds must be > 0");
-    uint32_t n = ph == PHASE_LOAD ? (cfg->load_threads ? cfg->load_threads : cfg->threads)
-                                  : cfg->threads;
+    uint32_t n =
+        ph == PHASE_LOAD ? (cfg->load_threads ? cfg->load_threads : cfg->threads) : cfg->threads;
     if (n == 0) return rs_error_set(err, RS_EINVAL, "thread_num must be >= 1");
     bench b = {.cfg = cfg, .ph = ph, .vs = cfg->client.value_size};
     b.key_space = cfg->fetch_key_space ? cfg->fetch_key_space : cfg->record_count;
     int rc;
-    if (cfg->zipfian && (rc = rs_zipf_scrambled_init(&b.zipf, b.key_space, cfg->zipfian_alpha, err)))
+    if (cfg->zipfian &&
+        (rc = rs_zipf_scrambled_init(&b.zipf, b.key_space, cfg->zipfian_alpha, err)))
         return rs_error_prefix(err, "zipfian_alpha");
     worker *ws = NULL;
     if (posix_memalign((void **)&ws, 64, n * sizeof *ws))
@@ -349,8 +353,8 @@ static int bench_phase(const rs_ps_bench_config *cfg, phase ph, rs_ps_bench_resu
     uint64_t t0 = rs_now_ns();
     uint64_t warm = ph == PHASE_RUN ? (uint64_t)(cfg->warmup_seconds * 1e9) : 0;
     b.window_start = t0 + warm;
-    b.window_end = ph == PHASE_RUN ? b.window_start + (uint64_t)(cfg->running_seconds * 1e9)
-                                   : UINT64_MAX;
+    b.window_end =
+        ph == PHASE_RUN ? b.window_start + (uint64_t)(cfg->running_seconds * 1e9) : UINT64_MAX;
     if (ph == PHASE_LOAD) rs_process_cpu(&cpu0);
     b.go = 1;
     pthread_cond_broadcast(&b.cv);
@@ -425,9 +429,10 @@ static int bench_phase(const rs_ps_bench_config *cfg, phase ph, rs_ps_bench_resu
     }
     if (!rc && bad_worker >= 0) {
         res->first_bad_key = ws[bad_worker].first_bad_key;
-        rc = rs_error_set(err, RS_EVERIFY, "verification failed: %llu of %llu rows wrong; first: %s",
-                          (unsigned long long)res->verify_bad_rows,
-                          (unsigned long long)res->verify_checked_rows, ws[bad_worker].first_bad_msg);
+        rc = rs_error_set(
+            err, RS_EVERIFY, "verification failed: %llu of %llu rows wrong; first: %s",
+            (unsigned long long)res->verify_bad_rows, (unsigned long long)res->verify_checked_rows,
+            ws[bad_worker].first_bad_msg);
     }
     if (!rc && cfg->verify && res->keys_missing) {
         rc = rs_error_set(err, RS_EVERIFY, "verification failed: %llu loaded keys were missing",

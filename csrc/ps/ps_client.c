@@ -87,8 +87,8 @@ void rs_ps_client_close(rs_ps_client *c) {
 /* One synchronous COMMAND on one shard (no batch may be in flight). */
 static int command_sync(rs_ps_client *c, uint32_t shard, const char *cmd, rs_ps_response *resp,
                         rs_error *err) {
-    rs_ps_request req = {.op = RS_PS_COMMAND, .shard = shard, .command = cmd,
-                         .command_len = strlen(cmd)};
+    rs_ps_request req = {
+        .op = RS_PS_COMMAND, .shard = shard, .command = cmd, .command_len = strlen(cmd)};
     int rc = c->ops->submit(c->conns[shard], &req, UINT64_MAX, NULL, 0, err);
     if (!rc) rc = c->ops->next(c->conns[shard], &c->comp, err);
     if (rc) return rs_error_prefix(err, "shard %u", shard); /* transport errors name the peer */
@@ -130,8 +130,8 @@ int rs_ps_client_open(const rs_ps_client_config *cfg, rs_ps_client **out, rs_err
             }
         }
     }
-    rs_ps_client_opts co = {.timeout_ms = cfg->timeout_ms, .max_in_flight = c->depth,
-                            .extra = cfg->extra};
+    rs_ps_client_opts co = {
+        .timeout_ms = cfg->timeout_ms, .max_in_flight = c->depth, .extra = cfg->extra};
     for (uint32_t i = 0; i < c->num_shards; i++) {
         size_t len = strlen(ops->name) + strlen(cfg->hosts[i]) + 16;
         c->names[i] = malloc(len);
@@ -151,8 +151,8 @@ int rs_ps_client_open(const rs_ps_client_config *cfg, rs_ps_client **out, rs_err
         if ((rc = command_sync(c, i, "ping", &resp, err))) goto fail;
         if (cfg->value_size && resp.value_size != cfg->value_size) {
             rc = rs_error_set(err, RS_EINVAL,
-                              "shard %u (%s) stores %u-byte rows but the client asked for %u",
-                              i, c->names[i], resp.value_size, cfg->value_size);
+                              "shard %u (%s) stores %u-byte rows but the client asked for %u", i,
+                              c->names[i], resp.value_size, cfg->value_size);
             goto fail;
         }
         if (i > 0 && resp.value_size != c->value_size) {
@@ -213,8 +213,11 @@ int rs_ps_client_submit(rs_ps_client *c, rs_ps_op op, const uint64_t *keys, size
     rs_error e = {0};
 
     if (c->num_shards == 1) {
-        rs_ps_request req = {.op = op, .shard = 0, .value_size = (uint32_t)vs,
-                             .num_keys = (uint32_t)n, .keys = (const uint8_t *)keys,
+        rs_ps_request req = {.op = op,
+                             .shard = 0,
+                             .value_size = (uint32_t)vs,
+                             .num_keys = (uint32_t)n,
+                             .keys = (const uint8_t *)keys,
                              .rows = op == RS_PS_GET ? NULL : rows_in,
                              .rows_len = op == RS_PS_GET ? 0 : n * vs};
         int rc = c->ops->submit(c->conns[0], &req, seq, rows_out, op == RS_PS_GET ? n * vs : 0, &e);
@@ -260,12 +263,15 @@ int rs_ps_client_submit(rs_ps_client *c, rs_ps_op op, const uint64_t *keys, size
     for (uint32_t s = 0; s < c->num_shards; s++) {
         shard_part *p = &b->parts[s];
         if (!p->n) continue;
-        rs_ps_request req = {.op = op, .shard = s, .value_size = (uint32_t)vs,
-                             .num_keys = (uint32_t)p->n, .keys = (const uint8_t *)p->keys,
+        rs_ps_request req = {.op = op,
+                             .shard = s,
+                             .value_size = (uint32_t)vs,
+                             .num_keys = (uint32_t)p->n,
+                             .keys = (const uint8_t *)p->keys,
                              .rows = op == RS_PS_GET ? NULL : p->rows,
                              .rows_len = op == RS_PS_GET ? 0 : p->n * vs};
-        int rc = c->ops->submit(c->conns[s], &req, seq, p->rows, op == RS_PS_GET ? p->n * vs : 0,
-                                &e);
+        int rc =
+            c->ops->submit(c->conns[s], &req, seq, p->rows, op == RS_PS_GET ? p->n * vs : 0, &e);
         if (rc) {
             rs_error_prefix(&e, "shard %u", s);
             slot_fail(b, rc, &e);

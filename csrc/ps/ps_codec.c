@@ -167,8 +167,8 @@ static int get_tag(reader *r, unsigned *field, unsigned *wt) {
     int rc = get_varint(r, &tag, "field tag");
     if (rc) return rc;
     if ((tag >> 3) == 0 || (tag >> 3) > 0x1fffffff)
-        return rs_error_set(r->err, RS_EPROTO, "%s: invalid field number in tag 0x%llx", r->msg_name,
-                            (unsigned long long)tag);
+        return rs_error_set(r->err, RS_EPROTO, "%s: invalid field number in tag 0x%llx",
+                            r->msg_name, (unsigned long long)tag);
     *field = (unsigned)(tag >> 3);
     *wt = (unsigned)(tag & 7);
     return 0;
@@ -193,8 +193,8 @@ static int get_u32(reader *r, unsigned wt, const char *name, uint32_t *out) {
 /* ---- PSRequest ------------------------------------------------------------------------------- */
 
 size_t rs_ps_request_encoded_size(const rs_ps_request *req, int attach) {
-    size_t n = vfield_size(req->shard) + vfield_size(req->value_size) +
-               lfield_size(req->command_len);
+    size_t n =
+        vfield_size(req->shard) + vfield_size(req->value_size) + lfield_size(req->command_len);
     if (attach)
         n += vfield_size(req->num_keys) + vfield_size(req->rows_len);
     else
@@ -226,7 +226,8 @@ int rs_ps_request_decode(rs_ps_op op, const uint8_t *msg, size_t len, const uint
     uint32_t num_keys = 0, rows_len = 0;
     memset(out, 0, sizeof *out);
     out->op = op;
-    if (!msg && len) return rs_error_set(err, RS_EPROTO, "PSRequest: NULL message of %zu bytes", len);
+    if (!msg && len)
+        return rs_error_set(err, RS_EPROTO, "PSRequest: NULL message of %zu bytes", len);
     if (!msg) msg = empty_msg; /* an empty message may come as NULL (gRPC); NULL + 0 is UB */
     reader r = {msg, msg + len, "PSRequest", err};
     while (r.p < r.end) {
@@ -278,8 +279,8 @@ int rs_ps_request_decode(rs_ps_op op, const uint8_t *msg, size_t len, const uint
         return 0;
     }
     if (keys_len % 8)
-        return rs_error_set(err, RS_EPROTO, "PSRequest: keys field of %zu bytes is not a multiple of 8",
-                            keys_len);
+        return rs_error_set(err, RS_EPROTO,
+                            "PSRequest: keys field of %zu bytes is not a multiple of 8", keys_len);
     if (keys_len / 8 > UINT32_MAX)
         return rs_error_set(err, RS_EPROTO, "PSRequest: %zu keys is too many", keys_len / 8);
     if (num_keys && num_keys != keys_len / 8)
@@ -354,7 +355,8 @@ int rs_ps_response_decode(const uint8_t *msg, size_t len, const uint8_t *attachm
     out->rows_len = 0;
     out->error[0] = 0;
     out->reply[0] = 0;
-    if (!msg && len) return rs_error_set(err, RS_EPROTO, "PSResponse: NULL message of %zu bytes", len);
+    if (!msg && len)
+        return rs_error_set(err, RS_EPROTO, "PSResponse: NULL message of %zu bytes", len);
     if (!msg) msg = empty_msg;
     reader r = {msg, msg + len, "PSResponse", err};
     while (r.p < r.end) {
@@ -405,8 +407,9 @@ int rs_ps_response_decode(const uint8_t *msg, size_t len, const uint8_t *attachm
         return 0;
     }
     if (rows_len && rows_len != rows_inline)
-        return rs_error_set(err, RS_EPROTO, "PSResponse: rows_len %u but rows field holds %zu bytes",
-                            rows_len, rows_inline);
+        return rs_error_set(err, RS_EPROTO,
+                            "PSResponse: rows_len %u but rows field holds %zu bytes", rows_len,
+                            rows_inline);
     out->rows = rows_inline ? rows : NULL;
     out->rows_len = rows_inline;
     return 0;

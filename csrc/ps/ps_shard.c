@@ -24,7 +24,7 @@
 #include "recstore/hash.h"
 #include "recstore/ps.h"
 
-#define RS_PS_SHARD_SLOTS 64
+#define RS_PS_SHARD_SLOTS  64
 #define RS_PS_SCRATCH_KEYS 1024
 
 typedef struct counter_block {
@@ -43,8 +43,7 @@ struct rs_ps_shard {
 int rs_ps_shard_open(const rs_ps_shard_config *cfg, rs_ps_shard **out, rs_error *err) {
     int rc;
     *out = NULL;
-    if (cfg->num_shards == 0)
-        return rs_error_set(err, RS_EINVAL, "num_shards must be >= 1");
+    if (cfg->num_shards == 0) return rs_error_set(err, RS_EINVAL, "num_shards must be >= 1");
     if (cfg->shard_id >= cfg->num_shards)
         return rs_error_set(err, RS_EINVAL, "shard id %u is out of range for %u shards",
                             cfg->shard_id, cfg->num_shards);
@@ -265,9 +264,9 @@ int rs_ps_shard_handle(rs_ps_shard *s, const rs_ps_request *req, rs_ps_response 
                     s->value_size, want_rows);
     }
     if (req->num_keys == 0) {
-        bump(req->op == RS_PS_GET ? &cb->st.handled_get
-                                  : req->op == RS_PS_PUT ? &cb->st.handled_put
-                                                         : &cb->st.handled_update,
+        bump(req->op == RS_PS_GET   ? &cb->st.handled_get
+             : req->op == RS_PS_PUT ? &cb->st.handled_put
+                                    : &cb->st.handled_update,
              1);
         return 0;
     }
@@ -277,7 +276,8 @@ int rs_ps_shard_handle(rs_ps_shard *s, const rs_ps_request *req, rs_ps_response 
         keys = key_buf;
     } else {
         heap = malloc((size_t)req->num_keys * 8);
-        if (!heap) return fail(resp, cb, RS_PS_INTERNAL, "out of memory for %u keys", req->num_keys);
+        if (!heap)
+            return fail(resp, cb, RS_PS_INTERNAL, "out of memory for %u keys", req->num_keys);
         keys = heap;
     }
     memcpy(keys, req->keys, (size_t)req->num_keys * 8);

@@ -81,7 +81,8 @@ static int rconnect(const char *host, uint16_t port, int *out, rs_error *err) {
     char ps[8];
     snprintf(ps, sizeof ps, "%u", port);
     int g = getaddrinfo(host, ps, &hints, &res);
-    if (g || !res) return rs_error_set(err, RS_ECONN, "redis %s:%u: %s", host, port, gai_strerror(g));
+    if (g || !res)
+        return rs_error_set(err, RS_ECONN, "redis %s:%u: %s", host, port, gai_strerror(g));
     int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0 || connect(fd, res->ai_addr, res->ai_addrlen)) {
         int e = errno;
@@ -176,7 +177,8 @@ static int send_pending(rconn *c, rs_error *err) {
 
 /* Read what is available (blocking=1: wait for at least one byte). */
 static int recv_some(rconn *c, int blocking, rs_error *err) {
-    if (reserve(&c->in, &c->in_cap, c->in_len + (256u << 10))) return rs_error_set(err, RS_ENOMEM, "redis buffer");
+    if (reserve(&c->in, &c->in_cap, c->in_len + (256u << 10)))
+        return rs_error_set(err, RS_ENOMEM, "redis buffer");
     ssize_t r = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, blocking ? 0 : MSG_DONTWAIT);
     if (r == 0) return rs_error_set(err, RS_ECONN, "redis: connection closed by the server");
     if (r < 0) {

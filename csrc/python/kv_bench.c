@@ -12,14 +12,12 @@
 #include "recstore/kv_bench.h"
 
 static PyObject *hist_dict(const rs_hist *h) {
-    return Py_BuildValue("{s:K,s:d,s:d,s:d,s:d,s:d,s:d,s:d}", "count", (unsigned long long)h->count,
-                         "mean_us", rs_hist_mean(h) / 1e3, "p50_us",
-                         (double)rs_hist_percentile(h, 50) / 1e3, "p95_us",
-                         (double)rs_hist_percentile(h, 95) / 1e3, "p99_us",
-                         (double)rs_hist_percentile(h, 99) / 1e3, "p999_us",
-                         (double)rs_hist_percentile(h, 99.9) / 1e3, "max_us",
-                         h->count ? (double)h->max / 1e3 : 0.0, "min_us",
-                         h->count ? (double)h->min / 1e3 : 0.0);
+    return Py_BuildValue(
+        "{s:K,s:d,s:d,s:d,s:d,s:d,s:d,s:d}", "count", (unsigned long long)h->count, "mean_us",
+        rs_hist_mean(h) / 1e3, "p50_us", (double)rs_hist_percentile(h, 50) / 1e3, "p95_us",
+        (double)rs_hist_percentile(h, 95) / 1e3, "p99_us", (double)rs_hist_percentile(h, 99) / 1e3,
+        "p999_us", (double)rs_hist_percentile(h, 99.9) / 1e3, "max_us",
+        h->count ? (double)h->max / 1e3 : 0.0, "min_us", h->count ? (double)h->min / 1e3 : 0.0);
 }
 
 static PyObject *phase_dict(const rs_kv_bench_phase *p) {
@@ -41,22 +39,35 @@ static PyObject *phase_dict(const rs_kv_bench_phase *p) {
 }
 
 static PyObject *kv_bench_run(PyObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"index_type",     "value_size",  "record_count", "threads",
-                             "load_threads",   "workload",    "distribution", "zipfian_alpha",
-                             "read_mode",      "batch_keys",  "running_seconds",
-                             "operation_count", "seed",       "bind_core",    "path",
-                             "load",           "run",         NULL};
+    static char *kwlist[] = {"index_type",
+                             "value_size",
+                             "record_count",
+                             "threads",
+                             "load_threads",
+                             "workload",
+                             "distribution",
+                             "zipfian_alpha",
+                             "read_mode",
+                             "batch_keys",
+                             "running_seconds",
+                             "operation_count",
+                             "seed",
+                             "bind_core",
+                             "path",
+                             "load",
+                             "run",
+                             NULL};
     const char *index_type = "DRAM_PET_HASH", *workload = "c", *distribution = "uniform",
                *read_mode = "batch_get_flat", *path = NULL;
     unsigned int value_size = 128, threads = 1, load_threads = 0, batch_keys = 500;
     unsigned long long record_count = 100000, operation_count = 0, seed = 1;
     double zipfian_alpha = 0.99, running_seconds = 0;
     int bind_core = 0, do_load = 1, do_run = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|sIKIIssdsIdKKpzpp:kv_bench", kwlist,
-                                     &index_type, &value_size, &record_count, &threads,
-                                     &load_threads, &workload, &distribution, &zipfian_alpha,
-                                     &read_mode, &batch_keys, &running_seconds, &operation_count,
-                                     &seed, &bind_core, &path, &do_load, &do_run))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|sIKIIssdsIdKKpzpp:kv_bench", kwlist, &index_type,
+                                     &value_size, &record_count, &threads, &load_threads, &workload,
+                                     &distribution, &zipfian_alpha, &read_mode, &batch_keys,
+                                     &running_seconds, &operation_count, &seed, &bind_core, &path,
+                                     &do_load, &do_run))
         return NULL;
     rs_kv_bench_config cfg = {
         .record_count = record_count,
@@ -104,8 +115,7 @@ static PyObject *kv_bench_run(PyObject *self, PyObject *args, PyObject *kwds) {
         PyErr_NoMemory();
         goto out;
     }
-    Py_BEGIN_ALLOW_THREADS
-    if (cfg.read_mode != RS_KV_BENCH_CEILING) {
+    Py_BEGIN_ALLOW_THREADS if (cfg.read_mode != RS_KV_BENCH_CEILING) {
         rc = rs_kv_open(&kcfg, &kv, &err);
         if (rc) failed = "rs_kv_open";
         cfg.kv = kv;
@@ -124,14 +134,14 @@ static PyObject *kv_bench_run(PyObject *self, PyObject *args, PyObject *kwds) {
     }
     rs_kv_bench_close(b);
     rs_kv_close(kv);
-    Py_END_ALLOW_THREADS
-    if (rc) {
+    Py_END_ALLOW_THREADS if (rc) {
         rs_py_raise(rc, failed, &err);
         goto out;
     }
     PyObject *l = do_load ? phase_dict(lp) : (Py_INCREF(Py_None), Py_None);
     PyObject *r = do_run ? phase_dict(rp) : (Py_INCREF(Py_None), Py_None);
-    if (l && r) ret = Py_BuildValue("{s:N,s:N}", "load", l, "run", r);
+    if (l && r)
+        ret = Py_BuildValue("{s:N,s:N}", "load", l, "run", r);
     else {
         Py_XDECREF(l);
         Py_XDECREF(r);

@@ -82,8 +82,8 @@ static int KVEngine_init(KVEngineObject *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"index_type", "value_size", "capacity", "path", NULL};
     const char *index_type = "DRAM_PET_HASH";
     PyObject *value_size = Py_None, *capacity = NULL, *path = Py_None, *path_bytes = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|sOOO:KVEngine", kwlist, &index_type,
-                                     &value_size, &capacity, &path))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|sOOO:KVEngine", kwlist, &index_type, &value_size,
+                                     &capacity, &path))
         return -1;
     if (self->kv) {
         PyErr_SetString(PyExc_RuntimeError, "KVEngine is already open");
@@ -151,8 +151,7 @@ static PyObject *KVEngine_close(KVEngineObject *self, PyObject *noargs) {
     if (!self->kv) Py_RETURN_NONE;
     if (self->inflight) {
         rs_error e = {0};
-        rs_error_set(&e, RS_EBUSY, "%ld calls are still running on other threads",
-                     self->inflight);
+        rs_error_set(&e, RS_EBUSY, "%ld calls are still running on other threads", self->inflight);
         return rs_py_raise(RS_EBUSY, "KVEngine.close", &e);
     }
     rs_kv *kv = self->kv;
@@ -175,8 +174,7 @@ static PyObject *KVEngine_put(KVEngineObject *self, PyObject *args) {
     if (KVEngine_key(keyobj, "key", &key)) goto fail;
     uint32_t vs = rs_kv_value_size(self->kv);
     if (vs && (size_t)val.len != vs) {
-        PyErr_Format(PyExc_ValueError, "value must be %u bytes (value_size), got %zd", vs,
-                     val.len);
+        PyErr_Format(PyExc_ValueError, "value must be %u bytes (value_size), got %zd", vs, val.len);
         goto fail;
     }
     rs_error err = {0};
@@ -403,8 +401,7 @@ static PyObject *KVEngine_clear(KVEngineObject *self, PyObject *noargs) {
     KV_ENTER(self);
     if (self->inflight) {
         rs_error e = {0};
-        rs_error_set(&e, RS_EBUSY, "%ld calls are still running on other threads",
-                     self->inflight);
+        rs_error_set(&e, RS_EBUSY, "%ld calls are still running on other threads", self->inflight);
         return rs_py_raise(RS_EBUSY, "KVEngine.clear", &e);
     }
     int rc = rs_kv_clear(self->kv);
@@ -451,11 +448,10 @@ static PyObject *KVEngine_get_closed(KVEngineObject *self, void *closure) {
 
 static PyObject *KVEngine_repr(KVEngineObject *self) {
     if (!self->kv) return PyUnicode_FromString("<recbench.KVEngine (closed)>");
-    return PyUnicode_FromFormat("<recbench.KVEngine %s value_size=%u capacity=%llu count=%llu>",
-                                rs_kv_index_type_name(rs_kv_get_index_type(self->kv)),
-                                rs_kv_value_size(self->kv),
-                                (unsigned long long)rs_kv_capacity(self->kv),
-                                (unsigned long long)rs_kv_count(self->kv));
+    return PyUnicode_FromFormat(
+        "<recbench.KVEngine %s value_size=%u capacity=%llu count=%llu>",
+        rs_kv_index_type_name(rs_kv_get_index_type(self->kv)), rs_kv_value_size(self->kv),
+        (unsigned long long)rs_kv_capacity(self->kv), (unsigned long long)rs_kv_count(self->kv));
 }
 
 static PyMethodDef KVEngine_methods[] = {

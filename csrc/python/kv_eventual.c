@@ -33,14 +33,13 @@ static PyObject *kv_eventual_bench(PyObject *self, PyObject *args, PyObject *kwa
     int rc;
     RS_PY_NOGIL(rc = rs_eventual_bench_run(&cfg, &r, &err));
     if (rc) return rs_py_raise(rc, "rs_eventual_bench_run", &err);
-    return Py_BuildValue("{s:I,s:d,s:d,s:s,s:K,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d}",
-                         "num_waiters", cfg.num_waiters, "duration_s", cfg.duration_s,
-                         "interval_ms", cfg.interval_ms, "wait_mode", mode,
-                         "ops", (unsigned long long)r.ops, "elapsed_s", r.elapsed_s,
-                         "ops_per_sec", r.ops_per_sec, "cpu_user_s", r.cpu_user_s,
-                         "cpu_sys_s", r.cpu_sys_s, "cpu_time_s", r.cpu_time_s, "wall_s", r.wall_s,
-                         "late_p50_us", r.late_p50_us, "late_p99_us", r.late_p99_us,
-                         "late_max_us", r.late_max_us);
+    return Py_BuildValue("{s:I,s:d,s:d,s:s,s:K,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d}", "num_waiters",
+                         cfg.num_waiters, "duration_s", cfg.duration_s, "interval_ms",
+                         cfg.interval_ms, "wait_mode", mode, "ops", (unsigned long long)r.ops,
+                         "elapsed_s", r.elapsed_s, "ops_per_sec", r.ops_per_sec, "cpu_user_s",
+                         r.cpu_user_s, "cpu_sys_s", r.cpu_sys_s, "cpu_time_s", r.cpu_time_s,
+                         "wall_s", r.wall_s, "late_p50_us", r.late_p50_us, "late_p99_us",
+                         r.late_p99_us, "late_max_us", r.late_max_us);
 }
 
 static PyMethodDef kv_eventual_methods[] = {

@@ -77,11 +77,13 @@ static int add_hist(PyObject *d, const rs_hist *h) {
 }
 
 static PyObject *bench_phase(PyObject *args, PyObject *kwds, int load) {
-    static char *kwlist[] = {"transport", "endpoints", "value_size", "prefetch_depth", "timeout_ms",
-                             "extra", "mode", "record_count", "batch_keys", "threads",
-                             "load_threads", "running_seconds", "warmup_seconds", "distribution",
-                             "zipfian_alpha", "read_ratio", "fetch_key_space", "verify", "seed",
-                             "profile", NULL};
+    static char *kwlist[] = {"transport",      "endpoints",       "value_size",
+                             "prefetch_depth", "timeout_ms",      "extra",
+                             "mode",           "record_count",    "batch_keys",
+                             "threads",        "load_threads",    "running_seconds",
+                             "warmup_seconds", "distribution",    "zipfian_alpha",
+                             "read_ratio",     "fetch_key_space", "verify",
+                             "seed",           "profile",         NULL};
     const char *transport, *extra = NULL, *mode = "fetch", *dist = "uniform";
     PyObject *endpoints;
     unsigned int value_size = 512, depth = 1, timeout_ms = 10000, batch_keys = 500, threads = 1;
@@ -89,22 +91,30 @@ static PyObject *bench_phase(PyObject *args, PyObject *kwds, int load) {
     unsigned long long record_count = 1000000, key_space = 0, seed = 0x9e3779b97f4a7c15ull;
     double running = 5.0, warmup = 0.0, alpha = 0.9;
     int verify = 0, profile = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sO|IIIzsKIIIddsdIKpKp", kwlist, &transport,
-                                     &endpoints, &value_size, &depth, &timeout_ms, &extra, &mode,
-                                     &record_count, &batch_keys, &threads, &load_threads,
-                                     &running, &warmup, &dist, &alpha, &read_ratio, &key_space,
-                                     &verify, &seed, &profile))
+    if (!PyArg_ParseTupleAndKeywords(
+            args, kwds, "sO|IIIzsKIIIddsdIKpKp", kwlist, &transport, &endpoints, &value_size,
+            &depth, &timeout_ms, &extra, &mode, &record_count, &batch_keys, &threads, &load_threads,
+            &running, &warmup, &dist, &alpha, &read_ratio, &key_space, &verify, &seed, &profile))
         return NULL;
     rs_error err = {0};
-    rs_ps_bench_config cfg = {.client = {.transport = transport, .value_size = value_size,
-                                         .prefetch_depth = depth, .timeout_ms = timeout_ms,
+    rs_ps_bench_config cfg = {.client = {.transport = transport,
+                                         .value_size = value_size,
+                                         .prefetch_depth = depth,
+                                         .timeout_ms = timeout_ms,
                                          .extra = extra},
-                              .record_count = record_count, .batch_keys = batch_keys,
-                              .threads = threads, .load_threads = load_threads,
-                              .running_seconds = running, .warmup_seconds = warmup,
-                              .zipfian_alpha = alpha, .read_ratio = read_ratio,
-                              .fetch_key_space = key_space, .verify = verify, .seed = seed,
-                              .stop = &bench_stop_flag, .profile = profile};
+                              .record_count = record_count,
+                              .batch_keys = batch_keys,
+                              .threads = threads,
+                              .load_threads = load_threads,
+                              .running_seconds = running,
+                              .warmup_seconds = warmup,
+                              .zipfian_alpha = alpha,
+                              .read_ratio = read_ratio,
+                              .fetch_key_space = key_space,
+                              .verify = verify,
+                              .seed = seed,
+                              .stop = &bench_stop_flag,
+                              .profile = profile};
     int rc = rs_ps_bench_mode_parse(mode, &cfg.mode, &err);
     if (rc) return rs_py_raise(rc, "mode", &err);
     if (strcmp(dist, "uniform") == 0) {
@@ -192,8 +202,17 @@ static PyObject *bench_row(PyObject *self, PyObject *args) {
 
 static PyObject *redis_bench(PyObject *self, PyObject *args, PyObject *kwds) {
     (void)self;
-    static char *kwlist[] = {"host", "port", "connections", "batch_keys", "record_count",
-                             "value_size", "running_seconds", "load", "verify", "seed", NULL};
+    static char *kwlist[] = {"host",
+                             "port",
+                             "connections",
+                             "batch_keys",
+                             "record_count",
+                             "value_size",
+                             "running_seconds",
+                             "load",
+                             "verify",
+                             "seed",
+                             NULL};
     const char *host;
     unsigned int port, conns = 8, batch = 500, vs = 512;
     unsigned long long records = 100000, seed = 1;
@@ -206,22 +225,28 @@ static PyObject *redis_bench(PyObject *self, PyObject *args, PyObject *kwds) {
         PyErr_Format(PyExc_ValueError, "port %u is out of range", port);
         return NULL;
     }
-    rs_redis_bench_config cfg = {.host = host, .port = (uint16_t)port, .connections = conns,
-                                 .batch_keys = batch, .record_count = records, .value_size = vs,
-                                 .running_seconds = seconds, .load = load, .verify = verify,
-                                 .seed = seed, .stop = &bench_stop_flag};
+    rs_redis_bench_config cfg = {.host = host,
+                                 .port = (uint16_t)port,
+                                 .connections = conns,
+                                 .batch_keys = batch,
+                                 .record_count = records,
+                                 .value_size = vs,
+                                 .running_seconds = seconds,
+                                 .load = load,
+                                 .verify = verify,
+                                 .seed = seed,
+                                 .stop = &bench_stop_flag};
     rs_redis_bench_result r;
     rs_error err = {0};
     int rc;
     RS_PY_NOGIL(rc = rs_redis_bench(&cfg, &r, &err));
     if (rc) return rs_py_raise(rc, "redis_bench", &err);
     return Py_BuildValue("{s:d,s:d,s:K,s:K,s:K,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d}", "load_s",
-                         r.load_s, "runtime_s", r.runtime_s, "batches",
-                         (unsigned long long)r.mgets, "key_ops", (unsigned long long)r.key_ops,
-                         "keys_found", (unsigned long long)r.keys_found, "mean_us", r.mean_us,
-                         "p50_us", r.p50_us, "p95_us", r.p95_us, "p99_us", r.p99_us, "p999_us",
-                         r.p999_us, "max_us", r.max_us, "cpu_user_s", r.cpu_user_s, "cpu_sys_s",
-                         r.cpu_sys_s);
+                         r.load_s, "runtime_s", r.runtime_s, "batches", (unsigned long long)r.mgets,
+                         "key_ops", (unsigned long long)r.key_ops, "keys_found",
+                         (unsigned long long)r.keys_found, "mean_us", r.mean_us, "p50_us", r.p50_us,
+                         "p95_us", r.p95_us, "p99_us", r.p99_us, "p999_us", r.p999_us, "max_us",
+                         r.max_us, "cpu_user_s", r.cpu_user_s, "cpu_sys_s", r.cpu_sys_s);
 }
 
 PyMethodDef rs_py_ps_bench_methods[] = {

@@ -3,8 +3,8 @@
  *
  *   Client(transport, endpoints, value_size=0, prefetch_depth=1, timeout_ms=10000, extra=None)
  *     endpoints: sequence of (host, port), one per shard in shard order
- *   .get(keys, out) -> num_found     keys: uint64 buffer; out: writable buffer of n*value_size bytes
- *   .put(keys, rows)  .update(keys, deltas)  .command(name, shard=0) -> str  .close()
+ *   .get(keys, out) -> num_found     keys: uint64 buffer; out: writable buffer of n*value_size
+ * bytes .put(keys, rows)  .update(keys, deltas)  .command(name, shard=0) -> str  .close()
  *   .value_size  .num_shards
  *
  * Buffers are used in place (no copies in Python) and the GIL is released around every call into
@@ -19,9 +19,8 @@
 #include "recstore/ps_client.h"
 
 typedef struct {
-    PyObject_HEAD
-    rs_ps_client *client; /* owned; NULL after close */
-    int busy;             /* set (under the GIL) while a thread is inside a call */
+    PyObject_HEAD rs_ps_client *client; /* owned; NULL after close */
+    int busy;                           /* set (under the GIL) while a thread is inside a call */
     uint32_t value_size, num_shards;
 } ClientObject;
 
@@ -41,8 +40,8 @@ static int client_enter(ClientObject *self, const char *what) {
 }
 
 static int Client_init(ClientObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"transport", "endpoints", "value_size", "prefetch_depth",
-                             "timeout_ms", "extra", NULL};
+    static char *kwlist[] = {"transport",  "endpoints", "value_size", "prefetch_depth",
+                             "timeout_ms", "extra",     NULL};
     const char *transport, *extra = NULL;
     PyObject *endpoints;
     unsigned int value_size = 0, depth = 1, timeout_ms = 10000;
@@ -56,10 +55,14 @@ static int Client_init(ClientObject *self, PyObject *args, PyObject *kwds) {
     rs_py_ps_endpoints ep;
     if (rs_py_ps_endpoints_parse(endpoints, &ep)) return -1;
     int ret = -1;
-    rs_ps_client_config cfg = {.transport = transport, .num_shards = ep.n,
-                               .hosts = (const char *const *)ep.hosts, .ports = ep.ports,
-                               .value_size = value_size, .prefetch_depth = depth,
-                               .timeout_ms = timeout_ms, .extra = extra};
+    rs_ps_client_config cfg = {.transport = transport,
+                               .num_shards = ep.n,
+                               .hosts = (const char *const *)ep.hosts,
+                               .ports = ep.ports,
+                               .value_size = value_size,
+                               .prefetch_depth = depth,
+                               .timeout_ms = timeout_ms,
+                               .extra = extra};
     rs_error err = {0};
     rs_ps_client *c = NULL;
     int rc;
@@ -108,9 +111,8 @@ static int get_rows(ClientObject *self, PyObject *obj, const char *name, size_t 
     }
     size_t want = n * self->value_size;
     if ((size_t)view->len != want) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s holds %zd bytes; %zu keys x %u-byte rows need %zu bytes", name, view->len,
-                     n, self->value_size, want);
+        PyErr_Format(PyExc_ValueError, "%s holds %zd bytes; %zu keys x %u-byte rows need %zu bytes",
+                     name, view->len, n, self->value_size, want);
         PyBuffer_Release(view);
         return -1;
     }

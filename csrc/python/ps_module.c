@@ -37,8 +37,11 @@ static PyMethodDef ps_methods[] = {
 };
 
 static struct PyModuleDef ps_module = {
-    PyModuleDef_HEAD_INIT, "recbench._ps", "recbench parameter server, client and ps_bench (C core)",
-    -1, ps_methods,
+    PyModuleDef_HEAD_INIT,
+    "recbench._ps",
+    "recbench parameter server, client and ps_bench (C core)",
+    -1,
+    ps_methods,
 };
 
 PyMODINIT_FUNC PyInit__ps(void) {

@@ -44,10 +44,8 @@ static PyObject *ps_rc_debug_inject(PyObject *self, PyObject *args, PyObject *kw
         rs_py_raise(rc, "rc_debug_inject", &err);
         goto out;
     }
-    if (qp >= o.qps)
-        o.qps = qp + 1;
-    if (slot >= o.slots)
-        o.slots = slot + 1;
+    if (qp >= o.qps) o.qps = qp + 1;
+    if (slot >= o.slots) o.slots = slot + 1;
     int32_t status = 0;
     char why[256] = "";
     rs_rc_client *c = NULL;

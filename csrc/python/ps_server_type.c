@@ -19,10 +19,9 @@
 #include "recstore/transport.h"
 
 typedef struct {
-    PyObject_HEAD
-    const rs_ps_server_ops *ops; /* static table */
-    void *state;                 /* transport state; NULL after stop */
-    rs_ps_shard *shard;          /* owned; NULL after stop */
+    PyObject_HEAD const rs_ps_server_ops *ops; /* static table */
+    void *state;                               /* transport state; NULL after stop */
+    rs_ps_shard *shard;                        /* owned; NULL after stop */
     uint16_t port;
     uint32_t shard_id, value_size;
     char transport[16];
@@ -42,17 +41,18 @@ static void Server_close(ServerObject *self) {
 }
 
 static int Server_init(ServerObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"transport", "host", "port", "shard", "num_shards", "index_type",
-                             "value_size", "capacity", "num_threads", "max_keys_per_request",
-                             "path", "max_body_bytes", "extra", "max_connections", NULL};
+    static char *kwlist[] = {
+        "transport",  "host",           "port",     "shard",           "num_shards",
+        "index_type", "value_size",     "capacity", "num_threads",     "max_keys_per_request",
+        "path",       "max_body_bytes", "extra",    "max_connections", NULL};
     const char *transport = "brpc", *host = "127.0.0.1", *index_type = "DRAM_PET_HASH";
     const char *path = NULL, *extra = NULL;
     unsigned int port = 0, shard = 0, num_shards = 1, value_size = 512, num_threads = 1;
     unsigned int max_keys = 500, max_conns = 0;
     unsigned long long capacity = 1000000, max_body = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|ssIIIsIKIIzKzI", kwlist, &transport, &host, &port,
-                                     &shard, &num_shards, &index_type, &value_size, &capacity,
-                                     &num_threads, &max_keys, &path, &max_body, &extra,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|ssIIIsIKIIzKzI", kwlist, &transport, &host,
+                                     &port, &shard, &num_shards, &index_type, &value_size,
+                                     &capacity, &num_threads, &max_keys, &path, &max_body, &extra,
                                      &max_conns))
         return -1;
     if (self->state || self->shard) {
@@ -70,12 +70,16 @@ static int Server_init(ServerObject *self, PyObject *args, PyObject *kwds) {
     rs_kv_index_type it;
     rc = rs_kv_index_type_parse(index_type, &it, &err);
     if (rc) return rs_py_raise_int(rc, "index_type", &err);
-    rs_ps_shard_config sc = {.shard_id = shard, .num_shards = num_shards,
-                             .kv = {.index_type = it, .value_size = value_size,
-                                    .capacity = capacity, .path = path},
-                             .max_keys_per_request = max_keys};
-    rs_ps_server_opts so = {.host = host, .port = (uint16_t)port, .num_threads = num_threads,
-                            .max_body_bytes = max_body, .max_connections = max_conns,
+    rs_ps_shard_config sc = {
+        .shard_id = shard,
+        .num_shards = num_shards,
+        .kv = {.index_type = it, .value_size = value_size, .capacity = capacity, .path = path},
+        .max_keys_per_request = max_keys};
+    rs_ps_server_opts so = {.host = host,
+                            .port = (uint16_t)port,
+                            .num_threads = num_threads,
+                            .max_body_bytes = max_body,
+                            .max_connections = max_conns,
                             .extra = extra};
     rs_ps_shard *sh = NULL;
     void *state = NULL;

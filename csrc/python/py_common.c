@@ -15,12 +15,22 @@ static const struct {
     int code;
     const char *cls;
 } error_table[] = {
-    {RS_EINVAL, "InvalidArgument"},   {RS_ENOMEM, "OutOfMemory"},     {RS_ENOTFOUND, "NotFound"},
-    {RS_EFULL, "CapacityError"},      {RS_EIO, "IOFailure"},          {RS_ENOTSUP, "NotSupported"},
-    {RS_ETIMEDOUT, "Timeout"},        {RS_ECONN, "ConnectionFailed"}, {RS_EPROTO, "ProtocolError"},
-    {RS_ESERVER, "ServerError"},      {RS_ECLOSED, "ClosedError"},    {RS_EBUSY, "Busy"},
-    {RS_EEXIST, "AlreadyExists"},     {RS_ENODEV, "DeviceUnavailable"},
-    {RS_EVERIFY, "VerificationError"}, {RS_EINTR, "Interrupted"},
+    {RS_EINVAL, "InvalidArgument"},
+    {RS_ENOMEM, "OutOfMemory"},
+    {RS_ENOTFOUND, "NotFound"},
+    {RS_EFULL, "CapacityError"},
+    {RS_EIO, "IOFailure"},
+    {RS_ENOTSUP, "NotSupported"},
+    {RS_ETIMEDOUT, "Timeout"},
+    {RS_ECONN, "ConnectionFailed"},
+    {RS_EPROTO, "ProtocolError"},
+    {RS_ESERVER, "ServerError"},
+    {RS_ECLOSED, "ClosedError"},
+    {RS_EBUSY, "Busy"},
+    {RS_EEXIST, "AlreadyExists"},
+    {RS_ENODEV, "DeviceUnavailable"},
+    {RS_EVERIFY, "VerificationError"},
+    {RS_EINTR, "Interrupted"},
 };
 
 PyObject *rs_py_raise(int rc, const char *func, const rs_error *err) {
@@ -61,13 +71,13 @@ int rs_py_raise_int(int rc, const char *func, const rs_error *err) {
 }
 
 #ifndef RS_BUILD_TYPE
-#define RS_BUILD_TYPE "unknown"
-#define RS_BUILD_CC "unknown"
-#define RS_BUILD_CFLAGS ""
+#define RS_BUILD_TYPE     "unknown"
+#define RS_BUILD_CC       "unknown"
+#define RS_BUILD_CFLAGS   ""
 #define RS_BUILD_FEATURES ""
-#define RS_BUILD_COMMIT "unknown"
-#define RS_BUILD_DIRTY 0
-#define RS_VERSION "0"
+#define RS_BUILD_COMMIT   "unknown"
+#define RS_BUILD_DIRTY    0
+#define RS_VERSION        "0"
 #endif
 
 PyObject *rs_py_build_info(PyObject *self, PyObject *noargs) {
@@ -91,8 +101,7 @@ PyObject *rs_py_build_info(PyObject *self, PyObject *noargs) {
     return Py_BuildValue("{s:s,s:s,s:O,s:s,s:s,s:s,s:N,s:s}", "version", RS_VERSION, "commit",
                          RS_BUILD_COMMIT, "dirty", RS_BUILD_DIRTY ? Py_True : Py_False,
                          "build_type", RS_BUILD_TYPE, "compiler", RS_BUILD_CC, "cflags",
-                         RS_BUILD_CFLAGS, "features", features, "row_kernel",
-                         rs_kv_row_kernel());
+                         RS_BUILD_CFLAGS, "features", features, "row_kernel", rs_kv_row_kernel());
 }
 
 int rs_py_get_keys(PyObject *obj, const char *argname, Py_buffer *view, size_t *n) {
@@ -104,15 +113,15 @@ int rs_py_get_keys(PyObject *obj, const char *argname, Py_buffer *view, size_t *
     }
     int bytes_like = view->itemsize == 1;
     if (!(view->itemsize == 8 || bytes_like) || view->len % 8 != 0) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s must hold 8-byte integer keys: itemsize %zd, %zd bytes", argname,
-                     view->itemsize, view->len);
+        PyErr_Format(PyExc_ValueError, "%s must hold 8-byte integer keys: itemsize %zd, %zd bytes",
+                     argname, view->itemsize, view->len);
         PyBuffer_Release(view);
         return -1;
     }
-    if (view->format && !bytes_like && strchr("qQlL", view->format[strlen(view->format) - 1]) == NULL) {
-        PyErr_Format(PyExc_ValueError, "%s must be 64-bit integers, got buffer format '%s'", argname,
-                     view->format);
+    if (view->format && !bytes_like &&
+        strchr("qQlL", view->format[strlen(view->format) - 1]) == NULL) {
+        PyErr_Format(PyExc_ValueError, "%s must be 64-bit integers, got buffer format '%s'",
+                     argname, view->format);
         PyBuffer_Release(view);
         return -1;
     }

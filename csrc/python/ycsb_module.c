@@ -60,7 +60,8 @@ static int add_strings(PyObject *seq, const char *what, rs_ycsb_props *props, in
             return -1;
         }
         rs_error err = {0};
-        int rc = files ? rs_ycsb_props_load_file(props, s, &err) : rs_ycsb_props_set_arg(props, s, &err);
+        int rc =
+            files ? rs_ycsb_props_load_file(props, s, &err) : rs_ycsb_props_set_arg(props, s, &err);
         if (rc) {
             Py_DECREF(fast);
             return rs_py_raise_int(rc, files ? "property file" : "property", &err);
@@ -75,16 +76,16 @@ static PyObject *ycsb_run(PyObject *self, PyObject *args, PyObject *kw) {
     const char *db;
     PyObject *files = NULL, *props_seq = NULL;
     int do_load = 1, do_run = 1, status = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|OOppp", kwlist, &db, &files, &props_seq,
-                                     &do_load, &do_run, &status))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|OOppp", kwlist, &db, &files, &props_seq, &do_load,
+                                     &do_run, &status))
         return NULL;
     rs_ycsb_props *props = NULL;
     if (rs_ycsb_props_new(&props)) return PyErr_NoMemory();
     PyObject *result = NULL;
     if (files && add_strings(files, "files", props, 1) < 0) goto out;
     if (props_seq && add_strings(props_seq, "props", props, 0) < 0) goto out;
-    rs_ycsb_options opt = {.db = db, .do_load = do_load, .do_run = do_run, .status = status,
-                           .props = props};
+    rs_ycsb_options opt = {
+        .db = db, .do_load = do_load, .do_run = do_run, .status = status, .props = props};
     rs_ycsb_report rep;
     rs_error err = {0};
     int rc;

@@ -4,7 +4,8 @@
  * batch reads over many segments in both builds of the row loops, capacity (RS_EFULL naming
  * capacity and index type), growth past many splits, variable-length
  * values across size classes, update_add_f32, clear, and the no-torn-read property with writer and
- * reader threads (many keys with deletes, and one hot key rewritten nonstop). Each case takes the index type and a directory (CCEH needs one).
+ * reader threads (many keys with deletes, and one hot key rewritten nonstop). Each case takes the
+ * index type and a directory (CCEH needs one).
  */
 #ifndef KV_TEST_CASES_H
 #define KV_TEST_CASES_H
@@ -374,7 +375,6 @@ static void kvt_no_torn_reads(rs_kv_index_type t) {
     rs_kv_close(kv);
     kvt_rm_dir(dir);
 }
-
 
 /* One writer rewrites one hot key with rows whose 8-byte words all hold the version, while this
  * thread reads it back (get and batch_get_flat alternating): every row must hold one version. */

@@ -35,13 +35,14 @@ typedef struct {
     void (*fn)(void);
 } rs_test_case;
 
-#define RS_TEST(fn) {#fn, fn}
+#define RS_TEST(fn)                                                                                \
+    { #fn, fn }
 
 #define RS_TEST_MAIN(...)                                                                          \
     int main(void) {                                                                               \
         rs_test_case cases[] = {__VA_ARGS__};                                                      \
         int passed = 0, failed = 0;                                                                \
-        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {                             \
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {                              \
             int before = rs_test_failed_checks;                                                    \
             cases[i].fn();                                                                         \
             if (rs_test_failed_checks == before) {                                                 \

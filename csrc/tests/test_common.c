@@ -143,6 +143,7 @@ static void test_eventual_block_and_spin(void) {
 }
 
 RS_TEST_MAIN(RS_TEST(test_hist_index_roundtrip), RS_TEST(test_hist_percentiles),
-             RS_TEST(test_rng_below_range_and_seed), RS_TEST(test_zipf_frequencies_match_definition),
-             RS_TEST(test_zeta_tail_approximation), RS_TEST(test_scrambled_zipf_in_range),
-             RS_TEST(test_fnv_matches_ycsb), RS_TEST(test_eventual_block_and_spin))
+             RS_TEST(test_rng_below_range_and_seed),
+             RS_TEST(test_zipf_frequencies_match_definition), RS_TEST(test_zeta_tail_approximation),
+             RS_TEST(test_scrambled_zipf_in_range), RS_TEST(test_fnv_matches_ycsb),
+             RS_TEST(test_eventual_block_and_spin))

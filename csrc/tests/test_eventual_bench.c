@@ -9,8 +9,8 @@
 #include "rs_test.h"
 
 static void run_mode(rs_wait_mode mode) {
-    rs_eventual_bench_cfg cfg = {.num_waiters = 8, .duration_s = 0.2, .interval_ms = 0.5,
-                                 .wait_mode = mode};
+    rs_eventual_bench_cfg cfg = {
+        .num_waiters = 8, .duration_s = 0.2, .interval_ms = 0.5, .wait_mode = mode};
     rs_eventual_bench_result r;
     rs_error err = {0};
     RS_CHECK_EQ(rs_eventual_bench_run(&cfg, &r, &err), RS_OK);
@@ -22,9 +22,13 @@ static void run_mode(rs_wait_mode mode) {
     RS_CHECK(r.late_p50_us <= r.late_p99_us);
 }
 
-static void test_block(void) { run_mode(RS_WAIT_BLOCK); }
+static void test_block(void) {
+    run_mode(RS_WAIT_BLOCK);
+}
 
-static void test_spin(void) { run_mode(RS_WAIT_SPIN); }
+static void test_spin(void) {
+    run_mode(RS_WAIT_SPIN);
+}
 
 static void test_bad_config(void) {
     rs_eventual_bench_result r;

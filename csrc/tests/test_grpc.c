@@ -61,8 +61,7 @@ static int fixture_up(fixture *f, uint32_t max_keys, unsigned threads) {
 }
 
 static void fixture_down(fixture *f) {
-    if (f->server)
-        rs_grpc_server_ops.stop(f->server);
+    if (f->server) rs_grpc_server_ops.stop(f->server);
     rs_ps_shard_close(f->shard);
     memset(f, 0, sizeof *f);
 }
@@ -73,8 +72,7 @@ static void *conn_open(uint16_t port, uint32_t in_flight, uint32_t timeout_ms) {
     rs_ps_client_opts co = {.timeout_ms = timeout_ms, .max_in_flight = in_flight};
     int rc = rs_grpc_conn_ops.connect("127.0.0.1", port, &co, &c, &e);
     RS_CHECK_EQ(rc, 0);
-    if (rc)
-        fprintf(stderr, "connect: %s\n", e.msg);
+    if (rc) fprintf(stderr, "connect: %s\n", e.msg);
     return c;
 }
 
@@ -87,8 +85,7 @@ static void fill_row(uint64_t key, float *row) {
 static int call1(void *c, rs_ps_request *req, void *rows, size_t cap, rs_ps_completion *out,
                  rs_error *e) {
     int rc = rs_grpc_conn_ops.submit(c, req, 77, rows, cap, e);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     rc = rs_grpc_conn_ops.next(c, out, e);
     RS_CHECK_EQ(out->tag, 77);
     return rc;
@@ -96,8 +93,7 @@ static int call1(void *c, rs_ps_request *req, void *rows, size_t cap, rs_ps_comp
 
 static void test_roundtrip_pipelined(void) {
     fixture f = {0};
-    if (fixture_up(&f, 1000, 2))
-        return;
+    if (fixture_up(&f, 1000, 2)) return;
     void *c = conn_open(f.port, 4, 10000);
     if (!c) {
         fixture_down(&f);
@@ -111,8 +107,11 @@ static void test_roundtrip_pipelined(void) {
         keys[i] = 1000 + (uint64_t)i * 7;
         fill_row(keys[i], rows[i]);
     }
-    rs_ps_request put = {.op = RS_PS_PUT, .value_size = VS, .num_keys = N,
-                         .keys = (const uint8_t *)keys, .rows = (const uint8_t *)rows,
+    rs_ps_request put = {.op = RS_PS_PUT,
+                         .value_size = VS,
+                         .num_keys = N,
+                         .keys = (const uint8_t *)keys,
+                         .rows = (const uint8_t *)rows,
                          .rows_len = sizeof rows};
     rs_ps_completion comp;
     RS_CHECK_EQ(call1(c, &put, NULL, 0, &comp, &e), 0);
@@ -130,7 +129,9 @@ static void test_roundtrip_pipelined(void) {
     }
     for (int b = 0; b < BATCHES; b++) {
         while (submitted < BATCHES && submitted < b + 4) {
-            rs_ps_request get = {.op = RS_PS_GET, .value_size = VS, .num_keys = N,
+            rs_ps_request get = {.op = RS_PS_GET,
+                                 .value_size = VS,
+                                 .num_keys = N,
                                  .keys = (const uint8_t *)gkeys[submitted]};
             RS_CHECK_EQ(rs_grpc_conn_ops.submit(c, &get, 100 + submitted, got[submitted],
                                                 sizeof got[submitted], &e),
@@ -138,7 +139,9 @@ static void test_roundtrip_pipelined(void) {
             submitted++;
         }
         if (b == 0) {
-            rs_ps_request get = {.op = RS_PS_GET, .value_size = VS, .num_keys = N,
+            rs_ps_request get = {.op = RS_PS_GET,
+                                 .value_size = VS,
+                                 .num_keys = N,
                                  .keys = (const uint8_t *)gkeys[0]};
             RS_CHECK_EQ(rs_grpc_conn_ops.submit(c, &get, 1, got[0], sizeof got[0], &e), RS_EBUSY);
         }
@@ -161,13 +164,16 @@ static void test_roundtrip_pipelined(void) {
     for (int i = 0; i < N; i++)
         for (int j = 0; j < VS / 4; j++)
             deltas[i][j] = 1.0f + j;
-    rs_ps_request upd = {.op = RS_PS_UPDATE, .value_size = VS, .num_keys = N,
-                         .keys = (const uint8_t *)keys, .rows = (const uint8_t *)deltas,
+    rs_ps_request upd = {.op = RS_PS_UPDATE,
+                         .value_size = VS,
+                         .num_keys = N,
+                         .keys = (const uint8_t *)keys,
+                         .rows = (const uint8_t *)deltas,
                          .rows_len = sizeof deltas};
     RS_CHECK_EQ(call1(c, &upd, NULL, 0, &comp, &e), 0);
     RS_CHECK_EQ(comp.resp.status, RS_PS_OK);
-    rs_ps_request get = {.op = RS_PS_GET, .value_size = 0, .num_keys = N,
-                         .keys = (const uint8_t *)keys};
+    rs_ps_request get = {
+        .op = RS_PS_GET, .value_size = 0, .num_keys = N, .keys = (const uint8_t *)keys};
     RS_CHECK_EQ(call1(c, &get, got[0], sizeof got[0], &comp, &e), 0);
     RS_CHECK_EQ(comp.resp.value_size, VS);
     int bad = 0;
@@ -191,8 +197,8 @@ static void test_roundtrip_pipelined(void) {
     RS_CHECK(ts.bytes_out >= (uint64_t)BATCHES * sizeof got[0]);
     /* closing with requests outstanding cancels them and frees everything (ASan checks) */
     for (int b = 0; b < 3; b++) {
-        rs_ps_request g = {.op = RS_PS_GET, .value_size = VS, .num_keys = N,
-                           .keys = (const uint8_t *)gkeys[b]};
+        rs_ps_request g = {
+            .op = RS_PS_GET, .value_size = VS, .num_keys = N, .keys = (const uint8_t *)gkeys[b]};
         RS_CHECK_EQ(rs_grpc_conn_ops.submit(c, &g, 200 + b, got[b], sizeof got[b], &e), 0);
     }
     rs_grpc_conn_ops.close(c);
@@ -201,8 +207,7 @@ static void test_roundtrip_pipelined(void) {
 
 static void test_ps_error_statuses(void) {
     fixture f = {0};
-    if (fixture_up(&f, 10, 1))
-        return;
+    if (fixture_up(&f, 10, 1)) return;
     void *c = conn_open(f.port, 2, 10000);
     if (!c) {
         fixture_down(&f);
@@ -213,25 +218,28 @@ static void test_ps_error_statuses(void) {
     uint64_t keys[11] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
     static float rows[11][VS / 4];
     /* more keys than max_keys_per_request */
-    rs_ps_request big = {.op = RS_PS_GET, .value_size = VS, .num_keys = 11,
-                         .keys = (const uint8_t *)keys};
+    rs_ps_request big = {
+        .op = RS_PS_GET, .value_size = VS, .num_keys = 11, .keys = (const uint8_t *)keys};
     RS_CHECK_EQ(call1(c, &big, rows, sizeof rows, &comp, &e), 0);
     RS_CHECK_EQ(comp.resp.status, RS_PS_BATCH_TOO_LARGE);
     RS_CHECK(comp.resp.error[0] != 0);
     /* rows of the wrong size */
-    rs_ps_request put = {.op = RS_PS_PUT, .value_size = VS, .num_keys = 2,
-                         .keys = (const uint8_t *)keys, .rows = (const uint8_t *)rows,
+    rs_ps_request put = {.op = RS_PS_PUT,
+                         .value_size = VS,
+                         .num_keys = 2,
+                         .keys = (const uint8_t *)keys,
+                         .rows = (const uint8_t *)rows,
                          .rows_len = VS};
     RS_CHECK_EQ(call1(c, &put, NULL, 0, &comp, &e), 0);
     RS_CHECK(comp.resp.status != RS_PS_OK);
     /* value_size mismatch */
-    rs_ps_request vs = {.op = RS_PS_GET, .value_size = VS * 2, .num_keys = 1,
-                        .keys = (const uint8_t *)keys};
+    rs_ps_request vs = {
+        .op = RS_PS_GET, .value_size = VS * 2, .num_keys = 1, .keys = (const uint8_t *)keys};
     RS_CHECK_EQ(call1(c, &vs, rows, sizeof rows, &comp, &e), 0);
     RS_CHECK_EQ(comp.resp.status, RS_PS_VALUE_SIZE_MISMATCH);
     /* and the connection still works */
-    rs_ps_request ok = {.op = RS_PS_GET, .value_size = VS, .num_keys = 1,
-                        .keys = (const uint8_t *)keys};
+    rs_ps_request ok = {
+        .op = RS_PS_GET, .value_size = VS, .num_keys = 1, .keys = (const uint8_t *)keys};
     RS_CHECK_EQ(call1(c, &ok, rows, sizeof rows, &comp, &e), 0);
     RS_CHECK_EQ(comp.resp.status, RS_PS_OK);
     rs_grpc_conn_ops.close(c);
@@ -245,8 +253,7 @@ static uint16_t closed_port(int *listen_fd_out, int do_listen) {
     socklen_t len = sizeof a;
     if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
         getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
-        if (fd >= 0)
-            close(fd);
+        if (fd >= 0) close(fd);
         return 0;
     }
     if (do_listen) {
@@ -271,8 +278,7 @@ static void test_connect_refused_names_peer(void) {
     snprintf(want, sizeof want, "127.0.0.1:%u", port);
     RS_CHECK(strstr(e.msg, want) != NULL);
     RS_CHECK(strstr(e.msg, "refused") != NULL);
-    if (!strstr(e.msg, "refused"))
-        fprintf(stderr, "message: %s\n", e.msg);
+    if (!strstr(e.msg, "refused")) fprintf(stderr, "message: %s\n", e.msg);
 }
 
 /* A TCP listener that never speaks HTTP/2: the call (or the connect) hits its deadline. */
@@ -288,16 +294,14 @@ static void test_deadline_names_peer(void) {
         rs_ps_request ping = {.op = RS_PS_COMMAND, .command = "ping", .command_len = 4};
         rs_ps_completion comp;
         rc = rs_grpc_conn_ops.submit(c, &ping, 1, NULL, 0, &e);
-        if (rc == 0)
-            rc = rs_grpc_conn_ops.next(c, &comp, &e);
+        if (rc == 0) rc = rs_grpc_conn_ops.next(c, &comp, &e);
         rs_grpc_conn_ops.close(c);
     }
     RS_CHECK_EQ(rc, RS_ETIMEDOUT);
     char want[64];
     snprintf(want, sizeof want, "127.0.0.1:%u", port);
     RS_CHECK(strstr(e.msg, want) != NULL);
-    if (rc != RS_ETIMEDOUT || !strstr(e.msg, want))
-        fprintf(stderr, "message: %s\n", e.msg);
+    if (rc != RS_ETIMEDOUT || !strstr(e.msg, want)) fprintf(stderr, "message: %s\n", e.msg);
     close(lfd);
 }
 
@@ -310,8 +314,8 @@ static grpc_status_code raw_call(uint16_t port, const char *path, const void *ms
     grpc_channel *ch = grpc_channel_create(target, creds, NULL);
     grpc_channel_credentials_release(creds);
     grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
-    gpr_timespec dl = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-                                   gpr_time_from_millis(10000, GPR_TIMESPAN));
+    gpr_timespec dl =
+        gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(10000, GPR_TIMESPAN));
     grpc_call *call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
                                                grpc_slice_from_static_string(path), NULL, dl, NULL);
     grpc_slice s = grpc_slice_from_copied_buffer(msg, len);
@@ -358,18 +362,16 @@ static grpc_status_code raw_call(uint16_t port, const char *path, const void *ms
 
 static void test_bad_calls_server_survives(void) {
     fixture f = {0};
-    if (fixture_up(&f, 1000, 1))
-        return;
+    if (fixture_up(&f, 1000, 1)) return;
     grpc_init();
     char details[300];
     grpc_byte_buffer *reply = NULL;
     /* unknown method: UNIMPLEMENTED naming the path */
-    grpc_status_code st = raw_call(f.port, "/recstore.PSService/Nope", "", 0, &reply, details,
-                                   sizeof details);
+    grpc_status_code st =
+        raw_call(f.port, "/recstore.PSService/Nope", "", 0, &reply, details, sizeof details);
     RS_CHECK_EQ(st, GRPC_STATUS_UNIMPLEMENTED);
     RS_CHECK(strstr(details, "/recstore.PSService/Nope") != NULL);
-    if (reply)
-        grpc_byte_buffer_destroy(reply);
+    if (reply) grpc_byte_buffer_destroy(reply);
     reply = NULL;
     /* garbage protobuf (field 3 claims 100 bytes, 2 follow): a PSResponse with INVALID_PAYLOAD */
     const uint8_t garbage[] = {0x1a, 0x64, 0x01, 0x02};
@@ -397,13 +399,16 @@ static void test_bad_calls_server_survives(void) {
         uint64_t k = 5;
         float row[VS / 4], got[VS / 4];
         fill_row(k, row);
-        rs_ps_request put = {.op = RS_PS_PUT, .value_size = VS, .num_keys = 1,
-                             .keys = (const uint8_t *)&k, .rows = (const uint8_t *)row,
+        rs_ps_request put = {.op = RS_PS_PUT,
+                             .value_size = VS,
+                             .num_keys = 1,
+                             .keys = (const uint8_t *)&k,
+                             .rows = (const uint8_t *)row,
                              .rows_len = VS};
         rs_ps_completion comp;
         RS_CHECK_EQ(call1(c, &put, NULL, 0, &comp, &e), 0);
-        rs_ps_request get = {.op = RS_PS_GET, .value_size = VS, .num_keys = 1,
-                             .keys = (const uint8_t *)&k};
+        rs_ps_request get = {
+            .op = RS_PS_GET, .value_size = VS, .num_keys = 1, .keys = (const uint8_t *)&k};
         RS_CHECK_EQ(call1(c, &get, got, sizeof got, &comp, &e), 0);
         RS_CHECK_EQ(memcmp(got, row, VS), 0);
         rs_grpc_conn_ops.close(c);
@@ -417,13 +422,12 @@ static void test_bad_calls_server_survives(void) {
 static void test_large_batch(void) {
     enum { N = 20000 }; /* 20000 x 64 B rows + 160 KB of keys per message */
     fixture f = {0};
-    if (fixture_up(&f, N, 2))
-        return;
+    if (fixture_up(&f, N, 2)) return;
     /* the client takes 1 MB HTTP/2 frames (the default is 16 KB) */
     rs_error e = {0};
     void *c = NULL;
-    rs_ps_client_opts co = {.timeout_ms = 20000, .max_in_flight = 2,
-                            .extra = "max_frame_size=1048576;malloc_tuning=1"};
+    rs_ps_client_opts co = {
+        .timeout_ms = 20000, .max_in_flight = 2, .extra = "max_frame_size=1048576;malloc_tuning=1"};
     RS_CHECK_EQ(rs_grpc_conn_ops.connect("127.0.0.1", f.port, &co, &c, &e), 0);
     if (!c) {
         fixture_down(&f);
@@ -436,13 +440,16 @@ static void test_large_batch(void) {
         fill_row(keys[i], rows + (size_t)i * (VS / 4));
     }
     rs_ps_completion comp;
-    rs_ps_request put = {.op = RS_PS_PUT, .value_size = VS, .num_keys = N,
-                         .keys = (const uint8_t *)keys, .rows = (const uint8_t *)rows,
+    rs_ps_request put = {.op = RS_PS_PUT,
+                         .value_size = VS,
+                         .num_keys = N,
+                         .keys = (const uint8_t *)keys,
+                         .rows = (const uint8_t *)rows,
                          .rows_len = (size_t)N * VS};
     RS_CHECK_EQ(call1(c, &put, NULL, 0, &comp, &e), 0);
     RS_CHECK_EQ(comp.resp.status, RS_PS_OK);
-    rs_ps_request get = {.op = RS_PS_GET, .value_size = VS, .num_keys = N,
-                         .keys = (const uint8_t *)keys};
+    rs_ps_request get = {
+        .op = RS_PS_GET, .value_size = VS, .num_keys = N, .keys = (const uint8_t *)keys};
     RS_CHECK_EQ(call1(c, &get, got, (size_t)N * VS, &comp, &e), 0);
     RS_CHECK_EQ(comp.resp.num_found, N);
     RS_CHECK_EQ(comp.resp.rows_len, (size_t)N * VS);
@@ -465,12 +472,11 @@ static void test_large_batch(void) {
  * with RESOURCE_EXHAUSTED naming the server, smaller ones go through on the same connection. */
 static void test_reply_size_limit(void) {
     fixture f = {0};
-    if (fixture_up(&f, 1000, 1))
-        return;
+    if (fixture_up(&f, 1000, 1)) return;
     rs_error e = {0};
     void *c = NULL;
-    rs_ps_client_opts co = {.timeout_ms = 10000, .max_in_flight = 1,
-                            .extra = "max_reply_bytes=4096"};
+    rs_ps_client_opts co = {
+        .timeout_ms = 10000, .max_in_flight = 1, .extra = "max_reply_bytes=4096"};
     RS_CHECK_EQ(rs_grpc_conn_ops.connect("127.0.0.1", f.port, &co, &c, &e), 0);
     if (!c) {
         fixture_down(&f);
@@ -484,17 +490,20 @@ static void test_reply_size_limit(void) {
         fill_row(keys[i], rows + i * (VS / 4));
     }
     rs_ps_completion comp;
-    rs_ps_request put = {.op = RS_PS_PUT, .value_size = VS, .num_keys = N,
-                         .keys = (const uint8_t *)keys, .rows = (const uint8_t *)rows,
+    rs_ps_request put = {.op = RS_PS_PUT,
+                         .value_size = VS,
+                         .num_keys = N,
+                         .keys = (const uint8_t *)keys,
+                         .rows = (const uint8_t *)rows,
                          .rows_len = sizeof rows};
     RS_CHECK_EQ(call1(c, &put, NULL, 0, &comp, &e), 0);
-    rs_ps_request get = {.op = RS_PS_GET, .value_size = VS, .num_keys = N,
-                         .keys = (const uint8_t *)keys};
+    rs_ps_request get = {
+        .op = RS_PS_GET, .value_size = VS, .num_keys = N, .keys = (const uint8_t *)keys};
     RS_CHECK(call1(c, &get, got, sizeof got, &comp, &e) != 0);
     RS_CHECK(strstr(e.msg, "RESOURCE_EXHAUSTED") != NULL);
     RS_CHECK(strstr(e.msg, "127.0.0.1") != NULL);
-    rs_ps_request small = {.op = RS_PS_GET, .value_size = VS, .num_keys = 10,
-                           .keys = (const uint8_t *)keys};
+    rs_ps_request small = {
+        .op = RS_PS_GET, .value_size = VS, .num_keys = 10, .keys = (const uint8_t *)keys};
     RS_CHECK_EQ(call1(c, &small, got, sizeof got, &comp, &e), 0);
     RS_CHECK_EQ(comp.resp.num_found, 10);
     RS_CHECK_EQ(memcmp(got, rows, 10 * VS), 0);
@@ -509,8 +518,7 @@ static void test_reply_size_limit(void) {
 static void test_stop_with_calls_in_flight(void) {
     enum { N = 1000, CALLS = 16 };
     fixture f = {0};
-    if (fixture_up(&f, N, 1))
-        return;
+    if (fixture_up(&f, N, 1)) return;
     void *c = conn_open(f.port, CALLS, 10000);
     if (!c) {
         fixture_down(&f);
@@ -521,8 +529,8 @@ static void test_stop_with_calls_in_flight(void) {
     for (int i = 0; i < N; i++)
         keys[i] = (uint64_t)i + 1;
     rs_error e = {0};
-    rs_ps_request get = {.op = RS_PS_GET, .value_size = VS, .num_keys = N,
-                         .keys = (const uint8_t *)keys};
+    rs_ps_request get = {
+        .op = RS_PS_GET, .value_size = VS, .num_keys = N, .keys = (const uint8_t *)keys};
     for (int i = 0; i < CALLS; i++)
         RS_CHECK_EQ(rs_grpc_conn_ops.submit(c, &get, (uint64_t)i, got[i], sizeof got[i], &e), 0);
     rs_grpc_server_ops.stop(f.server);
@@ -545,8 +553,7 @@ static void test_stop_with_calls_in_flight(void) {
     /* the server is gone: a new call fails with a connection error, it does not hang */
     rs_ps_completion comp;
     int rc = rs_grpc_conn_ops.submit(c, &get, 99, got[0], sizeof got[0], &e);
-    if (rc == 0)
-        rc = rs_grpc_conn_ops.next(c, &comp, &e);
+    if (rc == 0) rc = rs_grpc_conn_ops.next(c, &comp, &e);
     RS_CHECK_EQ(rc, RS_ECONN);
     rs_grpc_conn_ops.close(c);
     fixture_down(&f);
@@ -600,9 +607,9 @@ static void test_registry_finds_grpc(void) {
 
 RS_TEST_MAIN(RS_TEST(test_roundtrip_pipelined), RS_TEST(test_ps_error_statuses),
              RS_TEST(test_connect_refused_names_peer), RS_TEST(test_deadline_names_peer),
-             RS_TEST(test_bad_calls_server_survives), RS_TEST(test_large_batch), RS_TEST(test_reply_size_limit),
-             RS_TEST(test_stop_with_calls_in_flight), RS_TEST(test_bind_busy_port_and_bad_options),
-             RS_TEST(test_registry_finds_grpc))
+             RS_TEST(test_bad_calls_server_survives), RS_TEST(test_large_batch),
+             RS_TEST(test_reply_size_limit), RS_TEST(test_stop_with_calls_in_flight),
+             RS_TEST(test_bind_busy_port_and_bad_options), RS_TEST(test_registry_finds_grpc))
 
 #else /* !RS_HAVE_GRPC */
 

@@ -19,10 +19,16 @@ static rs_kv *open_pet(uint64_t cap, uint32_t vs) {
 
 static void test_counted_batch_run(void) {
     rs_kv *kv = open_pet(1000, 64);
-    rs_kv_bench_config c = {.kv = kv, .record_count = 1000, .value_size = 64, .threads = 2,
-                            .workload = 'c', .distribution = RS_KV_BENCH_UNIFORM,
-                            .read_mode = RS_KV_BENCH_BATCH, .batch_keys = 10,
-                            .operation_count = 5000, .seed = 3};
+    rs_kv_bench_config c = {.kv = kv,
+                            .record_count = 1000,
+                            .value_size = 64,
+                            .threads = 2,
+                            .workload = 'c',
+                            .distribution = RS_KV_BENCH_UNIFORM,
+                            .read_mode = RS_KV_BENCH_BATCH,
+                            .batch_keys = 10,
+                            .operation_count = 5000,
+                            .seed = 3};
     rs_kv_bench *b = NULL;
     rs_error err = {0};
     RS_CHECK_EQ(rs_kv_bench_open(&c, &b, &err), 0);
@@ -46,10 +52,16 @@ static void test_counted_batch_run(void) {
 
 static void test_workload_a_zipfian_get(void) {
     rs_kv *kv = open_pet(2000, 32);
-    rs_kv_bench_config c = {.kv = kv, .record_count = 2000, .value_size = 32, .threads = 1,
-                            .workload = 'a', .distribution = RS_KV_BENCH_ZIPFIAN,
-                            .zipfian_alpha = 0.9, .read_mode = RS_KV_BENCH_GET,
-                            .operation_count = 4000, .seed = 1};
+    rs_kv_bench_config c = {.kv = kv,
+                            .record_count = 2000,
+                            .value_size = 32,
+                            .threads = 1,
+                            .workload = 'a',
+                            .distribution = RS_KV_BENCH_ZIPFIAN,
+                            .zipfian_alpha = 0.9,
+                            .read_mode = RS_KV_BENCH_GET,
+                            .operation_count = 4000,
+                            .seed = 1};
     rs_kv_bench *b = NULL;
     RS_CHECK_EQ(rs_kv_bench_open(&c, &b, NULL), 0);
     RS_CHECK_EQ(rs_kv_bench_load(b, &g_load, NULL), 0);
@@ -65,9 +77,13 @@ static void test_workload_a_zipfian_get(void) {
 }
 
 static void test_ceiling_timed(void) {
-    rs_kv_bench_config c = {.record_count = 500, .value_size = 128, .threads = 1, .workload = 'c',
+    rs_kv_bench_config c = {.record_count = 500,
+                            .value_size = 128,
+                            .threads = 1,
+                            .workload = 'c',
                             .distribution = RS_KV_BENCH_UNIFORM,
-                            .read_mode = RS_KV_BENCH_CEILING, .batch_keys = 20,
+                            .read_mode = RS_KV_BENCH_CEILING,
+                            .batch_keys = 20,
                             .running_seconds = 0.05};
     rs_kv_bench *b = NULL;
     RS_CHECK_EQ(rs_kv_bench_open(&c, &b, NULL), 0);
@@ -82,9 +98,13 @@ static void test_ceiling_timed(void) {
 static void test_bad_config(void) {
     rs_error err = {0};
     rs_kv_bench *b = NULL;
-    rs_kv_bench_config c = {.record_count = 10, .value_size = 8, .threads = 1, .workload = 'x',
+    rs_kv_bench_config c = {.record_count = 10,
+                            .value_size = 8,
+                            .threads = 1,
+                            .workload = 'x',
                             .distribution = RS_KV_BENCH_UNIFORM,
-                            .read_mode = RS_KV_BENCH_CEILING, .batch_keys = 1,
+                            .read_mode = RS_KV_BENCH_CEILING,
+                            .batch_keys = 1,
                             .operation_count = 1};
     RS_CHECK_EQ(rs_kv_bench_open(&c, &b, &err), RS_EINVAL);
     RS_CHECK(strstr(err.msg, "workload") != NULL);

@@ -74,8 +74,8 @@ static void test_cceh_reopen(void) {
     rs_kv_close(kv);
 
     /* value_size must match */
-    rs_kv_config cfg = {.index_type = RS_KV_INDEX_CCEH, .value_size = 64, .capacity = 30000,
-                        .path = dir};
+    rs_kv_config cfg = {
+        .index_type = RS_KV_INDEX_CCEH, .value_size = 64, .capacity = 30000, .path = dir};
     kv = NULL;
     RS_CHECK_EQ(rs_kv_open(&cfg, &kv, &err), RS_EINVAL);
     RS_CHECK(strstr(err.msg, "value_size") != NULL);
@@ -98,7 +98,8 @@ static void test_cceh_reopen_variable(void) {
     rs_kv *kv = kvt_open(RS_KV_INDEX_CCEH, 0, 1000, dir);
     if (!kv) return;
     for (int k = 0; k < 300; k++) {
-        int n = snprintf(val, sizeof val, "value-%d-%.*s", k, k % 40, "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx");
+        int n = snprintf(val, sizeof val, "value-%d-%.*s", k, k % 40,
+                         "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx");
         RS_CHECK_EQ(rs_kv_put(kv, (uint64_t)k, val, (size_t)n, &err), 0);
     }
     rs_kv_close(kv);
@@ -106,7 +107,8 @@ static void test_cceh_reopen_variable(void) {
     if (!kv) return;
     RS_CHECK_EQ(rs_kv_count(kv), 300);
     for (int k = 0; k < 300; k++) {
-        int n = snprintf(val, sizeof val, "value-%d-%.*s", k, k % 40, "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx");
+        int n = snprintf(val, sizeof val, "value-%d-%.*s", k, k % 40,
+                         "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx");
         size_t len = 0;
         RS_CHECK_EQ(rs_kv_get(kv, (uint64_t)k, got, sizeof got, &len), 0);
         RS_CHECK_EQ(len, (size_t)n);
@@ -125,7 +127,8 @@ static void test_cceh_hot_key_no_torn_reads(void) {
     kvt_hot_key_no_torn_reads(RS_KV_INDEX_CCEH);
 }
 
-RS_TEST_MAIN(RS_TEST(test_cceh_hot_key_no_torn_reads), RS_TEST(test_cceh_basic), RS_TEST(test_cceh_batch_segments), RS_TEST(test_cceh_growth_and_full),
+RS_TEST_MAIN(RS_TEST(test_cceh_hot_key_no_torn_reads), RS_TEST(test_cceh_basic),
+             RS_TEST(test_cceh_batch_segments), RS_TEST(test_cceh_growth_and_full),
              RS_TEST(test_cceh_variable), RS_TEST(test_cceh_update_add),
              RS_TEST(test_cceh_no_torn_reads), RS_TEST(test_cceh_requires_path),
              RS_TEST(test_cceh_reopen), RS_TEST(test_cceh_reopen_variable))

@@ -59,6 +59,7 @@ static void test_eh_hot_key_no_torn_reads(void) {
     kvt_hot_key_no_torn_reads(RS_KV_INDEX_EXTENDIBLE_HASH);
 }
 
-RS_TEST_MAIN(RS_TEST(test_eh_hot_key_no_torn_reads), RS_TEST(test_eh_basic), RS_TEST(test_eh_batch_segments), RS_TEST(test_eh_growth_and_full), RS_TEST(test_eh_variable),
-             RS_TEST(test_eh_update_add), RS_TEST(test_eh_no_torn_reads),
+RS_TEST_MAIN(RS_TEST(test_eh_hot_key_no_torn_reads), RS_TEST(test_eh_basic),
+             RS_TEST(test_eh_batch_segments), RS_TEST(test_eh_growth_and_full),
+             RS_TEST(test_eh_variable), RS_TEST(test_eh_update_add), RS_TEST(test_eh_no_torn_reads),
              RS_TEST(test_eh_reads_during_splits))

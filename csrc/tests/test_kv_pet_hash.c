@@ -24,7 +24,6 @@ static void test_pet_no_torn_reads(void) {
     kvt_no_torn_reads(RS_KV_INDEX_PET_HASH);
 }
 
-
 static void test_pet_overflow_chain(void) {
     /* capacity 800 -> next_pow2(800 / 0.9 / 7 + 1) = 128 chunks of 7 slots: 40 keys with one
      * home chunk fill it and spill 33 along its probe sequence */
@@ -102,6 +101,7 @@ static void test_pet_hot_key_no_torn_reads(void) {
     kvt_hot_key_no_torn_reads(RS_KV_INDEX_PET_HASH);
 }
 
-RS_TEST_MAIN(RS_TEST(test_pet_hot_key_no_torn_reads), RS_TEST(test_pet_basic), RS_TEST(test_pet_batch_segments), RS_TEST(test_pet_full), RS_TEST(test_pet_variable),
+RS_TEST_MAIN(RS_TEST(test_pet_hot_key_no_torn_reads), RS_TEST(test_pet_basic),
+             RS_TEST(test_pet_batch_segments), RS_TEST(test_pet_full), RS_TEST(test_pet_variable),
              RS_TEST(test_pet_update_add), RS_TEST(test_pet_overflow_chain),
              RS_TEST(test_pet_no_torn_reads), RS_TEST(test_index_names))

@@ -30,10 +30,11 @@ static int fx_start(fixture *f, unsigned threads) {
     rs_error err = {0};
     memset(f, 0, sizeof *f);
     if (rs_ps_transport_find("brpc", &f->sops, &f->cops, &err)) return -1;
-    rs_ps_shard_config sc = {.shard_id = 0, .num_shards = 1,
-                             .kv = {.index_type = RS_KV_INDEX_PET_HASH, .value_size = VS,
-                                    .capacity = 10000},
-                             .max_keys_per_request = 100};
+    rs_ps_shard_config sc = {
+        .shard_id = 0,
+        .num_shards = 1,
+        .kv = {.index_type = RS_KV_INDEX_PET_HASH, .value_size = VS, .capacity = 10000},
+        .max_keys_per_request = 100};
     if (rs_ps_shard_open(&sc, &f->shard, &err)) {
         fprintf(stderr, "shard: %s\n", err.msg);
         return -1;
@@ -92,8 +93,11 @@ static void test_roundtrip(void) {
         row_for(keys[i], rows + i * VS / 4);
     }
     rs_ps_completion comp;
-    rs_ps_request put = {.op = RS_PS_PUT, .value_size = VS, .num_keys = 10,
-                         .keys = (const uint8_t *)keys, .rows = (const uint8_t *)rows,
+    rs_ps_request put = {.op = RS_PS_PUT,
+                         .value_size = VS,
+                         .num_keys = 10,
+                         .keys = (const uint8_t *)keys,
+                         .rows = (const uint8_t *)rows,
                          .rows_len = sizeof rows};
     RS_CHECK_EQ(call(&f, c, &put, NULL, 0, &comp), 0);
     RS_CHECK_EQ(comp.resp.status, 0);
@@ -114,8 +118,11 @@ static void test_roundtrip(void) {
     float deltas[VS / 4];
     for (unsigned j = 0; j < VS / 4; j++)
         deltas[j] = 0.5f;
-    rs_ps_request upd = {.op = RS_PS_UPDATE, .num_keys = 1, .keys = (const uint8_t *)keys,
-                         .rows = (const uint8_t *)deltas, .rows_len = sizeof deltas};
+    rs_ps_request upd = {.op = RS_PS_UPDATE,
+                         .num_keys = 1,
+                         .keys = (const uint8_t *)keys,
+                         .rows = (const uint8_t *)deltas,
+                         .rows_len = sizeof deltas};
     RS_CHECK_EQ(call(&f, c, &upd, NULL, 0, &comp), 0);
     RS_CHECK_EQ(comp.resp.status, 0);
     get.num_keys = 1;
@@ -204,8 +211,11 @@ static void check_good_client(fixture *f, void *c) {
     float row[VS / 4], got[VS / 4];
     row_for(k, row);
     rs_ps_completion comp;
-    rs_ps_request put = {.op = RS_PS_PUT, .num_keys = 1, .keys = (const uint8_t *)&k,
-                         .rows = (const uint8_t *)row, .rows_len = VS};
+    rs_ps_request put = {.op = RS_PS_PUT,
+                         .num_keys = 1,
+                         .keys = (const uint8_t *)&k,
+                         .rows = (const uint8_t *)row,
+                         .rows_len = VS};
     RS_CHECK_EQ(call(f, c, &put, NULL, 0, &comp), 0);
     rs_ps_request get = {.op = RS_PS_GET, .num_keys = 1, .keys = (const uint8_t *)&k};
     RS_CHECK_EQ(call(f, c, &get, got, sizeof got, &comp), 0);
@@ -230,18 +240,16 @@ static void test_malformed_traffic(void) {
     RS_CHECK(send_and_expect_close(f.port, (const uint8_t *)"HTTP/1.1 GET /\r\n\r\n", 18));
     check_good_client(&f, good);
     /* huge body size: rejected before allocating */
-    RS_CHECK(send_and_expect_close(f.port,
-                                   (const uint8_t[]){'P', 'R', 'P', 'C', 0xff, 0xff, 0xff, 0xf0,
-                                                     0, 0, 0, 4},
-                                   12));
+    RS_CHECK(send_and_expect_close(
+        f.port, (const uint8_t[]){'P', 'R', 'P', 'C', 0xff, 0xff, 0xff, 0xf0, 0, 0, 0, 4}, 12));
     check_good_client(&f, good);
     /* meta_size larger than body_size */
     RS_CHECK(send_and_expect_close(
         f.port, (const uint8_t[]){'P', 'R', 'P', 'C', 0, 0, 0, 4, 0, 0, 0, 9, 1, 2, 3, 4}, 16));
     /* garbage protobuf as RpcMeta */
     RS_CHECK(send_and_expect_close(
-        f.port, (const uint8_t[]){'P', 'R', 'P', 'C', 0, 0, 0, 4, 0, 0, 0, 4, 0xff, 0xff, 0xff, 0xff},
-        16));
+        f.port,
+        (const uint8_t[]){'P', 'R', 'P', 'C', 0, 0, 0, 4, 0, 0, 0, 4, 0xff, 0xff, 0xff, 0xff}, 16));
     /* a valid RpcMeta without the request part */
     RS_CHECK(send_and_expect_close(
         f.port, (const uint8_t[]){'P', 'R', 'P', 'C', 0, 0, 0, 2, 0, 0, 0, 2, 0x20, 0x05}, 14));

@@ -11,7 +11,7 @@
 #include "rs_test.h"
 
 #if RS_HAVE_PROTOBUF_C
-#define VS 16u
+#define VS  16u
 #define NSH 2
 
 typedef struct cluster {
@@ -27,10 +27,11 @@ static int cluster_start(cluster *cl, uint32_t max_keys) {
     memset(cl, 0, sizeof *cl);
     if (rs_ps_transport_find("brpc", &cl->sops, NULL, &err)) return -1;
     for (int i = 0; i < NSH; i++) {
-        rs_ps_shard_config sc = {.shard_id = (uint32_t)i, .num_shards = NSH,
-                                 .kv = {.index_type = RS_KV_INDEX_PET_HASH, .value_size = VS,
-                                        .capacity = 20000},
-                                 .max_keys_per_request = max_keys};
+        rs_ps_shard_config sc = {
+            .shard_id = (uint32_t)i,
+            .num_shards = NSH,
+            .kv = {.index_type = RS_KV_INDEX_PET_HASH, .value_size = VS, .capacity = 20000},
+            .max_keys_per_request = max_keys};
         if (rs_ps_shard_open(&sc, &cl->shards[i], &err)) return -1;
         rs_ps_server_opts so = {.host = "127.0.0.1", .num_threads = 1};
         if (cl->sops->start(&so, cl->shards[i], &cl->srv[i], &err)) return -1;
@@ -50,8 +51,12 @@ static void cluster_stop(cluster *cl) {
 static void test_order_across_shards(void) {
     cluster cl;
     RS_CHECK_EQ(cluster_start(&cl, 1000), 0);
-    rs_ps_client_config cc = {.transport = "brpc", .num_shards = NSH, .hosts = cl.hosts,
-                              .ports = cl.ports, .value_size = 0, .prefetch_depth = 4};
+    rs_ps_client_config cc = {.transport = "brpc",
+                              .num_shards = NSH,
+                              .hosts = cl.hosts,
+                              .ports = cl.ports,
+                              .value_size = 0,
+                              .prefetch_depth = 4};
     rs_ps_client *c = NULL;
     rs_error err = {0};
     RS_CHECK_EQ(rs_ps_client_open(&cc, &c, &err), 0);
@@ -98,7 +103,8 @@ static void test_order_across_shards(void) {
     /* pipelined batches complete FIFO with their tags */
     static float outs[4][N * VS / 4];
     for (uint64_t t = 0; t < 4; t++)
-        RS_CHECK_EQ(rs_ps_client_submit(c, RS_PS_GET, keys + t * 10, 10, NULL, outs[t], t, &err), 0);
+        RS_CHECK_EQ(rs_ps_client_submit(c, RS_PS_GET, keys + t * 10, 10, NULL, outs[t], t, &err),
+                    0);
     RS_CHECK_EQ(rs_ps_client_submit(c, RS_PS_GET, keys, 10, NULL, outs[0], 9, &err), RS_EBUSY);
     for (uint64_t t = 0; t < 4; t++) {
         rs_ps_batch_result r;
@@ -122,8 +128,11 @@ static void test_order_across_shards(void) {
 static void test_server_error_names_shard(void) {
     cluster cl;
     RS_CHECK_EQ(cluster_start(&cl, 10), 0);
-    rs_ps_client_config cc = {.transport = "brpc", .num_shards = NSH, .hosts = cl.hosts,
-                              .ports = cl.ports, .prefetch_depth = 1};
+    rs_ps_client_config cc = {.transport = "brpc",
+                              .num_shards = NSH,
+                              .hosts = cl.hosts,
+                              .ports = cl.ports,
+                              .prefetch_depth = 1};
     rs_ps_client *c = NULL;
     rs_error err = {0};
     RS_CHECK_EQ(rs_ps_client_open(&cc, &c, &err), 0);
@@ -149,11 +158,20 @@ static void test_server_error_names_shard(void) {
 static void test_bench_verify(void) {
     cluster cl;
     RS_CHECK_EQ(cluster_start(&cl, 1000), 0);
-    rs_ps_bench_config bc = {
-        .client = {.transport = "brpc", .num_shards = NSH, .hosts = cl.hosts, .ports = cl.ports,
-                   .value_size = VS, .prefetch_depth = 4},
-        .mode = RS_PS_BENCH_FETCH, .record_count = 2000, .batch_keys = 64, .threads = 2,
-        .running_seconds = 0.3, .verify = 1, .seed = 1, .fetch_key_space = 2500};
+    rs_ps_bench_config bc = {.client = {.transport = "brpc",
+                                        .num_shards = NSH,
+                                        .hosts = cl.hosts,
+                                        .ports = cl.ports,
+                                        .value_size = VS,
+                                        .prefetch_depth = 4},
+                             .mode = RS_PS_BENCH_FETCH,
+                             .record_count = 2000,
+                             .batch_keys = 64,
+                             .threads = 2,
+                             .running_seconds = 0.3,
+                             .verify = 1,
+                             .seed = 1,
+                             .fetch_key_space = 2500};
     rs_ps_bench_result res;
     rs_error err = {0};
     RS_CHECK_EQ(rs_ps_bench_load(&bc, &res, &err), 0);

@@ -12,8 +12,12 @@ static void test_request_roundtrip_inline(void) {
     float rows[3 * 4];
     for (int i = 0; i < 12; i++)
         rows[i] = (float)i * 0.5f;
-    rs_ps_request req = {.op = RS_PS_PUT, .shard = 3, .value_size = 16, .num_keys = 3,
-                         .keys = (const uint8_t *)keys, .rows = (const uint8_t *)rows,
+    rs_ps_request req = {.op = RS_PS_PUT,
+                         .shard = 3,
+                         .value_size = 16,
+                         .num_keys = 3,
+                         .keys = (const uint8_t *)keys,
+                         .rows = (const uint8_t *)rows,
                          .rows_len = sizeof rows};
     uint8_t buf[512];
     size_t n = rs_ps_request_encode(&req, 0, buf);
@@ -67,8 +71,13 @@ static void test_command_and_empty(void) {
 
 static void test_request_truncated_everywhere(void) {
     uint64_t keys[2] = {1, 2};
-    rs_ps_request req = {.op = RS_PS_GET, .shard = 1, .value_size = 300, .num_keys = 2,
-                         .keys = (const uint8_t *)keys, .command = "x", .command_len = 1};
+    rs_ps_request req = {.op = RS_PS_GET,
+                         .shard = 1,
+                         .value_size = 300,
+                         .num_keys = 2,
+                         .keys = (const uint8_t *)keys,
+                         .command = "x",
+                         .command_len = 1};
     uint8_t buf[128];
     size_t n = rs_ps_request_encode(&req, 0, buf);
     int failures = 0;
@@ -111,9 +120,9 @@ static void test_request_malformed(void) {
     /* shard sent as length-delimited */
     expect_bad_request((const uint8_t[]){0x0a, 1, 0}, 3, "shard");
     /* value_size varint of 11 bytes */
-    expect_bad_request((const uint8_t[]){0x10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-                                         0xff, 0x01},
-                       12, "varint");
+    expect_bad_request(
+        (const uint8_t[]){0x10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01},
+        12, "varint");
     /* value_size over uint32 */
     expect_bad_request((const uint8_t[]){0x10, 0x80, 0x80, 0x80, 0x80, 0x10}, 6, "uint32");
     /* field number 0 */

@@ -12,10 +12,11 @@
 #define VS 16u
 
 static rs_ps_shard *open_shard(uint32_t id, uint32_t n) {
-    rs_ps_shard_config sc = {.shard_id = id, .num_shards = n,
-                             .kv = {.index_type = RS_KV_INDEX_PET_HASH, .value_size = VS,
-                                    .capacity = 100000},
-                             .max_keys_per_request = 64};
+    rs_ps_shard_config sc = {
+        .shard_id = id,
+        .num_shards = n,
+        .kv = {.index_type = RS_KV_INDEX_PET_HASH, .value_size = VS, .capacity = 100000},
+        .max_keys_per_request = 64};
     rs_ps_shard *s = NULL;
     rs_error err = {0};
     if (rs_ps_shard_open(&sc, &s, &err)) fprintf(stderr, "open: %s\n", err.msg);
@@ -23,10 +24,11 @@ static rs_ps_shard *open_shard(uint32_t id, uint32_t n) {
 }
 
 static void test_open_validation(void) {
-    rs_ps_shard_config sc = {.shard_id = 2, .num_shards = 2,
-                             .kv = {.index_type = RS_KV_INDEX_PET_HASH, .value_size = VS,
-                                    .capacity = 10},
-                             .max_keys_per_request = 1};
+    rs_ps_shard_config sc = {
+        .shard_id = 2,
+        .num_shards = 2,
+        .kv = {.index_type = RS_KV_INDEX_PET_HASH, .value_size = VS, .capacity = 10},
+        .max_keys_per_request = 1};
     rs_ps_shard *s = NULL;
     rs_error err = {0};
     RS_CHECK_EQ(rs_ps_shard_open(&sc, &s, &err), RS_EINVAL);
@@ -45,13 +47,19 @@ static void test_validation_and_update(void) {
     uint64_t mine[4], other = 0;
     int m = 0;
     for (uint64_t k = 1; m < 4 || !other; k++) {
-        if (rs_shard_of(k, 2) == 1 && m < 4) mine[m++] = k;
-        else if (rs_shard_of(k, 2) == 0 && !other) other = k;
+        if (rs_shard_of(k, 2) == 1 && m < 4)
+            mine[m++] = k;
+        else if (rs_shard_of(k, 2) == 0 && !other)
+            other = k;
     }
     float rows[4 * VS / 4] = {0}, out[4 * VS / 4];
     rs_ps_response resp;
-    rs_ps_request put = {.op = RS_PS_PUT, .shard = 1, .num_keys = 4, .keys = (const uint8_t *)mine,
-                         .rows = (const uint8_t *)rows, .rows_len = sizeof rows};
+    rs_ps_request put = {.op = RS_PS_PUT,
+                         .shard = 1,
+                         .num_keys = 4,
+                         .keys = (const uint8_t *)mine,
+                         .rows = (const uint8_t *)rows,
+                         .rows_len = sizeof rows};
     RS_CHECK_EQ(rs_ps_shard_handle(s, &put, &resp, NULL, 0, 0), 0);
     RS_CHECK_EQ(resp.status, RS_PS_OK);
     /* wrong shard id and a key of another shard */
@@ -71,8 +79,12 @@ static void test_validation_and_update(void) {
     for (unsigned i = 0; i < 4 * VS / 4; i++)
         d[i] = (float)i;
     memcpy(buf + 1 + 32, d, sizeof d);
-    rs_ps_request up = {.op = RS_PS_UPDATE, .shard = 1, .num_keys = 4, .keys = buf + 1,
-                        .rows = buf + 1 + 32, .rows_len = sizeof d};
+    rs_ps_request up = {.op = RS_PS_UPDATE,
+                        .shard = 1,
+                        .num_keys = 4,
+                        .keys = buf + 1,
+                        .rows = buf + 1 + 32,
+                        .rows_len = sizeof d};
     RS_CHECK_EQ(rs_ps_shard_handle(s, &up, &resp, NULL, 0, 3), 0);
     RS_CHECK_EQ(resp.status, RS_PS_OK);
     RS_CHECK_EQ(rs_ps_shard_handle(s, &up, &resp, NULL, 0, 3), 0);
@@ -124,8 +136,11 @@ static void *race(void *arg) {
         }
         for (int i = 0; i < 32; i++)
             keys[i] = (uint64_t)(r->slot * 1000 + it * 32 + i);
-        rs_ps_request p = {.op = RS_PS_PUT, .num_keys = 32, .keys = (const uint8_t *)keys,
-                           .rows = (const uint8_t *)rows, .rows_len = sizeof rows};
+        rs_ps_request p = {.op = RS_PS_PUT,
+                           .num_keys = 32,
+                           .keys = (const uint8_t *)keys,
+                           .rows = (const uint8_t *)rows,
+                           .rows_len = sizeof rows};
         rs_ps_shard_handle(r->s, &p, &resp, NULL, 0, r->slot);
         if (resp.status != RS_PS_OK) r->ok = 0;
         rs_ps_request g = {.op = RS_PS_GET, .num_keys = 32, .keys = (const uint8_t *)keys};

@@ -112,8 +112,7 @@ static void fx_start(fixture *fx, const char *extra, uint32_t threads) {
                        .kv = fx->th.kv,
                        .handle = th_handle};
     int rc = rs_rc_server_start(&rs_rc_fabric_shm, "127.0.0.1", 0, threads, &o, &h, &fx->srv, &e);
-    if (rc)
-        fprintf(stderr, "server start: %s\n", e.msg);
+    if (rc) fprintf(stderr, "server start: %s\n", e.msg);
     RS_CHECK(rc == 0);
     fx->port = rs_rc_server_port(fx->srv);
 }
@@ -131,8 +130,7 @@ static rs_rc_client *connect_client(fixture *fx, const char *extra, uint32_t dep
     o.wait_timeout_ms = 10000;
     rs_rc_client *c = NULL;
     int rc = rs_rc_client_connect(&rs_rc_fabric_shm, "127.0.0.1", fx->port, depth, &o, &c, &e);
-    if (rc)
-        fprintf(stderr, "connect: %s\n", e.msg);
+    if (rc) fprintf(stderr, "connect: %s\n", e.msg);
     RS_CHECK(rc == 0);
     return c;
 }
@@ -154,8 +152,7 @@ static int do_get(rs_rc_client *c, const uint64_t *keys, uint32_t n, float *out,
     uint64_t tag = 0;
     RS_CHECK(rs_rc_client_submit(c, &r, 7, out, (size_t)n * VS, &e) == 0);
     int rc = rs_rc_client_next(c, &tag, resp, &e);
-    if (rc)
-        fprintf(stderr, "next: %s\n", e.msg);
+    if (rc) fprintf(stderr, "next: %s\n", e.msg);
     RS_CHECK(rc == 0);
     RS_CHECK_EQ(tag, 7);
     return resp->status;
@@ -168,8 +165,7 @@ static int rows_ok(const uint64_t *keys, uint32_t n, const float *rows) {
             row_of(keys[i], want);
         else
             memset(want, 0, sizeof want);
-        if (memcmp(want, rows + (size_t)i * DIM, VS) != 0)
-            return 0;
+        if (memcmp(want, rows + (size_t)i * DIM, VS) != 0) return 0;
     }
     return 1;
 }
@@ -179,8 +175,7 @@ static void wait_lanes(fixture *fx, uint64_t want) {
     uint64_t deadline = rs_now_ns() + 5000000000ull;
     do {
         rs_rc_server_get_stats(fx->srv, &st);
-        if (st.lanes_open == want)
-            return;
+        if (st.lanes_open == want) return;
         rs_sleep_ns(1000000);
     } while (rs_now_ns() < deadline);
     RS_CHECK_EQ(st.lanes_open, want);
@@ -382,8 +377,7 @@ static void test_duplicate_seq(void) {
     uint64_t deadline = rs_now_ns() + 5000000000ull;
     do {
         rs_rc_server_get_stats(fx.srv, &st1);
-        if (st1.duplicate_seq > st0.duplicate_seq)
-            break;
+        if (st1.duplicate_seq > st0.duplicate_seq) break;
         rs_sleep_ns(1000000);
     } while (rs_now_ns() < deadline);
     RS_CHECK_EQ(st1.duplicate_seq, st0.duplicate_seq + 1);
@@ -453,8 +447,7 @@ static void test_slot_exhaustion_many_clients(void) {
     wait_lanes(&fx, (NC - 1) * 2);
     RS_CHECK_EQ(do_get(c[0], keys, 16, rows[0][0], resp), RS_PS_OK);
     for (int i = 0; i < NC; i++)
-        if (i != 1)
-            rs_rc_client_close(c[i]);
+        if (i != 1) rs_rc_client_close(c[i]);
     wait_lanes(&fx, 0);
     fx_stop(&fx);
     free(resp);
@@ -472,10 +465,8 @@ static void check_mode(const char *server_extra, const char *client_extra, int e
     memset(rows, 0x5a, 300 * VS);
     rs_ps_response *resp = malloc(sizeof *resp);
     RS_CHECK_EQ(do_get(c, keys, 300, rows, resp), RS_PS_OK);
-    if (expect_rows == 1)
-        RS_CHECK(rows_ok(keys, 300, rows));
-    if (expect_rows == 0)
-        RS_CHECK_EQ(resp->rows_len, 0);
+    if (expect_rows == 1) RS_CHECK(rows_ok(keys, 300, rows));
+    if (expect_rows == 0) RS_CHECK_EQ(resp->rows_len, 0);
     if (expect_rows == 2) { /* payload_memset: zero rows */
         RS_CHECK_EQ(resp->rows_len, 300 * VS);
         for (uint32_t i = 0; i < 300 * DIM; i++)
@@ -484,13 +475,11 @@ static void check_mode(const char *server_extra, const char *client_extra, int e
                 break;
             }
     }
-    if (expect_found >= 0)
-        RS_CHECK_EQ(resp->num_found, expect_found);
+    if (expect_found >= 0) RS_CHECK_EQ(resp->num_found, expect_found);
     /* a missing key under direct_sg falls back to the copy and still reads zeros */
     keys[5] = 999999;
     RS_CHECK_EQ(do_get(c, keys, 300, rows, resp), RS_PS_OK);
-    if (expect_rows == 1)
-        RS_CHECK(rows_ok(keys, 300, rows));
+    if (expect_rows == 1) RS_CHECK(rows_ok(keys, 300, rows));
     rs_rc_server_stats st;
     rs_rc_server_get_stats(fx.srv, &st);
     if (strstr(client_extra, "direct_sg") && !server_extra[0]) {
@@ -586,8 +575,7 @@ static void expect_rejected(uint16_t port, const uint8_t *frame, size_t len, con
             char text[300];
             snprintf(text, sizeof text, "%.*s", (int)(blen > 260 ? 256 : blen - 4),
                      (const char *)body + 4);
-            if (!strstr(text, needle))
-                fprintf(stderr, "reason '%s' lacks '%s'\n", text, needle);
+            if (!strstr(text, needle)) fprintf(stderr, "reason '%s' lacks '%s'\n", text, needle);
             RS_CHECK(strstr(text, needle) != NULL);
         }
     }
@@ -689,8 +677,7 @@ static void *bind_thread(void *p) {
     a->core = -1;
     if (pthread_getaffinity_np(pthread_self(), sizeof set, &set) == 0 && CPU_COUNT(&set) == 1)
         for (int i = 0; i < CPU_SETSIZE; i++)
-            if (CPU_ISSET(i, &set))
-                a->core = i;
+            if (CPU_ISSET(i, &set)) a->core = i;
     rs_rc_client_close(c);
     free(resp);
     return NULL;
@@ -712,22 +699,19 @@ static void test_no_shm_leftovers(void) {
     char prefix[64];
     snprintf(prefix, sizeof prefix, "recbench-rc-%d-", (int)getpid());
     DIR *d = opendir("/dev/shm");
-    if (!d)
-        return;
+    if (!d) return;
     struct dirent *de;
     int left = 0;
     while ((de = readdir(d)))
-        if (!strncmp(de->d_name, prefix, strlen(prefix)))
-            left++;
+        if (!strncmp(de->d_name, prefix, strlen(prefix))) left++;
     closedir(d);
     RS_CHECK_EQ(left, 0);
 }
 
-RS_TEST_MAIN(RS_TEST(test_get_put_command),
-             RS_TEST(test_status_codes), RS_TEST(test_corrupt_and_duplicate),
-             RS_TEST(test_duplicate_seq), RS_TEST(test_prefetch_depth_check),
-             RS_TEST(test_slot_exhaustion_many_clients), RS_TEST(test_response_modes),
-             RS_TEST(test_fake_modes), RS_TEST(test_skip_client_copy),
+RS_TEST_MAIN(RS_TEST(test_get_put_command), RS_TEST(test_status_codes),
+             RS_TEST(test_corrupt_and_duplicate), RS_TEST(test_duplicate_seq),
+             RS_TEST(test_prefetch_depth_check), RS_TEST(test_slot_exhaustion_many_clients),
+             RS_TEST(test_response_modes), RS_TEST(test_fake_modes), RS_TEST(test_skip_client_copy),
              RS_TEST(test_workers_and_profile), RS_TEST(test_ctrl_rejects_bad_frames),
              RS_TEST(test_ctrl_partial_frame_does_not_block),
              RS_TEST(test_client_binds_submitting_thread), RS_TEST(test_no_shm_leftovers))

@@ -17,7 +17,7 @@
 #include "rs_test.h"
 
 #define NFIELDS 3
-#define VLEN 40
+#define VLEN    40
 
 static const char *path_prop(const char *db) {
     if (!strcmp(db, "rocksdb")) return "rocksdb.dbname";
@@ -79,7 +79,8 @@ static int result_matches(const rs_ycsb_result *res, uint32_t rec, int r, int on
         const rs_ycsb_field *fl = &res->fields[i];
         int f = -1;
         for (int k = 0; k < NFIELDS; k++)
-            if (fl->name_len == strlen(fname[k]) && !memcmp(fl->name, fname[k], fl->name_len)) f = k;
+            if (fl->name_len == strlen(fname[k]) && !memcmp(fl->name, fname[k], fl->name_len))
+                f = k;
         if (f < 0 || (only >= 0 && f != only)) return 0;
         const char *want = (changed_value && f == 1) ? changed_value : vals[r][f];
         if (fl->value_len != VLEN || memcmp(fl->value, want, VLEN)) return 0;
@@ -102,8 +103,10 @@ static void conformance(const char *db, const char *const *extra) {
     if (!root) return;
     char data[512], path[600], cwd_before[8192], cwd_after[8192], cwd[4096];
     snprintf(data, sizeof data, "%s/data", root);
-    if (!strcmp(db, "sqlite")) snprintf(path, sizeof path, "%s/ycsb.sqlite3", data);
-    else snprintf(path, sizeof path, "%s", data);
+    if (!strcmp(db, "sqlite"))
+        snprintf(path, sizeof path, "%s/ycsb.sqlite3", data);
+    else
+        snprintf(path, sizeof path, "%s", data);
     if (!getcwd(cwd, sizeof cwd)) cwd[0] = 0;
     listing(".", cwd_before, sizeof cwd_before);
 
@@ -251,7 +254,8 @@ static void test_every_binding(void) {
  * written bytes repeated to synthetic_bytes. */
 static void test_kvdb_perf_modes(void) {
     make_values();
-    static const char *const perf_parse[] = {"hybridkv.mode=perf", "hybridkv.read_return=parse", NULL};
+    static const char *const perf_parse[] = {"hybridkv.mode=perf", "hybridkv.read_return=parse",
+                                             NULL};
     conformance("kvdb", perf_parse);
     static const char *const ext_hash[] = {"hybridkv.index_type=DRAM_EXTENDIBLE_HASH", NULL};
     conformance("kvdb", ext_hash);
@@ -316,4 +320,5 @@ static void test_unknown_and_missing(void) {
     rs_ycsb_props_free(props);
 }
 
-RS_TEST_MAIN(RS_TEST(test_every_binding), RS_TEST(test_kvdb_perf_modes), RS_TEST(test_unknown_and_missing))
+RS_TEST_MAIN(RS_TEST(test_every_binding), RS_TEST(test_kvdb_perf_modes),
+             RS_TEST(test_unknown_and_missing))

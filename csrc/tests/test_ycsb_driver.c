@@ -69,9 +69,9 @@ static void test_latest_with_inserts(void) {
 }
 
 static void test_rmw_and_zipfian_inserts(void) {
-    static const char *const props[] = {"readproportion=0.3", "readmodifywriteproportion=0.4",
-                                        "insertproportion=0.3", "updateproportion=0",
-                                        "requestdistribution=zipfian", NULL};
+    static const char *const props[] = {
+        "readproportion=0.3", "readmodifywriteproportion=0.4", "insertproportion=0.3",
+        "updateproportion=0", "requestdistribution=zipfian",   NULL};
     rs_ycsb_report rep;
     run_case("kvdb", props, 2000, 20000, &rep);
     uint64_t rmw = count_of(&rep.run, RS_YCSB_OP_RMW, RS_YCSB_ST_OK);
@@ -82,8 +82,9 @@ static void test_rmw_and_zipfian_inserts(void) {
 }
 
 static void test_batched_reads(void) {
-    static const char *const props[] = {"readproportion=1", "updateproportion=0", "ycsb.batch=true",
-                                        "ycsb.batch_size=100", "requestdistribution=uniform", NULL};
+    static const char *const props[] = {
+        "readproportion=1",    "updateproportion=0",          "ycsb.batch=true",
+        "ycsb.batch_size=100", "requestdistribution=uniform", NULL};
     rs_ycsb_report rep;
     run_case("kvdb", props, 5000, 10000, &rep);
     /* 10000 ops over 4 threads = 2500 each = 25 batches of 100 per thread */

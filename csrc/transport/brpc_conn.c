@@ -33,7 +33,7 @@
 #include "transport/brpc_frame.h"
 #include "transport/transport_options.h"
 
-#define RS_BRPC_CLIENT_MAX_BODY (1ull << 31)
+#define RS_BRPC_CLIENT_MAX_BODY   (1ull << 31)
 #define RS_BRPC_CLIENT_READ_AHEAD 4096
 /* RpcMeta and PSResponse are buffered; only GET rows (the attachment) can be large, and they go
  * straight into the caller's buffer, sized by the request. A server claiming more than this for
@@ -103,12 +103,12 @@ static int wait_fd(brpc_cconn *c, short events, uint64_t deadline_ns) {
 
 /* The brpc client has no transport options: any key is an error, not silently ignored. */
 static int reject_client_option(void *ctx, const char *key, const char *val, rs_error *err) {
-    return rs_error_set(err, RS_EINVAL, "brpc client takes no transport options (got '%s=%s')",
-                        key, val);
+    return rs_error_set(err, RS_EINVAL, "brpc client takes no transport options (got '%s=%s')", key,
+                        val);
 }
 
-static int brpc_connect(const char *host, uint16_t port, const rs_ps_client_opts *opts,
-                        void **out, rs_error *err) {
+static int brpc_connect(const char *host, uint16_t port, const rs_ps_client_opts *opts, void **out,
+                        rs_error *err) {
     int rc;
     *out = NULL;
     if (opts && (rc = rs_transport_options_each(opts->extra, "brpc client", reject_client_option,
@@ -129,8 +129,8 @@ static int brpc_connect(const char *host, uint16_t port, const rs_ps_client_opts
     }
     rs_brpc_arena_init(&c->arena);
 
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_NUMERICSERV};
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
     struct addrinfo *res = NULL;
     char ps[8];
     snprintf(ps, sizeof ps, "%u", port);
@@ -275,7 +275,8 @@ static int brpc_submit(void *conn, const rs_ps_request *req, uint64_t tag, void 
 /* One receive step into buf (at most len bytes): the bytes received (> 0); 0 when nothing arrived
  * yet and the caller should try again (EINTR, or the socket became readable before the deadline);
  * or a negative code after marking the connection broken (peer closed, error, deadline). */
-static ssize_t recv_step(brpc_cconn *c, uint8_t *buf, size_t len, uint64_t deadline, rs_error *err) {
+static ssize_t recv_step(brpc_cconn *c, uint8_t *buf, size_t len, uint64_t deadline,
+                         rs_error *err) {
     ssize_t r = recv(c->fd, buf, len, 0);
     if (r > 0) return r;
     if (r == 0)
@@ -303,7 +304,8 @@ static int fill(brpc_cconn *c, size_t want, uint64_t deadline, rs_error *err) {
             while (cap < want)
                 cap *= 2;
             uint8_t *p = realloc(c->in, cap);
-            if (!p) return mark_broken(c, err, RS_ENOMEM, "no memory for a %zu-byte response", want);
+            if (!p)
+                return mark_broken(c, err, RS_ENOMEM, "no memory for a %zu-byte response", want);
             c->in = p;
             c->in_cap = cap;
         }

@@ -22,16 +22,16 @@ static void put_be32(uint8_t *p, uint32_t v) {
 int rs_brpc_header_parse(const uint8_t *p, uint64_t max_body, rs_brpc_header *h, rs_error *err) {
     if (memcmp(p, "PRPC", 4) != 0)
         return rs_error_set(err, RS_EPROTO,
-                            "bad baidu_std magic %02x %02x %02x %02x (expected \"PRPC\")", p[0], p[1],
-                            p[2], p[3]);
+                            "bad baidu_std magic %02x %02x %02x %02x (expected \"PRPC\")", p[0],
+                            p[1], p[2], p[3]);
     h->body_size = get_be32(p + 4);
     h->meta_size = get_be32(p + 8);
     if (h->body_size > max_body)
         return rs_error_set(err, RS_EPROTO, "body_size %u exceeds the limit of %llu bytes",
                             h->body_size, (unsigned long long)max_body);
     if (h->meta_size > h->body_size)
-        return rs_error_set(err, RS_EPROTO, "meta_size %u is larger than body_size %u", h->meta_size,
-                            h->body_size);
+        return rs_error_set(err, RS_EPROTO, "meta_size %u is larger than body_size %u",
+                            h->meta_size, h->body_size);
     return 0;
 }
 

@@ -21,15 +21,15 @@
 #include "baidu_rpc_meta.pb-c.h"
 #include "recstore/error.h"
 
-#define RS_BRPC_HEADER_BYTES 12
-#define RS_BRPC_SERVICE "recstore.PSService"
+#define RS_BRPC_HEADER_BYTES     12
+#define RS_BRPC_SERVICE          "recstore.PSService"
 #define RS_BRPC_DEFAULT_MAX_BODY (64ull << 20)
 
 /* bRPC error codes used in RpcResponseMeta.error_code */
 #define RS_BRPC_ENOSERVICE 1001
-#define RS_BRPC_ENOMETHOD 1002
-#define RS_BRPC_EREQUEST 1003
-#define RS_BRPC_EINTERNAL 2001
+#define RS_BRPC_ENOMETHOD  1002
+#define RS_BRPC_EREQUEST   1003
+#define RS_BRPC_EINTERNAL  2001
 
 typedef struct rs_brpc_header {
     uint32_t body_size;

@@ -46,12 +46,13 @@
 #include "transport/brpc_frame.h"
 #include "transport/transport_options.h"
 
-#define RS_BRPC_HEAD_MAX 4096           /* header + RpcMeta + PSResponse head, bounded by error/reply */
-#define RS_BRPC_OUT_LIMIT (64ull << 20) /* default max_pending_bytes */
-#define RS_BRPC_IN_INITIAL (64u << 10)
-#define RS_BRPC_DEFAULT_MAX_CONNS 1024u /* max_connections == 0 */
-#define RS_BRPC_KEEP_BYTES (4u << 20) /* larger idle buffers are released after use */
-#define RS_BRPC_FLUSH_EARLY (64u << 10) /* queued reply bytes that are sent before the next request */
+#define RS_BRPC_HEAD_MAX          4096 /* header + RpcMeta + PSResponse head, bounded by error/reply */
+#define RS_BRPC_OUT_LIMIT         (64ull << 20) /* default max_pending_bytes */
+#define RS_BRPC_IN_INITIAL        (64u << 10)
+#define RS_BRPC_DEFAULT_MAX_CONNS 1024u      /* max_connections == 0 */
+#define RS_BRPC_KEEP_BYTES        (4u << 20) /* larger idle buffers are released after use */
+#define RS_BRPC_FLUSH_EARLY                                                                        \
+    (64u << 10) /* queued reply bytes that are sent before the next request */
 
 typedef struct out_seg {
     size_t off, len;
@@ -108,8 +109,10 @@ static void conn_close(brpc_sconn *c) {
     brpc_worker *w = c->w;
     epoll_ctl(w->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
-    if (c->prev) c->prev->next = c->next;
-    else w->conns = c->next;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        w->conns = c->next;
     if (c->next) c->next->prev = c->prev;
     __atomic_sub_fetch(&w->srv->open_conns, 1, __ATOMIC_RELAXED);
     wcount(&w->closed, 1);
@@ -437,8 +440,8 @@ static void conn_on_readable(brpc_sconn *c) {
         conn_close(c);
         return;
     }
-    uint32_t ev = (c->out_pending >= c->w->srv->out_limit ? 0 : EPOLLIN) |
-                  (c->out_pending ? EPOLLOUT : 0);
+    uint32_t ev =
+        (c->out_pending >= c->w->srv->out_limit ? 0 : EPOLLIN) | (c->out_pending ? EPOLLOUT : 0);
     if (conn_set_events(c, ev)) conn_close(c);
 }
 
@@ -454,8 +457,8 @@ static void conn_on_writable(brpc_sconn *c) {
             return;
         }
     }
-    uint32_t ev = (c->out_pending >= c->w->srv->out_limit ? 0 : EPOLLIN) |
-                  (c->out_pending ? EPOLLOUT : 0);
+    uint32_t ev =
+        (c->out_pending >= c->w->srv->out_limit ? 0 : EPOLLIN) | (c->out_pending ? EPOLLOUT : 0);
     if (conn_set_events(c, ev)) conn_close(c);
 }
 
@@ -507,7 +510,8 @@ static void *worker_main(void *arg) {
 
 static int resolve_bind(const char *host, uint16_t port, struct sockaddr_storage *ss,
                         socklen_t *len, rs_error *err) {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     struct addrinfo *res = NULL;
     char ps[8];
@@ -542,8 +546,8 @@ static int apply_server_option(void *ctx, const char *key, const char *val, rs_e
     if (strcmp(key, "max_pending_bytes") == 0)
         return rs_transport_option_u64("brpc server", key, val, 64u << 10, 4ull << 30,
                                        &s->out_limit, err);
-    return rs_error_set(err, RS_EINVAL, "unknown brpc server option '%s' (known: max_pending_bytes)",
-                        key);
+    return rs_error_set(err, RS_EINVAL,
+                        "unknown brpc server option '%s' (known: max_pending_bytes)", key);
 }
 
 static int brpc_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, void **state,

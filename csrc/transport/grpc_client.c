@@ -30,7 +30,7 @@
 #include "transport/grpc_transport.h"
 
 #define RS_GRPC_DEFAULT_TIMEOUT_MS 10000
-#define RS_GRPC_DEFAULT_IN_FLIGHT 8
+#define RS_GRPC_DEFAULT_IN_FLIGHT  8
 
 typedef struct rs_grpc_pending {
     uint64_t tag;
@@ -71,11 +71,9 @@ static gpr_timespec deadline_in_ms(uint32_t ms) {
 /* ---- pending entries ----------------------------------------------------------------------- */
 
 static rs_grpc_pending *pending_get(rs_grpc_conn *c) {
-    if (c->free_count)
-        return c->free_list[--c->free_count];
+    if (c->free_count) return c->free_list[--c->free_count];
     rs_grpc_pending *p = calloc(1, sizeof *p);
-    if (!p)
-        return NULL;
+    if (!p) return NULL;
     grpc_metadata_array_init(&p->initial_md);
     grpc_metadata_array_init(&p->trailing_md);
     p->details = grpc_empty_slice();
@@ -84,20 +82,16 @@ static rs_grpc_pending *pending_get(rs_grpc_conn *c) {
 
 /* Release what a finished call holds; the entry goes back to the free list. */
 static void pending_put(rs_grpc_conn *c, rs_grpc_pending *p) {
-    if (p->call)
-        grpc_call_unref(p->call);
-    if (p->send_bb)
-        grpc_byte_buffer_destroy(p->send_bb);
-    if (p->recv_bb)
-        grpc_byte_buffer_destroy(p->recv_bb);
+    if (p->call) grpc_call_unref(p->call);
+    if (p->send_bb) grpc_byte_buffer_destroy(p->send_bb);
+    if (p->recv_bb) grpc_byte_buffer_destroy(p->recv_bb);
     grpc_metadata_array_destroy(&p->initial_md);
     grpc_metadata_array_destroy(&p->trailing_md);
     grpc_metadata_array_init(&p->initial_md);
     grpc_metadata_array_init(&p->trailing_md);
     grpc_slice_unref(p->details);
     p->details = grpc_empty_slice();
-    if (p->error_string)
-        gpr_free((void *)p->error_string);
+    if (p->error_string) gpr_free((void *)p->error_string);
     p->error_string = NULL;
     p->call = NULL;
     p->send_bb = p->recv_bb = NULL;
@@ -120,10 +114,8 @@ static void pending_put(rs_grpc_conn *c, rs_grpc_pending *p) {
 /* Wait for one batch completion on the CQ (any call). RS_ETIMEDOUT if `until` passes first. */
 static int drive_one(rs_grpc_conn *c, gpr_timespec until) {
     grpc_event ev = grpc_completion_queue_next(c->cq, until, NULL);
-    if (ev.type == GRPC_QUEUE_TIMEOUT)
-        return RS_ETIMEDOUT;
-    if (ev.type != GRPC_OP_COMPLETE)
-        return RS_ECLOSED;
+    if (ev.type == GRPC_QUEUE_TIMEOUT) return RS_ETIMEDOUT;
+    if (ev.type != GRPC_OP_COMPLETE) return RS_ECLOSED;
     rs_grpc_pending *p = ev.tag;
     p->done = 1;
     if (!ev.success && p->status == GRPC_STATUS_OK)
@@ -137,8 +129,7 @@ static void wait_done(rs_grpc_conn *c, rs_grpc_pending *p) {
     gpr_timespec guard = gpr_time_add(p->deadline, gpr_time_from_millis(5000, GPR_TIMESPAN));
     int cancelled = 0;
     while (!p->done) {
-        if (drive_one(c, cancelled ? gpr_inf_future(GPR_CLOCK_MONOTONIC) : guard) ==
-                RS_ETIMEDOUT) {
+        if (drive_one(c, cancelled ? gpr_inf_future(GPR_CLOCK_MONOTONIC) : guard) == RS_ETIMEDOUT) {
             grpc_call_cancel_with_status(p->call, GRPC_STATUS_DEADLINE_EXCEEDED,
                                          "no completion after the deadline", NULL);
             cancelled = 1;
@@ -152,8 +143,7 @@ static int call_error(rs_grpc_conn *c, const rs_grpc_pending *p, rs_error *err) 
     int rc = rs_grpc_status_code(p->status);
     char details[256];
     size_t dl = GRPC_SLICE_LENGTH(p->details);
-    if (dl >= sizeof details)
-        dl = sizeof details - 1;
+    if (dl >= sizeof details) dl = sizeof details - 1;
     memcpy(details, GRPC_SLICE_START_PTR(p->details), dl);
     details[dl] = 0;
     const char *method = rs_grpc_method_paths[p->method] + sizeof("/recstore.PSService/") - 1;
@@ -164,15 +154,11 @@ static int call_error(rs_grpc_conn *c, const rs_grpc_pending *p, rs_error *err) 
                     ? "connection refused"
                     : "server unavailable or connection lost";
         break;
-    case GRPC_STATUS_DEADLINE_EXCEEDED:
-        cause = "deadline exceeded";
-        break;
+    case GRPC_STATUS_DEADLINE_EXCEEDED: cause = "deadline exceeded"; break;
     case GRPC_STATUS_CANCELLED:
         cause = "call cancelled (server stopping or connection lost)";
         break;
-    default:
-        cause = "server status";
-        break;
+    default: cause = "server status"; break;
     }
     if (p->status == GRPC_STATUS_DEADLINE_EXCEEDED)
         return rs_error_set(err, rc, "grpc %s: %s: %s (timeout %u ms)", c->addr, method, cause,
@@ -212,32 +198,26 @@ static void slices_copy(const grpc_slice_buffer *sb, size_t from, size_t n, uint
  */
 static int reply_rows_direct(grpc_byte_buffer *bb, void *rows_out, size_t rows_len,
                              rs_grpc_scratch *scratch, rs_ps_response *out) {
-    if (!bb || bb->type != GRPC_BB_RAW || bb->data.raw.compression != GRPC_COMPRESS_NONE)
-        return 0;
+    if (!bb || bb->type != GRPC_BB_RAW || bb->data.raw.compression != GRPC_COMPRESS_NONE) return 0;
     const grpc_slice_buffer *sb = &bb->data.raw.slice_buffer;
-    if (sb->count < 2 || !rows_out || !rows_len || sb->length <= rows_len)
-        return 0;
+    if (sb->count < 2 || !rows_out || !rows_len || sb->length <= rows_len) return 0;
     uint8_t key[11];
     size_t k = 0;
     key[k++] = 0x22;
-    for (uint64_t v = rows_len; ; v >>= 7) {
+    for (uint64_t v = rows_len;; v >>= 7) {
         key[k++] = (uint8_t)((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
-        if (v < 0x80)
-            break;
+        if (v < 0x80) break;
     }
     size_t head = sb->length - rows_len; /* header fields + key + length of the rows field */
-    if (head < k || head > 8192)
-        return 0;
+    if (head < k || head > 8192) return 0;
     if (scratch->cap < head) {
         uint8_t *b = realloc(scratch->buf, 8192);
-        if (!b)
-            return RS_ENOMEM;
+        if (!b) return RS_ENOMEM;
         scratch->buf = b;
         scratch->cap = 8192;
     }
     slices_copy(sb, 0, head, scratch->buf);
-    if (memcmp(scratch->buf + head - k, key, k) != 0)
-        return 0;
+    if (memcmp(scratch->buf + head - k, key, k) != 0) return 0;
     if (rs_ps_response_decode(scratch->buf, head - k, NULL, 0, out, NULL) != 0 || out->rows_len)
         return 0;
     slices_copy(sb, head, rows_len, rows_out);
@@ -256,8 +236,7 @@ static int start_call(rs_grpc_conn *c, rs_grpc_pending *p, grpc_byte_buffer *msg
     p->status = GRPC_STATUS_OK;
     p->call = grpc_channel_create_registered_call(c->channel, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq,
                                                   c->reg[p->method], p->deadline, NULL);
-    if (!p->call)
-        return rs_error_set(err, RS_ENOMEM, "grpc %s: cannot create a call", c->addr);
+    if (!p->call) return rs_error_set(err, RS_ENOMEM, "grpc %s: cannot create a call", c->addr);
     p->send_bb = msg;
     grpc_op ops[6];
     memset(ops, 0, sizeof ops);
@@ -288,8 +267,7 @@ static int start_call(rs_grpc_conn *c, rs_grpc_pending *p, grpc_byte_buffer *msg
 /* After the channel failed to connect: a call on it fails at once with the transport's reason. */
 static int connect_failure(rs_grpc_conn *c, rs_error *err) {
     rs_grpc_pending *p = pending_get(c);
-    if (!p)
-        return rs_error_set(err, RS_ECONN, "grpc %s: cannot connect", c->addr);
+    if (!p) return rs_error_set(err, RS_ECONN, "grpc %s: cannot connect", c->addr);
     p->method = RS_PS_COMMAND - 1;
     int rc = start_call(c, p, NULL, err);
     if (rc == 0) {
@@ -299,8 +277,7 @@ static int connect_failure(rs_grpc_conn *c, rs_error *err) {
         } else {
             char details[300];
             size_t dl = GRPC_SLICE_LENGTH(p->details);
-            if (dl >= sizeof details)
-                dl = sizeof details - 1;
+            if (dl >= sizeof details) dl = sizeof details - 1;
             memcpy(details, GRPC_SLICE_START_PTR(p->details), dl);
             details[dl] = 0;
             rc = rs_error_set(err, RS_ECONN, "grpc %s: cannot connect: %s (%s)", c->addr,
@@ -313,12 +290,11 @@ static int connect_failure(rs_grpc_conn *c, rs_error *err) {
 }
 
 static int rs_grpc_conn_connect(const char *host, uint16_t port, const rs_ps_client_opts *opts,
-                             void **out, rs_error *err) {
+                                void **out, rs_error *err) {
     int rc;
     rs_grpc_options o;
     *out = NULL;
-    if ((rc = rs_grpc_options_parse(opts ? opts->extra : NULL, 0, &o, err)) != 0)
-        return rc;
+    if ((rc = rs_grpc_options_parse(opts ? opts->extra : NULL, 0, &o, err)) != 0) return rc;
     rs_grpc_options_apply_process(&o);
     grpc_init();
     rs_grpc_conn *c = calloc(1, sizeof *c);
@@ -329,8 +305,7 @@ static int rs_grpc_conn_connect(const char *host, uint16_t port, const rs_ps_cli
     c->timeout_ms = opts && opts->timeout_ms ? opts->timeout_ms : RS_GRPC_DEFAULT_TIMEOUT_MS;
     c->max_in_flight =
         opts && opts->max_in_flight ? opts->max_in_flight : RS_GRPC_DEFAULT_IN_FLIGHT;
-    if ((rc = rs_grpc_format_addr(host, port, c->addr, sizeof c->addr, err)) != 0)
-        goto fail;
+    if ((rc = rs_grpc_format_addr(host, port, c->addr, sizeof c->addr, err)) != 0) goto fail;
     c->ring_cap = c->max_in_flight;
     c->ring = calloc(c->ring_cap, sizeof *c->ring);
     if (!c->ring) {
@@ -338,12 +313,14 @@ static int rs_grpc_conn_connect(const char *host, uint16_t port, const rs_ps_cli
         goto fail;
     }
     grpc_arg args[] = {
-        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
+        {.type = GRPC_ARG_INTEGER,
+         .key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
          .value.integer = (int)o.max_reply_bytes},
         {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, .value.integer = -1},
         {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, .value.integer = 1},
         {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_ENABLE_RETRIES, .value.integer = 0},
-        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_HTTP2_MAX_FRAME_SIZE,
+        {.type = GRPC_ARG_INTEGER,
+         .key = GRPC_ARG_HTTP2_MAX_FRAME_SIZE,
          .value.integer = (int)o.max_frame_size},
     };
     grpc_channel_args cargs = {.num_args = sizeof args / sizeof args[0], .args = args};
@@ -386,7 +363,7 @@ fail:
 }
 
 static int rs_grpc_conn_submit(void *conn, const rs_ps_request *req, uint64_t tag, void *rows_out,
-                            size_t rows_cap, rs_error *err) {
+                               size_t rows_cap, rs_error *err) {
     rs_grpc_conn *c = conn;
     if (req->op < RS_PS_GET || req->op > RS_PS_COMMAND)
         return rs_error_set(err, RS_EINVAL, "grpc %s: unknown op %d", c->addr, (int)req->op);
@@ -396,14 +373,12 @@ static int rs_grpc_conn_submit(void *conn, const rs_ps_request *req, uint64_t ta
     size_t len = rs_ps_request_encoded_size(req, 0);
     grpc_slice s = grpc_slice_malloc(len);
     size_t wrote = rs_ps_request_encode(req, 0, GRPC_SLICE_START_PTR(s));
-    if (wrote < len)
-        s = grpc_slice_sub_no_ref(s, 0, wrote);
+    if (wrote < len) s = grpc_slice_sub_no_ref(s, 0, wrote);
     grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s, 1);
     grpc_slice_unref(s);
     rs_grpc_pending *p = pending_get(c);
     if (!bb || !p) {
-        if (bb)
-            grpc_byte_buffer_destroy(bb);
+        if (bb) grpc_byte_buffer_destroy(bb);
         return rs_error_set(err, RS_ENOMEM, "grpc %s: out of memory", c->addr);
     }
     p->tag = tag;
@@ -476,12 +451,10 @@ done:
 
 static void rs_grpc_conn_close(void *conn) {
     rs_grpc_conn *c = conn;
-    if (!c)
-        return;
+    if (!c) return;
     for (size_t i = 0; i < c->count; i++) {
         rs_grpc_pending *p = c->ring[(c->head + i) % c->ring_cap];
-        if (!p->done)
-            grpc_call_cancel(p->call, NULL);
+        if (!p->done) grpc_call_cancel(p->call, NULL);
     }
     while (c->on_wire > 0 && drive_one(c, gpr_inf_future(GPR_CLOCK_MONOTONIC)) == 0) {
     }
@@ -492,8 +465,7 @@ static void rs_grpc_conn_close(void *conn) {
         grpc_metadata_array_destroy(&c->free_list[i]->trailing_md);
         free(c->free_list[i]);
     }
-    if (c->channel)
-        grpc_channel_destroy(c->channel);
+    if (c->channel) grpc_channel_destroy(c->channel);
     if (c->cq) {
         grpc_completion_queue_shutdown(c->cq);
         while (grpc_completion_queue_next(c->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL).type !=

@@ -33,9 +33,9 @@
 
 #define RS_GRPC_DEFAULT_CALLS_PER_METHOD 16
 #define RS_GRPC_DEFAULT_REPLY_TIMEOUT_MS 30000
-#define RS_GRPC_DEFAULT_MAX_FRAME 16384u
-#define RS_GRPC_DEFAULT_MAX_REPLY 2147483647u
-#define RS_GRPC_MALLOC_THRESHOLD (64 << 20)
+#define RS_GRPC_DEFAULT_MAX_FRAME        16384u
+#define RS_GRPC_DEFAULT_MAX_REPLY        2147483647u
+#define RS_GRPC_MALLOC_THRESHOLD         (64 << 20)
 
 typedef struct parse_ctx {
     int server;
@@ -91,8 +91,7 @@ static void tune_malloc(void) {
 
 void rs_grpc_options_apply_process(const rs_grpc_options *o) {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
-    if (o->malloc_tuning)
-        pthread_once(&once, tune_malloc);
+    if (o->malloc_tuning) pthread_once(&once, tune_malloc);
 }
 
 #endif /* RS_HAVE_GRPC */

@@ -42,9 +42,9 @@
 #include "recstore/eventual.h"
 #include "transport/grpc_transport.h"
 
-#define RS_GRPC_SLOT_UNKNOWN RS_GRPC_NUM_METHODS /* slot.method for unregistered paths */
+#define RS_GRPC_SLOT_UNKNOWN  RS_GRPC_NUM_METHODS /* slot.method for unregistered paths */
 #define RS_GRPC_UNKNOWN_SLOTS 2
-#define RS_GRPC_MAX_THREADS 64
+#define RS_GRPC_MAX_THREADS   64
 
 enum { SLOT_IDLE = 0, SLOT_REQUESTED, SLOT_REPLYING };
 
@@ -55,16 +55,16 @@ typedef struct rs_grpc_slot {
     rs_grpc_worker *w;
     int method; /* 0..3 PSService method (op - 1), or RS_GRPC_SLOT_UNKNOWN */
     int state;
-    grpc_call *call;          /* owned ref while REQUESTED-and-matched or REPLYING */
+    grpc_call *call; /* owned ref while REQUESTED-and-matched or REPLYING */
     gpr_timespec deadline;
     grpc_metadata_array md;
     grpc_call_details details; /* unregistered slots only */
     grpc_byte_buffer *payload; /* request message (registered slots), owned */
     grpc_byte_buffer *reply;   /* response message, owned until the batch completes */
     grpc_slice status_text;    /* UNIMPLEMENTED text (unknown-method slots) */
-    int cancelled;           /* RECV_CLOSE_ON_SERVER result, written by gRPC */
-    int cancel_sent;         /* we cancelled this reply (reply_timeout) */
-    uint64_t reply_start_ns; /* when the reply batch started (REPLYING) */
+    int cancelled;             /* RECV_CLOSE_ON_SERVER result, written by gRPC */
+    int cancel_sent;           /* we cancelled this reply (reply_timeout) */
+    uint64_t reply_start_ns;   /* when the reply batch started (REPLYING) */
 } rs_grpc_slot;
 
 /* Written only by its worker (CTR_ADD); read by stats() with relaxed atomic loads. */
@@ -99,8 +99,8 @@ struct rs_grpc_server {
     unsigned calls_per_method;
     uint64_t reply_timeout_ns;
     rs_grpc_worker *workers;
-    int shutting;       /* __atomic: set once by stop() */
-    int shutdown_tag;   /* its address tags the shutdown notification */
+    int shutting;     /* __atomic: set once by stop() */
+    int shutdown_tag; /* its address tags the shutdown notification */
     rs_eventual shutdown_done;
 };
 
@@ -116,16 +116,14 @@ static void slot_arm(rs_grpc_slot *sl) {
                                       sl);
     else
         ce = grpc_server_request_registered_call(srv->server, srv->methods[sl->method], &sl->call,
-                                                 &sl->deadline, &sl->md, &sl->payload, w->cq,
-                                                 w->cq, sl);
-    if (ce != GRPC_CALL_OK)
-        sl->state = SLOT_IDLE;
+                                                 &sl->deadline, &sl->md, &sl->payload, w->cq, w->cq,
+                                                 sl);
+    if (ce != GRPC_CALL_OK) sl->state = SLOT_IDLE;
 }
 
 /* Release what one call used and re-arm, unless the server is stopping. */
 static void slot_finish(rs_grpc_slot *sl) {
-    if (sl->state == SLOT_REPLYING)
-        sl->w->replying--;
+    if (sl->state == SLOT_REPLYING) sl->w->replying--;
     if (sl->call) {
         grpc_call_unref(sl->call);
         sl->call = NULL;
@@ -147,8 +145,7 @@ static void slot_finish(rs_grpc_slot *sl) {
         grpc_call_details_init(&sl->details);
     }
     sl->state = SLOT_IDLE;
-    if (!__atomic_load_n(&sl->w->srv->shutting, __ATOMIC_ACQUIRE))
-        slot_arm(sl);
+    if (!__atomic_load_n(&sl->w->srv->shutting, __ATOMIC_ACQUIRE)) slot_arm(sl);
 }
 
 /* Decode, handle, encode: returns the reply message (owned by the caller). */
@@ -202,8 +199,7 @@ static grpc_byte_buffer *ps_reply(rs_grpc_worker *w, rs_ps_op op, grpc_byte_buff
     grpc_slice parts[2];
     parts[0] = grpc_slice_malloc(hlen);
     size_t written = rs_ps_response_encode_header(resp, 0, GRPC_SLICE_START_PTR(parts[0]));
-    if (written < hlen)
-        parts[0] = grpc_slice_sub_no_ref(parts[0], 0, written);
+    if (written < hlen) parts[0] = grpc_slice_sub_no_ref(parts[0], 0, written);
     size_t nparts = 1;
     if (resp->rows_len) {
         parts[1] = GRPC_SLICE_LENGTH(rows) == resp->rows_len
@@ -257,8 +253,7 @@ static void slot_serve(rs_grpc_slot *sl) {
     sl->cancel_sent = 0;
     sl->reply_start_ns = rs_now_ns();
     w->replying++;
-    if (grpc_call_start_batch(sl->call, ops, n, sl, NULL) != GRPC_CALL_OK)
-        slot_finish(sl);
+    if (grpc_call_start_batch(sl->call, ops, n, sl, NULL) != GRPC_CALL_OK) slot_finish(sl);
 }
 
 /* A client that never reads its replies (or keeps its HTTP/2 window shut) would hold a slot
@@ -280,12 +275,10 @@ static void cancel_stuck_replies(rs_grpc_worker *w, uint64_t now) {
 
 /* How long the worker may sleep: forever when no reply is pending (an idle server sleeps). */
 static gpr_timespec worker_deadline(rs_grpc_worker *w) {
-    if (!w->replying)
-        return gpr_inf_future(GPR_CLOCK_REALTIME);
+    if (!w->replying) return gpr_inf_future(GPR_CLOCK_REALTIME);
     uint64_t now = rs_now_ns();
     if (now >= w->next_scan_ns) {
-        if (w->next_scan_ns)
-            cancel_stuck_replies(w, now);
+        if (w->next_scan_ns) cancel_stuck_replies(w, now);
         w->next_scan_ns = now + w->srv->reply_timeout_ns / 4 + 1000000;
     }
     return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
@@ -300,10 +293,8 @@ static void *worker_main(void *arg) {
         slot_arm(&w->slots[j]);
     for (;;) {
         grpc_event ev = grpc_completion_queue_next(w->cq, worker_deadline(w), NULL);
-        if (ev.type == GRPC_QUEUE_SHUTDOWN)
-            break;
-        if (ev.type != GRPC_OP_COMPLETE)
-            continue;
+        if (ev.type == GRPC_QUEUE_SHUTDOWN) break;
+        if (ev.type != GRPC_OP_COMPLETE) continue;
         if (ev.tag == &srv->shutdown_tag) {
             rs_eventual_set(&srv->shutdown_done, 1);
             continue;
@@ -325,7 +316,8 @@ static void *worker_main(void *arg) {
 
 /* After gRPC refused the address: bind it ourselves to name the cause (errno). */
 static int bind_failure(const char *host, uint16_t port, const char *addr, rs_error *err) {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     struct addrinfo *ai = NULL;
     char ps[8];
@@ -341,8 +333,7 @@ static int bind_failure(const char *host, uint16_t port, const char *addr, rs_er
     } else {
         int one = 1;
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0)
-            errnum = errno;
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0) errnum = errno;
         close(fd);
     }
     freeaddrinfo(ai);
@@ -372,14 +363,11 @@ static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, 
                             "grpc server: max_connections=%u cannot be enforced (gRPC core does "
                             "not let the application refuse connections); leave it 0",
                             opts->max_connections);
-    if ((rc = rs_grpc_options_parse(opts->extra, 1, &o, err)) != 0)
-        return rc;
+    if ((rc = rs_grpc_options_parse(opts->extra, 1, &o, err)) != 0) return rc;
     unsigned calls_per_method = o.calls_per_method;
-    if ((rc = rs_grpc_format_addr(opts->host, opts->port, addr, sizeof addr, err)) != 0)
-        return rc;
+    if ((rc = rs_grpc_format_addr(opts->host, opts->port, addr, sizeof addr, err)) != 0) return rc;
     uint64_t max_body = opts->max_body_bytes ? opts->max_body_bytes : (64u << 20);
-    if (max_body > INT32_MAX)
-        max_body = INT32_MAX;
+    if (max_body > INT32_MAX) max_body = INT32_MAX;
 
     rs_grpc_options_apply_process(&o);
     grpc_init();
@@ -401,11 +389,13 @@ static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, 
     memset(srv->workers, 0, sizeof(rs_grpc_worker) * nthreads);
 
     grpc_arg args[] = {
-        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
+        {.type = GRPC_ARG_INTEGER,
+         .key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
          .value.integer = (int)max_body},
         {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, .value.integer = -1},
         {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_ALLOW_REUSEPORT, .value.integer = 0},
-        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_HTTP2_MAX_FRAME_SIZE,
+        {.type = GRPC_ARG_INTEGER,
+         .key = GRPC_ARG_HTTP2_MAX_FRAME_SIZE,
          .value.integer = (int)o.max_frame_size},
     };
     grpc_channel_args cargs = {.num_args = sizeof args / sizeof args[0], .args = args};
@@ -450,9 +440,9 @@ static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, 
         for (size_t j = 0; j < nslots; j++) {
             rs_grpc_slot *sl = &w->slots[j];
             sl->w = w;
-            sl->method = j < RS_GRPC_UNKNOWN_SLOTS ? RS_GRPC_SLOT_UNKNOWN
-                                                   : (int)((j - RS_GRPC_UNKNOWN_SLOTS) %
-                                                           RS_GRPC_NUM_METHODS);
+            sl->method = j < RS_GRPC_UNKNOWN_SLOTS
+                             ? RS_GRPC_SLOT_UNKNOWN
+                             : (int)((j - RS_GRPC_UNKNOWN_SLOTS) % RS_GRPC_NUM_METHODS);
             grpc_metadata_array_init(&sl->md);
             grpc_call_details_init(&sl->details);
             sl->status_text = grpc_empty_slice();
@@ -498,8 +488,9 @@ fail_server:
         rs_grpc_slice_pool_release(w->rows);
         if (w->cq) {
             grpc_completion_queue_shutdown(w->cq);
-            while (grpc_completion_queue_next(w->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL)
-                       .type != GRPC_QUEUE_SHUTDOWN) {
+            while (
+                grpc_completion_queue_next(w->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
+                GRPC_QUEUE_SHUTDOWN) {
             }
             grpc_completion_queue_destroy(w->cq);
         }
@@ -519,8 +510,7 @@ static uint16_t rs_grpc_srv_bound_port(void *state) {
 
 static void rs_grpc_srv_stop(void *state) {
     rs_grpc_server *srv = state;
-    if (!srv)
-        return;
+    if (!srv) return;
     __atomic_store_n(&srv->shutting, 1, __ATOMIC_RELEASE);
     grpc_server_shutdown_and_notify(srv->server, srv->workers[0].cq, &srv->shutdown_tag);
     grpc_server_cancel_all_calls(srv->server);
@@ -542,8 +532,9 @@ static void rs_grpc_srv_stop(void *state) {
         if (w->thread_started) {
             pthread_join(w->thread, NULL);
         } else {
-            while (grpc_completion_queue_next(w->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL)
-                       .type != GRPC_QUEUE_SHUTDOWN) {
+            while (
+                grpc_completion_queue_next(w->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
+                GRPC_QUEUE_SHUTDOWN) {
             }
         }
     }
@@ -552,12 +543,9 @@ static void rs_grpc_srv_stop(void *state) {
         rs_grpc_worker *w = &srv->workers[i];
         for (size_t j = 0; j < w->nslots; j++) {
             rs_grpc_slot *sl = &w->slots[j];
-            if (sl->call)
-                grpc_call_unref(sl->call);
-            if (sl->payload)
-                grpc_byte_buffer_destroy(sl->payload);
-            if (sl->reply)
-                grpc_byte_buffer_destroy(sl->reply);
+            if (sl->call) grpc_call_unref(sl->call);
+            if (sl->payload) grpc_byte_buffer_destroy(sl->payload);
+            if (sl->reply) grpc_byte_buffer_destroy(sl->reply);
             grpc_slice_unref(sl->status_text);
             grpc_metadata_array_destroy(&sl->md);
             grpc_call_details_destroy(&sl->details);

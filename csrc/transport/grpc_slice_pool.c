@@ -36,8 +36,7 @@ struct rs_grpc_slice_pool {
 
 int rs_grpc_slice_pool_create(size_t keep, rs_grpc_slice_pool **out) {
     rs_grpc_slice_pool *p = calloc(1, sizeof *p);
-    if (!p)
-        return RS_ENOMEM;
+    if (!p) return RS_ENOMEM;
     p->free = calloc(keep ? keep : 1, sizeof *p->free);
     if (!p->free) {
         free(p);
@@ -55,8 +54,7 @@ int rs_grpc_slice_pool_create(size_t keep, rs_grpc_slice_pool **out) {
 }
 
 static void pool_unref(rs_grpc_slice_pool *p) {
-    if (__atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) != 0)
-        return;
+    if (__atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
     for (size_t i = 0; i < p->nfree; i++)
         free(p->free[i]);
     pthread_mutex_destroy(&p->mu);
@@ -65,8 +63,7 @@ static void pool_unref(rs_grpc_slice_pool *p) {
 }
 
 void rs_grpc_slice_pool_release(rs_grpc_slice_pool *p) {
-    if (p)
-        pool_unref(p);
+    if (p) pool_unref(p);
 }
 
 static void buf_return(void *arg) {
@@ -98,8 +95,7 @@ int rs_grpc_slice_pool_get(rs_grpc_slice_pool *p, size_t len, grpc_slice *out) {
     if (!b) {
         size_t cap = (len + 65535) & ~(size_t)65535; /* whole 64 KB units: fewer regrowths */
         b = aligned_alloc(64, (sizeof *b + cap + 63) & ~(size_t)63);
-        if (!b)
-            return RS_ENOMEM;
+        if (!b) return RS_ENOMEM;
         b->pool = p;
         b->cap = cap;
     }

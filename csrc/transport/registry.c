@@ -35,7 +35,8 @@ static const transport_entry transports[] = {
 #if RS_HAVE_PROTOBUF_C
     {"brpc", &rs_brpc_server_ops, &rs_brpc_conn_ops, NULL},
 #else
-    {"brpc", NULL, NULL, "built without protobuf-c (install libprotobuf-c-dev and protobuf-c-compiler, then rebuild)"},
+    {"brpc", NULL, NULL,
+     "built without protobuf-c (install libprotobuf-c-dev and protobuf-c-compiler, then rebuild)"},
 #endif
 #if RS_HAVE_GRPC
     {"grpc", &rs_grpc_server_ops, &rs_grpc_conn_ops, NULL},

@@ -123,7 +123,8 @@ static int grow(shard *s) {
 static int basic_read(void *tctx, const char *table, const char *key, size_t klen,
                       const rs_ycsb_fieldset *fs, rs_ycsb_result *out, rs_error *err) {
     basic_db *db = tctx;
-    print_op(db, "READ", table, key, klen, fs && fs->names ? fs->names : NULL, fs ? fs->n : 0, 0, NULL);
+    print_op(db, "READ", table, key, klen, fs && fs->names ? fs->names : NULL, fs ? fs->n : 0, 0,
+             NULL);
     uint64_t h = rs_fnv1a64(key, klen);
     shard *s = shard_of(db, h);
     pthread_mutex_lock(&s->mu);
@@ -142,7 +143,8 @@ static int basic_scan(void *tctx, const char *table, const char *key, size_t kle
     basic_db *db = tctx;
     char extra[32];
     snprintf(extra, sizeof extra, " %u", count);
-    print_op(db, "SCAN", table, key, klen, fs && fs->names ? fs->names : NULL, fs ? fs->n : 0, 0, extra);
+    print_op(db, "SCAN", table, key, klen, fs && fs->names ? fs->names : NULL, fs ? fs->n : 0, 0,
+             extra);
     return rs_error_set(err, RS_ENOTSUP, "basic: scan is not supported (in-memory hash store)");
 }
 
@@ -161,8 +163,10 @@ static int put(basic_db *db, const char *key, size_t klen, const rs_ycsb_field *
         } else {
             mlen = rs_ycsb_record_size(v, n);
             merged = malloc(mlen ? mlen : 1);
-            if (!merged) rc = RS_ENOMEM;
-            else rs_ycsb_record_encode(v, n, merged);
+            if (!merged)
+                rc = RS_ENOMEM;
+            else
+                rs_ycsb_record_encode(v, n, merged);
         }
         if (rc == RS_OK) {
             free((*pp)->val);
@@ -210,7 +214,8 @@ static int basic_insert(void *tctx, const char *table, const char *key, size_t k
     return put(tctx, key, klen, v, n, 0);
 }
 
-static int basic_delete(void *tctx, const char *table, const char *key, size_t klen, rs_error *err) {
+static int basic_delete(void *tctx, const char *table, const char *key, size_t klen,
+                        rs_error *err) {
     basic_db *db = tctx;
     print_op(db, "DELETE", table, key, klen, NULL, 0, 0, NULL);
     uint64_t h = rs_fnv1a64(key, klen);

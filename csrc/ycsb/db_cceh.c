@@ -55,25 +55,28 @@ static int cceh_open(const rs_ycsb_props *props, void **out, rs_error *err) {
     if ((rc = rs_ycsb_props_u64(props, "fieldcount", 10, &fc, err))) return rc;
     if ((rc = rs_ycsb_props_u64(props, "fieldlength", 100, &fl, err))) return rc;
     const char *prefix = rs_ycsb_props_get(props, "fieldnameprefix", "field");
-    /* a full record: per field 8 bytes of lengths, the name (prefix + up to 10 digits), the value */
+    /* a full record: per field 8 bytes of lengths, the name (prefix + up to 10 digits), the value
+     */
     uint64_t need = 4 + fc * (8 + strlen(prefix) + 10 + fl);
     need = (need + 7) & ~7ull;
-    if (vs == 0) vs = need;
+    if (vs == 0)
+        vs = need;
     else if (vs < need)
-        return rs_error_set(err, RS_EINVAL,
-                            "property cceh.value_size=%llu (from %s) is smaller than a full record "
-                            "(%llu bytes for fieldcount=%llu fieldlength=%llu); raise it or leave it 0",
-                            (unsigned long long)vs, rs_ycsb_props_source(props, "cceh.value_size"),
-                            (unsigned long long)need, (unsigned long long)fc, (unsigned long long)fl);
+        return rs_error_set(
+            err, RS_EINVAL,
+            "property cceh.value_size=%llu (from %s) is smaller than a full record "
+            "(%llu bytes for fieldcount=%llu fieldlength=%llu); raise it or leave it 0",
+            (unsigned long long)vs, rs_ycsb_props_source(props, "cceh.value_size"),
+            (unsigned long long)need, (unsigned long long)fc, (unsigned long long)fl);
     if (vs > RS_KV_MAX_VALUE)
-        return rs_error_set(err, RS_EINVAL, "cceh.value_size=%llu exceeds %u", (unsigned long long)vs,
-                            RS_KV_MAX_VALUE);
+        return rs_error_set(err, RS_EINVAL, "cceh.value_size=%llu exceeds %u",
+                            (unsigned long long)vs, RS_KV_MAX_VALUE);
     if (cap == 0) return rs_error_set(err, RS_EINVAL, "property cceh.capacity must be > 0");
     cceh *c = calloc(1, sizeof *c);
     if (!c) return rs_error_set(err, RS_ENOMEM, "out of memory");
     c->value_size = (uint32_t)vs;
-    rs_kv_config cfg = {.index_type = RS_KV_INDEX_CCEH, .value_size = c->value_size, .capacity = cap,
-                        .path = path};
+    rs_kv_config cfg = {
+        .index_type = RS_KV_INDEX_CCEH, .value_size = c->value_size, .capacity = cap, .path = path};
     if ((rc = rs_kv_open(&cfg, &c->kv, err))) {
         free(c);
         return rs_error_prefix(err, "cceh rs_kv_open(cceh.path=%s)", path);
@@ -108,7 +111,8 @@ static uint32_t row_len(const char *row) {
     return (uint32_t)u[0] | (uint32_t)u[1] << 8 | (uint32_t)u[2] << 16 | (uint32_t)u[3] << 24;
 }
 
-static int decode_row(const cceh *c, const char *row, const rs_ycsb_fieldset *fs, rs_ycsb_result *out) {
+static int decode_row(const cceh *c, const char *row, const rs_ycsb_fieldset *fs,
+                      rs_ycsb_result *out) {
     uint32_t len = row_len(row);
     if (len > c->value_size - 4) return RS_EPROTO;
     rs_ycsb_result_begin(out);
@@ -164,7 +168,8 @@ static int cceh_update(void *p, const char *table, const char *key, size_t klen,
     if (rc) return rc;
     uint32_t rl = row_len(t->row);
     if (rl > t->c->value_size - 4)
-        return rs_error_set(err, RS_EPROTO, "cceh: stored row of %.*s is malformed", (int)klen, key);
+        return rs_error_set(err, RS_EPROTO, "cceh: stored row of %.*s is malformed", (int)klen,
+                            key);
     char *merged;
     size_t mlen;
     if ((rc = rs_ycsb_record_merge(t->row + 4, rl, v, n, &merged, &mlen)))
@@ -180,8 +185,8 @@ static int cceh_delete(void *p, const char *table, const char *key, size_t klen,
 }
 
 static int cceh_batch_read(void *p, const char *table, const char *const *keys, const size_t *klens,
-                           size_t n, const rs_ycsb_fieldset *fs, rs_ycsb_result *out, uint8_t *found,
-                           rs_error *err) {
+                           size_t n, const rs_ycsb_fieldset *fs, rs_ycsb_result *out,
+                           uint8_t *found, rs_error *err) {
     ctx *t = p;
     if (n > t->bcap) {
         free(t->bkeys);

@@ -40,8 +40,8 @@ typedef struct kvdb {
     rs_kv *kv;
     int perf;
     int read_return;
-    uint32_t synthetic;   /* > 0: synthetic rows of this size */
-    uint32_t value_size;  /* engine row size (0 in compat mode) */
+    uint32_t synthetic;  /* > 0: synthetic rows of this size */
+    uint32_t value_size; /* engine row size (0 in compat mode) */
     uint32_t fieldcount, fieldlength;
     char prefix[64];
     size_t prefix_len;
@@ -81,29 +81,34 @@ static int kvdb_open(const rs_ycsb_props *props, void **out, rs_error *err) {
     if ((rc = rs_ycsb_props_u64(props, "fieldcount", 10, &fc, err))) return rc;
     if ((rc = rs_ycsb_props_u64(props, "fieldlength", 100, &fl, err))) return rc;
     static const char *const fld[] = {"constant", "uniform", "zipfian", NULL};
-    if ((rc = rs_ycsb_props_choice(props, "fieldlengthdistribution", "constant", fld, &fldist, err)))
+    if ((rc =
+             rs_ycsb_props_choice(props, "fieldlengthdistribution", "constant", fld, &fldist, err)))
         return rc;
     rs_kv_index_type it;
-    if ((rc = rs_kv_index_type_parse(rs_ycsb_props_get(props, "hybridkv.index_type", "DRAM_PET_HASH"),
-                                     &it, err)))
+    if ((rc = rs_kv_index_type_parse(
+             rs_ycsb_props_get(props, "hybridkv.index_type", "DRAM_PET_HASH"), &it, err)))
         return rs_error_prefix(err, "property hybridkv.index_type (from %s)",
                                rs_ycsb_props_source(props, "hybridkv.index_type"));
     if (cap == 0) return rs_error_set(err, RS_EINVAL, "property hybridkv.capacity must be > 0");
     if (synth && !mode)
-        return rs_error_set(err, RS_EINVAL, "hybridkv.synthetic_bytes=%llu needs hybridkv.mode=perf",
+        return rs_error_set(err, RS_EINVAL,
+                            "hybridkv.synthetic_bytes=%llu needs hybridkv.mode=perf",
                             (unsigned long long)synth);
     if (synth > RS_KV_MAX_VALUE)
         return rs_error_set(err, RS_EINVAL, "hybridkv.synthetic_bytes=%llu exceeds %u",
                             (unsigned long long)synth, RS_KV_MAX_VALUE);
     if (synth && rr == RR_PARSE)
-        return rs_error_set(err, RS_EINVAL, "hybridkv.read_return=parse needs fields, but "
-                                            "hybridkv.synthetic_bytes rows have none: use none or blob");
+        return rs_error_set(err, RS_EINVAL,
+                            "hybridkv.read_return=parse needs fields, but "
+                            "hybridkv.synthetic_bytes rows have none: use none or blob");
     if (mode && !synth && fldist != 0)
-        return rs_error_set(err, RS_EINVAL, "hybridkv.mode=perf stores fixed field slots and needs "
-                                            "fieldlengthdistribution=constant (or set "
-                                            "hybridkv.synthetic_bytes, or hybridkv.mode=compat)");
+        return rs_error_set(err, RS_EINVAL,
+                            "hybridkv.mode=perf stores fixed field slots and needs "
+                            "fieldlengthdistribution=constant (or set "
+                            "hybridkv.synthetic_bytes, or hybridkv.mode=compat)");
     if (mode && !synth && fc * fl > RS_KV_MAX_VALUE)
-        return rs_error_set(err, RS_EINVAL, "fieldcount*fieldlength=%llu exceeds the %u-byte row limit",
+        return rs_error_set(err, RS_EINVAL,
+                            "fieldcount*fieldlength=%llu exceeds the %u-byte row limit",
                             (unsigned long long)(fc * fl), RS_KV_MAX_VALUE);
     kvdb *d = calloc(1, sizeof *d);
     if (!d) return rs_error_set(err, RS_ENOMEM, "out of memory");
@@ -116,11 +121,12 @@ static int kvdb_open(const rs_ycsb_props *props, void **out, rs_error *err) {
     const char *prefix = rs_ycsb_props_get(props, "fieldnameprefix", "field");
     snprintf(d->prefix, sizeof d->prefix, "%s", prefix);
     d->prefix_len = strlen(d->prefix);
-    rs_kv_config cfg = {.index_type = it, .value_size = d->value_size, .capacity = cap, .path = path};
+    rs_kv_config cfg = {
+        .index_type = it, .value_size = d->value_size, .capacity = cap, .path = path};
     if ((rc = rs_kv_open(&cfg, &d->kv, err))) {
         free(d);
-        return rs_error_prefix(err, "kvdb rs_kv_open(%s, hybridkv.path=%s)", rs_kv_index_type_name(it),
-                               path);
+        return rs_error_prefix(err, "kvdb rs_kv_open(%s, hybridkv.path=%s)",
+                               rs_kv_index_type_name(it), path);
     }
     *out = d;
     return RS_OK;
@@ -184,7 +190,8 @@ static int deliver(const kvdb *d, const char *v, size_t len, const rs_ycsb_field
     for (uint32_t i = 0; i < d->fieldcount; i++) {
         int nl = snprintf(name, sizeof name, "%s%u", d->prefix, i);
         if (!rs_ycsb_fieldset_wants(fs, name, (size_t)nl)) continue;
-        int rc = rs_ycsb_result_add(out, name, (size_t)nl, v + (size_t)i * d->fieldlength, d->fieldlength);
+        int rc = rs_ycsb_result_add(out, name, (size_t)nl, v + (size_t)i * d->fieldlength,
+                                    d->fieldlength);
         if (rc) return rc;
     }
     return RS_OK;
@@ -212,9 +219,11 @@ static int patch_slots(kvtx *t, const rs_ycsb_field *v, size_t n, rs_error *err)
         int s = slot_of(d, v[i].name, v[i].name_len);
         if (s < 0)
             return rs_error_set(err, RS_EINVAL, "kvdb perf mode: field '%.*s' is not %s0..%s%u",
-                                (int)v[i].name_len, v[i].name, d->prefix, d->prefix, d->fieldcount - 1);
+                                (int)v[i].name_len, v[i].name, d->prefix, d->prefix,
+                                d->fieldcount - 1);
         if (v[i].value_len != d->fieldlength)
-            return rs_error_set(err, RS_EINVAL, "kvdb perf mode: field '%.*s' has %u bytes, slots hold %u",
+            return rs_error_set(err, RS_EINVAL,
+                                "kvdb perf mode: field '%.*s' has %u bytes, slots hold %u",
                                 (int)v[i].name_len, v[i].name, v[i].value_len, d->fieldlength);
         memcpy(t->buf + (size_t)s * d->fieldlength, v[i].value, d->fieldlength);
     }
@@ -262,7 +271,8 @@ static int kvdb_write(kvtx *t, const char *key, size_t klen, const rs_ycsb_field
         char *merged;
         size_t mlen;
         if ((rc = rs_ycsb_record_merge(t->buf, len, v, n, &merged, &mlen)))
-            return rs_error_set(err, rc, "kvdb update: stored record of %.*s is malformed", (int)klen, key);
+            return rs_error_set(err, rc, "kvdb update: stored record of %.*s is malformed",
+                                (int)klen, key);
         rc = rs_kv_put(d->kv, k, merged, mlen, err);
         free(merged);
         return rc;
@@ -274,8 +284,10 @@ static int kvdb_write(kvtx *t, const char *key, size_t klen, const rs_ycsb_field
     }
     if (is_update || n < d->fieldcount) { /* keep the slots not written */
         rc = get_value(t, k, &len);
-        if (rc == RS_ENOTFOUND && !is_update) memset(t->buf, 0, d->value_size);
-        else if (rc) return rc;
+        if (rc == RS_ENOTFOUND && !is_update)
+            memset(t->buf, 0, d->value_size);
+        else if (rc)
+            return rc;
     }
     if ((rc = patch_slots(t, v, n, err))) return rc;
     return rs_kv_put(d->kv, k, t->buf, d->value_size, err);
@@ -296,14 +308,14 @@ static int kvdb_delete(void *p, const char *table, const char *key, size_t klen,
 }
 
 static int kvdb_batch_read(void *p, const char *table, const char *const *keys, const size_t *klens,
-                           size_t n, const rs_ycsb_fieldset *fs, rs_ycsb_result *out, uint8_t *found,
-                           rs_error *err) {
+                           size_t n, const rs_ycsb_fieldset *fs, rs_ycsb_result *out,
+                           uint8_t *found, rs_error *err) {
     kvtx *t = p;
     const kvdb *d = t->d;
     if (!d->perf) {
         extern const rs_ycsb_db_ops rs_ycsb_db_kvdb;
-        return rs_ycsb_db_batch_read_loop(&rs_ycsb_db_kvdb, t, table, keys, klens, n, fs, out, found,
-                                          err);
+        return rs_ycsb_db_batch_read_loop(&rs_ycsb_db_kvdb, t, table, keys, klens, n, fs, out,
+                                          found, err);
     }
     if (n > t->bcap) {
         free(t->bkeys);

@@ -82,10 +82,11 @@ int rs_ycsb_db_find(const char *name, const rs_ycsb_db_ops **out, rs_error *err)
     for (size_t i = 0; i < NTABLE; i++) {
         if (!strcmp(name, table[i].name)) {
             if (!table[i].ops)
-                return rs_error_set(err, RS_ENOTSUP,
-                                    "db '%s' is not in this build: its library was missing at build "
-                                    "time; install the Debian package %s (make deps) and rebuild",
-                                    name, table[i].deb);
+                return rs_error_set(
+                    err, RS_ENOTSUP,
+                    "db '%s' is not in this build: its library was missing at build "
+                    "time; install the Debian package %s (make deps) and rebuild",
+                    name, table[i].deb);
             *out = table[i].ops;
             return RS_OK;
         }
@@ -97,8 +98,8 @@ int rs_ycsb_db_find(const char *name, const rs_ycsb_db_ops **out, rs_error *err)
 
 int rs_ycsb_db_batch_read_loop(const rs_ycsb_db_ops *ops, void *tctx, const char *table_name,
                                const char *const *keys, const size_t *klens, size_t n,
-                               const rs_ycsb_fieldset *fields, rs_ycsb_result *out,
-                               uint8_t *found, rs_error *err) {
+                               const rs_ycsb_fieldset *fields, rs_ycsb_result *out, uint8_t *found,
+                               rs_error *err) {
     for (size_t i = 0; i < n; i++) {
         int rc = ops->read(tctx, table_name, keys[i], klens[i], fields, out, err);
         if (rc != RS_OK && rc != RS_ENOTFOUND) return rc;

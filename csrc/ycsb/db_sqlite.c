@@ -60,8 +60,8 @@ static int sql_fail(rs_error *err, sqlite3 *conn, const char *what) {
 
 static int open_conn(sdb *s, sqlite3 **out, rs_error *err) {
     sqlite3 *c = NULL;
-    int rc = sqlite3_open_v2(s->path, &c,
-                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+    int rc = sqlite3_open_v2(
+        s->path, &c, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc != SQLITE_OK) {
         rs_error_set(err, RS_EIO, "sqlite open(sqlite.dbpath=%s): %s", s->path,
                      c ? sqlite3_errmsg(c) : sqlite3_errstr(rc));
@@ -93,10 +93,12 @@ static int sdb_open(const rs_ycsb_props *props, void **out, rs_error *err) {
     uint64_t fieldcount;
     if ((rc = rs_ycsb_data_path(props, "sqlite.dbpath", 1, &path, err))) return rc;
     static const char *const sync_names[] = {"OFF", "NORMAL", "FULL", NULL};
-    if ((rc = rs_ycsb_props_choice(props, "sqlite.synchronous", "NORMAL", sync_names, &sync_i, err)))
+    if ((rc =
+             rs_ycsb_props_choice(props, "sqlite.synchronous", "NORMAL", sync_names, &sync_i, err)))
         return rc;
     const char *journal = rs_ycsb_props_get(props, "sqlite.journal_mode", "WAL");
-    static const char *const jm_names[] = {"WAL", "DELETE", "TRUNCATE", "PERSIST", "MEMORY", "OFF", NULL};
+    static const char *const jm_names[] = {"WAL",    "DELETE", "TRUNCATE", "PERSIST",
+                                           "MEMORY", "OFF",    NULL};
     int jm;
     if ((rc = rs_ycsb_props_choice(props, "sqlite.journal_mode", "WAL", jm_names, &jm, err)))
         return rc;
@@ -104,7 +106,8 @@ static int sdb_open(const rs_ycsb_props *props, void **out, rs_error *err) {
     const char *table = rs_ycsb_props_get(props, "table", "usertable");
     const char *prefix = rs_ycsb_props_get(props, "fieldnameprefix", "field");
     if (!ident_ok(table, strlen(table)) || strlen(table) >= 100)
-        return rs_error_set(err, RS_EINVAL, "sqlite: table name '%s' is not a plain identifier", table);
+        return rs_error_set(err, RS_EINVAL, "sqlite: table name '%s' is not a plain identifier",
+                            table);
     if (!ident_ok(prefix, strlen(prefix)))
         return rs_error_set(err, RS_EINVAL,
                             "sqlite: fieldnameprefix '%s' is not a plain identifier", prefix);
@@ -115,7 +118,8 @@ static int sdb_open(const rs_ycsb_props *props, void **out, rs_error *err) {
     snprintf(s->pragmas, sizeof s->pragmas, "PRAGMA journal_mode=%s; PRAGMA synchronous=%s;",
              jm_names[jm], sync_names[sync_i]);
     (void)journal;
-    if ((rc = rs_ycsb_props_u64(props, "sqlite.busy_timeout_ms", 10000, &s->busy_ms, err))) goto fail;
+    if ((rc = rs_ycsb_props_u64(props, "sqlite.busy_timeout_ms", 10000, &s->busy_ms, err)))
+        goto fail;
     sqlite3 *c;
     if ((rc = open_conn(s, &c, err))) goto fail;
     size_t cap = 256 + fieldcount * (strlen(prefix) + 32);
@@ -125,10 +129,11 @@ static int sdb_open(const rs_ycsb_props *props, void **out, rs_error *err) {
         rc = rs_error_set(err, RS_ENOMEM, "out of memory");
         goto fail;
     }
-    size_t off = (size_t)snprintf(sql, cap, "CREATE TABLE IF NOT EXISTS %s (YCSB_KEY TEXT PRIMARY KEY",
-                                  s->table);
+    size_t off = (size_t)snprintf(
+        sql, cap, "CREATE TABLE IF NOT EXISTS %s (YCSB_KEY TEXT PRIMARY KEY", s->table);
     for (uint64_t i = 0; i < fieldcount; i++)
-        off += (size_t)snprintf(sql + off, cap - off, ", %s%llu BLOB", prefix, (unsigned long long)i);
+        off +=
+            (size_t)snprintf(sql + off, cap - off, ", %s%llu BLOB", prefix, (unsigned long long)i);
     snprintf(sql + off, cap - off, ") WITHOUT ROWID;");
     char *msg = NULL;
     if (sqlite3_exec(c, sql, NULL, NULL, &msg) != SQLITE_OK) {
@@ -196,10 +201,13 @@ static sqlite3_stmt *stmt(stx *t, rs_error *err) {
 }
 
 static int field_list(stx *t, size_t off, const rs_ycsb_fieldset *fs, rs_error *err) {
-    if (!fs || !fs->names) return (int)(off + (size_t)snprintf(t->sql + off, sizeof t->sql - off, "*"));
+    if (!fs || !fs->names)
+        return (int)(off + (size_t)snprintf(t->sql + off, sizeof t->sql - off, "*"));
     for (size_t i = 0; i < fs->n; i++) {
-        if (!ident_ok(fs->names[i].name, fs->names[i].name_len) || off + fs->names[i].name_len + 4 > sizeof t->sql)
-            return rs_error_set(err, RS_EINVAL, "sqlite: field name '%.*s' is not a plain identifier",
+        if (!ident_ok(fs->names[i].name, fs->names[i].name_len) ||
+            off + fs->names[i].name_len + 4 > sizeof t->sql)
+            return rs_error_set(err, RS_EINVAL,
+                                "sqlite: field name '%.*s' is not a plain identifier",
                                 (int)fs->names[i].name_len, fs->names[i].name);
         off += (size_t)snprintf(t->sql + off, sizeof t->sql - off, "%s%.*s", i ? "," : "",
                                 (int)fs->names[i].name_len, fs->names[i].name);
@@ -232,8 +240,9 @@ static int select_one(stx *t, const char *key, size_t klen, const rs_ycsb_fields
     sqlite3_bind_text(st, 1, key, (int)klen, SQLITE_STATIC);
     int rc = sqlite3_step(st);
     int all = !fs || !fs->names;
-    int out_rc = rc == SQLITE_ROW ? row_fields(st, all ? 1 : 0, out)
-               : rc == SQLITE_DONE ? RS_ENOTFOUND : sql_fail(err, t->conn, "select");
+    int out_rc = rc == SQLITE_ROW    ? row_fields(st, all ? 1 : 0, out)
+                 : rc == SQLITE_DONE ? RS_ENOTFOUND
+                                     : sql_fail(err, t->conn, "select");
     sqlite3_reset(st);
     return out_rc;
 }
@@ -257,7 +266,8 @@ static int sdb_scan(void *p, const char *table, const char *key, size_t klen, ui
     int rc, all = !fs || !fs->names, out_rc = RS_OK;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW && out_rc == RS_OK)
         out_rc = row_fields(st, all ? 1 : 0, out);
-    if (out_rc == RS_OK && rc != SQLITE_DONE && rc != SQLITE_ROW) out_rc = sql_fail(err, t->conn, "scan");
+    if (out_rc == RS_OK && rc != SQLITE_DONE && rc != SQLITE_ROW)
+        out_rc = sql_fail(err, t->conn, "scan");
     sqlite3_reset(st);
     return out_rc;
 }
@@ -265,7 +275,8 @@ static int sdb_scan(void *p, const char *table, const char *key, size_t klen, ui
 static int check_fields(const rs_ycsb_field *v, size_t n, rs_error *err) {
     for (size_t i = 0; i < n; i++)
         if (!ident_ok(v[i].name, v[i].name_len))
-            return rs_error_set(err, RS_EINVAL, "sqlite: field name '%.*s' is not a plain identifier",
+            return rs_error_set(err, RS_EINVAL,
+                                "sqlite: field name '%.*s' is not a plain identifier",
                                 (int)v[i].name_len, v[i].name);
     return RS_OK;
 }
@@ -275,13 +286,17 @@ static int sdb_insert(void *p, const char *table, const char *key, size_t klen,
     stx *t = p;
     int rc = check_fields(v, n, err);
     if (rc) return rc;
-    size_t off = (size_t)snprintf(t->sql, sizeof t->sql, "INSERT OR REPLACE INTO %s (YCSB_KEY", t->s->table);
+    size_t off =
+        (size_t)snprintf(t->sql, sizeof t->sql, "INSERT OR REPLACE INTO %s (YCSB_KEY", t->s->table);
     for (size_t i = 0; i < n && off < sizeof t->sql; i++)
-        off += (size_t)snprintf(t->sql + off, sizeof t->sql - off, ",%.*s", (int)v[i].name_len, v[i].name);
-    if (off < sizeof t->sql) off += (size_t)snprintf(t->sql + off, sizeof t->sql - off, ") VALUES (?1");
+        off += (size_t)snprintf(t->sql + off, sizeof t->sql - off, ",%.*s", (int)v[i].name_len,
+                                v[i].name);
+    if (off < sizeof t->sql)
+        off += (size_t)snprintf(t->sql + off, sizeof t->sql - off, ") VALUES (?1");
     for (size_t i = 0; i < n && off < sizeof t->sql; i++)
         off += (size_t)snprintf(t->sql + off, sizeof t->sql - off, ",?%zu", i + 2);
-    if (off + 2 >= sizeof t->sql) return rs_error_set(err, RS_EINVAL, "sqlite: too many fields (%zu)", n);
+    if (off + 2 >= sizeof t->sql)
+        return rs_error_set(err, RS_EINVAL, "sqlite: too many fields (%zu)", n);
     snprintf(t->sql + off, sizeof t->sql - off, ")");
     sqlite3_stmt *st = stmt(t, err);
     if (!st) return RS_EIO;
@@ -302,7 +317,8 @@ static int sdb_update(void *p, const char *table, const char *key, size_t klen,
     for (size_t i = 0; i < n && off < sizeof t->sql; i++)
         off += (size_t)snprintf(t->sql + off, sizeof t->sql - off, "%s%.*s=?%zu", i ? "," : "",
                                 (int)v[i].name_len, v[i].name, i + 2);
-    if (off + 24 >= sizeof t->sql) return rs_error_set(err, RS_EINVAL, "sqlite: too many fields (%zu)", n);
+    if (off + 24 >= sizeof t->sql)
+        return rs_error_set(err, RS_EINVAL, "sqlite: too many fields (%zu)", n);
     snprintf(t->sql + off, sizeof t->sql - off, " WHERE YCSB_KEY=?1");
     sqlite3_stmt *st = stmt(t, err);
     if (!st) return RS_EIO;

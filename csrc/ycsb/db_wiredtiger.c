@@ -53,16 +53,16 @@ static int wdb_open(const rs_ycsb_props *props, void **out, rs_error *err) {
     for (const char *q = cache; *q; q++)
         if (!((*q >= '0' && *q <= '9') || *q == 'K' || *q == 'M' || *q == 'G' || *q == 'B' ||
               *q == 'k' || *q == 'm' || *q == 'g' || *q == 'b'))
-            return rs_error_set(err, RS_EINVAL,
-                                "property wiredtiger.cache_size=%s (from %s): expected a size like 256MB",
-                                cache, rs_ycsb_props_source(props, "wiredtiger.cache_size"));
+            return rs_error_set(
+                err, RS_EINVAL,
+                "property wiredtiger.cache_size=%s (from %s): expected a size like 256MB", cache,
+                rs_ycsb_props_source(props, "wiredtiger.cache_size"));
     const char *table = rs_ycsb_props_get(props, "table", "usertable");
     wdb *w = calloc(1, sizeof *w);
     if (!w) return rs_error_set(err, RS_ENOMEM, "out of memory");
     snprintf(w->uri, sizeof w->uri, "table:%s", table);
     char cfg[256];
-    snprintf(cfg, sizeof cfg, "create,cache_size=%s%s", cache,
-             log ? ",log=(enabled=true)" : "");
+    snprintf(cfg, sizeof cfg, "create,cache_size=%s%s", cache, log ? ",log=(enabled=true)" : "");
     if ((rc = wiredtiger_open(home, NULL, cfg, &w->conn))) {
         rs_error_set(err, RS_EIO, "wiredtiger_open(wiredtiger.home=%s): %s", home,
                      wiredtiger_strerror(rc));
@@ -180,7 +180,8 @@ static int wdb_update(void *p, const char *table, const char *key, size_t klen,
             int r2 = rs_ycsb_record_merge(v.data, v.size, vals, n, &merged, &mlen);
             if (r2) {
                 t->s->rollback_transaction(t->s, NULL);
-                return rs_error_set(err, r2, "wiredtiger update: stored record of %.*s is malformed",
+                return rs_error_set(err, r2,
+                                    "wiredtiger update: stored record of %.*s is malformed",
                                     (int)klen, key);
             }
             WT_ITEM nv = {.data = merged, .size = mlen};
@@ -189,8 +190,10 @@ static int wdb_update(void *p, const char *table, const char *key, size_t klen,
             rc = t->c->update(t->c);
         }
         free(merged);
-        if (!rc) rc = t->s->commit_transaction(t->s, NULL);
-        else t->s->rollback_transaction(t->s, NULL);
+        if (!rc)
+            rc = t->s->commit_transaction(t->s, NULL);
+        else
+            t->s->rollback_transaction(t->s, NULL);
         if (rc == WT_ROLLBACK && attempt < 1000) continue; /* write conflict: retry */
         return rc ? fail(err, "update", rc) : RS_OK;
     }

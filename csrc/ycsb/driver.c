@@ -83,8 +83,8 @@ static void do_insert(worker *wk, uint64_t keynum) {
     rs_ycsb_build_key(&wk->gen, keynum);
     rs_ycsb_build_values(&wk->gen, 1, &vals, &n);
     uint64_t t0 = rs_now_ns();
-    int rc = wk->sh->ops->insert(wk->db_ctx, w->table, wk->gen.key, wk->gen.klen, vals, n,
-                                 &wk->op_err);
+    int rc =
+        wk->sh->ops->insert(wk->db_ctx, w->table, wk->gen.key, wk->gen.klen, vals, n, &wk->op_err);
     note_result(wk, RS_YCSB_OP_INSERT, rc, rs_now_ns() - t0, 1);
 }
 
@@ -107,8 +107,8 @@ static int do_update_key(worker *wk, int top) {
     size_t n;
     rs_ycsb_build_values(&wk->gen, w->writeallfields, &vals, &n);
     uint64_t t0 = rs_now_ns();
-    int rc = wk->sh->ops->update(wk->db_ctx, w->table, wk->gen.key, wk->gen.klen, vals, n,
-                                 &wk->op_err);
+    int rc =
+        wk->sh->ops->update(wk->db_ctx, w->table, wk->gen.key, wk->gen.klen, vals, n, &wk->op_err);
     note_result(wk, RS_YCSB_OP_UPDATE, rc, rs_now_ns() - t0, top);
     return rc;
 }

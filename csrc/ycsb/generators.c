@@ -18,7 +18,7 @@
 #include "recstore/ycsb.h"
 
 #define ACK_WINDOW (1u << 20)
-#define ACK_MASK (ACK_WINDOW - 1)
+#define ACK_MASK   (ACK_WINDOW - 1)
 
 struct rs_ycsb_ack_counter {
     _Atomic uint64_t counter; /* next keynum to hand out */
@@ -49,7 +49,8 @@ uint64_t rs_ycsb_ack_counter_next(rs_ycsb_ack_counter *c) {
 
 void rs_ycsb_ack_counter_ack(rs_ycsb_ack_counter *c, uint64_t v) {
     atomic_store_explicit(&c->window[v & ACK_MASK], 1, memory_order_release);
-    if (pthread_mutex_trylock(&c->lock) != 0) return; /* the holder will advance past us, or the next ack will */
+    if (pthread_mutex_trylock(&c->lock) != 0)
+        return; /* the holder will advance past us, or the next ack will */
     uint64_t lim = atomic_load_explicit(&c->limit, memory_order_relaxed);
     for (;;) {
         uint64_t idx = (lim + 1) & ACK_MASK;
@@ -87,8 +88,10 @@ uint64_t rs_ycsb_latest_next(rs_ycsb_latest *g, uint64_t last, rs_rng *r) {
     double theta = g->theta, zetan = g->zetan;
     double u = rs_rng_double(r), uz = u * zetan;
     uint64_t rank;
-    if (uz < 1.0) rank = 0;
-    else if (uz < 1.0 + pow(0.5, theta)) rank = 1;
+    if (uz < 1.0)
+        rank = 0;
+    else if (uz < 1.0 + pow(0.5, theta))
+        rank = 1;
     else {
         double eta = (1.0 - pow(2.0 / (double)items, 1.0 - theta)) / (1.0 - g->zeta2 / zetan);
         rank = (uint64_t)((double)items * pow(eta * u - eta + 1.0, 1.0 / (1.0 - theta)));
@@ -99,8 +102,9 @@ uint64_t rs_ycsb_latest_next(rs_ycsb_latest *g, uint64_t last, rs_rng *r) {
 
 int rs_ycsb_hotspot_init(rs_ycsb_hotspot *g, uint64_t lo, uint64_t hi, double hot_data_fraction,
                          double hot_opn_fraction, rs_error *err) {
-    if (hi < lo) return rs_error_set(err, RS_EINVAL, "hotspot range [%llu, %llu] is empty",
-                                     (unsigned long long)lo, (unsigned long long)hi);
+    if (hi < lo)
+        return rs_error_set(err, RS_EINVAL, "hotspot range [%llu, %llu] is empty",
+                            (unsigned long long)lo, (unsigned long long)hi);
     if (!(hot_data_fraction >= 0 && hot_data_fraction <= 1))
         return rs_error_set(err, RS_EINVAL, "hotspotdatafraction=%g must be in [0, 1]",
                             hot_data_fraction);

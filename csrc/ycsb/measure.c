@@ -11,7 +11,8 @@
 static const char *const op_names[RS_YCSB_OP_COUNT] = {
     "INSERT", "READ", "UPDATE", "SCAN", "READ-MODIFY-WRITE", "BATCH-READ", "DELETE", "ALL",
 };
-static const char *const st_suffix[RS_YCSB_ST_COUNT] = {"", "-NOTFOUND", "-NOTSUPPORTED", "-FAILED"};
+static const char *const st_suffix[RS_YCSB_ST_COUNT] = {"", "-NOTFOUND", "-NOTSUPPORTED",
+                                                        "-FAILED"};
 
 const char *rs_ycsb_op_name(rs_ycsb_op op) {
     return op < RS_YCSB_OP_COUNT ? op_names[op] : "UNKNOWN";

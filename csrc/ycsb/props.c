@@ -86,8 +86,7 @@ static char *trim(char *s) {
 
 int rs_ycsb_props_set_arg(rs_ycsb_props *p, const char *arg, rs_error *err) {
     const char *eq = strchr(arg, '=');
-    if (!eq || eq == arg)
-        return rs_error_set(err, RS_EINVAL, "-p '%s': expected KEY=VALUE", arg);
+    if (!eq || eq == arg) return rs_error_set(err, RS_EINVAL, "-p '%s': expected KEY=VALUE", arg);
     char *key = strndup(arg, (size_t)(eq - arg));
     if (!key) return RS_ENOMEM;
     int rc = rs_ycsb_props_set(p, trim(key), eq + 1, "-p");
@@ -174,11 +173,13 @@ int rs_ycsb_props_bool(const rs_ycsb_props *p, const char *key, int def, int *ou
         *out = def;
         return RS_OK;
     }
-    if (!strcasecmp(e->value, "true") || !strcmp(e->value, "1")) *out = 1;
-    else if (!strcasecmp(e->value, "false") || !strcmp(e->value, "0")) *out = 0;
+    if (!strcasecmp(e->value, "true") || !strcmp(e->value, "1"))
+        *out = 1;
+    else if (!strcasecmp(e->value, "false") || !strcmp(e->value, "0"))
+        *out = 0;
     else
-        return rs_error_set(err, RS_EINVAL, "property %s=%s (from %s): expected true or false",
-                            key, e->value, e->source);
+        return rs_error_set(err, RS_EINVAL, "property %s=%s (from %s): expected true or false", key,
+                            e->value, e->source);
     return RS_OK;
 }
 

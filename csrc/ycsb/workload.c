@@ -16,7 +16,8 @@
 
 #include "recstore/hash.h"
 
-static const char *const dist_names[] = {"uniform", "zipfian", "latest", "hotspot", "constant", NULL};
+static const char *const dist_names[] = {"uniform", "zipfian",  "latest",
+                                         "hotspot", "constant", NULL};
 
 static int proportion(const rs_ycsb_props *p, const char *key, double def, double *out,
                       rs_error *err) {
@@ -28,8 +29,8 @@ static int proportion(const rs_ycsb_props *p, const char *key, double def, doubl
     return RS_OK;
 }
 
-static int u32_prop(const rs_ycsb_props *p, const char *key, uint64_t def, uint64_t lo,
-                    uint64_t hi, uint32_t *out, rs_error *err) {
+static int u32_prop(const rs_ycsb_props *p, const char *key, uint64_t def, uint64_t lo, uint64_t hi,
+                    uint32_t *out, rs_error *err) {
     uint64_t v;
     int rc = rs_ycsb_props_u64(p, key, def, &v, err);
     if (rc) return rc;
@@ -76,9 +77,10 @@ int rs_ycsb_workload_parse(const rs_ycsb_props *p, rs_ycsb_workload *w, rs_error
         sum += pr[i];
     }
     if (sum <= 0)
-        return rs_error_set(err, RS_EINVAL, "every operation proportion is 0: set readproportion, "
-                                            "updateproportion, insertproportion, scanproportion or "
-                                            "readmodifywriteproportion");
+        return rs_error_set(err, RS_EINVAL,
+                            "every operation proportion is 0: set readproportion, "
+                            "updateproportion, insertproportion, scanproportion or "
+                            "readmodifywriteproportion");
     double c = 0;
     for (int i = 0; i < 5; i++) {
         c += pr[i] / sum;
@@ -95,7 +97,8 @@ int rs_ycsb_workload_parse(const rs_ycsb_props *p, rs_ycsb_workload *w, rs_error
                             "uniform|zipfian|latest|hotspot",
                             rs_ycsb_props_source(p, "requestdistribution"));
     if (w->recordcount == 0 && pr[0] + pr[1] + pr[3] + pr[4] > 0)
-        return rs_error_set(err, RS_EINVAL, "recordcount=0 leaves no record to read, update or scan");
+        return rs_error_set(err, RS_EINVAL,
+                            "recordcount=0 leaves no record to read, update or scan");
     uint64_t expected_new = (uint64_t)((double)w->operationcount * (pr[2] / sum) * 2.0);
     if (w->request_dist == RS_DIST_ZIPFIAN &&
         (rc = rs_zipf_scrambled_init(&w->zipf, w->recordcount + expected_new + 1, w->zipf_constant,
@@ -118,8 +121,8 @@ int rs_ycsb_workload_parse(const rs_ycsb_props *p, rs_ycsb_workload *w, rs_error
                                    &w->scan_dist, err)))
         return rc;
     if (w->scan_dist == 1 &&
-        (rc = rs_zipf_init(&w->scan_zipf, w->maxscanlength - w->minscanlength + 1,
-                           w->zipf_constant, err)))
+        (rc = rs_zipf_init(&w->scan_zipf, w->maxscanlength - w->minscanlength + 1, w->zipf_constant,
+                           err)))
         return rc;
     static const char *const order_names[] = {"hashed", "ordered", NULL};
     if ((rc = rs_ycsb_props_choice(p, "insertorder", "hashed", order_names, &w->ordered, err)))
@@ -226,9 +229,10 @@ uint64_t rs_ycsb_next_keynum(rs_ycsb_wthread *t, uint64_t last) {
 }
 
 void rs_ycsb_build_key_into(const rs_ycsb_workload *w, uint64_t keynum, char *out, size_t *len) {
-    static const char pairs[201] = "00010203040506070809101112131415161718192021222324252627282930313233"
-                                   "34353637383940414243444546474849505152535455565758596061626364656667"
-                                   "6869707172737475767778798081828384858687888990919293949596979899";
+    static const char pairs[201] =
+        "00010203040506070809101112131415161718192021222324252627282930313233"
+        "34353637383940414243444546474849505152535455565758596061626364656667"
+        "6869707172737475767778798081828384858687888990919293949596979899";
     if (!w->ordered) keynum = rs_fnv64_u64(keynum);
     char digits[24];
     int pos = 24;
@@ -263,7 +267,9 @@ void rs_ycsb_build_key(rs_ycsb_wthread *t, uint64_t keynum) {
 static uint32_t field_length(rs_ycsb_wthread *t) {
     const rs_ycsb_workload *w = t->w;
     switch (w->fieldlen_dist) {
-    case 1: return w->minfieldlength + (uint32_t)rs_rng_below(&t->rng, w->fieldlength - w->minfieldlength + 1);
+    case 1:
+        return w->minfieldlength +
+               (uint32_t)rs_rng_below(&t->rng, w->fieldlength - w->minfieldlength + 1);
     case 2: return w->minfieldlength + (uint32_t)rs_zipf_next(&w->fieldlen_zipf, &t->rng);
     default: return w->fieldlength;
     }
@@ -310,5 +316,6 @@ void rs_ycsb_read_fields(rs_ycsb_wthread *t, int all, rs_ycsb_fieldset *fs) {
 uint32_t rs_ycsb_next_scan_length(rs_ycsb_wthread *t) {
     const rs_ycsb_workload *w = t->w;
     if (w->scan_dist == 1) return w->minscanlength + (uint32_t)rs_zipf_next(&w->scan_zipf, &t->rng);
-    return w->minscanlength + (uint32_t)rs_rng_below(&t->rng, w->maxscanlength - w->minscanlength + 1);
+    return w->minscanlength +
+           (uint32_t)rs_rng_below(&t->rng, w->maxscanlength - w->minscanlength + 1);
 }

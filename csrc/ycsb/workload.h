@@ -20,9 +20,9 @@ typedef struct rs_ycsb_workload {
     const char *table;
     uint64_t recordcount, operationcount;
     uint32_t fieldcount;
-    char *field_name_buf;        /* "field0\0field1\0..." */
-    rs_ycsb_field *field_names;  /* names only */
-    int fieldlen_dist;           /* constant | uniform | zipfian */
+    char *field_name_buf;       /* "field0\0field1\0..." */
+    rs_ycsb_field *field_names; /* names only */
+    int fieldlen_dist;          /* constant | uniform | zipfian */
     uint32_t fieldlength, minfieldlength;
     rs_zipf fieldlen_zipf;
     double cum[5]; /* cumulative: read, update, insert, scan, rmw (normalised to 1) */
@@ -52,8 +52,8 @@ typedef struct rs_ycsb_wthread {
     rs_ycsb_latest latest;
     char key[RS_YCSB_KEY_MAX];
     size_t klen;
-    char *valbuf;           /* fieldcount * max field length */
-    rs_ycsb_field *values;  /* fieldcount entries pointing into valbuf */
+    char *valbuf;          /* fieldcount * max field length */
+    rs_ycsb_field *values; /* fieldcount entries pointing into valbuf */
 } rs_ycsb_wthread;
 
 int rs_ycsb_workload_parse(const rs_ycsb_props *p, rs_ycsb_workload *w, rs_error *err);

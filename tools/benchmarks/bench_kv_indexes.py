@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from recbench import kv_bench  # noqa: E402
+from recbench import kv_bench
 
 
 def main() -> int:

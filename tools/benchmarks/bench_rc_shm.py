@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from recbench.rc_bench import main  # noqa: E402
+from recbench.rc_bench import main
 
 if __name__ == "__main__":
     sys.exit(main())

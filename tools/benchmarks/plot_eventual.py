@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from recbench import analysis  # noqa: E402
+from recbench import analysis
 
 
 def main(argv=None) -> int:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from recbench.kv_compare import main  # noqa: E402
+from recbench.kv_compare import main
 
 if __name__ == "__main__":
     sys.exit(main())

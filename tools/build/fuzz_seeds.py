@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src" / "test" / "scripts"))
-from baidu_std_wire import frame, lfield, request_frame, rpc_meta, varint, vfield  # noqa: E402
+from baidu_std_wire import frame, lfield, request_frame, rpc_meta, vfield
 
 VS = 16  # value_size the fuzz targets' shard uses
 

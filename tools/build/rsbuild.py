@@ -76,7 +76,7 @@ def _multiarch() -> str:
 def _pkg_config(pkg: str, what: str) -> list[str] | None:
     if not shutil.which("pkg-config"):
         return None
-    r = subprocess.run(["pkg-config", what, pkg], capture_output=True, text=True)
+    r = subprocess.run(["pkg-config", what, pkg], capture_output=True, text=True, check=False)
     return shlex.split(r.stdout) if r.returncode == 0 else None
 
 
@@ -109,7 +109,8 @@ def git_commit() -> tuple[str, bool]:
         commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
                                 text=True, check=True).stdout.strip()
         dirty = bool(subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain",
-                                     "--untracked-files=no"], capture_output=True, text=True).stdout.strip())
+                                     "--untracked-files=no"], capture_output=True, text=True,
+                                    check=False).stdout.strip())
         return commit, dirty
     except (OSError, subprocess.CalledProcessError):
         return "unknown", False
@@ -145,7 +146,7 @@ def compiler_version() -> str:
     global _CC_VERSION
     if _CC_VERSION is None:
         try:
-            out = subprocess.run([cc(), "--version"], capture_output=True, text=True).stdout
+            out = subprocess.run([cc(), "--version"], capture_output=True, text=True, check=False).stdout
             _CC_VERSION = out.splitlines()[0].replace('"', "'") if out else cc()
         except OSError:
             _CC_VERSION = cc()
@@ -213,7 +214,7 @@ def build_core_lib(build_type: str, features: dict, out_dir: Path, pic: bool = T
         cmd = [cc()] + cflags + inc + ["-c", str(src), "-o", str(obj)]
         if verbose:
             print(" ".join(cmd), file=sys.stderr)
-        r = subprocess.run(cmd, capture_output=True, text=True)
+        r = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if r.returncode != 0:
             raise RuntimeError(f"compiling {rel} failed:\n{r.stderr}")
         if r.stderr.strip():

@@ -27,7 +27,7 @@ def main() -> int:
     cmd = [sys.executable, str(ROOT / "tools" / "build" / "ctest.py"), "--build-type", "TSan"] + \
         sys.argv[1:]
     print(f"[tsan] TSAN_OPTIONS={env['TSAN_OPTIONS']}", flush=True)
-    return subprocess.run(cmd, env=env).returncode
+    return subprocess.run(cmd, env=env, check=False).returncode
 
 
 if __name__ == "__main__":

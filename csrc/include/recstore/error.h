@@ -3,9 +3,9 @@
  *
  * Every public function returns an int: 0 (RS_OK) on success or a negative RS_E* code. The codes
  * live in a reserved range (-30999..-30000) so they never collide with -errno values that some
- * helpers pass through. Where a failure needs detail (an address, a peer, a field name) the function
- * also takes an `rs_error *err` and fills its message; `err` may always be NULL.
- * The Python layer maps each code to one exception class (recbench/errors.py, csrc/python/py_common.c).
+ * helpers pass through. Where a failure needs detail (an address, a peer, a field name) the
+ * function also takes an `rs_error *err` and fills its message; `err` may always be NULL. The
+ * Python layer maps each code to one exception class (recbench/errors.py, csrc/python/py_common.c).
  */
 #ifndef RECSTORE_ERROR_H
 #define RECSTORE_ERROR_H
@@ -31,9 +31,10 @@ enum {
     RS_ECLOSED = -30011,   /* handle already closed or shutting down */
     RS_EBUSY = -30012,     /* resource in use (port bound, slot taken) */
     RS_EEXIST = -30013,    /* already exists */
-    RS_ENODEV = -30014,    /* required device absent (e.g. no RDMA verbs device): a skip, not a failure */
-    RS_EVERIFY = -30015,   /* data verification failed */
-    RS_EINTR = -30016,     /* interrupted by a stop request */
+    RS_ENODEV =
+        -30014, /* required device absent (e.g. no RDMA verbs device): a skip, not a failure */
+    RS_EVERIFY = -30015, /* data verification failed */
+    RS_EINTR = -30016,   /* interrupted by a stop request */
 };
 
 #define RS_ERROR_MSG_MAX 512
@@ -49,7 +50,8 @@ const char *rs_strerror(int rc);
 
 /* Fill err (if non-NULL) with code and a printf-style message; returns code, so callers can
  * `return rs_error_set(err, RS_EINVAL, "value_size %u is not a multiple of 4", vs);` */
-int rs_error_set(rs_error *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int rs_error_set(rs_error *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* Like rs_error_set, appending ": <strerror(errnum)>". */
 int rs_error_errno(rs_error *err, int code, int errnum, const char *fmt, ...)

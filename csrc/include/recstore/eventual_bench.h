@@ -35,14 +35,14 @@ typedef struct rs_eventual_bench_cfg {
 } rs_eventual_bench_cfg;
 
 typedef struct rs_eventual_bench_result {
-    uint64_t ops;          /* cycles completed inside the window */
-    double elapsed_s;      /* the window: duration_s as configured */
-    double ops_per_sec;    /* ops / elapsed_s */
-    double cpu_user_s;     /* process CPU time from window start until every thread has exited */
+    uint64_t ops;       /* cycles completed inside the window */
+    double elapsed_s;   /* the window: duration_s as configured */
+    double ops_per_sec; /* ops / elapsed_s */
+    double cpu_user_s;  /* process CPU time from window start until every thread has exited */
     double cpu_sys_s;
-    double cpu_time_s;     /* user + sys */
-    double wall_s;         /* window start until every thread has exited (>= elapsed_s) */
-    double late_p50_us;    /* wake lateness percentiles over all cycles */
+    double cpu_time_s;  /* user + sys */
+    double wall_s;      /* window start until every thread has exited (>= elapsed_s) */
+    double late_p50_us; /* wake lateness percentiles over all cycles */
     double late_p99_us;
     double late_max_us;
 } rs_eventual_bench_result;

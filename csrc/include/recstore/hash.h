@@ -35,7 +35,7 @@ static inline uint32_t rs_shard_of(uint64_t key, uint32_t num_shards) {
 }
 
 #define RS_FNV_OFFSET64 0xCBF29CE484222325ull
-#define RS_FNV_PRIME64 1099511628211ull
+#define RS_FNV_PRIME64  1099511628211ull
 
 static inline uint64_t rs_fnv64_u64(uint64_t val) {
     uint64_t h = RS_FNV_OFFSET64;

@@ -21,9 +21,9 @@ extern "C" {
 #endif
 
 #define RS_HIST_SUB_BITS 7
-#define RS_HIST_SUB (1u << RS_HIST_SUB_BITS)
-#define RS_HIST_MAX_EXP 44
-#define RS_HIST_BUCKETS ((RS_HIST_MAX_EXP - RS_HIST_SUB_BITS + 1) * RS_HIST_SUB)
+#define RS_HIST_SUB      (1u << RS_HIST_SUB_BITS)
+#define RS_HIST_MAX_EXP  44
+#define RS_HIST_BUCKETS  ((RS_HIST_MAX_EXP - RS_HIST_SUB_BITS + 1) * RS_HIST_SUB)
 
 typedef struct rs_hist {
     uint64_t count;

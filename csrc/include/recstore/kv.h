@@ -33,7 +33,7 @@ extern "C" {
 typedef enum rs_kv_index_type {
     RS_KV_INDEX_PET_HASH = 1,        /* "DRAM_PET_HASH" */
     RS_KV_INDEX_EXTENDIBLE_HASH = 2, /* "DRAM_EXTENDIBLE_HASH" (alias "DRAM") */
-    RS_KV_INDEX_CCEH = 3,            /* "SSD_EXTENDIBLE_HASH" (aliases "SSD", "CCEH"): file-backed */
+    RS_KV_INDEX_CCEH = 3, /* "SSD_EXTENDIBLE_HASH" (aliases "SSD", "CCEH"): file-backed */
 } rs_kv_index_type;
 
 /* Parse an index type name (case-insensitive, aliases above). RS_EINVAL with the accepted names. */
@@ -90,7 +90,8 @@ int rs_kv_update_add_f32(rs_kv *kv, const uint64_t *keys, size_t n, const float 
  * unlike batch_get_flat, bytes read through it while another thread writes that key may be torn.
  * Works for every index type (CCEH's rows live in its mmap'ed values file, so they are
  * addressable too); RS_EINVAL in variable-length mode. */
-int rs_kv_batch_row_refs(rs_kv *kv, const uint64_t *keys, size_t n, const void **refs, size_t *n_found);
+int rs_kv_batch_row_refs(rs_kv *kv, const uint64_t *keys, size_t n, const void **refs,
+                         size_t *n_found);
 
 /* Number of keys stored. */
 uint64_t rs_kv_count(rs_kv *kv);

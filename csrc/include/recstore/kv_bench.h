@@ -24,9 +24,9 @@ extern "C" {
 #endif
 
 typedef enum rs_kv_bench_read_mode {
-    RS_KV_BENCH_GET = 1,        /* one rs_kv_get per read */
-    RS_KV_BENCH_BATCH = 2,      /* one rs_kv_batch_get_flat over batch_keys keys per read */
-    RS_KV_BENCH_CEILING = 3,    /* batch shape, rows gathered from a flat array, no index */
+    RS_KV_BENCH_GET = 1,     /* one rs_kv_get per read */
+    RS_KV_BENCH_BATCH = 2,   /* one rs_kv_batch_get_flat over batch_keys keys per read */
+    RS_KV_BENCH_CEILING = 3, /* batch shape, rows gathered from a flat array, no index */
 } rs_kv_bench_read_mode;
 
 typedef enum rs_kv_bench_dist {
@@ -35,33 +35,33 @@ typedef enum rs_kv_bench_dist {
 } rs_kv_bench_dist;
 
 typedef struct rs_kv_bench_config {
-    rs_kv *kv;                /* engine under test (not owned); NULL in ceiling mode */
-    uint64_t record_count;    /* keys 0 .. record_count-1 */
-    uint32_t value_size;      /* bytes per row (> 0) */
-    uint32_t threads;         /* run threads (>= 1) */
-    uint32_t load_threads;    /* load threads (0 = threads) */
-    char workload;            /* 'a' 50/50, 'b' 95/5, 'c' 100 % reads */
+    rs_kv *kv;             /* engine under test (not owned); NULL in ceiling mode */
+    uint64_t record_count; /* keys 0 .. record_count-1 */
+    uint32_t value_size;   /* bytes per row (> 0) */
+    uint32_t threads;      /* run threads (>= 1) */
+    uint32_t load_threads; /* load threads (0 = threads) */
+    char workload;         /* 'a' 50/50, 'b' 95/5, 'c' 100 % reads */
     rs_kv_bench_dist distribution;
-    double zipfian_alpha;     /* theta of the zipfian generator, in (0, 1) */
+    double zipfian_alpha; /* theta of the zipfian generator, in (0, 1) */
     rs_kv_bench_read_mode read_mode;
     uint32_t batch_keys;      /* keys per batch read (batch and ceiling modes) */
     double running_seconds;   /* > 0: timed run */
     uint64_t operation_count; /* used when running_seconds == 0: total ops (keys in batch modes) */
     uint64_t seed;
-    int bind_core;            /* pin run thread i to CPU i % online CPUs */
+    int bind_core; /* pin run thread i to CPU i % online CPUs */
 } rs_kv_bench_config;
 
 typedef struct rs_kv_bench_phase {
-    double seconds;     /* wall time of the phase */
-    uint64_t ops;       /* operations; a batch read counts its keys */
-    uint64_t read_ops;  /* keys read */
+    double seconds;    /* wall time of the phase */
+    uint64_t ops;      /* operations; a batch read counts its keys */
+    uint64_t read_ops; /* keys read */
     uint64_t update_ops;
     uint64_t batches;   /* batch reads issued */
     uint64_t not_found; /* reads of a key that was not found (0 after a complete load) */
     double cpu_user_s;  /* process CPU time during the phase */
     double cpu_sys_s;
-    rs_hist read;       /* latency per read call (a batch is one call), ns */
-    rs_hist update;     /* latency per update/put call, ns */
+    rs_hist read;   /* latency per read call (a batch is one call), ns */
+    rs_hist update; /* latency per update/put call, ns */
 } rs_kv_bench_phase;
 
 typedef struct rs_kv_bench rs_kv_bench;
@@ -71,7 +71,8 @@ typedef struct rs_kv_bench rs_kv_bench;
 int rs_kv_bench_open(const rs_kv_bench_config *cfg, rs_kv_bench **out, rs_error *err);
 void rs_kv_bench_close(rs_kv_bench *b);
 
-/* Load keys 0..record_count-1 with load_threads threads (one put per key; latencies in ->update). */
+/* Load keys 0..record_count-1 with load_threads threads (one put per key; latencies in ->update).
+ */
 int rs_kv_bench_load(rs_kv_bench *b, rs_kv_bench_phase *out, rs_error *err);
 
 /* Run the workload. */

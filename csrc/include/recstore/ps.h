@@ -57,7 +57,7 @@ typedef enum rs_ps_status {
     RS_PS_BATCH_TOO_LARGE = 3,     /* num_keys > max_keys_per_request */
     RS_PS_VALUE_SIZE_MISMATCH = 4, /* request value_size differs from the server's */
     RS_PS_UNKNOWN_METHOD = 5,
-    RS_PS_CAPACITY = 6,            /* the shard's KV engine is full */
+    RS_PS_CAPACITY = 6, /* the shard's KV engine is full */
     RS_PS_INTERNAL = 7,
     RS_PS_SHUTTING_DOWN = 8,
 } rs_ps_status;
@@ -85,7 +85,7 @@ typedef struct rs_ps_response {
     uint32_t num_found;
     const uint8_t *rows; /* decoded responses: view of rows_len bytes; NULL when none */
     size_t rows_len;
-    char error[256]; /* status != OK: readable reason, NUL-terminated */
+    char error[256];  /* status != OK: readable reason, NUL-terminated */
     char reply[2048]; /* COMMAND reply text, NUL-terminated */
 } rs_ps_response;
 

@@ -49,7 +49,7 @@ typedef struct rs_ps_bench_config {
     double zipfian_alpha; /* theta, 0 < alpha < 1 */
     uint32_t read_ratio;  /* mixed: percent of GET batches */
     uint64_t fetch_key_space;
-    int verify;           /* check every fetched row against rs_ps_bench_row; misses must be 0 */
+    int verify; /* check every fetched row against rs_ps_bench_row; misses must be 0 */
     uint64_t seed;
     const volatile int *stop; /* nullable: set non-zero to end the phase early */
     int profile;              /* run phase: time key generation, submit, wait and consume */

@@ -23,8 +23,8 @@ extern "C" {
 #endif
 
 typedef struct rs_ps_client_config {
-    const char *transport;   /* "brpc", "grpc", "shm", "rdma" */
-    uint32_t num_shards;     /* number of endpoints; shard i is served at hosts[i]:ports[i] */
+    const char *transport; /* "brpc", "grpc", "shm", "rdma" */
+    uint32_t num_shards;   /* number of endpoints; shard i is served at hosts[i]:ports[i] */
     const char *const *hosts;
     const uint16_t *ports;
     uint32_t value_size;     /* row bytes; 0 = ask the servers */

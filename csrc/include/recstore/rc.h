@@ -57,7 +57,7 @@ extern "C" {
 #define RS_RC_FLAG_GET_DIRECT_SG           (1u << 0)
 #define RS_RC_FLAG_GET_ALLOW_FALLBACK_COPY (1u << 1)
 #define RS_RC_MAX_SGE                      32
-#define RS_RC_RESP_HDR_ROOM 64 /* response room a GET keeps for its PSResponse header */
+#define RS_RC_RESP_HDR_ROOM                64 /* response room a GET keeps for its PSResponse header */
 
 /* Request descriptor: RecStore's 192-byte layout. `op` holds rs_ps_op values (GET 1, PUT 2,
  * UPDATE 3, COMMAND 4); `msg_bytes` (RecStore's reserved0) is the length of the encoded PSRequest

@@ -19,14 +19,14 @@ extern "C" {
 #endif
 
 typedef struct rs_ps_server_opts {
-    const char *host;        /* bind address (only this one) */
-    uint16_t port;           /* 0 = pick a free port (read it back with bound_port) */
-    uint32_t num_threads;    /* worker / poll threads */
-    uint64_t max_body_bytes; /* largest request accepted before allocating (default 64 MiB) */
+    const char *host;         /* bind address (only this one) */
+    uint16_t port;            /* 0 = pick a free port (read it back with bound_port) */
+    uint32_t num_threads;     /* worker / poll threads */
+    uint64_t max_body_bytes;  /* largest request accepted before allocating (default 64 MiB) */
     uint32_t max_connections; /* 0 = the transport's default (brpc 1024 connections, rdma/shm
                                * 1024 control connections); RS_ENOTSUP where it cannot be
                                * enforced (grpc) */
-    const char *extra;       /* transport-specific "k=v;k=v" options (e.g. RC poll_mode) */
+    const char *extra;        /* transport-specific "k=v;k=v" options (e.g. RC poll_mode) */
 } rs_ps_server_opts;
 
 typedef struct rs_ps_transport_stats {
@@ -44,15 +44,15 @@ typedef struct rs_ps_server_ops {
 } rs_ps_server_ops;
 
 typedef struct rs_ps_client_opts {
-    uint32_t timeout_ms;     /* per request; 0 = default (10000) */
-    uint32_t max_in_flight;  /* requests a connection may have outstanding (prefetch_depth) */
-    const char *extra;       /* transport-specific "k=v;k=v" options */
+    uint32_t timeout_ms;    /* per request; 0 = default (10000) */
+    uint32_t max_in_flight; /* requests a connection may have outstanding (prefetch_depth) */
+    const char *extra;      /* transport-specific "k=v;k=v" options */
 } rs_ps_client_opts;
 
 /* One finished request on a connection. */
 typedef struct rs_ps_completion {
-    uint64_t tag;          /* the submit() tag */
-    rs_ps_response resp;   /* status, error, value_size, num_found, reply; rows already copied */
+    uint64_t tag;        /* the submit() tag */
+    rs_ps_response resp; /* status, error, value_size, num_found, reply; rows already copied */
 } rs_ps_completion;
 
 typedef struct rs_ps_conn_ops {

@@ -120,7 +120,8 @@ typedef struct rs_ycsb_db_ops {
     int (*thread_init)(void *shared, int thread_id, void **tctx, rs_error *err);
     int (*read)(void *tctx, const char *table, const char *key, size_t klen,
                 const rs_ycsb_fieldset *fields, rs_ycsb_result *out, rs_error *err);
-    /* Up to count records with keys >= key, in key order. RS_ENOTSUP where the engine has no order. */
+    /* Up to count records with keys >= key, in key order. RS_ENOTSUP where the engine has no order.
+     */
     int (*scan)(void *tctx, const char *table, const char *key, size_t klen, uint32_t count,
                 const rs_ycsb_fieldset *fields, rs_ycsb_result *out, rs_error *err);
     /* Replace the given fields of an existing record (others kept). RS_ENOTFOUND if missing. */
@@ -131,8 +132,8 @@ typedef struct rs_ycsb_db_ops {
     int (*del)(void *tctx, const char *table, const char *key, size_t klen, rs_error *err);
     /* n keys; found[i] set to 1/0; every found record is begun in `out` in key order. */
     int (*batch_read)(void *tctx, const char *table, const char *const *keys, const size_t *klens,
-                      size_t n, const rs_ycsb_fieldset *fields, rs_ycsb_result *out,
-                      uint8_t *found, rs_error *err);
+                      size_t n, const rs_ycsb_fieldset *fields, rs_ycsb_result *out, uint8_t *found,
+                      rs_error *err);
     void (*thread_cleanup)(void *tctx);
     void (*close)(void *shared);
 } rs_ycsb_db_ops;
@@ -146,8 +147,8 @@ const char *rs_ycsb_db_names(void);
 /* A batch read done key by key through ops->read (for engines without a batch API). */
 int rs_ycsb_db_batch_read_loop(const rs_ycsb_db_ops *ops, void *tctx, const char *table,
                                const char *const *keys, const size_t *klens, size_t n,
-                               const rs_ycsb_fieldset *fields, rs_ycsb_result *out,
-                               uint8_t *found, rs_error *err);
+                               const rs_ycsb_fieldset *fields, rs_ycsb_result *out, uint8_t *found,
+                               rs_error *err);
 
 /* ---------- measurements (measure.c) ---------- */
 
@@ -171,8 +172,9 @@ typedef enum rs_ycsb_status {
     RS_YCSB_ST_COUNT
 } rs_ycsb_status;
 
-const char *rs_ycsb_op_name(rs_ycsb_op op);         /* "READ", "READ-MODIFY-WRITE", ... */
-const char *rs_ycsb_status_suffix(rs_ycsb_status s); /* "", "-NOTFOUND", "-NOTSUPPORTED", "-FAILED" */
+const char *rs_ycsb_op_name(rs_ycsb_op op); /* "READ", "READ-MODIFY-WRITE", ... */
+const char *
+rs_ycsb_status_suffix(rs_ycsb_status s); /* "", "-NOTFOUND", "-NOTSUPPORTED", "-FAILED" */
 rs_ycsb_status rs_ycsb_status_of(int rc);
 
 /* Histograms per op × status, allocated on first use. Owned by one thread while running. */
@@ -230,7 +232,7 @@ typedef struct rs_ycsb_phase_report {
     double throughput;
     double cpu_user_s, cpu_sys_s;
     rs_ycsb_measure merged;
-    uint64_t errors;     /* operations with status ERROR */
+    uint64_t errors; /* operations with status ERROR */
     char first_error[RS_ERROR_MSG_MAX];
 } rs_ycsb_phase_report;
 
@@ -244,7 +246,7 @@ typedef struct rs_ycsb_report {
 typedef struct rs_ycsb_options {
     const char *db;
     int do_load, do_run;
-    int status;          /* -s: status lines on stdout every status.interval seconds */
+    int status; /* -s: status lines on stdout every status.interval seconds */
     const rs_ycsb_props *props;
 } rs_ycsb_options;
 

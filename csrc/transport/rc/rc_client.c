@@ -34,8 +34,7 @@ static unsigned rs_rc_client_threads_bound;
 static __thread int rs_rc_client_thread_bound;
 
 static void bind_submitting_thread(const rs_rc_options *o) {
-    if (rs_rc_client_thread_bound || (o->bind_core_offset < 0 && o->numa_node < 0))
-        return;
+    if (rs_rc_client_thread_bound || (o->bind_core_offset < 0 && o->numa_node < 0)) return;
     rs_rc_client_thread_bound = 1;
     unsigned i = __atomic_fetch_add(&rs_rc_client_threads_bound, 1, __ATOMIC_RELAXED);
     rs_rc_bind_thread(o->bind_core_offset, o->bind_core_stride, i, o->numa_node);
@@ -96,8 +95,7 @@ static int fetch_ready(rs_rc_client *c, const char *host, uint16_t port, rs_erro
             uint8_t *body = NULL;
             uint32_t len;
             rc = rs_rc_ctrl_send(c->fd, RS_RC_MSG_READY_REQ, NULL, 0, err);
-            if (rc == 0)
-                rc = rs_rc_ctrl_recv(c->fd, c->o.ctrl_timeout_ms, &type, &body, &len, err);
+            if (rc == 0) rc = rs_rc_ctrl_recv(c->fd, c->o.ctrl_timeout_ms, &type, &body, &len, err);
             if (rc == 0 && type == RS_RC_MSG_READY_REP && len >= 20) {
                 uint32_t v[5];
                 memcpy(v, body, sizeof v);
@@ -131,8 +129,7 @@ static int fetch_ready(rs_rc_client *c, const char *host, uint16_t port, rs_erro
 int rs_rc_client_connect(const rs_rc_fabric_ops *fab, const char *host, uint16_t port,
                          uint32_t max_in_flight, const rs_rc_options *opts, rs_rc_client **out,
                          rs_error *err) {
-    if (max_in_flight == 0)
-        max_in_flight = 1;
+    if (max_in_flight == 0) max_in_flight = 1;
     if ((uint64_t)max_in_flight > (uint64_t)opts->qps * opts->slots)
         return rs_error_set(err, RS_EINVAL,
                             "prefetch_depth %u exceeds rdma_rc_qps_per_client_per_shard (%u) x "
@@ -140,8 +137,7 @@ int rs_rc_client_connect(const rs_rc_fabric_ops *fab, const char *host, uint16_t
                             "(%u) = %u in-flight slots; raise one of them or lower prefetch_depth",
                             max_in_flight, opts->qps, opts->slots, opts->qps * opts->slots);
     rs_rc_client *c = calloc(1, sizeof *c);
-    if (!c)
-        return rs_error_set(err, RS_ENOMEM, "RC client: out of memory");
+    if (!c) return rs_error_set(err, RS_ENOMEM, "RC client: out of memory");
     int rc;
     c->fab = fab;
     c->o = *opts;
@@ -170,10 +166,8 @@ int rs_rc_client_connect(const rs_rc_fabric_ops *fab, const char *host, uint16_t
                               .gid_index = opts->gid_index,
                               .inline_bytes = opts->inline_bytes,
                               .numa_node = opts->numa_node};
-    if ((rc = fab->open(&fc, &c->f, err)))
-        goto fail;
-    if ((rc = fetch_ready(c, host, port, err)))
-        goto fail;
+    if ((rc = fab->open(&fc, &c->f, err))) goto fail;
+    if ((rc = fetch_ready(c, host, port, err))) goto fail;
     c->get_mode = opts->get_mode;
     if (c->get_mode == RS_RC_GET_AUTO)
         c->get_mode =
@@ -186,10 +180,8 @@ int rs_rc_client_connect(const rs_rc_fabric_ops *fab, const char *host, uint16_t
     rq->response_slot_bytes = c->resp_bytes;
     rq->shard_id = c->shard_id;
     for (uint32_t q = 0; q < c->qps; q++) {
-        if ((rc = fab->alloc_region(c->f, lane_len, &c->regions[q], err)))
-            goto fail;
-        if ((rc = fab->ep_create(c->f, &c->regions[q], &c->eps[q], &rq->lanes[q], err)))
-            goto fail;
+        if ((rc = fab->alloc_region(c->f, lane_len, &c->regions[q], err))) goto fail;
+        if ((rc = fab->ep_create(c->f, &c->regions[q], &c->eps[q], &rq->lanes[q], err))) goto fail;
         c->next_seq[q] = 1;
     }
     size_t cap = RS_RC_CTRL_HDR + 64 + (size_t)c->qps * 128;
@@ -219,8 +211,7 @@ int rs_rc_client_connect(const rs_rc_fabric_ops *fab, const char *host, uint16_t
                           c->peer, type);
         goto fail;
     }
-    if ((rc = rs_rc_ctrl_decode_attach_rep(body, len, rp, err)))
-        goto fail;
+    if ((rc = rs_rc_ctrl_decode_attach_rep(body, len, rp, err))) goto fail;
     if (rp->status != 0) {
         rc = rs_error_set(err, rp->status, "control plane %s rejected the attach: %s", c->peer,
                           rp->reason);
@@ -238,13 +229,11 @@ int rs_rc_client_connect(const rs_rc_fabric_ops *fab, const char *host, uint16_t
                               rp->lanes[q].region_len, lane_len);
             goto fail;
         }
-        if ((rc = fab->ep_connect(c->eps[q], &rp->lanes[q], err)))
-            goto fail;
+        if ((rc = fab->ep_connect(c->eps[q], &rp->lanes[q], err))) goto fail;
         c->peers[q] = rp->lanes[q];
     }
     c->client_id = rp->client_id;
-    if ((rc = rs_rc_ctrl_send(c->fd, RS_RC_MSG_ATTACHED, NULL, 0, err)))
-        goto fail;
+    if ((rc = rs_rc_ctrl_send(c->fd, RS_RC_MSG_ATTACHED, NULL, 0, err))) goto fail;
     c->prof_last_ns = rs_now_ns();
     free(rq);
     free(rp);
@@ -331,16 +320,13 @@ int rs_rc_client_submit(rs_rc_client *c, const rs_ps_request *req, uint64_t tag,
     if (req->op == RS_PS_GET && c->get_mode == RS_RC_GET_DIRECT_SG)
         d->flags = RS_RC_FLAG_GET_DIRECT_SG | RS_RC_FLAG_GET_ALLOW_FALLBACK_COPY;
     rs_ps_request_encode(req, 1, st + RS_RC_DESC_BYTES);
-    if (keys_len)
-        memcpy(st + RS_RC_DESC_BYTES + msg, req->keys, keys_len);
-    if (req->rows_len)
-        memcpy(st + RS_RC_DESC_BYTES + msg + keys_len, req->rows, req->rows_len);
+    if (keys_len) memcpy(st + RS_RC_DESC_BYTES + msg, req->keys, keys_len);
+    if (req->rows_len) memcpy(st + RS_RC_DESC_BYTES + msg + keys_len, req->rows, req->rows_len);
     drain(c, q);
     rs_rc_sge sg = {st, (uint32_t)total, c->regions[q].lkey};
     int rc = c->fab->write(c->eps[q], &sg, 1, raddr, c->peers[q].rkey,
                            total <= c->o.inline_bytes ? RS_RC_WR_INLINE : 0, seq, err);
-    if (rc)
-        return rs_error_prefix(err, "RC client %s: request write", c->peer);
+    if (rc) return rs_error_prefix(err, "RC client %s: request write", c->peer);
     /* the word is built in the staging slot's (registered) tail, so a non-inline write can read it
      */
     rs_rc_commit_word *cw = (rs_rc_commit_word *)(st + c->req_bytes - sizeof *cw);
@@ -350,8 +336,7 @@ int rs_rc_client_submit(rs_rc_client *c, const rs_ps_request *req, uint64_t tag,
                        RS_RC_WR_SIGNALED | RS_RC_WR_PUBLISH |
                            (sizeof *cw <= c->o.inline_bytes ? RS_RC_WR_INLINE : 0),
                        seq, err);
-    if (rc)
-        return rs_error_prefix(err, "RC client %s: commit write", c->peer);
+    if (rc) return rs_error_prefix(err, "RC client %s: commit write", c->peer);
     cl_slot *sl = &c->slot[q * c->slots + k];
     sl->busy = 1;
     sl->seq = seq;
@@ -366,8 +351,7 @@ int rs_rc_client_submit(rs_rc_client *c, const rs_ps_request *req, uint64_t tag,
     c->prof.descriptor_writes++;
     c->prof.commit_writes++;
     c->prof.pending_sum += pend;
-    if (pend > c->prof.pending_peak)
-        c->prof.pending_peak = pend;
+    if (pend > c->prof.pending_peak) c->prof.pending_peak = pend;
     c->prof.submit_ns += rs_now_ns() - t0;
     return 0;
 }
@@ -375,8 +359,7 @@ int rs_rc_client_submit(rs_rc_client *c, const rs_ps_request *req, uint64_t tag,
 /* 1 when the control connection reports EOF or an error (the server is gone). */
 static int ctrl_dead(rs_rc_client *c) {
     struct pollfd p = {.fd = c->fd, .events = POLLIN};
-    if (poll(&p, 1, 0) <= 0)
-        return 0;
+    if (poll(&p, 1, 0) <= 0) return 0;
     char b;
     ssize_t r = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
     return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
@@ -384,8 +367,7 @@ static int ctrl_dead(rs_rc_client *c) {
 
 static void maybe_profile(rs_rc_client *c) {
     uint64_t now = rs_now_ns();
-    if (now - c->prof_last_ns < (uint64_t)c->o.profile_interval_ms * 1000000ull)
-        return;
+    if (now - c->prof_last_ns < (uint64_t)c->o.profile_interval_ms * 1000000ull) return;
     c->prof_last_ns = now;
     cl_prof d;
     const uint64_t *a = (const uint64_t *)&c->prof, *b = (const uint64_t *)&c->prof_prev;
@@ -459,8 +441,7 @@ int rs_rc_client_next(rs_rc_client *c, uint64_t *tag, rs_ps_response *resp, rs_e
                             c->peer, w.state, w.response_bytes, w.msg_bytes);
     uint32_t rows_len = w.response_bytes - w.msg_bytes;
     int rc = rs_ps_response_decode(rsl + rows_len, w.msg_bytes, rsl, rows_len, resp, err);
-    if (rc)
-        return rs_error_prefix(err, "RC server %s: response", c->peer);
+    if (rc) return rs_error_prefix(err, "RC server %s: response", c->peer);
     if (resp->status != w.status) {
         resp->status = w.status;
     }
@@ -480,8 +461,7 @@ int rs_rc_client_next(rs_rc_client *c, uint64_t *tag, rs_ps_response *resp, rs_e
     c->prof.wait_count++;
     c->prof.wait_ns += t1 - t0;
     c->prof.copy_ns += t2 - t1;
-    if (c->o.profile_interval_ms)
-        maybe_profile(c);
+    if (c->o.profile_interval_ms) maybe_profile(c);
     return 0;
 }
 
@@ -508,8 +488,7 @@ int rs_rc_client_debug_inject(rs_rc_client *c, uint32_t qp, uint32_t slot, const
     if (rc == 0)
         rc = c->fab->write(c->eps[qp], &cs, 1, raddr + c->req_bytes - sizeof *cw, c->peers[qp].rkey,
                            RS_RC_WR_SIGNALED | RS_RC_WR_PUBLISH, seq, err);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     uint8_t *rsl = resp_slot(c, qp, slot);
     const uint64_t *seqp = (const uint64_t *)(rsl + c->resp_bytes - 8);
     uint64_t deadline = rs_now_ns() + (uint64_t)timeout_ms * 1000000ull;
@@ -523,8 +502,7 @@ int rs_rc_client_debug_inject(rs_rc_client *c, uint32_t qp, uint32_t slot, const
     rs_rc_status_word w;
     memcpy(&w, rsl + c->resp_bytes - sizeof w, sizeof w);
     *status = w.status;
-    if (why_len)
-        why[0] = '\0';
+    if (why_len) why[0] = '\0';
     if (w.msg_bytes <= w.response_bytes && w.response_bytes <= c->resp_bytes - RS_RC_TAIL_BYTES) {
         rs_ps_response *r = malloc(sizeof *r);
         uint32_t rows = w.response_bytes - w.msg_bytes;
@@ -536,8 +514,7 @@ int rs_rc_client_debug_inject(rs_rc_client *c, uint32_t qp, uint32_t slot, const
 }
 
 int rs_rc_client_debug_commit(rs_rc_client *c, uint32_t qp, uint32_t slot, uint64_t seq) {
-    if (qp >= c->qps || slot >= c->slots)
-        return RS_EINVAL;
+    if (qp >= c->qps || slot >= c->slots) return RS_EINVAL;
     uint8_t *st = req_staging(c, qp, slot);
     rs_rc_commit_word *cw = (rs_rc_commit_word *)(st + c->req_bytes - sizeof *cw);
     *cw = (rs_rc_commit_word){.state = RS_RC_STATE_READY, .seq = seq};
@@ -554,18 +531,13 @@ uint64_t rs_rc_client_debug_next_seq(const rs_rc_client *c, uint32_t qp) {
 }
 
 void rs_rc_client_close(rs_rc_client *c) {
-    if (!c)
-        return;
-    if (c->fd >= 0)
-        close(c->fd); /* the server retires our lanes when it sees EOF */
+    if (!c) return;
+    if (c->fd >= 0) close(c->fd); /* the server retires our lanes when it sees EOF */
     for (uint32_t q = 0; c->eps && q < c->qps; q++)
-        if (c->eps[q])
-            c->fab->ep_destroy(c->eps[q]);
+        if (c->eps[q]) c->fab->ep_destroy(c->eps[q]);
     for (uint32_t q = 0; c->regions && q < c->qps; q++)
-        if (c->regions[q].addr)
-            c->fab->free_region(c->f, &c->regions[q]);
-    if (c->f)
-        c->fab->close(c->f);
+        if (c->regions[q].addr) c->fab->free_region(c->f, &c->regions[q]);
+    if (c->f) c->fab->close(c->f);
     free(c->regions);
     free(c->eps);
     free(c->peers);

@@ -109,11 +109,9 @@ static int meta_get(const uint8_t *p, rs_rc_ep_meta *m, rs_error *err) {
 #define REP_FIXED (4u + 256u + 5u * 4u)
 
 int rs_rc_ctrl_encode_attach_req(const rs_rc_attach_req *r, uint8_t *buf, size_t cap) {
-    if (r->qps == 0 || r->qps > RS_RC_CTRL_MAX_QPS)
-        return RS_EINVAL;
+    if (r->qps == 0 || r->qps > RS_RC_CTRL_MAX_QPS) return RS_EINVAL;
     size_t body = REQ_FIXED + (size_t)r->qps * META_REC;
-    if (RS_RC_CTRL_HDR + body > cap)
-        return RS_EINVAL;
+    if (RS_RC_CTRL_HDR + body > cap) return RS_EINVAL;
     rs_rc_ctrl_put_header(buf, RS_RC_MSG_ATTACH_REQ, (uint32_t)body);
     uint8_t *p = buf + RS_RC_CTRL_HDR;
     memset(p, 0, 16);
@@ -147,19 +145,16 @@ int rs_rc_ctrl_decode_attach_req(const uint8_t *b, size_t len, rs_rc_attach_req 
                             len, r->qps);
     for (uint32_t i = 0; i < r->qps; i++) {
         int rc = meta_get(b + REQ_FIXED + i * META_REC, &r->lanes[i], err);
-        if (rc)
-            return rc;
+        if (rc) return rc;
     }
     return 0;
 }
 
 int rs_rc_ctrl_encode_attach_rep(const rs_rc_attach_rep *r, uint8_t *buf, size_t cap) {
     uint32_t qps = r->status == 0 ? r->qps : 0;
-    if (qps > RS_RC_CTRL_MAX_QPS)
-        return RS_EINVAL;
+    if (qps > RS_RC_CTRL_MAX_QPS) return RS_EINVAL;
     size_t body = REP_FIXED + (size_t)qps * META_REC;
-    if (RS_RC_CTRL_HDR + body > cap)
-        return RS_EINVAL;
+    if (RS_RC_CTRL_HDR + body > cap) return RS_EINVAL;
     rs_rc_ctrl_put_header(buf, RS_RC_MSG_ATTACH_REP, (uint32_t)body);
     uint8_t *p = buf + RS_RC_CTRL_HDR;
     put32(p, (uint32_t)r->status);
@@ -192,8 +187,7 @@ int rs_rc_ctrl_decode_attach_rep(const uint8_t *b, size_t len, rs_rc_attach_rep 
                             r->qps);
     for (uint32_t i = 0; i < r->qps; i++) {
         int rc = meta_get(b + REP_FIXED + i * META_REC, &r->lanes[i], err);
-        if (rc)
-            return rc;
+        if (rc) return rc;
     }
     return 0;
 }
@@ -201,15 +195,12 @@ int rs_rc_ctrl_decode_attach_rep(const uint8_t *b, size_t len, rs_rc_attach_rep 
 static int wait_fd(int fd, short ev, uint64_t deadline) {
     for (;;) {
         uint64_t now = rs_now_ns();
-        if (now >= deadline)
-            return RS_ETIMEDOUT;
+        if (now >= deadline) return RS_ETIMEDOUT;
         struct pollfd p = {.fd = fd, .events = ev};
         int ms = (int)((deadline - now) / 1000000ull) + 1;
         int r = poll(&p, 1, ms);
-        if (r > 0)
-            return 0;
-        if (r < 0 && errno != EINTR)
-            return RS_EIO;
+        if (r > 0) return 0;
+        if (r < 0 && errno != EINTR) return RS_EIO;
     }
 }
 
@@ -217,16 +208,15 @@ static int send_all(int fd, const uint8_t *p, size_t n, rs_error *err) {
     while (n) {
         ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
         if (w < 0) {
-            if (errno == EINTR)
-                continue;
+            if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
                 /* a blocking socket says EAGAIN only when its SO_SNDTIMEO (set by the server on
                  * control connections) expired: the peer does not read, give up on it */
                 int fl = fcntl(fd, F_GETFL);
                 if (fl >= 0 && !(fl & O_NONBLOCK))
-                    return rs_error_set(err, RS_ETIMEDOUT, "control plane send: peer does not read");
-                if (wait_fd(fd, POLLOUT, rs_now_ns() + 30000000000ull) == 0)
-                    continue;
+                    return rs_error_set(err, RS_ETIMEDOUT,
+                                        "control plane send: peer does not read");
+                if (wait_fd(fd, POLLOUT, rs_now_ns() + 30000000000ull) == 0) continue;
                 return rs_error_set(err, RS_ETIMEDOUT, "control plane send: peer does not read");
             }
             return rs_error_errno(err, RS_ECONN, errno, "control plane send");
@@ -242,14 +232,11 @@ static int recv_all(int fd, uint8_t *p, size_t n, uint64_t deadline, rs_error *e
         int rc = wait_fd(fd, POLLIN, deadline);
         if (rc == RS_ETIMEDOUT)
             return rs_error_set(err, rc, "control plane: no reply before the deadline");
-        if (rc)
-            return rs_error_errno(err, RS_EIO, errno, "control plane poll");
+        if (rc) return rs_error_errno(err, RS_EIO, errno, "control plane poll");
         ssize_t r = recv(fd, p, n, 0);
-        if (r == 0)
-            return rs_error_set(err, RS_ECONN, "control plane: peer closed the connection");
+        if (r == 0) return rs_error_set(err, RS_ECONN, "control plane: peer closed the connection");
         if (r < 0) {
-            if (errno == EINTR || errno == EAGAIN)
-                continue;
+            if (errno == EINTR || errno == EAGAIN) continue;
             return rs_error_errno(err, RS_ECONN, errno, "control plane recv");
         }
         p += r;
@@ -262,8 +249,7 @@ int rs_rc_ctrl_send(int fd, uint16_t type, const void *body, uint32_t len, rs_er
     uint8_t h[RS_RC_CTRL_HDR];
     rs_rc_ctrl_put_header(h, type, len);
     int rc = send_all(fd, h, sizeof h, err);
-    if (rc == 0 && len)
-        rc = send_all(fd, body, len, err);
+    if (rc == 0 && len) rc = send_all(fd, body, len, err);
     return rc;
 }
 
@@ -273,13 +259,10 @@ int rs_rc_ctrl_recv(int fd, uint32_t timeout_ms, uint16_t *type, uint8_t **body,
     uint8_t h[RS_RC_CTRL_HDR];
     *body = NULL;
     int rc = recv_all(fd, h, sizeof h, deadline, err);
-    if (rc)
-        return rc;
-    if ((rc = rs_rc_ctrl_check_header(h, type, len, err)))
-        return rc;
+    if (rc) return rc;
+    if ((rc = rs_rc_ctrl_check_header(h, type, len, err))) return rc;
     uint8_t *b = malloc(*len ? *len : 1);
-    if (!b)
-        return rs_error_set(err, RS_ENOMEM, "control plane: out of memory");
+    if (!b) return rs_error_set(err, RS_ENOMEM, "control plane: out of memory");
     if ((rc = recv_all(fd, b, *len, deadline, err))) {
         free(b);
         return rc;
@@ -304,8 +287,7 @@ static int resolve(const char *host, uint16_t port, int passive, struct addrinfo
 int rs_rc_tcp_listen(const char *host, uint16_t port, int *out, uint16_t *bound, rs_error *err) {
     struct addrinfo *res;
     int rc = resolve(host, port, 1, &res, err);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         freeaddrinfo(res);
@@ -334,8 +316,7 @@ int rs_rc_tcp_connect(const char *host, uint16_t port, uint32_t timeout_ms, int 
                       rs_error *err) {
     struct addrinfo *res;
     int rc = resolve(host, port, 0, &res, err);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) {
         freeaddrinfo(res);

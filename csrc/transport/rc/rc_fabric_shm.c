@@ -58,8 +58,7 @@ struct rs_rc_ep {
 
 static int shm_open_fabric(const rs_rc_fabric_config *cfg, rs_rc_fabric **out, rs_error *err) {
     rs_rc_fabric *f = calloc(1, sizeof *f);
-    if (!f)
-        return rs_error_set(err, RS_ENOMEM, "shm fabric: out of memory");
+    if (!f) return rs_error_set(err, RS_ENOMEM, "shm fabric: out of memory");
     if (cfg)
         f->cfg = *cfg;
     else
@@ -78,8 +77,7 @@ static void shm_close_fabric(rs_rc_fabric *f) {
 static int shm_alloc_region(rs_rc_fabric *f, size_t len, rs_rc_region *out, rs_error *err) {
     memset(out, 0, sizeof *out);
     shm_region *impl = calloc(1, sizeof *impl);
-    if (!impl)
-        return rs_error_set(err, RS_ENOMEM, "shm fabric: out of memory");
+    if (!impl) return rs_error_set(err, RS_ENOMEM, "shm fabric: out of memory");
     uint64_t id = atomic_fetch_add(&f->next_id, 1);
     snprintf(impl->name, sizeof impl->name, "/recbench-rc-%d-%" PRIu64 "-%08x", (int)getpid(), id,
              (unsigned)(rs_mix64(f->key_salt + id) & 0xffffffffu));
@@ -127,8 +125,7 @@ static int shm_alloc_region(rs_rc_fabric *f, size_t len, rs_rc_region *out, rs_e
 
 static void shm_free_region(rs_rc_fabric *f, rs_rc_region *r) {
     (void)f;
-    if (!r || !r->impl)
-        return;
+    if (!r || !r->impl) return;
     shm_region *impl = r->impl;
     shm_unlink(impl->name); /* ENOENT when the peer already unlinked it */
     rs_rc_shm_guard_remove(impl->guard);
@@ -155,8 +152,7 @@ static void shm_dereg_local(rs_rc_fabric *f, rs_rc_region *r) {
 static int shm_ep_create(rs_rc_fabric *f, const rs_rc_region *local, rs_rc_ep **out,
                          rs_rc_ep_meta *meta, rs_error *err) {
     rs_rc_ep *ep = calloc(1, sizeof *ep);
-    if (!ep)
-        return rs_error_set(err, RS_ENOMEM, "shm fabric: out of memory");
+    if (!ep) return rs_error_set(err, RS_ENOMEM, "shm fabric: out of memory");
     ep->f = f;
     ep->peer_guard = -1;
     memset(meta, 0, sizeof *meta);
@@ -169,8 +165,7 @@ static int shm_ep_create(rs_rc_fabric *f, const rs_rc_region *local, rs_rc_ep **
 }
 
 static int shm_ep_connect(rs_rc_ep *ep, const rs_rc_ep_meta *peer, rs_error *err) {
-    if (ep->peer_map)
-        return rs_error_set(err, RS_EBUSY, "shm fabric: endpoint already connected");
+    if (ep->peer_map) return rs_error_set(err, RS_EBUSY, "shm fabric: endpoint already connected");
     if (strncmp(peer->shm_name, "/recbench-rc-", 13) != 0 ||
         memchr(peer->shm_name, '\0', RS_RC_NAME_MAX) == NULL || strchr(peer->shm_name + 1, '/'))
         return rs_error_set(err, RS_EPROTO,
@@ -211,8 +206,7 @@ static int shm_ep_connect(rs_rc_ep *ep, const rs_rc_ep_meta *peer, rs_error *err
 }
 
 static void shm_ep_destroy(rs_rc_ep *ep) {
-    if (!ep)
-        return;
+    if (!ep) return;
     if (ep->peer_map) {
         rs_rc_shm_guard_remove(ep->peer_guard);
         munmap(ep->peer_map, ep->peer_len);
@@ -250,18 +244,15 @@ static int shm_write(rs_rc_ep *ep, const rs_rc_sge *sg, int n, uint64_t remote_a
                             total, remote_addr);
     if ((flags & RS_RC_WR_SIGNALED) && ep->wc_tail - ep->wc_head >= SHM_WC_RING)
         return rs_error_set(err, RS_EBUSY, "shm fabric: completion ring full (poll first)");
-    if (rs_rc_shm_guard_broken(ep->peer_guard))
-        return shm_truncated(err);
+    if (rs_rc_shm_guard_broken(ep->peer_guard)) return shm_truncated(err);
     int publish = (flags & RS_RC_WR_PUBLISH) != 0;
     if (publish && (sg[n - 1].len < 8 || ((uintptr_t)(dst + total - 8) & 7)))
         return rs_error_set(err, RS_EINVAL,
                             "shm fabric: a publish write must end with an aligned 8-byte word");
     for (int i = 0; i < n; i++) {
         uint32_t len = sg[i].len;
-        if (publish && i == n - 1)
-            len -= 8;
-        if (len && dst != sg[i].addr)
-            memcpy(dst, sg[i].addr, len);
+        if (publish && i == n - 1) len -= 8;
+        if (len && dst != sg[i].addr) memcpy(dst, sg[i].addr, len);
         dst += len;
     }
     if (publish) {
@@ -271,8 +262,7 @@ static int shm_write(rs_rc_ep *ep, const rs_rc_sge *sg, int n, uint64_t remote_a
     }
     if (rs_rc_shm_guard_broken(ep->peer_guard)) /* the copy ran into the truncated end */
         return shm_truncated(err);
-    if (flags & RS_RC_WR_SIGNALED)
-        ep->wc_ring[ep->wc_tail++ % SHM_WC_RING] = wr_id;
+    if (flags & RS_RC_WR_SIGNALED) ep->wc_ring[ep->wc_tail++ % SHM_WC_RING] = wr_id;
     return 0;
 }
 
@@ -307,11 +297,8 @@ const rs_rc_fabric_ops rs_rc_fabric_shm = {
 };
 
 const rs_rc_fabric_ops *rs_rc_fabric_find(const char *name) {
-    if (!name)
-        return NULL;
-    if (!strcmp(name, "shm"))
-        return &rs_rc_fabric_shm;
-    if (!strcmp(name, "verbs") || !strcmp(name, "rdma"))
-        return &rs_rc_fabric_verbs;
+    if (!name) return NULL;
+    if (!strcmp(name, "shm")) return &rs_rc_fabric_shm;
+    if (!strcmp(name, "verbs") || !strcmp(name, "rdma")) return &rs_rc_fabric_verbs;
     return NULL;
 }

@@ -85,10 +85,8 @@ static int verbs_open(const rs_rc_fabric_config *cfg, rs_rc_fabric **out, rs_err
         ibv_free_device_list(list);
         return rs_error_set(err, RS_ENOMEM, "verbs fabric: out of memory");
     }
-    if (cfg)
-        f->cfg = *cfg;
-    if (!f->cfg.port)
-        f->cfg.port = 1;
+    if (cfg) f->cfg = *cfg;
+    if (!f->cfg.port) f->cfg.port = 1;
     snprintf(f->devname, sizeof f->devname, "%s", ibv_get_device_name(dev));
     f->ctx = ibv_open_device(dev);
     ibv_free_device_list(list);
@@ -121,17 +119,14 @@ static int verbs_open(const rs_rc_fabric_config *cfg, rs_rc_fabric **out, rs_err
     *out = f;
     return 0;
 fail:
-    if (f->pd)
-        ibv_dealloc_pd(f->pd);
-    if (f->ctx)
-        ibv_close_device(f->ctx);
+    if (f->pd) ibv_dealloc_pd(f->pd);
+    if (f->ctx) ibv_close_device(f->ctx);
     free(f);
     return rc;
 }
 
 static void verbs_close(rs_rc_fabric *f) {
-    if (!f)
-        return;
+    if (!f) return;
     ibv_dealloc_pd(f->pd);
     ibv_close_device(f->ctx);
     free(f);
@@ -164,8 +159,7 @@ static int verbs_alloc_region(rs_rc_fabric *f, size_t len, rs_rc_region *out, rs
 
 static void verbs_free_region(rs_rc_fabric *f, rs_rc_region *r) {
     (void)f;
-    if (!r || !r->impl)
-        return;
+    if (!r || !r->impl) return;
     ibv_dereg_mr(r->impl);
     free(r->addr);
     memset(r, 0, sizeof *r);
@@ -200,17 +194,14 @@ static int verbs_reg_local(rs_rc_fabric *f, void *addr, size_t len, rs_rc_region
 
 static void verbs_dereg_local(rs_rc_fabric *f, rs_rc_region *r) {
     (void)f;
-    if (r && r->impl)
-        ibv_dereg_mr(r->impl);
-    if (r)
-        memset(r, 0, sizeof *r);
+    if (r && r->impl) ibv_dereg_mr(r->impl);
+    if (r) memset(r, 0, sizeof *r);
 }
 
 static int verbs_ep_create(rs_rc_fabric *f, const rs_rc_region *local, rs_rc_ep **out,
                            rs_rc_ep_meta *meta, rs_error *err) {
     rs_rc_ep *ep = calloc(1, sizeof *ep);
-    if (!ep)
-        return rs_error_set(err, RS_ENOMEM, "verbs fabric: out of memory");
+    if (!ep) return rs_error_set(err, RS_ENOMEM, "verbs fabric: out of memory");
     int rc;
     uint32_t depth = f->cfg.max_send_wr ? f->cfg.max_send_wr : 1024;
     ep->f = f;
@@ -262,10 +253,8 @@ static int verbs_ep_create(rs_rc_fabric *f, const rs_rc_region *local, rs_rc_ep 
     *out = ep;
     return 0;
 fail:
-    if (ep->qp)
-        ibv_destroy_qp(ep->qp);
-    if (ep->cq)
-        ibv_destroy_cq(ep->cq);
+    if (ep->qp) ibv_destroy_qp(ep->qp);
+    if (ep->cq) ibv_destroy_cq(ep->cq);
     free(ep);
     return rc;
 }
@@ -315,19 +304,15 @@ static int verbs_ep_connect(rs_rc_ep *ep, const rs_rc_ep_meta *peer, rs_error *e
 }
 
 static void verbs_ep_destroy(rs_rc_ep *ep) {
-    if (!ep)
-        return;
-    if (ep->qp)
-        ibv_destroy_qp(ep->qp);
-    if (ep->cq)
-        ibv_destroy_cq(ep->cq);
+    if (!ep) return;
+    if (ep->qp) ibv_destroy_qp(ep->qp);
+    if (ep->cq) ibv_destroy_cq(ep->cq);
     free(ep);
 }
 
 static int verbs_write(rs_rc_ep *ep, const rs_rc_sge *sg, int n, uint64_t remote_addr,
                        uint32_t rkey, unsigned flags, uint64_t wr_id, rs_error *err) {
-    if (!ep->connected)
-        return rs_error_set(err, RS_ECONN, "verbs fabric: endpoint not connected");
+    if (!ep->connected) return rs_error_set(err, RS_ECONN, "verbs fabric: endpoint not connected");
     if (n < 1 || n > RS_RC_MAX_SGE)
         return rs_error_set(err, RS_EINVAL, "verbs fabric: %d SGEs (1..%d)", n, RS_RC_MAX_SGE);
     struct ibv_sge s[RS_RC_MAX_SGE];
@@ -359,10 +344,8 @@ static int verbs_write(rs_rc_ep *ep, const rs_rc_sge *sg, int n, uint64_t remote
                            },
                        *bad = NULL;
     int rc = ibv_post_send(ep->qp, &wr, &bad);
-    if (rc == ENOMEM)
-        return rs_error_set(err, RS_EBUSY, "verbs fabric: send queue full");
-    if (rc)
-        return rs_error_errno(err, RS_EIO, rc, "ibv_post_send");
+    if (rc == ENOMEM) return rs_error_set(err, RS_EBUSY, "verbs fabric: send queue full");
+    if (rc) return rs_error_errno(err, RS_EIO, rc, "ibv_post_send");
     return 0;
 }
 
@@ -372,15 +355,13 @@ static int verbs_poll(rs_rc_ep *ep, rs_rc_wc *wc, int max) {
     while (got < max) {
         int want = max - got < 16 ? max - got : 16;
         int k = ibv_poll_cq(ep->cq, want, w);
-        if (k < 0)
-            return RS_EIO;
+        if (k < 0) return RS_EIO;
         for (int i = 0; i < k; i++) {
             wc[got + i].wr_id = w[i].wr_id;
             wc[got + i].status = (int)w[i].status;
         }
         got += k;
-        if (k < want)
-            break;
+        if (k < want) break;
     }
     return got;
 }

@@ -37,32 +37,24 @@ void rs_rc_options_default(rs_rc_options *o) {
     if (env && *env) {
         char *end;
         long v = strtol(env, &end, 10);
-        if (*end == '\0' && v >= 0 && v < INT_MAX)
-            o->bind_core_offset = (int)v;
+        if (*end == '\0' && v >= 0 && v < INT_MAX) o->bind_core_offset = (int)v;
     }
 }
 
 const char *rs_rc_get_mode_name(rs_rc_get_mode m) {
     switch (m) {
-    case RS_RC_GET_STAGING_COPY:
-        return "staging_copy";
-    case RS_RC_GET_DIRECT_SG:
-        return "direct_sg";
-    default:
-        return "auto";
+    case RS_RC_GET_STAGING_COPY: return "staging_copy";
+    case RS_RC_GET_DIRECT_SG: return "direct_sg";
+    default: return "auto";
     }
 }
 
 const char *rs_rc_fake_get_name(rs_rc_fake_get m) {
     switch (m) {
-    case RS_RC_FAKE_STATUS_ONLY:
-        return "status_only";
-    case RS_RC_FAKE_INDEX_ONLY:
-        return "index_only";
-    case RS_RC_FAKE_PAYLOAD_MEMSET:
-        return "payload_memset";
-    default:
-        return "none";
+    case RS_RC_FAKE_STATUS_ONLY: return "status_only";
+    case RS_RC_FAKE_INDEX_ONLY: return "index_only";
+    case RS_RC_FAKE_PAYLOAD_MEMSET: return "payload_memset";
+    default: return "none";
     }
 }
 
@@ -134,8 +126,7 @@ static int apply(rs_rc_options *o, const char *k, const char *v, rs_error *err) 
     uint32_t u = 0;
     int rc;
 #define U32(name, field, lo, hi)                                                                   \
-    if (!strcmp(k, name))                                                                          \
-    return parse_u32(k, v, lo, hi, &o->field, err)
+    if (!strcmp(k, name)) return parse_u32(k, v, lo, hi, &o->field, err)
     U32("qps_per_client_per_shard", qps, 1, RS_RC_CTRL_MAX_QPS);
     U32("slots_per_qp", slots, 1, 1024);
     U32("request_slot_bytes", request_slot_bytes, 4096, 1u << 30);
@@ -148,17 +139,12 @@ static int apply(rs_rc_options *o, const char *k, const char *v, rs_error *err) 
     U32("max_keys_per_request", max_keys, 0, 1u << 24);
     U32("control_plane_timeout_ms", ctrl_timeout_ms, 1, 3600000);
 #undef U32
-    if (!strcmp(k, "bind_core_offset"))
-        return parse_int(k, v, -1, 4096, &o->bind_core_offset, err);
-    if (!strcmp(k, "bind_core_stride"))
-        return parse_int(k, v, 1, 4096, &o->bind_core_stride, err);
-    if (!strcmp(k, "numa_id"))
-        return parse_int(k, v, -1, 1023, &o->numa_node, err);
-    if (!strcmp(k, "gid_index"))
-        return parse_int(k, v, -1, 255, &o->gid_index, err);
+    if (!strcmp(k, "bind_core_offset")) return parse_int(k, v, -1, 4096, &o->bind_core_offset, err);
+    if (!strcmp(k, "bind_core_stride")) return parse_int(k, v, 1, 4096, &o->bind_core_stride, err);
+    if (!strcmp(k, "numa_id")) return parse_int(k, v, -1, 1023, &o->numa_node, err);
+    if (!strcmp(k, "gid_index")) return parse_int(k, v, -1, 255, &o->gid_index, err);
     if (!strcmp(k, "ib_port")) {
-        if ((rc = parse_u32(k, v, 1, 255, &u, err)))
-            return rc;
+        if ((rc = parse_u32(k, v, 1, 255, &u, err))) return rc;
         o->ib_port = (uint8_t)u;
         return 0;
     }
@@ -168,8 +154,7 @@ static int apply(rs_rc_options *o, const char *k, const char *v, rs_error *err) 
         snprintf(o->device, sizeof o->device, "%s", v);
         return 0;
     }
-    if (!strcmp(k, "skip_client_copy"))
-        return parse_bool(k, v, &o->skip_client_copy, err);
+    if (!strcmp(k, "skip_client_copy")) return parse_bool(k, v, &o->skip_client_copy, err);
     if (!strcmp(k, "poll_mode")) {
         if (!strcmp(v, "busy"))
             o->poll_mode = RS_RC_POLL_BUSY;

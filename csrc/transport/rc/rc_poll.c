@@ -15,8 +15,8 @@
 #include <sched.h>
 #include <unistd.h>
 
-#include "recstore/cpu.h"
 #include "recstore/clock.h"
+#include "recstore/cpu.h"
 #include "recstore/rc.h"
 #ifdef RS_HAVE_NUMA
 #include <numa.h>
@@ -26,7 +26,6 @@
 #define RS_RC_YIELD_ROUNDS 256u
 #define RS_RC_NAP_MIN_NS   2000ull
 #define RS_RC_NAP_MAX_NS   1000000ull
-
 
 void rs_rc_backoff_init(rs_rc_backoff *b, rs_rc_poll_mode mode) {
     b->mode = mode;
@@ -48,8 +47,7 @@ void rs_rc_backoff_idle(rs_rc_backoff *b) {
         sched_yield();
     } else {
         b->sleep_ns = b->sleep_ns ? b->sleep_ns * 2 : RS_RC_NAP_MIN_NS;
-        if (b->sleep_ns > b->max_nap_ns)
-            b->sleep_ns = b->max_nap_ns;
+        if (b->sleep_ns > b->max_nap_ns) b->sleep_ns = b->max_nap_ns;
         b->sleeps++;
         rs_sleep_ns(b->sleep_ns);
     }
@@ -57,8 +55,7 @@ void rs_rc_backoff_idle(rs_rc_backoff *b) {
 
 int rs_rc_bind_thread(int offset, int stride, unsigned index, int numa_node) {
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    if (ncpu <= 0)
-        return -1;
+    if (ncpu <= 0) return -1;
     cpu_set_t set;
     CPU_ZERO(&set);
     if (offset >= 0) {
@@ -71,13 +68,11 @@ int rs_rc_bind_thread(int offset, int stride, unsigned index, int numa_node) {
         struct bitmask *cpus = numa_allocate_cpumask();
         if (cpus && numa_node_to_cpus(numa_node, cpus) == 0) {
             for (unsigned i = 0; i < cpus->size && i < CPU_SETSIZE; i++)
-                if (numa_bitmask_isbitset(cpus, i))
-                    CPU_SET(i, &set);
+                if (numa_bitmask_isbitset(cpus, i)) CPU_SET(i, &set);
             numa_free_cpumask(cpus);
             return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0 ? -1 : -1;
         }
-        if (cpus)
-            numa_free_cpumask(cpus);
+        if (cpus) numa_free_cpumask(cpus);
     }
 #else
     (void)numa_node;

@@ -42,7 +42,6 @@
 
 #include "transport/rc/rc_server_internal.h"
 
-
 /* ---- GET workers ------------------------------------------------------------------------------
  */
 
@@ -69,15 +68,13 @@ static void *worker_main(void *arg) {
     for (;;) {
         while (s->t_head == s->t_tail && !atomic_load(&s->stop))
             pthread_cond_wait(&s->tasks_cv, &s->lock);
-        if (s->t_head == s->t_tail)
-            break;
+        if (s->t_head == s->t_tail) break;
         task t = s->ring[s->t_head++ % TASK_RING];
         pthread_mutex_unlock(&s->lock);
         rs_rc_server_serve_slot(s, t.lane, t.slot, t.seq, s->nthreads + w->idx, &w->prof);
         atomic_store_explicit(&t.lane->busy[t.slot], 0, memory_order_release);
         pthread_mutex_lock(&s->lock);
-        if (atomic_fetch_sub(&t.lane->inflight, 1) == 1)
-            pthread_cond_broadcast(&s->ack);
+        if (atomic_fetch_sub(&t.lane->inflight, 1) == 1) pthread_cond_broadcast(&s->ack);
     }
     pthread_mutex_unlock(&s->lock);
     return NULL;
@@ -99,8 +96,7 @@ static void poller_refresh(poller *p) {
         }
     }
     if (n <= p->cap) {
-        if (n)
-            memcpy(p->lanes, s->plist[p->idx], n * sizeof *p->lanes);
+        if (n) memcpy(p->lanes, s->plist[p->idx], n * sizeof *p->lanes);
         p->nlanes = n;
     }
     p->gen_seen = g;
@@ -128,8 +124,7 @@ static void *poller_main(void *arg) {
     rs_rc_backoff_init(&bo, s->o.poll_mode);
     int workers = s->o.get_workers > 0;
     while (!atomic_load_explicit(&s->stop, memory_order_relaxed)) {
-        if (atomic_load_explicit(&s->gen, memory_order_acquire) != p->gen_seen)
-            poller_refresh(p);
+        if (atomic_load_explicit(&s->gen, memory_order_acquire) != p->gen_seen) poller_refresh(p);
         if (p->nlanes == 0) {
             pthread_mutex_lock(&s->lock);
             while (s->plen[p->idx] == 0 && !atomic_load(&s->stop)) {
@@ -168,8 +163,7 @@ static void *poller_main(void *arg) {
                     (const rs_rc_desc *)(ln->region.addr + (size_t)k * ln->req_bytes);
                 int is_get = __atomic_load_n(&d->op, __ATOMIC_RELAXED) == RS_PS_GET;
                 BUMP(pf->found_get, (uint64_t)is_get);
-                if (workers && is_get && task_push(s, ln, k, seq))
-                    continue;
+                if (workers && is_get && task_push(s, ln, k, seq)) continue;
                 rs_rc_server_serve_slot(s, ln, k, seq, p->idx, pf);
             }
         }
@@ -177,8 +171,7 @@ static void *poller_main(void *arg) {
         BUMP(pf->ready_slots, ready);
         if (ready > pf->max_ready_per_round)
             __atomic_store_n(&pf->max_ready_per_round, ready, __ATOMIC_RELAXED);
-        if (t0)
-            BUMP(pf->poll_loop_ns, rs_now_ns() - t0);
+        if (t0) BUMP(pf->poll_loop_ns, rs_now_ns() - t0);
         if (ready) {
             rs_rc_backoff_busy(&bo);
         } else {
@@ -200,16 +193,14 @@ static void *poller_main(void *arg) {
 int rs_rc_server_start(const rs_rc_fabric_ops *fab, const char *host, uint16_t port,
                        uint32_t num_threads, const rs_rc_options *opts, const rs_rc_handler *h,
                        rs_rc_server **out, rs_error *err) {
-    if (num_threads == 0)
-        num_threads = 1;
+    if (num_threads == 0) num_threads = 1;
     if (num_threads + opts->get_workers > 64)
         return rs_error_set(err, RS_EINVAL, "thread_num %u + get workers %u exceed 64", num_threads,
                             opts->get_workers);
     if (h->value_size == 0 || !h->handle)
         return rs_error_set(err, RS_EINVAL, "RC server needs a fixed value_size and a handler");
     rs_rc_server *s = calloc(1, sizeof *s);
-    if (!s)
-        return rs_error_set(err, RS_ENOMEM, "RC server: out of memory");
+    if (!s) return rs_error_set(err, RS_ENOMEM, "RC server: out of memory");
     int rc;
     s->fab = fab;
     s->o = *opts;
@@ -228,8 +219,7 @@ int rs_rc_server_start(const rs_rc_fabric_ops *fab, const char *host, uint16_t p
                               .max_send_wr = 0,
                               .inline_bytes = opts->inline_bytes,
                               .numa_node = opts->numa_node};
-    if ((rc = fab->open(&fc, &s->f, err)))
-        goto fail;
+    if ((rc = fab->open(&fc, &s->f, err))) goto fail;
     if (h->kv) {
         /* direct_sg sources are value-store rows anywhere in memory: register the whole address
          * space (verbs: an implicit on-demand-paging MR). Without it direct_sg falls back to copy.
@@ -255,8 +245,7 @@ int rs_rc_server_start(const rs_rc_fabric_ops *fab, const char *host, uint16_t p
         rc = rs_error_errno(err, RS_EIO, errno, "RC server: pipe");
         goto fail;
     }
-    if ((rc = rs_rc_tcp_listen(host, port, &s->listen_fd, &s->port, err)))
-        goto fail;
+    if ((rc = rs_rc_tcp_listen(host, port, &s->listen_fd, &s->port, err))) goto fail;
     for (uint32_t i = 0; i < num_threads; i++) {
         poller *p = &s->pollers[i];
         p->s = s;
@@ -325,35 +314,25 @@ void rs_rc_server_get_stats(rs_rc_server *s, rs_rc_server_stats *out) {
 }
 
 void rs_rc_server_stop(rs_rc_server *s) {
-    if (!s)
-        return;
+    if (!s) return;
     atomic_store(&s->stop, 1);
     pthread_mutex_lock(&s->lock);
     pthread_cond_broadcast(&s->cond);
     pthread_cond_broadcast(&s->tasks_cv);
     pthread_cond_broadcast(&s->ack);
     pthread_mutex_unlock(&s->lock);
-    if (s->wake[1] >= 0)
-        (void)!write(s->wake[1], "x", 1);
-    if (s->prof_started)
-        pthread_join(s->prof_th, NULL);
+    if (s->wake[1] >= 0) (void)!write(s->wake[1], "x", 1);
+    if (s->prof_started) pthread_join(s->prof_th, NULL);
     for (uint32_t i = 0; s->pollers && i < s->nthreads; i++)
-        if (s->pollers[i].started)
-            pthread_join(s->pollers[i].th, NULL);
+        if (s->pollers[i].started) pthread_join(s->pollers[i].th, NULL);
     for (uint32_t i = 0; s->workers && i < s->o.get_workers; i++)
-        if (s->workers[i].started)
-            pthread_join(s->workers[i].th, NULL);
+        if (s->workers[i].started) pthread_join(s->workers[i].th, NULL);
     /* pollers and workers are gone: the control thread may retire clients without waiting */
-    if (s->ctrl_started)
-        pthread_join(s->ctrl_th, NULL);
-    if (s->listen_fd >= 0)
-        close(s->listen_fd);
-    if (s->ctrl_spare >= 0)
-        close(s->ctrl_spare);
-    if (s->wake[0] >= 0)
-        close(s->wake[0]);
-    if (s->wake[1] >= 0)
-        close(s->wake[1]);
+    if (s->ctrl_started) pthread_join(s->ctrl_th, NULL);
+    if (s->listen_fd >= 0) close(s->listen_fd);
+    if (s->ctrl_spare >= 0) close(s->ctrl_spare);
+    if (s->wake[0] >= 0) close(s->wake[0]);
+    if (s->wake[1] >= 0) close(s->wake[1]);
     if (s->pollers)
         for (uint32_t i = 0; i < s->nthreads; i++)
             free(s->pollers[i].lanes);
@@ -365,10 +344,8 @@ void rs_rc_server_stop(rs_rc_server *s) {
     free(s->pcap);
     free(s->pollers);
     free(s->workers);
-    if (s->kv_mr_ok)
-        s->fab->dereg_local(s->f, &s->kv_mr);
-    if (s->f)
-        s->fab->close(s->f);
+    if (s->kv_mr_ok) s->fab->dereg_local(s->f, &s->kv_mr);
+    if (s->f) s->fab->close(s->f);
     pthread_mutex_destroy(&s->lock);
     pthread_cond_destroy(&s->cond);
     pthread_cond_destroy(&s->ack);

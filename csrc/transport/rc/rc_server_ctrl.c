@@ -31,10 +31,8 @@
  */
 
 static void lane_free(rs_rc_server *s, srv_lane *ln) {
-    if (ln->ep)
-        s->fab->ep_destroy(ln->ep);
-    if (ln->region.addr)
-        s->fab->free_region(s->f, &ln->region);
+    if (ln->ep) s->fab->ep_destroy(ln->ep);
+    if (ln->region.addr) s->fab->free_region(s->f, &ln->region);
     free(ln->seen);
     free(ln->high);
     free((void *)ln->busy);
@@ -60,13 +58,10 @@ static void client_retire(rs_rc_server *s, srv_client *cl) {
         for (;;) {
             int all = 1;
             for (uint32_t i = 0; i < s->nthreads; i++)
-                if (s->pollers[i].started && atomic_load(&s->pollers[i].acked_gen) < g)
-                    all = 0;
+                if (s->pollers[i].started && atomic_load(&s->pollers[i].acked_gen) < g) all = 0;
             for (uint32_t q = 0; q < cl->qps && all; q++)
-                if (atomic_load(&cl->lanes[q].inflight))
-                    all = 0;
-            if (all)
-                break;
+                if (atomic_load(&cl->lanes[q].inflight)) all = 0;
+            if (all) break;
             pthread_cond_wait(&s->ack, &s->lock);
         }
         atomic_fetch_sub(&s->lanes_open, cl->qps);
@@ -78,8 +73,7 @@ static void client_retire(rs_rc_server *s, srv_client *cl) {
             lane_free(s, &cl->lanes[q]);
     free(cl->lanes);
     free(cl->body); /* a control frame still being received */
-    if (cl->fd >= 0)
-        close(cl->fd);
+    if (cl->fd >= 0) close(cl->fd);
     free(cl);
 }
 
@@ -104,8 +98,7 @@ static int client_attach(rs_rc_server *s, srv_client *cl, const uint8_t *body, u
         rc = rs_error_set(&err, RS_ENOMEM, "server out of memory");
         goto reject;
     }
-    if ((rc = rs_rc_ctrl_decode_attach_req(body, len, rq, &err)))
-        goto reject;
+    if ((rc = rs_rc_ctrl_decode_attach_req(body, len, rq, &err))) goto reject;
     if (cl->attached) {
         rc = rs_error_set(&err, RS_EPROTO, "this connection already attached client %u", cl->id);
         goto reject;
@@ -169,12 +162,9 @@ static int client_attach(rs_rc_server *s, srv_client *cl, const uint8_t *body, u
                               q, rq->lanes[q].region_len, lane_len);
             goto reject;
         }
-        if ((rc = s->fab->alloc_region(s->f, lane_len, &ln->region, &err)))
-            goto reject;
-        if ((rc = s->fab->ep_create(s->f, &ln->region, &ln->ep, &rp->lanes[q], &err)))
-            goto reject;
-        if ((rc = s->fab->ep_connect(ln->ep, &rq->lanes[q], &err)))
-            goto reject;
+        if ((rc = s->fab->alloc_region(s->f, lane_len, &ln->region, &err))) goto reject;
+        if ((rc = s->fab->ep_create(s->f, &ln->region, &ln->ep, &rp->lanes[q], &err))) goto reject;
+        if ((rc = s->fab->ep_connect(ln->ep, &rq->lanes[q], &err))) goto reject;
         ln->peer = rq->lanes[q];
     }
     rp->status = 0;
@@ -201,8 +191,7 @@ static int client_attach(rs_rc_server *s, srv_client *cl, const uint8_t *body, u
         if (s->plen[p] == s->pcap[p]) {
             uint32_t nc = s->pcap[p] ? s->pcap[p] * 2 : 16;
             srv_lane **nl = realloc(s->plist[p], nc * sizeof *nl);
-            if (!nl)
-                continue; /* not reachable in practice; the lane just stays unserved */
+            if (!nl) continue; /* not reachable in practice; the lane just stays unserved */
             s->plist[p] = nl;
             s->pcap[p] = nc;
         }
@@ -225,8 +214,7 @@ reject:
         snprintf(e.reason, sizeof e.reason, "%s", err.msg);
         uint8_t small[RS_RC_CTRL_HDR + 300];
         int n2 = rs_rc_ctrl_encode_attach_rep(&e, small, sizeof small);
-        if (n2 > 0)
-            (void)!send(cl->fd, small, (size_t)n2, MSG_NOSIGNAL);
+        if (n2 > 0) (void)!send(cl->fd, small, (size_t)n2, MSG_NOSIGNAL);
     }
     fprintf(stderr, "component=rdma_rc_server event=attach_rejected shard=%u reason=\"%s\"\n",
             s->h.shard_id, err.msg);
@@ -257,23 +245,18 @@ static int ctrl_read_frame(srv_client *cl, rs_error *err) {
             want = cl->body_len - cl->body_got;
         }
         ssize_t n = recv(cl->fd, dst, want, MSG_DONTWAIT);
-        if (n == 0)
-            return rs_error_set(err, RS_ECONN, "control plane: peer closed the connection");
+        if (n == 0) return rs_error_set(err, RS_ECONN, "control plane: peer closed the connection");
         if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                return 0;
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
             return rs_error_errno(err, RS_ECONN, errno, "control plane receive");
         }
         if (cl->hdr_got < RS_RC_CTRL_HDR) {
             cl->hdr_got += (uint32_t)n;
-            if (cl->hdr_got < RS_RC_CTRL_HDR)
-                continue;
+            if (cl->hdr_got < RS_RC_CTRL_HDR) continue;
             uint32_t len;
             int rc = rs_rc_ctrl_check_header(cl->hdr, &cl->type, &len, err);
-            if (rc)
-                return rc;
+            if (rc) return rc;
             if (!(cl->body = malloc(len ? len : 1)))
                 return rs_error_set(err, RS_ENOMEM, "control plane: out of memory");
             cl->body_len = len;
@@ -294,8 +277,7 @@ static void ctrl_frame_reset(srv_client *cl) {
 static void ctrl_handle(rs_rc_server *s, srv_client *cl, srv_client **list) {
     rs_error err = {0};
     int rc = ctrl_read_frame(cl, &err);
-    if (rc == 0)
-        return; /* the rest of the frame is not here yet */
+    if (rc == 0) return; /* the rest of the frame is not here yet */
     if (rc == 1) {
         uint16_t type = cl->type;
         if (type == RS_RC_MSG_READY_REQ) {
@@ -346,8 +328,7 @@ void *rs_rc_server_ctrl_main(void *arg) {
             cap = n * 2;
             pf = realloc(pf, cap * sizeof *pf);
             who = realloc(who, cap * sizeof *who);
-            if (!pf || !who)
-                break;
+            if (!pf || !who) break;
         }
         pf[0] = (struct pollfd){.fd = s->listen_fd, .events = POLLIN};
         pf[1] = (struct pollfd){.fd = s->wake[0], .events = POLLIN};
@@ -358,22 +339,18 @@ void *rs_rc_server_ctrl_main(void *arg) {
         }
         int r = poll(pf, n, -1);
         if (r < 0) {
-            if (errno == EINTR)
-                continue;
+            if (errno == EINTR) continue;
             break;
         }
-        if (pf[1].revents)
-            break;
+        if (pf[1].revents) break;
         for (i = 2; i < n; i++)
-            if (pf[i].revents)
-                ctrl_handle(s, who[i], &list);
+            if (pf[i].revents) ctrl_handle(s, who[i], &list);
         if (pf[0].revents & POLLIN) {
             int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
             if (fd < 0 && (errno == EMFILE || errno == ENFILE) && spare >= 0) {
                 close(spare);
                 fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-                if (fd >= 0)
-                    close(fd);
+                if (fd >= 0) close(fd);
                 spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
                 continue;
             }
@@ -408,4 +385,3 @@ void *rs_rc_server_ctrl_main(void *arg) {
     free(who);
     return NULL;
 }
-

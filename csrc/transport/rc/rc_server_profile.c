@@ -53,8 +53,7 @@ void *rs_rc_server_profile_main(void *arg) {
     uint32_t nt = s->nthreads;
     rc_prof prev, now, d;
     rc_prof *pprev = calloc(nt, sizeof *pprev);
-    if (!pprev)
-        return NULL;
+    if (!pprev) return NULL;
     /* the counters start at zero with the server, so the first interval covers everything since
      * start (summing here instead would drop work done before this thread got to run) */
     memset(&prev, 0, sizeof prev);
@@ -66,8 +65,7 @@ void *rs_rc_server_profile_main(void *arg) {
         ts.tv_sec += (time_t)(ns / 1000000000ull);
         ts.tv_nsec = (long)(ns % 1000000000ull);
         pthread_cond_timedwait(&s->cond, &s->lock, &ts);
-        if (atomic_load(&s->stop))
-            break;
+        if (atomic_load(&s->stop)) break;
         pthread_mutex_unlock(&s->lock);
         rs_rc_server_prof_sum(s, &now);
         prof_delta(&d, &now, &prev);
@@ -80,8 +78,7 @@ void *rs_rc_server_profile_main(void *arg) {
             prof_load(&cur, &s->pollers[t].prof);
             prof_delta(&pd, &cur, &pprev[t]);
             pprev[t] = cur;
-            if (pd.ready_slots)
-                active++;
+            if (pd.ready_slots) active++;
             total_get += pd.found_get;
             if (pd.found_get < min_get) {
                 min_get = pd.found_get;

@@ -18,7 +18,6 @@
 
 /* ---- responses ------------------------------------------------------------------------------- */
 
-
 /* Post a write, draining completions while the send queue is full. Caller holds ln->wlock. */
 static int lane_write(rs_rc_server *s, srv_lane *ln, const rs_rc_sge *sg, int n, uint64_t addr,
                       unsigned flags) {
@@ -26,8 +25,7 @@ static int lane_write(rs_rc_server *s, srv_lane *ln, const rs_rc_sge *sg, int n,
     rs_rc_wc wc[16];
     for (int tries = 0;; tries++) {
         int rc = s->fab->write(ln->ep, sg, n, addr, ln->peer.rkey, flags, 0, &err);
-        if (rc != RS_EBUSY || tries > 1000000)
-            return rc;
+        if (rc != RS_EBUSY || tries > 1000000) return rc;
         s->fab->poll(ln->ep, wc, 16);
     }
 }
@@ -52,8 +50,7 @@ static void finish(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq, i
     if (bytes && !in_place) {
         rs_rc_sge sg = {src, bytes, ln->region.lkey};
         unsigned fl = bytes <= s->o.inline_bytes ? RS_RC_WR_INLINE : 0;
-        if (lane_write(s, ln, &sg, 1, raddr, fl) == 0)
-            BUMP(pf->response_payload_writes, 1);
+        if (lane_write(s, ln, &sg, 1, raddr, fl) == 0) BUMP(pf->response_payload_writes, 1);
     }
     rs_rc_sge sw = {w, sizeof *w, ln->region.lkey};
     unsigned fl = RS_RC_WR_SIGNALED | RS_RC_WR_PUBLISH |
@@ -104,8 +101,7 @@ static void respond(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq, 
 static int get_direct_sg(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq,
                          const rs_ps_request *req, size_t room, rc_prof *pf) {
     /* a server configured with get_response_mode=staging_copy serves every GET by copy */
-    if (!s->h.kv || !s->kv_mr_ok || s->o.get_mode == RS_RC_GET_STAGING_COPY)
-        return 1;
+    if (!s->h.kv || !s->kv_mr_ok || s->o.get_mode == RS_RC_GET_STAGING_COPY) return 1;
     uint32_t n = req->num_keys, vs = s->h.value_size;
     uint64_t t0 = s->o.profile_interval_ms ? rs_now_ns() : 0;
     const void **refs = malloc((size_t)(n ? n : 1) * sizeof *refs);
@@ -120,8 +116,7 @@ static int get_direct_sg(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t 
     size_t found = 0;
     int rc = rs_kv_batch_row_refs(s->h.kv, keys, n, refs, &found);
     uint64_t t1 = t0 ? rs_now_ns() : 0;
-    if (t0)
-        BUMP(pf->get_index_lookup_ns, t1 - t0);
+    if (t0) BUMP(pf->get_index_lookup_ns, t1 - t0);
     if (rc != 0 || found != n) {
         BUMP(pf->get_missing_rows, n - (rc == 0 ? found : 0));
         free(refs);
@@ -138,8 +133,7 @@ static int get_direct_sg(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t 
             sg[k - 1].len += vs; /* adjacent rows merge into one SGE */
         } else {
             if (k == RS_RC_MAX_SGE) {
-                if (lane_write(s, ln, sg, k, raddr + wr_off, 0))
-                    failed = 1;
+                if (lane_write(s, ln, sg, k, raddr + wr_off, 0)) failed = 1;
                 wrs++;
                 wr_off = off;
                 k = 0;
@@ -149,23 +143,20 @@ static int get_direct_sg(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t 
         off += vs;
     }
     if (!failed && k > 0) {
-        if (lane_write(s, ln, sg, k, raddr + wr_off, 0))
-            failed = 1;
+        if (lane_write(s, ln, sg, k, raddr + wr_off, 0)) failed = 1;
         wrs++;
     }
     pthread_spin_unlock(&ln->wlock);
     free(refs);
     free(keys);
-    if (failed)
-        return 1; /* nothing published yet: the staging copy overwrites the partial rows */
+    if (failed) return 1; /* nothing published yet: the staging copy overwrites the partial rows */
     BUMP(pf->get_direct_sg, 1);
     BUMP(pf->get_direct_sg_wr, (uint64_t)wrs);
     BUMP(pf->response_payload_sg_writes, 1);
     BUMP(pf->response_payload_sg_wrs, (uint64_t)wrs);
     BUMP(pf->get_rows, n);
     BUMP(pf->get_value_bytes, (uint64_t)n * vs);
-    if (t0)
-        BUMP(pf->get_direct_sg_ns, rs_now_ns() - t1);
+    if (t0) BUMP(pf->get_direct_sg_ns, rs_now_ns() - t1);
     /* header after the rows, then the status */
     rs_ps_response r;
     memset(&r, 0, offsetof(rs_ps_response, error));
@@ -176,8 +167,7 @@ static int get_direct_sg(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t 
     r.error[0] = r.reply[0] = '\0';
     uint8_t *st = lane_staging(ln, slot);
     size_t hl = rs_ps_response_encode_header(&r, 1, st);
-    if (r.rows_len + hl > room)
-        return 1;
+    if (r.rows_len + hl > room) return 1;
     pthread_spin_lock(&ln->wlock);
     rs_rc_sge hs = {st, (uint32_t)hl, ln->region.lkey};
     lane_write(s, ln, &hs, 1, raddr + r.rows_len, hl <= s->o.inline_bytes ? RS_RC_WR_INLINE : 0);
@@ -216,8 +206,7 @@ static void serve_get(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq
             if (rs_kv_get(s->h.kv, rs_ps_key(req->keys, i), NULL, 0, &len) != RS_ENOTFOUND)
                 r.num_found++;
         }
-        if (t0)
-            BUMP(pf->get_index_lookup_ns, rs_now_ns() - t0);
+        if (t0) BUMP(pf->get_index_lookup_ns, rs_now_ns() - t0);
         respond(s, ln, slot, seq, &r, buf, room, win != NULL, pf);
         goto done;
     case RS_RC_FAKE_PAYLOAD_MEMSET:
@@ -225,12 +214,10 @@ static void serve_get(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq
         r.rows_len = (size_t)n * vs;
         respond(s, ln, slot, seq, &r, buf, room, win != NULL, pf);
         goto done;
-    case RS_RC_FAKE_NONE:
-        break;
+    case RS_RC_FAKE_NONE: break;
     }
     if (d->flags & RS_RC_FLAG_GET_DIRECT_SG) {
-        if (get_direct_sg(s, ln, slot, seq, req, room, pf) == 0)
-            goto done;
+        if (get_direct_sg(s, ln, slot, seq, req, room, pf) == 0) goto done;
         BUMP(pf->get_direct_sg_fallback, 1);
         if (!(d->flags & RS_RC_FLAG_GET_ALLOW_FALLBACK_COPY)) {
             respond_error(s, ln, slot, seq, RS_PS_INVALID_PAYLOAD,
@@ -243,8 +230,7 @@ static void serve_get(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq
     {
         uint64_t tb = t0 ? rs_now_ns() : 0;
         int rc = s->h.handle(s->h.ctx, req, &r, buf, room - RS_RC_RESP_HDR_ROOM, tslot);
-        if (t0)
-            BUMP(pf->get_batch_get_ns, rs_now_ns() - tb);
+        if (t0) BUMP(pf->get_batch_get_ns, rs_now_ns() - tb);
         if (rc != 0) {
             respond_error(s, ln, slot, seq, RS_PS_INTERNAL, "shard handler failed", pf);
             goto done;
@@ -257,8 +243,7 @@ static void serve_get(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq
         respond(s, ln, slot, seq, &r, buf, room, win != NULL, pf);
     }
 done:
-    if (t0)
-        BUMP(pf->handle_get_ns, rs_now_ns() - t0);
+    if (t0) BUMP(pf->handle_get_ns, rs_now_ns() - t0);
 }
 
 /* ---- one slot -------------------------------------------------------------------------------- */
@@ -343,4 +328,3 @@ void rs_rc_server_serve_slot(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint6
         BUMP(pf->handle_command_ns, dt);
     }
 }
-

@@ -56,17 +56,13 @@ static void on_sigbus(int sig, siginfo_t *si, void *uctx) {
         uintptr_t base = __atomic_load_n(&slots[i].base, __ATOMIC_ACQUIRE);
         size_t len = __atomic_load_n(&slots[i].len, __ATOMIC_ACQUIRE);
         /* base and len of one registration (add stores len, then base; remove clears base) */
-        if (!base || __atomic_load_n(&slots[i].base, __ATOMIC_ACQUIRE) != base)
-            continue;
-        if (a < base || a - base >= len)
-            continue;
+        if (!base || __atomic_load_n(&slots[i].base, __ATOMIC_ACQUIRE) != base) continue;
+        if (a < base || a - base >= len) continue;
         uintptr_t from = a & page_mask;
-        if (from < base)
-            from = base;
+        if (from < base) from = base;
         void *p = mmap((void *)from, base + len - from, PROT_READ | PROT_WRITE,
                        MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (p == MAP_FAILED)
-            break; /* cannot repair: behave as if we were not here */
+        if (p == MAP_FAILED) break; /* cannot repair: behave as if we were not here */
         __atomic_store_n(&slots[i].broken, 1, __ATOMIC_RELEASE);
         return;
     }
@@ -75,8 +71,7 @@ static void on_sigbus(int sig, siginfo_t *si, void *uctx) {
 
 static void install(void) {
     long pg = sysconf(_SC_PAGESIZE);
-    if (pg > 0)
-        page_mask = ~(uintptr_t)(pg - 1);
+    if (pg > 0) page_mask = ~(uintptr_t)(pg - 1);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_sigbus;
@@ -87,13 +82,11 @@ static void install(void) {
 
 int rs_rc_shm_guard_add(void *base, size_t len) {
     pthread_once(&install_once, install);
-    if (!installed)
-        return -1;
+    if (!installed) return -1;
     pthread_mutex_lock(&slots_lock);
     int idx = -1;
     for (int i = 0; i < GUARD_SLOTS && idx < 0; i++)
-        if (!__atomic_load_n(&slots[i].base, __ATOMIC_RELAXED))
-            idx = i;
+        if (!__atomic_load_n(&slots[i].base, __ATOMIC_RELAXED)) idx = i;
     if (idx >= 0) {
         __atomic_store_n(&slots[idx].broken, 0, __ATOMIC_RELAXED);
         __atomic_store_n(&slots[idx].len, len, __ATOMIC_RELAXED);
@@ -104,13 +97,11 @@ int rs_rc_shm_guard_add(void *base, size_t len) {
 }
 
 void rs_rc_shm_guard_remove(int idx) {
-    if (idx < 0 || idx >= GUARD_SLOTS)
-        return;
+    if (idx < 0 || idx >= GUARD_SLOTS) return;
     __atomic_store_n(&slots[idx].base, 0, __ATOMIC_RELEASE);
 }
 
 int rs_rc_shm_guard_broken(int idx) {
-    if (idx < 0 || idx >= GUARD_SLOTS)
-        return 0;
+    if (idx < 0 || idx >= GUARD_SLOTS) return 0;
     return __atomic_load_n(&slots[idx].broken, __ATOMIC_ACQUIRE);
 }

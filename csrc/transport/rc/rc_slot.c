@@ -65,7 +65,6 @@ int rs_rc_desc_check(const rs_rc_desc *d, const rs_rc_slot_expect *x, char *why,
         BAD(RS_PS_INVALID_PAYLOAD, "key_count %u needs %u key bytes, the attachment has %u",
             d->key_count, d->key_count * 8, d->payload_bytes - d->msg_bytes);
 #undef BAD
-    if (why_len)
-        why[0] = '\0';
+    if (why_len) why[0] = '\0';
     return RS_PS_OK;
 }

@@ -44,8 +44,7 @@ static int rc_start(const rs_rc_fabric_ops *fab, const rs_ps_server_opts *opts, 
     rs_rc_options o;
     rs_rc_options_default(&o);
     int rc = rs_rc_options_parse(&o, opts->extra, err);
-    if (rc || (rc = check_fabric_options(fab, &o, err)))
-        return rc;
+    if (rc || (rc = check_fabric_options(fab, &o, err))) return rc;
     warn_other_side(&o, 1);
     rs_kv *kv = rs_ps_shard_kv(shard);
     rs_rc_handler h = {
@@ -58,10 +57,8 @@ static int rc_start(const rs_rc_fabric_ops *fab, const rs_ps_server_opts *opts, 
         .handle = shard_handle,
     };
     rc_srv_state *st = calloc(1, sizeof *st);
-    if (!st)
-        return rs_error_set(err, RS_ENOMEM, "%s server: out of memory", fab->name);
-    if (opts->max_connections)
-        o.max_clients = opts->max_connections;
+    if (!st) return rs_error_set(err, RS_ENOMEM, "%s server: out of memory", fab->name);
+    if (opts->max_connections) o.max_clients = opts->max_connections;
     rc = rs_rc_server_start(fab, opts->host, opts->port, opts->num_threads, &o, &h, &st->srv, err);
     if (rc) {
         free(st);
@@ -87,8 +84,7 @@ static uint16_t rc_bound_port(void *state) {
 
 static void rc_stop(void *state) {
     rc_srv_state *st = state;
-    if (!st)
-        return;
+    if (!st) return;
     rs_rc_server_stop(st->srv);
     free(st);
 }
@@ -121,8 +117,7 @@ static int rc_connect(const rs_rc_fabric_ops *fab, const char *host, uint16_t po
     rs_rc_options o;
     rs_rc_options_default(&o);
     int rc = rs_rc_options_parse(&o, opts ? opts->extra : NULL, err);
-    if (rc || (rc = check_fabric_options(fab, &o, err)))
-        return rc;
+    if (rc || (rc = check_fabric_options(fab, &o, err))) return rc;
     warn_other_side(&o, 0);
     if (opts && opts->timeout_ms && !strstr(opts->extra ? opts->extra : "", "wait_timeout_ms"))
         o.wait_timeout_ms = opts->timeout_ms;

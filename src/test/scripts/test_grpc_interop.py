@@ -13,10 +13,10 @@ import unittest
 from pathlib import Path
 
 import numpy as np
+from ps_testlib import PSServerProcess, require_transport
 
 import recbench
 from recbench import errors
-from ps_testlib import PSServerProcess, require_transport
 
 VS = 64
 DIM = VS // 4

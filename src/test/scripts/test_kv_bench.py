@@ -117,7 +117,7 @@ class CompareIndexesTest(unittest.TestCase):
         table = kv_bench.format_comparison(res)
         self.assertIn("PET/EH", table)
         self.assertIn("2.67x", table)
-        self.assertEqual(len(re.findall(r"^\| (ceiling|DRAM_)", table, re.M)), 3)
+        self.assertEqual(len(re.findall(r"^\| (ceiling|DRAM_)", table, re.MULTILINE)), 3)
 
 
 if __name__ == "__main__":

@@ -14,10 +14,11 @@ from recbench import kv_compare
 
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "tools" / "benchmarks" / "run_kvengine_compare.py"
-COLUMNS = ("workload,engine,db,repeat,record_count,operation_count,threads,phase,exit_code,"
-           "load_runtime_sec,load_operations,load_throughput_ops_sec,run_runtime_sec,run_operations,"
-           "run_throughput_ops_sec,data_path,log_path,error_tail,read_mode,batch_keys,run_p50_us,"
-           "run_p99_us,cpu_user_s,cpu_sys_s").split(",")
+COLUMNS = ["workload", "engine", "db", "repeat", "record_count", "operation_count", "threads",
+           "phase", "exit_code", "load_runtime_sec", "load_operations", "load_throughput_ops_sec",
+           "run_runtime_sec", "run_operations", "run_throughput_ops_sec", "data_path", "log_path",
+           "error_tail", "read_mode", "batch_keys", "run_p50_us", "run_p99_us", "cpu_user_s",
+           "cpu_sys_s"]
 
 
 def compare(*args):

@@ -56,10 +56,9 @@ class LatencyHistTest(unittest.TestCase):
         self.assertEqual(got["run"].count, 2)
 
     def test_malformed_lines_name_the_problem(self):
-        for line, word in [("PS_BENCHMARK_HIST phase=run count=2 min_ns=1 max_ns=2 sum_ns=3 "
-                            "buckets=1:1", "add up"),
-                           ("PS_BENCHMARK_HIST phase=run count=1 min_ns=1 max_ns=2 sum_ns=3 "
-                            "buckets=1-1", "malformed"),
+        head = "PS_BENCHMARK_HIST phase=run"
+        for line, word in [(f"{head} count=2 min_ns=1 max_ns=2 sum_ns=3 buckets=1:1", "add up"),
+                           (f"{head} count=1 min_ns=1 max_ns=2 sum_ns=3 buckets=1-1", "malformed"),
                            ("PS_BENCHMARK_HIST phase=run min_ns=1", "malformed")]:
             with self.assertRaises(ValueError) as cm:
                 latency_hist.parse_line(line)

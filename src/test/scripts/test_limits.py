@@ -133,7 +133,7 @@ class OutOfDescriptorsTest(NoLeftoverServers, unittest.TestCase):
                             s.close()
                     # the server frees its descriptors as it notices the closes; a client that
                     # connects before that is shed too, which is the behaviour under test
-                    wait_until(lambda: open_descriptors(srv.pid) <= baseline, 20,
+                    wait_until(lambda s=srv, b=baseline: open_descriptors(s.pid) <= b, 20,
                                "the server to close the connections the test closed")
                     with recbench.PSClient(srv.uri, timeout_ms=5000) as c:
                         keys = np.arange(1, 4, dtype=np.uint64)
@@ -165,8 +165,8 @@ class WireSizeLimitTest(NoLeftoverServers, unittest.TestCase):
         if "grpc" not in host_transports():
             self.skipTest("grpc is not part of this build")
         with PSServerProcess("grpc", value_size=VS,
-                             extra_args=["--max_body_bytes", "65536"]) as srv:
-            with recbench.PSClient(srv.uri, timeout_ms=5000) as c:
+                             extra_args=["--max_body_bytes", "65536"]) as srv, \
+                recbench.PSClient(srv.uri, timeout_ms=5000) as c:
                 keys = np.arange(1, 2001, dtype=np.uint64)  # 16 KB keys + 128 KB rows
                 with self.assertRaises(errors.RecbenchError) as cm:
                     c.put(keys, np.ones((2000, VS // 4), np.float32))

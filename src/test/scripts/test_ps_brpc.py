@@ -84,8 +84,8 @@ class BrpcServerTest(NoLeftoverServers, unittest.TestCase):
             self.assertIn(name, t)
 
     def test_round_trip_one_shard(self):
-        with PSServerProcess("brpc", num_shards=1, value_size=VS) as srv:
-            with recbench.PSClient(srv.uri) as ps:
+        with PSServerProcess("brpc", num_shards=1, value_size=VS) as srv, \
+                recbench.PSClient(srv.uri) as ps:
                 self.assertEqual(ps.value_size, VS)
                 keys = np.arange(1, 201, dtype=np.uint64)
                 ps.put(keys, rows_for(keys))

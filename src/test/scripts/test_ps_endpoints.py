@@ -8,11 +8,11 @@ from recbench import _ps
 
 
 class EndpointsTest(unittest.TestCase):
-    CASES = [([], ValueError, "at least one server"),
+    CASES = (([], ValueError, "at least one server"),
              ([("127.0.0.1", 0)], ValueError, "endpoint 0: port 0 is out of range"),
              ([("127.0.0.1", 15000), ("127.0.0.1", 70000)], ValueError, "endpoint 1: port 70000"),
              ([("127.0.0.1",)], TypeError, "endpoint must be (host, port)"),
-             (5, TypeError, "endpoints must be a sequence")]
+             (5, TypeError, "endpoints must be a sequence"))
 
     def test_client_refuses_bad_endpoints(self):
         for endpoints, exc, text in self.CASES:

@@ -142,12 +142,13 @@ class RunnerCase(unittest.TestCase):
             results.read_summary_csv(Path(self.out, "summary_totals.csv"))
 
     def assert_awk_equals_totals(self, transport, repeat="0"):
-        awk = subprocess.run(["awk", "-F,", f'NR>1 && $3=="run" && $1=="{transport}" && $5=="{repeat}" '
-                              '{s+=$18} END {printf "%.3f", s}', str(Path(self.out, "summary.csv"))],
+        program = (f'NR>1 && $3=="run" && $1=="{transport}" && $5=="{repeat}" '
+                   '{s+=$18} END {printf "%.3f", s}')
+        awk = subprocess.run(["awk", "-F,", program, str(Path(self.out, "summary.csv"))],
                              capture_output=True, text=True, check=True).stdout
         totals = results.read_summary_csv(Path(self.out, "summary_totals.csv"))
-        run = [t for t in totals if t["transport"] == transport and t["repeat_index"] == repeat
-               and t["phase"] == "run"][0]
+        run = next(t for t in totals if t["transport"] == transport and t["repeat_index"] == repeat
+                   and t["phase"] == "run")
         self.assertAlmostEqual(float(awk), float(run["key_ops_per_sec"]), places=2)
         self.assertGreater(float(awk), 0)
 
@@ -156,8 +157,8 @@ class RunnerCase(unittest.TestCase):
         """summary_totals' percentiles are the merge of the clients' histograms: the same merge
         done here from the clients' own PS_BENCHMARK_HIST lines, and each client's histogram
         gives back the percentiles its C loop printed."""
-        run = [x for x in totals if x["transport"] == transport and x["repeat_index"] == repeat
-               and x["phase"] == "run"][0]
+        run = next(x for x in totals if x["transport"] == transport and x["repeat_index"] == repeat
+                   and x["phase"] == "run")
         self.assertEqual(run["latency_merge"], "exact")
         merged = latency_hist.Hist()
         for r in client_rows:
@@ -207,8 +208,8 @@ class TestLocalSmoke(RunnerCase):
                 self.assertTrue(Path(self.out, "configs", f"{t.lower()}_repeat_{rep}.json").is_file())
                 self.assertTrue(Path(self.out, "logs", t.lower(), f"repeat_{rep}", "server",
                                      "server_0.log").is_file())
-            mean = [x for x in totals if x["transport"] == t and x["repeat_index"] == "mean"
-                    and x["phase"] == "run"][0]
+            mean = next(x for x in totals if x["transport"] == t and x["repeat_index"] == "mean"
+                        and x["phase"] == "run")
             self.assertEqual(mean["repeats"], "2")
         cfg = self.assert_no_leftovers()
         self.assertEqual(cfg["git"]["commit"], Path(self.out, "summary.md").read_text().split("\n")[0])
@@ -252,7 +253,7 @@ class TestLocalSmoke(RunnerCase):
         rows, _ = self.assert_outputs()
         self.assertEqual({r["status"] for r in rows}, {"success"})
         cfg = self.assert_no_leftovers()
-        client = [c for c in cfg["cases"][0]["commands"] if c["name"] == "client_0"][0]["argv"]
+        client = next(c for c in cfg["cases"][0]["commands"] if c["name"] == "client_0")["argv"]
         self.assertIn("--prefetch_depth=2", client)
         self.assertTrue(any(a.startswith("--transport_options=") and "qps_per_client_per_shard=2" in a
                             for a in client))
@@ -322,7 +323,7 @@ class TestLocalSmoke(RunnerCase):
                         and r["phase"] == "run")
         self.assertEqual(ok_run, ["0", "2"])
         self.assert_awk_equals_totals("BRPC")
-        run = [t for t in totals if t["repeat_index"] == "0" and t["phase"] == "run"][0]
+        run = next(t for t in totals if t["repeat_index"] == "0" and t["phase"] == "run")
         self.assertEqual((run["clients_ok"], run["clients_failed"], run["status"]),
                          ("2", "1", "client_failure"))
         self.assertIn("client_failure", Path(self.out, "summary.md").read_text())

@@ -65,8 +65,8 @@ class TestLocalProcesses(unittest.TestCase):
     def test_stop_kills_the_whole_process_group(self):
         marker = f"{self.dir}/grandchild"
         p = start_process("server_0", Host(None),
-                          ["bash", "-c", f"(exec -a {marker}-grandchild sleep 300) & echo ready; "
-                           f"exec sleep 301 # {marker}"], {},
+                          ["bash", "-c", (f"(exec -a {marker}-grandchild sleep 300) & echo ready; "
+                                          f"exec sleep 301 # {marker}")], {},
                           f"{self.dir}/s.log", None, None, ["ready"], registry=self.registry)
         with p.cond:
             self.assertTrue(p.cond.wait_for(lambda: "ready" in p.seen, 20))
@@ -148,7 +148,7 @@ class TestSshProcesses(unittest.TestCase):
         res = host.run(f"PYTHONPATH={REPO} {sys.executable} -m recbench.preflight "
                        f"--ports 127.0.0.2:{preflight.free_port('127.0.0.2')}")
         self.assertEqual(res.returncode, 0, res.stderr)
-        line = [x for x in res.stdout.splitlines() if x.startswith(preflight.PREFLIGHT_MARKER)][0]
+        line = next(x for x in res.stdout.splitlines() if x.startswith(preflight.PREFLIGHT_MARKER))
         facts = json.loads(line[len(preflight.PREFLIGHT_MARKER):])
         self.assertEqual(list(facts["ports"].values()), ["free"])
         local = preflight.host_facts()

@@ -23,10 +23,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ps_testlib import PSServerProcess, python_env, require_transport  # noqa: E402
+from ps_testlib import PSServerProcess, python_env, require_transport
 
-import recbench  # noqa: E402
-from recbench import _ps, rc_options  # noqa: E402
+import recbench
+from recbench import _ps, rc_options
 
 ROOT = Path(__file__).resolve().parents[3]
 SMALL = "qps_per_client_per_shard=2;request_slot_bytes=1048576;response_slot_bytes=1048576"
@@ -111,7 +111,7 @@ class ShmEndToEndTest(unittest.TestCase):
                         for _ in range(30):
                             k = rng.choice(keys, 300)
                             np.testing.assert_array_equal(ps.get(k), rows_for(k, 32))
-                except Exception as e:  # reported below
+                except Exception as e:  # noqa: BLE001 — reported below
                     errors_seen.append(e)
 
             threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
@@ -160,7 +160,7 @@ class ShmEndToEndTest(unittest.TestCase):
                         while not stop.is_set() or rounds[0] < 20:
                             np.testing.assert_array_equal(ps.get(keys), rows_for(keys, 16))
                             rounds[0] += 1
-                except Exception as e:
+                except Exception as e:  # noqa: BLE001 — reported below
                     failures.append(e)
 
             t = threading.Thread(target=steady)

@@ -16,7 +16,6 @@ import numpy as np
 import recbench
 from recbench import _ps, errors
 
-
 CLIENT = "qps_per_client_per_shard=2;request_slot_bytes=65536;response_slot_bytes=131072"
 
 

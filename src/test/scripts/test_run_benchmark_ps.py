@@ -12,7 +12,8 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from recbench import runner_config as ps_config, ps_runner, results, topology
+from recbench import ps_runner, results, topology
+from recbench import runner_config as ps_config
 from recbench.execution import (
     Host,
     Ssh,
@@ -303,7 +304,7 @@ class TestCommands(unittest.TestCase):
 
 
 def transport_options(cmd):
-    text = [a for a in cmd if a.startswith("--transport_options=")][0].split("=", 1)[1]
+    text = next(a for a in cmd if a.startswith("--transport_options=")).split("=", 1)[1]
     return dict(item.split("=", 1) for item in text.split(";"))
 
 
@@ -536,13 +537,13 @@ class TestResults(unittest.TestCase):
             self.assertEqual(float(awk), 128000.0)
             csv_rows = results.read_summary_csv(path)
             totals = results.build_totals(csv_rows, [("GRPC", 0, 0.5, "client_failure")])
-            run = [t for t in totals if t["phase"] == "run" and t["repeat_index"] == 0][0]
+            run = next(t for t in totals if t["phase"] == "run" and t["repeat_index"] == 0)
             self.assertEqual(run["key_ops_per_sec"], 128000.0)
             self.assertEqual((run["clients_ok"], run["clients_failed"], run["status"]),
                              (2, 1, "client_failure"))
             self.assertEqual(run["max_us"], 400.0)
             self.assertEqual(run["mean_us"], 100.0)
-            mean = [t for t in totals if t["phase"] == "run" and t["repeat_index"] == "mean"][0]
+            mean = next(t for t in totals if t["phase"] == "run" and t["repeat_index"] == "mean")
             # a case with a failed client is not a valid total: the mean leaves it out
             self.assertEqual((mean["repeats"], mean["status"]), (0, "no_success"))
             results.write_totals_csv(os.path.join(d, "t.csv"), totals)
@@ -639,7 +640,7 @@ class TestReport(unittest.TestCase):
 
         args = parse("--transports", "grpc,rdma", "--prefetch-depth", "4",
                      "--rdma-rc-qps-per-client-per-shard", "4")
-        rows = [dict((c, "") for c in results.SUMMARY_COLUMNS)]
+        rows = [{c: "" for c in results.SUMMARY_COLUMNS}]
         rows[0].update(transport="GRPC", status="success", phase="run", client_index="0",
                        repeat_index="0", key_ops_per_sec="2500000.000", payload_gbps="0.32",
                        mean_us="10", row_kind="fair", build_type="Release")

@@ -59,7 +59,7 @@ class YcsbTest(unittest.TestCase):
         r = ycsb_cli("-load", "-db", "basic", "-p", "basic.silent=true", "-p", "recordcount=10",
                      "-p", "measurementtype=basic")
         self.assertEqual(r.returncode, 0, r.stderr)
-        ins = [ln for ln in r.stdout.splitlines() if ln.startswith("Load INSERT:")][0]
+        ins = next(ln for ln in r.stdout.splitlines() if ln.startswith("Load INSERT:"))
         self.assertIn("Count=10", ins)
         self.assertNotIn("p50", ins)
 
@@ -107,7 +107,7 @@ class YcsbTest(unittest.TestCase):
         self.assertNotIn("READ", ops)
 
     def test_scan_not_supported_is_counted(self):
-        rep, counts = self.run_mix("workloade", ops=500)
+        rep, _ = self.run_mix("workloade", ops=500)
         names = {o["name"]: o["count"] for o in rep["run"]["ops"]}
         self.assertGreater(names.get("SCAN-NOTSUPPORTED", 0), 400)
         self.assertEqual(rep["run"]["errors"], 0)
@@ -117,7 +117,7 @@ class YcsbTest(unittest.TestCase):
         b = _ycsb.run("basic", props=["recordcount=100", "operationcount=3000", "basic.silent=true"])
         c = _ycsb.run("basic", props=["recordcount=100", "operationcount=3000", "basic.silent=true",
                                       "ycsb.seed=99"])
-        count = lambda r: {o["name"]: o["count"] for o in r["run"]["ops"]}  # noqa: E731
+        count = lambda r: {o["name"]: o["count"] for o in r["run"]["ops"]}
         self.assertEqual(count(a), count(b))
         self.assertNotEqual(count(a), count(c))
 
