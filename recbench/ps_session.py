@@ -802,7 +802,8 @@ def _raise_interrupt(signum, frame):
 
 def run(args, argv):
     level = logging.DEBUG if args.show_runner_logs else logging.WARNING
-    logging.basicConfig(level=level, format="[runner %(relativeCreated)7.0fms] %(levelname)s %(message)s", stream=sys.stderr)
+    logging.basicConfig(level=level, stream=sys.stderr,
+                        format="[runner %(relativeCreated)7.0fms] %(levelname)s %(message)s")
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     session = Session(args, argv)
     try:

@@ -101,7 +101,8 @@ def run_sweep(param: str, values: list[str], out_dir: Path, runner_args: list[st
             failed += 1
             rows.append(dict(param=flag[2:], value=v, transport="", status=f"runner_failed (exit {rc})",
                              repeats=0, summary_csv=""))
-            log.error("runner left no %s; its output is in %s", summary, out_dir / f"{flag[2:]}_{v}.runner.log")
+            log.error("runner left no %s; its output is in %s", summary,
+                      out_dir / f"{flag[2:]}_{v}.runner.log")
         write_sweep_csv(rows, out_dir / "sweep.csv")
     return rows, failed
 

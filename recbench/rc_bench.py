@@ -84,17 +84,19 @@ def storage_case(a) -> dict:
         kv.batch_get_flat(pool[off:off + a.batch_keys], out=out)
         n += 1
     el = time.perf_counter() - t0
-    return {"case": "storage", "keys_per_sec": n * a.batch_keys / el, "client_cpu_s": time.process_time() - c0,
-            "server_cpu_s": 0.0, "source": "KVEngine.batch_get_flat loop"}
+    return {"case": "storage", "keys_per_sec": n * a.batch_keys / el,
+            "client_cpu_s": time.process_time() - c0, "server_cpu_s": 0.0,
+            "source": "KVEngine.batch_get_flat loop"}
 
 
 def ps_case(a, name: str, transport: str, server_flags: list[str], client_flags: list[str]) -> dict:
-    srv_cmd = [sys.executable, "-m", "recbench.ps_server", "--transport", transport, "--host", "127.0.0.1",
-               "--port", "0", "--value_size", str(a.value_size), "--capacity", str(a.record_count),
-               "--index_type", a.index_type, "--max_keys_per_request", str(max(a.batch_keys, 500)),
-               "--num_threads", "1"] + server_flags
-    srv = subprocess.Popen(srv_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
-                           cwd=str(ROOT))
+    srv_cmd = [sys.executable, "-m", "recbench.ps_server", "--transport", transport,
+               "--host", "127.0.0.1", "--port", "0", "--value_size", str(a.value_size),
+               "--capacity", str(a.record_count), "--index_type", a.index_type,
+               "--max_keys_per_request", str(max(a.batch_keys, 500)), "--num_threads", "1",
+               *server_flags]
+    srv = subprocess.Popen(srv_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env=_env(), cwd=str(ROOT))
     cli = None
     try:
         port = None
@@ -104,12 +106,14 @@ def ps_case(a, name: str, transport: str, server_flags: list[str], client_flags:
                 break
         if port is None:
             raise RuntimeError(f"{name}: server did not start: {srv.stderr.read()}")
-        cli_cmd = [sys.executable, "-m", "recbench.ps_bench", "--transport", transport, "--host", "127.0.0.1",
-                   "--port", str(port), "--record_count", str(a.record_count), "--value_size", str(a.value_size),
-                   "--batch_keys", str(a.batch_keys), "--thread_num", "1", "--load_thread_num", "1",
-                   "--running_seconds", str(a.running_seconds), "--prefetch_depth", str(a.prefetch_depth)] + client_flags
-        cli = subprocess.Popen(cli_cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, env=_env(), cwd=str(ROOT))
+        cli_cmd = [sys.executable, "-m", "recbench.ps_bench", "--transport", transport,
+                   "--host", "127.0.0.1", "--port", str(port), "--record_count", str(a.record_count),
+                   "--value_size", str(a.value_size), "--batch_keys", str(a.batch_keys),
+                   "--thread_num", "1", "--load_thread_num", "1",
+                   "--running_seconds", str(a.running_seconds),
+                   "--prefetch_depth", str(a.prefetch_depth), *client_flags]
+        cli = subprocess.Popen(cli_cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=_env(), cwd=str(ROOT))
         for line in cli.stdout:
             if line.startswith("PS_BENCHMARK_LOADED"):
                 break
@@ -125,7 +129,8 @@ def ps_case(a, name: str, transport: str, server_flags: list[str], client_flags:
         if run is None:
             raise RuntimeError(f"{name}: no run result (exit {cli.returncode}): {cli.stderr.read()}")
         return {"case": name, "keys_per_sec": float(run["throughput_keys_sec"]),
-                "client_cpu_s": float(run["cpu_user_s"]) + float(run["cpu_sys_s"]), "server_cpu_s": cpu1 - cpu0,
+                "client_cpu_s": float(run["cpu_user_s"]) + float(run["cpu_sys_s"]),
+                "server_cpu_s": cpu1 - cpu0,
                 "p50_us": float(run.get("p50_us", 0)), "p99_us": float(run.get("p99_us", 0))}
     finally:
         for p in (cli, srv):
@@ -153,7 +158,8 @@ def main(argv=None) -> int:
     rc_client = ["--rdma_rc_qps_per_client_per_shard", str(max(a.prefetch_depth, 1))]
     cases = {
         "storage": lambda: storage_case(a),
-        "shm_adaptive": lambda: ps_case(a, "shm_adaptive", "shm", ["--thread_num", "1", "--poll_mode", "adaptive"],
+        "shm_adaptive": lambda: ps_case(a, "shm_adaptive", "shm",
+                                        ["--thread_num", "1", "--poll_mode", "adaptive"],
                                         rc_client + ["--poll_mode", "adaptive"]),
         "shm_busy": lambda: ps_case(a, "shm_busy", "shm", ["--thread_num", "1", "--poll_mode", "busy"],
                                     rc_client + ["--poll_mode", "busy"]),
@@ -171,20 +177,22 @@ def main(argv=None) -> int:
             rows.append(r)
             print(f"# repeat {rep} {c}: {r['keys_per_sec'] / 1e6:.3f} M keys/s", file=sys.stderr, flush=True)
     med = {c: statistics.median(r["keys_per_sec"] for r in rows if r["case"] == c) for c in names}
-    print(f"GET {a.batch_keys} x {a.value_size} B, {a.index_type}, {a.record_count} records, 1 server poll thread, "
-          f"1 client thread, depth {a.prefetch_depth}, {a.running_seconds}s x {a.repeats} (median)")
-    print(f"{'case':<14}{'M keys/s':>10}{'vs storage':>12}{'vs brpc':>9}{'client CPU-s':>14}{'server CPU-s':>14}"
-          f"{'M keys/CPU-s':>14}{'server-only':>13}")
+    print(f"GET {a.batch_keys} x {a.value_size} B, {a.index_type}, {a.record_count} records, "
+          f"1 server poll thread, 1 client thread, depth {a.prefetch_depth}, "
+          f"{a.running_seconds}s x {a.repeats} (median)")
+    print(f"{'case':<14}{'M keys/s':>10}{'vs storage':>12}{'vs brpc':>9}{'client CPU-s':>14}"
+          f"{'server CPU-s':>14}{'M keys/CPU-s':>14}{'server-only':>13}")
     for c in names:
         rs = [r for r in rows if r["case"] == c]
         vs_st = f"{med[c] / med['storage'] * 100:.0f}%" if "storage" in med else "-"
         vs_b = f"{med[c] / med['brpc']:.2f}x" if "brpc" in med else "-"
         ccpu = statistics.median(r["client_cpu_s"] for r in rs)
         scpu = statistics.median(r["server_cpu_s"] for r in rs)
-        eff = statistics.median(r["keys_per_sec"] * a.running_seconds / max(r["client_cpu_s"] + r["server_cpu_s"], 1e-9)
-                                for r in rs)
-        srv_eff = statistics.median(r["keys_per_sec"] * a.running_seconds / max(r["server_cpu_s"] or r["client_cpu_s"], 1e-9)
-                                    for r in rs)
+        keys = [r["keys_per_sec"] * a.running_seconds for r in rs]
+        eff = statistics.median(k / max(r["client_cpu_s"] + r["server_cpu_s"], 1e-9)
+                                for k, r in zip(keys, rs))
+        srv_eff = statistics.median(k / max(r["server_cpu_s"] or r["client_cpu_s"], 1e-9)
+                                    for k, r in zip(keys, rs))
         print(f"{c:<14}{med[c] / 1e6:>10.3f}{vs_st:>12}{vs_b:>9}{ccpu:>14.2f}{scpu:>14.2f}{eff / 1e6:>14.2f}"
               f"{srv_eff / 1e6:>13.2f}")
     if a.json:

@@ -159,7 +159,8 @@ def render(commit, hostname, args, rows, totals, cases, facts, output_dir, not_f
              and t.get("phase") == "run" and t.get("key_ops_per_sec") is not None}
     if means:
         base = means.get("BRPC")
-        out.append("| transport | run M keys/s (repeat 均值) | 标准差 | payload GB/s | 相对 BRPC | row_kind |")
+        out.append("| transport | run M keys/s (repeat 均值) | 标准差 | payload GB/s | 相对 BRPC "
+                   "| row_kind |")
         out.append("|---|---:|---:|---:|---:|---|")
         for name, t in means.items():
             ratio = (f"{t['key_ops_per_sec'] / base['key_ops_per_sec']:.2f}×"

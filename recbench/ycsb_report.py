@@ -6,7 +6,8 @@ Format (one block per phase that ran; latencies in microseconds):
     Load operations(ops): 100000
     Load throughput(ops/sec): 192307.69
     Load CPU(sec): user=0.98 sys=0.07
-    Load INSERT: Count=100000 Avg(us)=9.8 Min(us)=1.2 Max(us)=830.1 p50(us)=8.1 p90(us)=14.2 p99(us)=40.3 p99.9(us)=120.5
+    Load INSERT: Count=100000 Avg(us)=9.8 Min(us)=1.2 Max(us)=830.1 p50(us)=8.1
+        p90(us)=14.2 p99(us)=40.3 p99.9(us)=120.5      (one line in the output, folded here)
 
 With measurementtype=basic the per-operation lines carry Count, Avg, Min and Max only.
 Operations that did not succeed are separate lines: READ-NOTFOUND, SCAN-NOTSUPPORTED, UPDATE-FAILED.

@@ -8,6 +8,7 @@ ports; every process started here is stopped here.
 from __future__ import annotations
 
 import glob
+import json
 import os
 import shutil
 import signal
@@ -302,6 +303,40 @@ class ShmEndToEndTest(unittest.TestCase):
         lines = [x for x in r.stderr.splitlines() if x.strip()]
         self.assertEqual(len(lines), 1, r.stderr)
         self.assertIn("RDMA", lines[0])
+
+
+
+class RcBenchCommandTest(unittest.TestCase):
+    """tools/benchmarks/bench_rc_shm.py runs every case it is asked for end to end and reports
+    real measurements (numbers are not judged here: speed is for the benchmark command)."""
+
+    def test_storage_shm_and_brpc_cases_report_measurements(self):
+        require_transport(self, "shm")
+        require_transport(self, "brpc")
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp, "rows.json")
+            r = subprocess.run([sys.executable, str(ROOT / "tools/benchmarks/bench_rc_shm.py"),
+                                "--record_count", "2000", "--running_seconds", "0.2",
+                                "--repeats", "1", "--cases", "storage,shm_adaptive,brpc",
+                                "--json", str(out)],
+                               capture_output=True, text=True, timeout=300, env=python_env(),
+                               cwd=str(ROOT))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            rows = json.loads(out.read_text())
+        self.assertEqual([x["case"] for x in rows], ["storage", "shm_adaptive", "brpc"])
+        for x in rows:
+            self.assertGreater(x["keys_per_sec"], 0, x)
+        self.assertGreater(rows[1]["server_cpu_s"], 0)  # read from the server's /proc entry
+        table = r.stdout.splitlines()
+        self.assertIn("vs storage", table[1])
+        self.assertEqual([ln.split()[0] for ln in table[2:]], ["storage", "shm_adaptive", "brpc"])
+
+    def test_unknown_case_is_a_usage_error(self):
+        r = subprocess.run([sys.executable, str(ROOT / "tools/benchmarks/bench_rc_shm.py"),
+                            "--cases", "storage,tcp"], capture_output=True, text=True, timeout=60,
+                           env=python_env(), cwd=str(ROOT))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("unknown case 'tcp'", r.stderr)
 
 
 if __name__ == "__main__":
