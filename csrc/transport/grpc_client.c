@@ -295,7 +295,7 @@ static int rs_grpc_conn_connect(const char *host, uint16_t port, const rs_ps_cli
     rs_grpc_options o;
     *out = NULL;
     if ((rc = rs_grpc_options_parse(opts ? opts->extra : NULL, 0, &o, err)) != 0) return rc;
-    rs_grpc_options_apply_process(&o);
+    if ((rc = rs_grpc_options_apply_process(&o, 0, err)) != 0) return rc;
     grpc_init();
     rs_grpc_conn *c = calloc(1, sizeof *c);
     if (!c) {

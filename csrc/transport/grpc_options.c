@@ -11,6 +11,15 @@
  *   max_reply_bytes=N   (client) largest reply message accepted, 4096..2147483647; default
  *                       2147483647 (2 GiB - 1, the brpc client's limit too): a server cannot make
  *                       the client take more; a larger reply fails the call (RESOURCE_EXHAUSTED)
+ *   poll_strategy=epoll1|poll
+ *                       (both) gRPC core's socket poller for the whole process (its
+ *                       GRPC_POLL_STRATEGY; default: gRPC's choice, epoll1 on Linux, or the
+ *                       variable if set). Chosen when gRPC first starts in the process; a later
+ *                       server or client asking for another poller is an error. With epoll1 one
+ *                       thread at a time polls, and a request read by one worker is often served
+ *                       on another worker's queue (a wake-up per call): on the 2-core VM a server
+ *                       with 2 workers served one client at half the rate of 1 worker; with poll
+ *                       it did not (docs/grpc.md).
  *   malloc_tuning=0|1   (both) 1 (default): at first use, raise glibc's mmap and trim thresholds
  *                       to 64 MiB for the process. gRPC allocates a buffer per socket read and
  *                       frees it after parsing; with glibc's defaults those frees return memory
@@ -66,10 +75,19 @@ static int apply_option(void *ctx, const char *kv, const char *val, rs_error *er
         return parse_uint(c, kv, val, 4096, 2147483647ul, &out->max_reply_bytes, err);
     if (strcmp(kv, "malloc_tuning") == 0)
         return parse_uint(c, kv, val, 0, 1, &out->malloc_tuning, err);
+    if (strcmp(kv, "poll_strategy") == 0) {
+        if (strcmp(val, "epoll1") != 0 && strcmp(val, "poll") != 0)
+            return rs_error_set(err, RS_EINVAL,
+                                "grpc %s option poll_strategy=%s: expected epoll1 or poll", c->side,
+                                val);
+        snprintf(out->poll_strategy, sizeof out->poll_strategy, "%s", val);
+        return 0;
+    }
     return rs_error_set(err, RS_EINVAL, "unknown grpc %s option '%s' (known: %s)", c->side, kv,
                         c->server ? "calls_per_method, reply_timeout_ms, max_frame_size, "
-                                    "malloc_tuning"
-                                  : "max_frame_size, max_reply_bytes, malloc_tuning");
+                                    "poll_strategy, malloc_tuning"
+                                  : "max_frame_size, max_reply_bytes, poll_strategy, "
+                                    "malloc_tuning");
 }
 
 int rs_grpc_options_parse(const char *extra, int server, rs_grpc_options *out, rs_error *err) {
@@ -78,6 +96,7 @@ int rs_grpc_options_parse(const char *extra, int server, rs_grpc_options *out, r
     out->max_frame_size = RS_GRPC_DEFAULT_MAX_FRAME;
     out->max_reply_bytes = RS_GRPC_DEFAULT_MAX_REPLY;
     out->malloc_tuning = 1;
+    out->poll_strategy[0] = '\0';
     parse_ctx c = {server, server ? "server" : "client", out};
     char who[32];
     snprintf(who, sizeof who, "grpc %s", c.side);
@@ -89,9 +108,31 @@ static void tune_malloc(void) {
     mallopt(M_TRIM_THRESHOLD, RS_GRPC_MALLOC_THRESHOLD);
 }
 
-void rs_grpc_options_apply_process(const rs_grpc_options *o) {
+/* The poller in effect in this process since gRPC's first start through this transport ("" =
+ * gRPC's own choice); gRPC core reads GRPC_POLL_STRATEGY when it starts. */
+static pthread_mutex_t g_poll_mu = PTHREAD_MUTEX_INITIALIZER;
+static int g_poll_chosen;
+static char g_poll[16];
+
+int rs_grpc_options_apply_process(const rs_grpc_options *o, int server, rs_error *err) {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
+    int rc = 0;
     if (o->malloc_tuning) pthread_once(&once, tune_malloc);
+    pthread_mutex_lock(&g_poll_mu);
+    if (!g_poll_chosen) {
+        if (o->poll_strategy[0]) setenv("GRPC_POLL_STRATEGY", o->poll_strategy, 1);
+        const char *env = getenv("GRPC_POLL_STRATEGY");
+        snprintf(g_poll, sizeof g_poll, "%s", env ? env : "");
+        g_poll_chosen = 1;
+    } else if (o->poll_strategy[0] && strcmp(o->poll_strategy, g_poll) != 0) {
+        rc = rs_error_set(err, RS_EINVAL,
+                          "grpc %s option poll_strategy=%s: gRPC already runs in this process "
+                          "with poller '%s'; the poller is chosen once per process",
+                          server ? "server" : "client", o->poll_strategy,
+                          g_poll[0] ? g_poll : "default");
+    }
+    pthread_mutex_unlock(&g_poll_mu);
+    return rc;
 }
 
 #endif /* RS_HAVE_GRPC */

@@ -369,7 +369,7 @@ static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, 
     uint64_t max_body = opts->max_body_bytes ? opts->max_body_bytes : (64u << 20);
     if (max_body > INT32_MAX) max_body = INT32_MAX;
 
-    rs_grpc_options_apply_process(&o);
+    if ((rc = rs_grpc_options_apply_process(&o, 1, err)) != 0) return rc;
     grpc_init();
     rs_grpc_server *srv = calloc(1, sizeof *srv);
     if (!srv) {

@@ -39,10 +39,13 @@ typedef struct rs_grpc_options {
     unsigned max_frame_size;   /* GRPC_ARG_HTTP2_MAX_FRAME_SIZE of this end */
     unsigned max_reply_bytes;  /* client: largest reply message accepted (receive limit) */
     unsigned malloc_tuning;    /* 1: raise glibc's mmap/trim thresholds once per process */
+    char poll_strategy[8];     /* "", "epoll1" or "poll": gRPC core's poller for the process */
 } rs_grpc_options;
 int rs_grpc_options_parse(const char *extra, int server, rs_grpc_options *out, rs_error *err);
-/* Process-wide effects of the options (malloc tuning), done at most once. */
-void rs_grpc_options_apply_process(const rs_grpc_options *o);
+/* Process-wide effects of the options, to call before grpc_init: malloc tuning (at most once)
+ * and the poller (set before gRPC's first start in the process; asking for another one later is
+ * RS_EINVAL naming both). */
+int rs_grpc_options_apply_process(const rs_grpc_options *o, int server, rs_error *err);
 
 /* "host:port", with IPv6 literals bracketed ("[::1]:15000"). RS_EINVAL when it does not fit. */
 int rs_grpc_format_addr(const char *host, uint16_t port, char *out, size_t cap, rs_error *err);

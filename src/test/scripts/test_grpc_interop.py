@@ -5,15 +5,18 @@ and two shards. Rows are checked byte for byte; errors must name the server and 
 
 import importlib.resources
 import json
+import os
 import socket
 import subprocess
 import sys
 import tempfile
+import textwrap
 import unittest
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
-from ps_testlib import PSServerProcess, require_transport
+from ps_testlib import ROOT, PSServerProcess, python_env, require_transport
 
 import recbench
 from recbench import errors
@@ -197,6 +200,37 @@ class GrpcPSClientTest(unittest.TestCase):
             PSServerProcess("grpc", num_shards=1, value_size=VS,
                             extra_args=["--transport_options", "calls_per_method=0"]).start()
         self.assertIn("calls_per_method", str(cm.exception))
+
+    def test_poll_strategy_sets_the_process_poller_once(self):
+        """poll_strategy reaches gRPC core (it logs the poller it starts with at DEBUG level), on
+        the server and on the client, and a second poller asked for in the same process is
+        refused by name, not ignored."""
+        with mock.patch.dict(os.environ, {"GRPC_VERBOSITY": "DEBUG"}), \
+                PSServerProcess("grpc", num_shards=1, value_size=VS, extra_args=[
+                    "--num_threads", "2", "--transport_options", "poll_strategy=poll"]) as srv:
+            self.assertIn("Using polling engine: poll", "\n".join(srv.stderr_lines))
+            client = textwrap.dedent(f"""
+                import numpy as np, recbench
+                from recbench import errors
+                with recbench.PSClient({srv.uri!r}, transport_options="poll_strategy=epoll1") as ps:
+                    keys = np.arange(1, 101, dtype=np.uint64)
+                    ps.put(keys, np.ones((100, {DIM}), np.float32))
+                    assert ps.get(keys).sum() == 100 * {DIM}
+                try:
+                    recbench.PSClient({srv.uri!r}, transport_options="poll_strategy=poll")
+                except errors.InvalidArgument as e:
+                    print("refused:", e)
+                """)
+            r = subprocess.run([sys.executable, "-c", client], capture_output=True, text=True,
+                               timeout=120, env=python_env(), cwd=str(ROOT))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("Using polling engine: epoll1", r.stderr)
+        self.assertRegex(r.stdout, r"refused: .*poll_strategy=poll: gRPC already runs in this "
+                                   r"process with poller 'epoll1'")
+        with self.assertRaises(RuntimeError) as cm:
+            PSServerProcess("grpc", num_shards=1, value_size=VS,
+                            extra_args=["--transport_options", "poll_strategy=epollex"]).start()
+        self.assertIn("poll_strategy=epollex: expected epoll1 or poll", str(cm.exception))
 
     def test_client_that_never_takes_its_reply_does_not_block_others(self):
         # one worker with one Get slot: the stalled reply holds it until reply_timeout_ms
