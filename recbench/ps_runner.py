@@ -16,6 +16,7 @@ import argparse
 import os
 import sys
 
+from recbench.runner_config import scoped_transport_options
 from recbench.topology import (
     RC_TRANSPORTS,
     TopologyError,
@@ -142,7 +143,8 @@ def build_parser():
       help="unmeasured run time before the measured window")
     a("--seed", type=int, default=1, help="client k uses seed+k")
     a("--transport-options", default="",
-      help="transport-specific 'k=v;k=v' passed to servers and clients (--transport_options)")
+      help="'k=v;k=v' passed to servers and clients (--transport_options); 'grpc:k=v' items "
+           "reach only that transport (brpc, grpc, rdma, shm)")
     g = p.add_argument_group("server storage config")
     a = g.add_argument
     a("--capacity", type=int, default=0, help="base_kv_config.capacity (0 = record count)")
@@ -293,6 +295,8 @@ def finalize_args(args):
     if args.client_processes_per_ip < 1:
         raise ValueError(f"client_processes_per_ip must be >= 1, got {args.client_processes_per_ip}")
     args.transport_list = normalize_transport_list(args.transports)
+    if args.transport_options:
+        scoped_transport_options(args.transport_options, "")  # refuses unknown prefixes
     for name in ("record_count", "value_size", "batch_keys", "client_threads_per_process",
                  "repeat", "server_worker_threads", "server_rdma_threads"):
         if getattr(args, name) < 1:

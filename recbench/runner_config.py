@@ -10,7 +10,7 @@ their `--transport_options` keys (qps_per_client_per_shard, slots_per_qp, bind_c
 
 import math
 
-from recbench.topology import RC_TRANSPORTS
+from recbench.topology import RC_TRANSPORTS, TRANSPORTS
 
 MIB = 1 << 20
 SLAB_ALLOCATORS = ("PERSIST_LOOP_SLAB", "CONCURRENT_SLAB_MEMORY_POOL")
@@ -189,12 +189,32 @@ def bind_core_offset(options):
     return None
 
 
+def scoped_transport_options(text: str, transport: str) -> str:
+    """The user's --transport-options for one transport: `k=v` items go to every transport,
+    `name:k=v` items (name = brpc, grpc, rdma or shm) only to that one. Items are separated by
+    ';' or ','. Raises ValueError naming an unknown transport prefix."""
+    out = []
+    for item in (x.strip() for x in text.replace(",", ";").split(";")):
+        if not item:
+            continue
+        head, sep, rest = item.partition(":")
+        if sep and "=" not in head:
+            if head.upper() not in TRANSPORTS:
+                raise ValueError(f"--transport-options item '{item}': unknown transport "
+                                 f"'{head}' (known: {', '.join(t.lower() for t in TRANSPORTS)})")
+            if head.upper() == transport.upper():
+                out.append(rest)
+        else:
+            out.append(item)
+    return ";".join(out)
+
+
 def _transport_options(args, transport, role, index, cores):
     parts = []
     if transport.upper() in RC_TRANSPORTS:
         parts.append(rc_transport_options(args, transport, role, index, cores))
-    if args.transport_options:
-        parts.append(args.transport_options)  # the user's keys come last and win
+    if args.transport_options:  # the user's keys come last and win
+        parts.append(scoped_transport_options(args.transport_options, transport))
     return ";".join(p for p in parts if p)
 
 

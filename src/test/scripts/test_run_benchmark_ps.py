@@ -284,6 +284,23 @@ class TestCommands(unittest.TestCase):
         self.assertEqual([transport_options(c)["bind_core_offset"] for c in cli], ["0", "16"])
         self.assertEqual(args.effective_row_kind, "diagnostic")
 
+    def test_transport_options_scoped_by_transport_name(self):
+        args = parse("--transports", "grpc,brpc,shm", "--transport-options",
+                     "grpc:poll_strategy=poll;shm:poll_mode=busy,malloc_tuning=1")
+        topo = topology.build_topology_plan("GRPC", "127.0.0.1", "127.0.0.1", 1)
+        grpc_srv = ps_config.build_server_cmd(args, "GRPC", topo.servers[0], 1, "/c", ["s"])
+        grpc_cli = ps_config.build_benchmark_cmd(args, "GRPC", topo, topo.clients[0], "/c", ["c"])
+        for cmd in (grpc_srv, grpc_cli):
+            self.assertEqual(transport_options(cmd), {"poll_strategy": "poll", "malloc_tuning": "1"})
+        brpc = ps_config.build_server_cmd(args, "BRPC", topo.servers[0], 1, "/c", ["s"])
+        self.assertEqual(transport_options(brpc), {"malloc_tuning": "1"})
+        shm = transport_options(ps_config.build_server_cmd(args, "SHM", topo.servers[0], 1, "/c",
+                                                           ["s"]))
+        self.assertEqual((shm["poll_mode"], shm["malloc_tuning"]), ("busy", "1"))
+        self.assertNotIn("poll_strategy", shm)
+        self.assertIn("unknown transport 'tcp'",
+                      parse_error("--transports", "grpc", "--transport-options", "tcp:x=1"))
+
     def test_core_offsets_wrap_and_placement_defaults_skip_shm(self):
         args = parse("--transports", "rdma,shm", "--server-rdma-threads", "2",
                      "--client-processes-per-ip", "3")
