@@ -192,6 +192,23 @@ static void test_latest(void) {
     RS_CHECK(fabs(f2 - p2) < 5 * sqrt(p2 * (1 - p2) / draws));
     rs_ycsb_latest_next(&g, 800, &r); /* grow */
     RS_CHECK(fabs(g.zetan - rs_zeta(800, 0.99)) < 1e-9);
+    rs_ycsb_latest_next(&g, 700, &r); /* shrink: recomputed */
+    RS_CHECK(fabs(g.zetan - rs_zeta(700, 0.99)) < 1e-9);
+}
+
+/* A huge recordcount (found by fuzz_ycsb_props: it summed zeta term by term, 10^15 terms): the
+ * first draw costs a bounded zeta, and values stay within [1, last]. */
+static void test_latest_huge_count(void) {
+    rs_ycsb_latest g;
+    rs_ycsb_latest_init(&g, 0.99);
+    rs_rng r;
+    rs_rng_seed(&r, 5);
+    const uint64_t last = 1000000000000000ull;
+    for (int i = 0; i < 1000; i++) {
+        uint64_t v = rs_ycsb_latest_next(&g, last + (uint64_t)(i % 3), &r); /* inserts landing */
+        RS_CHECK(v >= 1 && v <= last + 2);
+    }
+    RS_CHECK(fabs(g.zetan / rs_zeta(last + 2, 0.99) - 1.0) < 1e-12);
 }
 
 /* Hotspot: a fraction hotopn of draws falls in the first hotdata fraction of [lo, hi]. */
@@ -258,5 +275,6 @@ static void test_op_mix(void) {
 
 RS_TEST_MAIN(RS_TEST(test_props_file_and_errors), RS_TEST(test_record_codec),
              RS_TEST(test_key_mapping), RS_TEST(test_key_names), RS_TEST(test_scrambled_zipfian),
-             RS_TEST(test_zipfian_definition), RS_TEST(test_latest), RS_TEST(test_hotspot),
-             RS_TEST(test_ack_counter), RS_TEST(test_op_mix))
+             RS_TEST(test_zipfian_definition), RS_TEST(test_latest),
+             RS_TEST(test_latest_huge_count), RS_TEST(test_hotspot), RS_TEST(test_ack_counter),
+             RS_TEST(test_op_mix))

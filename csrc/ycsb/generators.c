@@ -16,6 +16,7 @@
 #include <stdlib.h>
 
 #include "recstore/ycsb.h"
+#include "recstore/zipf.h"
 
 #define ACK_WINDOW (1u << 20)
 #define ACK_MASK   (ACK_WINDOW - 1)
@@ -73,16 +74,21 @@ void rs_ycsb_latest_init(rs_ycsb_latest *g, double theta) {
     g->count_for_zeta = 0;
 }
 
+/* zeta(n) grows one term per insert; a larger jump (the first call, or a count that went down)
+ * is recomputed with rs_zeta, whose cost is bounded (exact head, Euler-Maclaurin tail): summing
+ * term by term from 1 to a recordcount of 10^15 would never finish. */
+#define LATEST_ZETA_MAX_STEP 65536u
+
 uint64_t rs_ycsb_latest_next(rs_ycsb_latest *g, uint64_t last, rs_rng *r) {
     uint64_t items = last; /* ranks 0..last-1 map to keynums last..1 */
     if (items == 0) return 0;
-    if (items != g->count_for_zeta) { /* grows as inserts land; a smaller count restarts the sum */
-        if (items < g->count_for_zeta) {
-            g->zetan = 0.0;
-            g->count_for_zeta = 0;
+    if (items != g->count_for_zeta) {
+        if (items < g->count_for_zeta || items - g->count_for_zeta > LATEST_ZETA_MAX_STEP) {
+            g->zetan = rs_zeta(items, g->theta);
+        } else {
+            for (uint64_t i = g->count_for_zeta + 1; i <= items; i++)
+                g->zetan += pow((double)i, -g->theta);
         }
-        for (uint64_t i = g->count_for_zeta + 1; i <= items; i++)
-            g->zetan += pow((double)i, -g->theta);
         g->count_for_zeta = items;
     }
     double theta = g->theta, zetan = g->zetan;

@@ -30,8 +30,11 @@ BUILD_FLAGS = {
              "-fno-sanitize-recover=undefined"],
     "TSan": ["-O1", "-g", "-fsanitize=thread"],
 }
+# -Werror=implicit-function-declaration: a call to an undeclared function compiles as returning
+# int (it once turned the latest generator's double zeta into garbage).
 COMMON_CFLAGS = ["-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter",
-                 "-Wno-format-truncation", "-Wno-missing-field-initializers", "-pthread"]
+                 "-Wno-format-truncation", "-Wno-missing-field-initializers",
+                 "-Werror=implicit-function-declaration", "-pthread"]
 
 # Optional system libraries: feature -> how to find it and which Debian package brings it.
 FEATURES = {
