@@ -7,6 +7,11 @@ shutdown); one still running then is killed and the test errors, naming its comm
 the end of the session, processes started by class- or module-level fixtures get the same check.
 Processes started on the loopback sshd do not inherit the marker; the runner tests check those
 themselves (loopback_sshd.pids_mentioning).
+
+Shared memory: the RC shm fabric names its POSIX shm objects /dev/shm/recbench-rc-<pid>-… and
+unlinks each one as soon as both ends have mapped it. One that is still there at the end of the
+session, was not there at its start, and whose creator is gone, was lost: it is removed and the
+session errors naming it.
 """
 
 import os
@@ -21,6 +26,20 @@ MARKER = "RECBENCH_TEST_SESSION"
 os.environ[MARKER] = uuid.uuid4().hex
 _NEEDLE = f"{MARKER}={os.environ[MARKER]}".encode()
 GRACE_S = 20.0
+SHM_DIR = "/dev/shm"
+SHM_PREFIX = "recbench-rc-"
+
+
+def shm_objects() -> set[str]:
+    try:
+        return {n for n in os.listdir(SHM_DIR) if n.startswith(SHM_PREFIX)}
+    except FileNotFoundError:
+        return set()
+
+
+def shm_creator_alive(name: str) -> bool:
+    pid = name[len(SHM_PREFIX):].split("-", 1)[0]
+    return pid.isdigit() and os.path.exists(f"/proc/{pid}")
 
 
 def marked_processes() -> dict[int, str]:
@@ -92,8 +111,21 @@ def no_process_left_behind():
 
 @pytest.fixture(autouse=True, scope="session")
 def no_process_left_after_the_session():
+    shm_before = shm_objects()
     yield
     left = reap_new(set())
+    lost = sorted(n for n in shm_objects() - shm_before if not shm_creator_alive(n))
+    for name in lost:
+        try:
+            os.unlink(os.path.join(SHM_DIR, name))
+        except FileNotFoundError:
+            pass
+    problems = []
     if left:
-        pytest.fail(f"the session left {len(left)} process(es) running (killed now):\n  "
-                    + "\n  ".join(left), pytrace=False)
+        problems.append(f"the session left {len(left)} process(es) running (killed now):\n  "
+                        + "\n  ".join(left))
+    if lost:
+        problems.append(f"the session left {len(lost)} shared-memory object(s) in {SHM_DIR} "
+                        "(removed now):\n  " + "\n  ".join(lost))
+    if problems:
+        pytest.fail("\n".join(problems), pytrace=False)
