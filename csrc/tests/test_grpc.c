@@ -66,14 +66,20 @@ static void fixture_down(fixture *f) {
     memset(f, 0, sizeof *f);
 }
 
-static void *conn_open(uint16_t port, uint32_t in_flight, uint32_t timeout_ms) {
+/* A client connection with transport options `extra` (may be NULL); NULL on failure. */
+static void *conn_open_opts(uint16_t port, uint32_t in_flight, uint32_t timeout_ms,
+                            const char *extra) {
     rs_error e = {0};
     void *c = NULL;
-    rs_ps_client_opts co = {.timeout_ms = timeout_ms, .max_in_flight = in_flight};
+    rs_ps_client_opts co = {.timeout_ms = timeout_ms, .max_in_flight = in_flight, .extra = extra};
     int rc = rs_grpc_conn_ops.connect("127.0.0.1", port, &co, &c, &e);
     RS_CHECK_EQ(rc, 0);
     if (rc) fprintf(stderr, "connect: %s\n", e.msg);
     return c;
+}
+
+static void *conn_open(uint16_t port, uint32_t in_flight, uint32_t timeout_ms) {
+    return conn_open_opts(port, in_flight, timeout_ms, NULL);
 }
 
 static void fill_row(uint64_t key, float *row) {
@@ -425,10 +431,7 @@ static void test_large_batch(void) {
     if (fixture_up(&f, N, 2)) return;
     /* the client takes 1 MB HTTP/2 frames (the default is 16 KB) */
     rs_error e = {0};
-    void *c = NULL;
-    rs_ps_client_opts co = {
-        .timeout_ms = 20000, .max_in_flight = 2, .extra = "max_frame_size=1048576;malloc_tuning=1"};
-    RS_CHECK_EQ(rs_grpc_conn_ops.connect("127.0.0.1", f.port, &co, &c, &e), 0);
+    void *c = conn_open_opts(f.port, 2, 20000, "max_frame_size=1048576;malloc_tuning=1");
     if (!c) {
         fixture_down(&f);
         return;
@@ -474,10 +477,7 @@ static void test_reply_size_limit(void) {
     fixture f = {0};
     if (fixture_up(&f, 1000, 1)) return;
     rs_error e = {0};
-    void *c = NULL;
-    rs_ps_client_opts co = {
-        .timeout_ms = 10000, .max_in_flight = 1, .extra = "max_reply_bytes=4096"};
-    RS_CHECK_EQ(rs_grpc_conn_ops.connect("127.0.0.1", f.port, &co, &c, &e), 0);
+    void *c = conn_open_opts(f.port, 1, 10000, "max_reply_bytes=4096");
     if (!c) {
         fixture_down(&f);
         return;
@@ -509,7 +509,8 @@ static void test_reply_size_limit(void) {
     RS_CHECK_EQ(memcmp(got, rows, 10 * VS), 0);
     rs_grpc_conn_ops.close(c);
     /* out of range and server-side use are refused by name */
-    co.extra = "max_reply_bytes=100";
+    rs_ps_client_opts co = {
+        .timeout_ms = 10000, .max_in_flight = 1, .extra = "max_reply_bytes=100"};
     RS_CHECK(rs_grpc_conn_ops.connect("127.0.0.1", f.port, &co, &c, &e) != 0);
     RS_CHECK(strstr(e.msg, "max_reply_bytes") != NULL);
     fixture_down(&f);

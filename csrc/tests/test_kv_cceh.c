@@ -89,6 +89,12 @@ static void test_cceh_reopen(void) {
     kvt_rm_dir(dir);
 }
 
+/* Key k's value: "value-<k>-" then k % 40 padding bytes, so lengths cover several size classes. */
+static int variable_value(int k, char *out, size_t cap) {
+    static const char pad[] = "0123456789abcdefghijklmnopqrstuvwxyzABCD";
+    return snprintf(out, cap, "value-%d-%.*s", k, k % 40, pad);
+}
+
 static void test_cceh_reopen_variable(void) {
     const char *d = kvt_fresh_dir();
     char dir[256];
@@ -98,8 +104,7 @@ static void test_cceh_reopen_variable(void) {
     rs_kv *kv = kvt_open(RS_KV_INDEX_CCEH, 0, 1000, dir);
     if (!kv) return;
     for (int k = 0; k < 300; k++) {
-        int n = snprintf(val, sizeof val, "value-%d-%.*s", k, k % 40,
-                         "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx");
+        int n = variable_value(k, val, sizeof val);
         RS_CHECK_EQ(rs_kv_put(kv, (uint64_t)k, val, (size_t)n, &err), 0);
     }
     rs_kv_close(kv);
@@ -107,8 +112,7 @@ static void test_cceh_reopen_variable(void) {
     if (!kv) return;
     RS_CHECK_EQ(rs_kv_count(kv), 300);
     for (int k = 0; k < 300; k++) {
-        int n = snprintf(val, sizeof val, "value-%d-%.*s", k, k % 40,
-                         "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx");
+        int n = variable_value(k, val, sizeof val);
         size_t len = 0;
         RS_CHECK_EQ(rs_kv_get(kv, (uint64_t)k, got, sizeof got, &len), 0);
         RS_CHECK_EQ(len, (size_t)n);

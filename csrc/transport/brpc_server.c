@@ -27,7 +27,6 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -43,6 +42,7 @@
 #include <unistd.h>
 
 #include "recstore/transport.h"
+#include "transport/accept_shed.h"
 #include "transport/brpc_frame.h"
 #include "transport/transport_options.h"
 
@@ -130,25 +130,15 @@ static int conn_set_events(brpc_sconn *c, uint32_t ev) {
     return 0;
 }
 
-/* Out of descriptors (EMFILE/ENFILE): the pending connection would keep the listening socket
- * readable and every worker spinning on it. Give up the reserve descriptor, accept that
- * connection and close it at once, take the reserve back. 0 when one was shed. */
-static int shed_one(brpc_server *s) {
-    int spare = __atomic_exchange_n(&s->spare_fd, -1, __ATOMIC_ACQ_REL);
-    if (spare < 0) return -1; /* none reserved, or another worker is shedding */
-    close(spare);
-    int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
-    if (fd >= 0) close(fd);
-    __atomic_store_n(&s->spare_fd, open("/dev/null", O_RDONLY | O_CLOEXEC), __ATOMIC_RELEASE);
-    return fd >= 0 ? 0 : -1;
-}
-
 static void accept_all(brpc_worker *w) {
     brpc_server *s = w->srv;
     for (;;) {
         int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
-            if ((errno == EMFILE || errno == ENFILE) && shed_one(s) == 0) continue;
+            /* out of descriptors: shed the connection rather than spin on the listener */
+            if ((errno == EMFILE || errno == ENFILE) &&
+                rs_accept_shed_one(s->lfd, &s->spare_fd) == 0)
+                continue;
             return; /* EAGAIN (another worker took it) or a transient error */
         }
         if (s->max_conns && __atomic_load_n(&s->open_conns, __ATOMIC_RELAXED) >= s->max_conns) {
@@ -557,7 +547,7 @@ static int brpc_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, void **
     brpc_server *s = calloc(1, sizeof *s);
     if (!s) return rs_error_set(err, RS_ENOMEM, "brpc server");
     s->lfd = s->stopfd = -1;
-    s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    s->spare_fd = rs_accept_reserve_open();
     s->shard = shard;
     s->max_body = opts->max_body_bytes ? opts->max_body_bytes : RS_BRPC_DEFAULT_MAX_BODY;
     if (s->max_body > UINT32_MAX) s->max_body = UINT32_MAX;

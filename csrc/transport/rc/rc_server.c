@@ -40,6 +40,7 @@
 #include "recstore/clock.h"
 #include "recstore/rc.h"
 
+#include "transport/accept_shed.h"
 #include "transport/rc/rc_server_internal.h"
 
 /* ---- GET workers ------------------------------------------------------------------------------
@@ -207,7 +208,7 @@ int rs_rc_server_start(const rs_rc_fabric_ops *fab, const char *host, uint16_t p
     s->h = *h;
     s->nthreads = num_threads;
     s->listen_fd = s->wake[0] = s->wake[1] = -1;
-    s->ctrl_spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    s->ctrl_spare = rs_accept_reserve_open();
     s->next_client_id = 1;
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->cond, NULL);

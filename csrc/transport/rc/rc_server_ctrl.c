@@ -10,7 +10,6 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
@@ -25,6 +24,7 @@
 #include "recstore/clock.h"
 #include "recstore/rc.h"
 
+#include "transport/accept_shed.h"
 #include "transport/rc/rc_server_internal.h"
 
 /* ---- lanes: create, publish to pollers, retire ------------------------------------------------
@@ -347,11 +347,8 @@ void *rs_rc_server_ctrl_main(void *arg) {
             if (pf[i].revents) ctrl_handle(s, who[i], &list);
         if (pf[0].revents & POLLIN) {
             int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-            if (fd < 0 && (errno == EMFILE || errno == ENFILE) && spare >= 0) {
-                close(spare);
-                fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-                if (fd >= 0) close(fd);
-                spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+            if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+                rs_accept_shed_one(s->listen_fd, &spare);
                 continue;
             }
             if (fd >= 0 && n - 2 >= s->o.max_clients) {
