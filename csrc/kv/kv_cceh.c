@@ -417,6 +417,26 @@ static uint64_t cceh_count(void *ix) {
     return n;
 }
 
+/* Segments are never freed and only splits (under dir_lock) add them or move pairs. */
+static int cceh_scan(void *ix, int (*fn)(void *ctx, const rs_kv_slot *s), void *ctx) {
+    cceh *c = ix;
+    int rc = 0;
+    pthread_mutex_lock(&c->dir_lock);
+    for (uint64_t i = 0; i < c->hdr->nseg && !rc; i++) {
+        cceh_seg *s = seg_at(c, i);
+        uint32_t v = __atomic_load_n(&s->ver, __ATOMIC_ACQUIRE);
+        for (unsigned b = 0; b < CCEH_BUCKETS && !rc; b++)
+            for (unsigned p = 0; p < CCEH_PAIRS && !rc; p++) {
+                cceh_pair *pr = &s->b[b][p];
+                if (__atomic_load_n(&pr->word, __ATOMIC_ACQUIRE) == RS_KV_WORD_EMPTY) continue;
+                rs_kv_slot sl = {.word = &pr->word, .keyp = &pr->key, .guard = s, .ver = v};
+                rc = fn(ctx, &sl);
+            }
+    }
+    pthread_mutex_unlock(&c->dir_lock);
+    return rc;
+}
+
 /*
  * Batch read, a segment of up to CCEH_SEG keys at a time (bursts of independent misses, as in
  * kv_pet_hash.c): hash, directory (in DRAM, small) -> segment, prefetch the segment's header line
@@ -477,6 +497,7 @@ const rs_kv_index_ops rs_kv_cceh_ops = {
     .batch_get_flat = cceh_batch_get_flat,
     .count = cceh_count,
     .clear = cceh_clear,
+    .scan = cceh_scan,
     .sync = cceh_sync,
     .close = cceh_close,
 };

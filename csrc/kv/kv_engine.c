@@ -66,7 +66,7 @@ static int make_one_dir(const char *path, const char *shown, rs_error *err) {
 }
 
 /* mkdir -p: the directory and any missing parents. */
-static int make_dir(const char *path, rs_error *err) {
+int rs_kv_make_dir(const char *path, rs_error *err) {
     char buf[4096];
     size_t n = strlen(path);
     if (n + sizeof "/cceh.values" > sizeof buf)
@@ -112,7 +112,7 @@ int rs_kv_open(const rs_kv_config *cfg, rs_kv **out, rs_error *err) {
                               "files under that directory)");
             goto fail_free;
         }
-        if ((rc = make_dir(cfg->path, err))) goto fail_free;
+        if ((rc = rs_kv_make_dir(cfg->path, err))) goto fail_free;
         snprintf(file, sizeof file, "%s/cceh.values", cfg->path);
         vpath = file;
         break;

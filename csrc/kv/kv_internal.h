@@ -180,6 +180,12 @@ typedef struct rs_kv_index_ops {
     /* Number of entries (used on reopen). */
     uint64_t (*count)(void *ix);
     int (*clear)(void *ix, rs_error *err);
+    /* Checkpoint scan: call fn(ctx, s) for every entry occupied when the scan reaches it, with
+     * s->word/keyp pointing at it and s->guard/ver as find would fill them (validate(s) says
+     * whether the entry stayed in place). Entry moves (EH/CCEH splits) wait until the scan ends,
+     * so an entry present throughout is visited exactly once. Stops at fn's first non-zero
+     * return and passes it on. */
+    int (*scan)(void *ix, int (*fn)(void *ctx, const rs_kv_slot *s), void *ctx);
     int (*sync)(void *ix, rs_error *err);
     void (*close)(void *ix);
 } rs_kv_index_ops;
@@ -289,6 +295,9 @@ typedef struct rs_kv_hit {
  * keys a writer disturbed; fills found[0..cnt) if not NULL and returns the number found. */
 size_t rs_kv_rows(const rs_kv_index_ops *ops, void *ix, const rs_kv_vs *vs, const uint64_t *kk,
                   size_t cnt, const rs_kv_hit *q, uint8_t *out, uint8_t *found);
+
+/* mkdir -p `path` (kv_engine.c); errors name the path. */
+int rs_kv_make_dir(const char *path, rs_error *err);
 
 /* ---- the engine ----------------------------------------------------------------------------- */
 
