@@ -6,6 +6,7 @@
         rows = ps.get(keys)                                    # numpy (n, value_size // 4) float32
         ps.update(keys, deltas)                                # rows += deltas
         ps.stats()                                             # one dict per shard
+        ps.save("/data/ckpt"); ps.load("/data/ckpt")           # checkpoints, on the servers
 
 A URI names the transport and one address per shard, in shard order:
 ``grpc://h:15000,h:15001``; IPv6 hosts go in brackets (``brpc://[::1]:15000``). Keys and rows
@@ -72,6 +73,13 @@ def _rows(rows, n: int, dim: int, what: str):
     return _rows(np.asarray(rows, dtype=np.float32), n, dim, what)
 
 
+def _ckpt_dir(directory) -> str:
+    d = str(directory)
+    if not d or "\0" in d or "\n" in d:
+        raise ValueError(f"checkpoint directory {directory!r} must be a non-empty path")
+    return d
+
+
 def parse_stats(reply: str) -> dict:
     """'shard=0 keys=10 index_type=X' -> {'shard': 0, 'keys': 10, 'index_type': 'X'}."""
     out = {}
@@ -125,7 +133,8 @@ class PSClient:
         self._c.update(keys, _rows(deltas, n, self.dim, "update"))
 
     def command(self, name: str, shard: int = 0) -> str:
-        """Send a COMMAND (ping, ready, stats, clear) to one shard; returns its reply text."""
+        """Send a COMMAND (ping, ready, stats, clear, save DIR, load DIR) to one shard; returns
+        its reply text."""
         return self._c.command(name, shard)
 
     def stats(self) -> list[dict]:
@@ -136,6 +145,17 @@ class PSClient:
         """Remove every key on every shard."""
         for s in range(self.num_shards):
             self._c.command("clear", s)
+
+    def save(self, directory: str) -> list[str]:
+        """Checkpoint every shard into `directory` on its server (shard_<id>.rsckpt each; see
+        docs/durability.md); serving continues meanwhile. Returns each shard's reply line."""
+        return [self._c.command(f"save {_ckpt_dir(directory)}", s) for s in range(self.num_shards)]
+
+    def load(self, directory: str) -> list[str]:
+        """Replace every shard's rows with its checkpoint in `directory` on its server. A shard
+        whose file is damaged, truncated or from another shard layout refuses (ServerError naming
+        the file and offset) and keeps its rows. Returns each shard's reply line."""
+        return [self._c.command(f"load {_ckpt_dir(directory)}", s) for s in range(self.num_shards)]
 
     def close(self) -> None:
         self._c.close()

@@ -75,6 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "cannot enforce one and refuses a non-zero value)")
     p.add_argument("--transport_options", default=None,
                    help="transport-specific options 'k=v;k=v' (e.g. RC poll_mode=adaptive)")
+    p.add_argument("--load_checkpoint", default=None, metavar="DIR",
+                   help="load each shard's rows from DIR/shard_<id>.rsckpt (saved with COMMAND "
+                   "save / PSClient.save) before serving; a damaged or mismatched file is an "
+                   "error naming it")
     p.add_argument("--log_level", default="WARNING", help="Python logging level")
     rc_options.add_server_flags(p)  # --thread_num, --poll_mode, --rdma_rc_* (rdma/shm only)
     return p
@@ -124,6 +128,7 @@ def resolve(args, cfg: PSConfig | None) -> list[dict]:
             "path": data_path, "max_body_bytes": args.max_body_bytes,
             "max_connections": args.max_connections,
             "extra": args.transport_options,
+            "load_checkpoint": args.load_checkpoint,
         })
     rc_options.apply_server(args, transport, out)
     return out

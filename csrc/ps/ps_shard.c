@@ -21,7 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "recstore/clock.h"
 #include "recstore/hash.h"
+#include "recstore/kv_checkpoint.h"
 #include "recstore/ps.h"
 
 #define RS_PS_SHARD_SLOTS  64
@@ -156,20 +158,91 @@ static void leave(counter_block *cb) {
     __atomic_sub_fetch(&cb->active, 1, __ATOMIC_RELEASE);
 }
 
-/* Called outside enter()/leave(): concurrent clears serialise on clear_lock, and no clearing
- * thread is ever counted as active, so they cannot wait for each other. */
-static int do_clear(rs_ps_shard *s, uint64_t *removed) {
+/* Exclusive section for clear and the swap of a checkpoint load: called outside enter()/leave();
+ * concurrent exclusive sections serialise on clear_lock, and no thread inside one is ever counted
+ * as active, so they cannot wait for each other. */
+static void exclusive_begin(rs_ps_shard *s) {
     pthread_mutex_lock(&s->clear_lock);
     __atomic_store_n(&s->clearing, 1, __ATOMIC_SEQ_CST);
     for (int i = 0; i < RS_PS_SHARD_SLOTS; i++) {
         while (__atomic_load_n(&s->counters[i].active, __ATOMIC_SEQ_CST) > 0)
             sched_yield();
     }
-    *removed = rs_kv_count(s->kv);
-    int rc = rs_kv_clear(s->kv);
+}
+
+static void exclusive_end(rs_ps_shard *s) {
     __atomic_store_n(&s->clearing, 0, __ATOMIC_SEQ_CST);
     pthread_mutex_unlock(&s->clear_lock);
+}
+
+static int do_clear(rs_ps_shard *s, uint64_t *removed) {
+    exclusive_begin(s);
+    *removed = rs_kv_count(s->kv);
+    int rc = rs_kv_clear(s->kv);
+    exclusive_end(s);
     return rc;
+}
+
+int rs_ps_shard_save(rs_ps_shard *s, const char *dir, char *reply, size_t cap, rs_error *err) {
+    rs_kv_ckpt_info info;
+    counter_block *cb = &s->counters[RS_PS_SHARD_SLOTS - 1];
+    enter(s, cb); /* a concurrent clear or load waits for the scan */
+    int rc = rs_kv_checkpoint_save(s->kv, dir, s->shard_id, s->num_shards, &info, err);
+    leave(cb);
+    if (rc) return rs_error_prefix(err, "shard %u: save: ", s->shard_id);
+    char file[4096];
+    rs_kv_checkpoint_path(dir, s->shard_id, file, sizeof file, NULL);
+    snprintf(reply, cap, "saved %llu rows to %s (%llu bytes, %.3f s)",
+             (unsigned long long)info.records, file, (unsigned long long)info.file_bytes,
+             info.seconds);
+    return 0;
+}
+
+/* Verify the whole checkpoint into a private DRAM engine first, so a damaged file leaves the
+ * shard as it was; then, with every request held off, clear the shard and copy the rows in. The
+ * shard keeps its own engine object (the RC transport registered its value memory). */
+int rs_ps_shard_load(rs_ps_shard *s, const char *dir, char *reply, size_t cap, rs_error *err) {
+    rs_kv_config sc = {.index_type = RS_KV_INDEX_PET_HASH,
+                       .value_size = s->value_size,
+                       .capacity = rs_kv_capacity(s->kv)};
+    rs_kv *staging = NULL;
+    rs_kv_ckpt_info info;
+    int rc = rs_kv_open(&sc, &staging, err);
+    if (rc) return rs_error_prefix(err, "shard %u: load: staging engine: ", s->shard_id);
+    if ((rc = rs_kv_checkpoint_load(dir, s->shard_id, s->num_shards, staging, &info, err))) {
+        rs_kv_close(staging);
+        return rs_error_prefix(err, "shard %u: load refused, shard unchanged: ", s->shard_id);
+    }
+    uint64_t t0 = rs_now_ns();
+    exclusive_begin(s);
+    rc = rs_kv_clear(s->kv);
+    if (rc == 0) rc = rs_kv_copy_rows(staging, s->kv, err);
+    uint64_t now_keys = rs_kv_count(s->kv);
+    exclusive_end(s);
+    rs_kv_close(staging);
+    if (rc)
+        return rs_error_prefix(err,
+                               "shard %u: load: swapping in failed with %llu of %llu rows "
+                               "in place: ",
+                               s->shard_id, (unsigned long long)now_keys,
+                               (unsigned long long)info.records);
+    char file[4096];
+    rs_kv_checkpoint_path(dir, s->shard_id, file, sizeof file, NULL);
+    snprintf(reply, cap,
+             "loaded %llu rows from %s (read and verified in %.3f s, swapped in %.3f s)",
+             (unsigned long long)now_keys, file, info.seconds, (double)(rs_now_ns() - t0) / 1e9);
+    return 0;
+}
+
+/* "save <dir>" / "load <dir>": the argument as a C string; RS_EINVAL naming the command. */
+static int command_dir(const char *c, size_t n, size_t skip, char *out, size_t cap) {
+    while (skip < n && c[skip] == ' ')
+        skip++;
+    size_t len = n - skip;
+    if (len == 0 || len >= cap || memchr(c + skip, 0, len)) return RS_EINVAL;
+    memcpy(out, c + skip, len);
+    out[len] = 0;
+    return 0;
 }
 
 static int handle_command(rs_ps_shard *s, const rs_ps_request *req, rs_ps_response *resp,
@@ -204,9 +277,23 @@ static int handle_command(rs_ps_shard *s, const rs_ps_request *req, rs_ps_respon
         int rc = do_clear(s, &removed);
         if (rc) return fail(resp, cb, RS_PS_INTERNAL, "clear failed: %s", rs_strerror(rc));
         snprintf(resp->reply, sizeof resp->reply, "cleared %llu", (unsigned long long)removed);
+    } else if ((n > 5 && (memcmp(c, "save ", 5) == 0 || memcmp(c, "load ", 5) == 0)) ||
+               IS("save") || IS("load")) {
+        char dir[4096];
+        int save = c[0] == 's';
+        rs_error err = {0};
+        if (command_dir(c, n, 4, dir, sizeof dir))
+            return fail(resp, cb, RS_PS_INVALID_PAYLOAD,
+                        "command '%s' needs a directory: '%s <dir>' (a path on the server, at "
+                        "most %zu bytes, no NUL)",
+                        save ? "save" : "load", save ? "save" : "load", sizeof dir - 1);
+        int rc = save ? rs_ps_shard_save(s, dir, resp->reply, sizeof resp->reply, &err)
+                      : rs_ps_shard_load(s, dir, resp->reply, sizeof resp->reply, &err);
+        if (rc) return fail(resp, cb, RS_PS_CHECKPOINT, "%s", err.msg);
     } else {
         return fail(resp, cb, RS_PS_INVALID_PAYLOAD,
-                    "unknown command '%.*s' (expected ping, ready, stats or clear)",
+                    "unknown command '%.*s' (expected ping, ready, stats, clear, save <dir> or "
+                    "load <dir>)",
                     (int)(n > 64 ? 64 : n), c);
     }
 #undef IS
