@@ -12,6 +12,12 @@
  * every request marks itself active in its own block and checks the `clearing` flag; clear sets
  * the flag and waits until no block is active. Keys and deltas may be unaligned views into a
  * network buffer: they are copied to aligned scratch before reaching the engine.
+ *
+ * Checkpoints: "save <dir>" / "load <dir>" run on a job thread of the shard (one at a time), so
+ * the transport thread that received the command goes back to serving; "checkpoint_status" tells
+ * how the job ended. A save scans the engine while requests continue (every scanned request-side
+ * invariant holds: it is marked active like a request). A load verifies the file into a private
+ * engine, then takes the same exclusive section as clear to replace the rows.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -40,7 +46,17 @@ struct rs_ps_shard {
     uint32_t shard_id, num_shards, value_size, max_keys;
     uint32_t clearing; /* atomic flag */
     pthread_mutex_t clear_lock;
+    /* the background checkpoint job ("save <dir>" / "load <dir>"): one at a time per shard;
+     * job_lock guards every job_* field, the thread only runs rs_ps_shard_save/load */
+    pthread_mutex_t job_lock;
+    pthread_t job_thread;
+    int job_joinable, job_save;
+    uint32_t job_state; /* JOB_* */
+    char job_dir[4096];
+    char job_reply[1024];
 };
+
+enum { JOB_IDLE = 0, JOB_RUNNING = 1, JOB_DONE = 2, JOB_FAILED = 3 };
 
 int rs_ps_shard_open(const rs_ps_shard_config *cfg, rs_ps_shard **out, rs_error *err) {
     int rc;
@@ -66,6 +82,11 @@ int rs_ps_shard_open(const rs_ps_shard_config *cfg, rs_ps_shard **out, rs_error 
         rc = rs_error_errno(err, RS_ENOMEM, rc, "shard mutex");
         goto fail_free;
     }
+    if ((rc = pthread_mutex_init(&s->job_lock, NULL))) {
+        pthread_mutex_destroy(&s->clear_lock);
+        rc = rs_error_errno(err, RS_ENOMEM, rc, "shard mutex");
+        goto fail_free;
+    }
     if ((rc = rs_kv_open(&cfg->kv, &s->kv, err))) {
         rs_error_prefix(err, "shard %u", cfg->shard_id);
         goto fail_mutex;
@@ -73,6 +94,7 @@ int rs_ps_shard_open(const rs_ps_shard_config *cfg, rs_ps_shard **out, rs_error 
     *out = s;
     return 0;
 fail_mutex:
+    pthread_mutex_destroy(&s->job_lock);
     pthread_mutex_destroy(&s->clear_lock);
 fail_free:
     free(s);
@@ -81,7 +103,9 @@ fail_free:
 
 void rs_ps_shard_close(rs_ps_shard *s) {
     if (!s) return;
+    if (s->job_joinable) pthread_join(s->job_thread, NULL); /* a checkpoint finishes first */
     rs_kv_close(s->kv);
+    pthread_mutex_destroy(&s->job_lock);
     pthread_mutex_destroy(&s->clear_lock);
     free(s);
 }
@@ -245,6 +269,61 @@ static int command_dir(const char *c, size_t n, size_t skip, char *out, size_t c
     return 0;
 }
 
+static void *job_main(void *arg) {
+    rs_ps_shard *s = arg;
+    char reply[1024];
+    rs_error err = {0};
+    int rc = s->job_save ? rs_ps_shard_save(s, s->job_dir, reply, sizeof reply, &err)
+                         : rs_ps_shard_load(s, s->job_dir, reply, sizeof reply, &err);
+    pthread_mutex_lock(&s->job_lock);
+    snprintf(s->job_reply, sizeof s->job_reply, "%s", rc ? err.msg : reply);
+    __atomic_store_n(&s->job_state, rc ? JOB_FAILED : JOB_DONE, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&s->job_lock);
+    return NULL;
+}
+
+/* Start a checkpoint job on its own thread, so that no transport thread is held for its length
+ * (a GET of another connection of the same transport thread would wait otherwise). */
+static int job_start(rs_ps_shard *s, int save, const char *dir, char *reply, size_t cap) {
+    pthread_mutex_lock(&s->job_lock);
+    if (s->job_state == JOB_RUNNING) {
+        snprintf(reply, cap, "a checkpoint %s of %s is already running on shard %u",
+                 s->job_save ? "save" : "load", s->job_dir, s->shard_id);
+        pthread_mutex_unlock(&s->job_lock);
+        return RS_EBUSY;
+    }
+    if (s->job_joinable) pthread_join(s->job_thread, NULL);
+    s->job_joinable = 0;
+    s->job_save = save;
+    snprintf(s->job_dir, sizeof s->job_dir, "%s", dir);
+    s->job_reply[0] = 0;
+    s->job_state = JOB_RUNNING;
+    int rc = pthread_create(&s->job_thread, NULL, job_main, s);
+    if (rc) {
+        s->job_state = JOB_IDLE;
+        snprintf(reply, cap, "cannot start the checkpoint thread: %s", strerror(rc));
+    } else {
+        s->job_joinable = 1;
+        snprintf(reply, cap, "started %s %s", save ? "save" : "load", dir);
+    }
+    pthread_mutex_unlock(&s->job_lock);
+    return rc ? RS_ENOMEM : 0;
+}
+
+/* "checkpoint_status": idle | running: save DIR | done: <reply> | failed: <error>. */
+static void job_status(rs_ps_shard *s, char *reply, size_t cap) {
+    pthread_mutex_lock(&s->job_lock);
+    switch (s->job_state) {
+    case JOB_RUNNING:
+        snprintf(reply, cap, "running: %s %s", s->job_save ? "save" : "load", s->job_dir);
+        break;
+    case JOB_DONE: snprintf(reply, cap, "done: %s", s->job_reply); break;
+    case JOB_FAILED: snprintf(reply, cap, "failed: %s", s->job_reply); break;
+    default: snprintf(reply, cap, "idle"); break;
+    }
+    pthread_mutex_unlock(&s->job_lock);
+}
+
 static int handle_command(rs_ps_shard *s, const rs_ps_request *req, rs_ps_response *resp,
                           counter_block *cb) {
     const char *c = req->command ? req->command : "";
@@ -281,19 +360,19 @@ static int handle_command(rs_ps_shard *s, const rs_ps_request *req, rs_ps_respon
                IS("save") || IS("load")) {
         char dir[4096];
         int save = c[0] == 's';
-        rs_error err = {0};
         if (command_dir(c, n, 4, dir, sizeof dir))
             return fail(resp, cb, RS_PS_INVALID_PAYLOAD,
                         "command '%s' needs a directory: '%s <dir>' (a path on the server, at "
                         "most %zu bytes, no NUL)",
                         save ? "save" : "load", save ? "save" : "load", sizeof dir - 1);
-        int rc = save ? rs_ps_shard_save(s, dir, resp->reply, sizeof resp->reply, &err)
-                      : rs_ps_shard_load(s, dir, resp->reply, sizeof resp->reply, &err);
-        if (rc) return fail(resp, cb, RS_PS_CHECKPOINT, "%s", err.msg);
+        if (job_start(s, save, dir, resp->reply, sizeof resp->reply))
+            return fail(resp, cb, RS_PS_CHECKPOINT, "%s", resp->reply);
+    } else if (IS("checkpoint_status")) {
+        job_status(s, resp->reply, sizeof resp->reply);
     } else {
         return fail(resp, cb, RS_PS_INVALID_PAYLOAD,
-                    "unknown command '%.*s' (expected ping, ready, stats, clear, save <dir> or "
-                    "load <dir>)",
+                    "unknown command '%.*s' (expected ping, ready, stats, clear, save <dir>, "
+                    "load <dir> or checkpoint_status)",
                     (int)(n > 64 ? 64 : n), c);
     }
 #undef IS

@@ -6,7 +6,9 @@
  *   GET     keys -> rows (a missing key reads as a zero row)
  *   PUT     keys + rows
  *   UPDATE  keys + float32 deltas, added element-wise (missing key: zero row + delta)
- *   COMMAND "ping" | "ready" | "stats" | "clear" | "save <dir>" | "load <dir>" -> reply text
+ *   COMMAND "ping" | "ready" | "stats" | "clear" -> reply text
+ *           "save <dir>" | "load <dir>" start a checkpoint job on its own thread ("started ...");
+ *           "checkpoint_status" -> "idle" | "running: ..." | "done: <summary>" | "failed: <error>"
  * Sharding: shard = rs_shard_of(key, num_shards) (recstore/hash.h), decided by the client; a
  * server rejects keys that are not its shard's with RS_PS_WRONG_SHARD.
  *
@@ -136,8 +138,9 @@ int rs_ps_shard_handle(rs_ps_shard *s, const rs_ps_request *req, rs_ps_response 
 
 void rs_ps_shard_get_stats(const rs_ps_shard *s, rs_ps_shard_stats *out);
 
-/* Checkpoints (COMMAND "save <dir>" / "load <dir>", ps_server --load_checkpoint): the shard's rows
- * to / from <dir>/shard_<id>.rsckpt (recstore/kv_checkpoint.h). Save runs while requests continue.
+/* Checkpoints, synchronous (the COMMAND job thread and ps_server --load_checkpoint call these):
+ * the shard's rows to / from <dir>/shard_<id>.rsckpt (recstore/kv_checkpoint.h). Save runs while
+ * requests continue.
  * Load reads and verifies the whole file into a private engine first (a damaged or mismatched
  * file is refused, the shard unchanged), then holds requests off while it replaces the shard's
  * rows. reply (cap bytes) gets a one-line summary. */

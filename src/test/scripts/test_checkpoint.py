@@ -72,7 +72,7 @@ class CheckpointTransports(unittest.TestCase):
                 f.write(bytes([b[0] ^ 0xFF]))
             ps.put(keys[:10], rows_for(keys[:10], 5.0))
             with self.assertRaises(errors.ServerError) as cm:
-                ps.command(f"load {ck}", 1)
+                ps.load(ck, shards=[1])
             msg = str(cm.exception)
             self.assertIn("shard_1.rsckpt", msg)
             self.assertIn("offset 4096", msg)
@@ -85,8 +85,9 @@ class CheckpointTransports(unittest.TestCase):
                 ps.command("load", 0)
             self.assertIn("needs a directory", str(cm.exception))
             with self.assertRaises(errors.ServerError) as cm:
-                ps.command(f"load {self.tmp}/nonexistent", 0)
+                ps.load(f"{self.tmp}/nonexistent", shards=[0])
             self.assertIn("shard_0.rsckpt", str(cm.exception))
+            self.assertEqual(ps.command("checkpoint_status", 0)[:8], "failed: ")
 
     def test_brpc(self):
         self._round_trip("brpc")
