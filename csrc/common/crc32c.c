@@ -25,10 +25,10 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int have_sse42;
 static int force_table;
 
-/* Multiply crc by x^(8 * nbytes) modulo POLY: run the bitwise CRC over nbytes zero bytes. */
+/* Multiply crc by x^(8 * nbytes) modulo POLY: run the CRC register over nbytes zero bytes. */
 static uint32_t shift_zeros(uint32_t crc, size_t nbytes) {
-    for (size_t i = 0; i < nbytes * 8; i++)
-        crc = (crc >> 1) ^ (POLY & (0u - (crc & 1)));
+    for (size_t i = 0; i < nbytes; i++)
+        crc = (crc >> 8) ^ table[0][crc & 0xff];
     return crc;
 }
 
@@ -42,10 +42,18 @@ static void init_tables(void) {
     for (uint32_t i = 0; i < 256; i++)
         for (int t = 1; t < 8; t++)
             table[t][i] = (table[t - 1][i] >> 8) ^ table[0][table[t - 1][i] & 0xff];
-    /* the shift is linear in crc bits, so it is the xor of its images of each byte position */
+    /* the shift is linear in the crc bits: shift each of the 32 bits once, then every table
+     * entry is the xor of the images of its bits */
+    uint32_t bit_image[32];
+    for (int k = 0; k < 32; k++)
+        bit_image[k] = shift_zeros(1u << k, RS_CRC_LANE);
     for (int b = 0; b < 4; b++)
-        for (uint32_t i = 0; i < 256; i++)
-            lane_shift[b][i] = shift_zeros(i << (8 * b), RS_CRC_LANE);
+        for (uint32_t i = 0; i < 256; i++) {
+            uint32_t v = 0;
+            for (int k = 0; k < 8; k++)
+                if (i >> k & 1) v ^= bit_image[8 * b + k];
+            lane_shift[b][i] = v;
+        }
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     __builtin_cpu_init();
     have_sse42 = __builtin_cpu_supports("sse4.2");

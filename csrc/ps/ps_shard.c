@@ -15,9 +15,9 @@
  *
  * Checkpoints: "save <dir>" / "load <dir>" run on a job thread of the shard (one at a time), so
  * the transport thread that received the command goes back to serving; "checkpoint_status" tells
- * how the job ended. A save scans the engine while requests continue (every scanned request-side
- * invariant holds: it is marked active like a request). A load verifies the file into a private
- * engine, then takes the same exclusive section as clear to replace the rows.
+ * how the job ended. A save scans the engine while requests continue (it is marked active like a
+ * request, so clear waits for it). A load verifies the whole file, then takes the same exclusive
+ * section as clear to replace the rows.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -222,39 +222,35 @@ int rs_ps_shard_save(rs_ps_shard *s, const char *dir, char *reply, size_t cap, r
     return 0;
 }
 
-/* Verify the whole checkpoint into a private DRAM engine first, so a damaged file leaves the
- * shard as it was; then, with every request held off, clear the shard and copy the rows in. The
- * shard keeps its own engine object (the RC transport registered its value memory). */
+/* Verify the whole file first, so that a damaged, truncated or mismatched checkpoint is refused
+ * with the shard as it was; then, with every request held off, clear the shard and load the file
+ * again into it (from the page cache, normally), checking every block once more. A second pass
+ * instead of a private staging engine: no second copy of the shard in memory, and the shard keeps
+ * its own engine object (the RC transport registered its value memory). Only a file changed or
+ * unreadable between the two passes can leave the shard partly loaded; the error says so. */
 int rs_ps_shard_load(rs_ps_shard *s, const char *dir, char *reply, size_t cap, rs_error *err) {
-    rs_kv_config sc = {.index_type = RS_KV_INDEX_PET_HASH,
-                       .value_size = s->value_size,
-                       .capacity = rs_kv_capacity(s->kv)};
-    rs_kv *staging = NULL;
-    rs_kv_ckpt_info info;
-    int rc = rs_kv_open(&sc, &staging, err);
-    if (rc) return rs_error_prefix(err, "shard %u: load: staging engine: ", s->shard_id);
-    if ((rc = rs_kv_checkpoint_load(dir, s->shard_id, s->num_shards, staging, &info, err))) {
-        rs_kv_close(staging);
-        return rs_error_prefix(err, "shard %u: load refused, shard unchanged: ", s->shard_id);
-    }
+    rs_kv_ckpt_info vi, li;
+    int rc = rs_kv_checkpoint_verify(dir, s->shard_id, s->num_shards, s->value_size,
+                                     rs_kv_capacity(s->kv), &vi, err);
+    if (rc) return rs_error_prefix(err, "shard %u: load refused, shard unchanged: ", s->shard_id);
     uint64_t t0 = rs_now_ns();
     exclusive_begin(s);
     rc = rs_kv_clear(s->kv);
-    if (rc == 0) rc = rs_kv_copy_rows(staging, s->kv, err);
+    if (rc == 0) rc = rs_kv_checkpoint_load(dir, s->shard_id, s->num_shards, s->kv, &li, err);
     uint64_t now_keys = rs_kv_count(s->kv);
     exclusive_end(s);
-    rs_kv_close(staging);
     if (rc)
         return rs_error_prefix(err,
-                               "shard %u: load: swapping in failed with %llu of %llu rows "
-                               "in place: ",
+                               "shard %u: load: the file verified, then failed while loading "
+                               "(changed or unreadable since?); the shard holds %llu of its %llu "
+                               "rows: ",
                                s->shard_id, (unsigned long long)now_keys,
-                               (unsigned long long)info.records);
+                               (unsigned long long)vi.records);
     char file[4096];
     rs_kv_checkpoint_path(dir, s->shard_id, file, sizeof file, NULL);
     snprintf(reply, cap,
              "loaded %llu rows from %s (read and verified in %.3f s, swapped in %.3f s)",
-             (unsigned long long)now_keys, file, info.seconds, (double)(rs_now_ns() - t0) / 1e9);
+             (unsigned long long)now_keys, file, vi.seconds, (double)(rs_now_ns() - t0) / 1e9);
     return 0;
 }
 

@@ -2,7 +2,8 @@
  * test_kv_checkpoint.c — checkpoints (kv_checkpoint.c) of all three index types: round trip over
  * many blocks (keys, rows and count back exactly, a load into another index type), damage refused
  * with the file and offset named (a byte flipped in the header, a block header, a payload and the
- * trailer; truncation at many lengths), the wrong value size, shard id, shard count and a newer
+ * trailer; truncation at many lengths; verify and load report the same), too many rows for the
+ * capacity, the wrong value size, shard id, shard count and a newer
  * format version refused by name, the atomic rename (no temporary file left, an old checkpoint
  * replaced whole), and a save taken while writer threads rewrite rows and insert new keys (EH/CCEH
  * splits during the scan): every saved row is whole, every key that existed throughout is there.
@@ -136,9 +137,11 @@ static void ck_flip(const char *file, uint64_t off) {
  * untouched is the shard's business (it loads into a fresh engine). */
 static void ck_expect_fail(ckdirs *d, uint32_t shard, uint32_t nsh, uint32_t vs, int code,
                            const char *w1, const char *w2) {
-    rs_error err = {0};
+    rs_error err = {0}, verr = {0};
     rs_kv *to = kvt_open(RS_KV_INDEX_PET_HASH, vs, 10000, NULL);
+    RS_CHECK_EQ(rs_kv_checkpoint_verify(d->ck, shard, nsh, vs, 10000, NULL, &verr), code);
     int rc = rs_kv_checkpoint_load(d->ck, shard, nsh, to, NULL, &err);
+    RS_CHECK(strcmp(err.msg, verr.msg) == 0);
     RS_CHECK_EQ(rc, code);
     RS_CHECK(strstr(err.msg, "shard_") != NULL && strstr(err.msg, ".rsckpt") != NULL);
     if (w1) RS_CHECK(strstr(err.msg, w1) != NULL);
@@ -214,6 +217,8 @@ static void test_refused_by_name(void) {
     RS_CHECK_EQ(rs_kv_checkpoint_read_header(file, &hi, &err), 0);
     RS_CHECK_EQ(hi.shard_id, 0);
     RS_CHECK_EQ(hi.records, 3000);
+    RS_CHECK_EQ(rs_kv_checkpoint_verify(d.ck, 0, 1, 512, 2999, NULL, &err), RS_EFULL);
+    RS_CHECK(strstr(err.msg, "3000 rows do not fit a capacity of 2999") != NULL);
     /* a missing checkpoint is RS_ENOTFOUND naming the file */
     ck_expect_fail(&d, 2, 4, 512, RS_ENOTFOUND, "shard_2.rsckpt", NULL);
     /* a newer format version is named before anything else is trusted */

@@ -60,15 +60,19 @@ int rs_kv_checkpoint_save(rs_kv *kv, const char *dir, uint32_t shard_id, uint32_
 /* Read only the header of the checkpoint file `file`, checking magic, version and checksum. */
 int rs_kv_checkpoint_read_header(const char *file, rs_kv_ckpt_info *info, rs_error *err);
 
-/* Load shard shard_id of num_shards from dir into `into` (an engine the caller owns, normally
- * fresh and empty; its value_size must be the checkpoint's). Every block checksum is verified
- * as it is read; on any error the rows inserted so far stay in `into`, so load into an engine
- * nobody else uses and discard it on failure (rs_ps_shard does that, then swaps). */
+/* Read and check all of shard shard_id's checkpoint in dir (magic, version, header, every block
+ * checksum, trailer, counts; value_size, shard id, shard count and hash method against the given
+ * ones; records <= capacity) without inserting anything. */
+int rs_kv_checkpoint_verify(const char *dir, uint32_t shard_id, uint32_t num_shards,
+                            uint32_t value_size, uint64_t capacity, rs_kv_ckpt_info *info,
+                            rs_error *err);
+
+/* Load shard shard_id of num_shards from dir into `into` (its value_size must be the
+ * checkpoint's). Every block is checked before its rows are inserted; on an error the rows of the
+ * blocks before stay in `into`. rs_ps_shard therefore verifies the whole file first, then loads
+ * with requests held off (docs/durability.md). */
 int rs_kv_checkpoint_load(const char *dir, uint32_t shard_id, uint32_t num_shards, rs_kv *into,
                           rs_kv_ckpt_info *info, rs_error *err);
-
-/* Insert every row of `from` into `to` (same value_size); used to swap a verified load in. */
-int rs_kv_copy_rows(rs_kv *from, rs_kv *to, rs_error *err);
 
 #ifdef __cplusplus
 }
