@@ -138,7 +138,7 @@ class GetSampler(threading.Thread):
         self.done_ns: list[int] = []
         self.lat_ns: list[int] = []
         self.stop_flag = threading.Event()
-        self.error: BaseException | None = None
+        self.error: Exception | None = None
 
     def run(self):
         rng = np.random.default_rng(7)
@@ -150,7 +150,7 @@ class GetSampler(threading.Thread):
                 t1 = time.perf_counter_ns()
                 self.done_ns.append(t1)
                 self.lat_ns.append(t1 - t0)
-        except BaseException as e:  # reported by the caller
+        except recbench.errors.RecbenchError as e:  # reported by the caller
             self.error = e
         finally:
             self.client.close()
@@ -197,8 +197,9 @@ def fill(uri: str, records: int, value_size: int, batch: int = 500) -> None:
 def run(records: int = 1_000_000, value_size: int = 512, repeats: int = 3,
         directory: str | None = None, num_threads: int = 2, settle_s: float = 1.0) -> Result:
     base = tempfile.mkdtemp(prefix="rs_ckpt_bench_", dir=directory)
-    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo")
-                if ln.startswith("model name")), "unknown")
+    with open("/proc/cpuinfo") as f:
+        cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")),
+                   "unknown")
     res = Result(records, value_size, base, cpu)
     srv = LineProcess([sys.executable, "-m", "recbench.ps_server", "--transport", "brpc",
                        "--host", "127.0.0.1", "--port", "0", "--value_size", str(value_size),
@@ -271,15 +272,16 @@ def summary(res: Result) -> dict:
 
 
 def format_summary(s: dict) -> str:
+    mb = s["file_bytes"] / 1e6
     lines = [
-        f"checkpoint of {s['records']} x {s['value_size']} B rows ({s['file_bytes'] / 1e6:.1f} MB),"
-        f" medians of {s['repeats']} repeats, CPU {s['cpu']}",
-        f"  dd write (fdatasync) {s['dd_write_mb_s']:.0f} MB/s; dd read direct "
-        f"{s['dd_read_direct_mb_s']:.0f} MB/s, buffered cold {s['dd_read_buffered_mb_s']:.0f} MB/s",
-        f"  save {s['save_s']:.2f} s = {s['save_mb_s']:.0f} MB/s = "
-        f"{100 * s['save_vs_dd_write']:.0f} % of dd write",
-        f"  load {s['load_s']:.2f} s (swap {s['load_swap_s']:.2f} s) = {s['load_mb_s']:.0f} MB/s "
-        f"= {100 * s['load_vs_dd_read']:.0f} % of the faster dd read",
+        (f"checkpoint of {s['records']} x {s['value_size']} B rows ({mb:.1f} MB), "
+         f"medians of {s['repeats']} repeats, CPU {s['cpu']}"),
+        (f"  dd write (fdatasync) {s['dd_write_mb_s']:.0f} MB/s; dd read direct "
+         f"{s['dd_read_direct_mb_s']:.0f} MB/s, buffered cold {s['dd_read_buffered_mb_s']:.0f} MB/s"),
+        (f"  save {s['save_s']:.2f} s = {s['save_mb_s']:.0f} MB/s = "
+         f"{100 * s['save_vs_dd_write']:.0f} % of dd write"),
+        (f"  load {s['load_s']:.2f} s (swap {s['load_swap_s']:.2f} s) = {s['load_mb_s']:.0f} MB/s "
+         f"= {100 * s['load_vs_dd_read']:.0f} % of the faster dd read"),
     ]
     for phase, name in (("save_get", "during save"), ("load_get", "during load")):
         lines.append(
