@@ -148,6 +148,11 @@ class PSClient:
         for s in range(self.num_shards):
             self._c.command("clear", s)
 
+    def verify(self) -> list[str]:
+        """Every shard's full consistency check of its engine (writers wait meanwhile); one
+        'ok ...' line per shard, or ServerError naming the first problem."""
+        return [self._c.command("verify", s) for s in range(self.num_shards)]
+
     def save(self, directory: str, timeout_s: float = 600.0,
              shards: list[int] | None = None) -> list[str]:
         """Checkpoint every shard into `directory` on its server (shard_<id>.rsckpt each; see

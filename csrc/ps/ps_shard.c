@@ -365,10 +365,18 @@ static int handle_command(rs_ps_shard *s, const rs_ps_request *req, rs_ps_respon
             return fail(resp, cb, RS_PS_CHECKPOINT, "%s", resp->reply);
     } else if (IS("checkpoint_status")) {
         job_status(s, resp->reply, sizeof resp->reply);
+    } else if (IS("verify")) { /* the full consistency check needs writers held off */
+        rs_error err = {0};
+        exclusive_begin(s);
+        int rc = rs_kv_verify(s->kv, resp->reply, sizeof resp->reply, &err);
+        exclusive_end(s);
+        if (rc)
+            return fail(resp, cb, RS_PS_INTERNAL, "shard %u: verify failed: %s", s->shard_id,
+                        err.msg);
     } else {
         return fail(resp, cb, RS_PS_INVALID_PAYLOAD,
-                    "unknown command '%.*s' (expected ping, ready, stats, clear, save <dir>, "
-                    "load <dir> or checkpoint_status)",
+                    "unknown command '%.*s' (expected ping, ready, stats, clear, verify, save "
+                    "<dir>, load <dir> or checkpoint_status)",
                     (int)(n > 64 ? 64 : n), c);
     }
 #undef IS

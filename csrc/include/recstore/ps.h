@@ -7,6 +7,7 @@
  *   PUT     keys + rows
  *   UPDATE  keys + float32 deltas, added element-wise (missing key: zero row + delta)
  *   COMMAND "ping" | "ready" | "stats" | "clear" -> reply text
+ *           "verify" -> the engine's full consistency check (rs_kv_verify), writers held off
  *           "save <dir>" | "load <dir>" start a checkpoint job on its own thread ("started ...");
  *           "checkpoint_status" -> "idle" | "running: ..." | "done: <summary>" | "failed: <error>"
  * Sharding: shard = rs_shard_of(key, num_shards) (recstore/hash.h), decided by the client; a
