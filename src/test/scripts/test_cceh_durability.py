@@ -17,10 +17,10 @@ import threading
 import unittest
 
 import numpy as np
+from ps_testlib import PSServerProcess, python_env
 
 import recbench
 from recbench import errors
-from ps_testlib import PSServerProcess, python_env
 
 VS = 256
 DIM = VS // 4
