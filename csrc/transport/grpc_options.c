@@ -43,7 +43,6 @@
 #define RS_GRPC_DEFAULT_CALLS_PER_METHOD 16
 #define RS_GRPC_DEFAULT_REPLY_TIMEOUT_MS 30000
 #define RS_GRPC_DEFAULT_MAX_FRAME        16384u
-#define RS_GRPC_DEFAULT_MAX_REPLY        2147483647u
 #define RS_GRPC_MALLOC_THRESHOLD         (64 << 20)
 
 typedef struct parse_ctx {
@@ -72,7 +71,7 @@ static int apply_option(void *ctx, const char *kv, const char *val, rs_error *er
     if (strcmp(kv, "max_frame_size") == 0)
         return parse_uint(c, kv, val, 16384, 16777215, &out->max_frame_size, err);
     if (!c->server && strcmp(kv, "max_reply_bytes") == 0)
-        return parse_uint(c, kv, val, 4096, 2147483647ul, &out->max_reply_bytes, err);
+        return parse_uint(c, kv, val, 4096, RS_PS_MAX_REPLY_BYTES, &out->max_reply_bytes, err);
     if (strcmp(kv, "malloc_tuning") == 0)
         return parse_uint(c, kv, val, 0, 1, &out->malloc_tuning, err);
     if (strcmp(kv, "poll_strategy") == 0) {
@@ -94,7 +93,7 @@ int rs_grpc_options_parse(const char *extra, int server, rs_grpc_options *out, r
     out->calls_per_method = RS_GRPC_DEFAULT_CALLS_PER_METHOD;
     out->reply_timeout_ms = RS_GRPC_DEFAULT_REPLY_TIMEOUT_MS;
     out->max_frame_size = RS_GRPC_DEFAULT_MAX_FRAME;
-    out->max_reply_bytes = RS_GRPC_DEFAULT_MAX_REPLY;
+    out->max_reply_bytes = RS_PS_MAX_REPLY_BYTES;
     out->malloc_tuning = 1;
     out->poll_strategy[0] = '\0';
     parse_ctx c = {server, server ? "server" : "client", out};
