@@ -13,6 +13,7 @@
 #include <strings.h>
 
 #include "recstore/rc.h"
+#include "recstore/transport.h"
 #include "transport/transport_options.h"
 
 void rs_rc_options_default(rs_rc_options *o) {
@@ -24,7 +25,7 @@ void rs_rc_options_default(rs_rc_options *o) {
     o->inline_bytes = 64;
     o->wait_timeout_ms = 60000;
     o->ctrl_timeout_ms = 30000;
-    o->max_clients = 1024;
+    o->max_clients = RS_PS_DEFAULT_MAX_CONNECTIONS;
     o->bind_core_offset = -1;
     o->bind_core_stride = 1;
     o->numa_node = -1;
