@@ -22,6 +22,8 @@
 #include "recstore/rc.h"
 
 #define META_REC 128u
+/* how long a client-side send waits for a server that does not read before giving up */
+#define CTRL_SEND_TIMEOUT_NS (30ull * 1000000000ull)
 
 static void put32(uint8_t *p, uint32_t v) {
     memcpy(p, &v, 4);
@@ -213,7 +215,7 @@ static int send_all(int fd, const uint8_t *p, size_t n, rs_error *err) {
                 if (fl >= 0 && !(fl & O_NONBLOCK))
                     return rs_error_set(err, RS_ETIMEDOUT,
                                         "control plane send: peer does not read");
-                if (wait_fd(fd, POLLOUT, rs_now_ns() + 30000000000ull) == 0) continue;
+                if (wait_fd(fd, POLLOUT, rs_now_ns() + CTRL_SEND_TIMEOUT_NS) == 0) continue;
                 return rs_error_set(err, RS_ETIMEDOUT, "control plane send: peer does not read");
             }
             return rs_error_errno(err, RS_ECONN, errno, "control plane send");

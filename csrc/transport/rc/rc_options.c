@@ -113,12 +113,12 @@ static int apply(rs_rc_options *o, const char *k, const char *v, rs_error *err) 
     U32("request_slot_bytes", request_slot_bytes, 4096, 1u << 30);
     U32("response_slot_bytes", response_slot_bytes, 4096, 1u << 30);
     U32("inline_bytes", inline_bytes, 0, 1024);
-    U32("wait_timeout_ms", wait_timeout_ms, 1, 3600000);
+    U32("wait_timeout_ms", wait_timeout_ms, 1, RS_TRANSPORT_OPTION_MAX_MS);
     U32("wait_spin_iterations", wait_spin_iterations, 0, 1u << 30);
-    U32("profile_interval_ms", profile_interval_ms, 0, 3600000);
+    U32("profile_interval_ms", profile_interval_ms, 0, RS_TRANSPORT_OPTION_MAX_MS);
     U32("server_get_workers", get_workers, 0, 64);
     U32("max_keys_per_request", max_keys, 0, 1u << 24);
-    U32("control_plane_timeout_ms", ctrl_timeout_ms, 1, 3600000);
+    U32("control_plane_timeout_ms", ctrl_timeout_ms, 1, RS_TRANSPORT_OPTION_MAX_MS);
 #undef U32
     if (!strcmp(k, "bind_core_offset")) return parse_int(k, v, -1, 4096, &o->bind_core_offset, err);
     if (!strcmp(k, "bind_core_stride")) return parse_int(k, v, 1, 4096, &o->bind_core_stride, err);
