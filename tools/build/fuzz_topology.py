@@ -1,4 +1,4 @@
-"""Fuzz the PS runner's plan strings (recbench.topology): --server-plan, --client-plan, the simple
+"""Fuzz the PS runner's plan strings (recbench.runner.topology): --server-plan, --client-plan, the simple
 --server-shard-ips / --client-ips lists, --transports and --rdma-fabric-plan.
 
 The property: any text either parses into a consistent topology (unique indices, shards and
@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from recbench import topology
+from recbench.runner import topology
 
 # messages about a whole list rather than one entry
 GLOBAL_PHRASES = ("--server-shard-ips is empty", "--client-ips is empty", "no transport given",

@@ -12,9 +12,10 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from recbench import ps_runner, results, topology
-from recbench import runner_config as ps_config
-from recbench.execution import (
+from recbench.runner import cli as runner_cli
+from recbench.runner import config as ps_config
+from recbench.runner import results, topology
+from recbench.runner.execution import (
     Host,
     Ssh,
     build_remote_exec_cmd,
@@ -28,13 +29,13 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def parse(*argv):
-    return ps_runner.parse_args(list(argv))
+    return runner_cli.parse_args(list(argv))
 
 
 def parse_error(*argv):
     err = io.StringIO()
     with contextlib.redirect_stderr(err), unittest.TestCase().assertRaises(SystemExit):
-        ps_runner.parse_args(list(argv))
+        runner_cli.parse_args(list(argv))
     return err.getvalue()
 
 
@@ -431,28 +432,28 @@ class TestArgs(unittest.TestCase):
         answers = iter(["grpc,brpc", "10.0.0.2", "10.0.0.1,10.0.0.1", "2", "", "", "5000", "256",
                         "32", "4", "3", "2", "ssh", "/tmp/out"])
         out = io.StringIO()
-        ps_runner.apply_interactive_prompts(args, lambda: next(answers), out)
+        runner_cli.apply_interactive_prompts(args, lambda: next(answers), out)
         self.assertEqual((args.transports, args.client_ips, args.server_shard_ips,
                           args.client_processes_per_ip, args.record_count, args.value_size,
                           args.batch_keys, args.client_threads_per_process, args.runtime_seconds,
                           args.repeat, args.execution_backend, args.output_dir),
                          ("grpc,brpc", "10.0.0.2", "10.0.0.1,10.0.0.1", 2, 5000, 256, 32, 4, 3.0,
                           2, "ssh", "/tmp/out"))
-        self.assertEqual(len(ps_runner.INTERACTIVE_PROMPTS), 14)
+        self.assertEqual(len(runner_cli.INTERACTIVE_PROMPTS), 14)
         self.assertIn("Record count", out.getvalue())
         bad = iter(["", "", "", "many"])
         with self.assertRaisesRegex(ValueError, "'many'"):
-            ps_runner.apply_interactive_prompts(parse("--transports", "grpc"), lambda: next(bad), out)
+            runner_cli.apply_interactive_prompts(parse("--transports", "grpc"), lambda: next(bad), out)
 
     def test_help_mentions_remote_and_topology_args(self):
-        text = ps_runner.build_parser().format_help()
+        text = runner_cli.build_parser().format_help()
         for flag in ("--server-plan", "--client-plan", "--server-shard-ips", "--client-ips",
                      "--remote-sync", "--remote-repo", "--remote-container", "--execution-backend",
                      "--prefetch-depth", "--rdma-rc-fake-get-mode", "--rdma-rc-skip-client-copy",
                      "--rdma-get-response-mode", "--profile", "--interactive", "--ssh-config",
                      "--ssh-option", "--allow-debug-build", "--rdma-control-plane-port"):
             self.assertIn(flag, text)
-        for retired in ps_runner.RETIRED_FLAGS:
+        for retired in runner_cli.RETIRED_FLAGS:
             self.assertNotIn(retired + " ", text)
             self.assertNotIn(retired + "\n", text)
         self.assertNotIn("use-local-memcached", text)
@@ -653,7 +654,7 @@ class TestRemoteCommands(unittest.TestCase):
 
 class TestReport(unittest.TestCase):
     def test_summary_md_layout(self):
-        from recbench import report_md
+        from recbench.runner import report
 
         args = parse("--transports", "grpc,rdma", "--prefetch-depth", "4",
                      "--rdma-rc-qps-per-client-per-shard", "4")
@@ -665,10 +666,10 @@ class TestReport(unittest.TestCase):
                          message="no RDMA verbs device on local: x"))
         totals = [{"transport": "GRPC", "repeat_index": "mean", "phase": "run",
                    "key_ops_per_sec": 2.5e6, "row_kind": "fair"}]
-        text = report_md.render("abc123", "myhost", args, rows, totals, [], {}, "/out")
+        text = report.render("abc123", "myhost", args, rows, totals, [], {}, "/out")
         lines = text.splitlines()
         self.assertEqual(lines[:3], ["abc123", "myhost", ""])
-        positions = [text.index(f"## {s}") for s in report_md.SECTIONS]
+        positions = [text.index(f"## {s}") for s in report.SECTIONS]
         self.assertEqual(positions, sorted(positions))
         self.assertIn("| GRPC | 0 | run | 0 | 2.500 |", text)
         self.assertIn("no RDMA verbs device", text)
@@ -681,7 +682,7 @@ if __name__ == "__main__":
 
 class TestAvailability(unittest.TestCase):
     def test_transport_availability_shapes(self):
-        from recbench import preflight
+        from recbench.runner import preflight
 
         norm = preflight._normalize_availability
         self.assertEqual(norm({"brpc": None, "grpc": "built without libgrpc-dev"}),
@@ -696,17 +697,17 @@ class TestAvailability(unittest.TestCase):
 
 class TestFlagForwarding(unittest.TestCase):
     def test_unsupported_optional_flags(self):
-        from recbench import ps_session
+        from recbench.runner import session as runner_session
 
         with tempfile.TemporaryDirectory() as d:
             args = parse("--transports", "grpc", "--transaction-profile", "--output-dir", d)
-            session = ps_session.Session(args, [])
+            session = runner_session.Session(args, [])
             supported = {"transport", "config_path"}
             argv = ["--transport=grpc", "--config_path=/c", "--brand_new_core_flag=1"]
             # core flags always pass, even when --help does not list them
             self.assertEqual(session.filter_flags(argv, supported, "ps_bench"), argv)
             # a flag the user set explicitly is never dropped silently
-            with self.assertRaisesRegex(ps_session.PreflightError,
+            with self.assertRaisesRegex(runner_session.PreflightError,
                                         "does not accept --transaction_profile .*--transaction-profile"):
                 session.filter_flags(argv + ["--transaction_profile=true"], supported, "ps_bench")
             # a derived one is dropped and recorded
@@ -719,25 +720,25 @@ class TestFlagForwarding(unittest.TestCase):
 
 class TestCaseTopology(unittest.TestCase):
     def test_shard_ids_must_be_dense_to_run(self):
-        from recbench import ps_session
+        from recbench.runner import session as runner_session
 
         with tempfile.TemporaryDirectory() as d:
             args = parse("--transports", "grpc", "--server-plan", "0:a:25000:3,1:b:26000:8",
                          "--output-dir", d)
             with self.assertRaisesRegex(topology.TopologyError, r"shard ids \[3, 8\] must be dense, 0..1"):
-                ps_session.Session(args, []).topology_for("GRPC")
+                runner_session.Session(args, []).topology_for("GRPC")
             ok = parse("--transports", "grpc,shm", "--server-plan", "1:a:25001:1,0:b:25000:0",
                        "--output-dir", d)
-            topo = ps_session.Session(ok, []).topology_for("SHM")
+            topo = runner_session.Session(ok, []).topology_for("SHM")
             self.assertEqual([(s.host, s.port) for s in topo.servers], [("b", 25000), ("a", 25001)])
 
     def test_local_rc_ports_are_free_ports_and_shm_ps_type(self):
-        from recbench import ps_session
+        from recbench.runner import session as runner_session
 
         with tempfile.TemporaryDirectory() as d:
             args = parse("--transports", "shm", "--server-shard-ips", "127.0.0.1,127.0.0.1",
                          "--output-dir", d, "--transport-options", "poll_mode=adaptive")
-            topo = ps_session.Session(args, []).topology_for("SHM")
+            topo = runner_session.Session(args, []).topology_for("SHM")
             ports = [s.port for s in topo.servers]
             self.assertEqual(len(set(ports)), 2)
             cfg = ps_config.build_runtime_config(args, "SHM", topo, "/d")
@@ -755,7 +756,7 @@ class TestInteractiveParse(unittest.TestCase):
         answers = iter(["brpc"] + [""] * 13)
         err = io.StringIO()
         with contextlib.redirect_stderr(err):
-            args = ps_runner.parse_args(["--interactive"], input_fn=lambda: next(answers))
+            args = runner_cli.parse_args(["--interactive"], input_fn=lambda: next(answers))
         self.assertEqual(args.transport_list, ["BRPC"])
         self.assertEqual(args.prefetch_depth, 0)  # no RDMA: the RC fetch defaults do not apply
         self.assertIsNone(args.rdma_rc_qps_per_client_per_shard)
@@ -764,10 +765,10 @@ class TestInteractiveParse(unittest.TestCase):
 
 class TestBuildTypeCheck(unittest.TestCase):
     def problems(self, build_type, *extra):
-        from recbench import ps_session
+        from recbench.runner import session as runner_session
 
         with tempfile.TemporaryDirectory() as d:
-            session = ps_session.Session(parse("--transports", "brpc", "--output-dir", d, *extra), [])
+            session = runner_session.Session(parse("--transports", "brpc", "--output-dir", d, *extra), [])
             return session._build_problems("local", {"recbench": {"build_type": build_type}})
 
     def test_release_required_unless_allowed(self):
@@ -814,12 +815,12 @@ class TestFabricPlan(unittest.TestCase):
                                                          "0:mlx5_0:1:0:ib,1:mlx5_0:1:0:ib"))
 
     def test_fabric_plan_checked_against_host_devices(self):
-        from recbench import ps_session
+        from recbench.runner import session as runner_session
 
         with tempfile.TemporaryDirectory() as d:
             args = parse("--transports", "rdma", "--output-dir", d, "--rdma-fabric-plan",
                          "0:mlx5_0:1:0:rocev2:64:0:0,1:mlx5_9:1:0:ib")
-            session = ps_session.Session(args, [])
+            session = runner_session.Session(args, [])
             session.facts["local"] = {"rdma_devices": [
                 {"name": "mlx5_0", "ports": [{"port": 1, "link_layer": "InfiniBand"}]}]}
             topo = topology.build_topology_plan("RDMA", "127.0.0.1", "127.0.0.1", 1)

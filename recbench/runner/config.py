@@ -10,7 +10,7 @@ their `--transport_options` keys (qps_per_client_per_shard, slots_per_qp, bind_c
 
 import math
 
-from recbench.topology import RC_TRANSPORTS, TRANSPORTS
+from recbench.runner.topology import RC_TRANSPORTS, TRANSPORTS
 
 MIB = 1 << 20
 SLAB_ALLOCATORS = ("PERSIST_LOOP_SLAB", "CONCURRENT_SLAB_MEMORY_POOL")

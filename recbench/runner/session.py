@@ -24,18 +24,19 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import recbench
-from recbench import latency_hist, preflight, report_md, results
-from recbench.execution import REGISTRY, Host, Ssh, shell_join, start_process
-from recbench.ps_runner import RESULT_DIR_PREFIX, RUNNER_VERSION
-from recbench.runner_config import (
+from recbench import latency_hist
+from recbench.launch import SOURCE_ROOT
+from recbench.runner import preflight, report, results
+from recbench.runner.cli import RESULT_DIR_PREFIX, RUNNER_VERSION
+from recbench.runner.config import (
     bind_core_offset,
     build_benchmark_cmd,
     build_runtime_config,
     build_server_cmd,
     flag_name,
 )
-from recbench.topology import (
+from recbench.runner.execution import REGISTRY, Host, Ssh, shell_join, start_process
+from recbench.runner.topology import (
     RC_TRANSPORTS,
     RDMA_SSH_CONTROL_PLANE_PORT,
     TopologyError,
@@ -43,12 +44,12 @@ from recbench.topology import (
     format_hostport,
 )
 
-log = logging.getLogger("recbench.ps_runner")
+log = logging.getLogger("recbench.runner")
 
 READY_MARKER = "event=ready"
 LOADED_MARKER = "PS_BENCHMARK_LOADED"
 SKIP_EXIT_CODE = 77
-REPO_ROOT = Path(recbench.__file__).resolve().parents[1]
+REPO_ROOT = SOURCE_ROOT
 
 
 def git_state(root=REPO_ROOT):
@@ -166,9 +167,9 @@ class Session:
 
     def _remote_facts(self, host, ports):
         port_arg = ",".join(f"{h}:{p}" for h, p in ports)
-        cmd = (f"PYTHONPATH={host.repo} {shell_join([self.remote_python])} -m recbench.preflight"
+        cmd = (f"PYTHONPATH={host.repo} {shell_join([self.remote_python])} -m recbench.runner.preflight"
                f" --ports {shell_join([port_arg])}" if port_arg else
-               f"PYTHONPATH={host.repo} {shell_join([self.remote_python])} -m recbench.preflight")
+               f"PYTHONPATH={host.repo} {shell_join([self.remote_python])} -m recbench.runner.preflight")
         try:
             res = host.run(cmd, timeout=max(30, self.args.cluster_timeout))
         except subprocess.TimeoutExpired:
@@ -375,7 +376,7 @@ class Session:
     def fabric_problems(self, transport, topo):
         """--rdma-fabric-plan: each process's device and port exist on its host, with the link
         layer its mode needs."""
-        from recbench.topology import EXPECTED_LINK_LAYER
+        from recbench.runner.topology import EXPECTED_LINK_LAYER
 
         problems = []
         if transport != "RDMA":
@@ -740,7 +741,7 @@ class Session:
             "interrupted": self.interrupted,
         }
         paths["run_config"].write_text(json.dumps(run_config, indent=2, default=str) + "\n")
-        paths["summary_md"].write_text(report_md.render(
+        paths["summary_md"].write_text(report.render(
             git["commit"], hostname, self.args, csv_rows, totals, self.cases, self.facts,
             str(out), self.not_forwarded))
         print_table(self.args.transport_list, totals, csv_rows)

@@ -7,17 +7,17 @@ summary_totals.csv, the Chinese summary.md and run_config.json.
 
 This module holds the command line: RecStore's flags with RecStore's defaults, the workload
 profiles (`--profile`, explicit flags win), `--interactive`, and the post-parse validation and
-derived defaults. The work is in recbench.ps_session (cases), recbench.runner_config (configs and
-command lines), recbench.topology, recbench.execution, recbench.preflight, recbench.results and
-recbench.report_md.
+derived defaults. The work is in the other recbench.runner modules: session (cases), config
+(configs and command lines), topology, execution, preflight, results and report.
 """
 
 import argparse
 import os
 import sys
 
-from recbench.runner_config import scoped_transport_options
-from recbench.topology import (
+from recbench.launch import SOURCE_ROOT
+from recbench.runner.config import scoped_transport_options
+from recbench.runner.topology import (
     RC_TRANSPORTS,
     TopologyError,
     build_topology_plan,
@@ -26,7 +26,7 @@ from recbench.topology import (
     parse_rdma_fabric_plan,
 )
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_ROOT = str(SOURCE_ROOT)
 RUNNER_VERSION = 1
 RESULT_DIR_PREFIX = "benchmark_ps_"
 DEFAULT_RDMA_FETCH_QPS = 16
@@ -424,7 +424,7 @@ def refuse_unsupported_storage(args):
 
 
 def _shard_count(args):
-    from recbench.topology import parse_csv_list
+    from recbench.runner.topology import parse_csv_list
 
     if parse_csv_list(args.server_plan):
         return len(parse_csv_list(args.server_plan))
@@ -476,11 +476,11 @@ def apply_interactive_prompts(args, input_fn=input, output=None):
 
 
 def main(argv=None):
-    from recbench import ps_session
+    from recbench.runner import session as runner_session
 
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv, input_fn=input)
-    return ps_session.run(args, argv)
+    return runner_session.run(args, argv)
 
 
 if __name__ == "__main__":

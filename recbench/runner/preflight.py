@@ -1,7 +1,7 @@
 """Per-host preflight of the PS runner: what recbench build a host has, whether it has RDMA verbs
 devices, and whether the server ports are free.
 
-`host_facts(ports)` gathers the facts of the host it runs on; `python -m recbench.preflight
+`host_facts(ports)` gathers the facts of the host it runs on; `python -m recbench.runner.preflight
 --ports h:p,...` prints the same as one JSON line, which is how the runner asks a remote host
 (over ssh, inside the container when there is one). The runner then compares each host with the
 local one (`compare_with_local`) for `--remote-sync check`.

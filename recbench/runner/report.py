@@ -5,8 +5,8 @@ then the sections 配置说明, Workload 说明, 并发与 RDMA 参数, 结果�
 失败与跳过. It is written from whatever rows exist, so a run with failures still gets its report.
 """
 
-from recbench.results import FAILURE_STATUSES
-from recbench.runner_config import resolve_rdma_get_response_mode
+from recbench.runner.config import resolve_rdma_get_response_mode
+from recbench.runner.results import FAILURE_STATUSES
 
 SECTIONS = ["配置说明", "Workload 说明", "并发与 RDMA 参数", "结果表", "Transport 对比", "失败与跳过"]
 
