@@ -35,13 +35,27 @@ def _require_rows(df: pd.DataFrame, what: str) -> None:
         raise ValueError(f"nothing to plot: {what} ({df.attrs.get('path', 'no file')})")
 
 
+def _totals_repeats(df: pd.DataFrame, phase: str) -> pd.DataFrame:
+    """The successful per-repeat rows of a summary_totals.csv frame (not the `mean` rows)."""
+    reps = df[(df["phase"] == phase) & (df["row_type"] == "repeat") & (df["status"] == "success")]
+    reps = reps[reps["key_ops_per_sec"].notna()]
+    _require_rows(reps, f"no successful {phase} rows")
+    return reps
+
+
 def plot_ps_throughput(df: pd.DataFrame, path, phase: str = "run") -> Path:
     """Bar per transport: mean over repeats of the summed client key rate (M keys/s), error bars
-    one standard deviation over repeats."""
-    t = totals(df)
-    t = t[t["phase"] == phase]
-    _require_rows(t, f"no successful {phase} rows")
-    t = t.groupby("transport", observed=True)[["key_ops_per_sec_mean", "key_ops_per_sec_std"]].mean()
+    one standard deviation over repeats. `df` is a summary.csv or a summary_totals.csv frame."""
+    if df.attrs.get("kind") == "ps_totals":
+        g = _totals_repeats(df, phase).groupby("transport", observed=True)["key_ops_per_sec"]
+        t = pd.DataFrame({"key_ops_per_sec_mean": g.mean(), "key_ops_per_sec_std": g.std(ddof=1)})
+        t = t.fillna({"key_ops_per_sec_std": 0.0})
+    else:
+        t = totals(df)
+        t = t[t["phase"] == phase]
+        _require_rows(t, f"no successful {phase} rows")
+        t = t.groupby("transport", observed=True)[["key_ops_per_sec_mean",
+                                                    "key_ops_per_sec_std"]].mean()
     fig, ax = _figure()
     ax.bar(t.index.astype(str), t["key_ops_per_sec_mean"] / 1e6, yerr=t["key_ops_per_sec_std"] / 1e6,
            capsize=4, color="tab:blue")
@@ -52,10 +66,15 @@ def plot_ps_throughput(df: pd.DataFrame, path, phase: str = "run") -> Path:
 
 
 def plot_ps_latency(df: pd.DataFrame, path, phase: str = "run") -> Path:
-    """Grouped bars per transport: p50, p95, p99, p99.9 latency (µs), means over repeats."""
-    reps = per_repeat(df)
-    reps = reps[reps["phase"] == phase]
-    _require_rows(reps, f"no successful {phase} rows")
+    """Grouped bars per transport: p50, p95, p99, p99.9 latency (µs), means over repeats. From a
+    summary_totals.csv frame the percentiles are the runner's exact histogram merges (where its
+    latency_merge column says so); from a summary.csv frame, the worst client's."""
+    if df.attrs.get("kind") == "ps_totals":
+        reps = _totals_repeats(df, phase)
+    else:
+        reps = per_repeat(df)
+        reps = reps[reps["phase"] == phase]
+        _require_rows(reps, f"no successful {phase} rows")
     cols = [c for c in ("p50_us", "p95_us", "p99_us", "p999_us") if reps[c].notna().any()]
     if not cols:
         raise ValueError(f"nothing to plot: no latency columns filled ({df.attrs.get('path')})")
