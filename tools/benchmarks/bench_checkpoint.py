@@ -1,5 +1,5 @@
 """Checkpoint save/load speed against the disk's dd bandwidth in the same directory, and the GET
-throughput dip while a checkpoint runs (recbench.checkpoint_bench).
+throughput dip while a checkpoint runs (recbench.bench.checkpoint).
 
 Usage: python3 tools/benchmarks/bench_checkpoint.py [--records N] [--value_size B] [--repeats R]
        [--dir DIR] [--json FILE]
@@ -13,7 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from recbench import checkpoint_bench
+from recbench.bench import checkpoint as checkpoint_bench
 
 
 def main() -> int:

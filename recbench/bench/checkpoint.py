@@ -30,9 +30,9 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 import recbench
-from recbench.ps_compare import LineProcess, kv
+from recbench.bench.ps_transports import LineProcess, kv
 
-log = logging.getLogger("recbench.checkpoint_bench")
+log = logging.getLogger("recbench.bench.checkpoint")
 
 BIN_S = 0.05
 DIP_FRACTION = 0.8
@@ -220,7 +220,9 @@ def run(records: int = 1_000_000, value_size: int = 512, repeats: int = 3,
                      rep, disk.write_mb_s, disk.read_direct_mb_s, disk.read_buffered_mb_s)
             sampler = GetSampler(uri, records)
             sampler.start()
-            time.sleep(settle_s)  # the rate before the checkpoint is measured over this
+            # a warm-up second (the dd write-back may still run), then the second the rate
+            # before the checkpoint is measured over
+            time.sleep(2 * settle_s)
             t0 = time.perf_counter_ns()
             save_reply = admin.save(ck)[0]
             t1 = time.perf_counter_ns()
