@@ -84,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
                   "wait (rows received) and consume")
     p.add_argument("--timeout_ms", type=int, default=10000, help="per-request timeout")
     p.add_argument("--transport_options", default=None, help="transport-specific 'k=v;k=v'")
+    p.add_argument("--auth_token_file", default=None, metavar="FILE",
+                   help="send the deployment token read from FILE (the servers' "
+                   "--auth_token_file); the token is never printed")
     p.add_argument("--log_level", default="WARNING")
     rc_options.add_client_flags(p)  # --rdma_rc_*, --rdma_get_response_mode, --poll_mode (rdma/shm)
     return p
@@ -126,6 +129,7 @@ def resolve(args) -> dict:
         "read_ratio": args.read_ratio, "fetch_key_space": args.fetch_key_space,
         "verify": bool(args.verify_deterministic_values), "seed": args.seed,
         "profile": bool(args.transaction_profile),
+        "auth_token_file": args.auth_token_file,
     }
 
 

@@ -95,12 +95,15 @@ class PSClient:
     """A client of every shard of one PS deployment (see the module docstring)."""
 
     def __init__(self, uri: str, value_size: int | None = None, *, prefetch_depth: int = 1,
-                 timeout_ms: int = 10000, transport_options: str | None = None):
+                 timeout_ms: int = 10000, transport_options: str | None = None,
+                 auth_token_file: str | None = None):
+        """auth_token_file: send the deployment token read from that file (servers started
+        with --auth_token_file require it); the token itself is never an argument."""
         transport, endpoints = parse_uri(uri)
         self.uri = uri
         self.transport = transport
         self._c = _ps.Client(transport, endpoints, value_size or 0, prefetch_depth, timeout_ms,
-                             transport_options)
+                             transport_options, auth_token_file)
 
     @property
     def value_size(self) -> int:

@@ -34,7 +34,7 @@ log = logging.getLogger("recbench.ps_server")
 SKIP_EXIT_CODE = 77
 COUNTERS = ("handled_get", "handled_put", "handled_update", "handled_command", "handled_error",
             "keys_get", "keys_put", "keys_update", "keys_found", "connections_accepted",
-            "requests", "bad_frames", "bytes_in", "bytes_out")
+            "requests", "bad_frames", "bytes_in", "bytes_out", "auth_failures")
 # gRPC core does not tell the application about connections: its count would be a made-up 0
 NOT_COUNTED = {"grpc": {"connections_accepted"}}
 
@@ -80,6 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="load each shard's rows from DIR/shard_<id>.rsckpt (saved with COMMAND "
                    "save / PSClient.save) before serving; a damaged or mismatched file is an "
                    "error naming it")
+    p.add_argument("--auth_token_file", default=None, metavar="FILE",
+                   help="require the token in FILE on every request (brpc RpcMeta "
+                   "authentication_data, gRPC 'authorization: Bearer', RC attach); the token is "
+                   "never logged; see docs/security.md")
     p.add_argument("--sync", default="none",
                    help="SSD_EXTENDIBLE_HASH only: none (default; survives the process dying, "
                    "not the OS), interval:MS (msync every MS ms) or always (msync before every "
@@ -134,6 +138,7 @@ def resolve(args, cfg: PSConfig | None) -> list[dict]:
             "max_connections": args.max_connections,
             "extra": args.transport_options,
             "load_checkpoint": args.load_checkpoint, "sync": args.sync,
+            "auth_token_file": args.auth_token_file,
         })
     rc_options.apply_server(args, transport, out)
     return out

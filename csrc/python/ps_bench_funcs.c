@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "recstore/auth.h"
 #include "recstore/ps_bench.h"
 #include "recstore/redis_bench.h"
 #include "recstore/transport.h"
@@ -78,14 +79,29 @@ static int add_hist(PyObject *d, const rs_hist *h) {
 }
 
 static PyObject *bench_phase(PyObject *args, PyObject *kwds, int load) {
-    static char *kwlist[] = {"transport",      "endpoints",       "value_size",
-                             "prefetch_depth", "timeout_ms",      "extra",
-                             "mode",           "record_count",    "batch_keys",
-                             "threads",        "load_threads",    "running_seconds",
-                             "warmup_seconds", "distribution",    "zipfian_alpha",
-                             "read_ratio",     "fetch_key_space", "verify",
-                             "seed",           "profile",         NULL};
-    const char *transport, *extra = NULL, *mode = "fetch", *dist = "uniform";
+    static char *kwlist[] = {"transport",
+                             "endpoints",
+                             "value_size",
+                             "prefetch_depth",
+                             "timeout_ms",
+                             "extra",
+                             "mode",
+                             "record_count",
+                             "batch_keys",
+                             "threads",
+                             "load_threads",
+                             "running_seconds",
+                             "warmup_seconds",
+                             "distribution",
+                             "zipfian_alpha",
+                             "read_ratio",
+                             "fetch_key_space",
+                             "verify",
+                             "seed",
+                             "profile",
+                             "auth_token_file",
+                             NULL};
+    const char *transport, *extra = NULL, *mode = "fetch", *dist = "uniform", *token_file = NULL;
     PyObject *endpoints;
     unsigned int value_size = 512, depth = 1, timeout_ms = RS_PS_DEFAULT_TIMEOUT_MS,
                  batch_keys = 500, threads = 1;
@@ -93,17 +109,24 @@ static PyObject *bench_phase(PyObject *args, PyObject *kwds, int load) {
     unsigned long long record_count = 1000000, key_space = 0, seed = 0x9e3779b97f4a7c15ull;
     double running = 5.0, warmup = 0.0, alpha = 0.9;
     int verify = 0, profile = 0;
-    if (!PyArg_ParseTupleAndKeywords(
-            args, kwds, "sO|IIIzsKIIIddsdIKpKp", kwlist, &transport, &endpoints, &value_size,
-            &depth, &timeout_ms, &extra, &mode, &record_count, &batch_keys, &threads, &load_threads,
-            &running, &warmup, &dist, &alpha, &read_ratio, &key_space, &verify, &seed, &profile))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sO|IIIzsKIIIddsdIKpKpz", kwlist, &transport,
+                                     &endpoints, &value_size, &depth, &timeout_ms, &extra, &mode,
+                                     &record_count, &batch_keys, &threads, &load_threads, &running,
+                                     &warmup, &dist, &alpha, &read_ratio, &key_space, &verify,
+                                     &seed, &profile, &token_file))
         return NULL;
     rs_error err = {0};
+    rs_auth_token token = {0}; /* lives until the bench returns */
+    if (token_file) {
+        int trc = rs_auth_token_load(token_file, &token, &err);
+        if (trc) return rs_py_raise(trc, "auth_token_file", &err);
+    }
     rs_ps_bench_config cfg = {.client = {.transport = transport,
                                          .value_size = value_size,
                                          .prefetch_depth = depth,
                                          .timeout_ms = timeout_ms,
-                                         .extra = extra},
+                                         .extra = extra,
+                                         .auth = token.len ? &token : NULL},
                               .record_count = record_count,
                               .batch_keys = batch_keys,
                               .threads = threads,

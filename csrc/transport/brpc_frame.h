@@ -28,6 +28,7 @@
 #define RS_BRPC_ENOSERVICE 1001
 #define RS_BRPC_ENOMETHOD  1002
 #define RS_BRPC_EREQUEST   1003
+#define RS_BRPC_EAUTH      1004 /* bRPC's ERPCAUTH: authentication failed */
 #define RS_BRPC_EINTERNAL  2001
 
 typedef struct rs_brpc_header {

@@ -37,6 +37,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "recstore/auth.h"
 #include "recstore/transport.h"
 #include "transport/accept_shed.h"
 #include "transport/brpc_frame.h"
@@ -68,6 +69,7 @@ typedef struct brpc_sconn {
     out_seg *segs;
     size_t nsegs, segs_cap, seg_pos, seg_done; /* seg_done: bytes of segs[seg_pos] already sent */
     size_t out_pending;                        /* unsent bytes */
+    unsigned auth_failures;                    /* refused requests (closed at the limit) */
 } brpc_sconn;
 
 typedef struct brpc_worker {
@@ -78,7 +80,7 @@ typedef struct brpc_worker {
     brpc_sconn *conns;
     rs_brpc_arena arena;
     /* counters: written by this worker only, read by stats() */
-    uint64_t accepted, closed, requests, bad_frames, bytes_in, bytes_out;
+    uint64_t accepted, closed, requests, bad_frames, bytes_in, bytes_out, auth_failures;
 } __attribute__((aligned(64))) brpc_worker;
 
 typedef struct brpc_server {
@@ -93,6 +95,7 @@ typedef struct brpc_server {
                           * connection when the process has no descriptor left */
     unsigned nworkers, started;
     brpc_worker *workers;
+    rs_auth_token auth; /* len 0: none required */
 } brpc_server;
 
 static void wcount(uint64_t *c, uint64_t n) {
@@ -299,6 +302,24 @@ static int handle_frame(brpc_sconn *c, const uint8_t *body, const rs_brpc_header
     if (out_reserve(c, RS_BRPC_HEAD_MAX)) goto done;
     size_t base = c->out_len;
     rs_ps_op op;
+    const rs_auth_token *tok = &w->srv->auth;
+    if (tok->len &&
+        !(meta->has_authentication_data && rs_auth_token_equal(tok, meta->authentication_data.data,
+                                                               meta->authentication_data.len))) {
+        wcount(&w->auth_failures, 1);
+        ret = queue_response(c, cid, RS_BRPC_EAUTH,
+                             meta->has_authentication_data
+                                 ? "authentication failed: wrong token"
+                                 : "authentication failed: this server requires a token "
+                                   "(auth_token_file)",
+                             NULL, base, 0);
+        /* the refusal is sent; the connection closes after too many */
+        if (ret == 0 && ++c->auth_failures >= RS_AUTH_MAX_FAILURES) {
+            conn_flush(c);
+            ret = -3;
+        }
+        goto done;
+    }
     if (strcmp(svc, RS_BRPC_SERVICE) != 0) {
         snprintf(err.msg, sizeof err.msg, "unknown service '%.100s' (this server serves %s)", svc,
                  RS_BRPC_SERVICE);
@@ -343,8 +364,9 @@ static int conn_process(brpc_sconn *c) {
         }
         size_t frame = RS_BRPC_HEADER_BYTES + (size_t)hdr.body_size;
         if (c->in_len - pos < frame) break;
-        if (handle_frame(c, c->in + pos + RS_BRPC_HEADER_BYTES, &hdr)) {
-            ret = -1;
+        int hr = handle_frame(c, c->in + pos + RS_BRPC_HEADER_BYTES, &hdr);
+        if (hr) {
+            ret = hr == -3 ? -3 : -1;
             break;
         }
         pos += frame;
@@ -356,6 +378,7 @@ static int conn_process(brpc_sconn *c) {
         }
     }
     if (ret == -1) wcount(&c->w->bad_frames, 1);
+    if (ret == -3) ret = -1; /* closed for failed authentication: not a framing error */
     if (pos) {
         memmove(c->in, c->in + pos, c->in_len - pos);
         c->in_len -= pos;
@@ -529,6 +552,7 @@ static int brpc_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, void **
     s->max_body = opts->max_body_bytes ? opts->max_body_bytes : RS_PS_DEFAULT_MAX_BODY_BYTES;
     if (s->max_body > UINT32_MAX) s->max_body = UINT32_MAX;
     s->max_conns = opts->max_connections ? opts->max_connections : RS_PS_DEFAULT_MAX_CONNECTIONS;
+    if (opts->auth) s->auth = *opts->auth;
     s->nworkers = opts->num_threads ? opts->num_threads : 1;
     s->out_limit = RS_BRPC_OUT_LIMIT;
     if ((rc = rs_transport_options_each(opts->extra, "brpc server", apply_server_option, s, err)))
@@ -613,6 +637,7 @@ static void brpc_stats(void *state, rs_ps_transport_stats *out) {
         out->bad_frames += __atomic_load_n(&w->bad_frames, __ATOMIC_RELAXED);
         out->bytes_in += __atomic_load_n(&w->bytes_in, __ATOMIC_RELAXED);
         out->bytes_out += __atomic_load_n(&w->bytes_out, __ATOMIC_RELAXED);
+        out->auth_failures += __atomic_load_n(&w->auth_failures, __ATOMIC_RELAXED);
     }
     out->connections_open = __atomic_load_n(&s->open_conns, __ATOMIC_RELAXED);
 }

@@ -36,6 +36,7 @@
 #include <grpc/grpc_security.h>
 #include <grpc/support/time.h>
 
+#include "recstore/auth.h"
 #include "recstore/clock.h"
 #include "recstore/eventual.h"
 #include "transport/grpc_transport.h"
@@ -68,7 +69,7 @@ typedef struct rs_grpc_slot {
 
 /* Written only by its worker (CTR_ADD); read by stats() with relaxed atomic loads. */
 typedef struct rs_grpc_counters {
-    uint64_t requests, bad_frames, bytes_in, bytes_out;
+    uint64_t requests, bad_frames, bytes_in, bytes_out, auth_failures;
 } rs_grpc_counters;
 
 #define CTR_ADD(field, v) __atomic_store_n(&(field), (field) + (v), __ATOMIC_RELAXED)
@@ -97,6 +98,7 @@ struct rs_grpc_server {
     unsigned nworkers;
     unsigned calls_per_method;
     uint64_t reply_timeout_ns;
+    rs_auth_token auth; /* len 0: none required */
     rs_grpc_worker *workers;
     int shutting;     /* __atomic: set once by stop() */
     int shutdown_tag; /* its address tags the shutdown notification */
@@ -213,6 +215,25 @@ static grpc_byte_buffer *ps_reply(rs_grpc_worker *w, rs_ps_op op, grpc_byte_buff
     return bb;
 }
 
+/* NULL if the call carries `authorization: Bearer <token>` with the server's token (or none is
+ * required), else the reason for refusing it. gRPC core has no hook to close the connection of
+ * a client that keeps failing, so each refused call is answered and counted. */
+static const char *auth_refusal(const rs_grpc_server *srv, const grpc_metadata_array *md) {
+    if (!srv->auth.len) return NULL;
+    for (size_t i = 0; i < md->count; i++) {
+        if (!grpc_slice_str_cmp(md->metadata[i].key, "authorization")) {
+            const grpc_slice v = md->metadata[i].value;
+            size_t len = GRPC_SLICE_LENGTH(v);
+            const uint8_t *p = GRPC_SLICE_START_PTR(v);
+            if (len > 7 && memcmp(p, "Bearer ", 7) == 0 &&
+                rs_auth_token_equal(&srv->auth, p + 7, len - 7))
+                return NULL;
+            return "authentication failed: wrong token";
+        }
+    }
+    return "authentication failed: this server requires a token (auth_token_file)";
+}
+
 static void slot_serve(rs_grpc_slot *sl) {
     rs_grpc_worker *w = sl->w;
     grpc_op ops[4];
@@ -221,7 +242,15 @@ static void slot_serve(rs_grpc_slot *sl) {
     ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
     ops[n].data.send_initial_metadata.count = 0;
     n++;
-    if (sl->method == RS_GRPC_SLOT_UNKNOWN) {
+    const char *refusal = auth_refusal(w->srv, &sl->md);
+    if (refusal) {
+        sl->status_text = grpc_slice_from_static_string(refusal);
+        ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+        ops[n].data.send_status_from_server.status = GRPC_STATUS_UNAUTHENTICATED;
+        ops[n].data.send_status_from_server.status_details = &sl->status_text;
+        n++;
+        CTR_ADD(w->ctr.auth_failures, 1);
+    } else if (sl->method == RS_GRPC_SLOT_UNKNOWN) {
         char text[300];
         grpc_slice m = sl->details.method;
         snprintf(text, sizeof text,
@@ -361,6 +390,7 @@ static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, 
     srv->nworkers = nthreads;
     srv->calls_per_method = calls_per_method;
     srv->reply_timeout_ns = (uint64_t)o.reply_timeout_ms * 1000000u;
+    if (opts->auth) srv->auth = *opts->auth;
     rs_eventual_init(&srv->shutdown_done);
     srv->workers = aligned_alloc(64, sizeof(rs_grpc_worker) * nthreads);
     if (!srv->workers) {
@@ -551,6 +581,7 @@ static void rs_grpc_srv_stats(void *state, rs_ps_transport_stats *out) {
         out->bad_frames += __atomic_load_n(&c->bad_frames, __ATOMIC_RELAXED);
         out->bytes_in += __atomic_load_n(&c->bytes_in, __ATOMIC_RELAXED);
         out->bytes_out += __atomic_load_n(&c->bytes_out, __ATOMIC_RELAXED);
+        out->auth_failures += __atomic_load_n(&c->auth_failures, __ATOMIC_RELAXED);
     }
 }
 

@@ -63,7 +63,8 @@ typedef enum rs_ps_status {
     RS_PS_CAPACITY = 6, /* the shard's KV engine is full */
     RS_PS_INTERNAL = 7,
     RS_PS_SHUTTING_DOWN = 8,
-    RS_PS_CHECKPOINT = 9, /* a checkpoint save/load failed; the error names file and offset */
+    RS_PS_CHECKPOINT = 9,       /* a checkpoint save/load failed; the error names file and offset */
+    RS_PS_UNAUTHENTICATED = 10, /* no token or a wrong one (recstore/auth.h) */
 } rs_ps_status;
 
 const char *rs_ps_status_name(int status);

@@ -27,10 +27,11 @@ typedef struct rs_ps_client_config {
     uint32_t num_shards;   /* number of endpoints; shard i is served at hosts[i]:ports[i] */
     const char *const *hosts;
     const uint16_t *ports;
-    uint32_t value_size;     /* row bytes; 0 = ask the servers */
-    uint32_t prefetch_depth; /* batches in flight per client (0 = 1) */
-    uint32_t timeout_ms;     /* per request (0 = RS_PS_DEFAULT_TIMEOUT_MS, transport.h) */
-    const char *extra;       /* transport-specific "k=v;k=v" options */
+    uint32_t value_size;              /* row bytes; 0 = ask the servers */
+    uint32_t prefetch_depth;          /* batches in flight per client (0 = 1) */
+    uint32_t timeout_ms;              /* per request (0 = RS_PS_DEFAULT_TIMEOUT_MS, transport.h) */
+    const char *extra;                /* transport-specific "k=v;k=v" options */
+    const struct rs_auth_token *auth; /* NULL: no token (recstore/auth.h) */
 } rs_ps_client_config;
 
 typedef struct rs_ps_client rs_ps_client;

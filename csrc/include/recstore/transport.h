@@ -37,10 +37,12 @@ typedef struct rs_ps_server_opts {
                                * control connections); RS_ENOTSUP where it cannot be enforced
                                * (grpc) */
     const char *extra;        /* transport-specific "k=v;k=v" options (e.g. RC poll_mode) */
+    const struct rs_auth_token *auth; /* NULL or len 0: no token required (recstore/auth.h) */
 } rs_ps_server_opts;
 
 typedef struct rs_ps_transport_stats {
     uint64_t connections_accepted, connections_open, requests, bad_frames, bytes_in, bytes_out;
+    uint64_t auth_failures; /* requests refused for a missing or wrong token */
 } rs_ps_transport_stats;
 
 typedef struct rs_ps_server_ops {
@@ -57,6 +59,7 @@ typedef struct rs_ps_client_opts {
     uint32_t timeout_ms;    /* per request; 0 = RS_PS_DEFAULT_TIMEOUT_MS */
     uint32_t max_in_flight; /* requests a connection may have outstanding (prefetch_depth) */
     const char *extra;      /* transport-specific "k=v;k=v" options */
+    const struct rs_auth_token *auth; /* NULL: send no token */
 } rs_ps_client_opts;
 
 /* One finished request on a connection. */
