@@ -1,4 +1,5 @@
-"""Access control through real servers: ps_server --auth_token_file on brpc and grpc; a client
+"""Access control through real servers: ps_server --auth_token_file on brpc, grpc and shm (the RC
+control plane's attach request); a client
 without the token, with a wrong one and with the right one (PSClient and ps_bench); refusals are
 authentication errors and are counted; the token appears in no log line, no result line and no
 process command line."""
@@ -78,6 +79,9 @@ class AuthToken(unittest.TestCase):
 
     def test_grpc(self):
         self._transport("grpc")
+
+    def test_shm(self):
+        self._transport("shm")
 
     def test_bad_token_file_named(self):
         empty = os.path.join(self.tmp, "empty")
