@@ -165,6 +165,7 @@ static PyObject *bench_phase(PyObject *args, PyObject *kwds, int load) {
     cfg.hist_out = hist;
     rs_ps_bench_result res;
     RS_PY_NOGIL(rc = load ? rs_ps_bench_load(&cfg, &res, &err) : rs_ps_bench_run(&cfg, &res, &err));
+    memset(&token, 0, sizeof token);
     if (rc == RS_EVERIFY) {
         /* the result is complete: return it together with the failure for the caller to print */
         PyObject *d = result_dict(&res);
