@@ -174,6 +174,10 @@ def build_parser() -> argparse.ArgumentParser:
     a("--local-data-root", default="",
       help="data dirs <root>/<transport>_repeat_<i>/{value,ssd} (default: <output-dir>/data)")
     a("--ssh-config", default="", help="ssh -F FILE")
+    a("--auth-token-file", default="",
+      help="the deployment token's file: servers require it, clients send it "
+           "(--auth_token_file); copied to remote hosts (mode 600) like the configs, never "
+           "put on a command line")
     a("--ssh-option", action="append", default=[], metavar="K=V", help="ssh -o K=V (repeatable)")
     a("--startup-delay", type=float, default=2.0,
       help="after this many seconds without a ready line, a server is also ready once its port "

@@ -150,6 +150,7 @@ class Execution:
     build_dir: str
     output_dir: str
     show_runner_logs: bool
+    auth_token_file: str = ""  # the deployment token's file; delivered to remote hosts
 
     @property
     def remote(self) -> bool:
@@ -278,6 +279,15 @@ def _check_execution(a: argparse.Namespace) -> None:
     if a.remote_container and a.execution_backend != "ssh":
         raise PlanError("--remote-container needs --execution-backend ssh (docker is reached "
                         "through ssh)")
+    token = getattr(a, "auth_token_file", "")
+    if token:
+        try:
+            with open(token, "rb") as f:
+                ok = bool(f.read(4096).strip())
+        except OSError as e:
+            raise PlanError(f"--auth-token-file {token}: {e.strerror}") from None
+        if not ok:
+            raise PlanError(f"--auth-token-file {token} holds no token")
     for opt in a.ssh_option:
         if "=" not in opt:
             raise PlanError(f"--ssh-option {opt!r} must be K=V")

@@ -95,6 +95,7 @@ class Session:
         self.remote_python = plan.execution.remote_python or f"{self.remote_repo}/.venv/bin/python"
         self.interrupted = False
         self.data_bases: dict[str, str] = {}
+        self.token_paths: dict[str, str] = {}  # host label -> where its copy of the token is
 
     # ---- setup ---------------------------------------------------------------------------
     def _output_dir(self):
@@ -493,8 +494,11 @@ class Session:
             host = self.host(spec.ssh_host)
             if host.label() in paths:
                 continue
+            token = self.plan.execution.auth_token_file
             if not host.remote:
                 paths[host.label()] = local_path
+                if token:
+                    self.token_paths[host.label()] = os.path.abspath(token)
                 self.data_bases[host.label()] = config["cache_ps"]["base_kv_config"]["value"].get(
                     "path") or str(Path(local_path).parent / "data")
                 continue
@@ -514,6 +518,16 @@ class Session:
                                      f"{res.stderr.strip()}")
             paths[host.label()] = f"{remote_dir}/config.json"
             self.data_bases[host.label()] = rdata
+            if token:  # through ssh stdin, readable by its owner only
+                rtoken = f"{remote_dir}/auth_token"
+                with open(token, encoding="ascii", errors="replace") as f:
+                    content = f.read()
+                res = host.run(f"umask 077 && cat > {shell_join([rtoken])}", input_text=content,
+                               timeout=60)
+                if res.returncode != 0:
+                    raise PreflightError(f"{host.label()}: writing {rtoken} failed: "
+                                         f"{res.stderr.strip()}")
+                self.token_paths[host.label()] = rtoken
         return paths
 
     def _remove_remote_dir(self, topo, remote_dir):
@@ -540,6 +554,8 @@ class Session:
                                    config_paths[host.label()], launcher, offset)
             # one data directory per shard process (file-backed indexes must not share files)
             cmd.append(f"--data_path={self.data_bases[host.label()]}/shard_{s.shard}")
+            if host.label() in self.token_paths:
+                cmd.append(f"--auth_token_file={self.token_paths[host.label()]}")
             cmd = self.filter_flags(cmd, self.program_flags(host, launcher), "recbench.ps_server")
             env = self.process_env(host, config_paths[host.label()], offset)
             self.cases[-1].setdefault("commands", []).append(
@@ -589,6 +605,8 @@ class Session:
                                       self._cores(host))
             cmd = build_benchmark_cmd(self.plan, transport, topo, c, config_paths[host.label()],
                                       launcher, offset)
+            if host.label() in self.token_paths:
+                cmd.append(f"--auth_token_file={self.token_paths[host.label()]}")
             cmd = self.filter_flags(cmd, self.program_flags(host, launcher), "recbench.ps_bench")
             env = self.process_env(host, config_paths[host.label()], offset)
             self.cases[-1].setdefault("commands", []).append(
