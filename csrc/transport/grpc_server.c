@@ -243,12 +243,10 @@ static void slot_serve(rs_grpc_slot *sl) {
     ops[n].data.send_initial_metadata.count = 0;
     n++;
     const char *refusal = auth_refusal(w->srv, &sl->md);
+    grpc_status_code fail_status = GRPC_STATUS_OK;
     if (refusal) {
         sl->status_text = grpc_slice_from_static_string(refusal);
-        ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
-        ops[n].data.send_status_from_server.status = GRPC_STATUS_UNAUTHENTICATED;
-        ops[n].data.send_status_from_server.status_details = &sl->status_text;
-        n++;
+        fail_status = GRPC_STATUS_UNAUTHENTICATED;
         CTR_ADD(w->ctr.auth_failures, 1);
     } else if (sl->method == RS_GRPC_SLOT_UNKNOWN) {
         char text[300];
@@ -258,11 +256,14 @@ static void slot_serve(rs_grpc_slot *sl) {
                  (int)(GRPC_SLICE_LENGTH(m) > 200 ? 200 : GRPC_SLICE_LENGTH(m)),
                  (const char *)GRPC_SLICE_START_PTR(m));
         sl->status_text = grpc_slice_from_copied_string(text);
+        fail_status = GRPC_STATUS_UNIMPLEMENTED;
+        CTR_ADD(w->ctr.bad_frames, 1);
+    }
+    if (fail_status != GRPC_STATUS_OK) { /* a status with its text, no message */
         ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
-        ops[n].data.send_status_from_server.status = GRPC_STATUS_UNIMPLEMENTED;
+        ops[n].data.send_status_from_server.status = fail_status;
         ops[n].data.send_status_from_server.status_details = &sl->status_text;
         n++;
-        CTR_ADD(w->ctr.bad_frames, 1);
     } else {
         sl->reply = ps_reply(w, (rs_ps_op)(sl->method + 1), sl->payload);
         ops[n].op = GRPC_OP_SEND_MESSAGE;
