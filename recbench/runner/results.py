@@ -25,7 +25,9 @@ RECSTORE_COLUMNS = [
     "log_path", "message",
 ]
 NEW_COLUMNS = ["p999_us", "max_us", "client_cpu_s", "server_cpu_s", "keys_per_cpu_sec",
-               "build_type", "index_type", "row_kind"]
+               "build_type", "index_type", "row_kind", "measured_seconds"]
+# runtime_seconds is the configured --runtime-seconds (RecStore's meaning); measured_seconds is
+# the window the client measured (its runtime_s), which rates are computed over.
 SUMMARY_COLUMNS = RECSTORE_COLUMNS + NEW_COLUMNS
 
 TOTALS_COLUMNS = [
@@ -85,7 +87,8 @@ def collect_ps_result_rows(text):
 
 def collect_summary_rows(text):
     """RecStore's `micro` summary lines (`transport=X op=Y phase=Z summary ...`): keep
-    phase=measure (warmup is dropped), typed."""
+    phase=measure (warmup is dropped), typed. A --benchmark-binary that prints them gets the run
+    row's mean/p50/p95/p99 from its `op=get` line (apply_get_summary)."""
     rows = []
     for line in text.splitlines():
         if " summary " not in f" {line} " or "phase=" not in line:
@@ -102,6 +105,28 @@ def collect_summary_rows(text):
                 pass
         rows.append(fields)
     return rows
+
+
+# RecStore's op=get summary fields -> summary.csv latency columns
+GET_SUMMARY_LATENCY = {"mean_us": "elapsed_us_mean", "p50_us": "elapsed_us_p50",
+                       "p95_us": "elapsed_us_p95", "p99_us": "elapsed_us_p99"}
+
+
+def apply_get_summary(rows, text):
+    """RecStore's `op=get phase=measure summary` line of a client's output, if it printed one,
+    gives the run rows' mean/p50/p95/p99 (the last such line wins; p999/max are left as the
+    result line had them). Returns True when a line was applied: the client's latency histogram,
+    if any, no longer describes those columns."""
+    gets = [r for r in collect_summary_rows(text) if r.get("op") == "get"]
+    if not gets:
+        return False
+    get = gets[-1]
+    for row in rows:
+        if row.get("phase") == "run" and row.get("status") == "success":
+            for col, key in GET_SUMMARY_LATENCY.items():
+                if key in get:
+                    row[col] = float(get[key])
+    return True
 
 
 def payload_gbps(key_ops_per_sec, value_size):
@@ -155,7 +180,7 @@ def result_row(base, parsed, server_cpu_s=None):
         "p999_us": parsed.get("p999_us"), "max_us": parsed.get("max_us"),
         "client_cpu_s": cpu,
         "server_cpu_s": server_cpu_s if parsed.get("phase") == "run" else None,
-        "runtime_seconds": parsed.get("runtime_s", base.get("runtime_seconds")),
+        "measured_seconds": parsed.get("runtime_s"),
         "_batches": parsed.get("batches"), "_key_ops": parsed.get("key_ops"),
     })
     if cpu and cpu > 0 and parsed.get("key_ops"):
@@ -203,6 +228,12 @@ def _num(value):
     return float(value)
 
 
+def _window(row):
+    """The seconds a row's rates were measured over (the configured runtime when the line did
+    not say)."""
+    return _num(row.get("measured_seconds")) or _num(row.get("runtime_seconds")) or 0.0
+
+
 def case_totals(rows, transport, repeat_index, phase, server_cpu_s=None, case_status=""):
     """Total of one transport x repeat x phase over its clients' rows (the run total equals the
     awk sum of summary.csv's column 18). Latency: mean_us is the batch-weighted mean (exact). A
@@ -227,8 +258,9 @@ def case_totals(rows, transport, repeat_index, phase, server_cpu_s=None, case_st
     out["key_ops_per_sec"] = key_ops
     out["ops_per_sec"] = sum(_num(r["ops_per_sec"]) for r in ok)
     out["payload_gbps"] = sum(_num(r["payload_gbps"]) for r in ok)
-    out["window_seconds"] = min(_num(r["runtime_seconds"]) or 0.0 for r in ok)
-    weights = [(_num(r["ops_per_sec"]) or 0.0) * (_num(r["runtime_seconds"]) or 0.0) for r in ok]
+    windows = [_window(r) for r in ok]
+    out["window_seconds"] = min(windows)
+    weights = [(_num(r["ops_per_sec"]) or 0.0) * w for r, w in zip(ok, windows)]
     means = [_num(r["mean_us"]) for r in ok]
     if all(m is not None for m in means) and sum(weights) > 0:
         out["mean_us"] = sum(m * w for m, w in zip(means, weights)) / sum(weights)

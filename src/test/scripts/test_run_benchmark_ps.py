@@ -290,6 +290,11 @@ class TestCommands(unittest.TestCase):
                           o["qps_per_client_per_shard"], o["wait_timeout_ms"], o["poll_mode"],
                           o["control_plane_timeout_ms"]),
                          ("250", "1", "true", "16", "8000", "busy", "45000"))
+        # RecStore gives clients at least 30 s for the control plane, whatever --cluster-timeout
+        short = parse("--transports", "shm", "--cluster-timeout", "5")
+        o = transport_options(ps_config.build_benchmark_cmd(short, T["shm"], topo, topo.clients[0],
+                                                            "/c", ["c"]))
+        self.assertEqual(o["control_plane_timeout_ms"], "30000")
         # client NUMA differs from the server's: client cores start at 0, one block per process
         self.assertEqual([transport_options(c)["bind_core_offset"] for c in cli], ["0", "16"])
         self.assertEqual(flat(args).effective_row_kind, "diagnostic")
@@ -519,6 +524,25 @@ class TestResults(unittest.TestCase):
                                   "payload_gbps": 0.5})
         self.assertEqual((row["value_size"], row["payload_gbps"]), (256, 0.5))
 
+    def test_recstore_get_summary_line_gives_the_run_latencies(self):
+        base = {"runtime_seconds": 2.0, "value_size": 128}
+        text = RESULT_TEXT + ("transport=grpc op=get phase=warmup summary elapsed_us_mean=1 "
+                              "elapsed_us_p50=1 elapsed_us_p95=1 elapsed_us_p99=1\n"
+                              "transport=grpc op=get phase=measure summary rounds=3 iterations=9 "
+                              "batch_keys=64 elapsed_us_mean=123.5 elapsed_us_p50=111 "
+                              "elapsed_us_p95=222 elapsed_us_p99=333 ops_per_sec=10 "
+                              "key_ops_per_sec=640\n")
+        rows = [results.result_row(base, r) for r in results.collect_ps_result_rows(text)]
+        self.assertTrue(results.apply_get_summary(rows, text))
+        run = rows[1]
+        self.assertEqual((run["mean_us"], run["p50_us"], run["p95_us"], run["p99_us"]),
+                         (123.5, 111.0, 222.0, 333.0))
+        self.assertEqual(run["p999_us"], 300.0)  # not in RecStore's line: the result line's
+        self.assertEqual(rows[0]["p50_us"], 9.0)  # the load row keeps its own
+        # runtime_seconds is the configured runtime; the measured window is its own column
+        self.assertEqual((run["runtime_seconds"], run["measured_seconds"]), (2.0, 1.0))
+        self.assertFalse(results.apply_get_summary(rows, RESULT_TEXT))
+
     def test_row_keeps_latency_and_cpu(self):
         parsed = results.collect_ps_result_rows(RESULT_TEXT)[1]
         row = results.result_row({"runtime_seconds": 1, "value_size": 128}, parsed, server_cpu_s=0.7)
@@ -547,12 +571,13 @@ class TestResults(unittest.TestCase):
             lines = Path(path).read_text().splitlines()
             self.assertTrue(lines[0].startswith("transport,status,phase,client_index"))
             self.assertEqual(lines[0].split(","), results.SUMMARY_COLUMNS)
-            self.assertEqual(len(results.SUMMARY_COLUMNS), 33)
+            self.assertEqual(len(results.SUMMARY_COLUMNS), 34)
+            self.assertEqual(results.SUMMARY_COLUMNS[-1], "measured_seconds")
             self.assertEqual(results.SUMMARY_COLUMNS[:25], results.RECSTORE_COLUMNS)
             self.assertTrue(lines[2].startswith("GRPC,success,run,0"))
             for line in lines:  # no quoted cells: awk -F, sees fixed columns
                 self.assertNotIn('"', line)
-                self.assertEqual(len(line.split(",")), 33)
+                self.assertEqual(len(line.split(",")), 34)
             cells = lines[2].split(",")
             self.assertEqual(cells[7], "10.0.0.1;10.0.0.2")
             self.assertEqual(cells[17], "64000.000")
@@ -719,12 +744,20 @@ class TestFlagForwarding(unittest.TestCase):
 
 
 class TestCaseTopology(unittest.TestCase):
-    def test_shard_ids_must_be_dense_to_run(self):
+    def test_sparse_shard_ids_are_carried_through(self):
+        # RecStore's plans use shard ids such as 3 and 8: the config lists them and each server
+        # serves its own id; clients route to the servers in shard-id order
+        p = parse("--transports", "grpc", "--server-plan", "0:a:25000:3,1:b:26000:8")
+        topo = p.topology(T["grpc"])
+        self.assertEqual(topo.server_plan(), "0:a:25000:3,1:b:26000:8")
+        cfg = ps_config.build_runtime_config(p, T["grpc"], topo, "/d")
+        self.assertEqual([s["shard"] for s in cfg["cache_ps"]["servers"]], [3, 8])
+        cmds = [ps_config.build_server_cmd(p, T["grpc"], s, 2, "/c", ["s"]) for s in topo.servers]
+        self.assertEqual([[a for a in c if a.startswith("--local_shard_id=")] for c in cmds],
+                         [["--local_shard_id=3"], ["--local_shard_id=8"]])
 
+    def test_explicit_plan_keeps_ports_of_rc_transports(self):
         with tempfile.TemporaryDirectory() as d:
-            self.assertRegex(parse_error("--transports", "grpc", "--server-plan",
-                                         "0:a:25000:3,1:b:26000:8", "--output-dir", d),
-                             r"shard ids \[3, 8\] must be dense, 0..1")
             ok = parse("--transports", "grpc,shm", "--server-plan", "1:a:25001:1,0:b:25000:0",
                        "--output-dir", d)
             topo = ok.topology(T["shm"])
