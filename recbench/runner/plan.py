@@ -24,8 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from recbench import transports
-from recbench.launch import SOURCE_ROOT
-from recbench.runner import preflight
+from recbench.launch import SOURCE_ROOT, free_port
 from recbench.runner.config import scoped_transport_options
 from recbench.runner.topology import (
     FabricEntry,
@@ -322,7 +321,7 @@ def _topology(a: argparse.Namespace, t: Transport) -> Topology:
                             f"so it must be shard 0's host {topo.servers[0].host} (or empty)")
     if t.rc and rc_port is None and not a.server_plan.strip():
         # local control planes: ports the OS says are free now
-        topo = Topology(tuple(dataclasses.replace(s, port=preflight.free_port(s.host))
+        topo = Topology(tuple(dataclasses.replace(s, port=free_port(s.host))
                               for s in topo.servers), topo.clients)
     return topo
 

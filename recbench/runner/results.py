@@ -11,11 +11,11 @@ run phases share one window because the runner releases them together through th
 and one `mean` row per transport x phase over the repeats with the spread.
 """
 
-import csv
 import math
 import statistics
+from typing import Any
 
-from recbench import latency_hist
+from recbench import latency_hist, records
 
 RECSTORE_COLUMNS = [
     "transport", "status", "phase", "client_index", "repeat_index", "server_shards",
@@ -48,21 +48,12 @@ FLOAT_FIELDS = ("zipfian_alpha", "runtime_s", "throughput_batches_sec", "through
                 "cpu_sys_s", "payload_gbps")
 
 
-def parse_kv_tokens(line):
-    out = {}
-    for token in line.split():
-        if "=" in token:
-            k, v = token.split("=", 1)
-            out[k] = v
-    return out
-
-
 def parse_result_line(line):
     """One `PS_BENCHMARK_RESULT k=v ...` line -> dict with typed numbers, or None."""
     line = line.strip()
     if not line.startswith(RESULT_PREFIX):
         return None
-    fields = parse_kv_tokens(line[len(RESULT_PREFIX):])
+    fields: dict[str, Any] = dict(records.parse_kv(line[len(RESULT_PREFIX):]))
     for k in INT_FIELDS:
         if k in fields:
             try:
@@ -93,7 +84,7 @@ def collect_summary_rows(text):
     for line in text.splitlines():
         if " summary " not in f" {line} " or "phase=" not in line:
             continue
-        fields = parse_kv_tokens(line)
+        fields: dict[str, Any] = dict(records.parse_kv(line))
         if fields.get("phase") != "measure":
             continue
         for k, v in list(fields.items()):
@@ -196,8 +187,7 @@ def failure_row(base, status, message, phase="", client_index=-1, log_paths=()):
     return row
 
 
-def _cell(row, col):
-    value = row.get(col)
+def _cell(col, value):
     if col in ("server_shard_ips", "client_ips", "log_path"):
         return join_cell(value) if value not in (None, "") else ""
     if col in ("ops_per_sec", "key_ops_per_sec", "keys_per_cpu_sec"):
@@ -210,16 +200,11 @@ def _cell(row, col):
 
 
 def write_summary_csv(path, rows):
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(SUMMARY_COLUMNS)
-        for row in rows:
-            w.writerow([_cell(row, c) for c in SUMMARY_COLUMNS])
+    records.write_csv(path, SUMMARY_COLUMNS, rows, _cell)
 
 
 def read_summary_csv(path):
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
+    return records.read_csv(path)
 
 
 def _num(value):
@@ -334,12 +319,5 @@ def build_totals(rows, cases):
 
 
 def write_totals_csv(path, totals):
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(TOTALS_COLUMNS)
-        for row in totals:
-            cells = []
-            for col in TOTALS_COLUMNS:
-                v = row.get(col)
-                cells.append(fmt(v, 6 if col == "payload_gbps" else 3))
-            w.writerow(cells)
+    records.write_csv(path, TOTALS_COLUMNS, totals,
+                      lambda col, v: fmt(v, 6 if col == "payload_gbps" else 3))

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from loopback_sshd import LoopbackSshd, pid_alive, pids_mentioning
 
-from recbench import latency_hist
+from recbench import latency_hist, launch
 from recbench.runner import preflight, report, results
 
 REPO = Path(__file__).resolve().parents[3]
@@ -108,7 +108,7 @@ class RunnerCase(unittest.TestCase):
         self.assertEqual(left, [], "processes left running")
 
     def port(self, host="127.0.0.1"):
-        return preflight.free_port(host)
+        return launch.free_port(host)
 
     def assert_no_leftovers(self):
         self.assertEqual(pids_mentioning(self.out), [])
