@@ -35,10 +35,6 @@ int rs_ps_bench_mode_parse(const char *name, rs_ps_bench_mode *out, rs_error *er
                         name ? name : "");
 }
 
-const char *rs_ps_bench_mode_name(rs_ps_bench_mode m) {
-    return (unsigned)m < 4 ? mode_names[m] : "unknown";
-}
-
 void rs_ps_bench_row(uint64_t key, uint32_t value_size, float *row) {
     /* base < 2^23 and j < 2^16: every value is an exact float32 */
     uint32_t base = (uint32_t)(rs_mix64(key) >> 41);

@@ -39,7 +39,6 @@ typedef enum rs_ps_bench_mode {
 
 /* "fetch" | "insert" | "mixed" | "fetch_insert" -> mode; RS_EINVAL naming the accepted values. */
 int rs_ps_bench_mode_parse(const char *name, rs_ps_bench_mode *out, rs_error *err);
-const char *rs_ps_bench_mode_name(rs_ps_bench_mode m);
 
 typedef struct rs_ps_bench_config {
     rs_ps_client_config client; /* transport, endpoints, value_size, prefetch_depth, timeout */
