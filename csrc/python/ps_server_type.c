@@ -63,8 +63,9 @@ static int Server_init(ServerObject *self, PyObject *args, PyObject *kwds) {
                              NULL};
     const char *transport = "brpc", *host = "127.0.0.1", *index_type = "DRAM_PET_HASH";
     const char *path = NULL, *extra = NULL, *load_dir = NULL, *sync = "none", *token_file = NULL;
-    unsigned int port = 0, shard = 0, num_shards = 1, value_size = 512, num_threads = 1;
-    unsigned int max_keys = 500, max_conns = 0;
+    unsigned int port = 0, shard = 0, num_shards = 1, value_size = RS_PS_DEFAULT_VALUE_SIZE;
+    unsigned int num_threads = 1;
+    unsigned int max_keys = RS_PS_DEFAULT_BATCH_KEYS, max_conns = 0;
     unsigned long long capacity = 1000000, max_body = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "|ssIIIsIKIIzKzIzsz", kwlist, &transport, &host,
                                      &port, &shard, &num_shards, &index_type, &value_size,
@@ -247,8 +248,11 @@ int rs_py_ps_server_type_init(PyObject *module) {
         Py_DECREF(&ServerType);
         return -1;
     }
-    /* the server defaults of transport.h (max_body_bytes=0 / max_connections=0 mean these) */
-    if (PyModule_AddIntConstant(module, "DEFAULT_MAX_BODY_BYTES", RS_PS_DEFAULT_MAX_BODY_BYTES) <
+    /* the server defaults of ps.h and transport.h (max_body_bytes=0 / max_connections=0 mean
+     * these) */
+    if (PyModule_AddIntConstant(module, "DEFAULT_VALUE_SIZE", RS_PS_DEFAULT_VALUE_SIZE) < 0 ||
+        PyModule_AddIntConstant(module, "DEFAULT_BATCH_KEYS", RS_PS_DEFAULT_BATCH_KEYS) < 0 ||
+        PyModule_AddIntConstant(module, "DEFAULT_MAX_BODY_BYTES", RS_PS_DEFAULT_MAX_BODY_BYTES) <
             0 ||
         PyModule_AddIntConstant(module, "DEFAULT_MAX_CONNECTIONS", RS_PS_DEFAULT_MAX_CONNECTIONS) <
             0)

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from recbench import transports
+from recbench.runner import session
 from recbench.runner.plan import Plan, build_plan
 from recbench.runner.topology import TopologyError
 
@@ -305,8 +306,6 @@ def apply_interactive_prompts(args: argparse.Namespace, input_fn: Callable[[], s
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from recbench.runner import session
-
     argv = list(sys.argv[1:] if argv is None else argv)
     plan = parse_args(argv, input_fn=input)
     return session.run(plan, argv)

@@ -24,8 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from recbench import transports
-from recbench.launch import SOURCE_ROOT
-from recbench.runner import preflight
+from recbench.launch import SOURCE_ROOT, free_port
 from recbench.runner.config import scoped_transport_options
 from recbench.runner.topology import (
     FabricEntry,
@@ -330,13 +329,9 @@ def _topology(a: argparse.Namespace, t: Transport) -> Topology:
         raise TopologyError(f"--rdma-control-plane-host {a.rdma_control_plane_host}: in "
                             "recbench each shard's control plane is that shard's own endpoint, "
                             f"so it must be shard 0's host {topo.servers[0].host} (or empty)")
-    shards = sorted(s.shard for s in topo.servers)
-    if shards != list(range(len(shards))):
-        raise TopologyError(f"shard ids {shards} must be dense, 0..{len(shards) - 1}: recbench "
-                            "routes a key to shard hash(key) % num_shards (fix --server-plan)")
     if t.rc and rc_port is None and not a.server_plan.strip():
         # local control planes: ports the OS says are free now
-        topo = Topology(tuple(dataclasses.replace(s, port=preflight.free_port(s.host))
+        topo = Topology(tuple(dataclasses.replace(s, port=free_port(s.host))
                               for s in topo.servers), topo.clients)
     return topo
 

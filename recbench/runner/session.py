@@ -416,20 +416,34 @@ class Session:
                                 "--server-shard-ips and --execution-backend)")
         return problems
 
-    def run_case(self, transport, repeat, topo):
+    def run_case(self, transport: Transport, repeat: int,
+                 topo: Topology) -> tuple[list[dict[str, Any]], float | None]:
+        """Rows and server CPU seconds of one case. Its config is written first, so every case
+        (a skipped or failed one too) has configs/<transport>_repeat_<i>.json."""
         plan = self.plan
         t = transport.name
         base = self.base_row(transport, repeat, topo)
         logs = self.output_dir / "logs" / t / f"repeat_{repeat}"
         (logs / "server").mkdir(parents=True, exist_ok=True)
-        case = {"transport": transport.label, "repeat_index": repeat, "topology": topo.to_dict(),
-                "config_path": str(self.output_dir / "configs" / f"{t}_repeat_{repeat}.json")}
+        config_path = self.output_dir / "configs" / f"{t}_repeat_{repeat}.json"
+        case: dict[str, Any] = {
+            "transport": transport.label, "repeat_index": repeat, "topology": topo.to_dict(),
+            "server_plan": topo.server_plan(), "client_plan": topo.client_plan(),
+            "config_path": str(config_path)}
         if transport.rc:
             case.update({"rdma_namespace": f"{plan.rc.rdma_namespace}-{repeat}",
                          "rdma_control_plane_host": plan.rc.rdma_control_plane_host
                          or topo.servers[0].host,
-                         "rdma_control_plane_port": topo.servers[0].port})
+                         "rdma_control_plane_port": topo.servers[0].port,
+                         "rdma_get_response_mode": plan.rc.get_response_mode})
         self.cases.append(case)
+        data_root = (Path(plan.execution.local_data_root or self.output_dir / "data")
+                     / f"{t}_repeat_{repeat}")
+        config = build_runtime_config(plan, transport, topo, str(data_root / "value"))
+        if transport.rc:
+            config["rdma"]["namespace"] = case["rdma_namespace"]
+        config_path.parent.mkdir(parents=True, exist_ok=True)
+        config_path.write_text(json.dumps(config, indent=2) + "\n")
         problems = self.host_level_problems(topo)
         skip = None if problems else self.case_skip_reason(transport, topo)
         if skip:
@@ -439,13 +453,7 @@ class Session:
         if problems:
             case["status"] = "preflight_failure"
             return [results.failure_row(base, "preflight_failure", "; ".join(problems))], None
-        data_root = Path(plan.execution.local_data_root or self.output_dir / "data") / f"{t}_repeat_{repeat}"
         remote_dir = f"{plan.execution.remote_runtime_root}/{self.run_tag}/{t}/repeat_{repeat}"
-        config = build_runtime_config(plan, transport, topo, str(data_root / "value"))
-        if transport.rc:
-            config["rdma"]["namespace"] = case["rdma_namespace"]
-        Path(case["config_path"]).parent.mkdir(parents=True, exist_ok=True)
-        Path(case["config_path"]).write_text(json.dumps(config, indent=2) + "\n")
         (data_root / "value").mkdir(parents=True, exist_ok=True)
         cond = threading.Condition()
         servers, clients = [], []
@@ -693,6 +701,10 @@ class Session:
         for r in rows:
             r["client_index"] = spec.client_index
             r["_hist"] = hists.get(r.get("phase"))
+        if results.apply_get_summary(rows, text):  # RecStore's op=get summary line wins
+            for r in rows:
+                if r.get("phase") == "run":
+                    r["_hist"] = None
         have_run = any(r.get("phase") == "run" for r in parsed)
         logs = [proc.stdout_log, proc.stderr_log]
         if timed_out and dead_server is not None:
@@ -741,6 +753,12 @@ class Session:
             "cpu_cores": os.cpu_count(), "platform": platform.platform(),
             "python": sys.version.split()[0], "argv": self.argv,
             "args": dict(self.plan.flags), "plan": self.plan.record(),
+            # RecStore's keys: the resolved plans per transport and the GET response mode
+            "server_plan": {t.label: self.plan.topology(t).server_plan()
+                            for t in self.plan.transports},
+            "client_plan": {t.label: self.plan.topology(t).client_plan()
+                            for t in self.plan.transports},
+            "rdma_get_response_mode": self.plan.rc.get_response_mode,
             "hosts": self.facts, "host_problems": self.host_problems,
             "not_forwarded_derived_flags": sorted(self.not_forwarded),
             "cases": self.cases, "processes": REGISTRY.history,

@@ -41,6 +41,11 @@
 extern "C" {
 #endif
 
+/* RecStore's defaults, the ones every entry point starts from (exported to Python as
+ * recbench._ps.DEFAULT_VALUE_SIZE / DEFAULT_BATCH_KEYS). */
+#define RS_PS_DEFAULT_VALUE_SIZE 512u /* row bytes: 128 float32 */
+#define RS_PS_DEFAULT_BATCH_KEYS 500u /* keys per request, and a server's max_keys_per_request */
+
 typedef enum rs_ps_op {
     RS_PS_GET = 1,
     RS_PS_PUT = 2,
