@@ -31,7 +31,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 import recbench
-from recbench.bench.ps_transports import LineProcess, kv
+from recbench.launch import LineProcess
+from recbench.records import parse_kv
 
 log = logging.getLogger("recbench.bench.checkpoint")
 
@@ -207,7 +208,7 @@ def run(records: int = 1_000_000, value_size: int = 512, repeats: int = 3,
                        "--capacity", str(records + records // 10), "--num_threads",
                        str(num_threads), "--max_keys_per_request", "500"])
     try:
-        ready = kv(srv.wait_line("event=ready", 60))
+        ready = parse_kv(srv.wait_line("event=ready", 60))
         uri = f"brpc://127.0.0.1:{ready['port']}"
         log.info("filling %d rows of %d B", records, value_size)
         fill(uri, records, value_size)
