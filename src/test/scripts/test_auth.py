@@ -8,18 +8,35 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
 import unittest
 
 import numpy as np
+from baidu_std_wire import frame, lfield, rpc_meta, vfield
 from ps_testlib import PSServerProcess, python_env, require_transport
 
 import recbench
 from recbench import errors
 
 TOKEN = "s3cret-Token-7f0c2a91"
+
+
+def read_frame(s: socket.socket) -> bytes:
+    head = b""
+    while len(head) < 12:
+        chunk = s.recv(12 - len(head))
+        if not chunk:
+            raise AssertionError("connection closed before a reply")
+        head += chunk
+    body_len = struct.unpack(">I", head[4:8])[0]
+    body = b""
+    while len(body) < body_len:
+        body += s.recv(body_len - len(body))
+    return body
 
 
 class AuthToken(unittest.TestCase):
@@ -79,6 +96,27 @@ class AuthToken(unittest.TestCase):
 
     def test_grpc(self):
         self._transport("grpc")
+
+    def test_brpc_closes_after_repeated_failures(self):
+        """Raw baidu_std: each refused request is answered with ERPCAUTH (1004); the third closes
+        the connection. The right token in RpcMeta.authentication_data is served."""
+        srv = PSServerProcess("brpc", value_size=64,
+                              extra_args=["--auth_token_file", self.good]).start()
+        try:
+            def req(cid, token):
+                meta = rpc_meta(cid, method=b"Command") + (lfield(7, token) if token else b"")
+                return frame(meta, lfield(5, b"ping"))
+
+            with socket.create_connection(("127.0.0.1", srv.ports[0]), timeout=10) as s:
+                s.sendall(req(1, TOKEN.encode()))
+                self.assertNotIn(vfield(1, 1004), read_frame(s))
+                for cid in (2, 3, 4):
+                    s.sendall(req(cid, b"wrong" if cid % 2 else None))
+                    self.assertIn(vfield(1, 1004), read_frame(s))
+                self.assertEqual(s.recv(1), b"")  # closed after the third refusal
+        finally:
+            srv.stop()
+        self.assertEqual(int(srv.final_lines[0]["auth_failures"]), 3)
 
     def test_shm(self):
         self._transport("shm")
