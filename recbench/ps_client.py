@@ -21,6 +21,7 @@ import time
 import numpy as np
 
 from recbench import _ps, errors
+from recbench.cli_flags import tls_options
 
 
 def parse_uri(uri: str) -> tuple[str, list[tuple[str, int]]]:
@@ -96,10 +97,14 @@ class PSClient:
 
     def __init__(self, uri: str, value_size: int | None = None, *, prefetch_depth: int = 1,
                  timeout_ms: int = 10000, transport_options: str | None = None,
-                 auth_token_file: str | None = None):
+                 auth_token_file: str | None = None, tls_ca: str | None = None):
         """auth_token_file: send the deployment token read from that file (servers started
-        with --auth_token_file require it); the token itself is never an argument."""
+        with --auth_token_file require it); the token itself is never an argument.
+        tls_ca: grpc only, connect with TLS trusting these PEM root certificates."""
         transport, endpoints = parse_uri(uri)
+        if tls_ca:
+            transport_options = ";".join(
+                x for x in (transport_options, tls_options(transport, {"tls_ca": tls_ca})) if x)
         self.uri = uri
         self.transport = transport
         self._c = _ps.Client(transport, endpoints, value_size or 0, prefetch_depth, timeout_ms,

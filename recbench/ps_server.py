@@ -26,6 +26,7 @@ import signal
 import sys
 
 from recbench import _ps, errors, rc_options
+from recbench.cli_flags import tls_options
 from recbench.ps_config import ConfigError, PSConfig, load_config
 from recbench.transports import default_port
 
@@ -84,6 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="require the token in FILE on every request (brpc RpcMeta "
                    "authentication_data, gRPC 'authorization: Bearer', RC attach); the token is "
                    "never logged; see docs/security.md")
+    p.add_argument("--tls_cert", default=None, metavar="PEM",
+                   help="grpc only: serve TLS with this certificate chain (with --tls_key)")
+    p.add_argument("--tls_key", default=None, metavar="PEM", help="grpc only: the TLS private key")
     p.add_argument("--sync", default="none",
                    help="SSD_EXTENDIBLE_HASH only: none (default; survives the process dying, "
                    "not the OS), interval:MS (msync every MS ms) or always (msync before every "
@@ -147,7 +151,13 @@ def resolve(args, cfg: PSConfig | None) -> list[dict]:
             "auth_token_file": args.auth_token_file,
         })
     rc_options.apply_server(args, transport, out)
+    tls = tls_options(transport, {"tls_cert": args.tls_cert, "tls_key": args.tls_key})
+    if tls and not (args.tls_cert and args.tls_key):
+        raise ValueError("--tls_cert and --tls_key go together")
+    for s in out:
+        s["extra"] = ";".join(x for x in (s["extra"], tls) if x) or None
     return out
+
 
 
 def _cpu() -> tuple[float, float]:

@@ -337,7 +337,8 @@ static int rs_grpc_conn_connect(const char *host, uint16_t port, const rs_ps_cli
          .value.integer = (int)o.max_frame_size},
     };
     grpc_channel_args cargs = {.num_args = sizeof args / sizeof args[0], .args = args};
-    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+    grpc_channel_credentials *creds = NULL;
+    if ((rc = rs_grpc_channel_creds(&o, &creds, err))) goto fail;
     c->channel = grpc_channel_create(c->addr, creds, &cargs);
     grpc_channel_credentials_release(creds);
     c->cq = grpc_completion_queue_create_for_next(NULL);

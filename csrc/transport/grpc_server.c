@@ -463,7 +463,8 @@ static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, 
 
     /* Everything that can fail before a listener exists is done: from here on, cleaning up
      * needs the server's shutdown (rs_grpc_srv_stop). */
-    grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+    grpc_server_credentials *creds = NULL;
+    if ((rc = rs_grpc_server_creds(&o, &creds, err))) goto fail_server;
     int port = grpc_server_add_http2_port(srv->server, addr, creds);
     grpc_server_credentials_release(creds);
     if (port <= 0) {

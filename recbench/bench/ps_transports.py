@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from recbench import _ps, procfs, records
+from recbench.bench.tls_pki import make_test_pki
 from recbench.launch import SOURCE_ROOT, LineProcess, free_port
 from recbench.ps_server import SKIP_EXIT_CODE
 
@@ -61,22 +62,27 @@ def run_redis(args, repeat: int) -> dict:
 
 
 def run_transport(args, transport: str, repeat: int) -> dict:
+    """One run of `transport`; "grpc+tls" is grpc over TLS with a test PKI (args.tls_pki)."""
+    system, tls = transport, transport == "grpc+tls"
+    transport = "grpc" if tls else transport
     reason = _ps.transports().get(transport, "unknown transport")
     if reason is not None:
-        return {"system": transport, "status": "skipped", "reason": reason}
+        return {"system": system, "status": "skipped", "reason": reason}
     py = sys.executable
+    srv_tls = ["--tls_cert", args.tls_pki.cert, "--tls_key", args.tls_pki.key] if tls else []
+    cli_tls = ["--tls_ca", args.tls_pki.ca] if tls else []
     srv = LineProcess([py, "-m", "recbench.ps_server", "--transport", transport, "--host",
                        "127.0.0.1", "--port", "0", "--num_threads", str(args.server_threads),
                        "--value_size", str(args.value_size), "--capacity",
                        str(args.record_count), "--max_keys_per_request",
-                       str(max(args.batch_keys, 500)), "--index_type", args.index_type])
+                       str(max(args.batch_keys, 500)), "--index_type", args.index_type] + srv_tls)
     bench = None
     try:
         try:
             ready = records.parse_kv(srv.wait_line("event=ready", 30))
         except RuntimeError:
             if srv.proc.poll() == SKIP_EXIT_CODE:
-                return {"system": transport, "status": "skipped", "reason": " ".join(srv.lines)}
+                return {"system": system, "status": "skipped", "reason": " ".join(srv.lines)}
             raise
         # idle check: nothing connected, nothing to do
         i0 = procfs.cpu_seconds(srv.proc.pid)
@@ -88,7 +94,7 @@ def run_transport(args, transport: str, repeat: int) -> dict:
                              "--batch_keys", str(args.batch_keys), "--thread_num",
                              str(args.client_threads), "--prefetch_depth",
                              str(args.prefetch_depth), "--running_seconds",
-                             str(args.running_seconds), "--seed", str(repeat + 100)],
+                             str(args.running_seconds), "--seed", str(repeat + 100)] + cli_tls,
                             stdin=subprocess.PIPE)
         bench.wait_line("PS_BENCHMARK_LOADED", 300)
         c0 = procfs.cpu_seconds(srv.proc.pid)
@@ -101,12 +107,12 @@ def run_transport(args, transport: str, repeat: int) -> dict:
         except subprocess.TimeoutExpired:
             rc = None
         if rc != 0:
-            return {"system": transport, "status": "failed", "reason": " | ".join(bench.lines[-3:])}
+            return {"system": system, "status": "failed", "reason": " | ".join(bench.lines[-3:])}
     finally:
         if bench is not None:
             bench.stop()
         srv.stop()
-    return {"system": transport, "status": "ok", "keys_s": float(run["throughput_keys_sec"]),
+    return {"system": system, "status": "ok", "keys_s": float(run["throughput_keys_sec"]),
             "client_cpu_s": float(run["cpu_user_s"]) + float(run["cpu_sys_s"]),
             "server_cpu_s": c1 - c0, "runtime_s": float(run["runtime_s"]),
             "key_ops": int(run["key_ops"]), "p50_us": float(run["p50_us"]),
@@ -187,7 +193,7 @@ def goal_lines(summary: list[dict], args) -> list[str]:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--transports", default="brpc,grpc",
+    p.add_argument("--transports", default="brpc,grpc",  # grpc+tls: grpc over TLS (test PKI)
                    help="comma list of PS transports (unavailable ones are reported as skipped)")
     p.add_argument("--no_redis", action="store_true", help="skip the Redis baseline")
     p.add_argument("--redis_server", default="redis-server")
@@ -210,6 +216,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     transports = [t.strip().lower() for t in args.transports.split(",") if t.strip()]
+    pki_dir = tempfile.mkdtemp(prefix="rs_tls_pki_") if "grpc+tls" in transports else None
+    if pki_dir:
+        args.tls_pki = make_test_pki(pki_dir)
     rows = []
     for rep in range(args.repeat):
         systems = ([] if args.no_redis else ["redis"]) + transports
@@ -226,6 +235,8 @@ def main(argv=None) -> int:
                       flush=True)
             else:
                 print(f"[repeat {rep}] {system}: {row['status']}: {row.get('reason')}", flush=True)
+    if pki_dir:
+        shutil.rmtree(pki_dir, ignore_errors=True)
     summary = summarize(rows)
     print()
     print(format_table(summary, args))
