@@ -61,16 +61,16 @@ def run_redis(args, repeat: int) -> dict:
             "p99_us": r["p99_us"], "idle_cpu_s": None}
 
 
-def run_transport(args, transport: str, repeat: int) -> dict:
-    """One run of `transport`; "grpc+tls" is grpc over TLS with a test PKI (args.tls_pki)."""
+def run_transport(args, transport: str, repeat: int, pki=None) -> dict:
+    """One run of `transport`; "grpc+tls" is grpc over TLS with the test PKI `pki`."""
     system, tls = transport, transport == "grpc+tls"
     transport = "grpc" if tls else transport
     reason = _ps.transports().get(transport, "unknown transport")
     if reason is not None:
         return {"system": system, "status": "skipped", "reason": reason}
     py = sys.executable
-    srv_tls = ["--tls_cert", args.tls_pki.cert, "--tls_key", args.tls_pki.key] if tls else []
-    cli_tls = ["--tls_ca", args.tls_pki.ca] if tls else []
+    srv_tls = ["--tls_cert", pki.cert, "--tls_key", pki.key] if tls else []
+    cli_tls = ["--tls_ca", pki.ca] if tls else []
     srv = LineProcess([py, "-m", "recbench.ps_server", "--transport", transport, "--host",
                        "127.0.0.1", "--port", "0", "--num_threads", str(args.server_threads),
                        "--value_size", str(args.value_size), "--capacity",
@@ -217,15 +217,15 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     transports = [t.strip().lower() for t in args.transports.split(",") if t.strip()]
     pki_dir = tempfile.mkdtemp(prefix="rs_tls_pki_") if "grpc+tls" in transports else None
-    if pki_dir:
-        args.tls_pki = make_test_pki(pki_dir)
+    pki = make_test_pki(pki_dir) if pki_dir else None
     rows = []
     for rep in range(args.repeat):
         systems = ([] if args.no_redis else ["redis"]) + transports
         # rotate the order so no system always runs first
         systems = systems[rep % len(systems):] + systems[:rep % len(systems)]
         for system in systems:
-            row = run_redis(args, rep) if system == "redis" else run_transport(args, system, rep)
+            row = (run_redis(args, rep) if system == "redis"
+                   else run_transport(args, system, rep, pki))
             row["repeat"] = rep
             rows.append(row)
             if row["status"] == "ok":
