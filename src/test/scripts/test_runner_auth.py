@@ -16,6 +16,8 @@ from pathlib import Path
 
 from loopback_sshd import LoopbackSshd
 
+from recbench.bench.tls_pki import make_test_pki
+
 REPO = Path(__file__).resolve().parents[3]
 RUNNER = REPO / "tools" / "benchmarks" / "run_benchmark_ps.py"
 SMALL = ["--profile", "smoke", "--record-count", "2000", "--runtime-seconds", "0.5",
@@ -63,6 +65,26 @@ class RunnerAuth(unittest.TestCase):
         res = run_runner(SMALL + ["--transports", "brpc", "--auth-token-file", self.token,
                                   "--output-dir", self.out])
         self.check_run(res)
+
+    @unittest.skipIf(shutil.which("openssl") is None, "the openssl command is not installed")
+    def test_grpc_tls_with_token(self):
+        pki = make_test_pki(os.path.join(self.tmp, "pki"))
+        res = run_runner(SMALL + ["--transports", "grpc,brpc", "--auth-token-file", self.token,
+                                  "--grpc-tls-cert", pki.cert, "--grpc-tls-key", pki.key,
+                                  "--grpc-tls-ca", pki.ca, "--output-dir", self.out])
+        self.check_run(res)
+        run = json.loads(Path(self.out, "run_config.json").read_text())
+        for case in run["cases"]:
+            argv = [a for c in case["commands"] for a in c["argv"]]
+            tls = [a.split("=", 1)[0] for a in argv if a.startswith("--tls_")]
+            if case["transport"].lower() == "grpc":
+                self.assertEqual(sorted(set(tls)), ["--tls_ca", "--tls_cert", "--tls_key"])
+            else:
+                self.assertEqual(tls, [])  # TLS is for grpc only
+        half = run_runner(SMALL + ["--transports", "grpc", "--grpc-tls-cert", pki.cert,
+                                   "--output-dir", self.out + "2"])
+        self.assertNotEqual(half.returncode, 0)
+        self.assertIn("go together", half.stderr)
 
     def test_missing_token_file_refused(self):
         res = run_runner(SMALL + ["--transports", "brpc", "--auth-token-file",
