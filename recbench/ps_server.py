@@ -76,6 +76,14 @@ def build_parser() -> argparse.ArgumentParser:
                    "cannot enforce one and refuses a non-zero value)")
     p.add_argument("--transport_options", default=None,
                    help="transport-specific options 'k=v;k=v' (e.g. RC poll_mode=adaptive)")
+    p.add_argument("--load_checkpoint", default=None, metavar="DIR",
+                   help="load each shard's rows from DIR/shard_<id>.rsckpt (saved with COMMAND "
+                   "save / PSClient.save) before serving; a damaged or mismatched file is an "
+                   "error naming it")
+    p.add_argument("--sync", default="none",
+                   help="SSD_EXTENDIBLE_HASH only: none (default; survives the process dying, "
+                   "not the OS), interval:MS (msync every MS ms) or always (msync before every "
+                   "write is answered); see docs/durability.md")
     p.add_argument("--log_level", default="WARNING", help="Python logging level")
     rc_options.add_server_flags(p)  # --thread_num, --poll_mode, --rdma_rc_* (rdma/shm only)
     return p
@@ -131,6 +139,7 @@ def resolve(args, cfg: PSConfig | None) -> list[dict]:
             "path": data_path, "max_body_bytes": args.max_body_bytes,
             "max_connections": args.max_connections,
             "extra": args.transport_options,
+            "load_checkpoint": args.load_checkpoint, "sync": args.sync,
         })
     rc_options.apply_server(args, transport, out)
     return out
