@@ -81,6 +81,7 @@ typedef struct rs_pb_reader {
 
 static inline int rs_pb_get_varint(rs_pb_reader *r, uint64_t *out, const char *what) {
     uint64_t v = 0;
+    *out = 0;
     for (unsigned shift = 0; shift < 64; shift += 7) {
         if (r->p >= r->end)
             return rs_error_set(r->err, RS_EPROTO, "%s: truncated varint in %s", r->msg_name, what);
@@ -99,6 +100,8 @@ static inline int rs_pb_get_varint(rs_pb_reader *r, uint64_t *out, const char *w
 static inline int rs_pb_get_len(rs_pb_reader *r, const uint8_t **data, size_t *len,
                                 const char *what) {
     uint64_t n = 0;
+    *data = NULL;
+    *len = 0;
     int rc = rs_pb_get_varint(r, &n, what);
     if (rc) return rc;
     if (n > (uint64_t)(r->end - r->p))
@@ -133,6 +136,8 @@ static inline int rs_pb_skip_field(rs_pb_reader *r, unsigned field, unsigned wt)
 
 static inline int rs_pb_get_tag(rs_pb_reader *r, unsigned *field, unsigned *wt) {
     uint64_t tag = 0;
+    *field = 0;
+    *wt = 0;
     int rc = rs_pb_get_varint(r, &tag, "field tag");
     if (rc) return rc;
     if ((tag >> 3) == 0 || (tag >> 3) > 0x1fffffff)
