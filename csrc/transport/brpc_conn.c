@@ -62,6 +62,8 @@ typedef struct brpc_cconn {
     uint8_t *in;
     size_t in_start, in_len, in_cap; /* buffered bytes are in[in_start .. in_start + in_len) */
     rs_brpc_arena arena;
+    uint8_t *zbuf; /* inflated response messages (compress_type != 0) */
+    size_t zcap;
     int broken;
     rs_error broken_err;
 } brpc_cconn;
@@ -182,6 +184,7 @@ static void brpc_close(void *conn) {
     if (!c) return;
     if (c->fd >= 0) close(c->fd);
     free(c->in);
+    free(c->zbuf);
     free(c->ring);
     free(c);
 }
@@ -372,6 +375,7 @@ static int read_one(brpc_cconn *c, uint64_t deadline, rs_error *err) {
     if (ecode && meta->response->error_text)
         snprintf(etext, sizeof etext, "%s", meta->response->error_text);
     int bad_att = meta->has_attachment_size && meta->attachment_size < 0;
+    int ctype = meta->has_compress_type ? meta->compress_type : RS_BRPC_COMPRESS_NONE;
     rs_brpc_meta_free(&c->arena, meta);
     if (bad_att || att > (size_t)hdr.body_size - hdr.meta_size)
         return mark_broken(c, err, RS_EPROTO, "bad response: attachment_size %zu > body", att);
@@ -393,13 +397,20 @@ static int read_one(brpc_cconn *c, uint64_t deadline, rs_error *err) {
     rc = fill(c, RS_BRPC_HEADER_BYTES + hdr.meta_size + msg_len, deadline, err);
     if (rc) return rc;
     const uint8_t *msg = c->in + c->in_start + RS_BRPC_HEADER_BYTES + hdr.meta_size;
+    size_t raw_len = msg_len;
+    if (ctype != RS_BRPC_COMPRESS_NONE) { /* a bRPC server that compresses its responses */
+        if (rs_brpc_decompress(ctype, msg, raw_len, RS_BRPC_CLIENT_MAX_HEAD, &c->zbuf, &c->zcap,
+                               &msg_len, &perr))
+            return mark_broken(c, err, RS_EPROTO, "response message: %s", perr.msg);
+        msg = c->zbuf;
+    }
     rs_ps_response *resp = &p->comp.resp;
     /* decode the message with a placeholder attachment: the rows are placed below */
     static const uint8_t placeholder[1];
     if (rs_ps_response_decode(msg, msg_len, att ? placeholder : NULL, att, resp, &perr))
         return mark_broken(c, err, RS_EPROTO, "bad PSResponse: %s", perr.msg);
-    c->in_start += RS_BRPC_HEADER_BYTES + hdr.meta_size + msg_len;
-    c->in_len -= RS_BRPC_HEADER_BYTES + hdr.meta_size + msg_len;
+    c->in_start += RS_BRPC_HEADER_BYTES + hdr.meta_size + raw_len;
+    c->in_len -= RS_BRPC_HEADER_BYTES + hdr.meta_size + raw_len;
     resp->rows = NULL;
     if (att) {
         if (p->op != RS_PS_GET || att > p->rows_cap || !p->rows_out)

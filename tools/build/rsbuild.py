@@ -50,12 +50,15 @@ FEATURES = {
     "sqlite": {"pkg": "sqlite3", "header": "sqlite3.h", "libs": ["-lsqlite3"], "deb": "libsqlite3-dev"},
     "wiredtiger": {"pkg": None, "header": "wiredtiger.h", "libs": ["-lwiredtiger"],
                    "deb": "libwiredtiger-dev"},
+    # baidu_std compress_type: snappy (1), gzip (2) and zlib (3) messages
+    "snappy": {"pkg": None, "header": "snappy-c.h", "libs": ["-lsnappy"], "deb": "libsnappy-dev"},
+    "zlib": {"pkg": "zlib", "header": "zlib.h", "libs": ["-lz"], "deb": "zlib1g-dev"},
 }
 
 # Extension module -> optional features it links (only those detected are used).
 MODULE_FEATURES = {
     "kv": [],
-    "ps": ["grpc", "protobuf_c", "verbs", "numa"],
+    "ps": ["grpc", "protobuf_c", "verbs", "numa", "snappy", "zlib"],
     "ycsb": ["rocksdb", "leveldb", "lmdb", "sqlite", "wiredtiger"],
 }
 BASE_LIBS = ["-lm", "-lpthread"]
