@@ -25,7 +25,6 @@
 #define RS_BRPC_HEADER_BYTES     12
 #define RS_BRPC_SERVICE          "recstore.PSService"
 #define RS_BRPC_RECSTORE_SERVICE "recstoreps_brpc.ParameterService"
-#define RS_BRPC_DEFAULT_MAX_BODY (64ull << 20)
 
 /* One recstoreps_brpc.ParameterService call (brpc_recstore.c): method name -> the shared RecStore
  * call; *error_code is the RpcResponseMeta error to answer with (0: the reply in r), and
