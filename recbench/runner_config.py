@@ -93,7 +93,7 @@ def build_runtime_config(args, transport, topology, data_root):
             "base_kv_config": {"capacity": capacity, "index": {"type": args.index_type},
                                "value": value_store_block(args, data_root)},
         },
-        "distributed_client": {"num_shards": len(servers), "hash_method": "city_hash",
+        "distributed_client": {"num_shards": len(servers), "hash_method": "rs_mix64",
                                "max_keys_per_request": max_keys, "servers": servers},
         "client": dict(servers[0]),
     }

@@ -164,7 +164,7 @@ class TestConfig(unittest.TestCase):
         self.assertEqual(cfg["distributed_client"]["servers"][1], {"host": "h1", "port": 25001, "shard": 1})
         self.assertEqual(cfg["client"]["port"], 25000)
         self.assertEqual(cfg["cache_ps"]["num_shards"], 2)
-        self.assertEqual(cfg["distributed_client"]["hash_method"], "city_hash")
+        self.assertEqual(cfg["distributed_client"]["hash_method"], "rs_mix64")
         self.assertEqual(cfg["cache_ps"]["max_batch_keys_size"], 1024)  # max(batch 1024, 500)
 
     def test_build_runtime_config_uses_rdma_ps_type(self):
