@@ -199,3 +199,166 @@ int rs_rsmsg_call(rs_rsps *s, rs_rsmsg_method m, const uint8_t *msg, size_t len,
     snprintf(r->res.msg, sizeof r->res.msg, "unknown ParameterService method %d", (int)m);
     return 0;
 }
+
+/* ---- client side ------------------------------------------------------------------------------
+ */
+
+static int client_command(const rs_ps_request *req, int64_t *cmd, rs_error *err) {
+    const char *c = req->command ? req->command : "";
+    size_t n = req->command_len;
+    if ((n == 4 && memcmp(c, "ping", 4) == 0) || (n == 5 && memcmp(c, "ready", 5) == 0)) {
+        *cmd = RS_RSPS_LOAD_FAKE_DATA; /* of 0 bytes: a round trip every RecStore server answers */
+        return 0;
+    }
+    if (n == 5 && memcmp(c, "clear", 5) == 0) {
+        *cmd = RS_RSPS_CLEAR_PS;
+        return 0;
+    }
+    return rs_error_set(err, RS_EINVAL,
+                        "command '%.*s' has no equivalent on RecStore's wire (it has ping/ready "
+                        "as LOAD_FAKE_DATA of 0 bytes, and clear as CLEAR_PS)",
+                        (int)(n > 64 ? 64 : n), c);
+}
+
+static size_t block_len(size_t m, size_t dim) {
+    return 4 + m * (4 + RS_RSBLOCK_ITEM_HEAD + 4 * dim);
+}
+
+int rs_rsmsg_client_size(const rs_ps_request *req, size_t from, size_t m, const char *table,
+                         int attach, rs_rsmsg_client_req *out, rs_error *err) {
+    size_t vs = req->num_keys ? req->rows_len / req->num_keys : 0, payload = 0;
+    memset(out, 0, sizeof *out);
+    switch (req->op) {
+    case RS_PS_GET:
+        out->method = RS_RSMSG_GET;
+        payload = 8 * m;
+        break;
+    case RS_PS_PUT:
+    case RS_PS_UPDATE:
+        out->method = req->op == RS_PS_PUT ? RS_RSMSG_PUT : RS_RSMSG_UPDATE;
+        payload = block_len(m, vs / 4);
+        if (req->op == RS_PS_UPDATE) out->msg_len = rs_pb_lfield_size(strlen(table));
+        break;
+    case RS_PS_COMMAND: {
+        int64_t cmd;
+        int rc = client_command(req, &cmd, err);
+        if (rc) return rc;
+        out->method = RS_RSMSG_COMMAND;
+        out->msg_len = cmd ? rs_pb_vfield_size((uint64_t)cmd) + 10 : 0; /* arg1 = 8-byte 0 */
+        return 0;
+    }
+    }
+    if (attach)
+        out->att_len = payload;
+    else
+        out->msg_len += 1 + rs_pb_varint_size(payload) + payload;
+    return 0;
+}
+
+void rs_rsmsg_client_encode(const rs_ps_request *req, size_t from, size_t m, const char *table,
+                            int attach, uint8_t *msg_out, uint8_t *att_out) {
+    uint8_t *p = msg_out;
+    if (req->op == RS_PS_COMMAND) {
+        int64_t cmd = 0;
+        client_command(req, &cmd, NULL);
+        if (cmd) {
+            static const uint8_t zero[8];
+            p = rs_pb_put_vfield(p, 1, (uint64_t)cmd);
+            p = rs_pb_put_lhead(p, 2, 8);
+            memcpy(p, zero, 8);
+        }
+        return;
+    }
+    if (req->op == RS_PS_UPDATE) p = rs_pb_put_lfield(p, 1, table, strlen(table));
+    if (req->op == RS_PS_GET) {
+        if (!attach) p = rs_pb_put_lhead(p, 1, 8 * m);
+        memcpy(attach ? att_out : p, req->keys + 8 * from, 8 * m);
+        return;
+    }
+    size_t vs = req->rows_len / req->num_keys, dim = vs / 4;
+    uint8_t *b = att_out;
+    if (!attach) {
+        p = rs_pb_put_lhead(p, 2, block_len(m, dim));
+        b = p;
+    }
+    /* every item present: a block of m rows of dim floats */
+    int32_t cnt = (int32_t)m;
+    memcpy(b, &cnt, 4);
+    uint8_t *item = b + 4 + 4 * m;
+    for (size_t i = 0; i < m; i++) {
+        int32_t d = (int32_t)dim, end = (int32_t)((i + 1) * (RS_RSBLOCK_ITEM_HEAD + vs));
+        memcpy(b + 4 + 4 * i, &end, 4);
+        memcpy(item, req->keys + 8 * (from + i), 8);
+        memcpy(item + 8, &d, 4);
+        memcpy(item + 12, req->rows + vs * (from + i), vs);
+        item += RS_RSBLOCK_ITEM_HEAD + vs;
+    }
+}
+
+int rs_rsmsg_client_decode(rs_rsmsg_method method, const uint8_t *msg, size_t len,
+                           const uint8_t *att, size_t att_len, size_t m, uint32_t value_size,
+                           void *rows_out, rs_ps_response *resp, rs_error *err) {
+    static const uint8_t empty[1];
+    rs_pb_reader r = {msg ? msg : empty, (msg ? msg : empty) + len,
+                      method == RS_RSMSG_GET      ? "GetParameterResponse"
+                      : method == RS_RSMSG_UPDATE ? "UpdateParameterResponse"
+                                                  : "CommandResponse",
+                      err};
+    const uint8_t *bytes = NULL;
+    size_t bytes_len = 0;
+    uint64_t flag = 1;
+    while (r.p < r.end) {
+        unsigned field, wt;
+        int rc = rs_pb_get_tag(&r, &field, &wt);
+        if (!rc) {
+            if (field == 1 && method == RS_RSMSG_UPDATE && wt == RS_PB_VARINT)
+                rc = rs_pb_get_varint(&r, &flag, "success");
+            else if (field == 1 && (method == RS_RSMSG_GET || method == RS_RSMSG_COMMAND))
+                rc = rs_pb_get_bytes(&r, wt, "field 1", &bytes, &bytes_len);
+            else
+                rc = rs_pb_skip_field(&r, field, wt);
+        }
+        if (rc) return rc;
+    }
+    resp->status = RS_PS_OK;
+    resp->value_size = value_size;
+    resp->num_found = 0;
+    resp->rows = NULL;
+    resp->rows_len = 0;
+    resp->error[0] = 0;
+    resp->reply[0] = 0;
+    if (method == RS_RSMSG_UPDATE && !flag) {
+        resp->status = RS_PS_INVALID_PAYLOAD;
+        snprintf(resp->error, sizeof resp->error,
+                 "UpdateParameter answered success=false (table not registered on that shard, "
+                 "or keys without the table's tag; the server's log says which)");
+    }
+    if (method == RS_RSMSG_COMMAND) snprintf(resp->reply, sizeof resp->reply, "ok");
+    if (method != RS_RSMSG_GET) return 0;
+    if (att_len) { /* baidu_std: the block is the attachment, else the field */
+        bytes = att;
+        bytes_len = att_len;
+    }
+    uint32_t n = 0;
+    uint8_t *out = rows_out;
+    if (bytes_len == 0 || (bytes_len == 4 && memcmp(bytes, "\0\0\0\0", 4) == 0)) {
+        memset(out, 0, m * value_size); /* RecStore: an empty block reads as all missing */
+    } else {
+        if (rs_rsblock_validate(bytes, bytes_len, &n, err)) return RS_EPROTO;
+        if (n != m)
+            return rs_error_set(err, RS_EPROTO, "GetParameter of %zu keys answered %u items", m, n);
+        size_t dim = value_size / 4;
+        for (uint32_t i = 0; i < n; i++) {
+            uint64_t key;
+            int32_t d;
+            const uint8_t *v = rs_rsblock_item(bytes, n, i, &key, &d);
+            size_t take = (size_t)d < dim ? (size_t)d : dim;
+            memcpy(out + (size_t)i * value_size, v, 4 * take);
+            memset(out + (size_t)i * value_size + 4 * take, 0, 4 * (dim - take));
+            if (d > 0) resp->num_found++;
+        }
+    }
+    resp->rows = rows_out;
+    resp->rows_len = m * value_size;
+    return 0;
+}

@@ -63,6 +63,35 @@ int rs_rsmsg_call(rs_rsps *s, rs_rsmsg_method m, const uint8_t *msg, size_t len,
                   const uint8_t *attachment, size_t attachment_len, int reply_in_attachment,
                   unsigned thread_slot, const rs_rsmsg_alloc *alloc, rs_rsmsg_reply *r);
 
+/* ---- client side: recbench's requests on RecStore's wire ------------------------------------ */
+
+/* RecStore's clients send at most this many keys per request (max_keys_per_request). */
+#define RS_RSMSG_MAX_KEYS_PER_REQUEST 500
+
+/* The RecStore method and message for keys [from, from + m) of a native request (GET -> keys,
+ * PUT -> row block of rows, UPDATE -> UpdateParameter on `table` with the rows as gradients,
+ * COMMAND "ping"/"ready" -> LOAD_FAKE_DATA of 0 bytes, "clear" -> CLEAR_PS). With attach != 0
+ * the bytes field is left out and its bytes go to the attachment (baidu_std). size() gives the
+ * message and attachment sizes; encode() writes them (msg_out, att_out). RS_EINVAL naming the
+ * command for commands RecStore has no equivalent of. */
+typedef struct rs_rsmsg_client_req {
+    rs_rsmsg_method method;
+    size_t msg_len, att_len;
+} rs_rsmsg_client_req;
+int rs_rsmsg_client_size(const rs_ps_request *req, size_t from, size_t m, const char *table,
+                         int attach, rs_rsmsg_client_req *out, rs_error *err);
+void rs_rsmsg_client_encode(const rs_ps_request *req, size_t from, size_t m, const char *table,
+                            int attach, uint8_t *msg_out, uint8_t *att_out);
+
+/* Decode the reply to such a request into resp (GET: m rows of value_size bytes at rows_out:
+ * items of dim 0 become zero rows, other dims are cut or zero-padded to the row, as RecStore's
+ * clients do; num_found counts items with dim > 0). UpdateParameter's success=false becomes
+ * status RS_PS_INVALID_PAYLOAD with the reason. RS_EPROTO naming the fault on malformed replies
+ * (a block that does not validate or has another item count). */
+int rs_rsmsg_client_decode(rs_rsmsg_method method, const uint8_t *msg, size_t len,
+                           const uint8_t *att, size_t att_len, size_t m, uint32_t value_size,
+                           void *rows_out, rs_ps_response *resp, rs_error *err);
+
 #ifdef __cplusplus
 }
 #endif
