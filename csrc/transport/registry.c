@@ -12,7 +12,7 @@
 
 #if RS_HAVE_PROTOBUF_C
 extern const rs_ps_server_ops rs_brpc_server_ops;
-extern const rs_ps_conn_ops rs_brpc_conn_ops;
+extern const rs_ps_conn_ops rs_brpc_conn_ops, rs_brpc_rs_conn_ops;
 #endif
 #if RS_HAVE_GRPC
 extern const rs_ps_server_ops rs_grpc_server_ops;
@@ -42,6 +42,13 @@ static const transport_entry transports[] = {
     {"grpc", &rs_grpc_server_ops, &rs_grpc_conn_ops, NULL},
 #else
     {"grpc", NULL, NULL, "built without libgrpc-dev (install libgrpc-dev, then rebuild)"},
+#endif
+#if RS_HAVE_PROTOBUF_C
+    /* RecStore's wire (recstoreps_brpc.ParameterService): the brpc server serves it on its port */
+    {"recstore+brpc", NULL, &rs_brpc_rs_conn_ops, NULL},
+#else
+    {"recstore+brpc", NULL, NULL,
+     "built without protobuf-c (install libprotobuf-c-dev and protobuf-c-compiler, then rebuild)"},
 #endif
 #if RS_HAVE_GRPC
     /* RecStore's wire (recstoreps.ParameterService): the gRPC server serves it on its port */
@@ -88,7 +95,8 @@ int rs_ps_transport_find(const char *name, const rs_ps_server_ops **server,
         if (conn) *conn = t->conn;
         return 0;
     }
-    return rs_error_set(err, RS_EINVAL,
-                        "unknown transport '%s' (expected brpc, grpc, shm, rdma or recstore+grpc)",
-                        name ? name : "(null)");
+    return rs_error_set(
+        err, RS_EINVAL,
+        "unknown transport '%s' (expected brpc, grpc, shm, rdma, recstore+brpc or recstore+grpc)",
+        name ? name : "(null)");
 }

@@ -149,10 +149,39 @@ class RecStoreClientFixtureTest(unittest.TestCase):
 
 
 class RecStoreClientOwnServerTest(NoLeftoverServers, unittest.TestCase):
-    def test_recstore_wire_against_recbenchs_grpc_server(self):
-        require_transport(self, "grpc")
-        with PSServerProcess("grpc", num_shards=1, value_size=VS) as srv:
-            uri = f"recstore+grpc://127.0.0.1:{srv.ports[0]}"
+    def test_recstore_wire_against_recbenchs_servers(self):
+        for transport in ("grpc", "brpc"):
+            with self.subTest(transport=transport):
+                self._own_server(transport)
+
+    def test_recstore_brpc_two_shards_misses_and_errors(self):
+        with PSServerProcess("brpc", num_shards=2, value_size=VS) as srv:
+            uri = "recstore+brpc://" + ",".join(f"127.0.0.1:{p}" for p in srv.ports)
+            keys = np.arange(1, 3001, dtype=np.uint64)
+            with recbench.PSClient(uri, value_size=VS, prefetch_depth=4) as c:
+                c.put(keys[:2000], rows_for(keys[:2000]))
+                got = c.get(keys[::-1])
+                np.testing.assert_array_equal(got[1000:], rows_for(keys[:2000][::-1]))
+                np.testing.assert_array_equal(got[:1000], np.zeros((1000, DIM), np.float32))
+                with self.assertRaises(errors.RecbenchError) as cm:
+                    c.update(keys[:3], np.ones((3, DIM), np.float32))  # no table "default"
+                self.assertIn("success=false", str(cm.exception))
+                c.clear()
+                np.testing.assert_array_equal(c.get(keys[:5]), np.zeros((5, DIM), np.float32))
+            # RecStore routes by CityHash64: each shard holds the keys that hash to it
+            with recbench.PSClient(uri, value_size=VS) as c:
+                c.put(np.arange(1, 21, dtype=np.uint64), rows_for(np.arange(1, 21)))
+            for shard, port in enumerate(srv.ports):
+                with recbench.PSClient(f"recstore+brpc://127.0.0.1:{port}", value_size=VS) as one:
+                    got = one.get(np.arange(1, 21, dtype=np.uint64))
+                held = [k for k in range(1, 21) if got[k - 1].any()]
+                self.assertEqual(held, [k for k, s in zip(range(1, 21), SHARD_OF_1_TO_20)
+                                        if s == shard])
+
+    def _own_server(self, transport):
+        require_transport(self, transport)
+        with PSServerProcess(transport, num_shards=1, value_size=VS) as srv:
+            uri = f"recstore+{transport}://127.0.0.1:{srv.ports[0]}"
             keys = np.arange(1, 1201, dtype=np.uint64)
             with recbench.PSClient(uri, value_size=VS) as c, \
                     recbench.PSClient(srv.uri, value_size=VS) as native:
