@@ -10,12 +10,20 @@ import os
 import queue
 import subprocess
 import sys
+import tempfile
 import threading
 import unittest
 from pathlib import Path
 
 import numpy as np
-from ps_testlib import NoLeftoverServers, PSServerProcess, python_env, require_transport
+from ps_testlib import (
+    NoLeftoverServers,
+    PSServerProcess,
+    python_env,
+    require_transport,
+    result_lines,
+    run_ps_bench,
+)
 
 import recbench
 from recbench import errors
@@ -141,6 +149,35 @@ class RecStoreClientFixtureTest(unittest.TestCase):
             got = c.get(keys)
         np.testing.assert_array_equal(got[0], rows_for(keys[:1])[0] - np.float32(0.01) * g[0])
         np.testing.assert_array_equal(got[1:], -(np.float32(0.01) * g[1:]))
+
+    def test_ps_bench_wire_recstore_against_the_fixture(self):
+        args = ["--transport", "grpc", "--wire", "recstore", "--record_count", "3000", "--value_size", str(VS), "--batch_keys",
+                "500", "--prefetch_depth", "4", "--running_seconds", "0.5", "--no_barrier",
+                "--verify_deterministic_values"]
+        # the fixtures listen on arbitrary ports: a RecStore config names them
+        cfg = {"cache_ps": {"ps_type": "GRPC", "num_shards": 2, "servers": [
+            {"host": "127.0.0.1", "port": f.port, "shard": i}
+            for i, f in enumerate(self.fixtures)]}}
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as t:
+            json.dump(cfg, t)
+        try:
+            r = run_ps_bench(args + ["--config_path", t.name], timeout=120)
+        finally:
+            os.unlink(t.name)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        run = result_lines(r.stdout)["run"]
+        self.assertEqual(run["wire"], "recstore")
+        self.assertEqual(run["transport"], "grpc")
+        self.assertGreater(int(run["key_ops"]), 0)
+        self.assertEqual(run["keys_missing"], "0")
+        sizes = [len(c["keys"]) for f in self.fixtures for c in f.calls()
+                 if c["method"] == "GetParameter"]
+        self.assertTrue(sizes and max(sizes) <= 500)
+
+    def test_ps_bench_wire_recstore_refuses_rc_transports(self):
+        r = run_ps_bench(["--transport", "shm", "--wire", "recstore", "--no_barrier"])
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--wire recstore needs --transport brpc or grpc", r.stderr)
 
     def test_value_size_is_required_and_hash_method_checked(self):
         with self.assertRaises(errors.RecbenchError) as cm:
