@@ -17,87 +17,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-from recbench import _ps
+from recbench import _ps, procfs, records
+from recbench.launch import SOURCE_ROOT, LineProcess, free_port
 from recbench.ps_server import SKIP_EXIT_CODE
 
-ROOT = Path(__file__).resolve().parents[1]
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def proc_cpu_s(pid: int) -> float:
-    """utime + stime of a process (all threads), seconds."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class LineProcess:
-    """A child process whose stdout lines are collected by a thread; waits with deadlines."""
-
-    def __init__(self, args, stdin=subprocess.DEVNULL):
-        env = dict(os.environ)
-        env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-        self.proc = subprocess.Popen(args, stdin=stdin, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True, env=env)
-        self.lines: list[str] = []
-        self.cv = threading.Condition()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            with self.cv:
-                self.lines.append(line.rstrip("\n"))
-                self.cv.notify_all()
-        with self.cv:
-            self.cv.notify_all()
-
-    def wait_line(self, needle: str, timeout: float) -> str:
-        deadline = time.monotonic() + timeout
-        with self.cv:
-            while True:
-                for line in self.lines:
-                    if needle in line:
-                        return line
-                left = deadline - time.monotonic()
-                if left <= 0 or (self.proc.poll() is not None and not self.reader.is_alive()):
-                    raise RuntimeError(f"{self.proc.args[0:4]}: no '{needle}' within {timeout}s; "
-                                       f"exit={self.proc.poll()} output: {self.lines[-5:]}")
-                self.cv.wait(min(left, 0.5))
-
-    def stop(self, timeout: float = 10.0):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.reader.join(5)
-        return self.proc.returncode
-
-
-def kv(line: str) -> dict:
-    return dict(tok.split("=", 1) for tok in line.split() if "=" in tok)
-
-
+ROOT = SOURCE_ROOT
 def run_redis(args, repeat: int) -> dict:
     exe = shutil.which(args.redis_server)
     if not exe:
@@ -112,12 +45,12 @@ def run_redis(args, repeat: int) -> dict:
                             batch_keys=args.batch_keys, record_count=args.record_count,
                             value_size=args.value_size, running_seconds=0.5, load=True,
                             seed=repeat + 1)
-            c0 = proc_cpu_s(srv.proc.pid)
+            c0 = procfs.cpu_seconds(srv.proc.pid)
             r = _ps.redis_bench("127.0.0.1", port, connections=args.connections,
                                 batch_keys=args.batch_keys, record_count=args.record_count,
                                 value_size=args.value_size, running_seconds=args.running_seconds,
                                 seed=repeat + 100)
-            c1 = proc_cpu_s(srv.proc.pid)
+            c1 = procfs.cpu_seconds(srv.proc.pid)
         finally:
             srv.stop()
     kps = r["key_ops"] / r["runtime_s"]
@@ -143,15 +76,15 @@ def run_transport(args, system: str, repeat: int) -> dict:
     bench = None
     try:
         try:
-            ready = kv(srv.wait_line("event=ready", 30))
+            ready = records.parse_kv(srv.wait_line("event=ready", 30))
         except RuntimeError:
             if srv.proc.poll() == SKIP_EXIT_CODE:
                 return {"system": system, "status": "skipped", "reason": " ".join(srv.lines)}
             raise
         # idle check: nothing connected, nothing to do
-        i0 = proc_cpu_s(srv.proc.pid)
+        i0 = procfs.cpu_seconds(srv.proc.pid)
         time.sleep(args.idle_seconds)
-        idle = proc_cpu_s(srv.proc.pid) - i0
+        idle = procfs.cpu_seconds(srv.proc.pid) - i0
         bench = LineProcess([py, "-m", "recbench.ps_bench", "--transport", transport, "--wire",
                              wire, "--host",
                              "127.0.0.1", "--port", ready["port"], "--record_count",
@@ -162,11 +95,11 @@ def run_transport(args, system: str, repeat: int) -> dict:
                              str(args.running_seconds), "--seed", str(repeat + 100)],
                             stdin=subprocess.PIPE)
         bench.wait_line("PS_BENCHMARK_LOADED", 300)
-        c0 = proc_cpu_s(srv.proc.pid)
+        c0 = procfs.cpu_seconds(srv.proc.pid)
         bench.proc.stdin.write("go\n")
         bench.proc.stdin.flush()
-        run = kv(bench.wait_line("PS_BENCHMARK_RESULT phase=run", args.running_seconds + 120))
-        c1 = proc_cpu_s(srv.proc.pid)
+        run = records.parse_kv(bench.wait_line("PS_BENCHMARK_RESULT phase=run", args.running_seconds + 120))
+        c1 = procfs.cpu_seconds(srv.proc.pid)
         try:
             rc = bench.proc.wait(60)
         except subprocess.TimeoutExpired:

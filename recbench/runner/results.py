@@ -11,11 +11,11 @@ run phases share one window because the runner releases them together through th
 and one `mean` row per transport x phase over the repeats with the spread.
 """
 
-import csv
 import math
 import statistics
+from typing import Any
 
-from recbench import latency_hist
+from recbench import latency_hist, records
 
 RECSTORE_COLUMNS = [
     "transport", "status", "phase", "client_index", "repeat_index", "server_shards",
@@ -25,7 +25,9 @@ RECSTORE_COLUMNS = [
     "log_path", "message",
 ]
 NEW_COLUMNS = ["p999_us", "max_us", "client_cpu_s", "server_cpu_s", "keys_per_cpu_sec",
-               "build_type", "index_type", "row_kind"]
+               "build_type", "index_type", "row_kind", "measured_seconds"]
+# runtime_seconds is the configured --runtime-seconds (RecStore's meaning); measured_seconds is
+# the window the client measured (its runtime_s), which rates are computed over.
 SUMMARY_COLUMNS = RECSTORE_COLUMNS + NEW_COLUMNS
 
 TOTALS_COLUMNS = [
@@ -40,19 +42,10 @@ STATUSES = ("success", "skipped", "timeout", "startup_failure", "client_failure"
             "preflight_failure")
 FAILURE_STATUSES = ("timeout", "startup_failure", "client_failure", "preflight_failure")
 RESULT_PREFIX = "PS_BENCHMARK_RESULT"
-INT_FIELDS = ("threads", "batch_size", "records", "batches", "key_ops")
+INT_FIELDS = ("threads", "batch_size", "records", "batches", "key_ops", "value_size")
 FLOAT_FIELDS = ("zipfian_alpha", "runtime_s", "throughput_batches_sec", "throughput_keys_sec",
                 "mean_us", "p50_us", "p95_us", "p99_us", "p999_us", "max_us", "cpu_user_s",
                 "cpu_sys_s", "payload_gbps")
-
-
-def parse_kv_tokens(line):
-    out = {}
-    for token in line.split():
-        if "=" in token:
-            k, v = token.split("=", 1)
-            out[k] = v
-    return out
 
 
 def parse_result_line(line):
@@ -60,7 +53,7 @@ def parse_result_line(line):
     line = line.strip()
     if not line.startswith(RESULT_PREFIX):
         return None
-    fields = parse_kv_tokens(line[len(RESULT_PREFIX):])
+    fields: dict[str, Any] = dict(records.parse_kv(line[len(RESULT_PREFIX):]))
     for k in INT_FIELDS:
         if k in fields:
             try:
@@ -85,12 +78,13 @@ def collect_ps_result_rows(text):
 
 def collect_summary_rows(text):
     """RecStore's `micro` summary lines (`transport=X op=Y phase=Z summary ...`): keep
-    phase=measure (warmup is dropped), typed."""
+    phase=measure (warmup is dropped), typed. A --benchmark-binary that prints them gets the run
+    row's mean/p50/p95/p99 from its `op=get` line (apply_get_summary)."""
     rows = []
     for line in text.splitlines():
         if " summary " not in f" {line} " or "phase=" not in line:
             continue
-        fields = parse_kv_tokens(line)
+        fields: dict[str, Any] = dict(records.parse_kv(line))
         if fields.get("phase") != "measure":
             continue
         for k, v in list(fields.items()):
@@ -102,6 +96,28 @@ def collect_summary_rows(text):
                 pass
         rows.append(fields)
     return rows
+
+
+# RecStore's op=get summary fields -> summary.csv latency columns
+GET_SUMMARY_LATENCY = {"mean_us": "elapsed_us_mean", "p50_us": "elapsed_us_p50",
+                       "p95_us": "elapsed_us_p95", "p99_us": "elapsed_us_p99"}
+
+
+def apply_get_summary(rows, text):
+    """RecStore's `op=get phase=measure summary` line of a client's output, if it printed one,
+    gives the run rows' mean/p50/p95/p99 (the last such line wins; p999/max are left as the
+    result line had them). Returns True when a line was applied: the client's latency histogram,
+    if any, no longer describes those columns."""
+    gets = [r for r in collect_summary_rows(text) if r.get("op") == "get"]
+    if not gets:
+        return False
+    get = gets[-1]
+    for row in rows:
+        if row.get("phase") == "run" and row.get("status") == "success":
+            for col, key in GET_SUMMARY_LATENCY.items():
+                if key in get:
+                    row[col] = float(get[key])
+    return True
 
 
 def payload_gbps(key_ops_per_sec, value_size):
@@ -131,10 +147,14 @@ def join_cell(values):
     return str(values).replace(",", ";")
 
 
-def result_row(base, parsed, value_size, server_cpu_s=None):
-    """summary.csv row for one parsed result line. `base` holds the case columns."""
+def result_row(base, parsed, server_cpu_s=None):
+    """summary.csv row for one parsed result line. `base` holds the case columns; the line's own
+    value_size and payload_gbps win (a --benchmark-binary may report them; older lines without
+    payload_gbps get it from keys/s x value_size)."""
     row = dict(base)
     key_ops = parsed.get("throughput_keys_sec", 0.0)
+    value_size = int(parsed.get("value_size") or base["value_size"])
+    payload = parsed.get("payload_gbps")
     cpu = None
     if "cpu_user_s" in parsed or "cpu_sys_s" in parsed:
         cpu = parsed.get("cpu_user_s", 0.0) + parsed.get("cpu_sys_s", 0.0)
@@ -143,13 +163,15 @@ def result_row(base, parsed, value_size, server_cpu_s=None):
         "phase": parsed.get("phase", ""),
         "ops_per_sec": round(parsed.get("throughput_batches_sec", 0.0), 3),
         "key_ops_per_sec": round(key_ops, 3),
-        "payload_gbps": round(payload_gbps(key_ops, value_size), 6),
+        "value_size": value_size,
+        "payload_gbps": round(payload if payload is not None else payload_gbps(key_ops, value_size),
+                              6),
         "mean_us": parsed.get("mean_us"), "p50_us": parsed.get("p50_us"),
         "p95_us": parsed.get("p95_us"), "p99_us": parsed.get("p99_us"),
         "p999_us": parsed.get("p999_us"), "max_us": parsed.get("max_us"),
         "client_cpu_s": cpu,
         "server_cpu_s": server_cpu_s if parsed.get("phase") == "run" else None,
-        "runtime_seconds": parsed.get("runtime_s", base.get("runtime_seconds")),
+        "measured_seconds": parsed.get("runtime_s"),
         "_batches": parsed.get("batches"), "_key_ops": parsed.get("key_ops"),
     })
     if cpu and cpu > 0 and parsed.get("key_ops"):
@@ -165,8 +187,7 @@ def failure_row(base, status, message, phase="", client_index=-1, log_paths=()):
     return row
 
 
-def _cell(row, col):
-    value = row.get(col)
+def _cell(col, value):
     if col in ("server_shard_ips", "client_ips", "log_path"):
         return join_cell(value) if value not in (None, "") else ""
     if col in ("ops_per_sec", "key_ops_per_sec", "keys_per_cpu_sec"):
@@ -179,16 +200,11 @@ def _cell(row, col):
 
 
 def write_summary_csv(path, rows):
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(SUMMARY_COLUMNS)
-        for row in rows:
-            w.writerow([_cell(row, c) for c in SUMMARY_COLUMNS])
+    records.write_csv(path, SUMMARY_COLUMNS, rows, _cell)
 
 
 def read_summary_csv(path):
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
+    return records.read_csv(path)
 
 
 def _num(value):
@@ -197,14 +213,19 @@ def _num(value):
     return float(value)
 
 
-def case_totals(rows, transport, repeat_index, phase, server_cpu_s=None, case_status="",
-                hists=None):
-    """Total of one transport x repeat x phase over its clients' rows (as written to summary.csv,
-    so the run total equals the awk sum of column 18). Latency: mean_us is the batch-weighted mean
-    (exact). `hists` maps (transport, repeat_index, phase, client_index) -> latency_hist.Hist (the
-    clients' PS_BENCHMARK_HIST lines): when every successful client has one, p50..p999 and max_us
-    come from their merged histogram (latency_merge=exact); otherwise p50..p999 are the maximum
-    over clients, a bound (latency_merge=worst_client), and max_us is exact either way."""
+def _window(row):
+    """The seconds a row's rates were measured over (the configured runtime when the line did
+    not say)."""
+    return _num(row.get("measured_seconds")) or _num(row.get("runtime_seconds")) or 0.0
+
+
+def case_totals(rows, transport, repeat_index, phase, server_cpu_s=None, case_status=""):
+    """Total of one transport x repeat x phase over its clients' rows (the run total equals the
+    awk sum of summary.csv's column 18). Latency: mean_us is the batch-weighted mean (exact). A
+    row's `_hist` is the client's latency_hist.Hist (its PS_BENCHMARK_HIST line): when every
+    successful client has one, p50..p999 and max_us come from their merged histogram
+    (latency_merge=exact); otherwise p50..p999 are the maximum over clients, a bound
+    (latency_merge=worst_client), and max_us is exact either way."""
     mine = [r for r in rows if r["transport"] == transport and str(r["repeat_index"]) ==
             str(repeat_index) and r["phase"] == phase]
     ok = [r for r in mine if r["status"] == "success"]
@@ -222,13 +243,13 @@ def case_totals(rows, transport, repeat_index, phase, server_cpu_s=None, case_st
     out["key_ops_per_sec"] = key_ops
     out["ops_per_sec"] = sum(_num(r["ops_per_sec"]) for r in ok)
     out["payload_gbps"] = sum(_num(r["payload_gbps"]) for r in ok)
-    out["window_seconds"] = min(_num(r["runtime_seconds"]) or 0.0 for r in ok)
-    weights = [(_num(r["ops_per_sec"]) or 0.0) * (_num(r["runtime_seconds"]) or 0.0) for r in ok]
+    windows = [_window(r) for r in ok]
+    out["window_seconds"] = min(windows)
+    weights = [(_num(r["ops_per_sec"]) or 0.0) * w for r, w in zip(ok, windows)]
     means = [_num(r["mean_us"]) for r in ok]
     if all(m is not None for m in means) and sum(weights) > 0:
         out["mean_us"] = sum(m * w for m, w in zip(means, weights)) / sum(weights)
-    mine_hists = [(hists or {}).get((transport, str(repeat_index), phase, str(r["client_index"])))
-                  for r in ok]
+    mine_hists = [r.get("_hist") for r in ok]
     if mine_hists and all(h is not None and h.count for h in mine_hists):
         merged = latency_hist.Hist()
         for h in mine_hists:
@@ -281,17 +302,16 @@ def mean_row(case_rows, transport, phase):
     return out
 
 
-def build_totals(csv_rows, cases, hists=None):
-    """All totals rows. `csv_rows` are summary.csv rows as read back (strings); `cases` is a list of
-    (transport, repeat_index, server_cpu_s, case_status); `hists` as for case_totals."""
+def build_totals(rows, cases):
+    """All totals rows. `rows` are the summary rows (with their `_hist`); `cases` is a list of
+    (transport, repeat_index, server_cpu_s, case_status)."""
     out = []
     transports = []
     for transport, repeat_index, server_cpu, status in cases:
         if transport not in transports:
             transports.append(transport)
         for phase in ("load", "run"):
-            out.append(case_totals(csv_rows, transport, repeat_index, phase, server_cpu, status,
-                                   hists))
+            out.append(case_totals(rows, transport, repeat_index, phase, server_cpu, status))
     for transport in transports:
         for phase in ("load", "run"):
             out.append(mean_row([r for r in out if r["repeat_index"] != "mean"], transport, phase))
@@ -299,27 +319,5 @@ def build_totals(csv_rows, cases, hists=None):
 
 
 def write_totals_csv(path, totals):
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(TOTALS_COLUMNS)
-        for row in totals:
-            cells = []
-            for col in TOTALS_COLUMNS:
-                v = row.get(col)
-                cells.append(fmt(v, 6 if col == "payload_gbps" else 3))
-            w.writerow(cells)
-
-
-def aggregate_transport_payload(rows):
-    """RecStore's transport comparison: per (transport, repeat) the sum of payload_gbps over
-    successful run rows, then the mean over repeats -> {transport: GB/s}."""
-    per_case = {}
-    for r in rows:
-        if r.get("status") != "success" or r.get("phase") != "run":
-            continue
-        key = (r["transport"], str(r["repeat_index"]))
-        per_case[key] = per_case.get(key, 0.0) + float(r["payload_gbps"])
-    per_transport = {}
-    for (transport, _), v in per_case.items():
-        per_transport.setdefault(transport, []).append(v)
-    return {t: statistics.mean(v) for t, v in per_transport.items()}
+    records.write_csv(path, TOTALS_COLUMNS, totals,
+                      lambda col, v: fmt(v, 6 if col == "payload_gbps" else 3))
