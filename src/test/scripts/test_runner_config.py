@@ -80,6 +80,17 @@ class TestCommands(unittest.TestCase):
                       parse_error("--transports", "rdma", "--rdma-rc-server-coroutines-per-thread", "4"))
         parse("--transports", "rdma", "--rdma-rc-server-coroutines-per-thread", "1")
 
+    def test_wire_recstore_reaches_the_clients(self):
+        topo = topology.build_topology_plan("GRPC", "127.0.0.1", "127.0.0.1", 1)
+        cmd = ps_config.build_benchmark_cmd(parse("--transports", "grpc,brpc", "--wire", "recstore"),
+                                            T["grpc"], topo, topo.clients[0], "/c", ["x"])
+        self.assertIn("--wire=recstore", cmd)
+        native = ps_config.build_benchmark_cmd(parse("--transports", "grpc"), T["grpc"], topo,
+                                               topo.clients[0], "/c", ["x"])
+        self.assertFalse([a for a in native if a.startswith("--wire")])
+        self.assertIn("RecStore's wire exists on brpc and grpc only, not SHM",
+                      parse_error("--transports", "grpc,shm", "--wire", "recstore"))
+
     def test_client_seed_differs_per_client(self):
         args = parse("--transports", "grpc", "--seed", "10")
         topo = topology.build_topology_plan("GRPC", "127.0.0.1", "127.0.0.1", 2)

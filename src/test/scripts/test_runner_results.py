@@ -93,8 +93,8 @@ class TestResults(unittest.TestCase):
             lines = Path(path).read_text().splitlines()
             self.assertTrue(lines[0].startswith("transport,status,phase,client_index"))
             self.assertEqual(lines[0].split(","), results.SUMMARY_COLUMNS)
-            self.assertEqual(len(results.SUMMARY_COLUMNS), 34)
-            self.assertEqual(results.SUMMARY_COLUMNS[-1], "measured_seconds")
+            self.assertEqual(len(results.SUMMARY_COLUMNS), 35)  # 25 RecStore + 10 new (wire last)
+            self.assertEqual(results.SUMMARY_COLUMNS[-2:], ["measured_seconds", "wire"])
             self.assertEqual(results.SUMMARY_COLUMNS[:25], results.RECSTORE_COLUMNS)
             self.assertTrue(lines[2].startswith("GRPC,success,run,0"))
             for line in lines:  # no quoted cells: awk -F, sees fixed columns
