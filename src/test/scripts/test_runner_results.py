@@ -99,7 +99,7 @@ class TestResults(unittest.TestCase):
             self.assertTrue(lines[2].startswith("GRPC,success,run,0"))
             for line in lines:  # no quoted cells: awk -F, sees fixed columns
                 self.assertNotIn('"', line)
-                self.assertEqual(len(line.split(",")), 34)
+                self.assertEqual(len(line.split(",")), 35)
             cells = lines[2].split(",")
             self.assertEqual(cells[7], "10.0.0.1;10.0.0.2")
             self.assertEqual(cells[17], "64000.000")
