@@ -136,6 +136,16 @@ static rs_rsps_code result(rs_rsps_result *res, rs_rsps_code code, const char *f
     return code;
 }
 
+/* A client-sent name as printable text for messages and log lines (at most 64 bytes; other bytes
+ * become '?'), so a hostile name cannot put control bytes into the server log. */
+static const char *printable(char *dst, const char *src, size_t len) {
+    size_t n = len > 64 ? 64 : len;
+    for (size_t i = 0; i < n; i++)
+        dst[i] = src[i] >= 0x20 && src[i] < 0x7f ? src[i] : '?';
+    dst[n] = 0;
+    return dst;
+}
+
 static rs_rsps_code ok(rs_rsps_result *res) {
     res->code = RS_RSPS_OK;
     res->msg[0] = 0;
@@ -295,15 +305,16 @@ rs_rsps_code rs_rsps_update(rs_rsps *s, const char *table, size_t table_len, con
                             size_t len, unsigned thread_slot, rs_rsps_result *res) {
     uint32_t n = 0;
     int64_t tag = -1;
+    char tn[65];
     pthread_rwlock_rdlock(&s->lock);
     const rsps_table *t = find_table(s, table, table_len);
     if (t) tag = t->table_id;
     pthread_rwlock_unlock(&s->lock);
     if (tag < 0) {
         result(res, RS_RSPS_PRECONDITION,
-               "UpdateParameter for table '%.*s', which InitEmbeddingTable has not registered on "
+               "UpdateParameter for table '%s', which InitEmbeddingTable has not registered on "
                "shard %u",
-               (int)(table_len > 64 ? 64 : table_len), table, rs_ps_shard_id(s->shard));
+               printable(tn, table, table_len), rs_ps_shard_id(s->shard));
         goto refused;
     }
     if (check_block(s, "UpdateParameter", block, len, &n, res) != RS_RSPS_OK) goto refused;
@@ -313,10 +324,10 @@ rs_rsps_code rs_rsps_update(rs_rsps *s, const char *table, size_t table_len, con
         rs_rsblock_item(block, n, i, &key, &dim);
         if ((int64_t)(key >> 56) != tag) {
             result(res, RS_RSPS_INVALID,
-                   "UpdateParameter for table '%.*s' (tag %lld): key %llu (item %u) carries tag "
+                   "UpdateParameter for table '%s' (tag %lld): key %llu (item %u) carries tag "
                    "%llu in its top 8 bits",
-                   (int)(table_len > 64 ? 64 : table_len), table, (long long)tag,
-                   (unsigned long long)key, i, (unsigned long long)(key >> 56));
+                   printable(tn, table, table_len), (long long)tag, (unsigned long long)key, i,
+                   (unsigned long long)(key >> 56));
             goto refused;
         }
     }
@@ -420,6 +431,7 @@ static int parse_table_json(const uint8_t *json, size_t len, int64_t *dim, int64
         }
         const char *k;
         size_t kn;
+        char kb[65];
         if (json_string(&c, &k, &kn)) {
             snprintf(why, why_cap, "config_payload: expected a key at byte %zu",
                      (size_t)(c.p - (const char *)json));
@@ -427,8 +439,8 @@ static int parse_table_json(const uint8_t *json, size_t len, int64_t *dim, int64
         }
         json_ws(&c);
         if (c.p >= c.end || *c.p != ':') {
-            snprintf(why, why_cap, "config_payload: expected ':' after key '%.*s'",
-                     (int)(kn > 32 ? 32 : kn), k);
+            snprintf(why, why_cap, "config_payload: expected ':' after key '%s'",
+                     printable(kb, k, kn));
             return -1;
         }
         c.p++;
@@ -448,13 +460,13 @@ static int parse_table_json(const uint8_t *json, size_t len, int64_t *dim, int64
             errno = 0;
             long long v = strtoll(buf, &e, 10);
             if (!bn || errno || *e) {
-                snprintf(why, why_cap, "config_payload: '%.*s' is not an integer", (int)kn, k);
+                snprintf(why, why_cap, "config_payload: '%s' is not an integer",
+                         printable(kb, k, kn));
                 return -1;
             }
             *dst = v;
         } else if (json_skip(&c)) {
-            snprintf(why, why_cap, "config_payload: bad value for key '%.*s'",
-                     (int)(kn > 32 ? 32 : kn), k);
+            snprintf(why, why_cap, "config_payload: bad value for key '%s'", printable(kb, k, kn));
             return -1;
         }
         json_ws(&c);
@@ -484,47 +496,48 @@ rs_rsps_code rs_rsps_init_table(rs_rsps *s, const char *table, size_t table_len,
     int64_t dim, num, table_id;
     char why[200];
     *tag = -1;
-    int nl = (int)(table_len > 64 ? 64 : table_len);
+    char tn[65], other[65];
+    const char *name = printable(tn, table ? table : "", table ? table_len : 0);
     if (!table_len || table_len >= RSPS_NAME_MAX || memchr(table, 0, table_len))
         return result(res, RS_RSPS_INVALID,
                       "InitEmbeddingTable: table name of %zu bytes (want "
                       "1..127 bytes, no NUL)",
                       table_len);
     if (!have_json || !json_len)
-        return result(res, RS_RSPS_INVALID, "InitEmbeddingTable '%.*s' without config_payload", nl,
-                      table);
+        return result(res, RS_RSPS_INVALID, "InitEmbeddingTable '%s' without config_payload", name);
     if (parse_table_json(json, json_len, &dim, &num, &table_id, why, sizeof why))
-        return result(res, RS_RSPS_INVALID, "InitEmbeddingTable '%.*s': %s", nl, table, why);
+        return result(res, RS_RSPS_INVALID, "InitEmbeddingTable '%s': %s", name, why);
     if (table_id < 0 || table_id > 255)
         return result(res, RS_RSPS_INVALID,
-                      "InitEmbeddingTable '%.*s': table_id %lld gives a tag outside 0..255", nl,
-                      table, (long long)table_id);
+                      "InitEmbeddingTable '%s': table_id %lld gives a tag outside 0..255", name,
+                      (long long)table_id);
     if (dim != (int64_t)s->dim)
         return result(res, RS_RSPS_INVALID,
-                      "InitEmbeddingTable '%.*s': embedding_dim %lld, but this server stores rows "
+                      "InitEmbeddingTable '%s': embedding_dim %lld, but this server stores rows "
                       "of %u floats (value_size %u)",
-                      nl, table, (long long)dim, s->dim, s->dim * 4);
+                      name, (long long)dim, s->dim, s->dim * 4);
     if (num < 0)
-        return result(res, RS_RSPS_INVALID, "InitEmbeddingTable '%.*s': num_embeddings %lld < 0",
-                      nl, table, (long long)num);
+        return result(res, RS_RSPS_INVALID, "InitEmbeddingTable '%s': num_embeddings %lld < 0",
+                      name, (long long)num);
     rs_rsps_code code = RS_RSPS_OK;
     pthread_rwlock_wrlock(&s->lock);
     const rsps_table *t = find_table(s, table, table_len);
     if (t) {
         if (t->dim != dim || t->num != num || t->table_id != table_id)
             code = result(res, RS_RSPS_INVALID,
-                          "InitEmbeddingTable '%.*s': already registered with embedding_dim "
+                          "InitEmbeddingTable '%s': already registered with embedding_dim "
                           "%lld, num_embeddings %lld, table_id %lld",
-                          nl, table, (long long)t->dim, (long long)t->num, (long long)t->table_id);
+                          name, (long long)t->dim, (long long)t->num, (long long)t->table_id);
     } else {
         for (unsigned i = 0; i < s->ntables && code == RS_RSPS_OK; i++)
             if (s->tables[i].table_id == table_id)
                 code = result(res, RS_RSPS_INVALID,
-                              "InitEmbeddingTable '%.*s': table_id %lld is table '%s''s tag", nl,
-                              table, (long long)table_id, s->tables[i].name);
+                              "InitEmbeddingTable '%s': table_id %lld is table '%s''s tag", name,
+                              (long long)table_id,
+                              printable(other, s->tables[i].name, strlen(s->tables[i].name)));
         if (code == RS_RSPS_OK && s->ntables == RSPS_MAX_TABLES)
-            code = result(res, RS_RSPS_INVALID, "InitEmbeddingTable '%.*s': %d tables exist", nl,
-                          table, RSPS_MAX_TABLES);
+            code = result(res, RS_RSPS_INVALID, "InitEmbeddingTable '%s': %d tables exist", name,
+                          RSPS_MAX_TABLES);
         if (code == RS_RSPS_OK) {
             rsps_table *nt = &s->tables[s->ntables++];
             memcpy(nt->name, table, table_len);
