@@ -80,6 +80,7 @@ class Workload:
     report_mode: str
     fetch_key_space: int
     seed: int
+    wire: str = "native"  # "recstore": clients speak RecStore's ParameterService (brpc, grpc)
 
     @property
     def load_threads(self) -> int:
@@ -261,6 +262,7 @@ def _check_workload(a: argparse.Namespace) -> None:
         raise PlanError("--prefetch-depth and --client-load-threads-per-process must be >= 0")
     if a.fetch_key_space < 0:
         raise PlanError(f"--fetch-key-space must be >= 0, got {a.fetch_key_space}")
+
     if a.distribution == "zipfian" and not 0 < a.zipfian_alpha < 10:
         raise PlanError(f"--zipfian-alpha {a.zipfian_alpha} must be in (0, 10)")
     if a.report_mode not in PS_BENCH_REPORT_MODES and not a.benchmark_binary:
@@ -404,6 +406,10 @@ def build_plan(a: argparse.Namespace, explicit: frozenset[str] = frozenset()) ->
         raise PlanError(f"client_processes_per_ip must be >= 1, got {a.client_processes_per_ip}")
     names = normalize_transport_list(a.transports)
     ts = tuple(transports.get(n) for n in names)
+    other = [n for n in names if n not in ("BRPC", "GRPC")]
+    if getattr(a, "wire", "native") == "recstore" and other:
+        raise PlanError(f"--wire recstore: RecStore's wire exists on brpc and grpc only, not "
+                        f"{', '.join(other)}")
     if a.transport_options:
         scoped_transport_options(a.transport_options, "")  # refuses unknown prefixes
     _check_workload(a)

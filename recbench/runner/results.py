@@ -25,9 +25,10 @@ RECSTORE_COLUMNS = [
     "log_path", "message",
 ]
 NEW_COLUMNS = ["p999_us", "max_us", "client_cpu_s", "server_cpu_s", "keys_per_cpu_sec",
-               "build_type", "index_type", "row_kind", "measured_seconds"]
+               "build_type", "index_type", "row_kind", "measured_seconds", "wire"]
 # runtime_seconds is the configured --runtime-seconds (RecStore's meaning); measured_seconds is
-# the window the client measured (its runtime_s), which rates are computed over.
+# the window the client measured (its runtime_s), which rates are computed over. wire: native or
+# recstore (--wire, the protocol the clients spoke).
 SUMMARY_COLUMNS = RECSTORE_COLUMNS + NEW_COLUMNS
 
 TOTALS_COLUMNS = [
