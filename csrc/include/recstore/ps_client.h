@@ -29,7 +29,7 @@ typedef struct rs_ps_client_config {
     const uint16_t *ports;
     uint32_t value_size;     /* row bytes; 0 = ask the servers */
     uint32_t prefetch_depth; /* batches in flight per client (0 = 1) */
-    uint32_t timeout_ms;     /* per request (0 = 10000) */
+    uint32_t timeout_ms;     /* per request (0 = RS_PS_DEFAULT_TIMEOUT_MS, transport.h) */
     const char *extra;       /* transport-specific "k=v;k=v" options */
 } rs_ps_client_config;
 

@@ -331,9 +331,6 @@ void rs_rc_ctrl_put_header(uint8_t *hdr, uint16_t type, uint32_t body_len);
 int rs_rc_ctrl_send(int fd, uint16_t type, const void *body, uint32_t len, rs_error *err);
 int rs_rc_ctrl_recv(int fd, uint32_t timeout_ms, uint16_t *type, uint8_t **body, uint32_t *len,
                     rs_error *err);
-/* TCP helpers. */
-int rs_rc_tcp_listen(const char *host, uint16_t port, int *fd, uint16_t *bound, rs_error *err);
-int rs_rc_tcp_connect(const char *host, uint16_t port, uint32_t timeout_ms, int *fd, rs_error *err);
 
 /* ---- server (rc_server.c) -------------------------------------------------------------------- */
 

@@ -1,5 +1,5 @@
 /*
- * rc_ctrl.c — the RC control plane's wire format and blocking TCP helpers.
+ * rc_ctrl.c — the RC control plane's wire format and blocking frame I/O (TCP set-up is net.c).
  *
  * Frames: a 16-byte header {magic u32 = 0x52444d41, version u16, type u16, body_len u32,
  * reserved u32}, little-endian, then body_len bytes. A receiver checks magic, version and
@@ -11,9 +11,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -268,84 +265,5 @@ int rs_rc_ctrl_recv(int fd, uint32_t timeout_ms, uint16_t *type, uint8_t **body,
         return rc;
     }
     *body = b;
-    return 0;
-}
-
-static int resolve(const char *host, uint16_t port, int passive, struct addrinfo **res,
-                   rs_error *err) {
-    struct addrinfo hints = {
-        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = passive ? AI_PASSIVE : 0};
-    char ps[8];
-    snprintf(ps, sizeof ps, "%u", port);
-    int g = getaddrinfo(host && *host ? host : NULL, ps, &hints, res);
-    if (g)
-        return rs_error_set(err, RS_EINVAL, "control plane: cannot resolve '%s': %s",
-                            host ? host : "", gai_strerror(g));
-    return 0;
-}
-
-int rs_rc_tcp_listen(const char *host, uint16_t port, int *out, uint16_t *bound, rs_error *err) {
-    struct addrinfo *res;
-    int rc = resolve(host, port, 1, &res, err);
-    if (rc) return rc;
-    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        freeaddrinfo(res);
-        return rs_error_errno(err, RS_EIO, errno, "control plane socket");
-    }
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 128) != 0) {
-        int e = errno;
-        freeaddrinfo(res);
-        close(fd);
-        return rs_error_errno(err, e == EADDRINUSE ? RS_EBUSY : RS_EIO, e,
-                              "control plane: cannot listen on %s:%u", host ? host : "*", port);
-    }
-    freeaddrinfo(res);
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    getsockname(fd, (struct sockaddr *)&ss, &sl);
-    *bound = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                            : ((struct sockaddr_in *)&ss)->sin_port);
-    *out = fd;
-    return 0;
-}
-
-int rs_rc_tcp_connect(const char *host, uint16_t port, uint32_t timeout_ms, int *out,
-                      rs_error *err) {
-    struct addrinfo *res;
-    int rc = resolve(host, port, 0, &res, err);
-    if (rc) return rc;
-    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0) {
-        freeaddrinfo(res);
-        return rs_error_errno(err, RS_EIO, errno, "control plane socket");
-    }
-    rc = connect(fd, res->ai_addr, res->ai_addrlen);
-    freeaddrinfo(res);
-    if (rc != 0 && errno != EINPROGRESS) {
-        int e = errno;
-        close(fd);
-        return rs_error_errno(err, RS_ECONN, e, "control plane: connect to %s:%u", host, port);
-    }
-    if (rc != 0) {
-        if (wait_fd(fd, POLLOUT, rs_now_ns() + (uint64_t)timeout_ms * 1000000ull)) {
-            close(fd);
-            return rs_error_set(err, RS_ETIMEDOUT, "control plane: connect to %s:%u timed out",
-                                host, port);
-        }
-        int soerr = 0;
-        socklen_t sl = sizeof soerr;
-        getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
-        if (soerr) {
-            close(fd);
-            return rs_error_errno(err, RS_ECONN, soerr, "control plane: connect to %s:%u", host,
-                                  port);
-        }
-    }
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    *out = fd;
     return 0;
 }

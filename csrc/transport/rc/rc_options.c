@@ -5,14 +5,13 @@
  * Every key is either applied or rejected by name: nothing is silently ignored.
  */
 #define _GNU_SOURCE
-#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "recstore/rc.h"
+#include "recstore/transport.h"
 #include "transport/transport_options.h"
 
 void rs_rc_options_default(rs_rc_options *o) {
@@ -24,7 +23,7 @@ void rs_rc_options_default(rs_rc_options *o) {
     o->inline_bytes = 64;
     o->wait_timeout_ms = 60000;
     o->ctrl_timeout_ms = 30000;
-    o->max_clients = 1024;
+    o->max_clients = RS_PS_DEFAULT_MAX_CONNECTIONS;
     o->bind_core_offset = -1;
     o->bind_core_stride = 1;
     o->numa_node = -1;
@@ -60,35 +59,17 @@ const char *rs_rc_fake_get_name(rs_rc_fake_get m) {
 
 static int parse_u32(const char *k, const char *v, uint32_t lo, uint32_t hi, uint32_t *out,
                      rs_error *err) {
-    char *end;
-    errno = 0;
-    unsigned long long x = strtoull(v, &end, 0);
-    if (errno || end == v || *end || v[0] == '-' || x < lo || x > hi)
-        return rs_error_set(err, RS_EINVAL, "RC option %s=%s: expected an integer in [%u, %u]", k,
-                            v, lo, hi);
-    *out = (uint32_t)x;
-    return 0;
+    uint64_t x;
+    int rc = rs_transport_option_u64("RC", k, v, lo, hi, &x, err);
+    if (rc == 0) *out = (uint32_t)x;
+    return rc;
 }
 
 static int parse_int(const char *k, const char *v, int lo, int hi, int *out, rs_error *err) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 0);
-    if (errno || end == v || *end || x < lo || x > hi)
-        return rs_error_set(err, RS_EINVAL, "RC option %s=%s: expected an integer in [%d, %d]", k,
-                            v, lo, hi);
-    *out = (int)x;
-    return 0;
-}
-
-static int parse_bool(const char *k, const char *v, int *out, rs_error *err) {
-    if (!strcasecmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes"))
-        *out = 1;
-    else if (!strcasecmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "no"))
-        *out = 0;
-    else
-        return rs_error_set(err, RS_EINVAL, "RC option %s=%s: expected true or false", k, v);
-    return 0;
+    int64_t x;
+    int rc = rs_transport_option_i64("RC", k, v, lo, hi, &x, err);
+    if (rc == 0) *out = (int)x;
+    return rc;
 }
 
 static const char *const client_only_keys[] = {"qps_per_client_per_shard", "slots_per_qp",
@@ -154,7 +135,8 @@ static int apply(rs_rc_options *o, const char *k, const char *v, rs_error *err) 
         snprintf(o->device, sizeof o->device, "%s", v);
         return 0;
     }
-    if (!strcmp(k, "skip_client_copy")) return parse_bool(k, v, &o->skip_client_copy, err);
+    if (!strcmp(k, "skip_client_copy"))
+        return rs_transport_option_bool("RC", k, v, &o->skip_client_copy, err);
     if (!strcmp(k, "poll_mode")) {
         if (!strcmp(v, "busy"))
             o->poll_mode = RS_RC_POLL_BUSY;
