@@ -142,6 +142,19 @@ def build_parser():
     a("--warmup-seconds", type=float, default=0.0,
       help="unmeasured run time before the measured window")
     a("--seed", type=int, default=1, help="client k uses seed+k")
+    g2 = p.add_argument_group("open loop (docs/open-loop.md)")
+    g2.add_argument("--target-rate", type=float, default=0.0,
+                    help="open loop: batches/s offered by each client process (ps_bench "
+                    "--target_rate; 0 = closed loop, the default)")
+    g2.add_argument("--arrival", choices=("poisson", "uniform"), default="poisson",
+                    help="open loop: inter-arrival times (client k's generators use seed+k)")
+    g2.add_argument("--target-rates", default="",
+                    help="open loop: comma list of per-process rates; one runner pass per rate "
+                    "under <output-dir>/rate_<r>/, then the latency-throughput curve per "
+                    "transport in <output-dir>/summary.md, curve.csv, plots/latency_vs_rate.png")
+    g2.add_argument("--slo-p99-us", type=float, default=0.0,
+                    help="with --target-rates: report each transport's knee, the highest "
+                    "achieved rate whose corrected p99 is <= this")
     a("--transport-options", default="",
       help="'k=v;k=v' passed to servers and clients (--transport_options); 'grpc:k=v' items "
            "reach only that transport (brpc, grpc, rdma, shm)")
@@ -307,6 +320,9 @@ def finalize_args(args):
         raise ValueError(f"--runtime-seconds must be > 0, got {args.runtime_seconds}")
     if not 0 <= args.read_ratio <= 100:
         raise ValueError(f"--read-ratio {args.read_ratio} is not in 0..100")
+    from recbench import rate_sweep
+
+    rate_sweep.check_args(args)
     if args.prefetch_depth < 0 or args.client_load_threads_per_process < 0:
         raise ValueError("--prefetch-depth and --client-load-threads-per-process must be >= 0")
     if args.distribution == "zipfian" and not 0 < args.zipfian_alpha < 10:
@@ -476,10 +492,12 @@ def apply_interactive_prompts(args, input_fn=input, output=None):
 
 
 def main(argv=None):
-    from recbench import ps_session
+    from recbench import ps_session, rate_sweep
 
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv, input_fn=input)
+    if args.target_rates_list:
+        return rate_sweep.run(args, argv)
     return ps_session.run(args, argv)
 
 

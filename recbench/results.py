@@ -26,6 +26,10 @@ RECSTORE_COLUMNS = [
 ]
 NEW_COLUMNS = ["p999_us", "max_us", "client_cpu_s", "server_cpu_s", "keys_per_cpu_sec",
                "build_type", "index_type", "row_kind"]
+# open loop (--target-rate): p50_us..max_us above are then from the scheduled send time
+OPEN_LOOP_COLUMNS = ["target_rate", "achieved_rate", "late_sends", "service_p50_us",
+                     "service_p99_us", "service_p999_us"]
+NEW_COLUMNS += OPEN_LOOP_COLUMNS
 SUMMARY_COLUMNS = RECSTORE_COLUMNS + NEW_COLUMNS
 
 TOTALS_COLUMNS = [
@@ -40,10 +44,11 @@ STATUSES = ("success", "skipped", "timeout", "startup_failure", "client_failure"
             "preflight_failure")
 FAILURE_STATUSES = ("timeout", "startup_failure", "client_failure", "preflight_failure")
 RESULT_PREFIX = "PS_BENCHMARK_RESULT"
-INT_FIELDS = ("threads", "batch_size", "records", "batches", "key_ops")
+INT_FIELDS = ("threads", "batch_size", "records", "batches", "key_ops", "late_sends")
 FLOAT_FIELDS = ("zipfian_alpha", "runtime_s", "throughput_batches_sec", "throughput_keys_sec",
                 "mean_us", "p50_us", "p95_us", "p99_us", "p999_us", "max_us", "cpu_user_s",
-                "cpu_sys_s", "payload_gbps")
+                "cpu_sys_s", "payload_gbps", "target_rate", "achieved_rate", "service_p50_us",
+                "service_p95_us", "service_p99_us", "service_p999_us", "service_max_us")
 
 
 def parse_kv_tokens(line):
@@ -152,6 +157,7 @@ def result_row(base, parsed, value_size, server_cpu_s=None):
         "runtime_seconds": parsed.get("runtime_s", base.get("runtime_seconds")),
         "_batches": parsed.get("batches"), "_key_ops": parsed.get("key_ops"),
     })
+    row.update({col: parsed[col] for col in OPEN_LOOP_COLUMNS if col in parsed})
     if cpu and cpu > 0 and parsed.get("key_ops"):
         row["keys_per_cpu_sec"] = round(parsed["key_ops"] / cpu, 3)
     return row

@@ -269,6 +269,9 @@ def build_benchmark_cmd(args, transport, topology, client, config_path, launcher
         cmd.append(f"--warmup_seconds={args.warmup_seconds}")
     if args.transaction_profile:
         cmd.append("--transaction_profile=true")
+    if args.target_rate:
+        cmd += [f"--target_rate={args.target_rate:g}", f"--arrival={args.arrival}",
+                f"--arrival_seed={args.seed + client.client_index}"]
     options = _transport_options(args, transport, "client", client.client_index, cores)
     if options:
         cmd.append(f"--transport_options={options}")

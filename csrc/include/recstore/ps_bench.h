@@ -14,10 +14,11 @@
  *
  * Open loop (target_rate > 0, recstore/pacing.h): each thread sends on its own timetable of
  * target_rate / threads batches per second (uniform or Poisson, from the start of the warm-up),
- * keeping at most prefetch_depth in flight. A batch is counted when it was *due* inside the timed
- * window (in-flight batches are drained after it closes, so a stall at the end is not dropped);
- * its latency is measured from the due time (coordinated omission corrected: the p*_us fields and
- * hist_out) and its service time from the actual send (service_*). Sending stops when the window
+ * keeping at most prefetch_depth in flight. Throughput counts batches completed inside the timed
+ * window, as in closed loop; the latency histograms hold every batch *due* inside it (in-flight
+ * batches are drained after it closes, so a stall at the end is not dropped), its latency
+ * measured from the due time (coordinated omission corrected: the p*_us fields and hist_out) and
+ * its service time from the actual send (service_*). Sending stops when the window
  * closes; a batch that could not go at its due time because the thread was waiting for an earlier
  * one, or that was due in the window and never sent, is a late send.
  */
