@@ -1,15 +1,16 @@
 """Open-loop latency–throughput curve per transport on this host
 (tools/benchmarks/bench_open_loop.py).
 
-For each transport: one `recbench.ps_server`, loaded once; then, alternating nothing else on
-the server, a closed-loop `recbench.ps_bench` run gives the transport's closed-loop maximum
-(batches/s) and its p99 at saturation; then open-loop runs (`--target_rate`) at the given
-fractions of that maximum (default 10 % .. 120 %) give the curve: achieved rate, corrected and
-service p50/p99/p99.9, late sends, client CPU (its own report) and server CPU (/proc over the
-timed window, between the `go` line and the result). Each client process is released through the
-PS_BENCHMARK_LOADED / go barrier. Outputs under --out_dir: curve.csv (recbench.latency_curve),
-closed_loop.csv, latency_vs_rate.png, curve.md (the Chinese table and the knee at --slo_p99_us)
-and bench.json (settings, host, build, every run).
+For each transport: one `recbench.ps_server`, loaded once; closed-loop `recbench.ps_bench` runs
+(--closed_repeat of them, the median) give the transport's closed-loop maximum (batches/s) and
+its p99 at saturation; then open-loop runs (`--target_rate`) at the given fractions of that
+maximum (default 10 % .. 120 %) give the curve: achieved rate, corrected and service
+p50/p99/p99.9, late sends, client CPU (its own report) and server CPU (/proc over the timed
+window, between the `go` line and the result). With --repeat N every rate runs N times (the
+fractions interleaved, so host noise spreads over the curve) and each field is the median. Each
+client process is released through the PS_BENCHMARK_LOADED / go barrier. Outputs under
+--out_dir: curve.csv (recbench.latency_curve), closed_loop.csv, latency_vs_rate.png, curve.md
+(the Chinese table and the knee at --slo_p99_us) and bench.json (settings, host, build, runs).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import argparse
 import csv
 import json
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -80,6 +82,19 @@ def point_of(transport: str, offered: float, run: dict) -> latency_curve.CurvePo
         client_cpu_s=g("cpu_user_s") + g("cpu_sys_s"), server_cpu_s=run["server_cpu_s"])
 
 
+def median_point(runs: list[latency_curve.CurvePoint]) -> latency_curve.CurvePoint:
+    """Field by field median over the repeats of one offered rate."""
+    out = latency_curve.CurvePoint(runs[0].transport, runs[0].offered_rate)
+    for name in latency_curve.CURVE_COLUMNS:
+        if name in ("transport", "offered_rate", "status"):
+            continue
+        vals = [getattr(r, name) for r in runs if getattr(r, name) is not None]
+        if vals:
+            m = statistics.median(vals)
+            setattr(out, name, round(m) if name == "late_sends" else m)
+    return out
+
+
 def bench_transport(args, transport: str, fractions: list[float]) -> tuple[list, list]:
     """(closed-loop runs, curve points) of one transport; skipped transports give one point with
     status skipped: <reason>."""
@@ -110,16 +125,20 @@ def bench_transport(args, transport: str, fractions: list[float]) -> tuple[list,
                   f"batches/s, p99 {float(run['p99_us']):,.0f} us", flush=True)
         rates = sorted(float(r["throughput_batches_sec"]) for r in closed)
         max_rate = rates[len(rates) // 2]
-        for f in fractions:
-            offered = f * max_rate
-            run = run_client(_client(args, transport, port, "--skip_load", "--target_rate",
-                                     f"{offered:.3f}", "--arrival", args.arrival),
-                             srv.proc.pid, timeout)
-            p = point_of(transport, offered, run)
-            points.append(p)
-            print(f"[{transport}] open loop {f:.0%} ({offered:,.0f}/s): achieved "
-                  f"{p.achieved_rate:,.0f}/s, p99 {p.p99_us:,.0f} us (service "
-                  f"{p.service_p99_us:,.0f} us), late {p.late_sends}", flush=True)
+        runs: dict[float, list] = {f: [] for f in fractions}
+        for rep in range(args.repeat):  # fractions interleaved in time, so host noise spreads
+            for f in fractions:
+                offered = f * max_rate
+                run = run_client(_client(args, transport, port, "--skip_load", "--target_rate",
+                                         f"{offered:.3f}", "--arrival", args.arrival,
+                                         "--arrival_seed", str(rep + 1)),
+                                 srv.proc.pid, timeout)
+                p = point_of(transport, offered, run)
+                runs[f].append(p)
+                print(f"[{transport}] open loop {f:.0%} ({offered:,.0f}/s) #{rep}: achieved "
+                      f"{p.achieved_rate:,.0f}/s, p99 {p.p99_us:,.0f} us (service "
+                      f"{p.service_p99_us:,.0f} us), late {p.late_sends}", flush=True)
+        points = [median_point(runs[f]) for f in fractions]
     finally:
         srv.stop()
     return closed, points
@@ -143,6 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--index_type", default="DRAM_PET_HASH")
     p.add_argument("--running_seconds", type=float, default=5.0)
     p.add_argument("--warmup_seconds", type=float, default=0.5)
+    p.add_argument("--repeat", type=int, default=1,
+                   help="open-loop runs per rate (medians reported, fractions interleaved)")
     p.add_argument("--closed_repeat", type=int, default=3,
                    help="closed-loop runs; their median rate is the 100 %% of --fractions")
     p.add_argument("--out_dir", type=Path, default=None,
@@ -157,8 +178,8 @@ def main(argv=None) -> int:
         fractions = parse_fractions(args.fractions)
     except ValueError as e:
         ap.error(str(e))
-    if args.closed_repeat < 1:
-        ap.error("--closed_repeat must be >= 1")
+    if args.closed_repeat < 1 or args.repeat < 1:
+        ap.error("--closed_repeat and --repeat must be >= 1")
     out = args.out_dir or Path("results") / f"open_loop_{time.strftime('%m%d%H%M')}"
     out.mkdir(parents=True, exist_ok=True)
     transports = [t.strip().lower() for t in args.transports.split(",") if t.strip()]
