@@ -6,7 +6,8 @@ each batch's scheduled send time, so queueing behind a slow server is counted) a
 percentiles (from the actual send), late sends, and CPU seconds of each side. The knee at an SLO is
 the highest achieved rate whose corrected p99 stays at or below it: what an operator sizing a PS
 ("how many keys/s while p99 <= X us") needs. Used by the PS runner (--target-rates,
---slo-p99-us: summary.md and plots/latency_vs_rate.png) and by tools/benchmarks/bench_open_loop.py.
+--slo-p99-us: summary.md) and by tools/benchmarks/bench_open_loop.py; the plot is
+recbench.analysis.plot_latency_vs_rate.
 """
 
 from __future__ import annotations
@@ -131,30 +132,3 @@ def markdown_lines(points: list[CurvePoint], slo_p99_us: float | None, batch_key
                              f"{_f(k.p99_us, 1)} | {_f(k.service_p99_us, 1)} |")
         lines.append("")
     return lines
-
-
-def plot(points: list[CurvePoint], path, slo_p99_us: float | None = None) -> Path:
-    """plots/latency_vs_rate.png: corrected p99 (solid) and service p99 (dashed) against the
-    achieved key rate, one colour per transport, log latency axis, the SLO as a line."""
-    from recbench.analysis import _figure, _save
-
-    ok = [p for p in points if p.ok]
-    if not ok:
-        raise ValueError("nothing to plot: no successful open-loop point")
-    fig, ax = _figure(7.5, 4.5)
-    for t in dict.fromkeys(p.transport for p in ok):
-        mine = sorted((p for p in ok if p.transport == t), key=lambda p: p.offered_rate)
-        xs = [(p.key_ops_per_sec or 0) / 1e6 for p in mine]
-        line = ax.plot(xs, [p.p99_us for p in mine], marker="o", label=f"{t} p99 (corrected)")[0]
-        if all(p.service_p99_us is not None for p in mine):
-            ax.plot(xs, [p.service_p99_us for p in mine], marker="x", linestyle="--",
-                    color=line.get_color(), label=f"{t} p99 (service)")
-    if slo_p99_us:
-        ax.axhline(slo_p99_us, color="grey", linestyle=":", label=f"SLO p99 {slo_p99_us:g} µs")
-    ax.set_xlabel("achieved M keys/s")
-    ax.set_ylabel("p99 latency per batch (µs)")
-    ax.set_yscale("log")
-    ax.set_title("Open loop: latency vs throughput")
-    ax.legend(fontsize="small")
-    ax.grid(alpha=0.3)
-    return _save(fig, path)

@@ -1,19 +1,21 @@
 /*
  * test_net.c — transport/net.c on loopback: listen on port 0 and read the port back, a second
- * listener on a taken port (RS_EBUSY naming host:port), connect + accept + bytes both ways, the
- * blocking / non-blocking flag, a refused connect and a connect that times out against a listener
- * whose accept queue is full — each error naming host:port. No sleeps: the timeout is the
- * connect deadline itself.
+ * listener on a taken port (RS_EBUSY naming host:port), connect + accept + bytes, waiting for
+ * readiness until a deadline, the blocking / non-blocking flag, a refused connect and a connect
+ * that times out against a listener whose accept queue is full — each error naming host:port.
+ * No sleeps: every timeout is a deadline of the call under test.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "recstore/clock.h"
 #include "rs_test.h"
 #include "transport/net.h"
 
@@ -57,8 +59,13 @@ static void test_connect_accept_roundtrip(void) {
     RS_CHECK(afd >= 0);
     RS_CHECK_EQ(write(cfd, "ping", 4), 4);
     char buf[8] = {0};
+    RS_CHECK_EQ(rs_net_wait(afd, POLLIN, rs_now_ns() + 5000000000ull), 0);
     RS_CHECK_EQ(read(afd, buf, sizeof buf), 4);
     RS_CHECK_EQ(memcmp(buf, "ping", 4), 0);
+    /* nothing more to read: the deadline ends the wait; a passed deadline does not poll at all */
+    RS_CHECK_EQ(rs_net_wait(afd, POLLIN, rs_now_ns() + 20000000ull), RS_ETIMEDOUT);
+    RS_CHECK_EQ(rs_net_wait(afd, POLLIN, rs_now_ns() - 1), RS_ETIMEDOUT);
+    RS_CHECK_EQ(rs_net_wait(afd, POLLOUT, rs_now_ns() + 5000000000ull), 0);
     RS_CHECK_EQ(rs_net_connect("127.0.0.1", port, 5000, RS_NET_NONBLOCK, &nfd, &e), 0);
     RS_CHECK(fcntl(nfd, F_GETFL) & O_NONBLOCK);
     RS_CHECK_EQ(read(nfd, buf, sizeof buf), -1); /* nothing sent: EAGAIN, not a hang */

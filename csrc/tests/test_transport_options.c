@@ -3,6 +3,7 @@
  * decimal integers only, one set of boolean words, and the same answer from every transport that
  * parses them (RC and gRPC here; brpc's max_pending_bytes in test_ps_brpc.py).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "recstore/rc.h"
@@ -81,5 +82,25 @@ static void test_every_transport_refuses_hex(void) {
 #endif
 }
 
+/* RecStore's RECSTORE_BIND_CORE_OFFSET: read like the option, and refused by name, not ignored,
+ * when it is not an integer (it used to leave the threads unbound without a word). */
+static void test_bind_core_offset_variable(void) {
+    rs_error e = {0};
+    rs_rc_options o;
+    setenv("RECSTORE_BIND_CORE_OFFSET", "3", 1);
+    rs_rc_options_default(&o);
+    RS_CHECK_EQ(o.bind_core_offset, 3);
+    RS_CHECK_EQ(rs_rc_options_parse(&o, "bind_core_offset=5", &e), 0); /* the option wins */
+    RS_CHECK_EQ(o.bind_core_offset, 5);
+    setenv("RECSTORE_BIND_CORE_OFFSET", "0x3", 1);
+    rs_rc_options_default(&o);
+    RS_CHECK_EQ(rs_rc_options_parse(&o, NULL, &e), RS_EINVAL);
+    RS_CHECK(strstr(e.msg, "RECSTORE_BIND_CORE_OFFSET=0x3") != NULL);
+    unsetenv("RECSTORE_BIND_CORE_OFFSET");
+    rs_rc_options_default(&o);
+    RS_CHECK_EQ(o.bind_core_offset, -1);
+    RS_CHECK_EQ(rs_rc_options_parse(&o, NULL, &e), 0);
+}
+
 RS_TEST_MAIN(RS_TEST(test_integers_are_decimal_digits), RS_TEST(test_booleans_one_word_set),
-             RS_TEST(test_every_transport_refuses_hex))
+             RS_TEST(test_every_transport_refuses_hex), RS_TEST(test_bind_core_offset_variable))

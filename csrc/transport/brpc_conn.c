@@ -84,19 +84,6 @@ static int broken_error(brpc_cconn *c, rs_error *err) {
     return c->broken_err.code;
 }
 
-/* Wait for fd readiness until deadline; 0 ready, RS_ETIMEDOUT, or an errno-based code. */
-static int wait_fd(brpc_cconn *c, short events, uint64_t deadline_ns) {
-    for (;;) {
-        uint64_t now = rs_now_ns();
-        if (now >= deadline_ns) return RS_ETIMEDOUT;
-        uint64_t ms = (deadline_ns - now + 999999) / 1000000;
-        struct pollfd p = {.fd = c->fd, .events = events};
-        int r = poll(&p, 1, ms > 60000 ? 60000 : (int)ms);
-        if (r > 0) return 0;
-        if (r < 0 && errno != EINTR) return RS_EIO;
-    }
-}
-
 /* The brpc client has no transport options: any key is an error, not silently ignored. */
 static int reject_client_option(void *ctx, const char *key, const char *val, rs_error *err) {
     return rs_error_set(err, RS_EINVAL, "brpc client takes no transport options (got '%s=%s')", key,
@@ -159,7 +146,7 @@ static int write_all(brpc_cconn *c, struct iovec *iov, int n, uint64_t deadline,
         if (w < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                int rc = wait_fd(c, POLLOUT, deadline);
+                int rc = rs_net_wait(c->fd, POLLOUT, deadline);
                 if (rc == RS_ETIMEDOUT)
                     return mark_broken(c, err, RS_ETIMEDOUT, "sending a request timed out");
                 if (rc) return mark_broken(c, err, RS_ECONN, "poll failed while sending");
@@ -251,7 +238,7 @@ static ssize_t recv_step(brpc_cconn *c, uint8_t *buf, size_t len, uint64_t deadl
     if (errno == EINTR) return 0;
     if (errno != EAGAIN && errno != EWOULDBLOCK)
         return mark_broken(c, err, RS_ECONN, "receive failed: %s", strerror(errno));
-    int rc = wait_fd(c, POLLIN, deadline);
+    int rc = rs_net_wait(c->fd, POLLIN, deadline);
     if (rc == RS_ETIMEDOUT)
         return mark_broken(c, err, RS_ETIMEDOUT, "no response within %llu ms",
                            (unsigned long long)(c->timeout_ns / 1000000));

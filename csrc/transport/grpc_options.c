@@ -68,7 +68,7 @@ static int apply_option(void *ctx, const char *kv, const char *val, rs_error *er
     if (c->server && strcmp(kv, "calls_per_method") == 0)
         return parse_uint(c, kv, val, 1, 1024, &out->calls_per_method, err);
     if (c->server && strcmp(kv, "reply_timeout_ms") == 0)
-        return parse_uint(c, kv, val, 10, 3600000, &out->reply_timeout_ms, err);
+        return parse_uint(c, kv, val, 10, RS_TRANSPORT_OPTION_MAX_MS, &out->reply_timeout_ms, err);
     if (strcmp(kv, "max_frame_size") == 0)
         return parse_uint(c, kv, val, 16384, 16777215, &out->max_frame_size, err);
     if (!c->server && strcmp(kv, "max_reply_bytes") == 0)

@@ -78,16 +78,15 @@ int rs_net_listen(const char *host, uint16_t port, int flags, int backlog, int *
     return RS_OK;
 }
 
-/* 0 when fd is writable (connected or failed: read SO_ERROR), RS_ETIMEDOUT, or -errno. */
-static int wait_writable(int fd, uint64_t deadline) {
+int rs_net_wait(int fd, short events, uint64_t deadline_ns) {
     for (;;) {
         uint64_t now = rs_now_ns();
-        if (now >= deadline) return RS_ETIMEDOUT;
-        struct pollfd p = {.fd = fd, .events = POLLOUT};
-        uint64_t ms = (deadline - now + 999999) / 1000000;
+        if (now >= deadline_ns) return RS_ETIMEDOUT;
+        struct pollfd p = {.fd = fd, .events = events};
+        uint64_t ms = (deadline_ns - now + 999999) / 1000000; /* round up: never spin at 0 ms */
         int r = poll(&p, 1, ms > INT_MAX ? INT_MAX : (int)ms);
-        if (r > 0) return 0;
-        if (r < 0 && errno != EINTR) return -errno;
+        if (r > 0) return RS_OK;
+        if (r < 0 && errno != EINTR) return RS_EIO;
     }
 }
 
@@ -113,7 +112,7 @@ int rs_net_connect(const char *host, uint16_t port, uint32_t timeout_ms, int fla
         if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) break;
         e = errno;
         if (e == EINPROGRESS || e == EINTR) {
-            int w = wait_writable(fd, deadline);
+            int w = rs_net_wait(fd, POLLOUT, deadline);
             if (w == 0) {
                 socklen_t sl = sizeof e;
                 if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &sl) != 0) e = errno;
@@ -121,7 +120,7 @@ int rs_net_connect(const char *host, uint16_t port, uint32_t timeout_ms, int fla
             } else if (w == RS_ETIMEDOUT) {
                 timed_out = 1;
             } else {
-                e = -w;
+                e = errno;
             }
         }
         close(fd);

@@ -1,6 +1,7 @@
 /*
  * net.h — the TCP plumbing every transport shares, after Redis's anet: resolve a host, listen,
- * connect with a deadline, read the bound port, switch a socket to non-blocking or TCP_NODELAY.
+ * connect with a deadline, wait for readiness until a deadline, read the bound port, switch a
+ * socket to non-blocking or TCP_NODELAY.
  *
  * Every function returns 0 or an RS_E* code and fills the caller's rs_error with a reason that
  * names the endpoint as host:port ("connect to 127.0.0.1:25001: Connection refused"), so the
@@ -42,6 +43,11 @@ int rs_net_listen(const char *host, uint16_t port, int flags, int backlog, int *
  * blocking unless flags has RS_NET_NONBLOCK. */
 int rs_net_connect(const char *host, uint16_t port, uint32_t timeout_ms, int flags, int *fd,
                    rs_error *err);
+
+/* Wait until fd is ready for events (POLLIN / POLLOUT) or deadline_ns (rs_now_ns clock) passes:
+ * 0 when ready (or in error / hung up: the next read or write says which), RS_ETIMEDOUT, or
+ * RS_EIO with errno set when poll() itself fails. EINTR is retried with the time left. */
+int rs_net_wait(int fd, short events, uint64_t deadline_ns);
 
 /* The local port of a bound socket (the one the kernel picked for port 0). */
 int rs_net_bound_port(int fd, uint16_t *port, rs_error *err);

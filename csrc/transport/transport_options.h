@@ -11,6 +11,9 @@
 
 #include "recstore/error.h"
 
+/* Upper bound of every *_ms option (an hour): a larger timeout or interval is a typo. */
+#define RS_TRANSPORT_OPTION_MAX_MS 3600000u
+
 /* Called once per "key=value" item; returns 0 or an RS_E* code with err filled. */
 typedef int (*rs_transport_option_fn)(void *ctx, const char *key, const char *val, rs_error *err);
 

@@ -243,10 +243,14 @@ typedef struct rs_rc_options {
     int gid_index;
     char client_only[32]; /* first client-only key given (servers refuse it), else "" */
     char server_only[32]; /* first server-only key given (clients refuse it), else "" */
+    char bad_env[64];     /* RECSTORE_BIND_CORE_OFFSET's value when it is not an integer in
+                           * -1..4096 (rs_rc_options_parse refuses it), else "" */
 } rs_rc_options;
 
+/* Defaults; bind_core_offset from $RECSTORE_BIND_CORE_OFFSET when set (RecStore's variable). */
 void rs_rc_options_default(rs_rc_options *o);
-/* Apply "k=v;k=v" (also ',' separated). RS_EINVAL naming the key or value on bad input.
+/* Apply "k=v;k=v" (also ',' separated). RS_EINVAL naming the key or value on bad input, or naming
+ * RECSTORE_BIND_CORE_OFFSET when the variable held something other than an integer.
  * Keys that only one side uses are remembered in client_only / server_only, so the other side
  * refuses them (rs_rc_options_check_role) instead of ignoring them. */
 int rs_rc_options_parse(rs_rc_options *o, const char *extra, rs_error *err);

@@ -20,8 +20,11 @@
 
 #include "recstore/clock.h"
 #include "recstore/rc.h"
+#include "transport/net.h"
 
 #define META_REC 128u
+/* how long a client-side send waits for a server that does not read before giving up */
+#define CTRL_SEND_TIMEOUT_NS (30ull * 1000000000ull)
 
 static void put32(uint8_t *p, uint32_t v) {
     memcpy(p, &v, 4);
@@ -189,18 +192,6 @@ int rs_rc_ctrl_decode_attach_rep(const uint8_t *b, size_t len, rs_rc_attach_rep 
     return 0;
 }
 
-static int wait_fd(int fd, short ev, uint64_t deadline) {
-    for (;;) {
-        uint64_t now = rs_now_ns();
-        if (now >= deadline) return RS_ETIMEDOUT;
-        struct pollfd p = {.fd = fd, .events = ev};
-        int ms = (int)((deadline - now) / 1000000ull) + 1;
-        int r = poll(&p, 1, ms);
-        if (r > 0) return 0;
-        if (r < 0 && errno != EINTR) return RS_EIO;
-    }
-}
-
 static int send_all(int fd, const uint8_t *p, size_t n, rs_error *err) {
     while (n) {
         ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
@@ -213,7 +204,7 @@ static int send_all(int fd, const uint8_t *p, size_t n, rs_error *err) {
                 if (fl >= 0 && !(fl & O_NONBLOCK))
                     return rs_error_set(err, RS_ETIMEDOUT,
                                         "control plane send: peer does not read");
-                if (wait_fd(fd, POLLOUT, rs_now_ns() + 30000000000ull) == 0) continue;
+                if (rs_net_wait(fd, POLLOUT, rs_now_ns() + CTRL_SEND_TIMEOUT_NS) == 0) continue;
                 return rs_error_set(err, RS_ETIMEDOUT, "control plane send: peer does not read");
             }
             return rs_error_errno(err, RS_ECONN, errno, "control plane send");
@@ -226,7 +217,7 @@ static int send_all(int fd, const uint8_t *p, size_t n, rs_error *err) {
 
 static int recv_all(int fd, uint8_t *p, size_t n, uint64_t deadline, rs_error *err) {
     while (n) {
-        int rc = wait_fd(fd, POLLIN, deadline);
+        int rc = rs_net_wait(fd, POLLIN, deadline);
         if (rc == RS_ETIMEDOUT)
             return rs_error_set(err, rc, "control plane: no reply before the deadline");
         if (rc) return rs_error_errno(err, RS_EIO, errno, "control plane poll");

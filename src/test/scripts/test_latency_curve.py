@@ -1,6 +1,6 @@
-"""recbench.latency_curve (knee at a p99 SLO, the curve CSV, the Chinese summary section, the
-plot) on hand-made points, and tools/benchmarks/bench_open_loop.py end to end on tiny settings
-against a real brpc server (speed is not judged)."""
+"""recbench.latency_curve (knee at a p99 SLO, the curve CSV, the Chinese summary section) and
+recbench.analysis.plot_latency_vs_rate on hand-made points, and tools/benchmarks/bench_open_loop.py
+end to end on tiny settings against a real brpc server (speed is not judged)."""
 
 import subprocess
 import sys
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ps_testlib import ROOT, python_env
 
-from recbench import latency_curve
+from recbench import analysis, latency_curve
 from recbench.latency_curve import CurvePoint
 
 
@@ -54,10 +54,11 @@ class LatencyCurveTest(unittest.TestCase):
         self.assertIn("| shm | 没有一个点满足 SLO |", md)
         self.assertIn("每批 500 个键", md)
         with tempfile.TemporaryDirectory() as tmp:
-            png = latency_curve.plot(POINTS, Path(tmp) / "plots" / "latency_vs_rate.png", 1000)
+            png = analysis.plot_latency_vs_rate(POINTS, Path(tmp) / "plots" / "latency_vs_rate.png",
+                                                1000)
             self.assertEqual(png.read_bytes()[:8], b"\x89PNG\r\n\x1a\n")
         with self.assertRaisesRegex(ValueError, "no successful"):
-            latency_curve.plot([POINTS[-1]], "unused.png")
+            analysis.plot_latency_vs_rate([POINTS[-1]], "unused.png")
 
 
 class BenchOpenLoopTest(unittest.TestCase):
