@@ -545,12 +545,7 @@ static int bench_phase(const rs_ps_bench_config *cfg, phase ph, rs_ps_bench_resu
         free(h);
     }
     if (sh) {
-        res->service_mean_us = rs_hist_mean(sh) / 1e3;
-        res->service_p50_us = (double)rs_hist_percentile(sh, 50) / 1e3;
-        res->service_p95_us = (double)rs_hist_percentile(sh, 95) / 1e3;
-        res->service_p99_us = (double)rs_hist_percentile(sh, 99) / 1e3;
-        res->service_p999_us = (double)rs_hist_percentile(sh, 99.9) / 1e3;
-        res->service_max_us = sh->count ? (double)sh->max / 1e3 : 0.0;
+        res->service = rs_hist_summary_us(sh);
         if (cfg->service_hist_out) *cfg->service_hist_out = *sh;
         free(sh);
     }

@@ -52,10 +52,10 @@ static PyObject *result_dict(const rs_ps_bench_result *r) {
     Py_DECREF(p);
     if (!r->open_loop) return d;
     p = Py_BuildValue("{s:K,s:d,s:d,s:d,s:d,s:d,s:d}", "late_sends",
-                      (unsigned long long)r->late_sends, "service_mean_us", r->service_mean_us,
-                      "service_p50_us", r->service_p50_us, "service_p95_us", r->service_p95_us,
-                      "service_p99_us", r->service_p99_us, "service_p999_us", r->service_p999_us,
-                      "service_max_us", r->service_max_us);
+                      (unsigned long long)r->late_sends, "service_mean_us", r->service.mean,
+                      "service_p50_us", r->service.p50, "service_p95_us", r->service.p95,
+                      "service_p99_us", r->service.p99, "service_p999_us", r->service.p999,
+                      "service_max_us", r->service.max);
     if (!p || PyDict_Update(d, p) < 0) {
         Py_XDECREF(p);
         Py_DECREF(d);

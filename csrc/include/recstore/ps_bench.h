@@ -89,11 +89,10 @@ typedef struct rs_ps_bench_result {
     /* profile (run phase, when cfg->profile): average ns per batch of each step; wait includes
      * receiving the rows into the caller's buffer */
     double make_keys_avg_ns, submit_avg_ns, wait_avg_ns, consume_avg_ns;
-    /* open loop: p50_us..max_us above are from the due time; these from the actual send */
+    /* open loop (target_rate > 0): p50_us..max_us above are then from the due time */
     int open_loop;
     uint64_t late_sends; /* sent after their due time because the thread was waiting, or unsent */
-    double service_mean_us, service_p50_us, service_p95_us, service_p99_us, service_p999_us,
-        service_max_us;
+    rs_hist_us service;  /* open loop: from the actual send */
 } rs_ps_bench_result;
 
 /* The deterministic row of a key (value_size bytes): float32 values exact in binary. */

@@ -7,14 +7,13 @@ here. Relationships are asserted, never machine speed."""
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 import unittest
 
+from fault_support import stall, wait_until
 from ps_testlib import (
     ROOT,
     NoLeftoverServers,
@@ -43,15 +42,6 @@ def handled_gets(srv: PSServerProcess) -> int:
         return int(c.stats()[0]["handled_get"])
 
 
-def wait_for_gets(srv: PSServerProcess, at_least: int, timeout: float = 30.0) -> None:
-    """Block until the server has answered at_least GET requests (the client's run is under way)."""
-    deadline = time.monotonic() + timeout
-    while handled_gets(srv) < at_least:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"the client sent fewer than {at_least} GETs in {timeout}s")
-        time.sleep(0.005)  # polling a condition with a deadline
-
-
 def run_with_stall(srv: PSServerProcess, args: list[str]) -> dict:
     """Run ps_bench; once its run phase is sending, SIGSTOP the server for STALL_S, SIGCONT it."""
     before = handled_gets(srv)
@@ -59,12 +49,10 @@ def run_with_stall(srv: PSServerProcess, args: list[str]) -> dict:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=python_env(), cwd=str(ROOT))
     try:
-        wait_for_gets(srv, before + 20)
-        os.kill(srv.pid, signal.SIGSTOP)
-        try:
-            time.sleep(STALL_S)  # the stimulus: a stall of known length, not a synchronisation
-        finally:
-            os.kill(srv.pid, signal.SIGCONT)
+        # the client's run is under way once the server has answered some of its GETs
+        wait_until(lambda: handled_gets(srv) >= before + 20, 30, "the client's first GETs",
+                   interval=0.005)
+        stall(srv.pid, STALL_S)
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:

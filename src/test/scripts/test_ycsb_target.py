@@ -5,13 +5,11 @@ it, which the op latencies record once; a target above what the engine can do re
 sends and a throughput below target; measurement.interval selects what is recorded; bad targets
 are refused naming the input."""
 
-import os
-import signal
 import subprocess
 import sys
-import time
 import unittest
 
+from fault_support import stall
 from ps_testlib import ROOT, python_env
 
 from recbench import _ycsb, workloads
@@ -97,11 +95,7 @@ class YcsbTargetTest(unittest.TestCase):
                 lines.append(line)
                 if "[RUN]" in line:
                     break
-            os.kill(proc.pid, signal.SIGSTOP)
-            try:
-                time.sleep(STALL_S)  # the stimulus: a stall of known length
-            finally:
-                os.kill(proc.pid, signal.SIGCONT)
+            stall(proc.pid, STALL_S)
             out, err = proc.communicate(timeout=60)
         finally:
             if proc.poll() is None:
