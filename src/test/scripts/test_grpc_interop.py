@@ -208,7 +208,7 @@ class GrpcPSClientTest(unittest.TestCase):
         with mock.patch.dict(os.environ, {"GRPC_VERBOSITY": "DEBUG"}), \
                 PSServerProcess("grpc", num_shards=1, value_size=VS, extra_args=[
                     "--num_threads", "2", "--transport_options", "poll_strategy=poll"]) as srv:
-            self.assertIn("Using polling engine: poll", "\n".join(srv.stderr_lines))
+            srv.wait_stderr("Using polling engine: poll")
             client = textwrap.dedent(f"""
                 import numpy as np, recbench
                 from recbench import errors
