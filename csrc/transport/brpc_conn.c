@@ -120,6 +120,7 @@ static int brpc_connect(const char *host, uint16_t port, const rs_ps_client_opts
     snprintf(c->peer, sizeof c->peer, "brpc://%s:%u", host, port);
     c->timeout_ns = (uint64_t)(opts && opts->timeout_ms ? opts->timeout_ms : 10000) * 1000000ull;
     c->cap = opts && opts->max_in_flight ? opts->max_in_flight : 1;
+    if (opts && opts->want_in_flight > c->cap) c->cap = opts->want_in_flight; /* chunks */
     c->ring = calloc(c->cap, sizeof *c->ring);
     c->in_cap = 256 << 10;
     c->in = malloc(c->in_cap);
