@@ -32,6 +32,7 @@ log = logging.getLogger("recbench.kv_bench")
 
 INDEX_TYPES = ("DRAM_PET_HASH", "DRAM_EXTENDIBLE_HASH", "SSD_EXTENDIBLE_HASH")
 HUGE_PAGES = ("auto", "explicit", "thp", "off")
+ROW_KERNELS = ("auto", "plain", "avx2", "avx512")
 READ_MODES = ("get", "batch_get_flat", "ceiling")
 PERCENTILES = ("p50_us", "p95_us", "p99_us", "p999_us", "max_us")
 
@@ -98,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="pages of the PET chunk array, the value slab and the ceiling array: auto "
                         "(explicit 2 MiB pages if the hugetlb pool has room, else transparent huge "
                         "pages advised), explicit (or fail), thp, off (4 KiB pages)")
+    p.add_argument("--row_kernel", default="auto", choices=ROW_KERNELS,
+                   help="build of the batch-read row loops: auto (the best this CPU runs), plain "
+                        "(SSE2), avx2 or avx512 — to measure what a CPU without AVX-512 runs")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
@@ -131,7 +135,7 @@ def config_from_args(args: argparse.Namespace) -> dict:
                 read_mode=args.read_mode, batch_keys=args.batch_keys,
                 running_seconds=running_seconds, operation_count=operation_count, seed=args.seed,
                 bind_core=args.bind_core, path=args.ssd_path or None, load=args.load, run=args.run,
-                huge_pages=args.huge_pages)
+                huge_pages=args.huge_pages, row_kernel=args.row_kernel)
 
 
 def run(config: dict) -> dict:
@@ -198,6 +202,8 @@ def format_lines(config: dict, result: dict) -> list[str]:
                 f += [(f"{kind}_{k}", rn[kind][k]) for k in ("mean_us",) + PERCENTILES]
         f += _cpu_fields(rn)
         f += _memory_fields(result.get("memory"))
+        if result.get("row_kernel"):
+            f += [("row_kernel", result["row_kernel"])]
         lines.append(_line("YCSB_RESULT", f))
     return lines
 
@@ -216,7 +222,7 @@ def _memory_fields(mem: dict | None) -> list[tuple[str, object]]:
 def compare_indexes(record_count=1_000_000, value_size=512, batch_keys=500, threads=1,
                     running_seconds=3.0, repeats=3, seed=1,
                     index_types=("DRAM_PET_HASH", "DRAM_EXTENDIBLE_HASH"),
-                    huge_pages=("auto",)) -> dict:
+                    huge_pages=("auto",), row_kernel="auto") -> dict:
     """Run the ceiling and each index in batch_get_flat mode, for each huge_pages mode, interleaved
     `repeats` times (the machine's noise hits all of them alike), and return per-case medians and
     ratios. With one mode the cases are named 'ceiling', 'DRAM_PET_HASH', ...; with several,
@@ -229,6 +235,7 @@ def compare_indexes(record_count=1_000_000, value_size=512, batch_keys=500, thre
         cases += [(f"{it}{sfx}", "batch_get_flat", it, hp) for it in index_types]
     samples = {name: [] for name, *_ in cases}
     pages = {}
+    kernel = row_kernel
     for rep in range(repeats):
         for name, mode, it, hp in cases:
             cfg = dict(index_type=it, value_size=value_size,
@@ -236,8 +243,9 @@ def compare_indexes(record_count=1_000_000, value_size=512, batch_keys=500, thre
                        distribution="uniform", zipfian_alpha=0.99, read_mode=mode,
                        batch_keys=batch_keys, running_seconds=running_seconds, operation_count=0,
                        seed=seed + rep, bind_core=False, path=None, load=True, run=True,
-                       huge_pages=hp)
+                       huge_pages=hp, row_kernel=row_kernel)
             res = run(cfg)
+            kernel = res["row_kernel"]
             r, mem = res["run"], res["memory"]
             pages[name] = {k: mem[k] for k in ("index_pages", "slab_pages", "bytes_per_key",
                                                 "overhead_per_key")}
@@ -262,7 +270,7 @@ def compare_indexes(record_count=1_000_000, value_size=512, batch_keys=500, thre
     info = build_info()
     out = {"params": dict(record_count=record_count, value_size=value_size, batch_keys=batch_keys,
                           threads=threads, running_seconds=running_seconds, repeats=repeats,
-                          row_kernel=info["row_kernel"], huge_pages=list(huge_pages),
+                          row_kernel=kernel, huge_pages=list(huge_pages),
                           system_huge_pages=info.get("huge_pages")),
            "median": med, "samples": samples}
     if "DRAM_PET_HASH" in med and "DRAM_EXTENDIBLE_HASH" in med:

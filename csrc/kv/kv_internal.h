@@ -231,30 +231,41 @@ RS_KV_INLINE void rs_kv_row_copy(void *dst, const void *src, size_t bytes) {
     if (o < bytes) memcpy((char *)dst + o, (const char *)src + o, bytes - o);
 }
 
-/* Row gather loops are compiled twice, plain and for AVX-512, and picked at run time
- * (kv_cpu.c): rs_kv_cpu_avx512() is 1 where the AVX-512 build runs. */
+/* Row gather loops are compiled three times — plain (x86-64 baseline: 16-byte SSE2 moves), for
+ * AVX2 (32-byte moves) and for AVX-512 (64-byte moves) — and picked at run time (kv_cpu.c):
+ * rs_kv_cpu_kernel() is the best build the CPU runs, unless a test or benchmark forced one. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define RS_KV_AVX512 __attribute__((target("avx512f")))
+#define RS_KV_AVX2   __attribute__((target("avx2")))
 #else
 #define RS_KV_AVX512
+#define RS_KV_AVX2
 #endif
-int rs_kv_cpu_avx512(void);
-/* Tests: 1 = run the plain build from now on; 0 = back to what the CPU supports. */
-void rs_kv_cpu_force_plain(int on);
+enum { RS_KV_KERNEL_PLAIN = 0, RS_KV_KERNEL_AVX2 = 1, RS_KV_KERNEL_AVX512 = 2 };
+int rs_kv_cpu_kernel(void);
+/* 1 when the CPU can run kernel k. */
+int rs_kv_cpu_supports(int k);
 
 #define RS_KV_UNPAREN(...) __VA_ARGS__
-/* Define `static size_t name params`, which runs body(vsz, args...) from its plain or its
- * AVX-512 build (rs_kv_cpu_avx512), with vsz == 512 (the embedding row) a compile-time constant
+/* Define `static size_t name params`, which runs body(vsz, args...) from its plain, AVX2 or
+ * AVX-512 build (rs_kv_cpu_kernel), with vsz == 512 (the embedding row) a compile-time constant
  * so the row loop unrolls. body must be RS_KV_INLINE. */
 #define RS_KV_ROW_LOOP(name, body, vsz, params, args)                                              \
     static size_t name##_plain params {                                                            \
+        return (vsz) == 512 ? body(512, RS_KV_UNPAREN args) : body((vsz), RS_KV_UNPAREN args);     \
+    }                                                                                              \
+    RS_KV_AVX2 static size_t name##_avx2 params {                                                  \
         return (vsz) == 512 ? body(512, RS_KV_UNPAREN args) : body((vsz), RS_KV_UNPAREN args);     \
     }                                                                                              \
     RS_KV_AVX512 static size_t name##_avx512 params {                                              \
         return (vsz) == 512 ? body(512, RS_KV_UNPAREN args) : body((vsz), RS_KV_UNPAREN args);     \
     }                                                                                              \
     static size_t name params {                                                                    \
-        return rs_kv_cpu_avx512() ? name##_avx512 args : name##_plain args;                        \
+        switch (rs_kv_cpu_kernel()) {                                                              \
+        case RS_KV_KERNEL_AVX512: return name##_avx512 args;                                       \
+        case RS_KV_KERNEL_AVX2: return name##_avx2 args;                                           \
+        default: return name##_plain args;                                                         \
+        }                                                                                          \
     }
 
 /* ---- reading one fixed row under the seqlock ------------------------------------------------ */

@@ -57,18 +57,19 @@ static PyObject *kv_bench_run(PyObject *self, PyObject *args, PyObject *kwds) {
                              "load",
                              "run",
                              "huge_pages",
+                             "row_kernel",
                              NULL};
     const char *index_type = "DRAM_PET_HASH", *workload = "c", *distribution = "uniform",
-               *read_mode = "batch_get_flat", *path = NULL, *huge = "auto";
+               *read_mode = "batch_get_flat", *path = NULL, *huge = "auto", *kernel = "auto";
     unsigned int value_size = 128, threads = 1, load_threads = 0, batch_keys = 500;
     unsigned long long record_count = 100000, operation_count = 0, seed = 1;
     double zipfian_alpha = 0.99, running_seconds = 0;
     int bind_core = 0, do_load = 1, do_run = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|sIKIIssdsIdKKpzpps:kv_bench", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|sIKIIssdsIdKKpzppss:kv_bench", kwlist,
                                      &index_type, &value_size, &record_count, &threads,
                                      &load_threads, &workload, &distribution, &zipfian_alpha,
                                      &read_mode, &batch_keys, &running_seconds, &operation_count,
-                                     &seed, &bind_core, &path, &do_load, &do_run, &huge))
+                                     &seed, &bind_core, &path, &do_load, &do_run, &huge, &kernel))
         return NULL;
     rs_kv_bench_config cfg = {
         .record_count = record_count,
@@ -105,6 +106,9 @@ static PyObject *kv_bench_run(PyObject *self, PyObject *args, PyObject *kwds) {
     int rc = rs_kv_huge_pages_parse(huge, &kcfg.huge_pages, &err);
     if (rc) return PyErr_Format(PyExc_ValueError, "huge_pages: %s", err.msg);
     cfg.huge_pages = kcfg.huge_pages;
+    /* the row kernel is process-wide: chosen for this run, back to the CPU's best afterwards */
+    if ((rc = rs_kv_row_kernel_select(kernel, &err))) return rs_py_raise(rc, "row_kernel", &err);
+    const char *kernel_used = rs_kv_row_kernel();
     rs_kv_memory mem = {0};
     if (cfg.read_mode != RS_KV_BENCH_CEILING) {
         rc = rs_kv_index_type_parse(index_type, &kcfg.index_type, &err);
@@ -139,6 +143,7 @@ static PyObject *kv_bench_run(PyObject *self, PyObject *args, PyObject *kwds) {
     if (b) rs_kv_bench_memory(b, &mem);
     rs_kv_bench_close(b);
     rs_kv_close(kv);
+    rs_kv_row_kernel_select("auto", NULL);
     Py_END_ALLOW_THREADS if (rc) {
         rs_py_raise(rc, failed, &err);
         goto out;
@@ -153,7 +158,8 @@ static PyObject *kv_bench_run(PyObject *self, PyObject *args, PyObject *kwds) {
         mem.overhead_per_key, "index_pages", mem.index_pages ? mem.index_pages : "?", "slab_pages",
         mem.slab_pages ? mem.slab_pages : "?");
     if (l && r && m)
-        ret = Py_BuildValue("{s:N,s:N,s:N}", "load", l, "run", r, "memory", m);
+        ret = Py_BuildValue("{s:N,s:N,s:N,s:s}", "load", l, "run", r, "memory", m, "row_kernel",
+                            kernel_used);
     else {
         Py_XDECREF(l);
         Py_XDECREF(r);
@@ -169,8 +175,8 @@ static PyMethodDef kv_bench_methods[] = {
     {"kv_bench", (PyCFunction)(void (*)(void))kv_bench_run, METH_VARARGS | METH_KEYWORDS,
      "kv_bench(index_type, value_size, record_count, threads, load_threads, workload, "
      "distribution, zipfian_alpha, read_mode, batch_keys, running_seconds, operation_count, seed, "
-     "bind_core, path, load, run, huge_pages) -> {'load': phase|None, 'run': phase|None, "
-     "'memory': {...}}"},
+     "bind_core, path, load, run, huge_pages, row_kernel) -> {'load': phase|None, "
+     "'run': phase|None, 'memory': {...}, 'row_kernel': name}"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -2,7 +2,8 @@
 ceiling, batch_get_flat of 500 random keys over 512-byte rows (recbench.kv_bench.compare_indexes).
 
 Usage: python3 tools/benchmarks/bench_kv_indexes.py [--record_count N] [--running_seconds S]
-       [--repeats R] [--indexes PET,EH] [--huge_pages auto|thp,off,explicit] [--json FILE]
+       [--repeats R] [--indexes PET,EH] [--huge_pages auto|thp,off,explicit]
+       [--row_kernel auto|plain|avx2|avx512] [--json FILE]
 
 Several --huge_pages modes run every case once per mode, interleaved, each index compared with the
 ceiling of its own mode (explicit needs a hugetlb pool big enough: /proc/sys/vm/nr_hugepages).
@@ -30,6 +31,8 @@ def main() -> int:
                     help="comma-separated index types beside the ceiling")
     ap.add_argument("--huge_pages", default="auto",
                     help=f"comma-separated modes among {', '.join(kv_bench.HUGE_PAGES)}")
+    ap.add_argument("--row_kernel", default="auto", choices=kv_bench.ROW_KERNELS,
+                    help="row-loop build (plain/avx2 measure a CPU without AVX-512)")
     ap.add_argument("--json", help="also write the medians and every sample to this file")
     args = ap.parse_args()
     modes = tuple(m.strip() for m in args.huge_pages.split(",") if m.strip())
@@ -41,7 +44,8 @@ def main() -> int:
     res = kv_bench.compare_indexes(record_count=args.record_count, value_size=args.value_size,
                                    batch_keys=args.batch_keys, threads=args.threads,
                                    running_seconds=args.running_seconds, repeats=args.repeats,
-                                   index_types=indexes, huge_pages=modes)
+                                   index_types=indexes, huge_pages=modes,
+                                   row_kernel=args.row_kernel)
     print(kv_bench.format_comparison(res))
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=2))

@@ -128,9 +128,15 @@ uint64_t rs_kv_count(rs_kv *kv);
 /* Remove every key (PS COMMAND clear). Not concurrent-safe with other writers. */
 int rs_kv_clear(rs_kv *kv);
 
-/* Which build of the batch-read row loops runs in this process: "avx512" (the CPU has AVX-512F)
- * or "plain". Benchmarks report it, since it changes absolute rates (about 10 % on Zen 4). */
+/* Which build of the batch-read row loops runs in this process: "avx512" (the CPU has AVX-512F),
+ * "avx2" (AVX2, no AVX-512: Zen 3, older Intel) or "plain" (SSE2). Benchmarks report it, since it
+ * changes absolute rates (about 10 % on Zen 4). */
 const char *rs_kv_row_kernel(void);
+/* Run the row loops of this process from now on with "plain", "avx2", "avx512" or "auto" (the
+ * best the CPU runs): benchmarks measure what a CPU without AVX-512 would run. RS_ENOTSUP when the
+ * CPU lacks the instructions, RS_EINVAL for an unknown name. Process-wide; not for use while
+ * other threads read. */
+int rs_kv_row_kernel_select(const char *name, rs_error *err);
 
 /* Index and slab bytes, bytes and overhead per key at capacity, and the pages behind them. */
 void rs_kv_get_memory(const rs_kv *kv, rs_kv_memory *out);
