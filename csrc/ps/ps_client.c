@@ -19,7 +19,9 @@
  * go out only after every older batch's chunks on s), so the next completion on s belongs to the
  * oldest batch that has a request outstanding there. A failure stops the sending of its batch's
  * remaining chunks; wait() always drains exactly the requests that were sent, so connections never
- * fall out of step with the ring.
+ * fall out of step with the ring — except after a transport error (timeout, closed connection),
+ * when the transport may still hold the request: that connection is then marked broken and every
+ * later request on it fails at once with the same error instead of waiting out more timeouts.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +63,8 @@ struct rs_ps_client {
     void **conns;
     char **names;       /* "brpc://host:port" per shard */
     uint32_t *inflight; /* requests outstanding per connection */
+    rs_error *broken;   /* per connection: the transport error that left it out of step (code 0:
+                         * healthy); later requests on it fail with this error at once */
     batch_slot *slots;
     uint32_t head, count;
     uint64_t seq;
@@ -106,6 +110,7 @@ void rs_ps_client_close(rs_ps_client *c) {
     free(c->conns);
     free(c->names);
     free(c->inflight);
+    free(c->broken);
     free(c);
 }
 
@@ -174,8 +179,9 @@ int rs_ps_client_open(const rs_ps_client_config *cfg, rs_ps_client **out, rs_err
     c->conns = calloc(c->num_shards, sizeof *c->conns);
     c->names = calloc(c->num_shards, sizeof *c->names);
     c->inflight = calloc(c->num_shards, sizeof *c->inflight);
+    c->broken = calloc(c->num_shards, sizeof *c->broken);
     c->slots = calloc(c->depth, sizeof *c->slots);
-    if (!c->conns || !c->names || !c->inflight || !c->slots) {
+    if (!c->conns || !c->names || !c->inflight || !c->broken || !c->slots) {
         rc = rs_error_set(err, RS_ENOMEM, "client tables");
         goto fail;
     }
@@ -206,7 +212,10 @@ int rs_ps_client_open(const rs_ps_client_config *cfg, rs_ps_client **out, rs_err
     }
     for (uint32_t i = 0; i < c->num_shards; i++) {
         rs_ps_response resp;
-        if ((rc = command_sync(c, i, "stats", &resp, err))) goto fail;
+        /* stats carries max_keys_per_request; a server without it answers ping at least */
+        rc = command_sync(c, i, "stats", &resp, err);
+        if (rc == RS_ESERVER) rc = command_sync(c, i, "ping", &resp, err);
+        if (rc) goto fail;
         if (cfg->value_size && resp.value_size != cfg->value_size) {
             rc = rs_error_set(err, RS_EINVAL,
                               "shard %u (%s) stores %u-byte rows but the client asked for %u", i,
@@ -265,6 +274,10 @@ static void send_chunk(rs_ps_client *c, batch_slot *b, uint32_t s) {
                          .keys = (const uint8_t *)(p->src_keys + off),
                          .rows = get ? NULL : p->src_rows + off * vs,
                          .rows_len = get ? 0 : k * vs};
+    if (c->broken[s].code) {
+        slot_fail(c, b, c->broken[s].code, &c->broken[s]);
+        return;
+    }
     rs_error e = {0};
     int rc = c->ops->submit(c->conns[s], &req, c->seq, get ? p->dst_rows + off * vs : NULL,
                             get ? k * vs : 0, &e);
@@ -398,12 +411,20 @@ int rs_ps_client_submit(rs_ps_client *c, rs_ps_op op, const uint64_t *keys, size
 
 /* Collect one completion from shard s for the oldest batch b. */
 static void collect(rs_ps_client *c, batch_slot *b, uint32_t s) {
-    rs_error e = {0};
-    int rc = c->ops->next(c->conns[s], &c->comp, &e);
     c->inflight[s]--;
     b->parts[s].done++;
+    if (c->broken[s].code) { /* its requests will not complete: fail them without waiting */
+        slot_fail(c, b, c->broken[s].code, &c->broken[s]);
+        return;
+    }
+    rs_error e = {0};
+    int rc = c->ops->next(c->conns[s], &c->comp, &e);
     if (rc) {
+        /* a timeout or a closed connection: the transport may still hold this request, so
+         * the connection is out of step with the ring from here on */
         rs_error_prefix(&e, "shard %u", s);
+        e.code = rc;
+        c->broken[s] = e;
         slot_fail(c, b, rc, &e);
         return;
     }
@@ -488,6 +509,10 @@ int rs_ps_client_command(rs_ps_client *c, uint32_t shard, const char *command, c
                             c->num_shards);
     if (c->count)
         return rs_error_set(err, RS_EBUSY, "%u batches in flight: wait for them first", c->count);
+    if (c->broken[shard].code) {
+        if (err) *err = c->broken[shard];
+        return c->broken[shard].code;
+    }
     rs_ps_response resp;
     int rc = command_sync(c, shard, command, &resp, err);
     if (rc) return rc;

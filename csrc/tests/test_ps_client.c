@@ -219,9 +219,22 @@ static void test_server_error_names_shard(void) {
     /* the client is still usable afterwards (every sent chunk was drained) */
     RS_CHECK_EQ(rs_ps_client_get(c, keys, 5, rows, NULL, &err), 0);
     rs_ps_client_close(c);
+    /* a shard that goes away mid-session: the batch fails naming it, and so does the next one,
+     * at once (the connection is marked broken, nothing waits for the dead server again) */
+    RS_CHECK_EQ(rs_ps_client_open(&cc, &c, &err), 0);
+    if (c) {
+        cl.sops->stop(cl.srv[1]);
+        cl.srv[1] = NULL;
+        RS_CHECK_EQ(rs_ps_client_get(c, keys, N, rows, NULL, &err), RS_ECONN);
+        RS_CHECK(strstr(err.msg, "shard 1") != NULL);
+        RS_CHECK_EQ(rs_ps_client_get(c, keys, N, rows, NULL, &err), RS_ECONN);
+        RS_CHECK(strstr(err.msg, "shard 1") != NULL);
+        char reply[64];
+        RS_CHECK_EQ(rs_ps_client_command(c, 1, "ping", reply, sizeof reply, &err), RS_ECONN);
+        RS_CHECK_EQ(rs_ps_client_command(c, 0, "ping", reply, sizeof reply, &err), 0);
+        rs_ps_client_close(c);
+    }
     /* refused connection names the server */
-    cl.sops->stop(cl.srv[1]);
-    cl.srv[1] = NULL;
     RS_CHECK(rs_ps_client_open(&cc, &c, &err) == RS_ECONN);
     RS_CHECK(strstr(err.msg, "shard 1") != NULL);
     cluster_stop(&cl);
