@@ -27,6 +27,7 @@ import sys
 import tempfile
 
 from recbench import _kv
+from recbench.cli_flags import parse_bool
 
 log = logging.getLogger("recbench.kv_bench")
 
@@ -35,15 +36,6 @@ HUGE_PAGES = ("auto", "explicit", "thp", "off")
 ROW_KERNELS = ("auto", "plain", "avx2", "avx512")
 READ_MODES = ("get", "batch_get_flat", "ceiling")
 PERCENTILES = ("p50_us", "p95_us", "p99_us", "p999_us", "max_us")
-
-
-def _bool(text: str) -> bool:
-    t = text.strip().lower()
-    if t in ("1", "true", "yes", "on"):
-        return True
-    if t in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
 def _workload(text: str) -> str:
@@ -91,9 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ssd_path", default="",
                    help="directory for SSD_EXTENDIBLE_HASH files (default: a temporary directory, "
                         "removed afterwards)")
-    p.add_argument("--load", type=_bool, default=True, help="run the load phase (true/false)")
-    p.add_argument("--run", type=_bool, default=True, help="run the run phase (true/false)")
-    p.add_argument("--bind_core", type=_bool, default=False,
+    p.add_argument("--load", type=parse_bool, default=True, help="run the load phase (true/false)")
+    p.add_argument("--run", type=parse_bool, default=True, help="run the run phase (true/false)")
+    p.add_argument("--bind_core", type=parse_bool, default=False,
                    help="pin run thread i to CPU i mod online CPUs (as RecStore does)")
     p.add_argument("--huge_pages", default="auto", choices=HUGE_PAGES,
                    help="pages of the PET chunk array, the value slab and the ceiling array: auto "

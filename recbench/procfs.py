@@ -1,5 +1,5 @@
 """What a running process holds, read from Linux /proc: resident memory, open file descriptors,
-shared-memory mappings, CPU time. Used by the soak benchmark (recbench.soak) and the fault tests
+shared-memory mappings, CPU time. Used by the soak benchmark (recbench.bench.soak_ps) and the fault tests
 to show that a server frees what a dead client held and does not grow over time.
 
 Every function takes a PID and raises ProcessLookupError when the process is gone.
@@ -63,12 +63,23 @@ def shm_mappings(pid: int, prefix: str = "recbench-rc-") -> int:
     return n
 
 
+def stat_cpu_seconds(stat: str) -> float | None:
+    """User + system CPU seconds from the text of a /proc/PID/stat (read here or over ssh);
+    None when the text is not one."""
+    try:
+        fields = stat.rsplit(")", 1)[1].split()
+        ticks = int(fields[11]) + int(fields[12])
+    except (ValueError, IndexError):
+        return None
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds (utime + stime of /proc/PID/stat)."""
-    stat = _read(f"/proc/{pid}/stat")
-    fields = stat.rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    return (int(fields[11]) + int(fields[12])) / ticks
+    """User + system CPU seconds of a process, all threads (utime + stime of /proc/PID/stat)."""
+    cpu = stat_cpu_seconds(_read(f"/proc/{pid}/stat"))
+    if cpu is None:
+        raise ValueError(f"/proc/{pid}/stat has no CPU times")
+    return cpu
 
 
 def threads(pid: int) -> int:

@@ -33,7 +33,8 @@ import threading
 
 from recbench import _ps, errors, latency_hist, rc_options
 from recbench.cli_flags import add_bool_flag
-from recbench.ps_config import ConfigError, default_port, load_config
+from recbench.ps_config import ConfigError, load_config
+from recbench.transports import default_port
 
 log = logging.getLogger("recbench.ps_bench")
 
@@ -94,8 +95,13 @@ def resolve(args) -> dict:
     transport = (args.transport or (cfg.transport if cfg else None) or "brpc").lower()
     num_shards = args.num_shards or (cfg.num_shards if cfg else None) or 1
     endpoints = []
+    # a config listing every shard gives the endpoints in shard-id order (ids may be sparse,
+    # e.g. 3 and 8: key k goes to the (hash(k) % num_shards)-th of them)
+    from_config = cfg is not None and args.port is None and args.host is None
+    listed = (sorted(cfg.servers, key=lambda s: s.shard)
+              if from_config and cfg and len(cfg.servers) == num_shards else None)
     for shard in range(num_shards):
-        entry = cfg.server_for(shard) if cfg and args.port is None and args.host is None else None
+        entry = listed[shard] if listed else (cfg.server_for(shard) if from_config and cfg else None)
         if entry is not None:
             endpoints.append((entry.host, entry.port))
         else:

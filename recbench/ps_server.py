@@ -26,7 +26,8 @@ import signal
 import sys
 
 from recbench import _ps, errors, rc_options
-from recbench.ps_config import ConfigError, PSConfig, default_port, load_config
+from recbench.ps_config import ConfigError, PSConfig, load_config
+from recbench.transports import default_port
 
 log = logging.getLogger("recbench.ps_server")
 
@@ -75,6 +76,14 @@ def build_parser() -> argparse.ArgumentParser:
                    "cannot enforce one and refuses a non-zero value)")
     p.add_argument("--transport_options", default=None,
                    help="transport-specific options 'k=v;k=v' (e.g. RC poll_mode=adaptive)")
+    p.add_argument("--load_checkpoint", default=None, metavar="DIR",
+                   help="load each shard's rows from DIR/shard_<id>.rsckpt (saved with COMMAND "
+                   "save / PSClient.save) before serving; a damaged or mismatched file is an "
+                   "error naming it")
+    p.add_argument("--sync", default="none",
+                   help="SSD_EXTENDIBLE_HASH only: none (default; survives the process dying, "
+                   "not the OS), interval:MS (msync every MS ms) or always (msync before every "
+                   "write is answered); see docs/durability.md")
     p.add_argument("--log_level", default="WARNING", help="Python logging level")
     rc_options.add_server_flags(p)  # --thread_num, --poll_mode, --rdma_rc_* (rdma/shm only)
     return p
@@ -86,12 +95,17 @@ def resolve(args, cfg: PSConfig | None) -> list[dict]:
     transport = (args.transport or cfg.transport or "brpc").lower()
     num_shards = args.num_shards or cfg.num_shards or 1
     shard_id = args.local_shard_id if args.local_shard_id is not None else args.grpc_local_shard_id
+    # shard ids are labels (RecStore's plans use ids such as 3 and 8): a config that lists every
+    # shard names them, and the C shard serves the label's rank among them (clients route a key
+    # to the (hash % num_shards)-th server in shard-id order); without one they are 0..n-1
+    listed = sorted(s.shard for s in cfg.servers) if len(cfg.servers) == num_shards else None
     if shard_id is not None:
-        if not 0 <= shard_id < num_shards:
-            raise ValueError(f"--local_shard_id {shard_id} is out of range for {num_shards} shards")
+        if not (0 <= shard_id < num_shards or (listed and shard_id in listed)):
+            raise ValueError(f"--local_shard_id {shard_id} is out of range for {num_shards} shards "
+                             "and not a shard of the config's servers")
         shards = [shard_id]
     else:
-        shards = list(range(num_shards))
+        shards = listed or list(range(num_shards))
     port_flag = args.port
     if port_flag is None and args.brpc_server_port is not None and transport == "brpc":
         port_flag = args.brpc_server_port
@@ -114,7 +128,8 @@ def resolve(args, cfg: PSConfig | None) -> list[dict]:
         if data_path and len(shards) > 1:
             data_path = os.path.join(data_path, f"shard_{shard}")
         out.append({
-            "transport": transport, "host": host, "port": port, "shard": shard,
+            "transport": transport, "host": host, "port": port,
+            "shard": listed.index(shard) if listed else shard, "shard_label": shard,
             "num_shards": num_shards,
             "index_type": args.index_type or cfg.index_type or "DRAM_PET_HASH",
             "value_size": value_size,
@@ -124,6 +139,7 @@ def resolve(args, cfg: PSConfig | None) -> list[dict]:
             "path": data_path, "max_body_bytes": args.max_body_bytes,
             "max_connections": args.max_connections,
             "extra": args.transport_options,
+            "load_checkpoint": args.load_checkpoint, "sync": args.sync,
         })
     rc_options.apply_server(args, transport, out)
     return out
@@ -171,9 +187,10 @@ def serve(settings: list[dict], out=sys.stdout) -> int:
         for s in settings:
             if s["path"]:
                 os.makedirs(s["path"], exist_ok=True)
-            srv = _ps.Server(**s)
-            servers.append(srv)
-            print(f"component=ps_server event=ready transport={s['transport']} shard={s['shard']} "
+            srv = _ps.Server(**{k: v for k, v in s.items() if k != "shard_label"})
+            servers.append((srv, s.get("shard_label", s["shard"])))
+            print(f"component=ps_server event=ready transport={s['transport']} "
+                  f"shard={s.get('shard_label', s['shard'])} "
                   f"host={s['host']} port={srv.port} num_shards={s['num_shards']} "
                   f"value_size={s['value_size']} index_type={s['index_type']} "
                   f"num_threads={s['num_threads']} pid={os.getpid()}", file=out, flush=True)
@@ -181,15 +198,15 @@ def serve(settings: list[dict], out=sys.stdout) -> int:
         log.info("received signal %s, stopping", sig)
     finally:
         finals = []
-        for srv in servers:
+        for srv, label in servers:
             stats = srv.stats() if srv.running else {}
             srv.stop()
-            finals.append((srv, stats))
+            finals.append((srv, label, stats))
         user, sys_s = _cpu()
-        for srv, stats in finals:
+        for srv, label, stats in finals:
             hidden = NOT_COUNTED.get(srv.transport, set())
             counters = " ".join(f"{k}={stats.get(k, 0)}" for k in COUNTERS if k not in hidden)
-            print(f"component=ps_server event=stopped transport={srv.transport} shard={srv.shard} "
+            print(f"component=ps_server event=stopped transport={srv.transport} shard={label} "
                   f"port={srv.port} {counters} cpu_user_s={user:.3f} cpu_sys_s={sys_s:.3f}",
                   file=out, flush=True)
         restore()

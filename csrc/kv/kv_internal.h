@@ -128,6 +128,9 @@ void rs_kv_vs_close(rs_kv_vs *vs);
 int rs_kv_vs_sync(rs_kv_vs *vs, rs_error *err);
 /* Forget every row (rs_kv_clear). */
 void rs_kv_vs_reset(rs_kv_vs *vs);
+/* Fixed rows: rebuild the free list as every row below bump that used[h] does not mark (after a
+ * crash, when allocation state may be mid-update). used has bump entries. */
+void rs_kv_vs_rebuild_free(rs_kv_vs *vs, const uint8_t *used);
 /* Allocate a row (fixed) or a block for len bytes (variable); *word = handle with an even sequence
  * that continues from the row's previous life. */
 int rs_kv_vs_alloc(rs_kv_vs *vs, size_t len, uint64_t *word, rs_error *err);
@@ -189,6 +192,12 @@ typedef struct rs_kv_index_ops {
     /* Number of entries (used on reopen). */
     uint64_t (*count)(void *ix);
     int (*clear)(void *ix, rs_error *err);
+    /* Checkpoint scan: call fn(ctx, s) for every entry occupied when the scan reaches it, with
+     * s->word/keyp pointing at it and s->guard/ver as find would fill them (validate(s) says
+     * whether the entry stayed in place). Entry moves (EH/CCEH splits) wait until the scan ends,
+     * so an entry present throughout is visited exactly once. Stops at fn's first non-zero
+     * return and passes it on. */
+    int (*scan)(void *ix, int (*fn)(void *ctx, const rs_kv_slot *s), void *ctx);
     int (*sync)(void *ix, rs_error *err);
     void (*close)(void *ix);
 } rs_kv_index_ops;
@@ -201,6 +210,12 @@ int rs_kv_pet_open(uint64_t capacity, rs_kv_huge_pages huge, void **out, rs_erro
 int rs_kv_eh_open(uint64_t capacity, void **out, rs_error *err);
 /* dir: directory holding cceh.index; reopened if it exists. */
 int rs_kv_cceh_open(const char *dir, uint64_t capacity, void **out, rs_error *err);
+/* 1 if the CCEH files were not closed cleanly before this open (the engine then rebuilds the
+ * value store's free list). */
+int rs_kv_cceh_unclean(void *ix);
+/* Full consistency check of a CCEH index against its value store; report (cap bytes) gets a
+ * one-line summary. RS_EVERIFY naming the first problems. */
+int rs_kv_cceh_verify(void *ix, const rs_kv_vs *vs, char *report, size_t cap, rs_error *err);
 
 /* ---- moving whole rows ---------------------------------------------------------------------- */
 
@@ -310,7 +325,16 @@ typedef struct rs_kv_hit {
 size_t rs_kv_rows(const rs_kv_index_ops *ops, void *ix, const rs_kv_vs *vs, const uint64_t *kk,
                   size_t cnt, const rs_kv_hit *q, uint8_t *out, uint8_t *found);
 
+/* After an unclean close of a file-backed engine: rebuild the free list from the rows the index
+ * references (kv_verify.c). */
+int rs_kv_repair_rows(rs_kv *kv, rs_error *err);
+
+/* mkdir -p `path` (kv_engine.c); errors name the path. */
+int rs_kv_make_dir(const char *path, rs_error *err);
+
 /* ---- the engine ----------------------------------------------------------------------------- */
+
+typedef struct rs_kv_syncer rs_kv_syncer;
 
 struct rs_kv {
     rs_kv_index_type type;
@@ -320,6 +344,17 @@ struct rs_kv {
     void *ix;
     rs_kv_vs vs;
     uint64_t count; /* atomic: keys stored plus inserts in flight (reserved before insertion) */
+    rs_kv_sync_mode sync;
+    rs_kv_syncer *syncer; /* RS_KV_SYNC_INTERVAL's thread (kv_sync.c) */
 };
+
+/* Rows of a CCEH engine are written copy-on-write: the value store holds this many rows beyond
+ * the capacity for writes in flight. */
+#define RS_KV_COW_SPARE_ROWS 4096
+
+/* kv_sync.c: msync index and values now; start/stop the interval thread. */
+int rs_kv_sync_now(rs_kv *kv, rs_error *err);
+int rs_kv_syncer_start(rs_kv *kv, uint32_t interval_ms, rs_error *err);
+void rs_kv_syncer_stop(rs_kv *kv);
 
 #endif

@@ -357,6 +357,23 @@ static void pet_batch_get_flat(void *ix, const rs_kv_vs *vs, const uint64_t *key
     if (n_found) *n_found = hits;
 }
 
+/* Entries never move, so the scan needs no lock; a slot reused while the scan reads it is caught
+ * by the caller's key/word re-check. */
+static int pet_scan(void *ix, int (*fn)(void *ctx, const rs_kv_slot *s), void *ctx) {
+    pet *p = ix;
+    for (uint64_t c = 0; c <= p->mask; c++) {
+        pet_chunk *ch = &p->chunks[c];
+        for (int j = 0; j < PET_SLOTS; j++) {
+            if (!(__atomic_load_n(&ch->tags[j], __ATOMIC_ACQUIRE) & 0x80)) continue;
+            rs_kv_slot s = {
+                .word = &ch->e[j].word, .keyp = &ch->e[j].key, .guard = NULL, .ver = PET_POS(0, j)};
+            int rc = fn(ctx, &s);
+            if (rc) return rc;
+        }
+    }
+    return 0;
+}
+
 const rs_kv_index_ops rs_kv_pet_ops = {
     .type = RS_KV_INDEX_PET_HASH,
     .find = pet_find,
@@ -369,6 +386,7 @@ const rs_kv_index_ops rs_kv_pet_ops = {
     .memory = pet_memory,
     .count = pet_count,
     .clear = pet_clear,
+    .scan = pet_scan,
     .sync = NULL,
     .close = pet_close,
 };

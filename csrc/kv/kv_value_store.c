@@ -118,6 +118,22 @@ void rs_kv_vs_reset(rs_kv_vs *vs) {
     pthread_mutex_unlock(&vs->lock);
 }
 
+void rs_kv_vs_rebuild_free(rs_kv_vs *vs, const uint8_t *used) {
+    pthread_mutex_lock(&vs->lock);
+    rs_kv_vs_meta *m = vs->meta;
+    uint64_t head = 0;
+    uint32_t seq = 0; /* no reader of this process saw these rows yet: any sequence is safe */
+    for (uint64_t h = m->bump; h-- > 0;) {
+        if (used[h]) continue;
+        uint8_t *row = vs->data + h * vs->stride;
+        memcpy(row, &head, 8);
+        memcpy(row + 8, &seq, 4);
+        head = h + 1;
+    }
+    m->free_head[0] = head;
+    pthread_mutex_unlock(&vs->lock);
+}
+
 /* The sequence a new owner starts from: even and after `last`. */
 static uint64_t next_even(uint64_t last) {
     return ((last | 1) + 1) & RS_KV_SEQ_MASK;

@@ -75,14 +75,6 @@ uint32_t rs_ps_client_value_size(const rs_ps_client *c) {
     return c->value_size;
 }
 
-uint32_t rs_ps_client_num_shards(const rs_ps_client *c) {
-    return c->num_shards;
-}
-
-uint32_t rs_ps_client_in_flight(const rs_ps_client *c) {
-    return c->count;
-}
-
 uint32_t rs_ps_client_chunk_keys(const rs_ps_client *c, rs_ps_op op) {
     return op == RS_PS_GET ? c->chunk_get : c->chunk_put;
 }

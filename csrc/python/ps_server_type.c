@@ -5,12 +5,13 @@
  *   Server(transport="brpc", host="127.0.0.1", port=0, shard=0, num_shards=1,
  *          index_type="DRAM_PET_HASH", value_size=512, capacity=1000000, num_threads=1,
  *          max_keys_per_request=500, path=None, max_body_bytes=0, extra=None,
- *          max_connections=0)
+ *          max_connections=0, load_checkpoint=None, sync="none")
  *   .port  .transport  .shard  .value_size   .stats() -> dict   .stop()   context manager
  *
  * Ownership: the object owns the shard and the transport state; stop() (or dealloc) stops the
  * transport first (joining its threads) and then closes the shard, so no thread touches a closed
- * engine. After stop(), stats() raises ClosedError.
+ * engine. After stop(), stats() raises ClosedError. load_checkpoint=DIR loads the shard's rows
+ * from DIR/shard_<id>.rsckpt (verified) before the transport starts.
  */
 #include "ps_module.h"
 
@@ -41,19 +42,33 @@ static void Server_close(ServerObject *self) {
 }
 
 static int Server_init(ServerObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {
-        "transport",  "host",           "port",     "shard",           "num_shards",
-        "index_type", "value_size",     "capacity", "num_threads",     "max_keys_per_request",
-        "path",       "max_body_bytes", "extra",    "max_connections", NULL};
+    static char *kwlist[] = {"transport",
+                             "host",
+                             "port",
+                             "shard",
+                             "num_shards",
+                             "index_type",
+                             "value_size",
+                             "capacity",
+                             "num_threads",
+                             "max_keys_per_request",
+                             "path",
+                             "max_body_bytes",
+                             "extra",
+                             "max_connections",
+                             "load_checkpoint",
+                             "sync",
+                             NULL};
     const char *transport = "brpc", *host = "127.0.0.1", *index_type = "DRAM_PET_HASH";
-    const char *path = NULL, *extra = NULL;
-    unsigned int port = 0, shard = 0, num_shards = 1, value_size = 512, num_threads = 1;
-    unsigned int max_keys = 500, max_conns = 0;
+    const char *path = NULL, *extra = NULL, *load_dir = NULL, *sync = "none";
+    unsigned int port = 0, shard = 0, num_shards = 1, value_size = RS_PS_DEFAULT_VALUE_SIZE;
+    unsigned int num_threads = 1;
+    unsigned int max_keys = RS_PS_DEFAULT_BATCH_KEYS, max_conns = 0;
     unsigned long long capacity = 1000000, max_body = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|ssIIIsIKIIzKzI", kwlist, &transport, &host,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|ssIIIsIKIIzKzIzs", kwlist, &transport, &host,
                                      &port, &shard, &num_shards, &index_type, &value_size,
                                      &capacity, &num_threads, &max_keys, &path, &max_body, &extra,
-                                     &max_conns))
+                                     &max_conns, &load_dir, &sync))
         return -1;
     if (self->state || self->shard) {
         PyErr_SetString(PyExc_RuntimeError, "Server is already started");
@@ -75,6 +90,8 @@ static int Server_init(ServerObject *self, PyObject *args, PyObject *kwds) {
         .num_shards = num_shards,
         .kv = {.index_type = it, .value_size = value_size, .capacity = capacity, .path = path},
         .max_keys_per_request = max_keys};
+    rc = rs_kv_sync_parse(sync, &sc.kv.sync, &sc.kv.sync_interval_ms, &err);
+    if (rc) return rs_py_raise_int(rc, "sync", &err);
     rs_ps_server_opts so = {.host = host,
                             .port = (uint16_t)port,
                             .num_threads = num_threads,
@@ -86,6 +103,15 @@ static int Server_init(ServerObject *self, PyObject *args, PyObject *kwds) {
     const char *where = "rs_ps_shard_open";
     RS_PY_NOGIL({
         rc = rs_ps_shard_open(&sc, &sh, &err);
+        if (!rc && load_dir) { /* rows in place before the first request can arrive */
+            char reply[512];
+            where = "load_checkpoint";
+            rc = rs_ps_shard_load(sh, load_dir, reply, sizeof reply, &err);
+            if (rc) {
+                rs_ps_shard_close(sh);
+                sh = NULL;
+            }
+        }
         if (!rc) {
             where = "server start";
             rc = ops->start(&so, sh, &state, &err);
@@ -214,5 +240,14 @@ int rs_py_ps_server_type_init(PyObject *module) {
         Py_DECREF(&ServerType);
         return -1;
     }
+    /* the server defaults of ps.h and transport.h (max_body_bytes=0 / max_connections=0 mean
+     * these) */
+    if (PyModule_AddIntConstant(module, "DEFAULT_VALUE_SIZE", RS_PS_DEFAULT_VALUE_SIZE) < 0 ||
+        PyModule_AddIntConstant(module, "DEFAULT_BATCH_KEYS", RS_PS_DEFAULT_BATCH_KEYS) < 0 ||
+        PyModule_AddIntConstant(module, "DEFAULT_MAX_BODY_BYTES", RS_PS_DEFAULT_MAX_BODY_BYTES) <
+            0 ||
+        PyModule_AddIntConstant(module, "DEFAULT_MAX_CONNECTIONS", RS_PS_DEFAULT_MAX_CONNECTIONS) <
+            0)
+        return -1;
     return 0;
 }

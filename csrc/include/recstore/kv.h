@@ -55,11 +55,24 @@ typedef enum rs_kv_huge_pages {
 int rs_kv_huge_pages_parse(const char *name, rs_kv_huge_pages *out, rs_error *err);
 const char *rs_kv_huge_pages_name(rs_kv_huge_pages m);
 
+/* When a file-backed engine (CCEH) forces its files to disk (docs/durability.md). Every mode
+ * survives the process being killed: the files are mapped, the kernel keeps what was written. */
+typedef enum rs_kv_sync_mode {
+    RS_KV_SYNC_NONE = 0,     /* default: the kernel writes back when it likes; msync at close */
+    RS_KV_SYNC_INTERVAL = 1, /* a thread msyncs both files every sync_interval_ms */
+    RS_KV_SYNC_ALWAYS = 2,   /* every put/batch_put/update/delete msyncs before it returns */
+} rs_kv_sync_mode;
+
+/* Parse "none" | "interval:MS" (MS >= 1) | "always". RS_EINVAL naming the value otherwise. */
+int rs_kv_sync_parse(const char *s, rs_kv_sync_mode *mode, uint32_t *interval_ms, rs_error *err);
+
 typedef struct rs_kv_config {
     rs_kv_index_type index_type;
-    uint32_t value_size; /* bytes per row; 0 = variable-length values */
-    uint64_t capacity;   /* maximum number of keys (> 0) */
-    const char *path;    /* directory for file-backed data (CCEH: required; DRAM: ignored) */
+    uint32_t value_size;       /* bytes per row; 0 = variable-length values */
+    uint64_t capacity;         /* maximum number of keys (> 0) */
+    const char *path;          /* directory for file-backed data (CCEH: required; DRAM: ignored) */
+    rs_kv_sync_mode sync;      /* CCEH only (a DRAM index refuses anything but NONE) */
+    uint32_t sync_interval_ms; /* RS_KV_SYNC_INTERVAL's period */
     rs_kv_huge_pages huge_pages; /* DRAM regions (0 = auto) */
 } rs_kv_config;
 
@@ -127,6 +140,13 @@ uint64_t rs_kv_count(rs_kv *kv);
 
 /* Remove every key (PS COMMAND clear). Not concurrent-safe with other writers. */
 int rs_kv_clear(rs_kv *kv);
+
+/* Full consistency check (kv_verify.c): keys unique, words even and naming distinct rows, the
+ * count, the free list and the row accounting (nothing leaked), and for CCEH the index structure
+ * (segment ranges, directory, probe windows, no split left half done). Not concurrent-safe with
+ * writers. 0 with a one-line summary in report (cap bytes), or RS_EVERIFY naming the first
+ * problem. */
+int rs_kv_verify(rs_kv *kv, char *report, size_t cap, rs_error *err);
 
 /* Which build of the batch-read row loops runs in this process: "avx512" (the CPU has AVX-512F),
  * "avx2" (AVX2, no AVX-512: Zen 3, older Intel) or "plain" (SSE2). Benchmarks report it, since it

@@ -7,6 +7,9 @@
  *   PUT     keys + rows
  *   UPDATE  keys + float32 deltas, added element-wise (missing key: zero row + delta)
  *   COMMAND "ping" | "ready" | "stats" | "clear" -> reply text
+ *           "verify" -> the engine's full consistency check (rs_kv_verify), writers held off
+ *           "save <dir>" | "load <dir>" start a checkpoint job on its own thread ("started ...");
+ *           "checkpoint_status" -> "idle" | "running: ..." | "done: <summary>" | "failed: <error>"
  * Sharding: shard = rs_shard_of(key, num_shards) (recstore/hash.h), decided by the client; a
  * server rejects keys that are not its shard's with RS_PS_WRONG_SHARD.
  *
@@ -38,6 +41,11 @@
 extern "C" {
 #endif
 
+/* RecStore's defaults, the ones every entry point starts from (exported to Python as
+ * recbench._ps.DEFAULT_VALUE_SIZE / DEFAULT_BATCH_KEYS). */
+#define RS_PS_DEFAULT_VALUE_SIZE 512u /* row bytes: 128 float32 */
+#define RS_PS_DEFAULT_BATCH_KEYS 500u /* keys per request, and a server's max_keys_per_request */
+
 typedef enum rs_ps_op {
     RS_PS_GET = 1,
     RS_PS_PUT = 2,
@@ -60,6 +68,7 @@ typedef enum rs_ps_status {
     RS_PS_CAPACITY = 6, /* the shard's KV engine is full */
     RS_PS_INTERNAL = 7,
     RS_PS_SHUTTING_DOWN = 8,
+    RS_PS_CHECKPOINT = 9, /* a checkpoint save/load failed; the error names file and offset */
 } rs_ps_status;
 
 const char *rs_ps_status_name(int status);
@@ -134,6 +143,15 @@ int rs_ps_shard_handle(rs_ps_shard *s, const rs_ps_request *req, rs_ps_response 
                        void *rows_out, size_t rows_cap, unsigned thread_slot);
 
 void rs_ps_shard_get_stats(const rs_ps_shard *s, rs_ps_shard_stats *out);
+
+/* Checkpoints, synchronous (the COMMAND job thread and ps_server --load_checkpoint call these):
+ * the shard's rows to / from <dir>/shard_<id>.rsckpt (recstore/kv_checkpoint.h). Save runs while
+ * requests continue.
+ * Load reads and verifies the whole file into a private engine first (a damaged or mismatched
+ * file is refused, the shard unchanged), then holds requests off while it replaces the shard's
+ * rows. reply (cap bytes) gets a one-line summary. */
+int rs_ps_shard_save(rs_ps_shard *s, const char *dir, char *reply, size_t cap, rs_error *err);
+int rs_ps_shard_load(rs_ps_shard *s, const char *dir, char *reply, size_t cap, rs_error *err);
 
 /* ---- payload codec (ps_codec.c) -------------------------------------------------------------- */
 

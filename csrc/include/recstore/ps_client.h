@@ -32,7 +32,7 @@ typedef struct rs_ps_client_config {
     const uint16_t *ports;
     uint32_t value_size;     /* row bytes; 0 = ask the servers */
     uint32_t prefetch_depth; /* batches in flight per client (0 = 1) */
-    uint32_t timeout_ms;     /* per request (0 = 10000) */
+    uint32_t timeout_ms;     /* per request (0 = RS_PS_DEFAULT_TIMEOUT_MS, transport.h) */
     const char *extra;       /* transport-specific "k=v;k=v" options */
 } rs_ps_client_config;
 
@@ -46,9 +46,6 @@ int rs_ps_client_open(const rs_ps_client_config *cfg, rs_ps_client **out, rs_err
 void rs_ps_client_close(rs_ps_client *c);
 
 uint32_t rs_ps_client_value_size(const rs_ps_client *c);
-uint32_t rs_ps_client_num_shards(const rs_ps_client *c);
-/* Batches submitted and not yet waited for. */
-uint32_t rs_ps_client_in_flight(const rs_ps_client *c);
 /* Keys per request the client sends for op (GET, or PUT/UPDATE): the smallest of the shards'
  * max_keys_per_request and what one request/response slot of the transport holds; UINT32_MAX when
  * nothing bounds it. Batches larger than that are split into chunks sent together. */

@@ -9,19 +9,14 @@ missing or sshd cannot start here, with the reason.
 
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import threading
 
+from recbench import launch
+
 SSHD = "/usr/sbin/sshd"
 ALIASES = ("client-a", "client-b", "server-a")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class LoopbackSshd:
@@ -54,7 +49,7 @@ class LoopbackSshd:
         shutil.copy(client_key + ".pub", os.path.join(self.dir, "authorized_keys"))
         os.chmod(self.dir, 0o700)
         os.makedirs("/run/sshd", exist_ok=True)  # sshd's privilege separation directory
-        self.port = free_port()
+        self.port = launch.free_port()
         config = os.path.join(self.dir, "sshd_config")
         with open(config, "w") as f:
             f.write(f"""Port {self.port}

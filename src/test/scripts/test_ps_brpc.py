@@ -16,7 +16,6 @@ from baidu_std_wire import lfield, request_frame, varint
 from ps_testlib import (
     NoLeftoverServers,
     PSServerProcess,
-    parse_kv_line,
     python_env,
     require_transport,
     result_lines,
@@ -24,7 +23,7 @@ from ps_testlib import (
 )
 
 import recbench
-from recbench import _ps, errors
+from recbench import _ps, errors, records
 
 VS = 64
 DIM = VS // 4
@@ -367,7 +366,7 @@ class PsBenchBrpcTest(NoLeftoverServers, unittest.TestCase):
             prof = [line for line in r.stdout.splitlines()
                     if line.startswith("PS_BENCHMARK_PROFILE phase=run")]
             self.assertEqual(len(prof), 1)
-            self.assertGreater(float(parse_kv_line(prof[0])["wait_plus_result_avg_ns"]), 0)
+            self.assertGreater(float(records.parse_kv(prof[0])["wait_plus_result_avg_ns"]), 0)
 
     def test_barrier_waits_for_go(self):
         with PSServerProcess("brpc", value_size=VS) as srv, tempfile.TemporaryDirectory() as d:

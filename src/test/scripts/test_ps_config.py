@@ -7,7 +7,8 @@ from pathlib import Path
 
 from recbench import ps_bench, ps_server
 from recbench.ps_client import parse_stats, parse_uri
-from recbench.ps_config import ConfigError, build_config, default_port, load_config, parse_config
+from recbench.ps_config import ConfigError, build_config, load_config, parse_config
+from recbench.transports import default_port
 
 
 class ConfigTest(unittest.TestCase):
@@ -76,6 +77,23 @@ class FlagsTest(unittest.TestCase):
         args = ps_server.build_parser().parse_args(["--local_shard_id", "2"])
         with self.assertRaisesRegex(ValueError, "out of range"):
             ps_server.resolve(args, cfg)
+
+    def test_sparse_shard_ids_of_a_config(self):
+        # RecStore's ids 3 and 8: the server serves the id's rank, the client lists the servers
+        # in id order (config order does not matter)
+        doc = build_config("brpc", [("h8", 25008, 8), ("h3", 25003, 3)])
+        cfg = parse_config(doc)
+        args = ps_server.build_parser().parse_args(["--local_shard_id", "8"])
+        (s,) = ps_server.resolve(args, cfg)
+        self.assertEqual((s["shard"], s["shard_label"], s["port"], s["num_shards"]), (1, 8, 25008, 2))
+        args = ps_server.build_parser().parse_args(["--local_shard_id", "5"])
+        with self.assertRaisesRegex(ValueError, "--local_shard_id 5 is out of range"):
+            ps_server.resolve(args, cfg)
+        with tempfile.TemporaryDirectory() as d:
+            path = Path(d, "c.json")
+            path.write_text(json.dumps(doc))
+            kw = ps_bench.resolve(ps_bench.build_parser().parse_args(["--config_path", str(path)]))
+        self.assertEqual(kw["endpoints"], [("h3", 25003), ("h8", 25008)])
 
     def test_bench_flags(self):
         p = ps_bench.build_parser()

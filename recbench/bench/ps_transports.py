@@ -1,0 +1,244 @@
+"""PS transports side by side with Redis MGET on this host (tools/benchmarks/bench_ps_transports.py).
+
+For each repeat, in one run of this script:
+  * Redis: a fresh redis-server (Debian's) on a free loopback port, loaded with keys 1..N of
+    value_size bytes, then MGETs of batch_keys random keys on `connections` connections (one MGET
+    in flight each) from a C client (recbench._ps.redis_bench);
+  * each transport: a fresh `recbench.ps_server` (server_threads workers) and `recbench.ps_bench`
+    (client_threads threads, prefetch_depth batches in flight, same keys/rows), released through
+    the PS_BENCHMARK_LOADED / go barrier; before the load, the idle server's CPU time over
+    idle_seconds is measured (an idle server must not spin).
+Server CPU comes from /proc/<pid>/stat over exactly the timed window; client CPU from the
+client's own report. Reported: keys/s, CPU seconds, keys per CPU-second (client + server), p50/p99
+latency per request, medians over repeats, and each row's ratio to Redis.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from recbench import _ps, procfs, records
+from recbench.launch import SOURCE_ROOT, LineProcess, free_port
+from recbench.ps_server import SKIP_EXIT_CODE
+
+ROOT = SOURCE_ROOT
+def run_redis(args, repeat: int) -> dict:
+    exe = shutil.which(args.redis_server)
+    if not exe:
+        return {"system": "redis", "status": "skipped", "reason": f"{args.redis_server} not found"}
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="recbench-redis-") as d:
+        srv = LineProcess([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                           "--appendonly", "no", "--dir", d, "--protected-mode", "yes"])
+        try:
+            srv.wait_line("Ready to accept connections", 30)
+            _ps.redis_bench("127.0.0.1", port, connections=args.connections,
+                            batch_keys=args.batch_keys, record_count=args.record_count,
+                            value_size=args.value_size, running_seconds=0.5, load=True,
+                            seed=repeat + 1)
+            c0 = procfs.cpu_seconds(srv.proc.pid)
+            r = _ps.redis_bench("127.0.0.1", port, connections=args.connections,
+                                batch_keys=args.batch_keys, record_count=args.record_count,
+                                value_size=args.value_size, running_seconds=args.running_seconds,
+                                seed=repeat + 100)
+            c1 = procfs.cpu_seconds(srv.proc.pid)
+        finally:
+            srv.stop()
+    kps = r["key_ops"] / r["runtime_s"]
+    return {"system": "redis", "status": "ok", "keys_s": kps,
+            "client_cpu_s": r["cpu_user_s"] + r["cpu_sys_s"], "server_cpu_s": c1 - c0,
+            "runtime_s": r["runtime_s"], "key_ops": r["key_ops"], "p50_us": r["p50_us"],
+            "p99_us": r["p99_us"], "idle_cpu_s": None}
+
+
+def run_transport(args, transport: str, repeat: int) -> dict:
+    reason = _ps.transports().get(transport, "unknown transport")
+    if reason is not None:
+        return {"system": transport, "status": "skipped", "reason": reason}
+    py = sys.executable
+    srv = LineProcess([py, "-m", "recbench.ps_server", "--transport", transport, "--host",
+                       "127.0.0.1", "--port", "0", "--num_threads", str(args.server_threads),
+                       "--value_size", str(args.value_size), "--capacity",
+                       str(args.record_count), "--max_keys_per_request",
+                       str(max(args.batch_keys, 500)), "--index_type", args.index_type])
+    bench = None
+    try:
+        try:
+            ready = records.parse_kv(srv.wait_line("event=ready", 30))
+        except RuntimeError:
+            if srv.proc.poll() == SKIP_EXIT_CODE:
+                return {"system": transport, "status": "skipped", "reason": " ".join(srv.lines)}
+            raise
+        # idle check: nothing connected, nothing to do
+        i0 = procfs.cpu_seconds(srv.proc.pid)
+        time.sleep(args.idle_seconds)
+        idle = procfs.cpu_seconds(srv.proc.pid) - i0
+        bench = LineProcess([py, "-m", "recbench.ps_bench", "--transport", transport, "--host",
+                             "127.0.0.1", "--port", ready["port"], "--record_count",
+                             str(args.record_count), "--value_size", str(args.value_size),
+                             "--batch_keys", str(args.batch_keys), "--thread_num",
+                             str(args.client_threads), "--prefetch_depth",
+                             str(args.prefetch_depth), "--running_seconds",
+                             str(args.running_seconds), "--seed", str(repeat + 100)],
+                            stdin=subprocess.PIPE)
+        bench.wait_line("PS_BENCHMARK_LOADED", 300)
+        c0 = procfs.cpu_seconds(srv.proc.pid)
+        bench.proc.stdin.write("go\n")
+        bench.proc.stdin.flush()
+        run = records.parse_kv(bench.wait_line("PS_BENCHMARK_RESULT phase=run", args.running_seconds + 120))
+        c1 = procfs.cpu_seconds(srv.proc.pid)
+        try:
+            rc = bench.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            rc = None
+        if rc != 0:
+            return {"system": transport, "status": "failed", "reason": " | ".join(bench.lines[-3:])}
+    finally:
+        if bench is not None:
+            bench.stop()
+        srv.stop()
+    return {"system": transport, "status": "ok", "keys_s": float(run["throughput_keys_sec"]),
+            "client_cpu_s": float(run["cpu_user_s"]) + float(run["cpu_sys_s"]),
+            "server_cpu_s": c1 - c0, "runtime_s": float(run["runtime_s"]),
+            "key_ops": int(run["key_ops"]), "p50_us": float(run["p50_us"]),
+            "p99_us": float(run["p99_us"]), "idle_cpu_s": idle}
+
+
+def keys_per_cpu_s(row: dict) -> float:
+    cpu = row["client_cpu_s"] + row["server_cpu_s"]
+    return row["key_ops"] / cpu if cpu > 0 else 0.0
+
+
+def summarize(rows: list[dict]) -> list[dict]:
+    by = {}
+    for r in rows:
+        by.setdefault(r["system"], []).append(r)
+    out = []
+    for system, rs in by.items():
+        ok = [r for r in rs if r["status"] == "ok"]
+        if not ok:
+            out.append({"system": system, "status": rs[0]["status"], "reason": rs[0].get("reason")})
+            continue
+
+        def med(k, ok=ok):
+            return statistics.median(r[k] for r in ok)
+
+        idle = [r["idle_cpu_s"] for r in ok if r["idle_cpu_s"] is not None]
+        out.append({"system": system, "status": "ok", "repeats": len(ok), "keys_s": med("keys_s"),
+                    "keys_s_min": min(r["keys_s"] for r in ok),
+                    "keys_s_max": max(r["keys_s"] for r in ok),
+                    "client_cpu_s": med("client_cpu_s"), "server_cpu_s": med("server_cpu_s"),
+                    "keys_per_cpu_s": statistics.median(keys_per_cpu_s(r) for r in ok),
+                    "p50_us": med("p50_us"), "p99_us": med("p99_us"),
+                    "idle_cpu_s": max(idle) if idle else None})
+    return out
+
+
+def format_table(summary: list[dict], args) -> str:
+    redis = next((s for s in summary if s["system"] == "redis" and s["status"] == "ok"), None)
+    lines = [(f"# {args.record_count} records x {args.value_size} B, batch {args.batch_keys}, "
+              f"uniform; PS: {args.server_threads} server worker(s), {args.client_threads} client "
+              f"thread(s), {args.prefetch_depth} requests in flight; Redis: {args.connections} "
+              f"connections; {args.running_seconds}s runs, median of {args.repeat}"),
+             ("| system | keys/s (median) | range | client CPU s | server CPU s | keys per CPU-s "
+              "| p50 us | p99 us | vs Redis keys/s | idle server CPU s / "
+              f"{args.idle_seconds:g}s |"),
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for s in summary:
+        if s["status"] != "ok":
+            lines.append(f"| {s['system']} | {s['status']}: {s.get('reason')} |||||||||")
+            continue
+        ratio = f"{s['keys_s'] / redis['keys_s']:.2f}x" if redis else "n/a"
+        idle = "" if s["idle_cpu_s"] is None else f"{s['idle_cpu_s']:.3f}"
+        lines.append(f"| {s['system']} | {s['keys_s']:,.0f} | {s['keys_s_min']:,.0f}–"
+                     f"{s['keys_s_max']:,.0f} | {s['client_cpu_s']:.2f} | {s['server_cpu_s']:.2f} "
+                     f"| {s['keys_per_cpu_s']:,.0f} | {s['p50_us']:.0f} | {s['p99_us']:.0f} | "
+                     f"{ratio} | {idle} |")
+    return "\n".join(lines)
+
+
+def goal_lines(summary: list[dict], args) -> list[str]:
+    by = {s["system"]: s for s in summary if s["status"] == "ok"}
+    out = []
+    if "redis" not in by:
+        return ["goals: no Redis baseline"]
+    base = by["redis"]["keys_s"]
+    for system, factor in (("brpc", 3.0), ("grpc", 1.0), ("shm", None)):
+        if system in by and factor:
+            r = by[system]["keys_s"] / base
+            out.append(f"goal {system} >= {factor:g}x Redis keys/s: {r:.2f}x "
+                       f"{'met' if r >= factor else 'NOT met'}")
+    for system, s in by.items():
+        if s["idle_cpu_s"] is not None:
+            ok = s["idle_cpu_s"] < 0.1
+            out.append(f"goal idle {system} server < 0.1 CPU-s over {args.idle_seconds:g}s: "
+                       f"{s['idle_cpu_s']:.3f} {'met' if ok else 'NOT met'}")
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--transports", default="brpc,grpc",
+                   help="comma list of PS transports (unavailable ones are reported as skipped)")
+    p.add_argument("--no_redis", action="store_true", help="skip the Redis baseline")
+    p.add_argument("--redis_server", default="redis-server")
+    p.add_argument("--record_count", type=int, default=100000)
+    p.add_argument("--value_size", type=int, default=512)
+    p.add_argument("--batch_keys", type=int, default=500)
+    p.add_argument("--prefetch_depth", type=int, default=8)
+    p.add_argument("--connections", type=int, default=8, help="Redis connections")
+    p.add_argument("--server_threads", type=int, default=1)
+    p.add_argument("--client_threads", type=int, default=1)
+    p.add_argument("--index_type", default="DRAM_PET_HASH")
+    p.add_argument("--running_seconds", type=float, default=5.0)
+    p.add_argument("--idle_seconds", type=float, default=3.0)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--output_json", default=None,
+                   help="also write every run and the summary (with the settings) to this file")
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    transports = [t.strip().lower() for t in args.transports.split(",") if t.strip()]
+    rows = []
+    for rep in range(args.repeat):
+        systems = ([] if args.no_redis else ["redis"]) + transports
+        # rotate the order so no system always runs first
+        systems = systems[rep % len(systems):] + systems[:rep % len(systems)]
+        for system in systems:
+            row = run_redis(args, rep) if system == "redis" else run_transport(args, system, rep)
+            row["repeat"] = rep
+            rows.append(row)
+            if row["status"] == "ok":
+                print(f"[repeat {rep}] {system}: {row['keys_s']:,.0f} keys/s, client "
+                      f"{row['client_cpu_s']:.2f} CPU-s, server {row['server_cpu_s']:.2f} CPU-s, "
+                      f"{keys_per_cpu_s(row):,.0f} keys/CPU-s, p50 {row['p50_us']:.0f} us",
+                      flush=True)
+            else:
+                print(f"[repeat {rep}] {system}: {row['status']}: {row.get('reason')}", flush=True)
+    summary = summarize(rows)
+    print()
+    print(format_table(summary, args))
+    print()
+    goals = goal_lines(summary, args)
+    for line in goals:
+        print(line)
+    if args.output_json:
+        Path(args.output_json).write_text(json.dumps(
+            {"settings": vars(args), "runs": rows, "summary": summary, "goals": goals,
+             "host": socket.gethostname(), "build": _ps.build_info()}, indent=2))
+    return 0 if all(r["status"] in ("ok", "skipped") for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,334 @@
+"""Starting, watching and stopping the runner's processes, locally or over ssh (optionally inside
+`docker exec`).
+
+Every process is a `Proc`: its stdout is read by a thread that copies each line into the log file
+and notices the marker lines the runner waits for (a server's ready line, a client's
+`PS_BENCHMARK_LOADED`, result lines); the owner waits on one condition variable that those threads
+notify, so nothing polls with sleeps. stdin stays a pipe, which is how the `go` barrier reaches
+clients, even through ssh and `docker exec -i`.
+
+Remote commands run as `ssh [opts] HOST bash -lc '<cd REPO && CMD>'`; with a container,
+`ssh [opts] HOST bash -lc 'docker exec [-i] C bash -lc "<cd REPO && CMD>"'` (quoted with shlex, so
+the remote shells see exactly one argument each). A remote process first echoes
+`RECBENCH_REMOTE_PID=<pid>` and then `exec`s the program with its environment, so the runner knows
+the remote PID, kills it on stop (SIGTERM, then SIGKILL), and reads its CPU time from /proc.
+ssh runs with BatchMode and connection sharing (ControlMaster/ControlPersist in a private
+directory); `Ssh.close()` ends the shared masters so nothing is left behind.
+
+The `ProcessRegistry` holds every live Proc; `stop_all()` runs at the end of each case, on errors,
+on Ctrl-C/SIGTERM (the runner turns SIGTERM into KeyboardInterrupt) and at interpreter exit.
+"""
+
+import atexit
+import logging
+import os
+import shlex
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+
+from recbench import procfs
+
+log = logging.getLogger(__name__)
+
+REMOTE_PID_MARKER = "RECBENCH_REMOTE_PID="
+STOP_GRACE_SECONDS = 5.0
+
+
+def shell_join(argv):
+    return " ".join(shlex.quote(str(a)) for a in argv)
+
+
+def env_command(argv, env=None):
+    """`exec env K=V ... argv` as one shell string (env reaches the process on any host)."""
+    parts = ["exec"]
+    if env:
+        parts.append("env")
+        parts += [shlex.quote(f"{k}={v}") for k, v in sorted(env.items())]
+    parts.append(shell_join(argv))
+    return " ".join(parts)
+
+
+def remote_shell_command(repo, command, container=None, interactive=False):
+    """The string the remote login shell runs: `cd REPO && CMD`, wrapped in `docker exec` when a
+    container is given."""
+    inner = f"cd {shlex.quote(repo)} && {command}" if repo else command
+    if container:
+        flags = "-i " if interactive else ""
+        return f"docker exec {flags}{shlex.quote(container)} bash -lc {shlex.quote(inner)}"
+    return inner
+
+
+class Ssh:
+    """OpenSSH client settings shared by every remote command of a run."""
+
+    def __init__(self, ssh_config=None, ssh_options=(), control_persist=60, connect_timeout=10):
+        self.ssh_config = ssh_config
+        self.ssh_options = list(ssh_options or ())
+        self.control_dir = tempfile.mkdtemp(prefix="rbssh-")
+        self.control_persist = control_persist
+        self.connect_timeout = connect_timeout
+        self.hosts = set()
+
+    def base_args(self, ssh_host):
+        args = ["ssh"]
+        if self.ssh_config:
+            args += ["-F", self.ssh_config]
+        args += ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={self.connect_timeout}",
+                 "-o", "ControlMaster=auto", "-o", f"ControlPath={self.control_dir}/%C",
+                 "-o", f"ControlPersist={self.control_persist}"]
+        for opt in self.ssh_options:
+            args += ["-o", opt]
+        self.hosts.add(ssh_host)
+        return args + [ssh_host]
+
+    def close(self):
+        for host in sorted(self.hosts):
+            args = ["ssh"] + (["-F", self.ssh_config] if self.ssh_config else [])
+            args += ["-o", f"ControlPath={self.control_dir}/%C", "-O", "exit", host]
+            subprocess.run(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=10, check=False)
+        self.hosts.clear()
+        try:
+            for name in os.listdir(self.control_dir):
+                os.unlink(os.path.join(self.control_dir, name))
+            os.rmdir(self.control_dir)
+        except OSError:
+            pass
+
+
+def build_remote_exec_cmd(ssh_host, repo, command, container=None, ssh=None, interactive=False):
+    """argv of one remote command: [ssh, opts..., HOST, bash, -lc, '<quoted remote command>']."""
+    base = ssh.base_args(ssh_host) if ssh is not None else ["ssh", ssh_host]
+    remote = remote_shell_command(repo, command, container, interactive)
+    return base + ["bash", "-lc", shlex.quote(remote)]
+
+
+class Host:
+    """Where a process runs: local, or an ssh target with its repo and optional container."""
+
+    def __init__(self, ssh_host=None, ssh=None, repo=None, container=None):
+        self.ssh_host = ssh_host
+        self.ssh = ssh
+        self.repo = repo
+        self.container = container
+
+    @property
+    def remote(self):
+        return self.ssh_host is not None
+
+    def label(self):
+        return self.ssh_host or "local"
+
+    def run(self, command, input_text=None, timeout=60):
+        """Run a shell command on this host and return CompletedProcess (text)."""
+        if self.remote:
+            argv = build_remote_exec_cmd(self.ssh_host, self.repo, command, self.container,
+                                         self.ssh, interactive=input_text is not None)
+        else:
+            argv = ["bash", "-c", f"cd {shlex.quote(self.repo)} && {command}" if self.repo
+                    else command]
+        return subprocess.run(argv, input=input_text, capture_output=True, text=True,
+                              timeout=timeout, stdin=None if input_text is not None
+                              else subprocess.DEVNULL, check=False)
+
+
+class Proc:
+    """One started process (local, or the local ssh process carrying a remote one)."""
+
+    def __init__(self, name, host, popen, stdout_log, stderr_log, cond, markers):
+        self.name = name
+        self.host = host
+        self.popen = popen
+        self.stdout_log = stdout_log
+        self.stderr_log = stderr_log
+        self.cond = cond
+        self.markers = markers          # {marker text: first line containing it}
+        self.seen = {}
+        self.lines = []
+        self.remote_pid = None
+        self.stdout_closed = False
+        self.returncode = None
+        self._threads = []
+
+    @property
+    def pid(self):
+        return self.popen.pid
+
+    def target_pid(self):
+        """PID of the program itself (remote PID for ssh processes)."""
+        return self.remote_pid if self.host.remote else self.popen.pid
+
+    def _read_stdout(self, log_file):
+        for raw in iter(self.popen.stdout.readline, b""):
+            line = raw.decode("utf-8", "replace")
+            if self.host.remote and self.remote_pid is None and line.startswith(REMOTE_PID_MARKER):
+                try:
+                    self.remote_pid = int(line[len(REMOTE_PID_MARKER):].strip())
+                except ValueError:
+                    pass
+                with self.cond:
+                    self.cond.notify_all()
+                continue
+            log_file.write(line)
+            log_file.flush()
+            with self.cond:
+                self.lines.append(line.rstrip("\n"))
+                for marker in self.markers:
+                    if marker not in self.seen and marker in line:
+                        self.seen[marker] = line.rstrip("\n")
+                self.cond.notify_all()
+        log_file.close()
+        self.popen.wait()
+        with self.cond:
+            self.stdout_closed = True
+            self.returncode = self.popen.returncode
+            self.cond.notify_all()
+
+    def start_reader(self, log_file):
+        t = threading.Thread(target=self._read_stdout, args=(log_file,), daemon=True,
+                             name=f"reader-{self.name}")
+        t.start()
+        self._threads.append(t)
+
+    def exited(self):
+        return self.stdout_closed
+
+    def send_line(self, text):
+        try:
+            self.popen.stdin.write((text + "\n").encode())
+            self.popen.stdin.flush()
+            return True
+        except (BrokenPipeError, OSError, ValueError):
+            return False
+
+    def cpu_seconds(self):
+        """utime+stime of the program from /proc (None if it is gone or unreadable)."""
+        pid = self.target_pid()
+        if pid is None:
+            return None
+        if self.host.remote:
+            try:
+                res = self.host.run(f"cat /proc/{int(pid)}/stat", timeout=15)
+            except subprocess.TimeoutExpired:
+                return None
+            text = res.stdout if res.returncode == 0 else ""
+        else:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    text = f.read()
+            except OSError:
+                return None
+        return procfs.stat_cpu_seconds(text)
+
+    def signal(self, sig):
+        if self.host.remote:
+            if self.remote_pid is not None and not self.exited():
+                try:
+                    self.host.run(f"kill -{sig.name[3:]} {int(self.remote_pid)} 2>/dev/null || true",
+                                  timeout=15)
+                except subprocess.TimeoutExpired:
+                    log.warning("ssh kill of %s on %s timed out", self.name, self.host.label())
+            if sig == signal.SIGKILL:
+                _killpg(self.popen.pid, signal.SIGKILL)
+        else:
+            _killpg(self.popen.pid, sig)
+
+    def stop(self, grace=STOP_GRACE_SECONDS):
+        """SIGTERM, wait up to `grace` seconds, then SIGKILL; always reaps."""
+        if not self.exited():
+            self.signal(signal.SIGTERM)
+            self.wait(grace)
+        if not self.exited():
+            self.signal(signal.SIGKILL)
+            self.wait(grace)
+        if self.popen.poll() is None:  # the local ssh process for a vanished remote
+            _killpg(self.popen.pid, signal.SIGKILL)
+            self.popen.wait()
+        for t in self._threads:
+            t.join(timeout=grace)
+        try:
+            self.popen.stdin.close()
+        except (OSError, ValueError):
+            pass
+        return self.returncode
+
+    def wait(self, timeout):
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while not self.stdout_closed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.cond.wait(left)
+        return True
+
+
+def _killpg(pid, sig):
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class ProcessRegistry:
+    """Every Proc started by this runner, so that they can all be stopped from anywhere."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.live = []
+        self.history = []  # dicts recorded in run_config.json: role, host, pid, remote_pid
+
+    def add(self, proc):
+        with self._lock:
+            self.live.append(proc)
+
+    def remove(self, proc):
+        with self._lock:
+            if proc in self.live:
+                self.live.remove(proc)
+            self.history.append({"name": proc.name, "host": proc.host.label(), "pid": proc.pid,
+                                 "remote_pid": proc.remote_pid, "returncode": proc.returncode})
+
+    def stop_all(self):
+        with self._lock:
+            procs = list(self.live)
+        for p in procs:
+            p.stop()
+            self.remove(p)
+
+
+REGISTRY = ProcessRegistry()
+atexit.register(REGISTRY.stop_all)
+
+
+def start_process(name, host, argv, env, stdout_log, stderr_log=None, cond=None, markers=(),
+                  registry=REGISTRY, cwd=None):
+    """Start `argv` on `host` with `env` added to its environment. stdout goes to `stdout_log`
+    (via the reader thread); stderr to `stderr_log`, or merged into stdout when None."""
+    cond = cond or threading.Condition()
+    os.makedirs(os.path.dirname(stdout_log), exist_ok=True)
+    err_file = open(stderr_log, "wb") if stderr_log else None  # noqa: SIM115 — closed below
+    stderr = err_file if err_file else subprocess.STDOUT
+    if host.remote:
+        command = f"echo {REMOTE_PID_MARKER}$$ && {env_command(argv, env)}"
+        full = build_remote_exec_cmd(host.ssh_host, host.repo, command, host.container, host.ssh,
+                                     interactive=True)
+        proc_env = None
+    else:
+        full = [str(a) for a in argv]
+        proc_env = dict(os.environ)
+        proc_env.update({k: str(v) for k, v in (env or {}).items()})
+    log.debug("start %s on %s: %s", name, host.label(), shell_join(full))
+    try:
+        popen = subprocess.Popen(full, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+                                 env=proc_env, cwd=cwd, start_new_session=True)
+    finally:
+        if err_file:
+            err_file.close()
+    proc = Proc(name, host, popen, stdout_log, stderr_log, cond, list(markers))
+    registry.add(proc)
+    proc.start_reader(open(stdout_log, "w"))  # noqa: SIM115 — the reader thread closes it
+    return proc
