@@ -19,9 +19,10 @@
  * go out only after every older batch's chunks on s), so the next completion on s belongs to the
  * oldest batch that has a request outstanding there. A failure stops the sending of its batch's
  * remaining chunks; wait() always drains exactly the requests that were sent, so connections never
- * fall out of step with the ring — except after a transport error (timeout, closed connection),
- * when the transport may still hold the request: that connection is then marked broken and every
- * later request on it fails at once with the same error instead of waiting out more timeouts.
+ * fall out of step with the ring — except after a timeout, a closed connection or a malformed
+ * reply, when the transport may still hold the request: that connection is then marked broken and
+ * every later request on it fails at once with the same error instead of waiting out one more
+ * timeout per chunk (open a new client to try the shard again).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -412,11 +413,12 @@ static void collect(rs_ps_client *c, batch_slot *b, uint32_t s) {
     rs_error e = {0};
     int rc = c->ops->next(c->conns[s], &c->comp, &e);
     if (rc) {
-        /* a timeout or a closed connection: the transport may still hold this request, so
-         * the connection is out of step with the ring from here on */
         rs_error_prefix(&e, "shard %u", s);
         e.code = rc;
-        c->broken[s] = e;
+        /* a timeout, a closed connection or bytes that make no sense: the transport may still
+         * hold this request (RC keeps a timed-out slot), so the connection is out of step with
+         * the ring from here on. Other errors (a gRPC call status) end just this request. */
+        if (rc == RS_ETIMEDOUT || rc == RS_ECONN || rc == RS_EPROTO) c->broken[s] = e;
         slot_fail(c, b, rc, &e);
         return;
     }

@@ -68,7 +68,9 @@ typedef struct rs_ps_batch_result {
 
 /* Finish the oldest batch. 0, or RS_ESERVER (a shard answered with an error status: the text
  * names the shard, server and reason), RS_ECONN, RS_ETIMEDOUT, RS_EPROTO. res->tag is set even
- * on failure. RS_EINVAL when nothing is in flight. */
+ * on failure. RS_EINVAL when nothing is in flight. After RS_ECONN, RS_ETIMEDOUT or RS_EPROTO from
+ * a shard's connection, every later request to that shard fails at once with the same error (the
+ * transport may still hold the request): open a new client to try it again. */
 int rs_ps_client_wait(rs_ps_client *c, rs_ps_batch_result *res, rs_error *err);
 
 /* Synchronous conveniences (need no batch in flight). */
