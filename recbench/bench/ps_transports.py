@@ -61,10 +61,12 @@ def run_redis(args, repeat: int) -> dict:
             "p99_us": r["p99_us"], "idle_cpu_s": None}
 
 
-def run_transport(args, transport: str, repeat: int, pki=None) -> dict:
-    """One run of `transport`; "grpc+tls" is grpc over TLS with the test PKI `pki`."""
-    system, tls = transport, transport == "grpc+tls"
-    transport = "grpc" if tls else transport
+def run_transport(args, system: str, repeat: int, pki=None) -> dict:
+    # "recstore+grpc": the same grpc server, driven over RecStore's wire (ps_bench --wire recstore)
+    # "grpc+tls": grpc over TLS with the test PKI `pki`
+    tls = system == "grpc+tls"
+    wire, transport = ("recstore", system[9:]) if system.startswith("recstore+") else \
+        ("native", "grpc" if tls else system)
     reason = _ps.transports().get(transport, "unknown transport")
     if reason is not None:
         return {"system": system, "status": "skipped", "reason": reason}
@@ -88,7 +90,8 @@ def run_transport(args, transport: str, repeat: int, pki=None) -> dict:
         i0 = procfs.cpu_seconds(srv.proc.pid)
         time.sleep(args.idle_seconds)
         idle = procfs.cpu_seconds(srv.proc.pid) - i0
-        bench = LineProcess([py, "-m", "recbench.ps_bench", "--transport", transport, "--host",
+        bench = LineProcess([py, "-m", "recbench.ps_bench", "--transport", transport, "--wire",
+                             wire, "--host",
                              "127.0.0.1", "--port", ready["port"], "--record_count",
                              str(args.record_count), "--value_size", str(args.value_size),
                              "--batch_keys", str(args.batch_keys), "--thread_num",
@@ -175,8 +178,14 @@ def format_table(summary: list[dict], args) -> str:
 def goal_lines(summary: list[dict], args) -> list[str]:
     by = {s["system"]: s for s in summary if s["status"] == "ok"}
     out = []
+    for system in ("brpc", "grpc"):  # RecStore's wire >= 80 % of the native wire's keys/s
+        rs = f"recstore+{system}"
+        if system in by and rs in by:
+            r = by[rs]["keys_s"] / by[system]["keys_s"]
+            out.append(f"goal {rs} >= 0.8x {system} keys/s: {r:.2f}x "
+                       f"{'met' if r >= 0.8 else 'NOT met'}")
     if "redis" not in by:
-        return ["goals: no Redis baseline"]
+        return out + ["goals: no Redis baseline"]
     base = by["redis"]["keys_s"]
     for system, factor in (("brpc", 3.0), ("grpc", 1.0), ("shm", None)):
         if system in by and factor:
@@ -193,8 +202,10 @@ def goal_lines(summary: list[dict], args) -> list[str]:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--transports", default="brpc,grpc",  # grpc+tls: grpc over TLS (test PKI)
-                   help="comma list of PS transports (unavailable ones are reported as skipped)")
+    p.add_argument("--transports", default="brpc,grpc",
+                   help="comma list of PS transports (unavailable ones are reported as skipped); "
+                   "recstore+brpc / recstore+grpc drive the same server over RecStore's wire; "
+                   "grpc+tls runs grpc over TLS with a test PKI made by openssl")
     p.add_argument("--no_redis", action="store_true", help="skip the Redis baseline")
     p.add_argument("--redis_server", default="redis-server")
     p.add_argument("--record_count", type=int, default=100000)
