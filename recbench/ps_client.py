@@ -6,7 +6,7 @@
         rows = ps.get(keys)                                    # numpy (n, value_size // 4) float32
         ps.update(keys, deltas)                                # rows += deltas
         ps.stats()                                             # one dict per shard
-        ps.save("/data/ckpt"); ps.load("/data/ckpt")           # checkpoints, on the servers
+        ps.save("monday"); ps.load("monday")                   # checkpoints in --checkpoint_root
 
 A URI names the transport and one address per shard, in shard order:
 ``grpc://h:15000,h:15001``; IPv6 hosts go in brackets (``brpc://[::1]:15000``). Keys and rows
@@ -165,7 +165,8 @@ class PSClient:
 
     def save(self, directory: str, timeout_s: float = 600.0,
              shards: list[int] | None = None) -> list[str]:
-        """Checkpoint every shard into `directory` on its server (shard_<id>.rsckpt each; see
+        """Checkpoint every shard into `directory` on its server (shard_<id>.rsckpt each; a path
+        inside the server's --checkpoint_root, relative to it or absolute under it; see
         docs/durability.md) while serving continues. Waits for every shard; returns each shard's
         summary line (for `shards` only, if given). ServerError naming the shard, file and cause
         if one fails."""

@@ -77,6 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "cannot enforce one and refuses a non-zero value)")
     p.add_argument("--transport_options", default=None,
                    help="transport-specific options 'k=v;k=v' (e.g. RC poll_mode=adaptive)")
+    p.add_argument("--checkpoint_root", default=None, metavar="DIR",
+                   help="allow COMMAND save/load (PSClient.save/load) in this directory only "
+                   "(created if missing; a command's directory is relative to it or inside it); "
+                   "without it those commands are refused")
     p.add_argument("--load_checkpoint", default=None, metavar="DIR",
                    help="load each shard's rows from DIR/shard_<id>.rsckpt (saved with COMMAND "
                    "save / PSClient.save) before serving; a damaged or mismatched file is an "
@@ -149,6 +153,7 @@ def resolve(args, cfg: PSConfig | None) -> list[dict]:
             "extra": args.transport_options,
             "load_checkpoint": args.load_checkpoint, "sync": args.sync,
             "auth_token_file": args.auth_token_file,
+            "checkpoint_root": args.checkpoint_root,
         })
     rc_options.apply_server(args, transport, out)
     tls = tls_options(transport, {"tls_cert": args.tls_cert, "tls_key": args.tls_key})
@@ -200,8 +205,9 @@ def serve(settings: list[dict], out=sys.stdout) -> int:
     servers = []
     try:
         for s in settings:
-            if s["path"]:
-                os.makedirs(s["path"], exist_ok=True)
+            for d in (s["path"], s["checkpoint_root"]):
+                if d:
+                    os.makedirs(d, exist_ok=True)
             srv = _ps.Server(**{k: v for k, v in s.items() if k != "shard_label"})
             servers.append((srv, s.get("shard_label", s["shard"])))
             print(f"component=ps_server event=ready transport={s['transport']} "

@@ -5,7 +5,8 @@
  *   Server(transport="brpc", host="127.0.0.1", port=0, shard=0, num_shards=1,
  *          index_type="DRAM_PET_HASH", value_size=512, capacity=1000000, num_threads=1,
  *          max_keys_per_request=500, path=None, max_body_bytes=0, extra=None,
- *          max_connections=0, load_checkpoint=None, sync="none", auth_token_file=None)
+ *          max_connections=0, load_checkpoint=None, sync="none", auth_token_file=None,
+ *          checkpoint_root=None)
  *   .port  .transport  .shard  .value_size   .stats() -> dict   .stop()   context manager
  *
  * Ownership: the object owns the shard and the transport state; stop() (or dealloc) stops the
@@ -60,17 +61,19 @@ static int Server_init(ServerObject *self, PyObject *args, PyObject *kwds) {
                              "load_checkpoint",
                              "sync",
                              "auth_token_file",
+                             "checkpoint_root",
                              NULL};
     const char *transport = "brpc", *host = "127.0.0.1", *index_type = "DRAM_PET_HASH";
     const char *path = NULL, *extra = NULL, *load_dir = NULL, *sync = "none", *token_file = NULL;
+    const char *ckpt_root = NULL;
     unsigned int port = 0, shard = 0, num_shards = 1, value_size = RS_PS_DEFAULT_VALUE_SIZE;
     unsigned int num_threads = 1;
     unsigned int max_keys = RS_PS_DEFAULT_BATCH_KEYS, max_conns = 0;
     unsigned long long capacity = 1000000, max_body = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|ssIIIsIKIIzKzIzsz", kwlist, &transport, &host,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|ssIIIsIKIIzKzIzszz", kwlist, &transport, &host,
                                      &port, &shard, &num_shards, &index_type, &value_size,
                                      &capacity, &num_threads, &max_keys, &path, &max_body, &extra,
-                                     &max_conns, &load_dir, &sync, &token_file))
+                                     &max_conns, &load_dir, &sync, &token_file, &ckpt_root))
         return -1;
     if (self->state || self->shard) {
         PyErr_SetString(PyExc_RuntimeError, "Server is already started");
@@ -91,7 +94,8 @@ static int Server_init(ServerObject *self, PyObject *args, PyObject *kwds) {
         .shard_id = shard,
         .num_shards = num_shards,
         .kv = {.index_type = it, .value_size = value_size, .capacity = capacity, .path = path},
-        .max_keys_per_request = max_keys};
+        .max_keys_per_request = max_keys,
+        .checkpoint_root = ckpt_root};
     rc = rs_kv_sync_parse(sync, &sc.kv.sync, &sc.kv.sync_interval_ms, &err);
     if (rc) return rs_py_raise_int(rc, "sync", &err);
     rs_auth_token token = {0};

@@ -206,7 +206,8 @@ def run(records: int = 1_000_000, value_size: int = 512, repeats: int = 3,
     srv = LineProcess([sys.executable, "-m", "recbench.ps_server", "--transport", "brpc",
                        "--host", "127.0.0.1", "--port", "0", "--value_size", str(value_size),
                        "--capacity", str(records + records // 10), "--num_threads",
-                       str(num_threads), "--max_keys_per_request", "500"])
+                       str(num_threads), "--max_keys_per_request", "500",
+                       "--checkpoint_root", base])
     try:
         ready = parse_kv(srv.wait_line("event=ready", 60))
         uri = f"brpc://127.0.0.1:{ready['port']}"

@@ -112,6 +112,10 @@ typedef struct rs_ps_shard_config {
     uint32_t num_shards;
     rs_kv_config kv; /* index type, value_size (> 0, multiple of 4), capacity, path */
     uint32_t max_keys_per_request;
+    /* The directory COMMAND save/load may use (created if missing): a command's directory is
+     * taken relative to it, or must lie inside it; NULL = those commands are refused (a client
+     * must not make the server write files anywhere it can). */
+    const char *checkpoint_root;
 } rs_ps_shard_config;
 
 typedef struct rs_ps_shard rs_ps_shard;
