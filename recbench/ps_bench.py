@@ -57,6 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
                                 description="PS client benchmark (load + timed run) in C.")
     p.add_argument("--transport", default=None, help="brpc | grpc | shm | rdma (default: the "
                    "config's cache_ps.ps_type, else brpc)")
+    p.add_argument("--wire", default="native", choices=["native", "recstore"],
+                   help="native: recbench's recstore.PSService; recstore: RecStore's own "
+                   "ParameterService (brpc and grpc; keys routed by CityHash64, 500 keys per "
+                   "request), e.g. against RecStore's ps_server")
     p.add_argument("--config_path", help="RecStore config JSON: servers, shards, value size")
     p.add_argument("--host", default=None, help="server host when no config (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=None,
@@ -140,6 +144,10 @@ def resolve(args) -> dict:
         raise ValueError(f"--target_rate {args.target_rate:g} is not in [0, {MAX_TARGET_RATE:g}] "
                          "batches/s (0 = closed loop)")
     depth = args.prefetch_depth or (16 if transport in RC_TRANSPORTS else 1)
+    if args.wire == "recstore":
+        if transport not in ("brpc", "grpc"):
+            raise ValueError(f"--wire recstore needs --transport brpc or grpc, not {transport}")
+        transport = f"recstore+{transport}"  # the client connections of RecStore's wire
     return {
         "transport": transport, "endpoints": endpoints, "value_size": value_size,
         "prefetch_depth": depth, "timeout_ms": args.timeout_ms,
@@ -162,7 +170,7 @@ def result_line(phase: str, kw: dict, res: dict) -> str:
     bps = res["batches"] / rt if rt > 0 else 0.0
     kps = res["key_ops"] / rt if rt > 0 else 0.0
     fields = [
-        ("phase", phase), ("transport", kw["transport"]), ("mode", kw["mode"]),
+        ("phase", phase), ("transport", kw["transport"].split("+")[-1]), ("mode", kw["mode"]),
         ("distribution", kw["distribution"]), ("zipfian_alpha", kw["zipfian_alpha"]),
         ("threads", threads), ("batch_size", kw["batch_keys"]), ("records", kw["record_count"]),
         ("runtime_s", f"{rt:.6f}"), ("batches", res["batches"]), ("key_ops", res["key_ops"]),
@@ -174,6 +182,7 @@ def result_line(phase: str, kw: dict, res: dict) -> str:
         ("payload_gbps", f"{kps * kw['value_size'] / 1e9:.6f}"),
         ("value_size", kw["value_size"]), ("prefetch_depth", kw["prefetch_depth"]),
         ("num_shards", len(kw["endpoints"])), ("keys_missing", res["keys_missing"]),
+        ("wire", "recstore" if kw["transport"].startswith("recstore+") else "native"),
     ]
     if phase == "run" and "late_sends" in res:
         fields += [(f"service_{p}_us", f"{res[f'service_{p}_us']:.3f}")

@@ -122,6 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--prefetch-depth", type=int, default=0,
       help="requests in flight per client thread (0 = driver default; RDMA fetch: 16)")
     a("--repeat", type=int, default=1, help="repeats per transport")
+    a("--wire", choices=("native", "recstore"), default="native",
+      help="clients speak recbench's native service (default) or RecStore's own ParameterService "
+      "(brpc, grpc; ps_bench --wire recstore, docs/recstore-wire.md)")
     a("--skip-load", action="store_true", help="skip the load phase")
     a("--verify-deterministic-values", action="store_true",
       help="load key-derived rows and verify every fetched row")

@@ -231,6 +231,8 @@ def build_benchmark_cmd(plan: Plan, transport: Transport, topology: Topology, cl
         cmd.append(f"--transport_options={options}")
     if w.report_mode != "summary":
         cmd.append(f"--report_mode={w.report_mode}")
+    if w.wire != "native":
+        cmd.append(f"--wire={w.wire}")
     return cmd
 
 

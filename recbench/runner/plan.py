@@ -37,10 +37,10 @@ from recbench.runner.topology import (
 )
 from recbench.transports import RC_SSH_CONTROL_PLANE_PORT, Transport
 
-try:  # the C bench loops' row limit; without the extension the runner cannot run anyway
+try:  # the C bench loops' row limit (RS_PS_BENCH_MAX_VALUE_SIZE)
     from recbench._ps import BENCH_MAX_VALUE_SIZE
-except ImportError:  # pragma: no cover - exercised only on a host without a build
-    BENCH_MAX_VALUE_SIZE = 16384
+except ImportError:  # no build here: preflight reports that; only the C side can check the limit
+    BENCH_MAX_VALUE_SIZE = None
 
 DEFAULT_RDMA_FETCH_QPS = 16
 DEFAULT_RDMA_FETCH_SLOTS = 1
@@ -81,6 +81,7 @@ class Workload:
     report_mode: str
     fetch_key_space: int
     seed: int
+    wire: str = "native"  # "recstore": clients speak RecStore's ParameterService (brpc, grpc)
     target_rate: float = 0.0        # open loop: batches/s per client process (0 = closed loop)
     arrival: str = "poisson"        # open loop: poisson | uniform
     target_rates: tuple[float, ...] = ()  # --target-rates: one pass per rate (rate_sweep)
@@ -253,7 +254,7 @@ def _check_workload(a: argparse.Namespace) -> None:
             raise PlanError(f"{_flag(dest)} must be >= 1, got {getattr(a, dest)}")
     if a.value_size % 4:
         raise PlanError(f"--value-size {a.value_size} is not a multiple of 4 (rows are float32)")
-    if a.value_size > BENCH_MAX_VALUE_SIZE:
+    if BENCH_MAX_VALUE_SIZE is not None and a.value_size > BENCH_MAX_VALUE_SIZE:
         raise PlanError(f"--value-size {a.value_size} exceeds ps_bench's row limit of "
                         f"{BENCH_MAX_VALUE_SIZE} bytes (recbench._ps.BENCH_MAX_VALUE_SIZE)")
     if a.runtime_seconds <= 0:
@@ -266,6 +267,7 @@ def _check_workload(a: argparse.Namespace) -> None:
         raise PlanError("--prefetch-depth and --client-load-threads-per-process must be >= 0")
     if a.fetch_key_space < 0:
         raise PlanError(f"--fetch-key-space must be >= 0, got {a.fetch_key_space}")
+
     if a.distribution == "zipfian" and not 0 < a.zipfian_alpha < 10:
         raise PlanError(f"--zipfian-alpha {a.zipfian_alpha} must be in (0, 10)")
     _check_open_loop(a)
@@ -447,6 +449,10 @@ def build_plan(a: argparse.Namespace, explicit: frozenset[str] = frozenset()) ->
         raise PlanError(f"client_processes_per_ip must be >= 1, got {a.client_processes_per_ip}")
     names = normalize_transport_list(a.transports)
     ts = tuple(transports.get(n) for n in names)
+    other = [n for n in names if n not in ("BRPC", "GRPC")]
+    if getattr(a, "wire", "native") == "recstore" and other:
+        raise PlanError(f"--wire recstore: RecStore's wire exists on brpc and grpc only, not "
+                        f"{', '.join(other)}")
     if a.transport_options:
         scoped_transport_options(a.transport_options, "")  # refuses unknown prefixes
     _check_workload(a)

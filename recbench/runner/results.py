@@ -25,14 +25,15 @@ RECSTORE_COLUMNS = [
     "log_path", "message",
 ]
 NEW_COLUMNS = ["p999_us", "max_us", "client_cpu_s", "server_cpu_s", "keys_per_cpu_sec",
-               "build_type", "index_type", "row_kind", "measured_seconds"]
+               "build_type", "index_type", "row_kind", "measured_seconds", "wire"]
 # open loop (--target-rate; empty in closed-loop rows): p50_us..max_us are then measured from the
 # scheduled send time, these service_* from the actual send (docs/open-loop.md)
 OPEN_LOOP_COLUMNS = ["target_rate", "achieved_rate", "late_sends", "service_p50_us",
                      "service_p99_us", "service_p999_us"]
 NEW_COLUMNS += OPEN_LOOP_COLUMNS
 # runtime_seconds is the configured --runtime-seconds (RecStore's meaning); measured_seconds is
-# the window the client measured (its runtime_s), which rates are computed over.
+# the window the client measured (its runtime_s), which rates are computed over. wire: native or
+# recstore (--wire, the protocol the clients spoke).
 SUMMARY_COLUMNS = RECSTORE_COLUMNS + NEW_COLUMNS
 
 TOTALS_COLUMNS = [
