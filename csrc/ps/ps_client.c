@@ -30,6 +30,7 @@
 
 #include "recstore/hash.h"
 #include "recstore/ps_client.h"
+#include "recstore/recstore_wire.h"
 #include "recstore/transport.h"
 
 /* Requests per connection a client asks for beyond prefetch_depth, for chunked batches. */
@@ -59,6 +60,7 @@ typedef struct batch_slot {
 
 struct rs_ps_client {
     const rs_ps_conn_ops *ops;
+    int hash; /* -1: rs_mix64 (native wire); else rs_rs_hash_method (RecStore's wire) */
     uint32_t num_shards, value_size, depth, window;
     uint32_t chunk_get, chunk_put; /* keys per request: GET, PUT/UPDATE */
     void **conns;
@@ -71,6 +73,32 @@ struct rs_ps_client {
     uint64_t seq;
     rs_ps_completion comp; /* scratch */
 };
+
+/* The shard a key goes to: the native wire's rs_mix64, or RecStore's city_hash / simple_mod. */
+static inline uint32_t route(const rs_ps_client *c, uint64_t key) {
+    return c->hash < 0 ? rs_shard_of(key, c->num_shards)
+                       : rs_recstore_shard_of(key, c->num_shards, (rs_rs_hash_method)c->hash);
+}
+
+/* cfg->hash_method for this transport: NULL/"" = the wire's own (rs_mix64 native, city_hash on
+ * RecStore's wire); a RecStore method on the native wire (or rs_mix64 on RecStore's) is an error,
+ * since the servers would disagree. */
+static int pick_hash(const rs_ps_client_config *cfg, int *out, rs_error *err) {
+    int recstore = strncmp(cfg->transport, "recstore+", 9) == 0;
+    const char *h = cfg->hash_method && *cfg->hash_method ? cfg->hash_method : NULL;
+    if (!recstore) {
+        *out = -1;
+        if (!h || strcmp(h, "rs_mix64") == 0) return 0;
+        return rs_error_set(err, RS_EINVAL,
+                            "hash_method '%s' is RecStore's; recbench's native wire (%s) shards "
+                            "with rs_mix64 (use recstore+%s:// for RecStore's wire)",
+                            h, cfg->transport, cfg->transport);
+    }
+    rs_rs_hash_method m = RS_RS_HASH_CITY;
+    if (h && rs_rs_hash_method_parse(h, &m, err)) return RS_EINVAL;
+    *out = (int)m;
+    return 0;
+}
 
 uint32_t rs_ps_client_value_size(const rs_ps_client *c) {
     return c->value_size;
@@ -163,9 +191,12 @@ int rs_ps_client_open(const rs_ps_client_config *cfg, rs_ps_client **out, rs_err
     if (cfg->value_size % 4)
         return rs_error_set(err, RS_EINVAL, "value_size %u is not a multiple of 4 (float32 rows)",
                             cfg->value_size);
+    int hash;
+    if ((rc = pick_hash(cfg, &hash, err))) return rc;
     rs_ps_client *c = calloc(1, sizeof *c);
     if (!c) return rs_error_set(err, RS_ENOMEM, "client");
     c->ops = ops;
+    c->hash = hash;
     c->num_shards = cfg->num_shards;
     c->depth = cfg->prefetch_depth ? cfg->prefetch_depth : 1;
     c->window = c->depth > RS_PS_CHUNK_WINDOW ? c->depth : RS_PS_CHUNK_WINDOW;
@@ -205,10 +236,22 @@ int rs_ps_client_open(const rs_ps_client_config *cfg, rs_ps_client **out, rs_err
     }
     for (uint32_t i = 0; i < c->num_shards; i++) {
         rs_ps_response resp;
-        /* stats carries max_keys_per_request; a server without it answers ping at least */
-        rc = command_sync(c, i, "stats", &resp, err);
-        if (rc == RS_ESERVER) rc = command_sync(c, i, "ping", &resp, err);
+        if (c->hash >= 0) { /* RecStore's wire has no stats command; it chunks in the wire */
+            rc = command_sync(c, i, "ping", &resp, err);
+        } else { /* stats carries max_keys_per_request; a server without it answers ping */
+            rc = command_sync(c, i, "stats", &resp, err);
+            if (rc == RS_ESERVER) rc = command_sync(c, i, "ping", &resp, err);
+        }
         if (rc) goto fail;
+        if (!resp.value_size) { /* RecStore's wire does not tell the row size */
+            if (!cfg->value_size) {
+                rc = rs_error_set(err, RS_EINVAL,
+                                  "shard %u (%s) does not report its row size: give value_size", i,
+                                  c->names[i]);
+                goto fail;
+            }
+            resp.value_size = cfg->value_size;
+        }
         if (cfg->value_size && resp.value_size != cfg->value_size) {
             rc = rs_error_set(err, RS_EINVAL,
                               "shard %u (%s) stores %u-byte rows but the client asked for %u", i,
@@ -369,7 +412,7 @@ int rs_ps_client_submit(rs_ps_client *c, rs_ps_op op, const uint64_t *keys, size
 
     /* split by shard: count, then size the per-shard buffers once */
     for (size_t i = 0; i < n; i++)
-        b->parts[rs_shard_of(keys[i], c->num_shards)].n++;
+        b->parts[route(c, keys[i])].n++;
     for (uint32_t s = 0; s < c->num_shards; s++) {
         shard_part *p = &b->parts[s];
         if (grow((void **)&p->keys, &p->cap_keys, p->n, 8) ||
@@ -389,7 +432,7 @@ int rs_ps_client_submit(rs_ps_client *c, rs_ps_op op, const uint64_t *keys, size
         p->n = 0;
     }
     for (size_t i = 0; i < n; i++) {
-        shard_part *p = &b->parts[rs_shard_of(keys[i], c->num_shards)];
+        shard_part *p = &b->parts[route(c, keys[i])];
         p->keys[p->n] = keys[i];
         p->pos[p->n] = (uint32_t)i;
         if (!get) memcpy(p->rows + p->n * vs, (const uint8_t *)rows_in + i * vs, vs);

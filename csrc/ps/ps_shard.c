@@ -207,6 +207,43 @@ static int do_clear(rs_ps_shard *s, uint64_t *removed) {
     return rc;
 }
 
+void rs_ps_shard_enter(rs_ps_shard *s, unsigned thread_slot) {
+    enter(s, &s->counters[thread_slot % RS_PS_SHARD_SLOTS]);
+}
+
+void rs_ps_shard_leave(rs_ps_shard *s, unsigned thread_slot) {
+    leave(&s->counters[thread_slot % RS_PS_SHARD_SLOTS]);
+}
+
+void rs_ps_shard_count(rs_ps_shard *s, unsigned thread_slot, rs_ps_op op, uint64_t keys,
+                       uint64_t found, int error) {
+    rs_ps_shard_stats *st = &s->counters[thread_slot % RS_PS_SHARD_SLOTS].st;
+    if (error) {
+        bump(&st->handled_error, 1);
+        return;
+    }
+    switch (op) {
+    case RS_PS_GET:
+        bump(&st->handled_get, 1);
+        bump(&st->keys_get, keys);
+        bump(&st->keys_found, found);
+        break;
+    case RS_PS_PUT:
+        bump(&st->handled_put, 1);
+        bump(&st->keys_put, keys);
+        break;
+    case RS_PS_UPDATE:
+        bump(&st->handled_update, 1);
+        bump(&st->keys_update, keys);
+        break;
+    case RS_PS_COMMAND: bump(&st->handled_command, 1); break;
+    }
+}
+
+int rs_ps_shard_clear(rs_ps_shard *s, uint64_t *removed) {
+    return do_clear(s, removed);
+}
+
 int rs_ps_shard_save(rs_ps_shard *s, const char *dir, char *reply, size_t cap, rs_error *err) {
     rs_kv_ckpt_info info;
     counter_block *cb = &s->counters[RS_PS_SHARD_SLOTS - 1];

@@ -20,6 +20,9 @@
  *                       on another worker's queue (a wake-up per call): on the 2-core VM a server
  *                       with 2 workers served one client at half the rate of 1 worker; with poll
  *                       it did not, and 128 connections were served no slower (docs/grpc.md).
+ *   optimizer=SGD       (server) the optimizer RecStore's UpdateParameter applies (RecStore's
+ *                       cache_ps.optimizer.type); SGD only
+ *   learning_rate=X     (server) its learning rate, default 0.01 (RecStore's)
  *   malloc_tuning=BOOL  (both) 1 (default): at first use, raise glibc's mmap and trim thresholds
  *                       to 64 MiB for the process. gRPC allocates a buffer per socket read and
  *                       frees it after parsing; with glibc's defaults those frees return memory
@@ -89,9 +92,13 @@ static int apply_option(void *ctx, const char *kv, const char *val, rs_error *er
         snprintf(out->poll_strategy, sizeof out->poll_strategy, "%s", val);
         return 0;
     }
+    if (c->server) {
+        int known = rs_rsps_optimizer_option(&out->optimizer, "grpc server", kv, val, err);
+        if (known) return known < 0 ? known : 0;
+    }
     return rs_error_set(err, RS_EINVAL, "unknown grpc %s option '%s' (known: %s)", c->side, kv,
                         c->server ? "calls_per_method, reply_timeout_ms, max_frame_size, "
-                                    "poll_strategy, malloc_tuning"
+                                    "poll_strategy, malloc_tuning, optimizer, learning_rate"
                                   : "max_frame_size, max_reply_bytes, poll_strategy, "
                                     "malloc_tuning");
 }
@@ -103,6 +110,7 @@ int rs_grpc_options_parse(const char *extra, int server, rs_grpc_options *out, r
     out->max_reply_bytes = RS_PS_MAX_REPLY_BYTES;
     out->malloc_tuning = 1;
     out->poll_strategy[0] = '\0';
+    rs_rsps_optimizer_default(&out->optimizer);
     parse_ctx c = {server, server ? "server" : "client", out};
     char who[32];
     snprintf(who, sizeof who, "grpc %s", c.side);

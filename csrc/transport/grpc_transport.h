@@ -22,6 +22,7 @@
 
 #include "recstore/error.h"
 #include "recstore/ps.h"
+#include "recstore/recstore_wire.h"
 #include "recstore/transport.h"
 
 extern const rs_ps_server_ops rs_grpc_server_ops;
@@ -34,12 +35,13 @@ extern const char *const rs_grpc_method_paths[RS_GRPC_NUM_METHODS];
 /* Transport options ("k=v;k=v", see grpc_options.c for the keys). server != 0 also accepts the
  * server-only keys. RS_EINVAL naming the option for unknown keys or bad values. */
 typedef struct rs_grpc_options {
-    unsigned calls_per_method; /* server */
-    unsigned reply_timeout_ms; /* server */
-    unsigned max_frame_size;   /* GRPC_ARG_HTTP2_MAX_FRAME_SIZE of this end */
-    unsigned max_reply_bytes;  /* client: largest reply message accepted (receive limit) */
-    unsigned malloc_tuning;    /* 1: raise glibc's mmap/trim thresholds once per process */
-    char poll_strategy[8];     /* "", "epoll1" or "poll": gRPC core's poller for the process */
+    unsigned calls_per_method;   /* server */
+    unsigned reply_timeout_ms;   /* server */
+    unsigned max_frame_size;     /* GRPC_ARG_HTTP2_MAX_FRAME_SIZE of this end */
+    unsigned max_reply_bytes;    /* client: largest reply message accepted (receive limit) */
+    unsigned malloc_tuning;      /* 1: raise glibc's mmap/trim thresholds once per process */
+    char poll_strategy[8];       /* "", "epoll1" or "poll": gRPC core's poller for the process */
+    rs_rsps_optimizer optimizer; /* server: RecStore UpdateParameter's optimizer */
 } rs_grpc_options;
 int rs_grpc_options_parse(const char *extra, int server, rs_grpc_options *out, rs_error *err);
 /* Process-wide effects of the options, to call before grpc_init: malloc tuning (at most once)

@@ -60,10 +60,13 @@ def run_redis(args, repeat: int) -> dict:
             "p99_us": r["p99_us"], "idle_cpu_s": None}
 
 
-def run_transport(args, transport: str, repeat: int) -> dict:
+def run_transport(args, system: str, repeat: int) -> dict:
+    # "recstore+grpc": the same grpc server, driven over RecStore's wire (ps_bench --wire recstore)
+    wire, transport = ("recstore", system[9:]) if system.startswith("recstore+") else \
+        ("native", system)
     reason = _ps.transports().get(transport, "unknown transport")
     if reason is not None:
-        return {"system": transport, "status": "skipped", "reason": reason}
+        return {"system": system, "status": "skipped", "reason": reason}
     py = sys.executable
     srv = LineProcess([py, "-m", "recbench.ps_server", "--transport", transport, "--host",
                        "127.0.0.1", "--port", "0", "--num_threads", str(args.server_threads),
@@ -76,13 +79,14 @@ def run_transport(args, transport: str, repeat: int) -> dict:
             ready = records.parse_kv(srv.wait_line("event=ready", 30))
         except RuntimeError:
             if srv.proc.poll() == SKIP_EXIT_CODE:
-                return {"system": transport, "status": "skipped", "reason": " ".join(srv.lines)}
+                return {"system": system, "status": "skipped", "reason": " ".join(srv.lines)}
             raise
         # idle check: nothing connected, nothing to do
         i0 = procfs.cpu_seconds(srv.proc.pid)
         time.sleep(args.idle_seconds)
         idle = procfs.cpu_seconds(srv.proc.pid) - i0
-        bench = LineProcess([py, "-m", "recbench.ps_bench", "--transport", transport, "--host",
+        bench = LineProcess([py, "-m", "recbench.ps_bench", "--transport", transport, "--wire",
+                             wire, "--host",
                              "127.0.0.1", "--port", ready["port"], "--record_count",
                              str(args.record_count), "--value_size", str(args.value_size),
                              "--batch_keys", str(args.batch_keys), "--thread_num",
@@ -101,12 +105,12 @@ def run_transport(args, transport: str, repeat: int) -> dict:
         except subprocess.TimeoutExpired:
             rc = None
         if rc != 0:
-            return {"system": transport, "status": "failed", "reason": " | ".join(bench.lines[-3:])}
+            return {"system": system, "status": "failed", "reason": " | ".join(bench.lines[-3:])}
     finally:
         if bench is not None:
             bench.stop()
         srv.stop()
-    return {"system": transport, "status": "ok", "keys_s": float(run["throughput_keys_sec"]),
+    return {"system": system, "status": "ok", "keys_s": float(run["throughput_keys_sec"]),
             "client_cpu_s": float(run["cpu_user_s"]) + float(run["cpu_sys_s"]),
             "server_cpu_s": c1 - c0, "runtime_s": float(run["runtime_s"]),
             "key_ops": int(run["key_ops"]), "p50_us": float(run["p50_us"]),
@@ -169,8 +173,14 @@ def format_table(summary: list[dict], args) -> str:
 def goal_lines(summary: list[dict], args) -> list[str]:
     by = {s["system"]: s for s in summary if s["status"] == "ok"}
     out = []
+    for system in ("brpc", "grpc"):  # RecStore's wire >= 80 % of the native wire's keys/s
+        rs = f"recstore+{system}"
+        if system in by and rs in by:
+            r = by[rs]["keys_s"] / by[system]["keys_s"]
+            out.append(f"goal {rs} >= 0.8x {system} keys/s: {r:.2f}x "
+                       f"{'met' if r >= 0.8 else 'NOT met'}")
     if "redis" not in by:
-        return ["goals: no Redis baseline"]
+        return out + ["goals: no Redis baseline"]
     base = by["redis"]["keys_s"]
     for system, factor in (("brpc", 3.0), ("grpc", 1.0), ("shm", None)):
         if system in by and factor:
@@ -188,7 +198,8 @@ def goal_lines(summary: list[dict], args) -> list[str]:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--transports", default="brpc,grpc",
-                   help="comma list of PS transports (unavailable ones are reported as skipped)")
+                   help="comma list of PS transports (unavailable ones are reported as skipped); "
+                   "recstore+brpc / recstore+grpc drive the same server over RecStore's wire")
     p.add_argument("--no_redis", action="store_true", help="skip the Redis baseline")
     p.add_argument("--redis_server", default="redis-server")
     p.add_argument("--record_count", type=int, default=100000)

@@ -324,6 +324,7 @@ class Session:
             "runtime_seconds": plan.workload.runtime_seconds,
             "distribution": plan.workload.distribution, "mode": plan.workload.mode,
             "index_type": plan.servers.index_type, "row_kind": plan.row_kind,
+            "wire": plan.workload.wire,
             "build_type": self._build_type(topo), "client_index": -1, "phase": "",
         }
 

@@ -144,6 +144,16 @@ int rs_ps_shard_handle(rs_ps_shard *s, const rs_ps_request *req, rs_ps_response 
 
 void rs_ps_shard_get_stats(const rs_ps_shard *s, rs_ps_shard_stats *out);
 
+/* For wire front-ends that drive the shard's engine themselves (RecStore's ParameterService,
+ * recstore_ps.c): enter/leave bracket engine calls (the "clear" guard), count adds to
+ * thread_slot's counter block (op RS_PS_GET/PUT/UPDATE/COMMAND, keys, keys found, error != 0
+ * counts a handled_error instead), clear empties the shard as the "clear" command does. */
+void rs_ps_shard_enter(rs_ps_shard *s, unsigned thread_slot);
+void rs_ps_shard_leave(rs_ps_shard *s, unsigned thread_slot);
+void rs_ps_shard_count(rs_ps_shard *s, unsigned thread_slot, rs_ps_op op, uint64_t keys,
+                       uint64_t found, int error);
+int rs_ps_shard_clear(rs_ps_shard *s, uint64_t *removed);
+
 /* Checkpoints, synchronous (the COMMAND job thread and ps_server --load_checkpoint call these):
  * the shard's rows to / from <dir>/shard_<id>.rsckpt (recstore/kv_checkpoint.h). Save runs while
  * requests continue.

@@ -34,6 +34,8 @@ typedef struct rs_ps_client_config {
     uint32_t prefetch_depth; /* batches in flight per client (0 = 1) */
     uint32_t timeout_ms;     /* per request (0 = RS_PS_DEFAULT_TIMEOUT_MS, transport.h) */
     const char *extra;       /* transport-specific "k=v;k=v" options */
+    const char *hash_method; /* shard routing: NULL = the wire's own (native: rs_mix64; RecStore's
+                              * wire, "recstore+grpc": city_hash, or "simple_mod") */
 } rs_ps_client_config;
 
 typedef struct rs_ps_client rs_ps_client;

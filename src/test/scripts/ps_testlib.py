@@ -117,6 +117,25 @@ class PSServerProcess:
         self.ports = [int(kv["port"]) for kv in self.ready_lines]
         return self
 
+    def wait_stderr(self, text: str, timeout: float = 30.0) -> str:
+        """The first stderr line containing `text` (stderr is read by its own thread, so a line the
+        server wrote before its ready line may not have been read yet when start() returns)."""
+        for line in self.stderr_lines:
+            if text in line:
+                return line
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self._err.lines.get(timeout=left)
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            if text in line:
+                return line
+        raise AssertionError(f"no stderr line containing {text!r} within {timeout}s: "
+                             + " | ".join(self.stderr_lines[-5:]))
+
     def stop(self, timeout: float = 10.0) -> int | None:
         """SIGTERM, wait up to timeout, SIGKILL if needed; returns the exit code."""
         if self.proc is None:

@@ -12,7 +12,7 @@ import unittest
 from pathlib import Path
 
 import numpy as np
-from baidu_std_wire import lfield, request_frame, varint
+from baidu_std_wire import lfield, read_frame, request_frame, varint
 from ps_testlib import (
     NoLeftoverServers,
     PSServerProcess,
@@ -38,22 +38,6 @@ def rows_for(keys):
 
 def baidu_frame(service, method, cid, message=b"", attachment=b""):
     return request_frame(cid, method.encode(), message, attachment, service.encode())
-
-
-def read_frame(sock):
-    def exact(n):
-        buf = b""
-        while len(buf) < n:
-            chunk = sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("closed")
-            buf += chunk
-        return buf
-    head = exact(12)
-    assert head[:4] == b"PRPC"
-    body_size, meta_size = struct.unpack(">II", head[4:])
-    body = exact(body_size)
-    return body[:meta_size], body[meta_size:]
 
 
 def connected_sock(port):

@@ -17,7 +17,7 @@ class ConfigTest(unittest.TestCase):
                            capacity=1234, index_type="DRAM_EXTENDIBLE_HASH", value_size=128,
                            max_keys_per_request=700, data_path="/data")
         self.assertEqual(doc["cache_ps"]["ps_type"], "BRPC")
-        self.assertEqual(doc["distributed_client"]["hash_method"], "city_hash")
+        self.assertEqual(doc["distributed_client"]["hash_method"], "rs_mix64")
         self.assertEqual(doc["client"]["port"], 25000)
         cfg = parse_config(doc)
         self.assertEqual(cfg.transport, "brpc")

@@ -21,7 +21,7 @@ class TestConfig(unittest.TestCase):
         self.assertEqual(cfg["distributed_client"]["servers"][1], {"host": "h1", "port": 25001, "shard": 1})
         self.assertEqual(cfg["client"]["port"], 25000)
         self.assertEqual(cfg["cache_ps"]["num_shards"], 2)
-        self.assertEqual(cfg["distributed_client"]["hash_method"], "city_hash")
+        self.assertEqual(cfg["distributed_client"]["hash_method"], "rs_mix64")
         self.assertEqual(cfg["cache_ps"]["max_batch_keys_size"], 1024)  # max(batch 1024, 500)
 
     def test_build_runtime_config_uses_rdma_ps_type(self):
@@ -80,12 +80,36 @@ class TestCommands(unittest.TestCase):
                       parse_error("--transports", "rdma", "--rdma-rc-server-coroutines-per-thread", "4"))
         parse("--transports", "rdma", "--rdma-rc-server-coroutines-per-thread", "1")
 
+    def test_wire_recstore_reaches_the_clients(self):
+        topo = topology.build_topology_plan("GRPC", "127.0.0.1", "127.0.0.1", 1)
+        cmd = ps_config.build_benchmark_cmd(parse("--transports", "grpc,brpc", "--wire", "recstore"),
+                                            T["grpc"], topo, topo.clients[0], "/c", ["x"])
+        self.assertIn("--wire=recstore", cmd)
+        native = ps_config.build_benchmark_cmd(parse("--transports", "grpc"), T["grpc"], topo,
+                                               topo.clients[0], "/c", ["x"])
+        self.assertFalse([a for a in native if a.startswith("--wire")])
+        self.assertIn("RecStore's wire exists on brpc and grpc only, not SHM",
+                      parse_error("--transports", "grpc,shm", "--wire", "recstore"))
+
     def test_client_seed_differs_per_client(self):
         args = parse("--transports", "grpc", "--seed", "10")
         topo = topology.build_topology_plan("GRPC", "127.0.0.1", "127.0.0.1", 2)
         seeds = [ps_config.build_benchmark_cmd(args, T["grpc"], topo, c, "/c", ["x"])[-1]
                  for c in topo.clients]
         self.assertEqual(seeds, ["--seed=10", "--seed=11"])
+
+    def test_target_rate_reaches_the_clients_only_when_set(self):
+        topo = topology.build_topology_plan("GRPC", "127.0.0.1", "127.0.0.1", 2)
+        args = parse("--transports", "grpc", "--seed", "10", "--target-rate", "500",
+                     "--arrival", "uniform")
+        cmds = [ps_config.build_benchmark_cmd(args, T["grpc"], topo, c, "/c", ["x"])
+                for c in topo.clients]
+        for i, cmd in enumerate(cmds):
+            for flag in ("--target_rate=500", "--arrival=uniform", f"--arrival_seed={10 + i}"):
+                self.assertIn(flag, cmd)
+        closed = ps_config.build_benchmark_cmd(parse("--transports", "grpc"), T["grpc"], topo,
+                                               topo.clients[0], "/c", ["x"])
+        self.assertFalse([a for a in closed if a.startswith(("--target_rate", "--arrival"))])
 
     def test_build_server_cmd_passes_brpc_config_and_port(self):
         args = sample_args()
