@@ -1,0 +1,3 @@
+"""placeholder"""
+def add_arguments(p): pass
+def run_suite(lab, a): return 0
