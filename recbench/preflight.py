@@ -116,6 +116,7 @@ def transport_availability():
 
 def host_facts(ports=()):
     from recbench import rdma
+    from recbench.lab.facts import guest_facts
 
     devices, reason = rdma.devices_status()
     facts = {
@@ -127,6 +128,7 @@ def host_facts(ports=()):
         "rdma_devices": devices,
         "rdma_reason": reason,
         "transports": transport_availability(),
+        "lab": guest_facts(),
         "ports": {},
     }
     for host, port in ports:

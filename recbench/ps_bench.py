@@ -128,6 +128,20 @@ def resolve(args) -> dict:
     }
 
 
+def get_path(transport: str, res: dict) -> str:
+    """Which path the phase's GET responses took: direct_sg (every shard response's rows were
+    scatter-gathered from the server's value store), staging_copy (none were), mixed, none (no
+    GET), n/a (brpc/grpc: rows travel inside the RPC message)."""
+    if transport not in RC_TRANSPORTS:
+        return "n/a"
+    parts, gathered = res.get("get_parts", 0), res.get("get_parts_gathered", 0)
+    if not parts:
+        return "none"
+    if gathered == parts:
+        return "direct_sg"
+    return "staging_copy" if gathered == 0 else "mixed"
+
+
 def result_line(phase: str, kw: dict, res: dict) -> str:
     rt = res["runtime_s"]
     threads = kw["threads"] if phase == "run" else (kw["load_threads"] or kw["threads"])
@@ -146,6 +160,9 @@ def result_line(phase: str, kw: dict, res: dict) -> str:
         ("payload_gbps", f"{kps * kw['value_size'] / 1e9:.6f}"),
         ("value_size", kw["value_size"]), ("prefetch_depth", kw["prefetch_depth"]),
         ("num_shards", len(kw["endpoints"])), ("keys_missing", res["keys_missing"]),
+        ("get_path", get_path(kw["transport"], res)),
+        ("get_parts", res.get("get_parts", 0)),
+        ("get_parts_gathered", res.get("get_parts_gathered", 0)),
     ]
     return "PS_BENCHMARK_RESULT " + " ".join(f"{k}={v}" for k, v in fields)
 

@@ -27,6 +27,7 @@ from pathlib import Path
 import recbench
 from recbench import latency_hist, preflight, report_md, results
 from recbench.execution import REGISTRY, Host, Ssh, shell_join, start_process
+from recbench.lab import facts as lab_facts
 from recbench.ps_runner import RESULT_DIR_PREFIX, RUNNER_VERSION
 from recbench.runner_config import (
     bind_core_offset,
@@ -339,7 +340,13 @@ class Session:
             "runtime_seconds": a.runtime_seconds, "distribution": a.distribution, "mode": a.mode,
             "index_type": a.index_type, "row_kind": a.effective_row_kind,
             "build_type": self._build_type(topo), "client_index": -1, "phase": "",
+            **lab_facts.row_labels(transport, [self.facts.get(lbl, {})
+                                               for lbl in self._topo_labels(topo)]),
         }
+
+    def _topo_labels(self, topo):
+        return sorted({self.host(s.ssh_host).label() for s in topo.servers}
+                      | {self.host(c.ssh_host).label() for c in topo.clients})
 
     def _build_type(self, topo):
         labels = {self.host(s.ssh_host).label() for s in topo.servers}
@@ -737,6 +744,8 @@ class Session:
             "hosts": self.facts, "host_problems": self.host_problems,
             "not_forwarded_derived_flags": sorted(self.not_forwarded),
             "cases": self.cases, "processes": REGISTRY.history,
+            "fabric_labels": sorted({f"{r['transport']} fabric={r.get('fabric')} "
+                                     f"accelerator={r.get('accelerator')}" for r in csv_rows}),
             "interrupted": self.interrupted,
         }
         paths["run_config"].write_text(json.dumps(run_config, indent=2, default=str) + "\n")

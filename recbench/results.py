@@ -25,7 +25,7 @@ RECSTORE_COLUMNS = [
     "log_path", "message",
 ]
 NEW_COLUMNS = ["p999_us", "max_us", "client_cpu_s", "server_cpu_s", "keys_per_cpu_sec",
-               "build_type", "index_type", "row_kind"]
+               "build_type", "index_type", "row_kind", "fabric", "accelerator", "get_path"]
 SUMMARY_COLUMNS = RECSTORE_COLUMNS + NEW_COLUMNS
 
 TOTALS_COLUMNS = [
@@ -150,6 +150,7 @@ def result_row(base, parsed, value_size, server_cpu_s=None):
         "client_cpu_s": cpu,
         "server_cpu_s": server_cpu_s if parsed.get("phase") == "run" else None,
         "runtime_seconds": parsed.get("runtime_s", base.get("runtime_seconds")),
+        "get_path": parsed.get("get_path", ""),
         "_batches": parsed.get("batches"), "_key_ops": parsed.get("key_ops"),
     })
     if cpu and cpu > 0 and parsed.get("key_ops"):

@@ -284,7 +284,8 @@ int rs_ps_client_submit(rs_ps_client *c, rs_ps_op op, const uint64_t *keys, size
 }
 
 /* Collect one completion from shard s for the oldest batch. */
-static void collect(rs_ps_client *c, batch_slot *b, uint32_t s, uint64_t *found) {
+static void collect(rs_ps_client *c, batch_slot *b, uint32_t s, uint64_t *found,
+                    rs_ps_batch_result *res) {
     rs_error e = {0};
     int rc = c->ops->next(c->conns[s], &c->comp, &e);
     if (rc) {
@@ -300,17 +301,20 @@ static void collect(rs_ps_client *c, batch_slot *b, uint32_t s, uint64_t *found)
         return;
     }
     *found += r->num_found;
+    res->parts++;
+    res->gathered += (r->flags & RS_PS_RESP_GATHERED) != 0;
 }
 
 int rs_ps_client_wait(rs_ps_client *c, rs_ps_batch_result *res, rs_error *err) {
     if (c->count == 0) return rs_error_set(err, RS_EINVAL, "wait() with no batch in flight");
     batch_slot *b = &c->slots[c->head];
     uint64_t found = 0;
+    res->parts = res->gathered = 0;
     if (c->num_shards == 1) {
-        if (b->single_sent) collect(c, b, 0, &found);
+        if (b->single_sent) collect(c, b, 0, &found, res);
     } else {
         for (uint32_t s = 0; s < c->num_shards; s++)
-            if (b->parts[s].sent) collect(c, b, s, &found);
+            if (b->parts[s].sent) collect(c, b, s, &found, res);
         if (!b->fail_code && b->op == RS_PS_GET) {
             size_t vs = c->value_size;
             uint8_t *out = b->rows_out;

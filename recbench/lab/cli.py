@@ -23,7 +23,6 @@ import os
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 from recbench.lab import guests as lab_guests
 from recbench.lab import initramfs, suite
@@ -32,7 +31,7 @@ from recbench.lab.kernel import LabError, fetch_kernel
 log = logging.getLogger("recbench.lab")
 
 
-def _sigterm_to_interrupt(signum, frame):  # noqa: ARG001 — signal handler signature
+def _sigterm_to_interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
@@ -42,8 +41,7 @@ def _lab_args(p: argparse.ArgumentParser, default_guests: int) -> None:
                    help="auto: KVM only where /proc/cpuinfo has vmx/svm and /dev/kvm is usable")
     p.add_argument("--mtu", type=int, default=9000, help="MTU of the guests' link NIC")
     p.add_argument("--mem-mb", type=int, default=0, help="guest memory (default 2048)")
-    p.add_argument("--smp", type=int, default=0, help="vCPUs per guest (default 2 alone, 1 each "
-                                                       "in a pair)")
+    p.add_argument("--smp", type=int, default=0, help="vCPUs per guest (default 2)")
     p.add_argument("--boot-timeout", type=float, default=300.0, help="seconds per boot")
 
 
@@ -116,8 +114,9 @@ def _dispatch(a: argparse.Namespace) -> int:
     if a.cmd == "down":
         gs = lab_guests.load_state()
         for g in gs:
+            pid = g.pid
             g.stop()
-            print(f"[lab] accel={g.accel} stopped {g.name} (pid {g.pid})")
+            print(f"[lab] accel={g.accel} stopped {g.name} (pid {pid})")
         run_dir = lab_guests.default_run_dir()
         (run_dir / "state.json").unlink(missing_ok=True)
         return 0

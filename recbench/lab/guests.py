@@ -123,7 +123,7 @@ class Lab:
         self.run_dir = (run_dir or default_run_dir()).resolve()
         self.share_dir = self.run_dir / "share"
         self.mem_mb = mem_mb or 2048
-        self.smp = smp or (2 if guests == 1 else 1)
+        self.smp = smp or 2  # an idle TCG vCPU halts: two per guest cost nothing when unused
         self.mtu = mtu
         self.boot_timeout = boot_timeout
         self.detach = detach
@@ -213,12 +213,12 @@ MaxStartups 64:30:128
                 for p in (spec.console, self.share_dir / f"{spec.name}.qemu.log"):
                     p.unlink(missing_ok=True)
                 argv = qemu_argv(spec, self.kernel.vmlinuz, initrd, self.kernel.modules, self.accel)
-                log.info("lab: starting %s (%s): %s", spec.name, self.accel, shlex.join(argv))
+                log.debug("lab: starting %s (%s): %s", spec.name, self.accel, shlex.join(argv))
                 with open(self.share_dir / f"{spec.name}.qemu.log", "wb") as err:
                     popen = subprocess.Popen(
                         argv, stdin=subprocess.DEVNULL, stdout=err, stderr=subprocess.STDOUT,
                         start_new_session=True,
-                        preexec_fn=None if self.detach else _die_with_parent)
+                        preexec_fn=None if self.detach else _die_with_parent)  # noqa: PLW1509 — prctl only
                 self.guests.append(Guest(spec, self.accel, popen=popen))
             self._write_state()
             self._wait_ready()
@@ -286,7 +286,7 @@ MaxStartups 64:30:128
         for p in self.run_dir.glob("link-*.sock"):
             p.unlink()
 
-    def __enter__(self) -> Lab:
+    def __enter__(self) -> Lab:  # noqa: PYI034
         return self.up()
 
     def __exit__(self, *exc) -> None:

@@ -50,7 +50,8 @@ mount -t tmpfs -o size=75%,mode=755 tmpfs /rw
 mkdir -p /rw/upper /rw/work
 mount -t overlay overlay -o lowerdir=/lower,upperdir=/rw/upper,workdir=/rw/work /newroot || fail overlay
 mkdir -p "/newroot$SHARE"
-mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,cache=none labshare "/newroot$SHARE" || fail "9p labshare"
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,cache=none labshare "/newroot$SHARE" \
+    || fail "9p labshare"
 KVER=$(uname -r)
 mkdir -p "/newroot/lib/modules/$KVER"
 mount --bind "/newroot$(arg modules)" "/newroot/lib/modules/$KVER" || fail "modules bind"

@@ -96,19 +96,19 @@ def qemu_argv(spec: GuestSpec, vmlinuz: Path, initrd: Path, modules: Path, accel
         link = ["-netdev", "hubport,id=link,hubid=0"]
     else:
         peer = 1 - spec.index
-        link = ["-netdev", f"dgram,id=link,local.type=unix,local.path={spec.link_socket(spec.index)},"
-                           f"remote.type=unix,remote.path={spec.link_socket(peer)}"]
+        link = ["-netdev", (f"dgram,id=link,local.type=unix,local.path={spec.link_socket(spec.index)}"
+                            f",remote.type=unix,remote.path={spec.link_socket(peer)}")]
     return [qemu, *acc, "-m", str(spec.mem_mb), "-smp", str(spec.smp),
             "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
             "-name", f"recbench-lab-{spec.name},process=recbench-lab-{spec.name}",
             "-serial", f"file:{spec.console}",
             "-kernel", str(vmlinuz), "-initrd", str(initrd), "-append", append,
-            "-virtfs", "local,path=/,mount_tag=hostroot,security_model=passthrough,readonly=on,"
-                       "multidevs=remap",
-            "-virtfs", f"local,path={spec.share_dir},mount_tag=labshare,"
-                       "security_model=passthrough,multidevs=remap",
-            "-netdev", f"user,id=mgmt,restrict=on,net=10.0.2.0/24,"
-                       f"hostfwd=tcp:127.0.0.1:{spec.ssh_port}-10.0.2.15:22",
+            "-virtfs", ("local,path=/,mount_tag=hostroot,security_model=passthrough,readonly=on,"
+                        "multidevs=remap"),
+            "-virtfs", (f"local,path={spec.share_dir},mount_tag=labshare,"
+                        "security_model=passthrough,multidevs=remap"),
+            "-netdev", ("user,id=mgmt,restrict=on,net=10.0.2.0/24,"
+                        f"hostfwd=tcp:127.0.0.1:{spec.ssh_port}-10.0.2.15:22"),
             "-device", f"virtio-net-pci,netdev=mgmt,mac={mgmt_mac},romfile=",
             *link,
             "-device", f"virtio-net-pci,netdev=link,mac={link_mac},romfile=,host_mtu={spec.mtu}"]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from recbench.lab.cli import main  # noqa: E402
+from recbench.lab.cli import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -10,7 +10,10 @@
  * RS_RC_MAX_SGE SGEs; a full send queue is RS_EBUSY. RS_RC_WR_PUBLISH needs nothing extra here:
  * writes on one RC QP are placed in order, and words end with their seq. Sources of writes must
  * be registered memory (the slot staging areas) unless the write is inline. direct_sg registers
- * the whole address space as one implicit on-demand-paging MR where the device supports it.
+ * the whole address space as one implicit on-demand-paging MR where the device supports it
+ * (elsewhere the server pins the value store instead, rc_kv_mr.c). open() reads the device limits
+ * (max_sge, max_qp_wr, implicit ODP) and prints them as one component=rdma_fabric line; a device
+ * that cannot inline gets QPs without inline data rather than an error.
  * Built without libibverbs, open() fails with RS_ENOTSUP.
  */
 #define _GNU_SOURCE
@@ -33,6 +36,8 @@
 
 struct rs_rc_fabric {
     rs_rc_fabric_config cfg;
+    uint32_t max_qp_wr; /* device limits read at open */
+    int odp_implicit;
     struct ibv_context *ctx;
     struct ibv_pd *pd;
     struct ibv_port_attr pattr;
@@ -108,14 +113,54 @@ static int verbs_open(const rs_rc_fabric_config *cfg, rs_rc_fabric **out, rs_err
                           f->cfg.port, ibv_port_state_str(f->pattr.state));
         goto fail;
     }
+    /* device limits: say what this device lacks instead of failing later in create_qp/reg_mr */
+    struct ibv_device_attr_ex dx;
+    memset(&dx, 0, sizeof dx);
+    if (ibv_query_device_ex(f->ctx, NULL, &dx)) {
+        rc = rs_error_errno(err, RS_ENODEV, errno, "ibv_query_device_ex(%s)", f->devname);
+        goto fail;
+    }
+    if (dx.orig_attr.max_sge < RS_RC_MAX_SGE) {
+        rc = rs_error_set(err, RS_ENOTSUP,
+                          "RDMA device %s supports %d SGEs per work request; the RC protocol needs "
+                          "%d",
+                          f->devname, dx.orig_attr.max_sge, RS_RC_MAX_SGE);
+        goto fail;
+    }
+    f->max_qp_wr = (uint32_t)dx.orig_attr.max_qp_wr;
+    f->odp_implicit = !!(dx.odp_caps.general_caps & IBV_ODP_SUPPORT_IMPLICIT);
     f->gid_index = f->cfg.gid_index;
     if (f->gid_index < 0 && f->pattr.link_layer == IBV_LINK_LAYER_ETHERNET)
         f->gid_index = 0; /* RoCE needs a GID */
+    if (f->gid_index >= (int)f->pattr.gid_tbl_len) {
+        rc = rs_error_set(err, RS_ENODEV,
+                          "RDMA device %s port %u has %d GIDs: gid_index %d is out of range",
+                          f->devname, f->cfg.port, f->pattr.gid_tbl_len, f->gid_index);
+        goto fail;
+    }
     if (f->gid_index >= 0 && ibv_query_gid(f->ctx, f->cfg.port, f->gid_index, &f->gid)) {
         rc = rs_error_errno(err, RS_ENODEV, errno, "ibv_query_gid(%s, port %u, index %d)",
                             f->devname, f->cfg.port, f->gid_index);
         goto fail;
     }
+    static const uint8_t zero_gid[16];
+    if (f->gid_index >= 0 && memcmp(f->gid.raw, zero_gid, 16) == 0) {
+        /* an empty table entry: a QP addressed with it never connects (the peer's replies go
+         * nowhere), so refuse it here instead of timing out later */
+        rc = rs_error_set(err, RS_ENODEV,
+                          "RDMA device %s port %u: gid_index %d is an empty GID table entry "
+                          "(ibv_devinfo -v lists the valid ones)",
+                          f->devname, f->cfg.port, f->gid_index);
+        goto fail;
+    }
+    fprintf(stderr,
+            "component=rdma_fabric event=device_open device=%s port=%u link_layer=%s "
+            "active_mtu=%d gid_index=%d odp_implicit=%d max_sge=%d max_qp_wr=%d max_cqe=%d "
+            "max_mr_size=%" PRIu64 "\n",
+            f->devname, f->cfg.port,
+            f->pattr.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand",
+            128 << f->pattr.active_mtu, f->gid_index, f->odp_implicit, dx.orig_attr.max_sge,
+            dx.orig_attr.max_qp_wr, dx.orig_attr.max_cqe, (uint64_t)dx.orig_attr.max_mr_size);
     *out = f;
     return 0;
 fail:
@@ -171,13 +216,8 @@ static int verbs_reg_local(rs_rc_fabric *f, void *addr, size_t len, rs_rc_region
     struct ibv_mr *mr;
     if (addr == NULL) {
         /* the whole address space: an implicit ODP MR */
-        struct ibv_device_attr_ex attr;
-        memset(&attr, 0, sizeof attr);
-        if (ibv_query_device_ex(f->ctx, NULL, &attr) ||
-            !(attr.odp_caps.general_caps & IBV_ODP_SUPPORT_IMPLICIT))
-            return rs_error_set(err, RS_ENOTSUP,
-                                "%s has no implicit on-demand paging: direct_sg falls back to copy",
-                                f->devname);
+        if (!f->odp_implicit)
+            return rs_error_set(err, RS_ENOTSUP, "%s has no implicit on-demand paging", f->devname);
         mr = ibv_reg_mr(f->pd, NULL, SIZE_MAX, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND);
     } else {
         mr = ibv_reg_mr(f->pd, addr, len, IBV_ACCESS_LOCAL_WRITE);
@@ -204,6 +244,7 @@ static int verbs_ep_create(rs_rc_fabric *f, const rs_rc_region *local, rs_rc_ep 
     if (!ep) return rs_error_set(err, RS_ENOMEM, "verbs fabric: out of memory");
     int rc;
     uint32_t depth = f->cfg.max_send_wr ? f->cfg.max_send_wr : 1024;
+    if (f->max_qp_wr && depth > f->max_qp_wr) depth = f->max_qp_wr; /* the device's limit */
     ep->f = f;
     if (!(ep->cq = ibv_create_cq(f->ctx, (int)depth, NULL, NULL, 0))) {
         rc = rs_error_errno(err, RS_ENOMEM, errno, "ibv_create_cq(%u) on %s", depth, f->devname);
@@ -220,7 +261,18 @@ static int verbs_ep_create(rs_rc_fabric *f, const rs_rc_region *local, rs_rc_ep 
         .qp_type = IBV_QPT_RC,
         .sq_sig_all = 0,
     };
-    if (!(ep->qp = ibv_create_qp(f->pd, &ia))) {
+    ep->qp = ibv_create_qp(f->pd, &ia);
+    if (!ep->qp && ia.cap.max_inline_data) {
+        /* the device cannot inline that much: go on without inline writes, and say so once */
+        fprintf(stderr,
+                "component=rdma_fabric event=inline_unavailable device=%s inline_bytes=%u "
+                "reason=\"ibv_create_qp refused max_inline_data %u: writes are not inlined\"\n",
+                f->devname, f->cfg.inline_bytes, f->cfg.inline_bytes);
+        f->cfg.inline_bytes = 0;
+        ia.cap.max_inline_data = 0;
+        ep->qp = ibv_create_qp(f->pd, &ia);
+    }
+    if (!ep->qp) {
         rc = rs_error_errno(err, RS_ENOMEM, errno, "ibv_create_qp on %s (too many QPs or slots?)",
                             f->devname);
         goto fail;

@@ -221,18 +221,7 @@ int rs_rc_server_start(const rs_rc_fabric_ops *fab, const char *host, uint16_t p
                               .inline_bytes = opts->inline_bytes,
                               .numa_node = opts->numa_node};
     if ((rc = fab->open(&fc, &s->f, err))) goto fail;
-    if (h->kv) {
-        /* direct_sg sources are value-store rows anywhere in memory: register the whole address
-         * space (verbs: an implicit on-demand-paging MR). Without it direct_sg falls back to copy.
-         */
-        rs_error e2 = {0};
-        if (fab->reg_local(s->f, NULL, SIZE_MAX, &s->kv_mr, &e2) == 0)
-            s->kv_mr_ok = 1;
-        else
-            fprintf(stderr,
-                    "component=rdma_rc_server event=direct_sg_unavailable shard=%u reason=\"%s\"\n",
-                    h->shard_id, e2.msg);
-    }
+    rs_rc_kv_mr_open(s); /* direct_sg sources: implicit ODP, else pinned value-store MRs */
     s->pollers = calloc(num_threads, sizeof *s->pollers);
     s->workers = calloc(opts->get_workers ? opts->get_workers : 1, sizeof *s->workers);
     s->plist = calloc(num_threads, sizeof *s->plist);
@@ -345,7 +334,7 @@ void rs_rc_server_stop(rs_rc_server *s) {
     free(s->pcap);
     free(s->pollers);
     free(s->workers);
-    if (s->kv_mr_ok) s->fab->dereg_local(s->f, &s->kv_mr);
+    if (s->f) rs_rc_kv_mr_close(s);
     if (s->f) s->fab->close(s->f);
     pthread_mutex_destroy(&s->lock);
     pthread_cond_destroy(&s->cond);

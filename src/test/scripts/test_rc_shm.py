@@ -138,6 +138,16 @@ class ShmEndToEndTest(unittest.TestCase):
                     res = result(r.stdout, "run")
                     self.assertGreater(int(res["key_ops"]), 0)
                     self.assertEqual(res["transport"], "shm")
+                    if mode == "staging_copy":
+                        self.assertEqual(res["get_path"], "staging_copy", index)
+                # every key present: direct_sg GETs are all scatter-gathered (a missing key sends
+                # its batch through the copy, which the fetch_key_space above provokes)
+                r = run_bench(srv.bench_args(tmp), "--record_count", "3000", "--value_size", "128",
+                              "--batch_keys", "200", "--running_seconds", "0.3",
+                              "--prefetch_depth", "4", "--rdma_rc_qps_per_client_per_shard", "4",
+                              "--rdma_get_response_mode", "direct_sg", "--fetch_key_space", "3000")
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                self.assertEqual(result(r.stdout, "run")["get_path"], "direct_sg", index)
 
     def test_prefetch_depth_beyond_slots_is_refused(self):
         with PSServerProcess("shm", num_shards=1, value_size=64) as srv:

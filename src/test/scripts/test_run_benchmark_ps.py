@@ -536,12 +536,12 @@ class TestResults(unittest.TestCase):
             lines = Path(path).read_text().splitlines()
             self.assertTrue(lines[0].startswith("transport,status,phase,client_index"))
             self.assertEqual(lines[0].split(","), results.SUMMARY_COLUMNS)
-            self.assertEqual(len(results.SUMMARY_COLUMNS), 33)
+            self.assertEqual(len(results.SUMMARY_COLUMNS), 36)  # RecStore 25 + recbench 11
             self.assertEqual(results.SUMMARY_COLUMNS[:25], results.RECSTORE_COLUMNS)
             self.assertTrue(lines[2].startswith("GRPC,success,run,0"))
             for line in lines:  # no quoted cells: awk -F, sees fixed columns
                 self.assertNotIn('"', line)
-                self.assertEqual(len(line.split(",")), 33)
+                self.assertEqual(len(line.split(",")), len(results.SUMMARY_COLUMNS))
             cells = lines[2].split(",")
             self.assertEqual(cells[7], "10.0.0.1;10.0.0.2")
             self.assertEqual(cells[17], "64000.000")
