@@ -354,6 +354,8 @@ typedef struct rs_rc_server rs_rc_server;
 typedef struct rs_rc_server_stats {
     uint64_t clients_attached, clients_open, lanes_open, requests, invalid_descriptor,
         duplicate_seq, bytes_in, bytes_out, direct_sg, direct_sg_fallback, ctrl_rejected;
+    /* idle pollers: napping or parked now; naps taken; idle rounds spent spinning/yielding */
+    uint64_t pollers_sleeping, poller_naps, poller_awake_idle_rounds;
 } rs_rc_server_stats;
 
 /* Start the control plane on host:port (0 = free port), num_threads pollers. */

@@ -90,7 +90,12 @@ typedef struct poller {
     uint64_t gen_seen;
     _Atomic uint64_t acked_gen;
     rc_prof prof;
+    /* idle behaviour, exported in the server stats: where the backoff is, naps taken, idle
+     * rounds spent spinning or yielding (a poller asleep for good adds naps, never those) */
+    _Atomic int idle_state; /* RC_POLLER_WORKING .. RC_POLLER_PARKED */
+    _Atomic uint64_t naps, awake_idle_rounds;
 } poller;
+enum { RC_POLLER_WORKING = 0, RC_POLLER_SPINNING = 1, RC_POLLER_NAPPING = 2, RC_POLLER_PARKED = 3 };
 
 typedef struct task {
     srv_lane *lane;
