@@ -5,6 +5,7 @@
   status                   the guests `up` started, and whether they still run
   ssh NAME -- CMD...       run CMD in guest NAME (lab-a, lab-b)
   down                     stop the guests `up` started (by PID)
+  netem RTT_MS             added round trip on the link of the lab that is up (0 removes it)
   run [--guests N] -- CMD  boot, run CMD on this host with the lab's ssh config in the
                            environment (RECBENCH_LAB_SSH_CONFIG, RECBENCH_LAB_ACCEL), stop
   check [--out DIR]        the lab's suite: verbs tests, perftest, the runner's two-host rows
@@ -43,11 +44,14 @@ def _lab_args(p: argparse.ArgumentParser, default_guests: int) -> None:
     p.add_argument("--mem-mb", type=int, default=0, help="guest memory (default 2048)")
     p.add_argument("--smp", type=int, default=0, help="vCPUs per guest (default 2)")
     p.add_argument("--boot-timeout", type=float, default=300.0, help="seconds per boot")
+    p.add_argument("--netem-rtt-ms", type=float, default=0.0,
+                   help="added round trip on the guests' link (tc netem, half on each side)")
 
 
 def _make_lab(a: argparse.Namespace, detach: bool) -> lab_guests.Lab:
     return lab_guests.Lab(a.guests, accel=a.accel, mem_mb=a.mem_mb or None, smp=a.smp or None,
-                          mtu=a.mtu, boot_timeout=a.boot_timeout, detach=detach)
+                          mtu=a.mtu, boot_timeout=a.boot_timeout, detach=detach,
+                          netem_rtt_ms=a.netem_rtt_ms)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,6 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("ssh", help="run a command in a guest")
     p.add_argument("name")
     p.add_argument("command", nargs=argparse.REMAINDER)
+    p = sub.add_parser("netem", help="set the added round trip on the link of the lab that is up")
+    p.add_argument("rtt_ms", type=float, help="milliseconds (0 removes the delay)")
     p = sub.add_parser("run", help="boot, run a host command against the guests, stop")
     _lab_args(p, 2)
     p.add_argument("command", nargs=argparse.REMAINDER)
@@ -124,6 +130,12 @@ def _dispatch(a: argparse.Namespace) -> int:
         lab = lab_guests.attach()
         cmd = _strip_dashdash(a.command)
         return subprocess.call(lab.ssh_argv(a.name, " ".join(cmd) if cmd else "true"))
+    if a.cmd == "netem":
+        lab = lab_guests.attach()
+        lab.set_netem(a.rtt_ms)
+        print(f"[lab] accel={lab.accel} netem_rtt_ms={lab.netem_rtt_ms} on "
+              f"{', '.join(g.name for g in lab.guests)}")
+        return 0
     if a.cmd == "run":
         cmd = _strip_dashdash(a.command)
         if not cmd:

@@ -27,6 +27,7 @@ from recbench.lab import initramfs
 from recbench.lab.initramfs import FAIL_MARKER, READY_MARKER
 from recbench.lab.kernel import GuestKernel, LabError, fetch_kernel
 from recbench.lab.qemu import TCG, GuestSpec, choose_accel, qemu_argv
+from recbench.sshd_config import sshd_config
 
 log = logging.getLogger(__name__)
 
@@ -113,11 +114,14 @@ class Lab:
 
     def __init__(self, guests: int = 2, accel: str = "auto", run_dir: Path | None = None,
                  mem_mb: int | None = None, smp: int | None = None, mtu: int = 9000,
-                 boot_timeout: float = 300.0, detach: bool = False):
+                 boot_timeout: float = 300.0, detach: bool = False, netem_rtt_ms: float = 0.0):
         if not 1 <= guests <= MAX_GUESTS:
             raise ValueError(f"--guests {guests}: the lab boots 1 to {MAX_GUESTS} guests")
         if not 576 <= mtu <= 9000:
             raise ValueError(f"--mtu {mtu}: use 576..9000")
+        if not 0 <= netem_rtt_ms <= 10000:
+            raise ValueError(f"--netem-rtt-ms {netem_rtt_ms}: use 0..10000")
+        self.netem_rtt_ms = netem_rtt_ms
         self.n = guests
         self.accel, self.accel_reason = choose_accel(accel)
         self.run_dir = (run_dir or default_run_dir()).resolve()
@@ -148,23 +152,9 @@ class Lab:
         (self.run_dir / "authorized_keys").write_text((self.run_dir / "id_lab.pub").read_text())
         host_pub = (self.run_dir / "ssh_host_ed25519_key.pub").read_text().split()
         (self.run_dir / "known_hosts").write_text(f"{HOST_KEY_ALIAS} {host_pub[0]} {host_pub[1]}\n")
-        (self.run_dir / "sshd_config").write_text(f"""Port 22
-ListenAddress 10.0.2.15
-HostKey {self.run_dir}/ssh_host_ed25519_key
-AuthorizedKeysFile {self.run_dir}/authorized_keys
-PidFile /run/sshd.pid
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PubkeyAuthentication yes
-PermitRootLogin prohibit-password
-StrictModes no
-UsePAM no
-UseDNS no
-X11Forwarding no
-PrintMotd no
-MaxSessions 64
-MaxStartups 64:30:128
-""")
+        (self.run_dir / "sshd_config").write_text(sshd_config(
+            22, ["10.0.2.15"], f"{self.run_dir}/ssh_host_ed25519_key",
+            f"{self.run_dir}/authorized_keys", "/run/sshd.pid"))
 
     def _write_ssh_config(self) -> None:
         blocks = []
@@ -186,6 +176,7 @@ MaxStartups 64:30:128
     def _write_state(self) -> None:
         self.state_file.write_text(json.dumps({
             "accel": self.accel, "accel_reason": self.accel_reason, "mtu": self.mtu,
+            "netem_rtt_ms": self.netem_rtt_ms,
             "kernel": self.kernel.version if self.kernel else None,
             "guests": [{"name": g.name, "pid": g.pid, "ssh_port": g.spec.ssh_port,
                         "ip": g.spec.ip, "mem_mb": g.spec.mem_mb, "smp": g.spec.smp}
@@ -225,6 +216,8 @@ MaxStartups 64:30:128
             self._write_ssh_config()
             for g in self.guests:
                 self.wait_ssh(g)
+            if self.netem_rtt_ms:
+                self.set_netem(self.netem_rtt_ms)
         except BaseException:
             self.down()
             raise
@@ -278,6 +271,19 @@ MaxStartups 64:30:128
             time.sleep(0.5)  # sshd forks under emulation; retry until it answers
         raise LabError(f"ssh to {g.name} (127.0.0.1:{g.spec.ssh_port}) failed: {last}")
 
+    def set_netem(self, rtt_ms: float) -> None:
+        """Add rtt_ms of round trip on the private link: half of it as netem delay on the link
+        NIC of each guest (0 removes it)."""
+        for g in self.guests:
+            dev = f"$(ip -o -4 addr show to {g.spec.ip}/32 | awk '{{print $2}}')"
+            cmd = (f"tc qdisc del dev {dev} root 2>/dev/null; true" if rtt_ms <= 0 else
+                   f"modprobe sch_netem && tc qdisc replace dev {dev} root netem delay "
+                   f"{rtt_ms / 2:.4f}ms")
+            self.ssh(g.name, cmd, timeout=120)
+        self.netem_rtt_ms = max(rtt_ms, 0.0)
+        if self.state_file.exists():
+            self._write_state()
+
     def down(self) -> None:
         for g in self.guests:
             g.stop()
@@ -319,6 +325,7 @@ MaxStartups 64:30:128
     def describe(self) -> dict:
         return {"accel": self.accel, "accel_reason": self.accel_reason, "fabric": "rxe",
                 "kernel": self.kernel.version if self.kernel else None, "mtu": self.mtu,
+                "netem_rtt_ms": self.netem_rtt_ms,
                 "guests": {g.name: {"ssh": f"127.0.0.1:{g.spec.ssh_port}", "ip": g.spec.ip,
                                     "pid": g.pid, "smp": g.spec.smp, "mem_mb": g.spec.mem_mb}
                            for g in self.guests}}
@@ -350,6 +357,7 @@ def attach(run_dir: Path | None = None) -> Lab:
     lab = Lab(len(guests), accel=TCG, run_dir=run_dir, mtu=state.get("mtu", 9000))
     lab.accel, lab.accel_reason = state["accel"], state.get("accel_reason", "")
     lab.guests = guests
+    lab.netem_rtt_ms = state.get("netem_rtt_ms", 0.0)
     if state.get("kernel"):
         lab.kernel = GuestKernel(state["kernel"], Path())
     return lab

@@ -34,6 +34,12 @@ REPO = Path(__file__).resolve().parents[2]
 PY = REPO / ".venv" / "bin" / "python"
 PERFTEST_BW = "ib_write_bw -d rxe0 -x {gid} -F -s 65536 -D 3 --report_gbits"
 PERFTEST_LAT = "ib_write_lat -d rxe0 -x {gid} -F -s 64 -n 1000"
+# RC settings a 2-vCPU emulated guest holds (the seed's capacity shapes scaled down)
+RC_SMALL = ["--prefetch-depth", "4", "--rdma-rc-qps-per-client-per-shard", "4",
+            "--rdma-rc-slots-per-qp", "1", "--server-rdma-threads", "1",
+            "--rdma-rc-server-get-workers", "0", "--rdma-rc-server-coroutines-per-thread", "1",
+            "--rdma-get-response-mode", "auto", "--client-threads-per-process", "1",
+            "--client-load-threads-per-process", "1"]
 
 
 @dataclasses.dataclass
@@ -202,13 +208,8 @@ class Suite:
         return self._runner("runner_rdma", [
             "--transports", "rdma", "--server-plan", "0:root@{A}:25000:0",
             "--client-plan", "0:root@{B}", "--record-count", "20000", "--value-size", "512",
-            "--batch-keys", "500", "--index-type", "DRAM_PET_HASH",
-            "--client-threads-per-process", "1", "--client-load-threads-per-process", "1",
-            "--prefetch-depth", "4", "--rdma-rc-qps-per-client-per-shard", "4",
-            "--rdma-rc-slots-per-qp", "1", "--server-rdma-threads", "1",
-            "--rdma-rc-server-get-workers", "0", "--rdma-rc-server-coroutines-per-thread", "1",
-            "--rdma-get-response-mode", "auto", "--rdma-rc-profile-interval-ms", "0",
-            "--rdma-control-plane-port", "25100"])
+            "--batch-keys", "500", "--index-type", "DRAM_PET_HASH", *RC_SMALL,
+            "--rdma-rc-profile-interval-ms", "0", "--rdma-control-plane-port", "25100"])
 
     def runner_rpc(self):
         return self._runner("runner_rpc", [
@@ -221,13 +222,8 @@ class Suite:
         return self._runner("local_smoke", [
             "--transports", "rdma", "--client-ips", "127.0.0.1", "--server-shard-ips", "127.0.0.1",
             "--client-processes-per-ip", "1", "--record-count", "10000", "--value-size", "128",
-            "--batch-keys", "64", "--client-threads-per-process", "1",
-            "--client-load-threads-per-process", "1", "--rdma-wait-timeout-ms", "8000",
-            "--rdma-rc-qps-per-client-per-shard", "4", "--prefetch-depth", "4",
-            "--rdma-rc-slots-per-qp", "1", "--execution-backend", "local",
-            "--server-rdma-threads", "1", "--rdma-rc-server-get-workers", "0",
-            "--rdma-rc-server-coroutines-per-thread", "1", "--rdma-get-response-mode", "auto"],
-            ssh=False)
+            "--batch-keys", "64", "--rdma-wait-timeout-ms", "8000", *RC_SMALL,
+            "--execution-backend", "local"], ssh=False)
 
     # ---- report ---------------------------------------------------------------------------
     def comparison(self) -> dict:
@@ -260,7 +256,8 @@ class Suite:
         lines = [f"# recbench lab run ({self.lab.accel}, fabric=rxe)", "",
                  (f"- date: {doc['date']}; host CPU: {doc['host_cpu']}; guest kernel: "
                   f"{doc['lab']['kernel']}; accelerator: **{self.lab.accel}** "
-                  f"({self.lab.accel_reason}); link MTU {self.lab.mtu}"),
+                  f"({self.lab.accel_reason}); link MTU {self.lab.mtu}; added RTT "
+                  f"{self.lab.netem_rtt_ms} ms"),
                  ("- Protocol/correctness results under emulation on a shared machine: "
                   "**not NIC performance**."),
                  "", "| step | status | detail | s |", "|---|---|---|---|"]
@@ -292,7 +289,8 @@ def run_suite(lab: Lab, a) -> int:
         raise ValueError(f"--only {','.join(unknown)}: unknown step")
     with lab:
         s = Suite(lab, out, a.runtime_seconds)
-        print(f"[lab] accel={lab.accel} ({lab.accel_reason}) fabric=rxe guests="
+        print(f"[lab] accel={lab.accel} ({lab.accel_reason}) fabric=rxe netem_rtt_ms="
+              f"{lab.netem_rtt_ms} guests="
               f"{','.join(g.name for g in lab.guests)} out={out}", flush=True)
         s.step("devices", s.devices)  # every other step needs the GID index
         for n in names:

@@ -160,9 +160,10 @@ class VerbsIntegrationTest(unittest.TestCase):
                 self.assertEqual(result(r.stdout, "run")["get_path"], path, mode)
 
     def test_ps_bench_verifies_rows_in_each_response_mode(self):
-        for index in ("DRAM_PET_HASH", "DRAM_EXTENDIBLE_HASH"):
+        for index, modes in (("DRAM_EXTENDIBLE_HASH", ("staging_copy", "direct_sg", "auto")),
+                             ("DRAM_PET_HASH", ("auto",))):
             with server(index) as srv:
-                for mode in ("staging_copy", "direct_sg", "auto"):
+                for mode in modes:
                     r = run_bench(srv.ports[0], "--verify_deterministic_values",
                                   "--rdma_get_response_mode", mode, "--fetch_key_space", "2500")
                     self.assertEqual(r.returncode, 0, f"{index} {mode}: {r.stdout}{r.stderr}")
