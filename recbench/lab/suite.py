@@ -20,6 +20,7 @@ import dataclasses
 import datetime
 import json
 import logging
+import os
 import selectors
 import subprocess
 import sys
@@ -63,18 +64,25 @@ def add_arguments(p) -> None:
 
 
 def wait_for_line(proc: subprocess.Popen, needle: str, timeout: float) -> str | None:
-    """The first line of proc's stdout containing needle, or None (EOF or timeout)."""
+    """The first line of proc's (binary) stdout containing needle, or None (EOF or timeout).
+    Reads the pipe's descriptor directly: a buffered reader could hold the line while select()
+    sees nothing more to read."""
+    fd = proc.stdout.fileno()
     deadline = time.monotonic() + timeout
+    buf = b""
     with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ)
+        sel.register(fd, selectors.EVENT_READ)
         while time.monotonic() < deadline:
             if not sel.select(timeout=max(0.0, deadline - time.monotonic())):
                 continue
-            line = proc.stdout.readline()
-            if not line:
+            chunk = os.read(fd, 65536)
+            if not chunk:
                 return None
-            if needle in line:
-                return line
+            buf += chunk
+            *lines, buf = buf.split(b"\n")
+            for line in lines:
+                if needle.encode() in line:
+                    return line.decode("utf-8", "replace")
     return None
 
 
@@ -131,7 +139,7 @@ class Suite:
         # line-buffered, so "Waiting for client" reaches us; bounded, so it never outlives us
         server = subprocess.Popen(self.lab.ssh_argv("lab-a", f"exec stdbuf -oL timeout 300 {cmd}"),
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  stdin=subprocess.DEVNULL, text=True)
+                                  stdin=subprocess.DEVNULL)
         ok = False
         try:
             head = wait_for_line(server, "Waiting for client", 120)
