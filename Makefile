@@ -46,11 +46,12 @@ bench: build
 lab: build
 	@$(PY) -m recbench.lab check --rpc --local-smoke
 
-# C: clang-format (.clang-format) must leave every file unchanged; Python: ruff (pinned in the
-# test extra, rules in pyproject.toml). `make format` rewrites the C files.
+# C: clang-format (.clang-format) must leave every file unchanged; Python: ruff and mypy (both
+# pinned in the test extra, rules and mypy's files in pyproject.toml). `make format` rewrites C.
 lint: deps
 	@clang-format --dry-run --Werror $$(git ls-files 'csrc/*.c' 'csrc/*.h')
 	@$(PY) -m ruff check -q recbench tools src/test
+	@$(PY) -m mypy
 	@echo "[lint] ok"
 
 format: deps

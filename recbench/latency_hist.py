@@ -75,7 +75,7 @@ def parse_line(line: str):
         return None
     fields = dict(t.split("=", 1) for t in line[len(HIST_PREFIX):].split() if "=" in t)
     try:
-        buckets = {}
+        buckets: dict[int, int] = {}
         if fields.get("buckets"):
             for item in fields["buckets"].split(","):
                 h, c = item.split(":")

@@ -1,5 +1,5 @@
 """What a running process holds, read from Linux /proc: resident memory, open file descriptors,
-shared-memory mappings, CPU time. Used by the soak benchmark (recbench.soak) and the fault tests
+shared-memory mappings, CPU time. Used by the soak benchmark (recbench.bench.soak_ps) and the fault tests
 to show that a server frees what a dead client held and does not grow over time.
 
 Every function takes a PID and raises ProcessLookupError when the process is gone.

@@ -33,7 +33,8 @@ import threading
 
 from recbench import _ps, errors, latency_hist, rc_options
 from recbench.cli_flags import add_bool_flag
-from recbench.ps_config import ConfigError, default_port, load_config
+from recbench.ps_config import ConfigError, load_config
+from recbench.transports import default_port
 
 log = logging.getLogger("recbench.ps_bench")
 

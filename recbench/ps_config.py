@@ -22,9 +22,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# transport name (recbench) <-> cache_ps.ps_type (RecStore)
-PS_TYPES = {"brpc": "BRPC", "grpc": "GRPC", "rdma": "RDMA", "shm": "LOCAL_SHM"}
-TRANSPORTS = {v: k for k, v in PS_TYPES.items()}
+from recbench import transports
 
 
 class ConfigError(ValueError):
@@ -60,17 +58,6 @@ class PSConfig:
         return None
 
 
-def default_port(transport: str, shard: int, num_shards: int) -> int:
-    """RecStore's ports: brpc 15000 for a single shard else 25000+shard; grpc 15000+shard;
-    the RC transports (rdma, shm) 25000+shard."""
-    t = transport.lower()
-    if t == "brpc":
-        return 15000 if num_shards <= 1 else 25000 + shard
-    if t == "grpc":
-        return 15000 + shard
-    return 25000 + shard
-
-
 def _get(obj: dict, key: str, kind, where: str, path: str):
     if not isinstance(obj, dict) or key not in obj or obj[key] is None:
         return None
@@ -94,10 +81,10 @@ def parse_config(doc: dict, path: str = "<config>") -> PSConfig:
     cfg = PSConfig(path=path)
     ps_type = _get(cps, "ps_type", str, "cache_ps", path)
     if ps_type is not None:
-        if ps_type.upper() not in TRANSPORTS:
-            raise ConfigError(f"{path}: cache_ps.ps_type {ps_type!r} is not one of "
-                              f"{', '.join(sorted(TRANSPORTS))}")
-        cfg.transport = TRANSPORTS[ps_type.upper()]
+        try:
+            cfg.transport = transports.by_ps_type(ps_type).name
+        except transports.UnknownTransport as e:
+            raise ConfigError(f"{path}: cache_ps.{e}") from None
     cfg.num_threads = _get(cps, "num_threads", int, "cache_ps", path)
     cfg.num_shards = _get(cps, "num_shards", int, "cache_ps", path)
     cfg.max_keys_per_request = _get(cps, "max_batch_keys_size", int, "cache_ps", path)
@@ -145,18 +132,21 @@ def load_config(path: str | Path) -> PSConfig:
     return parse_config(doc, str(p))
 
 
-def build_config(transport: str, servers: list[tuple[str, int]], *, num_threads: int = 1,
+def build_config(transport: str, servers: list[tuple[str, int]] | list[tuple[str, int, int]], *,
+                 num_threads: int = 1,
                  capacity: int = 1000000, index_type: str = "DRAM_PET_HASH",
                  value_size: int = 512, max_keys_per_request: int = 500,
                  data_path: str | None = None) -> dict:
-    """A config document in RecStore's shape: servers[i] = (host, port) serves shard i."""
-    entries = [{"host": h, "port": p, "shard": i} for i, (h, p) in enumerate(servers)]
+    """A config document in RecStore's shape (the one builder of it: the runner adds its blocks to
+    this one): servers[i] = (host, port) serves shard i, (host, port, shard) names the shard."""
+    entries = [{"host": s[0], "port": s[1], "shard": s[2] if len(s) > 2 else i}
+               for i, s in enumerate(servers)]
     value = {"type": "DRAM_VALUE_STORE", "default_value_size_hint": value_size}
     if data_path:
         value["path"] = data_path
     return {
         "cache_ps": {
-            "ps_type": PS_TYPES[transport.lower()],
+            "ps_type": transports.get(transport).ps_type,
             "max_batch_keys_size": max_keys_per_request,
             "num_threads": num_threads,
             "num_shards": len(entries),

@@ -26,7 +26,8 @@ import signal
 import sys
 
 from recbench import _ps, errors, rc_options
-from recbench.ps_config import ConfigError, PSConfig, default_port, load_config
+from recbench.ps_config import ConfigError, PSConfig, load_config
+from recbench.transports import default_port
 
 log = logging.getLogger("recbench.ps_server")
 

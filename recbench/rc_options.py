@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-RC_TRANSPORTS = ("rdma", "shm")
+from recbench.transports import RC_NAMES as RC_TRANSPORTS
 
 # (flag, extra key, type, help) shared by server and client
 _COMMON = [

@@ -1,5 +1,5 @@
 /*
- * clock.c — process and thread CPU accounting through getrusage, and an EINTR-safe sleep.
+ * clock.c — process CPU accounting through getrusage, and an EINTR-safe sleep.
  */
 #define _GNU_SOURCE
 #include "recstore/clock.h"
@@ -14,13 +14,6 @@ static double tv_s(struct timeval tv) {
 void rs_process_cpu(rs_cpu_times *out) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    out->user_s = tv_s(ru.ru_utime);
-    out->sys_s = tv_s(ru.ru_stime);
-}
-
-void rs_thread_cpu(rs_cpu_times *out) {
-    struct rusage ru;
-    getrusage(RUSAGE_THREAD, &ru);
     out->user_s = tv_s(ru.ru_utime);
     out->sys_s = tv_s(ru.ru_stime);
 }

@@ -37,10 +37,6 @@ void rs_eventual_init(rs_eventual *e) {
     __atomic_store_n(&e->state, 0, __ATOMIC_RELEASE);
 }
 
-void rs_eventual_reset(rs_eventual *e) {
-    rs_eventual_init(e);
-}
-
 void rs_eventual_set(rs_eventual *e, int64_t value) {
     e->value = value;
     uint32_t old = __atomic_exchange_n(&e->state, 1, __ATOMIC_ACQ_REL);

@@ -37,7 +37,7 @@ static void fuzz_setup(void) {
         abort();
     }
     fsrv.lfd = fsrv.stopfd = -1;
-    fsrv.max_body = RS_BRPC_DEFAULT_MAX_BODY;
+    fsrv.max_body = RS_PS_DEFAULT_MAX_BODY_BYTES;
     fsrv.nworkers = 1;
     fsrv.workers = &fworker;
     fworker.srv = &fsrv;
@@ -57,7 +57,7 @@ static void check_output(brpc_sconn *c) {
         rs_brpc_header hdr;
         rs_error err = {0};
         FUZZ_CHECK(hlen >= RS_BRPC_HEADER_BYTES);
-        FUZZ_CHECK(rs_brpc_header_parse(h, RS_BRPC_DEFAULT_MAX_BODY, &hdr, &err) == 0);
+        FUZZ_CHECK(rs_brpc_header_parse(h, RS_PS_DEFAULT_MAX_BODY_BYTES, &hdr, &err) == 0);
         FUZZ_CHECK(hdr.meta_size <= hlen - RS_BRPC_HEADER_BYTES);
         Brpc__Policy__RpcMeta *meta = NULL;
         FUZZ_CHECK(

@@ -35,10 +35,6 @@ int rs_ps_bench_mode_parse(const char *name, rs_ps_bench_mode *out, rs_error *er
                         name ? name : "");
 }
 
-const char *rs_ps_bench_mode_name(rs_ps_bench_mode m) {
-    return (unsigned)m < 4 ? mode_names[m] : "unknown";
-}
-
 void rs_ps_bench_row(uint64_t key, uint32_t value_size, float *row) {
     /* base < 2^23 and j < 2^16: every value is an exact float32 */
     uint32_t base = (uint32_t)(rs_mix64(key) >> 41);
@@ -98,7 +94,7 @@ static uint64_t draw_key(bench *b, rs_rng *r, uint64_t space) {
 static void verify_rows(worker *w, const slot *s) {
     bench *b = w->b;
     uint32_t dim = b->vs / 4;
-    float expect[RS_KV_MAX_VALUE / 4 > 4096 ? 4096 : RS_KV_MAX_VALUE / 4];
+    float expect[RS_PS_BENCH_MAX_VALUE_SIZE / 4];
     for (uint32_t i = 0; i < s->n; i++) {
         uint64_t k = s->keys[i];
         const float *got = s->rows + (size_t)i * dim;
@@ -307,9 +303,9 @@ static int bench_phase(const rs_ps_bench_config *cfg, phase ph, rs_ps_bench_resu
     if (cfg->client.value_size == 0 || cfg->client.value_size % 4)
         return rs_error_set(err, RS_EINVAL, "value_size %u must be a positive multiple of 4",
                             cfg->client.value_size);
-    if (cfg->client.value_size > 16384)
-        return rs_error_set(err, RS_EINVAL, "value_size %u exceeds ps_bench's 16384-byte rows",
-                            cfg->client.value_size);
+    if (cfg->client.value_size > RS_PS_BENCH_MAX_VALUE_SIZE)
+        return rs_error_set(err, RS_EINVAL, "value_size %u exceeds ps_bench's %d-byte rows",
+                            cfg->client.value_size, RS_PS_BENCH_MAX_VALUE_SIZE);
     if (cfg->read_ratio > 100)
         return rs_error_set(err, RS_EINVAL, "read_ratio %u is not a percentage", cfg->read_ratio);
     if (ph == PHASE_RUN && !(cfg->running_seconds > 0))

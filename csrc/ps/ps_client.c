@@ -55,14 +55,6 @@ uint32_t rs_ps_client_value_size(const rs_ps_client *c) {
     return c->value_size;
 }
 
-uint32_t rs_ps_client_num_shards(const rs_ps_client *c) {
-    return c->num_shards;
-}
-
-uint32_t rs_ps_client_in_flight(const rs_ps_client *c) {
-    return c->count;
-}
-
 void rs_ps_client_close(rs_ps_client *c) {
     if (!c) return;
     for (uint32_t i = 0; c->conns && i < c->num_shards; i++)

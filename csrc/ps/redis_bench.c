@@ -9,9 +9,6 @@
  * One thread, poll() over every connection, one MGET outstanding per connection.
  */
 #include <errno.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +21,8 @@
 #include "recstore/ps_bench.h"
 #include "recstore/redis_bench.h"
 #include "recstore/rng.h"
+#include "recstore/transport.h"
+#include "transport/net.h"
 
 typedef struct rconn {
     int fd;
@@ -73,28 +72,6 @@ static int append_key(rconn *c, uint64_t key) {
     char k[32];
     int n = snprintf(k, sizeof k, "key:%llu", (unsigned long long)key);
     return append_bulk(c, k, (size_t)n);
-}
-
-static int rconnect(const char *host, uint16_t port, int *out, rs_error *err) {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
-    struct addrinfo *res = NULL;
-    char ps[8];
-    snprintf(ps, sizeof ps, "%u", port);
-    int g = getaddrinfo(host, ps, &hints, &res);
-    if (g || !res)
-        return rs_error_set(err, RS_ECONN, "redis %s:%u: %s", host, port, gai_strerror(g));
-    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0 || connect(fd, res->ai_addr, res->ai_addrlen)) {
-        int e = errno;
-        if (fd >= 0) close(fd);
-        freeaddrinfo(res);
-        return rs_error_errno(err, RS_ECONN, e, "redis %s:%u: connect", host, port);
-    }
-    freeaddrinfo(res);
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    *out = fd;
-    return 0;
 }
 
 /* Find "\r\n" at or after pos; returns the index of '\r' or -1. */
@@ -261,7 +238,8 @@ int rs_redis_bench(const rs_redis_bench_config *cfg, rs_redis_bench_result *res,
     for (uint32_t i = 0; i < nc; i++)
         cs[i].fd = -1;
     for (uint32_t i = 0; i < nc && !rc; i++) {
-        rc = rconnect(cfg->host, cfg->port, &cs[i].fd, err);
+        rc = rs_net_connect(cfg->host, cfg->port, RS_PS_DEFAULT_TIMEOUT_MS, 0, &cs[i].fd, err);
+        if (rc) rs_error_prefix(err, "redis");
         if (!rc) {
             cs[i].keys = malloc((size_t)cfg->batch_keys * 8);
             cs[i].rows = malloc((size_t)cfg->batch_keys * cfg->value_size);

@@ -19,6 +19,7 @@
 
 #include "recstore/ps_bench.h"
 #include "recstore/redis_bench.h"
+#include "recstore/transport.h"
 
 static volatile int bench_stop_flag;
 
@@ -94,7 +95,8 @@ static PyObject *bench_phase(PyObject *args, PyObject *kwds, int load) {
                              "seed",           "profile",         NULL};
     const char *transport, *extra = NULL, *mode = "fetch", *dist = "uniform";
     PyObject *endpoints;
-    unsigned int value_size = 512, depth = 1, timeout_ms = 10000, batch_keys = 500, threads = 1;
+    unsigned int value_size = 512, depth = 1, timeout_ms = RS_PS_DEFAULT_TIMEOUT_MS,
+                 batch_keys = 500, threads = 1;
     unsigned int load_threads = 0, read_ratio = 100;
     unsigned long long record_count = 1000000, key_space = 0, seed = 0x9e3779b97f4a7c15ull;
     double running = 5.0, warmup = 0.0, alpha = 0.9;

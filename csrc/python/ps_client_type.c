@@ -1,7 +1,8 @@
 /*
  * ps_client_type.c — recbench._ps.Client: the C all-shards client (rs_ps_client) for Python.
  *
- *   Client(transport, endpoints, value_size=0, prefetch_depth=1, timeout_ms=10000, extra=None)
+ *   Client(transport, endpoints, value_size=0, prefetch_depth=1, timeout_ms=DEFAULT_TIMEOUT_MS,
+ *          extra=None)        DEFAULT_TIMEOUT_MS: recbench._ps.DEFAULT_TIMEOUT_MS (10000)
  *     endpoints: sequence of (host, port), one per shard in shard order
  *   .get(keys, out) -> num_found     keys: uint64 buffer; out: writable buffer of n*value_size
  * bytes .put(keys, rows)  .update(keys, deltas)  .command(name, shard=0) -> str  .close()
@@ -17,6 +18,7 @@
 #include <string.h>
 
 #include "recstore/ps_client.h"
+#include "recstore/transport.h"
 
 typedef struct {
     PyObject_HEAD rs_ps_client *client; /* owned; NULL after close */
@@ -44,7 +46,7 @@ static int Client_init(ClientObject *self, PyObject *args, PyObject *kwds) {
                              "timeout_ms", "extra",     NULL};
     const char *transport, *extra = NULL;
     PyObject *endpoints;
-    unsigned int value_size = 0, depth = 1, timeout_ms = 10000;
+    unsigned int value_size = 0, depth = 1, timeout_ms = RS_PS_DEFAULT_TIMEOUT_MS;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "sO|IIIz", kwlist, &transport, &endpoints,
                                      &value_size, &depth, &timeout_ms, &extra))
         return -1;
@@ -248,5 +250,9 @@ int rs_py_ps_client_type_init(PyObject *module) {
         Py_DECREF(&ClientType);
         return -1;
     }
+    /* the client defaults and limits of transport.h, for callers that validate before connecting */
+    if (PyModule_AddIntConstant(module, "DEFAULT_TIMEOUT_MS", RS_PS_DEFAULT_TIMEOUT_MS) < 0 ||
+        PyModule_AddIntConstant(module, "MAX_REPLY_BYTES", RS_PS_MAX_REPLY_BYTES) < 0)
+        return -1;
     return 0;
 }

@@ -5,6 +5,7 @@
  */
 #include "ps_module.h"
 
+#include "recstore/ps_bench.h"
 #include "recstore/transport.h"
 
 /* transports() -> {name: None if available, else the reason it is not} */
@@ -49,7 +50,8 @@ PyMODINIT_FUNC PyInit__ps(void) {
     if (!m) return NULL;
     if (PyModule_AddFunctions(m, rs_py_ps_bench_methods) < 0 ||
         PyModule_AddFunctions(m, rs_py_ps_rc_methods) < 0 || rs_py_ps_server_type_init(m) < 0 ||
-        rs_py_ps_client_type_init(m) < 0) {
+        rs_py_ps_client_type_init(m) < 0 ||
+        PyModule_AddIntConstant(m, "BENCH_MAX_VALUE_SIZE", RS_PS_BENCH_MAX_VALUE_SIZE) < 0) {
         Py_DECREF(m);
         return NULL;
     }

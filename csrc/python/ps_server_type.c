@@ -217,5 +217,11 @@ int rs_py_ps_server_type_init(PyObject *module) {
         Py_DECREF(&ServerType);
         return -1;
     }
+    /* the server defaults of transport.h (max_body_bytes=0 / max_connections=0 mean these) */
+    if (PyModule_AddIntConstant(module, "DEFAULT_MAX_BODY_BYTES", RS_PS_DEFAULT_MAX_BODY_BYTES) <
+            0 ||
+        PyModule_AddIntConstant(module, "DEFAULT_MAX_CONNECTIONS", RS_PS_DEFAULT_MAX_CONNECTIONS) <
+            0)
+        return -1;
     return 0;
 }

@@ -6,16 +6,14 @@
  * and keeps serving), a 10 MB batch, and a server stopped with calls in flight (every call ends,
  * nothing hangs). Without libgrpc-dev the test checks that the registry reports grpc as absent.
  */
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "recstore/ps.h"
 #include "recstore/transport.h"
 #include "rs_test.h"
+#include "transport/net.h"
 
 #if RS_HAVE_GRPC
 
@@ -254,21 +252,15 @@ static void test_ps_error_statuses(void) {
 
 /* A port nobody listens on: bind, read the port, close. */
 static uint16_t closed_port(int *listen_fd_out, int do_listen) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
-        if (fd >= 0) close(fd);
-        return 0;
-    }
-    if (do_listen) {
-        listen(fd, 16);
+    int fd;
+    uint16_t port = 0;
+    if (rs_net_listen("127.0.0.1", 0, 0, 16, &fd, NULL) != 0) return 0;
+    if (rs_net_bound_port(fd, &port, NULL) != 0) port = 0;
+    if (do_listen && port)
         *listen_fd_out = fd;
-    } else {
+    else
         close(fd);
-    }
-    return ntohs(a.sin_port);
+    return port;
 }
 
 static void test_connect_refused_names_peer(void) {

@@ -2,9 +2,7 @@
  * baidu_std server, the client connection ops, pipelined requests, PS-level errors, malformed
  * baidu_std traffic on raw sockets while a good client keeps getting correct rows, and stop()
  * with a client connected. */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -12,6 +10,7 @@
 
 #include "recstore/transport.h"
 #include "rs_test.h"
+#include "transport/net.h"
 
 #if RS_HAVE_PROTOBUF_C
 #include "transport/brpc_frame.h"
@@ -180,14 +179,8 @@ static void test_roundtrip(void) {
 }
 
 static int raw_connect(uint16_t port) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a)) {
-        close(fd);
-        return -1;
-    }
-    return fd;
+    int fd;
+    return rs_net_connect("127.0.0.1", port, 5000, 0, &fd, NULL) ? -1 : fd;
 }
 
 /* Send bytes; returns 1 if the server then closed the connection (read gives 0 or an error). */

@@ -24,6 +24,7 @@
 #include "recstore/clock.h"
 #include "recstore/rc.h"
 #include "rs_test.h"
+#include "transport/net.h"
 
 #define VS  128u /* value size */
 #define DIM (VS / 4)
@@ -560,7 +561,7 @@ static void test_workers_and_profile(void) {
 static void expect_rejected(uint16_t port, const uint8_t *frame, size_t len, const char *needle) {
     int fd = -1;
     rs_error e = {0};
-    RS_CHECK(rs_rc_tcp_connect("127.0.0.1", port, 5000, &fd, &e) == 0);
+    RS_CHECK(rs_net_connect("127.0.0.1", port, 5000, RS_NET_NONBLOCK, &fd, &e) == 0);
     RS_CHECK(send(fd, frame, len, MSG_NOSIGNAL) == (ssize_t)len);
     uint16_t type = 0;
     uint8_t *body = NULL;
@@ -637,7 +638,7 @@ static void test_ctrl_partial_frame_does_not_block(void) {
     fx_start(&fx, "", 1);
     int stall = -1;
     rs_error e = {0};
-    RS_CHECK(rs_rc_tcp_connect("127.0.0.1", fx.port, 5000, &stall, &e) == 0);
+    RS_CHECK(rs_net_connect("127.0.0.1", fx.port, 5000, RS_NET_NONBLOCK, &stall, &e) == 0);
     uint8_t h[RS_RC_CTRL_HDR];
     rs_rc_ctrl_put_header(h, RS_RC_MSG_READY_REQ, 0);
     RS_CHECK(send(stall, h, RS_RC_CTRL_HDR / 2, 0) == RS_RC_CTRL_HDR / 2);

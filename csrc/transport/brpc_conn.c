@@ -15,10 +15,6 @@
  */
 #if RS_HAVE_PROTOBUF_C
 #include <errno.h>
-#include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -31,9 +27,9 @@
 #include "recstore/clock.h"
 #include "recstore/transport.h"
 #include "transport/brpc_frame.h"
+#include "transport/net.h"
 #include "transport/transport_options.h"
 
-#define RS_BRPC_CLIENT_MAX_BODY   (1ull << 31)
 #define RS_BRPC_CLIENT_READ_AHEAD 4096
 /* RpcMeta and PSResponse are buffered; only GET rows (the attachment) can be large, and they go
  * straight into the caller's buffer, sized by the request. A server claiming more than this for
@@ -88,19 +84,6 @@ static int broken_error(brpc_cconn *c, rs_error *err) {
     return c->broken_err.code;
 }
 
-/* Wait for fd readiness until deadline; 0 ready, RS_ETIMEDOUT, or an errno-based code. */
-static int wait_fd(brpc_cconn *c, short events, uint64_t deadline_ns) {
-    for (;;) {
-        uint64_t now = rs_now_ns();
-        if (now >= deadline_ns) return RS_ETIMEDOUT;
-        uint64_t ms = (deadline_ns - now + 999999) / 1000000;
-        struct pollfd p = {.fd = c->fd, .events = events};
-        int r = poll(&p, 1, ms > 60000 ? 60000 : (int)ms);
-        if (r > 0) return 0;
-        if (r < 0 && errno != EINTR) return RS_EIO;
-    }
-}
-
 /* The brpc client has no transport options: any key is an error, not silently ignored. */
 static int reject_client_option(void *ctx, const char *key, const char *val, rs_error *err) {
     return rs_error_set(err, RS_EINVAL, "brpc client takes no transport options (got '%s=%s')", key,
@@ -118,7 +101,9 @@ static int brpc_connect(const char *host, uint16_t port, const rs_ps_client_opts
     if (!c) return rs_error_set(err, RS_ENOMEM, "brpc connection");
     c->fd = -1;
     snprintf(c->peer, sizeof c->peer, "brpc://%s:%u", host, port);
-    c->timeout_ns = (uint64_t)(opts && opts->timeout_ms ? opts->timeout_ms : 10000) * 1000000ull;
+    c->timeout_ns =
+        (uint64_t)(opts && opts->timeout_ms ? opts->timeout_ms : RS_PS_DEFAULT_TIMEOUT_MS) *
+        1000000ull;
     c->cap = opts && opts->max_in_flight ? opts->max_in_flight : 1;
     c->ring = calloc(c->cap, sizeof *c->ring);
     c->in_cap = 256 << 10;
@@ -129,44 +114,11 @@ static int brpc_connect(const char *host, uint16_t port, const rs_ps_client_opts
     }
     rs_brpc_arena_init(&c->arena);
 
-    struct addrinfo hints = {
-        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
-    struct addrinfo *res = NULL;
-    char ps[8];
-    snprintf(ps, sizeof ps, "%u", port);
-    int g = getaddrinfo(host, ps, &hints, &res);
-    if (g || !res) {
-        rc = rs_error_set(err, RS_ECONN, "%s: cannot resolve host: %s", c->peer, gai_strerror(g));
+    if ((rc = rs_net_connect(host, port, (uint32_t)(c->timeout_ns / 1000000), RS_NET_NONBLOCK,
+                             &c->fd, err))) {
+        rs_error_prefix(err, "brpc");
         goto fail;
     }
-    c->fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (c->fd < 0) {
-        freeaddrinfo(res);
-        rc = rs_error_errno(err, RS_EIO, errno, "%s: socket", c->peer);
-        goto fail;
-    }
-    int r = connect(c->fd, res->ai_addr, res->ai_addrlen);
-    freeaddrinfo(res);
-    if (r && errno != EINPROGRESS) {
-        rc = rs_error_errno(err, RS_ECONN, errno, "%s: connect", c->peer);
-        goto fail;
-    }
-    if (r) {
-        if (wait_fd(c, POLLOUT, rs_now_ns() + c->timeout_ns)) {
-            rc = rs_error_set(err, RS_ETIMEDOUT, "%s: connect timed out after %llu ms", c->peer,
-                              (unsigned long long)(c->timeout_ns / 1000000));
-            goto fail;
-        }
-        int soerr = 0;
-        socklen_t sl = sizeof soerr;
-        getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
-        if (soerr) {
-            rc = rs_error_errno(err, RS_ECONN, soerr, "%s: connect", c->peer);
-            goto fail;
-        }
-    }
-    int one = 1;
-    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     *out = c;
     return 0;
 fail:
@@ -194,7 +146,7 @@ static int write_all(brpc_cconn *c, struct iovec *iov, int n, uint64_t deadline,
         if (w < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                int rc = wait_fd(c, POLLOUT, deadline);
+                int rc = rs_net_wait(c->fd, POLLOUT, deadline);
                 if (rc == RS_ETIMEDOUT)
                     return mark_broken(c, err, RS_ETIMEDOUT, "sending a request timed out");
                 if (rc) return mark_broken(c, err, RS_ECONN, "poll failed while sending");
@@ -286,7 +238,7 @@ static ssize_t recv_step(brpc_cconn *c, uint8_t *buf, size_t len, uint64_t deadl
     if (errno == EINTR) return 0;
     if (errno != EAGAIN && errno != EWOULDBLOCK)
         return mark_broken(c, err, RS_ECONN, "receive failed: %s", strerror(errno));
-    int rc = wait_fd(c, POLLIN, deadline);
+    int rc = rs_net_wait(c->fd, POLLIN, deadline);
     if (rc == RS_ETIMEDOUT)
         return mark_broken(c, err, RS_ETIMEDOUT, "no response within %llu ms",
                            (unsigned long long)(c->timeout_ns / 1000000));
@@ -353,7 +305,7 @@ static int read_one(brpc_cconn *c, uint64_t deadline, rs_error *err) {
     int rc = fill(c, RS_BRPC_HEADER_BYTES, deadline, err);
     if (rc) return rc;
     rs_brpc_header hdr;
-    if (rs_brpc_header_parse(c->in + c->in_start, RS_BRPC_CLIENT_MAX_BODY, &hdr, &perr))
+    if (rs_brpc_header_parse(c->in + c->in_start, RS_PS_MAX_REPLY_BYTES, &hdr, &perr))
         return mark_broken(c, err, RS_EPROTO, "bad response frame: %s", perr.msg);
     if (hdr.meta_size > RS_BRPC_CLIENT_MAX_HEAD)
         return mark_broken(c, err, RS_EPROTO, "bad response frame: meta_size %u exceeds %u bytes",

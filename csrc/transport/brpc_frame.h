@@ -21,9 +21,8 @@
 #include "baidu_rpc_meta.pb-c.h"
 #include "recstore/error.h"
 
-#define RS_BRPC_HEADER_BYTES     12
-#define RS_BRPC_SERVICE          "recstore.PSService"
-#define RS_BRPC_DEFAULT_MAX_BODY (64ull << 20)
+#define RS_BRPC_HEADER_BYTES 12
+#define RS_BRPC_SERVICE      "recstore.PSService"
 
 /* bRPC error codes used in RpcResponseMeta.error_code */
 #define RS_BRPC_ENOSERVICE 1001

@@ -25,12 +25,8 @@
  */
 #if RS_HAVE_PROTOBUF_C
 #define _GNU_SOURCE
-#include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,13 +40,13 @@
 #include "recstore/transport.h"
 #include "transport/accept_shed.h"
 #include "transport/brpc_frame.h"
+#include "transport/net.h"
 #include "transport/transport_options.h"
 
-#define RS_BRPC_HEAD_MAX          4096 /* header + RpcMeta + PSResponse head, bounded by error/reply */
-#define RS_BRPC_OUT_LIMIT         (64ull << 20) /* default max_pending_bytes */
-#define RS_BRPC_IN_INITIAL        (64u << 10)
-#define RS_BRPC_DEFAULT_MAX_CONNS 1024u      /* max_connections == 0 */
-#define RS_BRPC_KEEP_BYTES        (4u << 20) /* larger idle buffers are released after use */
+#define RS_BRPC_HEAD_MAX   4096 /* header + RpcMeta + PSResponse head, bounded by error/reply */
+#define RS_BRPC_OUT_LIMIT  (64ull << 20) /* default max_pending_bytes */
+#define RS_BRPC_IN_INITIAL (64u << 10)
+#define RS_BRPC_KEEP_BYTES (4u << 20) /* larger idle buffers are released after use */
 #define RS_BRPC_FLUSH_EARLY                                                                        \
     (64u << 10) /* queued reply bytes that are sent before the next request */
 
@@ -145,8 +141,7 @@ static void accept_all(brpc_worker *w) {
             close(fd);
             continue;
         }
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        rs_net_set_nodelay(fd, NULL);
         brpc_sconn *c = calloc(1, sizeof *c);
         if (!c) {
             close(fd);
@@ -498,24 +493,6 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
-static int resolve_bind(const char *host, uint16_t port, struct sockaddr_storage *ss,
-                        socklen_t *len, rs_error *err) {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC,
-                             .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
-    struct addrinfo *res = NULL;
-    char ps[8];
-    snprintf(ps, sizeof ps, "%u", port);
-    int g = getaddrinfo(host && *host ? host : "127.0.0.1", ps, &hints, &res);
-    if (g || !res)
-        return rs_error_set(err, RS_EINVAL, "brpc: cannot resolve bind address '%s': %s",
-                            host ? host : "", gai_strerror(g));
-    memcpy(ss, res->ai_addr, res->ai_addrlen);
-    *len = res->ai_addrlen;
-    freeaddrinfo(res);
-    return 0;
-}
-
 static void server_free(brpc_server *s) {
     if (s->workers) {
         for (unsigned i = 0; i < s->nworkers; i++)
@@ -549,39 +526,21 @@ static int brpc_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, void **
     s->lfd = s->stopfd = -1;
     s->spare_fd = rs_accept_reserve_open();
     s->shard = shard;
-    s->max_body = opts->max_body_bytes ? opts->max_body_bytes : RS_BRPC_DEFAULT_MAX_BODY;
+    s->max_body = opts->max_body_bytes ? opts->max_body_bytes : RS_PS_DEFAULT_MAX_BODY_BYTES;
     if (s->max_body > UINT32_MAX) s->max_body = UINT32_MAX;
-    s->max_conns = opts->max_connections ? opts->max_connections : RS_BRPC_DEFAULT_MAX_CONNS;
+    s->max_conns = opts->max_connections ? opts->max_connections : RS_PS_DEFAULT_MAX_CONNECTIONS;
     s->nworkers = opts->num_threads ? opts->num_threads : 1;
     s->out_limit = RS_BRPC_OUT_LIMIT;
     if ((rc = rs_transport_options_each(opts->extra, "brpc server", apply_server_option, s, err)))
         goto fail;
 
-    struct sockaddr_storage ss;
-    socklen_t slen = 0;
-    if ((rc = resolve_bind(opts->host, opts->port, &ss, &slen, err))) goto fail;
-    s->lfd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (s->lfd < 0) {
-        rc = rs_error_errno(err, RS_EIO, errno, "brpc: socket");
+    /* no host: loopback only, never every address by accident */
+    const char *host = opts->host && *opts->host ? opts->host : "127.0.0.1";
+    if ((rc = rs_net_listen(host, opts->port, RS_NET_NONBLOCK, 0, &s->lfd, err)) ||
+        (rc = rs_net_bound_port(s->lfd, &s->port, err))) {
+        rs_error_prefix(err, "brpc");
         goto fail;
     }
-    int one = 1;
-    setsockopt(s->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(s->lfd, (struct sockaddr *)&ss, slen)) {
-        int e = errno;
-        rc = rs_error_errno(err, e == EADDRINUSE ? RS_EBUSY : RS_EIO, e, "brpc: bind %s:%u",
-                            opts->host ? opts->host : "127.0.0.1", opts->port);
-        goto fail;
-    }
-    if (listen(s->lfd, 1024)) {
-        rc = rs_error_errno(err, RS_EIO, errno, "brpc: listen");
-        goto fail;
-    }
-    struct sockaddr_storage bound;
-    socklen_t blen = sizeof bound;
-    getsockname(s->lfd, (struct sockaddr *)&bound, &blen);
-    s->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
-                                                : ((struct sockaddr_in *)&bound)->sin_port);
     s->stopfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (s->stopfd < 0) {
         rc = rs_error_errno(err, RS_EIO, errno, "brpc: eventfd");

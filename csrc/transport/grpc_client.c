@@ -29,8 +29,7 @@
 
 #include "transport/grpc_transport.h"
 
-#define RS_GRPC_DEFAULT_TIMEOUT_MS 10000
-#define RS_GRPC_DEFAULT_IN_FLIGHT  8
+#define RS_GRPC_DEFAULT_IN_FLIGHT 8
 
 typedef struct rs_grpc_pending {
     uint64_t tag;
@@ -302,7 +301,7 @@ static int rs_grpc_conn_connect(const char *host, uint16_t port, const rs_ps_cli
         grpc_shutdown();
         return rs_error_set(err, RS_ENOMEM, "grpc client: out of memory");
     }
-    c->timeout_ms = opts && opts->timeout_ms ? opts->timeout_ms : RS_GRPC_DEFAULT_TIMEOUT_MS;
+    c->timeout_ms = opts && opts->timeout_ms ? opts->timeout_ms : RS_PS_DEFAULT_TIMEOUT_MS;
     c->max_in_flight =
         opts && opts->max_in_flight ? opts->max_in_flight : RS_GRPC_DEFAULT_IN_FLIGHT;
     if ((rc = rs_grpc_format_addr(host, port, c->addr, sizeof c->addr, err)) != 0) goto fail;

@@ -20,14 +20,15 @@
  *                       on another worker's queue (a wake-up per call): on the 2-core VM a server
  *                       with 2 workers served one client at half the rate of 1 worker; with poll
  *                       it did not (docs/grpc.md).
- *   malloc_tuning=0|1   (both) 1 (default): at first use, raise glibc's mmap and trim thresholds
+ *   malloc_tuning=BOOL  (both) 1 (default): at first use, raise glibc's mmap and trim thresholds
  *                       to 64 MiB for the process. gRPC allocates a buffer per socket read and
  *                       frees it after parsing; with glibc's defaults those frees return memory
  *                       to the kernel (heap trim / munmap) and the next read page-faults it back
  *                       in, which cost about a quarter of the CPU of a 500 x 512 B GET loop. The
  *                       price is that freed memory stays in the process. 0 leaves malloc alone.
  *
- * Unknown keys and bad values are errors naming the option, never ignored.
+ * Integers and booleans have the syntax of every transport (transport_options.h). Unknown keys
+ * and bad values are errors naming the option, never ignored.
  */
 #if RS_HAVE_GRPC
 
@@ -43,7 +44,6 @@
 #define RS_GRPC_DEFAULT_CALLS_PER_METHOD 16
 #define RS_GRPC_DEFAULT_REPLY_TIMEOUT_MS 30000
 #define RS_GRPC_DEFAULT_MAX_FRAME        16384u
-#define RS_GRPC_DEFAULT_MAX_REPLY        2147483647u
 #define RS_GRPC_MALLOC_THRESHOLD         (64 << 20)
 
 typedef struct parse_ctx {
@@ -68,13 +68,19 @@ static int apply_option(void *ctx, const char *kv, const char *val, rs_error *er
     if (c->server && strcmp(kv, "calls_per_method") == 0)
         return parse_uint(c, kv, val, 1, 1024, &out->calls_per_method, err);
     if (c->server && strcmp(kv, "reply_timeout_ms") == 0)
-        return parse_uint(c, kv, val, 10, 3600000, &out->reply_timeout_ms, err);
+        return parse_uint(c, kv, val, 10, RS_TRANSPORT_OPTION_MAX_MS, &out->reply_timeout_ms, err);
     if (strcmp(kv, "max_frame_size") == 0)
         return parse_uint(c, kv, val, 16384, 16777215, &out->max_frame_size, err);
     if (!c->server && strcmp(kv, "max_reply_bytes") == 0)
-        return parse_uint(c, kv, val, 4096, 2147483647ul, &out->max_reply_bytes, err);
-    if (strcmp(kv, "malloc_tuning") == 0)
-        return parse_uint(c, kv, val, 0, 1, &out->malloc_tuning, err);
+        return parse_uint(c, kv, val, 4096, RS_PS_MAX_REPLY_BYTES, &out->max_reply_bytes, err);
+    if (strcmp(kv, "malloc_tuning") == 0) {
+        char who[32];
+        int on, rc;
+        snprintf(who, sizeof who, "grpc %s", c->side);
+        if ((rc = rs_transport_option_bool(who, kv, val, &on, err)) == 0)
+            out->malloc_tuning = (unsigned)on;
+        return rc;
+    }
     if (strcmp(kv, "poll_strategy") == 0) {
         if (strcmp(val, "epoll1") != 0 && strcmp(val, "poll") != 0)
             return rs_error_set(err, RS_EINVAL,
@@ -94,7 +100,7 @@ int rs_grpc_options_parse(const char *extra, int server, rs_grpc_options *out, r
     out->calls_per_method = RS_GRPC_DEFAULT_CALLS_PER_METHOD;
     out->reply_timeout_ms = RS_GRPC_DEFAULT_REPLY_TIMEOUT_MS;
     out->max_frame_size = RS_GRPC_DEFAULT_MAX_FRAME;
-    out->max_reply_bytes = RS_GRPC_DEFAULT_MAX_REPLY;
+    out->max_reply_bytes = RS_PS_MAX_REPLY_BYTES;
     out->malloc_tuning = 1;
     out->poll_strategy[0] = '\0';
     parse_ctx c = {server, server ? "server" : "client", out};

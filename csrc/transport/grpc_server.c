@@ -27,12 +27,10 @@
 #if RS_HAVE_GRPC
 
 #include <errno.h>
-#include <netdb.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <grpc/grpc_security.h>
@@ -41,6 +39,7 @@
 #include "recstore/clock.h"
 #include "recstore/eventual.h"
 #include "transport/grpc_transport.h"
+#include "transport/net.h"
 
 #define RS_GRPC_SLOT_UNKNOWN  RS_GRPC_NUM_METHODS /* slot.method for unregistered paths */
 #define RS_GRPC_UNKNOWN_SLOTS 2
@@ -314,33 +313,15 @@ static void *worker_main(void *arg) {
 
 /* ---- lifecycle ----------------------------------------------------------------------------- */
 
-/* After gRPC refused the address: bind it ourselves to name the cause (errno). */
+/* After gRPC refused the address: listen on it ourselves to name the cause (errno). */
 static int bind_failure(const char *host, uint16_t port, const char *addr, rs_error *err) {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC,
-                             .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
-    struct addrinfo *ai = NULL;
-    char ps[8];
-    snprintf(ps, sizeof ps, "%u", (unsigned)port);
-    int gai = getaddrinfo(host, ps, &hints, &ai);
-    if (gai != 0)
-        return rs_error_set(err, RS_EINVAL, "grpc server: cannot resolve host '%s': %s", host,
-                            gai_strerror(gai));
-    int errnum = 0;
-    int fd = socket(ai->ai_family, SOCK_STREAM, 0);
-    if (fd < 0) {
-        errnum = errno;
-    } else {
-        int one = 1;
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0) errnum = errno;
-        close(fd);
+    int fd;
+    int rc = rs_net_listen(host, port, 0, 0, &fd, err);
+    if (rc) {
+        rs_error_prefix(err, "grpc server");
+        return rc;
     }
-    freeaddrinfo(ai);
-    if (errnum == EADDRINUSE)
-        return rs_error_errno(err, RS_EBUSY, errnum, "grpc server: cannot listen on %s", addr);
-    if (errnum)
-        return rs_error_errno(err, RS_EIO, errnum, "grpc server: cannot listen on %s", addr);
+    close(fd);
     return rs_error_set(err, RS_EIO, "grpc server: gRPC refused to listen on %s", addr);
 }
 
@@ -366,7 +347,7 @@ static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, 
     if ((rc = rs_grpc_options_parse(opts->extra, 1, &o, err)) != 0) return rc;
     unsigned calls_per_method = o.calls_per_method;
     if ((rc = rs_grpc_format_addr(opts->host, opts->port, addr, sizeof addr, err)) != 0) return rc;
-    uint64_t max_body = opts->max_body_bytes ? opts->max_body_bytes : (64u << 20);
+    uint64_t max_body = opts->max_body_bytes ? opts->max_body_bytes : RS_PS_DEFAULT_MAX_BODY_BYTES;
     if (max_body > INT32_MAX) max_body = INT32_MAX;
 
     if ((rc = rs_grpc_options_apply_process(&o, 1, err)) != 0) return rc;

@@ -11,6 +11,9 @@
 
 #include "recstore/error.h"
 
+/* Upper bound of every *_ms option (an hour): a larger timeout or interval is a typo. */
+#define RS_TRANSPORT_OPTION_MAX_MS 3600000u
+
 /* Called once per "key=value" item; returns 0 or an RS_E* code with err filled. */
 typedef int (*rs_transport_option_fn)(void *ctx, const char *key, const char *val, rs_error *err);
 
@@ -24,8 +27,16 @@ int rs_transport_options_each(const char *extra, const char *who, rs_transport_o
 int rs_transport_options_each_sep(const char *extra, const char *seps, const char *who,
                                   rs_transport_option_fn fn, void *ctx, rs_error *err);
 
-/* Parse a decimal integer in [lo, hi] or fail with "<who> option <key>=<val>: want ...". */
+/* Values: one syntax for every transport, so an option string means the same to all of them.
+ * Integers are decimal digits only ("-" first for signed ones): "0x10", "+5", " 5", "1e3" and
+ * "5k" are errors. Booleans are, case-insensitively, 1 true yes on t y / 0 false no off f n (the
+ * spellings of the Python flags' bool parser too). Each fails with RS_EINVAL and
+ * "<who> option <key>=<val>: want ..." naming the range or the words. */
 int rs_transport_option_u64(const char *who, const char *key, const char *val, uint64_t lo,
                             uint64_t hi, uint64_t *out, rs_error *err);
+int rs_transport_option_i64(const char *who, const char *key, const char *val, int64_t lo,
+                            int64_t hi, int64_t *out, rs_error *err);
+int rs_transport_option_bool(const char *who, const char *key, const char *val, int *out,
+                             rs_error *err);
 
 #endif

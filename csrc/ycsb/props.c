@@ -199,12 +199,3 @@ int rs_ycsb_props_choice(const rs_ycsb_props *p, const char *key, const char *de
     return rs_error_set(err, RS_EINVAL, "property %s=%s (from %s): expected one of %s", key, v,
                         e ? e->source : "default", list);
 }
-
-size_t rs_ycsb_props_count(const rs_ycsb_props *p) {
-    return p->n;
-}
-
-void rs_ycsb_props_entry(const rs_ycsb_props *p, size_t i, const char **key, const char **value) {
-    *key = p->v[i].key;
-    *value = p->v[i].value;
-}

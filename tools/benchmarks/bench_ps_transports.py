@@ -3,14 +3,14 @@
 
     .venv/bin/python tools/benchmarks/bench_ps_transports.py [--transports brpc,grpc] [--repeat 3]
 
-Thin wrapper over recbench.ps_compare (see its docstring for what is measured and how).
+Thin wrapper over recbench.bench.ps_transports (see its docstring for what is measured and how).
 """
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from recbench.ps_compare import main
+from recbench.bench.ps_transports import main
 
 if __name__ == "__main__":
     sys.exit(main())

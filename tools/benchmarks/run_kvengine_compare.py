@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Compare KV engines with the YCSB driver; all logic lives in recbench.kv_compare.
+"""Compare KV engines with the YCSB driver; all logic lives in recbench.bench.kvengine_compare.
 
 Example:
     python3 tools/benchmarks/run_kvengine_compare.py --engines kvdb rocksdb lmdb \
@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from recbench.kv_compare import main
+from recbench.bench.kvengine_compare import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,4 +1,4 @@
-"""Fuzz the PS runner's plan strings (recbench.topology): --server-plan, --client-plan, the simple
+"""Fuzz the PS runner's plan strings (recbench.runner.topology): --server-plan, --client-plan, the simple
 --server-shard-ips / --client-ips lists, --transports and --rdma-fabric-plan.
 
 The property: any text either parses into a consistent topology (unique indices, shards and
@@ -18,7 +18,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from recbench import topology
+from recbench import transports
+from recbench.runner import topology
 
 # messages about a whole list rather than one entry
 GLOBAL_PHRASES = ("--server-shard-ips is empty", "--client-ips is empty", "no transport given",
@@ -66,7 +67,7 @@ def check_one(text: str, selector: int = 0) -> None:
         idx = [c.client_index for c in clients]
         assert idx == sorted(idx) and len(set(idx)) == len(idx)
     _call(topology.normalize_transport_list, text)
-    transport = topology.TRANSPORTS[selector % len(topology.TRANSPORTS)]
+    transport = transports.NAMES[selector % len(transports.NAMES)]
     for kw in ({"server_shard_ips": text}, {"client_ips": text},
                {"server_plan": text}, {"client_plan": text}):
         topo = _call(lambda t, kw=kw: topology.build_topology_plan(

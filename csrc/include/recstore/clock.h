@@ -20,13 +20,6 @@ static inline uint64_t rs_now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* CPU time of the calling thread in nanoseconds (CLOCK_THREAD_CPUTIME_ID). */
-static inline uint64_t rs_thread_cpu_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* User and system CPU seconds of the whole process so far (getrusage RUSAGE_SELF). */
 typedef struct rs_cpu_times {
     double user_s;
@@ -35,16 +28,13 @@ typedef struct rs_cpu_times {
 
 void rs_process_cpu(rs_cpu_times *out);
 
-/* User and system CPU seconds of the calling thread (getrusage RUSAGE_THREAD). */
-void rs_thread_cpu(rs_cpu_times *out);
-
 /* out = b - a, field by field. */
 static inline rs_cpu_times rs_cpu_delta(rs_cpu_times a, rs_cpu_times b) {
     rs_cpu_times d = {b.user_s - a.user_s, b.sys_s - a.sys_s};
     return d;
 }
 
-/* Sleep for ns nanoseconds (restarts on EINTR unless stop is set). */
+/* Sleep for ns nanoseconds (resumed after EINTR with the time left). */
 void rs_sleep_ns(uint64_t ns);
 
 #ifdef __cplusplus

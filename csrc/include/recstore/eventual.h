@@ -29,7 +29,7 @@ int rs_wait_mode_parse(const char *s, rs_wait_mode *out);
 
 void rs_eventual_init(rs_eventual *e);
 
-/* Publish value and wake a sleeping waiter. Call at most once per init/reset. */
+/* Publish value and wake a sleeping waiter. Call at most once per init. */
 void rs_eventual_set(rs_eventual *e, int64_t value);
 
 /* Wait until set or timeout_ns passes (UINT64_MAX = forever). 0 and *value on success,
@@ -38,9 +38,6 @@ int rs_eventual_wait(rs_eventual *e, rs_wait_mode mode, uint64_t timeout_ns, int
 
 /* Non-blocking: 1 and *value if set, else 0. */
 int rs_eventual_test(rs_eventual *e, int64_t *value);
-
-/* Make it unset again (only when no one is waiting on it). */
-void rs_eventual_reset(rs_eventual *e);
 
 #ifdef __cplusplus
 }

@@ -25,6 +25,11 @@
 extern "C" {
 #endif
 
+/* Largest row the bench loops handle: the verify pass rebuilds each expected row in a stack
+ * buffer of this many bytes. Exported to Python as recbench._ps.BENCH_MAX_VALUE_SIZE, so the runner
+ * refuses a larger --value-size at parse time. */
+#define RS_PS_BENCH_MAX_VALUE_SIZE 16384
+
 typedef enum rs_ps_bench_mode {
     RS_PS_BENCH_FETCH = 0,
     RS_PS_BENCH_INSERT = 1,
@@ -34,7 +39,6 @@ typedef enum rs_ps_bench_mode {
 
 /* "fetch" | "insert" | "mixed" | "fetch_insert" -> mode; RS_EINVAL naming the accepted values. */
 int rs_ps_bench_mode_parse(const char *name, rs_ps_bench_mode *out, rs_error *err);
-const char *rs_ps_bench_mode_name(rs_ps_bench_mode m);
 
 typedef struct rs_ps_bench_config {
     rs_ps_client_config client; /* transport, endpoints, value_size, prefetch_depth, timeout */

@@ -29,7 +29,7 @@ typedef struct rs_ps_client_config {
     const uint16_t *ports;
     uint32_t value_size;     /* row bytes; 0 = ask the servers */
     uint32_t prefetch_depth; /* batches in flight per client (0 = 1) */
-    uint32_t timeout_ms;     /* per request (0 = 10000) */
+    uint32_t timeout_ms;     /* per request (0 = RS_PS_DEFAULT_TIMEOUT_MS, transport.h) */
     const char *extra;       /* transport-specific "k=v;k=v" options */
 } rs_ps_client_config;
 
@@ -42,9 +42,6 @@ int rs_ps_client_open(const rs_ps_client_config *cfg, rs_ps_client **out, rs_err
 void rs_ps_client_close(rs_ps_client *c);
 
 uint32_t rs_ps_client_value_size(const rs_ps_client *c);
-uint32_t rs_ps_client_num_shards(const rs_ps_client *c);
-/* Batches submitted and not yet waited for. */
-uint32_t rs_ps_client_in_flight(const rs_ps_client *c);
 
 /* Start one batch. GET: rows_out receives n * value_size bytes, filled by the time wait() returns
  * this batch (it must stay valid until then). PUT / UPDATE: rows_in holds n rows (UPDATE: float32

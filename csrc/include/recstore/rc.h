@@ -245,10 +245,14 @@ typedef struct rs_rc_options {
     int gid_index;
     char client_only[32]; /* first client-only key given (servers refuse it), else "" */
     char server_only[32]; /* first server-only key given (clients refuse it), else "" */
+    char bad_env[64];     /* RECSTORE_BIND_CORE_OFFSET's value when it is not an integer in
+                           * -1..4096 (rs_rc_options_parse refuses it), else "" */
 } rs_rc_options;
 
+/* Defaults; bind_core_offset from $RECSTORE_BIND_CORE_OFFSET when set (RecStore's variable). */
 void rs_rc_options_default(rs_rc_options *o);
-/* Apply "k=v;k=v" (also ',' separated). RS_EINVAL naming the key or value on bad input.
+/* Apply "k=v;k=v" (also ',' separated). RS_EINVAL naming the key or value on bad input, or naming
+ * RECSTORE_BIND_CORE_OFFSET when the variable held something other than an integer.
  * Keys that only one side uses are remembered in client_only / server_only, so the other side
  * refuses them (rs_rc_options_check_role) instead of ignoring them. */
 int rs_rc_options_parse(rs_rc_options *o, const char *extra, rs_error *err);
@@ -333,9 +337,6 @@ void rs_rc_ctrl_put_header(uint8_t *hdr, uint16_t type, uint32_t body_len);
 int rs_rc_ctrl_send(int fd, uint16_t type, const void *body, uint32_t len, rs_error *err);
 int rs_rc_ctrl_recv(int fd, uint32_t timeout_ms, uint16_t *type, uint8_t **body, uint32_t *len,
                     rs_error *err);
-/* TCP helpers. */
-int rs_rc_tcp_listen(const char *host, uint16_t port, int *fd, uint16_t *bound, rs_error *err);
-int rs_rc_tcp_connect(const char *host, uint16_t port, uint32_t timeout_ms, int *fd, rs_error *err);
 
 /* ---- server (rc_server.c) -------------------------------------------------------------------- */
 

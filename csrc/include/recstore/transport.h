@@ -18,14 +18,24 @@
 extern "C" {
 #endif
 
+/* Shared defaults and limits of every transport (the Python layer exports the ones a caller must
+ * know: recbench._ps.DEFAULT_TIMEOUT_MS, ...). */
+#define RS_PS_DEFAULT_TIMEOUT_MS      10000u        /* per request, when timeout_ms == 0 */
+#define RS_PS_DEFAULT_MAX_BODY_BYTES  (64ull << 20) /* largest request a server accepts */
+#define RS_PS_DEFAULT_MAX_CONNECTIONS 1024u         /* connections a server holds at once */
+/* Largest reply a client accepts (2 GiB - 1: a baidu_std body size or a gRPC message length is
+ * at most this); a server cannot make a client allocate more. */
+#define RS_PS_MAX_REPLY_BYTES 2147483647u
+
 typedef struct rs_ps_server_opts {
     const char *host;         /* bind address (only this one) */
     uint16_t port;            /* 0 = pick a free port (read it back with bound_port) */
     uint32_t num_threads;     /* worker / poll threads */
-    uint64_t max_body_bytes;  /* largest request accepted before allocating (default 64 MiB) */
-    uint32_t max_connections; /* 0 = the transport's default (brpc 1024 connections, rdma/shm
-                               * 1024 control connections); RS_ENOTSUP where it cannot be
-                               * enforced (grpc) */
+    uint64_t max_body_bytes;  /* largest request accepted before allocating
+                               * (0 = RS_PS_DEFAULT_MAX_BODY_BYTES) */
+    uint32_t max_connections; /* 0 = RS_PS_DEFAULT_MAX_CONNECTIONS (brpc connections, rdma/shm
+                               * control connections); RS_ENOTSUP where it cannot be enforced
+                               * (grpc) */
     const char *extra;        /* transport-specific "k=v;k=v" options (e.g. RC poll_mode) */
 } rs_ps_server_opts;
 
@@ -47,7 +57,7 @@ typedef struct rs_ps_server_ops {
 } rs_ps_server_ops;
 
 typedef struct rs_ps_client_opts {
-    uint32_t timeout_ms;    /* per request; 0 = default (10000) */
+    uint32_t timeout_ms;    /* per request; 0 = RS_PS_DEFAULT_TIMEOUT_MS */
     uint32_t max_in_flight; /* requests a connection may have outstanding (prefetch_depth) */
     const char *extra;      /* transport-specific "k=v;k=v" options */
 } rs_ps_client_opts;

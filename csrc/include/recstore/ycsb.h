@@ -57,9 +57,6 @@ int rs_ycsb_props_bool(const rs_ycsb_props *p, const char *key, int def, int *ou
 /* Value must be one of the NULL-terminated `choices` (case-insensitive); *out = its index. */
 int rs_ycsb_props_choice(const rs_ycsb_props *p, const char *key, const char *def,
                          const char *const *choices, int *out, rs_error *err);
-/* Iterate: the i-th entry (i < count). */
-size_t rs_ycsb_props_count(const rs_ycsb_props *p);
-void rs_ycsb_props_entry(const rs_ycsb_props *p, size_t i, const char **key, const char **value);
 
 /* ---------- fields, records, results (record.c) ---------- */
 

@@ -27,6 +27,7 @@
 
 #include "recstore/clock.h"
 #include "recstore/rc.h"
+#include "transport/net.h"
 
 /* Client core binding (bind_core_offset / numa_id): each thread that submits through an RC client
  * is bound once, the i-th such thread of the process to core offset + i * stride. */
@@ -89,7 +90,7 @@ static int fetch_ready(rs_rc_client *c, const char *host, uint16_t port, rs_erro
     uint64_t deadline = rs_now_ns() + (uint64_t)c->o.ctrl_timeout_ms * 1000000ull;
     int rc;
     for (;;) {
-        rc = rs_rc_tcp_connect(host, port, c->o.ctrl_timeout_ms, &c->fd, err);
+        rc = rs_net_connect(host, port, c->o.ctrl_timeout_ms, RS_NET_NONBLOCK, &c->fd, err);
         if (rc == 0) {
             uint16_t type;
             uint8_t *body = NULL;

@@ -1,5 +1,5 @@
 /*
- * rc_ctrl.c — the RC control plane's wire format and blocking TCP helpers.
+ * rc_ctrl.c — the RC control plane's wire format and blocking frame I/O (TCP set-up is net.c).
  *
  * Frames: a 16-byte header {magic u32 = 0x52444d41, version u16, type u16, body_len u32,
  * reserved u32}, little-endian, then body_len bytes. A receiver checks magic, version and
@@ -11,9 +11,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,8 +20,11 @@
 
 #include "recstore/clock.h"
 #include "recstore/rc.h"
+#include "transport/net.h"
 
 #define META_REC 128u
+/* how long a client-side send waits for a server that does not read before giving up */
+#define CTRL_SEND_TIMEOUT_NS (30ull * 1000000000ull)
 
 static void put32(uint8_t *p, uint32_t v) {
     memcpy(p, &v, 4);
@@ -192,18 +192,6 @@ int rs_rc_ctrl_decode_attach_rep(const uint8_t *b, size_t len, rs_rc_attach_rep 
     return 0;
 }
 
-static int wait_fd(int fd, short ev, uint64_t deadline) {
-    for (;;) {
-        uint64_t now = rs_now_ns();
-        if (now >= deadline) return RS_ETIMEDOUT;
-        struct pollfd p = {.fd = fd, .events = ev};
-        int ms = (int)((deadline - now) / 1000000ull) + 1;
-        int r = poll(&p, 1, ms);
-        if (r > 0) return 0;
-        if (r < 0 && errno != EINTR) return RS_EIO;
-    }
-}
-
 static int send_all(int fd, const uint8_t *p, size_t n, rs_error *err) {
     while (n) {
         ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
@@ -216,7 +204,7 @@ static int send_all(int fd, const uint8_t *p, size_t n, rs_error *err) {
                 if (fl >= 0 && !(fl & O_NONBLOCK))
                     return rs_error_set(err, RS_ETIMEDOUT,
                                         "control plane send: peer does not read");
-                if (wait_fd(fd, POLLOUT, rs_now_ns() + 30000000000ull) == 0) continue;
+                if (rs_net_wait(fd, POLLOUT, rs_now_ns() + CTRL_SEND_TIMEOUT_NS) == 0) continue;
                 return rs_error_set(err, RS_ETIMEDOUT, "control plane send: peer does not read");
             }
             return rs_error_errno(err, RS_ECONN, errno, "control plane send");
@@ -229,7 +217,7 @@ static int send_all(int fd, const uint8_t *p, size_t n, rs_error *err) {
 
 static int recv_all(int fd, uint8_t *p, size_t n, uint64_t deadline, rs_error *err) {
     while (n) {
-        int rc = wait_fd(fd, POLLIN, deadline);
+        int rc = rs_net_wait(fd, POLLIN, deadline);
         if (rc == RS_ETIMEDOUT)
             return rs_error_set(err, rc, "control plane: no reply before the deadline");
         if (rc) return rs_error_errno(err, RS_EIO, errno, "control plane poll");
@@ -268,84 +256,5 @@ int rs_rc_ctrl_recv(int fd, uint32_t timeout_ms, uint16_t *type, uint8_t **body,
         return rc;
     }
     *body = b;
-    return 0;
-}
-
-static int resolve(const char *host, uint16_t port, int passive, struct addrinfo **res,
-                   rs_error *err) {
-    struct addrinfo hints = {
-        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = passive ? AI_PASSIVE : 0};
-    char ps[8];
-    snprintf(ps, sizeof ps, "%u", port);
-    int g = getaddrinfo(host && *host ? host : NULL, ps, &hints, res);
-    if (g)
-        return rs_error_set(err, RS_EINVAL, "control plane: cannot resolve '%s': %s",
-                            host ? host : "", gai_strerror(g));
-    return 0;
-}
-
-int rs_rc_tcp_listen(const char *host, uint16_t port, int *out, uint16_t *bound, rs_error *err) {
-    struct addrinfo *res;
-    int rc = resolve(host, port, 1, &res, err);
-    if (rc) return rc;
-    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        freeaddrinfo(res);
-        return rs_error_errno(err, RS_EIO, errno, "control plane socket");
-    }
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 128) != 0) {
-        int e = errno;
-        freeaddrinfo(res);
-        close(fd);
-        return rs_error_errno(err, e == EADDRINUSE ? RS_EBUSY : RS_EIO, e,
-                              "control plane: cannot listen on %s:%u", host ? host : "*", port);
-    }
-    freeaddrinfo(res);
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    getsockname(fd, (struct sockaddr *)&ss, &sl);
-    *bound = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                            : ((struct sockaddr_in *)&ss)->sin_port);
-    *out = fd;
-    return 0;
-}
-
-int rs_rc_tcp_connect(const char *host, uint16_t port, uint32_t timeout_ms, int *out,
-                      rs_error *err) {
-    struct addrinfo *res;
-    int rc = resolve(host, port, 0, &res, err);
-    if (rc) return rc;
-    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0) {
-        freeaddrinfo(res);
-        return rs_error_errno(err, RS_EIO, errno, "control plane socket");
-    }
-    rc = connect(fd, res->ai_addr, res->ai_addrlen);
-    freeaddrinfo(res);
-    if (rc != 0 && errno != EINPROGRESS) {
-        int e = errno;
-        close(fd);
-        return rs_error_errno(err, RS_ECONN, e, "control plane: connect to %s:%u", host, port);
-    }
-    if (rc != 0) {
-        if (wait_fd(fd, POLLOUT, rs_now_ns() + (uint64_t)timeout_ms * 1000000ull)) {
-            close(fd);
-            return rs_error_set(err, RS_ETIMEDOUT, "control plane: connect to %s:%u timed out",
-                                host, port);
-        }
-        int soerr = 0;
-        socklen_t sl = sizeof soerr;
-        getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
-        if (soerr) {
-            close(fd);
-            return rs_error_errno(err, RS_ECONN, soerr, "control plane: connect to %s:%u", host,
-                                  port);
-        }
-    }
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    *out = fd;
     return 0;
 }

@@ -5,15 +5,15 @@
  * Every key is either applied or rejected by name: nothing is silently ignored.
  */
 #define _GNU_SOURCE
-#include <errno.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "recstore/rc.h"
+#include "recstore/transport.h"
 #include "transport/transport_options.h"
+
+#define BIND_CORE_MAX 4096 /* largest bind_core_offset / _stride */
 
 void rs_rc_options_default(rs_rc_options *o) {
     memset(o, 0, sizeof *o);
@@ -24,7 +24,7 @@ void rs_rc_options_default(rs_rc_options *o) {
     o->inline_bytes = 64;
     o->wait_timeout_ms = 60000;
     o->ctrl_timeout_ms = 30000;
-    o->max_clients = 1024;
+    o->max_clients = RS_PS_DEFAULT_MAX_CONNECTIONS;
     o->bind_core_offset = -1;
     o->bind_core_stride = 1;
     o->numa_node = -1;
@@ -34,10 +34,13 @@ void rs_rc_options_default(rs_rc_options *o) {
     o->ib_port = 1;
     o->gid_index = -1;
     const char *env = getenv("RECSTORE_BIND_CORE_OFFSET");
+    int64_t v;
     if (env && *env) {
-        char *end;
-        long v = strtol(env, &end, 10);
-        if (*end == '\0' && v >= 0 && v < INT_MAX) o->bind_core_offset = (int)v;
+        if (rs_transport_option_i64("RC", "bind_core_offset", env, -1, BIND_CORE_MAX, &v, NULL) ==
+            0)
+            o->bind_core_offset = (int)v;
+        else
+            snprintf(o->bad_env, sizeof o->bad_env, "%s", env);
     }
 }
 
@@ -60,35 +63,17 @@ const char *rs_rc_fake_get_name(rs_rc_fake_get m) {
 
 static int parse_u32(const char *k, const char *v, uint32_t lo, uint32_t hi, uint32_t *out,
                      rs_error *err) {
-    char *end;
-    errno = 0;
-    unsigned long long x = strtoull(v, &end, 0);
-    if (errno || end == v || *end || v[0] == '-' || x < lo || x > hi)
-        return rs_error_set(err, RS_EINVAL, "RC option %s=%s: expected an integer in [%u, %u]", k,
-                            v, lo, hi);
-    *out = (uint32_t)x;
-    return 0;
+    uint64_t x;
+    int rc = rs_transport_option_u64("RC", k, v, lo, hi, &x, err);
+    if (rc == 0) *out = (uint32_t)x;
+    return rc;
 }
 
 static int parse_int(const char *k, const char *v, int lo, int hi, int *out, rs_error *err) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 0);
-    if (errno || end == v || *end || x < lo || x > hi)
-        return rs_error_set(err, RS_EINVAL, "RC option %s=%s: expected an integer in [%d, %d]", k,
-                            v, lo, hi);
-    *out = (int)x;
-    return 0;
-}
-
-static int parse_bool(const char *k, const char *v, int *out, rs_error *err) {
-    if (!strcasecmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes"))
-        *out = 1;
-    else if (!strcasecmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "no"))
-        *out = 0;
-    else
-        return rs_error_set(err, RS_EINVAL, "RC option %s=%s: expected true or false", k, v);
-    return 0;
+    int64_t x;
+    int rc = rs_transport_option_i64("RC", k, v, lo, hi, &x, err);
+    if (rc == 0) *out = (int)x;
+    return rc;
 }
 
 static const char *const client_only_keys[] = {"qps_per_client_per_shard", "slots_per_qp",
@@ -132,15 +117,17 @@ static int apply(rs_rc_options *o, const char *k, const char *v, rs_error *err) 
     U32("request_slot_bytes", request_slot_bytes, 4096, 1u << 30);
     U32("response_slot_bytes", response_slot_bytes, 4096, 1u << 30);
     U32("inline_bytes", inline_bytes, 0, 1024);
-    U32("wait_timeout_ms", wait_timeout_ms, 1, 3600000);
+    U32("wait_timeout_ms", wait_timeout_ms, 1, RS_TRANSPORT_OPTION_MAX_MS);
     U32("wait_spin_iterations", wait_spin_iterations, 0, 1u << 30);
-    U32("profile_interval_ms", profile_interval_ms, 0, 3600000);
+    U32("profile_interval_ms", profile_interval_ms, 0, RS_TRANSPORT_OPTION_MAX_MS);
     U32("server_get_workers", get_workers, 0, 64);
     U32("max_keys_per_request", max_keys, 0, 1u << 24);
-    U32("control_plane_timeout_ms", ctrl_timeout_ms, 1, 3600000);
+    U32("control_plane_timeout_ms", ctrl_timeout_ms, 1, RS_TRANSPORT_OPTION_MAX_MS);
 #undef U32
-    if (!strcmp(k, "bind_core_offset")) return parse_int(k, v, -1, 4096, &o->bind_core_offset, err);
-    if (!strcmp(k, "bind_core_stride")) return parse_int(k, v, 1, 4096, &o->bind_core_stride, err);
+    if (!strcmp(k, "bind_core_offset"))
+        return parse_int(k, v, -1, BIND_CORE_MAX, &o->bind_core_offset, err);
+    if (!strcmp(k, "bind_core_stride"))
+        return parse_int(k, v, 1, BIND_CORE_MAX, &o->bind_core_stride, err);
     if (!strcmp(k, "numa_id")) return parse_int(k, v, -1, 1023, &o->numa_node, err);
     if (!strcmp(k, "gid_index")) return parse_int(k, v, -1, 255, &o->gid_index, err);
     if (!strcmp(k, "ib_port")) {
@@ -154,7 +141,8 @@ static int apply(rs_rc_options *o, const char *k, const char *v, rs_error *err) 
         snprintf(o->device, sizeof o->device, "%s", v);
         return 0;
     }
-    if (!strcmp(k, "skip_client_copy")) return parse_bool(k, v, &o->skip_client_copy, err);
+    if (!strcmp(k, "skip_client_copy"))
+        return rs_transport_option_bool("RC", k, v, &o->skip_client_copy, err);
     if (!strcmp(k, "poll_mode")) {
         if (!strcmp(v, "busy"))
             o->poll_mode = RS_RC_POLL_BUSY;
@@ -209,6 +197,11 @@ static int apply_item(void *ctx, const char *key, const char *val, rs_error *err
 }
 
 int rs_rc_options_parse(rs_rc_options *o, const char *extra, rs_error *err) {
+    if (o->bad_env[0])
+        return rs_error_set(err, RS_EINVAL,
+                            "environment variable RECSTORE_BIND_CORE_OFFSET=%s: want an integer "
+                            "in -1..%d (a core offset, or -1 for no binding)",
+                            o->bad_env, BIND_CORE_MAX);
     int rc = rs_transport_options_each_sep(extra, ";,", "RC", apply_item, o, err);
     if (rc == 0 && (o->request_slot_bytes % 64 || o->response_slot_bytes % 64))
         rc = rs_error_set(err, RS_EINVAL,

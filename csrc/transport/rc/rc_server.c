@@ -41,6 +41,7 @@
 #include "recstore/rc.h"
 
 #include "transport/accept_shed.h"
+#include "transport/net.h"
 #include "transport/rc/rc_server_internal.h"
 
 /* ---- GET workers ------------------------------------------------------------------------------
@@ -244,7 +245,11 @@ int rs_rc_server_start(const rs_rc_fabric_ops *fab, const char *host, uint16_t p
         rc = rs_error_errno(err, RS_EIO, errno, "RC server: pipe");
         goto fail;
     }
-    if ((rc = rs_rc_tcp_listen(host, port, &s->listen_fd, &s->port, err))) goto fail;
+    if ((rc = rs_net_listen(host, port, 0, 0, &s->listen_fd, err)) ||
+        (rc = rs_net_bound_port(s->listen_fd, &s->port, err))) {
+        rs_error_prefix(err, "control plane");
+        goto fail;
+    }
     for (uint32_t i = 0; i < num_threads; i++) {
         poller *p = &s->pollers[i];
         p->s = s;

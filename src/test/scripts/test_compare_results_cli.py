@@ -10,7 +10,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from recbench import compare_report
+from recbench.bench import compare_results
 
 ROOT = Path(__file__).resolve().parents[3]
 TOOL = ROOT / "tools" / "benchmarks" / "compare_results.py"
@@ -27,7 +27,7 @@ def run_inproc(*args):
     """The same entry point in this process (faster); returns (exit code, stdout, stderr)."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = compare_report.main([str(a) for a in args])
+        rc = compare_results.main([str(a) for a in args])
     return subprocess.CompletedProcess(args, rc, out.getvalue(), err.getvalue())
 
 

@@ -1,4 +1,4 @@
-"""Grammar-based fuzzing of the runner's plan strings (recbench.topology), bounded and
+"""Grammar-based fuzzing of the runner's plan strings (recbench.runner.topology), bounded and
 deterministic: thousands of plan-like strings built from valid and hostile pieces (indices,
 hosts, user@host, bracketed IPv6, ports and shards out of range, stray separators, control
 characters, an ssh option disguised as a host) and then mutated. tools/build/fuzz_topology.py
@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tools" / "build"))
 import fuzz_topology
 
-from recbench import topology
+from recbench.runner import topology
 
 INDICES = ["0", "1", "2", "7", "-1", "01", "x", "", "99999999999999999999", " 3", "1_0", "٣"]
 HOSTS = ["127.0.0.1", "10.0.0.2", "host-a", "node_1.example", "user@host", "u@10.1.1.1",

@@ -10,7 +10,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from recbench import kv_compare
+from recbench.bench import kvengine_compare
 
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "tools" / "benchmarks" / "run_kvengine_compare.py"
@@ -42,13 +42,13 @@ class KvCompareTest(unittest.TestCase):
 
     def test_all_engines_end_to_end(self):
         out = self.tmp / "out"
-        r = compare("--engines", *kv_compare.ENGINES, "--workloads", "workloada", "workloade",
+        r = compare("--engines", *kvengine_compare.ENGINES, "--workloads", "workloada", "workloade",
                     "--record-count", "300", "--operation-count", "300", "--threads", "2",
                     "--output-dir", str(out))
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         header, rows = read_rows(out)
         self.assertEqual(header, COLUMNS)
-        self.assertEqual(len(rows), 2 * len(kv_compare.ENGINES))
+        self.assertEqual(len(rows), 2 * len(kvengine_compare.ENGINES))
         for row in rows:
             with self.subTest(engine=row["engine"], workload=row["workload"]):
                 self.assertEqual(row["exit_code"], "0")

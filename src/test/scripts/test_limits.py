@@ -161,6 +161,22 @@ class WireSizeLimitTest(NoLeftoverServers, unittest.TestCase):
             with recbench.PSClient(srv.uri, timeout_ms=5000) as c:
                 self.assertEqual(c.get(np.arange(2, dtype=np.uint64)).shape, (2, VS // 4))
 
+    def test_brpc_default_body_limit_is_the_exported_one(self):
+        """Without --max_body_bytes a server refuses a body one byte over
+        recbench._ps.DEFAULT_MAX_BODY_BYTES (transport.h's RS_PS_DEFAULT_MAX_BODY_BYTES), from the
+        header alone, and keeps serving."""
+        from recbench import _ps
+        self.assertEqual(_ps.DEFAULT_MAX_BODY_BYTES, 64 << 20)  # the documented default
+        self.assertEqual(_ps.DEFAULT_TIMEOUT_MS, 10000)
+        self.assertEqual(_ps.MAX_REPLY_BYTES, 2**31 - 1)
+        self.assertEqual(_ps.DEFAULT_MAX_CONNECTIONS, 1024)
+        with PSServerProcess("brpc", value_size=VS) as srv:
+            with socket.create_connection(("127.0.0.1", srv.ports[0]), timeout=10) as s:
+                s.sendall(b"PRPC" + struct.pack(">II", _ps.DEFAULT_MAX_BODY_BYTES + 1, 16))
+                self.assertEqual(s.recv(1), b"")  # closed, nothing allocated or answered
+            with recbench.PSClient(srv.uri, timeout_ms=5000) as c:
+                self.assertEqual(c.get(np.arange(2, dtype=np.uint64)).shape, (2, VS // 4))
+
     def test_grpc_message_over_max_body_is_refused(self):
         if "grpc" not in host_transports():
             self.skipTest("grpc is not part of this build")

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from recbench import ps_bench, ps_server
 from recbench.ps_client import parse_stats, parse_uri
-from recbench.ps_config import ConfigError, build_config, default_port, load_config, parse_config
+from recbench.ps_config import ConfigError, build_config, load_config, parse_config
+from recbench.transports import default_port
 
 
 class ConfigTest(unittest.TestCase):

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from loopback_sshd import LoopbackSshd, pid_alive, pids_mentioning
 
-from recbench import latency_hist, preflight, report_md, results
+from recbench import latency_hist
+from recbench.runner import preflight, report, results
 
 REPO = Path(__file__).resolve().parents[3]
 RUNNER = REPO / "tools" / "benchmarks" / "run_benchmark_ps.py"
@@ -136,7 +137,7 @@ class RunnerCase(unittest.TestCase):
         self.assertEqual(md[1], os.uname().nodename)
         self.assertEqual(md[2], "")
         text = "\n".join(md)
-        positions = [text.index(f"## {s}") for s in report_md.SECTIONS]
+        positions = [text.index(f"## {s}") for s in report.SECTIONS]
         self.assertEqual(positions, sorted(positions))
         return results.read_summary_csv(Path(self.out, "summary.csv")), \
             results.read_summary_csv(Path(self.out, "summary_totals.csv"))
@@ -468,7 +469,7 @@ class TestSshBackend(RunnerCase):
             "--client-plan", "0:client-a", "--remote-sync", "rsync", "--remote-build-command", build,
             "--output-dir", self.out])
         self.assertEqual(res.returncode, 0, res.stderr[-3000:])
-        self.assertTrue((remote_repo / "recbench" / "ps_runner.py").is_file())
+        self.assertTrue((remote_repo / "recbench" / "runner" / "cli.py").is_file())
         self.assertTrue((remote_repo / "tools" / "build" / "rsbuild.py").is_file())
         self.assertFalse((remote_repo / ".venv").exists())
         rows, _ = self.assert_outputs()

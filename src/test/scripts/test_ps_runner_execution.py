@@ -1,4 +1,4 @@
-"""recbench.execution and recbench.preflight against real processes: local and through a real
+"""recbench.runner.execution and recbench.runner.preflight against real processes: local and through a real
 sshd on loopback (ssh backend: remote PID tracking, stdin barrier, environment, cleanup), plus
 recbench.rdma device discovery."""
 
@@ -12,8 +12,9 @@ from pathlib import Path
 
 from loopback_sshd import LoopbackSshd, pid_alive, pids_mentioning
 
-from recbench import preflight, rdma
-from recbench.execution import Host, ProcessRegistry, Ssh, start_process
+from recbench import rdma
+from recbench.runner import preflight
+from recbench.runner.execution import Host, ProcessRegistry, Ssh, start_process
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -145,7 +146,7 @@ class TestSshProcesses(unittest.TestCase):
 
     def test_remote_preflight_json(self):
         host = Host("server-a", self.ssh, repo=str(REPO))
-        res = host.run(f"PYTHONPATH={REPO} {sys.executable} -m recbench.preflight "
+        res = host.run(f"PYTHONPATH={REPO} {sys.executable} -m recbench.runner.preflight "
                        f"--ports 127.0.0.2:{preflight.free_port('127.0.0.2')}")
         self.assertEqual(res.returncode, 0, res.stderr)
         line = next(x for x in res.stdout.splitlines() if x.startswith(preflight.PREFLIGHT_MARKER))

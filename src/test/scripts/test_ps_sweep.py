@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from recbench import analysis, ps_sweep
+from recbench import analysis
+from recbench.bench import sweep_ps
 
 ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT / "notebooks" / "data"
@@ -19,26 +20,26 @@ TOOL = ROOT / "tools" / "benchmarks" / "sweep_ps.py"
 
 class SweepArgsTest(unittest.TestCase):
     def test_flag_names(self):
-        self.assertEqual(ps_sweep.flag_name("batch_keys"), "--batch-keys")
-        self.assertEqual(ps_sweep.flag_name("--client-threads-per-process"), "--client-threads-per-process")
+        self.assertEqual(sweep_ps.flag_name("batch_keys"), "--batch-keys")
+        self.assertEqual(sweep_ps.flag_name("--client-threads-per-process"), "--client-threads-per-process")
         with self.assertRaisesRegex(ValueError, "not a runner flag"):
-            ps_sweep.flag_name("batch keys")
+            sweep_ps.flag_name("batch keys")
 
     def test_values(self):
-        self.assertEqual(ps_sweep.parse_values(" 64, 256,,1024 "), ["64", "256", "1024"])
+        self.assertEqual(sweep_ps.parse_values(" 64, 256,,1024 "), ["64", "256", "1024"])
         with self.assertRaisesRegex(ValueError, "no value"):
-            ps_sweep.parse_values(",")
+            sweep_ps.parse_values(",")
         with self.assertRaisesRegex(ValueError, "repeats"):
-            ps_sweep.parse_values("1,1")
+            sweep_ps.parse_values("1,1")
         with self.assertRaisesRegex(ValueError, "output directory"):
-            ps_sweep.parse_values("a/b")
+            sweep_ps.parse_values("a/b")
 
     def test_passthrough_conflicts(self):
         with self.assertRaisesRegex(ValueError, "swept parameter"):
-            ps_sweep.check_passthrough("--batch-keys", ["--repeat", "2", "--batch-keys=5"])
+            sweep_ps.check_passthrough("--batch-keys", ["--repeat", "2", "--batch-keys=5"])
         with self.assertRaisesRegex(ValueError, "--out-dir"):
-            ps_sweep.check_passthrough("--batch-keys", ["--output-dir", "x"])
-        ps_sweep.check_passthrough("--batch-keys", ["--value-size", "64"])
+            sweep_ps.check_passthrough("--batch-keys", ["--output-dir", "x"])
+        sweep_ps.check_passthrough("--batch-keys", ["--value-size", "64"])
 
     def test_cli_errors(self):
         r = subprocess.run([sys.executable, str(TOOL), "--param", "batch-keys", "--values", "1,2",
@@ -65,7 +66,7 @@ class SweepRowsTest(unittest.TestCase):
         self.assertAlmostEqual(by["BRPC"]["key_ops_per_sec"], brpc["key_ops_per_sec"].mean())
         self.assertGreater(by["BRPC"]["keys_per_cpu_sec"], 0)
         with tempfile.TemporaryDirectory() as d:
-            ps_sweep.write_sweep_csv(rows, Path(d) / "sweep.csv")
+            sweep_ps.write_sweep_csv(rows, Path(d) / "sweep.csv")
             sweep = analysis.load_sweep(Path(d) / "sweep.csv")
             self.assertEqual(len(sweep), 4)
             self.assertEqual(sweep["value_num"].iloc[0], 256)

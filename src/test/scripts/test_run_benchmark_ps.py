@@ -3,46 +3,67 @@ generated configs, command lines, result parsing, summary files and remote comma
 They start no processes (the end-to-end tests are in test_ps_runner_e2e.py / _ssh.py)."""
 
 import contextlib
+import dataclasses
 import io
 import os
 import shlex
 import subprocess
 import sys
 import tempfile
+import types
 import unittest
 from pathlib import Path
 
-from recbench import ps_runner, results, topology
-from recbench import runner_config as ps_config
-from recbench.execution import (
+from recbench import transports
+from recbench.runner import cli as runner_cli
+from recbench.runner import config as ps_config
+from recbench.runner import plan as runner_plan
+from recbench.runner import results, topology
+from recbench.runner.execution import (
     Host,
     Ssh,
     build_remote_exec_cmd,
     env_command,
     parse_proc_stat_cpu,
     remote_shell_command,
-    replace_config_path_arg,
 )
 
 REPO = Path(__file__).resolve().parents[3]
+T = transports.TRANSPORTS
 
 
 def parse(*argv):
-    return ps_runner.parse_args(list(argv))
+    return runner_cli.parse_args(list(argv))
+
+
+def flat(plan):
+    """Every field of a plan by its flag's dest name (the plan groups them by consumer)."""
+    out = {}
+    for part in (plan, plan.workload, plan.servers, plan.rc, plan.execution):
+        out.update({f.name: getattr(part, f.name) for f in dataclasses.fields(part)})
+    out["transport_list"] = [t.label for t in plan.transports]
+    out["effective_row_kind"] = plan.row_kind
+    return types.SimpleNamespace(**out)
 
 
 def parse_error(*argv):
     err = io.StringIO()
     with contextlib.redirect_stderr(err), unittest.TestCase().assertRaises(SystemExit):
-        ps_runner.parse_args(list(argv))
+        runner_cli.parse_args(list(argv))
     return err.getvalue()
 
 
-def sample_args(**kw):
-    args = parse("--transports", "grpc")
+def sample_args(*argv, **kw):
+    """The plan of `--transports grpc` plus flags: kw name=value is --name value (True: --name)."""
+    flags = list(argv)
     for k, v in kw.items():
-        setattr(args, k, v)
-    return args
+        if v is True:
+            flags.append(f"--{k.replace('_', '-')}")
+        elif v is not False:
+            flags += [f"--{k.replace('_', '-')}", str(v)]
+    if "--transports" not in flags:
+        flags = ["--transports", "grpc"] + flags
+    return parse(*flags)
 
 
 class TestLists(unittest.TestCase):
@@ -159,7 +180,7 @@ class TestConfig(unittest.TestCase):
                                             client_plan="0:c0")
 
     def test_build_runtime_config_writes_explicit_shards(self):
-        cfg = ps_config.build_runtime_config(sample_args(), "BRPC", self.topo(), "/data/x")
+        cfg = ps_config.build_runtime_config(sample_args(), T["brpc"], self.topo(), "/data/x")
         self.assertEqual(cfg["cache_ps"]["ps_type"], "BRPC")
         self.assertEqual(cfg["distributed_client"]["servers"][1], {"host": "h1", "port": 25001, "shard": 1})
         self.assertEqual(cfg["client"]["port"], 25000)
@@ -170,47 +191,32 @@ class TestConfig(unittest.TestCase):
     def test_build_runtime_config_uses_rdma_ps_type(self):
         args = parse("--transports", "rdma")
         topo = topology.build_topology_plan("RDMA", "127.0.0.1", "127.0.0.1", 1)
-        cfg = ps_config.build_runtime_config(args, "RDMA", topo, "/d")
+        cfg = ps_config.build_runtime_config(args, T["rdma"], topo, "/d")
         self.assertEqual(cfg["cache_ps"]["ps_type"], "RDMA")
         self.assertEqual(cfg["rdma"]["num_client_processes"], 1)
         self.assertEqual(cfg["rdma"]["num_server_processes"], 1)
-        self.assertEqual(cfg["cache_ps"]["num_threads"], args.server_rdma_threads)
+        self.assertEqual(cfg["cache_ps"]["num_threads"], flat(args).server_rdma_threads)
 
     def test_build_runtime_config_adds_slab_metadata_capacity(self):
         args = sample_args(capacity=1024, value_size=128)
-        cfg = ps_config.build_runtime_config(args, "GRPC", self.topo(), "/d")
+        cfg = ps_config.build_runtime_config(args, T["grpc"], self.topo(), "/d")
         value = cfg["cache_ps"]["base_kv_config"]["value"]
         self.assertEqual(value["dram_allocator"]["capacity_bytes"], 1 << 20)
         self.assertEqual(value["path"], "/d")
         self.assertEqual(cfg["cache_ps"]["base_kv_config"]["capacity"], 1024)
 
-    def test_build_runtime_config_supports_tiered_value_store(self):
-        args = sample_args(value_store_type="TIERED_VALUE_STORE")
-        value = ps_config.build_runtime_config(args, "GRPC", self.topo(), "/root")[
-            "cache_ps"]["base_kv_config"]["value"]
-        self.assertNotIn("path", value)
-        self.assertEqual(value["dram_allocator"]["path"], "/root/dram")
-        self.assertEqual(value["ssd_allocator"]["path"], "/root/ssd.db")
-        self.assertEqual(value["ssd_allocator"]["io"]["type"], "IOURING")
-        self.assertEqual(value["tiering"], {"cache_policy": "LRU"})
-
     def test_recommended_dram_capacity_bytes_adds_slab_headroom(self):
         self.assertEqual(ps_config.recommended_dram_capacity_bytes(1000000, 512, "PERSIST_LOOP_SLAB"),
                          596 << 20)
-
-    def test_recommended_ssd_capacity_bytes_has_minimum(self):
-        self.assertEqual(ps_config.recommended_ssd_capacity_bytes(1000, 128), 256 << 20)
 
     def test_recommended_dram_capacity_bytes_keeps_non_slab_exact(self):
         self.assertEqual(ps_config.recommended_dram_capacity_bytes(100, 64, "R2_ALLOC"), 6400)
 
     def test_resolve_rdma_get_response_mode_auto_binds_pet_hash_to_staging(self):
-        self.assertEqual(ps_config.resolve_rdma_get_response_mode("auto", "DRAM_PET_HASH"),
-                         "staging_copy")
-        self.assertEqual(ps_config.resolve_rdma_get_response_mode("auto", "DRAM_EXTENDIBLE_HASH"),
-                         "direct_sg")
-        self.assertEqual(ps_config.resolve_rdma_get_response_mode("direct_sg", "DRAM_PET_HASH"),
-                         "direct_sg")
+        resolve = runner_plan.resolve_get_response_mode
+        self.assertEqual(resolve("auto", "DRAM_PET_HASH"), "staging_copy")
+        self.assertEqual(resolve("auto", "DRAM_EXTENDIBLE_HASH"), "direct_sg")
+        self.assertEqual(resolve("direct_sg", "DRAM_PET_HASH"), "direct_sg")
 
 
 class TestCommands(unittest.TestCase):
@@ -219,7 +225,7 @@ class TestCommands(unittest.TestCase):
                      "--index-type", "DRAM_PET_HASH", "--rdma-rc-qps-per-client-per-shard", "4",
                      "--verify-deterministic-values", "--record-count", "777")
         topo = topology.build_topology_plan("RDMA", "127.0.0.1", "127.0.0.1", 1)
-        cmd = ps_config.build_benchmark_cmd(args, "RDMA", topo, topo.clients[0], "/c.json",
+        cmd = ps_config.build_benchmark_cmd(args, T["rdma"], topo, topo.clients[0], "/c.json",
                                             ["py", "-m", "recbench.ps_bench"])
         for flag in ("--workload=transactions", "--record_count=777", "--config_path=/c.json",
                      "--value_size=512", "--prefetch_depth=4", "--verify_deterministic_values=true",
@@ -241,22 +247,22 @@ class TestCommands(unittest.TestCase):
     def test_client_seed_differs_per_client(self):
         args = parse("--transports", "grpc", "--seed", "10")
         topo = topology.build_topology_plan("GRPC", "127.0.0.1", "127.0.0.1", 2)
-        seeds = [ps_config.build_benchmark_cmd(args, "GRPC", topo, c, "/c", ["x"])[-1]
+        seeds = [ps_config.build_benchmark_cmd(args, T["grpc"], topo, c, "/c", ["x"])[-1]
                  for c in topo.clients]
         self.assertEqual(seeds, ["--seed=10", "--seed=11"])
 
-    def test_build_rpc_server_cmd_passes_brpc_config_and_port(self):
+    def test_build_server_cmd_passes_brpc_config_and_port(self):
         args = sample_args()
         server = topology.ServerSpec(0, "10.0.0.1", "10.0.0.1", 25000, 3)
-        cmd = ps_config.build_rpc_server_cmd(args, "BRPC", server, 4, "/cfg.json", ["srv"])
+        cmd = ps_config.build_server_cmd(args, T["brpc"], server, 4, "/cfg.json", ["srv"])
         for flag in ("--config_path=/cfg.json", "--local_shard_id=3", "--brpc_server_port=25000",
                      "--transport=brpc", "--port=25000", "--host=10.0.0.1", "--num_shards=4",
                      "--num_threads=32", "--max_keys_per_request=1024"):
             self.assertIn(flag, cmd)
 
-    def test_build_rpc_server_cmd_leaves_grpc_single_shard_default_port(self):
+    def test_build_server_cmd_leaves_grpc_single_shard_default_port(self):
         server = topology.ServerSpec(0, "127.0.0.1", "127.0.0.1", 15000, 0)
-        cmd = ps_config.build_rpc_server_cmd(sample_args(), "GRPC", server, 1, "/c", ["srv"])
+        cmd = ps_config.build_server_cmd(sample_args(), T["grpc"], server, 1, "/c", ["srv"])
         self.assertIn("--local_shard_id=0", cmd)
         self.assertFalse(any(a.startswith("--brpc_server_port") for a in cmd))
         self.assertFalse(any(a.startswith("--rdma") for a in cmd))
@@ -266,15 +272,19 @@ class TestCommands(unittest.TestCase):
                      "--rdma-rc-server-get-workers", "2", "--rdma-rc-fake-get-mode", "status_only",
                      "--rdma-rc-client-numa-id", "1", "--rdma-rc-skip-client-copy",
                      "--rdma-wait-timeout-ms", "8000", "--transport-options", "poll_mode=busy")
-        self.assertEqual(args.rdma_rc_profile_interval_ms, 250)
+        self.assertEqual(flat(args).rdma_rc_profile_interval_ms, 250)
         topo = topology.build_topology_plan("RDMA", "127.0.0.1", "127.0.0.1", 2)
-        srv = ps_config.build_server_cmd(args, "RDMA", topo.servers[0], 1, "/c", ["s"])
+        srv = ps_config.build_server_cmd(args, T["rdma"], topo.servers[0], 1, "/c", ["s"],
+                                         ps_config.bind_core_offset(args, T["rdma"], "server", 0, None))
         self.assertIn("--num_threads=1", srv)
         self.assertEqual(transport_options(srv), {
             "profile_interval_ms": "250", "server_get_workers": "2", "fake_get_mode": "status_only",
             "numa_id": "0", "get_response_mode": "direct_sg", "bind_core_offset": "0",
             "poll_mode": "busy"})
-        cli = [ps_config.build_benchmark_cmd(args, "RDMA", topo, c, "/c", ["c"]) for c in topo.clients]
+        cli = [ps_config.build_benchmark_cmd(args, T["rdma"], topo, c, "/c", ["c"],
+                                             ps_config.bind_core_offset(args, T["rdma"], "client",
+                                                                        c.client_index, None))
+               for c in topo.clients]
         o = transport_options(cli[0])
         self.assertEqual((o["profile_interval_ms"], o["numa_id"], o["skip_client_copy"],
                           o["qps_per_client_per_shard"], o["wait_timeout_ms"], o["poll_mode"],
@@ -282,19 +292,19 @@ class TestCommands(unittest.TestCase):
                          ("250", "1", "true", "16", "8000", "busy", "45000"))
         # client NUMA differs from the server's: client cores start at 0, one block per process
         self.assertEqual([transport_options(c)["bind_core_offset"] for c in cli], ["0", "16"])
-        self.assertEqual(args.effective_row_kind, "diagnostic")
+        self.assertEqual(flat(args).effective_row_kind, "diagnostic")
 
     def test_transport_options_scoped_by_transport_name(self):
         args = parse("--transports", "grpc,brpc,shm", "--transport-options",
                      "grpc:poll_strategy=poll;shm:poll_mode=busy,malloc_tuning=1")
         topo = topology.build_topology_plan("GRPC", "127.0.0.1", "127.0.0.1", 1)
-        grpc_srv = ps_config.build_server_cmd(args, "GRPC", topo.servers[0], 1, "/c", ["s"])
-        grpc_cli = ps_config.build_benchmark_cmd(args, "GRPC", topo, topo.clients[0], "/c", ["c"])
+        grpc_srv = ps_config.build_server_cmd(args, T["grpc"], topo.servers[0], 1, "/c", ["s"])
+        grpc_cli = ps_config.build_benchmark_cmd(args, T["grpc"], topo, topo.clients[0], "/c", ["c"])
         for cmd in (grpc_srv, grpc_cli):
             self.assertEqual(transport_options(cmd), {"poll_strategy": "poll", "malloc_tuning": "1"})
-        brpc = ps_config.build_server_cmd(args, "BRPC", topo.servers[0], 1, "/c", ["s"])
+        brpc = ps_config.build_server_cmd(args, T["brpc"], topo.servers[0], 1, "/c", ["s"])
         self.assertEqual(transport_options(brpc), {"malloc_tuning": "1"})
-        shm = transport_options(ps_config.build_server_cmd(args, "SHM", topo.servers[0], 1, "/c",
+        shm = transport_options(ps_config.build_server_cmd(args, T["shm"], topo.servers[0], 1, "/c",
                                                            ["s"]))
         self.assertEqual((shm["poll_mode"], shm["malloc_tuning"]), ("busy", "1"))
         self.assertNotIn("poll_strategy", shm)
@@ -305,18 +315,22 @@ class TestCommands(unittest.TestCase):
         args = parse("--transports", "rdma,shm", "--server-rdma-threads", "2",
                      "--client-processes-per-ip", "3")
         topo = topology.build_topology_plan("RDMA", "127.0.0.1", "127.0.0.1", 3)
-        offs = [transport_options(ps_config.build_benchmark_cmd(args, "RDMA", topo, c, "/c", ["c"],
-                                                                cores=4))["bind_core_offset"]
+        offs = [ps_config.bind_core_offset(args, T["rdma"], "client", c.client_index, 4)
                 for c in topo.clients]
-        self.assertEqual(offs, ["2", "2", "2"])  # 2 + k*16 wraps on 4 cores
-        shm = transport_options(ps_config.build_benchmark_cmd(args, "SHM", topo, topo.clients[0],
-                                                              "/c", ["c"], cores=4))
+        self.assertEqual(offs, [2, 2, 2])  # 2 + k*16 wraps on 4 cores
+        cmd = ps_config.build_benchmark_cmd(args, T["rdma"], topo, topo.clients[1], "/c", ["c"],
+                                            offs[1])
+        self.assertEqual(transport_options(cmd)["bind_core_offset"], "2")
+        self.assertIsNone(ps_config.bind_core_offset(args, T["shm"], "client", 0, 4))
+        shm = transport_options(ps_config.build_benchmark_cmd(args, T["shm"], topo, topo.clients[0],
+                                                              "/c", ["c"]))
         self.assertNotIn("bind_core_offset", shm)
         self.assertNotIn("numa_id", shm)
         explicit = parse("--transports", "shm", "--rdma-server-bind-core-offset", "1")
-        srv = ps_config.build_server_cmd(explicit, "SHM", topo.servers[0], 1, "/c", ["s"], cores=4)
+        offset = ps_config.bind_core_offset(explicit, T["shm"], "server", 0, 4)
+        srv = ps_config.build_server_cmd(explicit, T["shm"], topo.servers[0], 1, "/c", ["s"], offset)
         self.assertEqual(transport_options(srv)["bind_core_offset"], "1")
-        grpc = ps_config.build_server_cmd(args, "GRPC", topo.servers[0], 1, "/c", ["s"])
+        grpc = ps_config.build_server_cmd(args, T["grpc"], topo.servers[0], 1, "/c", ["s"])
         self.assertFalse(any(a.startswith("--transport_options") for a in grpc))
 
 
@@ -328,13 +342,13 @@ def transport_options(cmd):
 class TestArgs(unittest.TestCase):
     def test_defaults_match_recstore(self):
         a = parse("--transports", "grpc")
-        self.assertEqual((a.record_count, a.value_size, a.batch_keys, a.client_threads_per_process,
-                          a.runtime_seconds, a.server_worker_threads, a.max_keys_per_request,
-                          a.client_timeout, a.cluster_timeout, a.startup_delay, a.index_type,
-                          a.remote_sync, a.execution_backend),
+        self.assertEqual((flat(a).record_count, flat(a).value_size, flat(a).batch_keys, flat(a).client_threads_per_process,
+                          flat(a).runtime_seconds, flat(a).server_worker_threads, flat(a).max_keys_per_request,
+                          flat(a).client_timeout, flat(a).cluster_timeout, flat(a).startup_delay, flat(a).index_type,
+                          flat(a).remote_sync, flat(a).execution_backend),
                          (1000000, 512, 1024, 16, 5, 32, 500, 120, 45, 2.0,
                           "DRAM_EXTENDIBLE_HASH", "check", "local"))
-        self.assertIsNone(a.profile)
+        self.assertIsNone(flat(a).profile)
 
     def test_parse_args_rejects_rdma_prefetch_depth_above_slot_capacity(self):
         msg = parse_error("--transports", "rdma", "--rdma-rc-qps-per-client-per-shard", "4",
@@ -342,22 +356,22 @@ class TestArgs(unittest.TestCase):
         self.assertIn("RDMA fetch prefetch depth exceeds RC slot capacity", msg)
         ok = parse("--transports", "rdma", "--rdma-rc-qps-per-client-per-shard", "4",
                    "--prefetch-depth", "4")
-        self.assertEqual(ok.prefetch_depth, 4)
+        self.assertEqual(flat(ok).prefetch_depth, 4)
 
     def test_parse_args_sets_rdma_fetch_qp_default(self):
         a = parse("--transports", "rdma")
-        self.assertEqual((a.rdma_rc_qps_per_client_per_shard, a.rdma_rc_slots_per_qp,
-                          a.prefetch_depth), (16, 1, 16))
+        self.assertEqual((flat(a).rdma_rc_qps_per_client_per_shard, flat(a).rdma_rc_slots_per_qp,
+                          flat(a).prefetch_depth), (16, 1, 16))
         g = parse("--transports", "grpc")
-        self.assertIsNone(g.rdma_rc_qps_per_client_per_shard)
-        self.assertEqual(g.prefetch_depth, 0)
+        self.assertIsNone(flat(g).rdma_rc_qps_per_client_per_shard)
+        self.assertEqual(flat(g).prefetch_depth, 0)
         m = parse("--transports", "rdma", "--mode", "insert")
-        self.assertIsNone(m.rdma_rc_qps_per_client_per_shard)
+        self.assertIsNone(flat(m).rdma_rc_qps_per_client_per_shard)
 
     def test_parse_args_accepts_build_dirs(self):
         a = parse("--transports", "grpc", "--build-dir", "build_release", "--remote-build-dir",
                   "build_release")
-        self.assertEqual((a.build_dir, a.remote_build_dir), ("build_release", "build_release"))
+        self.assertEqual((flat(a).build_dir, flat(a).remote_build_dir), ("build_release", "build_release"))
 
     def test_parse_args_refuses_storage_flags_recbench_cannot_apply(self):
         # RecStore keeps --tiered-dram-capacity-bytes; recbench's PS has no tiered store, so the
@@ -370,18 +384,18 @@ class TestArgs(unittest.TestCase):
         self.assertIn("no shared control plane", parse_error("--rdma-namespace", "mine"))
         a = parse("--transports", "grpc", "--value-store-type", "DRAM_VALUE_STORE",
                   "--rdma-namespace", "auto")
-        self.assertEqual(a.tiered_dram_capacity_bytes, 0)
+        self.assertEqual(a.servers.value_store_type, "DRAM_VALUE_STORE")
 
     def test_parse_args_sets_local_rdma_bind_core_defaults(self):
         a = parse("--transports", "rdma", "--server-rdma-threads", "16",
                   "--client-threads-per-process", "1", "--client-load-threads-per-process", "1")
-        self.assertEqual((a.rdma_server_bind_core_offset, a.rdma_rc_server_numa_id,
-                          a.rdma_rc_client_numa_id, a.rdma_client_bind_core_offset,
-                          a.rdma_client_bind_core_stride), (0, 0, 0, 16, 1))
+        self.assertEqual((flat(a).rdma_server_bind_core_offset, flat(a).rdma_rc_server_numa_id,
+                          flat(a).rdma_rc_client_numa_id, flat(a).rdma_client_bind_core_offset,
+                          flat(a).rdma_client_bind_core_stride), (0, 0, 0, 16, 1))
         b = parse("--transports", "rdma", "--rdma-rc-client-numa-id", "1")
-        self.assertEqual(b.rdma_client_bind_core_offset, 0)
+        self.assertEqual(flat(b).rdma_client_bind_core_offset, 0)
         ssh = parse("--transports", "rdma", "--execution-backend", "ssh")
-        self.assertIsNone(ssh.rdma_server_bind_core_offset)
+        self.assertIsNone(flat(ssh).rdma_server_bind_core_offset)
 
     def test_validation_names_bad_values(self):
         self.assertIn("--value-size 130 is not a multiple of 4", parse_error("--value-size", "130"))
@@ -399,60 +413,63 @@ class TestArgs(unittest.TestCase):
 
     def test_profiles_fill_values_and_explicit_flags_win(self):
         a = parse("--profile", "rpc-small", "--transports", "grpc")
-        self.assertEqual((a.record_count, a.client_threads_per_process, a.server_worker_threads,
-                          a.runtime_seconds), (5000, 2, 2, 1))
+        self.assertEqual((flat(a).record_count, flat(a).client_threads_per_process, flat(a).server_worker_threads,
+                          flat(a).runtime_seconds), (5000, 2, 2, 1))
         b = parse("--profile", "rpc-small", "--transports", "grpc", "--record-count", "123",
                   "--client-threads-per-process", "3")
-        self.assertEqual((b.record_count, b.client_threads_per_process), (123, 3))
+        self.assertEqual((flat(b).record_count, flat(b).client_threads_per_process), (123, 3))
         c = parse("--profile", "rdma-capacity", "--transports", "rdma")
-        self.assertEqual((c.record_count, c.value_size, c.batch_keys, c.index_type,
-                          c.client_processes_per_ip, c.rdma_rc_qps_per_client_per_shard,
-                          c.prefetch_depth, c.rdma_client_bind_core_offset,
-                          c.effective_row_kind), (1000000, 512, 500, "DRAM_PET_HASH", 4, 16, 16,
+        self.assertEqual((flat(c).record_count, flat(c).value_size, flat(c).batch_keys, flat(c).index_type,
+                          flat(c).client_processes_per_ip, flat(c).rdma_rc_qps_per_client_per_shard,
+                          flat(c).prefetch_depth, flat(c).rdma_client_bind_core_offset,
+                          flat(c).effective_row_kind), (1000000, 512, 500, "DRAM_PET_HASH", 4, 16, 16,
                                                   16, "capacity"))
-        s = parse("--profile", "rpc-stress-small", "--transports", "grpc")
+        s = flat(parse("--profile", "rpc-stress-small", "--transports", "grpc"))
         self.assertEqual((s.record_count, s.client_processes_per_ip, s.runtime_seconds), (50000, 4, 3))
-        f = parse("--profile", "fair-small", "--transports", "rdma,grpc,brpc")
+        f = flat(parse("--profile", "fair-small", "--transports", "rdma,grpc,brpc"))
         self.assertEqual((f.client_threads_per_process, f.client_load_threads_per_process,
                           f.effective_row_kind), (1, 1, "fair"))
 
     def test_no_arguments_is_the_smoke_profile_on_every_transport(self):
         a = parse()
-        self.assertEqual(a.profile, "smoke")
-        self.assertEqual(set(a.transport_list), {"RDMA", "GRPC", "BRPC", "SHM"})
-        self.assertEqual((a.record_count, a.value_size, a.batch_keys, a.runtime_seconds, a.repeat),
+        self.assertEqual(flat(a).profile, "smoke")
+        self.assertEqual(set(flat(a).transport_list), {"RDMA", "GRPC", "BRPC", "SHM"})
+        self.assertEqual((flat(a).record_count, flat(a).value_size, flat(a).batch_keys, flat(a).runtime_seconds, flat(a).repeat),
                          (10000, 128, 64, 1, 1))
         # the smoke profile's QP pool (4 x 1) holds its prefetch depth
-        self.assertLessEqual(a.prefetch_depth,
-                             a.rdma_rc_qps_per_client_per_shard * a.rdma_rc_slots_per_qp)
+        self.assertLessEqual(flat(a).prefetch_depth,
+                             flat(a).rdma_rc_qps_per_client_per_shard * flat(a).rdma_rc_slots_per_qp)
 
     def test_apply_interactive_prompts_updates_prompted_values(self):
-        args = parse("--transports", "grpc")
+        args = runner_cli.build_parser().parse_args(["--transports", "grpc"])
         answers = iter(["grpc,brpc", "10.0.0.2", "10.0.0.1,10.0.0.1", "2", "", "", "5000", "256",
                         "32", "4", "3", "2", "ssh", "/tmp/out"])
         out = io.StringIO()
-        ps_runner.apply_interactive_prompts(args, lambda: next(answers), out)
+        answered = runner_cli.apply_interactive_prompts(args, lambda: next(answers), out)
+        self.assertIn("record_count", answered)
+        self.assertNotIn("server_plan", answered)
         self.assertEqual((args.transports, args.client_ips, args.server_shard_ips,
                           args.client_processes_per_ip, args.record_count, args.value_size,
                           args.batch_keys, args.client_threads_per_process, args.runtime_seconds,
                           args.repeat, args.execution_backend, args.output_dir),
                          ("grpc,brpc", "10.0.0.2", "10.0.0.1,10.0.0.1", 2, 5000, 256, 32, 4, 3.0,
                           2, "ssh", "/tmp/out"))
-        self.assertEqual(len(ps_runner.INTERACTIVE_PROMPTS), 14)
+        self.assertEqual(len(runner_cli.INTERACTIVE_PROMPTS), 14)
         self.assertIn("Record count", out.getvalue())
         bad = iter(["", "", "", "many"])
         with self.assertRaisesRegex(ValueError, "'many'"):
-            ps_runner.apply_interactive_prompts(parse("--transports", "grpc"), lambda: next(bad), out)
+            runner_cli.apply_interactive_prompts(runner_cli.build_parser().parse_args([]),
+                                                 lambda: next(bad), out)
 
     def test_help_mentions_remote_and_topology_args(self):
-        text = ps_runner.build_parser().format_help()
+        text = runner_cli.build_parser().format_help()
         for flag in ("--server-plan", "--client-plan", "--server-shard-ips", "--client-ips",
                      "--remote-sync", "--remote-repo", "--remote-container", "--execution-backend",
                      "--prefetch-depth", "--rdma-rc-fake-get-mode", "--rdma-rc-skip-client-copy",
                      "--rdma-get-response-mode", "--profile", "--interactive", "--ssh-config",
                      "--ssh-option", "--allow-debug-build", "--rdma-control-plane-port"):
             self.assertIn(flag, text)
-        for retired in ps_runner.RETIRED_FLAGS:
+        for retired in runner_cli.RETIRED_FLAGS:
             self.assertNotIn(retired + " ", text)
             self.assertNotIn(retired + "\n", text)
         self.assertNotIn("use-local-memcached", text)
@@ -492,30 +509,24 @@ class TestResults(unittest.TestCase):
         self.assertEqual(rows[0]["elapsed_us_mean"], 100.0)
 
     def test_result_rows_include_effective_payload_bandwidth(self):
-        row = results.result_row({"runtime_seconds": 1}, {"phase": "run", "throughput_keys_sec": 2e6,
-                                                          "throughput_batches_sec": 1.0}, 512)
-        self.assertAlmostEqual(row["payload_gbps"], 1.024)
+        row = results.result_row({"runtime_seconds": 1, "value_size": 512},
+                                 {"phase": "run", "throughput_keys_sec": 2e6,
+                                  "throughput_batches_sec": 1.0})
+        self.assertAlmostEqual(row["payload_gbps"], 1.024)  # the line has none: keys/s x 512 B
+        # the line's own value_size and payload_gbps win over the runner's
+        row = results.result_row({"runtime_seconds": 1, "value_size": 512},
+                                 {"phase": "run", "throughput_keys_sec": 2e6, "value_size": 256,
+                                  "payload_gbps": 0.5})
+        self.assertEqual((row["value_size"], row["payload_gbps"]), (256, 0.5))
 
     def test_row_keeps_latency_and_cpu(self):
         parsed = results.collect_ps_result_rows(RESULT_TEXT)[1]
-        row = results.result_row({"runtime_seconds": 1}, parsed, 128, server_cpu_s=0.7)
+        row = results.result_row({"runtime_seconds": 1, "value_size": 128}, parsed, server_cpu_s=0.7)
         self.assertEqual((row["mean_us"], row["p50_us"], row["p99_us"], row["max_us"]),
                          (100.0, 90.0, 200.0, 400.0))
         self.assertAlmostEqual(row["client_cpu_s"], 0.8)
         self.assertAlmostEqual(row["keys_per_cpu_sec"], 80000.0)
         self.assertEqual(row["server_cpu_s"], 0.7)
-
-    def test_aggregate_transport_payload_sums_clients_then_means_repeats(self):
-        rows = [
-            {"transport": "RDMA", "status": "success", "phase": "run", "repeat_index": 0, "payload_gbps": 4},
-            {"transport": "RDMA", "status": "success", "phase": "run", "repeat_index": 0, "payload_gbps": 6},
-            {"transport": "RDMA", "status": "success", "phase": "run", "repeat_index": 1, "payload_gbps": 8},
-            {"transport": "RDMA", "status": "success", "phase": "load", "repeat_index": 1, "payload_gbps": 99},
-            {"transport": "BRPC", "status": "success", "phase": "run", "repeat_index": 0, "payload_gbps": 1},
-            {"transport": "BRPC", "status": "client_failure", "phase": "run", "repeat_index": 0,
-             "payload_gbps": ""},
-        ]
-        self.assertEqual(results.aggregate_transport_payload(rows), {"RDMA": 9.0, "BRPC": 1.0})
 
     def test_write_summary_csv_writes_rows(self):
         base = {"transport": "GRPC", "repeat_index": 0, "server_shards": 2, "client_processes": 2,
@@ -526,8 +537,8 @@ class TestResults(unittest.TestCase):
                 "index_type": "DRAM_PET_HASH", "row_kind": "fair",
                 "log_path": ["/l/client_0.stdout.log", "/l/client_0.stderr.log"]}
         parsed = results.collect_ps_result_rows(RESULT_TEXT)
-        rows = [results.result_row(base, p, 128) for p in parsed]
-        rows.append(results.result_row(dict(base, client_index=1), parsed[1], 128))
+        rows = [results.result_row(base, p) for p in parsed]
+        rows.append(results.result_row(dict(base, client_index=1), parsed[1]))
         rows.append(results.failure_row(base, "client_failure", "client exited with code 3, oops",
                                         "run", 2, ["/a", "/b"]))
         with tempfile.TemporaryDirectory() as d:
@@ -636,13 +647,6 @@ class TestRemoteCommands(unittest.TestCase):
                              capture_output=True, text=True)
         self.assertEqual(out.stdout.strip(), "/a b.json")
 
-    def test_replace_config_path_arg_rewrites_existing_flag(self):
-        self.assertEqual(replace_config_path_arg(["x", "--config_path=/old", "--y=1"], "/new"),
-                         ["x", "--config_path=/new", "--y=1"])
-        self.assertEqual(replace_config_path_arg(["x", "--config_path", "/old"], "/new"),
-                         ["x", "--config_path", "/new"])
-        self.assertEqual(replace_config_path_arg(["x"], "/new"), ["x", "--config_path=/new"])
-
     def test_local_host_run_and_proc_stat(self):
         res = Host(None, repo="/").run("pwd")
         self.assertEqual(res.stdout.strip(), "/")
@@ -653,7 +657,7 @@ class TestRemoteCommands(unittest.TestCase):
 
 class TestReport(unittest.TestCase):
     def test_summary_md_layout(self):
-        from recbench import report_md
+        from recbench.runner import report
 
         args = parse("--transports", "grpc,rdma", "--prefetch-depth", "4",
                      "--rdma-rc-qps-per-client-per-shard", "4")
@@ -664,11 +668,13 @@ class TestReport(unittest.TestCase):
         rows.append(dict(rows[0], transport="RDMA", status="skipped", phase="",
                          message="no RDMA verbs device on local: x"))
         totals = [{"transport": "GRPC", "repeat_index": "mean", "phase": "run",
-                   "key_ops_per_sec": 2.5e6, "row_kind": "fair"}]
-        text = report_md.render("abc123", "myhost", args, rows, totals, [], {}, "/out")
+                   "key_ops_per_sec": "2500000", "row_kind": "fair", "latency_merge": "exact"}]
+        run_config = {"plan": args.record(), "git": {"commit": "abc123"}, "hostname": "myhost",
+                      "run_config_path": "/out/run_config.json"}
+        text = report.render(run_config, rows, totals)
         lines = text.splitlines()
         self.assertEqual(lines[:3], ["abc123", "myhost", ""])
-        positions = [text.index(f"## {s}") for s in report_md.SECTIONS]
+        positions = [text.index(f"## {s}") for s in report.SECTIONS]
         self.assertEqual(positions, sorted(positions))
         self.assertIn("| GRPC | 0 | run | 0 | 2.500 |", text)
         self.assertIn("no RDMA verbs device", text)
@@ -680,37 +686,32 @@ if __name__ == "__main__":
 
 
 class TestAvailability(unittest.TestCase):
-    def test_transport_availability_shapes(self):
-        from recbench import preflight
+    def test_transport_availability_covers_the_table(self):
+        from recbench import _ps
+        from recbench.runner import preflight
 
-        norm = preflight._normalize_availability
-        self.assertEqual(norm({"brpc": None, "grpc": "built without libgrpc-dev"}),
-                         {"brpc": None, "grpc": "built without libgrpc-dev"})
-        self.assertEqual(norm([{"name": "BRPC", "available": True},
-                               {"name": "shm", "available": False, "reason": "later"}]),
-                         {"brpc": None, "shm": "later"})
-        self.assertEqual(norm([("rdma", False)]), {"rdma": "not available in this build"})
         got = preflight.transport_availability()
-        self.assertEqual(set(got), {"brpc", "grpc", "shm", "rdma"} | set(got))
+        self.assertEqual(list(got), ["rdma", "grpc", "brpc", "shm"])  # the table's order
+        self.assertEqual(got, {t: _ps.transports()[t] for t in got})
 
 
 class TestFlagForwarding(unittest.TestCase):
     def test_unsupported_optional_flags(self):
-        from recbench import ps_session
+        from recbench.runner import session as runner_session
 
         with tempfile.TemporaryDirectory() as d:
             args = parse("--transports", "grpc", "--transaction-profile", "--output-dir", d)
-            session = ps_session.Session(args, [])
+            session = runner_session.Session(args, [])
             supported = {"transport", "config_path"}
             argv = ["--transport=grpc", "--config_path=/c", "--brand_new_core_flag=1"]
             # core flags always pass, even when --help does not list them
             self.assertEqual(session.filter_flags(argv, supported, "ps_bench"), argv)
             # a flag the user set explicitly is never dropped silently
-            with self.assertRaisesRegex(ps_session.PreflightError,
+            with self.assertRaisesRegex(runner_session.PreflightError,
                                         "does not accept --transaction_profile .*--transaction-profile"):
                 session.filter_flags(argv + ["--transaction_profile=true"], supported, "ps_bench")
             # a derived one is dropped and recorded
-            session.args.explicit = []
+            session.plan = dataclasses.replace(session.plan, explicit=frozenset())
             self.assertEqual(session.filter_flags(argv + ["--report_mode=both"], supported, "b"), argv)
             self.assertEqual(session.not_forwarded, {"b: --report_mode"})
             # --help that could not be read: nothing is filtered
@@ -719,33 +720,30 @@ class TestFlagForwarding(unittest.TestCase):
 
 class TestCaseTopology(unittest.TestCase):
     def test_shard_ids_must_be_dense_to_run(self):
-        from recbench import ps_session
 
         with tempfile.TemporaryDirectory() as d:
-            args = parse("--transports", "grpc", "--server-plan", "0:a:25000:3,1:b:26000:8",
-                         "--output-dir", d)
-            with self.assertRaisesRegex(topology.TopologyError, r"shard ids \[3, 8\] must be dense, 0..1"):
-                ps_session.Session(args, []).topology_for("GRPC")
+            self.assertRegex(parse_error("--transports", "grpc", "--server-plan",
+                                         "0:a:25000:3,1:b:26000:8", "--output-dir", d),
+                             r"shard ids \[3, 8\] must be dense, 0..1")
             ok = parse("--transports", "grpc,shm", "--server-plan", "1:a:25001:1,0:b:25000:0",
                        "--output-dir", d)
-            topo = ps_session.Session(ok, []).topology_for("SHM")
+            topo = ok.topology(T["shm"])
             self.assertEqual([(s.host, s.port) for s in topo.servers], [("b", 25000), ("a", 25001)])
 
     def test_local_rc_ports_are_free_ports_and_shm_ps_type(self):
-        from recbench import ps_session
 
         with tempfile.TemporaryDirectory() as d:
             args = parse("--transports", "shm", "--server-shard-ips", "127.0.0.1,127.0.0.1",
                          "--output-dir", d, "--transport-options", "poll_mode=adaptive")
-            topo = ps_session.Session(args, []).topology_for("SHM")
+            topo = args.topology(T["shm"])
             ports = [s.port for s in topo.servers]
             self.assertEqual(len(set(ports)), 2)
-            cfg = ps_config.build_runtime_config(args, "SHM", topo, "/d")
+            cfg = ps_config.build_runtime_config(args, T["shm"], topo, "/d")
             self.assertEqual(cfg["cache_ps"]["ps_type"], "LOCAL_SHM")
-            srv = ps_config.build_server_cmd(args, "SHM", topo.servers[1], 2, "/c", ["s"])
+            srv = ps_config.build_server_cmd(args, T["shm"], topo.servers[1], 2, "/c", ["s"])
             self.assertEqual(transport_options(srv)["poll_mode"], "adaptive")
             self.assertIn(f"--port={ports[1]}", srv)
-            cli = ps_config.build_benchmark_cmd(args, "SHM", topo, topo.clients[0], "/c", ["c"])
+            cli = ps_config.build_benchmark_cmd(args, T["shm"], topo, topo.clients[0], "/c", ["c"])
             self.assertEqual(transport_options(cli)["poll_mode"], "adaptive")
             self.assertFalse(any(a.startswith(("--host=", "--port=")) for a in cli))
 
@@ -755,19 +753,19 @@ class TestInteractiveParse(unittest.TestCase):
         answers = iter(["brpc"] + [""] * 13)
         err = io.StringIO()
         with contextlib.redirect_stderr(err):
-            args = ps_runner.parse_args(["--interactive"], input_fn=lambda: next(answers))
-        self.assertEqual(args.transport_list, ["BRPC"])
-        self.assertEqual(args.prefetch_depth, 0)  # no RDMA: the RC fetch defaults do not apply
-        self.assertIsNone(args.rdma_rc_qps_per_client_per_shard)
+            args = runner_cli.parse_args(["--interactive"], input_fn=lambda: next(answers))
+        self.assertEqual(flat(args).transport_list, ["BRPC"])
+        self.assertEqual(flat(args).prefetch_depth, 0)  # no RDMA: the RC fetch defaults do not apply
+        self.assertIsNone(flat(args).rdma_rc_qps_per_client_per_shard)
         self.assertIn("Transports", err.getvalue())
 
 
 class TestBuildTypeCheck(unittest.TestCase):
     def problems(self, build_type, *extra):
-        from recbench import ps_session
+        from recbench.runner import session as runner_session
 
         with tempfile.TemporaryDirectory() as d:
-            session = ps_session.Session(parse("--transports", "brpc", "--output-dir", d, *extra), [])
+            session = runner_session.Session(parse("--transports", "brpc", "--output-dir", d, *extra), [])
             return session._build_problems("local", {"recbench": {"build_type": build_type}})
 
     def test_release_required_unless_allowed(self):
@@ -802,11 +800,11 @@ class TestFabricPlan(unittest.TestCase):
         args = parse("--transports", "rdma,shm", "--client-processes-per-ip", "2",
                      "--rdma-fabric-plan", "0:mlx5_0:1:3:ib,1:mlx5_1:1:0:ib,2:mlx5_2:2:1:ib")
         topo = topology.build_topology_plan("RDMA", "127.0.0.1", "127.0.0.1", 2)
-        srv = transport_options(ps_config.build_server_cmd(args, "RDMA", topo.servers[0], 1, "/c", ["s"]))
+        srv = transport_options(ps_config.build_server_cmd(args, T["rdma"], topo.servers[0], 1, "/c", ["s"]))
         self.assertEqual((srv["device"], srv["ib_port"], srv["gid_index"]), ("mlx5_0", "1", "3"))
-        cli = transport_options(ps_config.build_benchmark_cmd(args, "RDMA", topo, topo.clients[1], "/c", ["c"]))
+        cli = transport_options(ps_config.build_benchmark_cmd(args, T["rdma"], topo, topo.clients[1], "/c", ["c"]))
         self.assertEqual((cli["device"], cli["ib_port"], cli["gid_index"]), ("mlx5_2", "2", "1"))
-        shm = transport_options(ps_config.build_benchmark_cmd(args, "SHM", topo, topo.clients[1], "/c", ["c"]))
+        shm = transport_options(ps_config.build_benchmark_cmd(args, T["shm"], topo, topo.clients[1], "/c", ["c"]))
         self.assertNotIn("device", shm)
         self.assertIn("cover every node", parse_error("--transports", "rdma", "--rdma-fabric-plan",
                                                       "0:mlx5_0:1:0:ib"))
@@ -814,16 +812,16 @@ class TestFabricPlan(unittest.TestCase):
                                                          "0:mlx5_0:1:0:ib,1:mlx5_0:1:0:ib"))
 
     def test_fabric_plan_checked_against_host_devices(self):
-        from recbench import ps_session
+        from recbench.runner import session as runner_session
 
         with tempfile.TemporaryDirectory() as d:
             args = parse("--transports", "rdma", "--output-dir", d, "--rdma-fabric-plan",
                          "0:mlx5_0:1:0:rocev2:64:0:0,1:mlx5_9:1:0:ib")
-            session = ps_session.Session(args, [])
+            session = runner_session.Session(args, [])
             session.facts["local"] = {"rdma_devices": [
                 {"name": "mlx5_0", "ports": [{"port": 1, "link_layer": "InfiniBand"}]}]}
             topo = topology.build_topology_plan("RDMA", "127.0.0.1", "127.0.0.1", 1)
-            problems = session.fabric_problems("RDMA", topo)
+            problems = session.fabric_problems(T["rdma"], topo)
             self.assertIn("mode rocev2 needs an Ethernet port, mlx5_0 port 1 on local is InfiniBand",
                           problems[0])
             self.assertIn("device mlx5_9 is not on local (it has mlx5_0)", problems[1])

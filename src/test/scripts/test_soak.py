@@ -1,4 +1,4 @@
-"""The soak benchmark (tools/benchmarks/soak_ps.py -> recbench.soak), run briefly: verified
+"""The soak benchmark (tools/benchmarks/soak_ps.py -> recbench.bench.soak_ps), run briefly: verified
 traffic with client churn and an injected client kill on brpc (and shm where built) ends with
 zero errors, the servers back at their idle descriptors and no shm lanes left; bad flags are
 refused."""

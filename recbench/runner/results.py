@@ -40,7 +40,7 @@ STATUSES = ("success", "skipped", "timeout", "startup_failure", "client_failure"
             "preflight_failure")
 FAILURE_STATUSES = ("timeout", "startup_failure", "client_failure", "preflight_failure")
 RESULT_PREFIX = "PS_BENCHMARK_RESULT"
-INT_FIELDS = ("threads", "batch_size", "records", "batches", "key_ops")
+INT_FIELDS = ("threads", "batch_size", "records", "batches", "key_ops", "value_size")
 FLOAT_FIELDS = ("zipfian_alpha", "runtime_s", "throughput_batches_sec", "throughput_keys_sec",
                 "mean_us", "p50_us", "p95_us", "p99_us", "p999_us", "max_us", "cpu_user_s",
                 "cpu_sys_s", "payload_gbps")
@@ -131,10 +131,14 @@ def join_cell(values):
     return str(values).replace(",", ";")
 
 
-def result_row(base, parsed, value_size, server_cpu_s=None):
-    """summary.csv row for one parsed result line. `base` holds the case columns."""
+def result_row(base, parsed, server_cpu_s=None):
+    """summary.csv row for one parsed result line. `base` holds the case columns; the line's own
+    value_size and payload_gbps win (a --benchmark-binary may report them; older lines without
+    payload_gbps get it from keys/s x value_size)."""
     row = dict(base)
     key_ops = parsed.get("throughput_keys_sec", 0.0)
+    value_size = int(parsed.get("value_size") or base["value_size"])
+    payload = parsed.get("payload_gbps")
     cpu = None
     if "cpu_user_s" in parsed or "cpu_sys_s" in parsed:
         cpu = parsed.get("cpu_user_s", 0.0) + parsed.get("cpu_sys_s", 0.0)
@@ -143,7 +147,9 @@ def result_row(base, parsed, value_size, server_cpu_s=None):
         "phase": parsed.get("phase", ""),
         "ops_per_sec": round(parsed.get("throughput_batches_sec", 0.0), 3),
         "key_ops_per_sec": round(key_ops, 3),
-        "payload_gbps": round(payload_gbps(key_ops, value_size), 6),
+        "value_size": value_size,
+        "payload_gbps": round(payload if payload is not None else payload_gbps(key_ops, value_size),
+                              6),
         "mean_us": parsed.get("mean_us"), "p50_us": parsed.get("p50_us"),
         "p95_us": parsed.get("p95_us"), "p99_us": parsed.get("p99_us"),
         "p999_us": parsed.get("p999_us"), "max_us": parsed.get("max_us"),
@@ -198,14 +204,13 @@ def _num(value):
     return float(value)
 
 
-def case_totals(rows, transport, repeat_index, phase, server_cpu_s=None, case_status="",
-                hists=None):
-    """Total of one transport x repeat x phase over its clients' rows (as written to summary.csv,
-    so the run total equals the awk sum of column 18). Latency: mean_us is the batch-weighted mean
-    (exact). `hists` maps (transport, repeat_index, phase, client_index) -> latency_hist.Hist (the
-    clients' PS_BENCHMARK_HIST lines): when every successful client has one, p50..p999 and max_us
-    come from their merged histogram (latency_merge=exact); otherwise p50..p999 are the maximum
-    over clients, a bound (latency_merge=worst_client), and max_us is exact either way."""
+def case_totals(rows, transport, repeat_index, phase, server_cpu_s=None, case_status=""):
+    """Total of one transport x repeat x phase over its clients' rows (the run total equals the
+    awk sum of summary.csv's column 18). Latency: mean_us is the batch-weighted mean (exact). A
+    row's `_hist` is the client's latency_hist.Hist (its PS_BENCHMARK_HIST line): when every
+    successful client has one, p50..p999 and max_us come from their merged histogram
+    (latency_merge=exact); otherwise p50..p999 are the maximum over clients, a bound
+    (latency_merge=worst_client), and max_us is exact either way."""
     mine = [r for r in rows if r["transport"] == transport and str(r["repeat_index"]) ==
             str(repeat_index) and r["phase"] == phase]
     ok = [r for r in mine if r["status"] == "success"]
@@ -228,8 +233,7 @@ def case_totals(rows, transport, repeat_index, phase, server_cpu_s=None, case_st
     means = [_num(r["mean_us"]) for r in ok]
     if all(m is not None for m in means) and sum(weights) > 0:
         out["mean_us"] = sum(m * w for m, w in zip(means, weights)) / sum(weights)
-    mine_hists = [(hists or {}).get((transport, str(repeat_index), phase, str(r["client_index"])))
-                  for r in ok]
+    mine_hists = [r.get("_hist") for r in ok]
     if mine_hists and all(h is not None and h.count for h in mine_hists):
         merged = latency_hist.Hist()
         for h in mine_hists:
@@ -282,17 +286,16 @@ def mean_row(case_rows, transport, phase):
     return out
 
 
-def build_totals(csv_rows, cases, hists=None):
-    """All totals rows. `csv_rows` are summary.csv rows as read back (strings); `cases` is a list of
-    (transport, repeat_index, server_cpu_s, case_status); `hists` as for case_totals."""
+def build_totals(rows, cases):
+    """All totals rows. `rows` are the summary rows (with their `_hist`); `cases` is a list of
+    (transport, repeat_index, server_cpu_s, case_status)."""
     out = []
     transports = []
     for transport, repeat_index, server_cpu, status in cases:
         if transport not in transports:
             transports.append(transport)
         for phase in ("load", "run"):
-            out.append(case_totals(csv_rows, transport, repeat_index, phase, server_cpu, status,
-                                   hists))
+            out.append(case_totals(rows, transport, repeat_index, phase, server_cpu, status))
     for transport in transports:
         for phase in ("load", "run"):
             out.append(mean_row([r for r in out if r["repeat_index"] != "mean"], transport, phase))
@@ -309,18 +312,3 @@ def write_totals_csv(path, totals):
                 v = row.get(col)
                 cells.append(fmt(v, 6 if col == "payload_gbps" else 3))
             w.writerow(cells)
-
-
-def aggregate_transport_payload(rows):
-    """RecStore's transport comparison: per (transport, repeat) the sum of payload_gbps over
-    successful run rows, then the mean over repeats -> {transport: GB/s}."""
-    per_case = {}
-    for r in rows:
-        if r.get("status") != "success" or r.get("phase") != "run":
-            continue
-        key = (r["transport"], str(r["repeat_index"]))
-        per_case[key] = per_case.get(key, 0.0) + float(r["payload_gbps"])
-    per_transport = {}
-    for (transport, _), v in per_case.items():
-        per_transport.setdefault(transport, []).append(v)
-    return {t: statistics.mean(v) for t, v in per_transport.items()}

@@ -23,10 +23,11 @@ import time
 from pathlib import Path
 
 from recbench import analysis
+from recbench.launch import SOURCE_ROOT
 
-log = logging.getLogger("recbench.ps_sweep")
+log = logging.getLogger("recbench.bench.sweep_ps")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = SOURCE_ROOT
 DEFAULT_RUNNER = ROOT / "tools" / "benchmarks" / "run_benchmark_ps.py"
 RESERVED = ("--output-dir",)
 

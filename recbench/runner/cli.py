@@ -7,35 +7,25 @@ summary_totals.csv, the Chinese summary.md and run_config.json.
 
 This module holds the command line: RecStore's flags with RecStore's defaults, the workload
 profiles (`--profile`, explicit flags win), `--interactive`, and the post-parse validation and
-derived defaults. The work is in recbench.ps_session (cases), recbench.runner_config (configs and
-command lines), recbench.topology, recbench.execution, recbench.preflight, recbench.results and
-recbench.report_md.
+derived defaults. The work is in the other recbench.runner modules: session (cases), config
+(configs and command lines), topology, execution, preflight, results and report.
 """
 
+from __future__ import annotations
+
 import argparse
-import os
 import sys
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
 
-from recbench.runner_config import scoped_transport_options
-from recbench.topology import (
-    RC_TRANSPORTS,
-    TopologyError,
-    build_topology_plan,
-    fabric_node_ids,
-    normalize_transport_list,
-    parse_rdma_fabric_plan,
-)
+from recbench import transports
+from recbench.runner.plan import Plan, build_plan
+from recbench.runner.topology import TopologyError
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RUNNER_VERSION = 1
-RESULT_DIR_PREFIX = "benchmark_ps_"
-DEFAULT_RDMA_FETCH_QPS = 16
-DEFAULT_RDMA_FETCH_SLOTS = 1
-DEFAULT_RDMA_PREFETCH_DEPTH = 16
-DEFAULT_TRANSPORTS = "rdma,grpc,brpc,shm"
+DEFAULT_TRANSPORTS = ",".join(transports.NAMES)
 
 # --profile values from the user's workload and concurrency tables. Explicit flags win.
-PROFILES = {
+PROFILES: dict[str, dict[str, Any]] = {
     "smoke": dict(record_count=10000, value_size=128, batch_keys=64, runtime_seconds=1, repeat=1,
                   client_processes_per_ip=1, client_threads_per_process=1,
                   client_load_threads_per_process=1, server_worker_threads=2,
@@ -65,7 +55,6 @@ PROFILES = {
                           rdma_server_bind_core_offset=0, rdma_client_bind_core_offset=16,
                           rdma_client_bind_core_stride=2),
 }
-CAPACITY_PROFILES = ("rpc-stress-small", "rdma-capacity")
 
 RETIRED_FLAGS = {
     "--client-hosts": "--client-ips", "--server-hosts": "--server-shard-ips",
@@ -76,7 +65,7 @@ RETIRED_FLAGS = {
 }
 REJECTED_FLAGS = {"--use-local-memcached": "recbench's PS does not use memcached"}
 
-INTERACTIVE_PROMPTS = [
+INTERACTIVE_PROMPTS: list[tuple[str, str, Callable[[str], Any]]] = [
     ("transports", "Transports (comma list)", str),
     ("client_ips", "Client IPs", str),
     ("server_shard_ips", "Server shard IPs (one per shard)", str),
@@ -94,7 +83,7 @@ INTERACTIVE_PROMPTS = [
 ]
 
 
-def build_parser():
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="run_benchmark_ps.py",
         description="Run recbench PS benchmarks (brpc, grpc, shm, rdma) locally or across hosts "
@@ -234,10 +223,10 @@ def build_parser():
     return p
 
 
-def explicit_dests(parser, argv):
+def explicit_dests(parser: argparse.ArgumentParser, argv: Sequence[str]) -> set[str]:
     """dest names the user gave on the command line (profile values do not override them)."""
-    seen = set()
-    option_map = {}
+    seen: set[str] = set()
+    option_map: dict[str, str] = {}
     for action in parser._actions:
         for opt in action.option_strings:
             option_map[opt] = action.dest
@@ -254,7 +243,7 @@ def explicit_dests(parser, argv):
     return seen
 
 
-def _check_retired(parser, argv):
+def _check_retired(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:
     for token in argv:
         name = token.split("=", 1)[0]
         if name in RETIRED_FLAGS:
@@ -263,202 +252,39 @@ def _check_retired(parser, argv):
             parser.error(f"{name} is not supported: {REJECTED_FLAGS[name]}")
 
 
-def apply_profile(args, explicit, profile):
+def apply_profile(args: argparse.Namespace, explicit: set[str], profile: str) -> None:
     for dest, value in PROFILES[profile].items():
         if dest not in explicit:
             setattr(args, dest, value)
 
 
-def parse_args(argv=None, input_fn=None):
-    """Parse, apply the profile, prompt when --interactive (and `input_fn` is given), then validate
-    and derive defaults from the final values."""
+def parse_args(argv: Sequence[str] | None = None,
+               input_fn: Callable[[], str] | None = None) -> Plan:
+    """Parse, apply the profile, prompt when --interactive (and `input_fn` is given), then build
+    the plan (every check and derived default; a bad value exits 2 naming the flag)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     _check_retired(parser, argv)
     args = parser.parse_args(argv)
-    args.explicit = sorted(explicit_dests(parser, argv))
+    explicit = explicit_dests(parser, argv)
     if not argv:
         args.profile = "smoke"
     if args.profile:
-        apply_profile(args, set(args.explicit), args.profile)
+        apply_profile(args, explicit, args.profile)
     try:
         if args.interactive and input_fn is not None:
-            apply_interactive_prompts(args, input_fn)
-        finalize_args(args)
+            explicit |= apply_interactive_prompts(args, input_fn)
+        return build_plan(args, frozenset(explicit))
     except (ValueError, TopologyError) as exc:
         parser.error(str(exc))
-    return args
 
 
-def finalize_args(args):
-    """Post-parse validation and derived defaults (RecStore's rules, plus recbench's)."""
-    if args.client_processes_per_ip < 1:
-        raise ValueError(f"client_processes_per_ip must be >= 1, got {args.client_processes_per_ip}")
-    args.transport_list = normalize_transport_list(args.transports)
-    if args.transport_options:
-        scoped_transport_options(args.transport_options, "")  # refuses unknown prefixes
-    for name in ("record_count", "value_size", "batch_keys", "client_threads_per_process",
-                 "repeat", "server_worker_threads", "server_rdma_threads"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    if args.value_size % 4:
-        raise ValueError(f"--value-size {args.value_size} is not a multiple of 4 (rows are float32)")
-    if args.runtime_seconds <= 0:
-        raise ValueError(f"--runtime-seconds must be > 0, got {args.runtime_seconds}")
-    if not 0 <= args.read_ratio <= 100:
-        raise ValueError(f"--read-ratio {args.read_ratio} is not in 0..100")
-    if args.prefetch_depth < 0 or args.client_load_threads_per_process < 0:
-        raise ValueError("--prefetch-depth and --client-load-threads-per-process must be >= 0")
-    if args.distribution == "zipfian" and not 0 < args.zipfian_alpha < 10:
-        raise ValueError(f"--zipfian-alpha {args.zipfian_alpha} must be in (0, 10)")
-    if args.client_timeout <= 0 or args.cluster_timeout <= 0:
-        raise ValueError("--client-timeout and --cluster-timeout must be > 0")
-    if args.remote_container and args.execution_backend != "ssh":
-        raise ValueError("--remote-container needs --execution-backend ssh (docker is reached "
-                         "through ssh)")
-    for opt in args.ssh_option:
-        if "=" not in opt:
-            raise ValueError(f"--ssh-option {opt!r} must be K=V")
-    for opt in ("benchmark_binary", "server_binary"):
-        path = getattr(args, opt)
-        if path:
-            full = path if os.path.isabs(path) else os.path.join(REPO_ROOT, path)
-            if args.execution_backend == "local" and not (os.path.isfile(full)
-                                                          and os.access(full, os.X_OK)):
-                raise ValueError(f"--{opt.replace('_', '-')} {path}: no executable file at {full}")
-    if args.rdma_rc_server_coroutines_per_thread not in (None, 1):
-        raise ValueError(f"--rdma-rc-server-coroutines-per-thread "
-                         f"{args.rdma_rc_server_coroutines_per_thread}: recbench's RC server runs "
-                         "one scanner per poll thread (only 1 is possible; use "
-                         "--server-rdma-threads for more pollers)")
-    unsupported = {
-        "rdma_direct_async_fetch": ("recbench's ps_bench always goes through the all-shards client; "
-                                    "there is no raw async GET mode"),
-        "rdma_adapter_skip_prefetch_result_copy": (
-            "recbench has no PS adapter layer; use --rdma-rc-skip-client-copy for the "
-            "response-copy diagnostic"),
-    }
-    for flag, why in unsupported.items():
-        if getattr(args, flag):
-            raise ValueError(f"--{flag.replace('_', '-')} is not available in recbench: {why}")
-    refuse_unsupported_storage(args)
-    if "rdma_namespace" in args.explicit and args.rdma_namespace not in ("auto", ""):
-        raise ValueError(f"--rdma-namespace {args.rdma_namespace}: recbench has no shared control "
-                         "plane to partition; each run's control planes are its own ports "
-                         "(--rdma-control-plane-port)")
-    rc = [t for t in args.transport_list if t in RC_TRANSPORTS]
-    args.rc_derived = []
-    if args.rdma_namespace.startswith("benchmark-ps-") and "rdma_namespace" not in args.explicit:
-        args.rdma_namespace = "auto"
-    if rc and args.mode == "fetch":
-        for dest, value in (("rdma_rc_qps_per_client_per_shard", DEFAULT_RDMA_FETCH_QPS),
-                            ("rdma_rc_slots_per_qp", DEFAULT_RDMA_FETCH_SLOTS)):
-            if getattr(args, dest) is None:
-                setattr(args, dest, value)
-                args.rc_derived.append(dest)
-        if args.prefetch_depth == 0:
-            args.prefetch_depth = DEFAULT_RDMA_PREFETCH_DEPTH
-            args.rc_derived.append("prefetch_depth")
-        capacity = args.rdma_rc_qps_per_client_per_shard * args.rdma_rc_slots_per_qp
-        if args.prefetch_depth > capacity:
-            raise ValueError(
-                f"RDMA fetch prefetch depth exceeds RC slot capacity: --prefetch-depth "
-                f"{args.prefetch_depth} > --rdma-rc-qps-per-client-per-shard "
-                f"{args.rdma_rc_qps_per_client_per_shard} x --rdma-rc-slots-per-qp "
-                f"{args.rdma_rc_slots_per_qp}")
-    if "RDMA" in args.transport_list and args.execution_backend == "local":
-        load = args.client_load_threads_per_process or args.client_threads_per_process
-        for dest, value in (("rdma_rc_server_numa_id", 0),):
-            if getattr(args, dest) is None:
-                setattr(args, dest, value)
-                args.rc_derived.append(dest)
-        if args.rdma_rc_client_numa_id is None:
-            args.rdma_rc_client_numa_id = args.rdma_rc_server_numa_id
-            args.rc_derived.append("rdma_rc_client_numa_id")
-        if args.rdma_server_bind_core_offset is None:
-            args.rdma_server_bind_core_offset = 0
-            args.rc_derived.append("rdma_server_bind_core_offset")
-        if args.rdma_client_bind_core_offset is None:
-            shards = _shard_count(args)
-            workers = args.rdma_rc_server_get_workers or 0
-            args.rdma_client_bind_core_offset = (
-                0 if args.rdma_rc_client_numa_id != args.rdma_rc_server_numa_id
-                else shards * (args.server_rdma_threads + workers))
-            args.rc_derived.append("rdma_client_bind_core_offset")
-        if args.rdma_client_bind_core_stride is None:
-            args.rdma_client_bind_core_stride = max(args.client_threads_per_process, load, 1)
-            args.rc_derived.append("rdma_client_bind_core_stride")
-    if args.rdma_namespace == "auto":
-        args.rdma_namespace = f"benchmark-ps-{os.getpid()}"
-    args.fabric = {}
-    if args.rdma_fabric_plan.strip():
-        if "RDMA" not in args.transport_list:
-            raise ValueError("--rdma-fabric-plan applies to the rdma transport only")
-        topo = build_topology_plan("RDMA", args.server_shard_ips, args.client_ips,
-                                   args.client_processes_per_ip, args.server_plan, args.client_plan)
-        nodes = fabric_node_ids(topo)
-        plan = parse_rdma_fabric_plan(args.rdma_fabric_plan, [n for _, _, n in nodes])
-        args.fabric = {(role, index): plan[node] for role, index, node in nodes}
-    args.effective_row_kind = resolve_row_kind(args)
-    return args
-
-
-# RecStore storage flags whose only effect is on a value-store block that recbench's PS does not
-# have: refused when set to anything but RecStore's default, so that nothing is silently ignored.
-STORAGE_DEFAULTS = {
-    "value_store_type": ("DRAM_VALUE_STORE", ("recbench's PS keeps rows in its DRAM slab value "
-                                              "store; there is no tiered (DRAM+SSD) store")),
-    "dram_allocator": ("PERSIST_LOOP_SLAB", "recbench's value store has one slab allocator"),
-    "tiered_dram_capacity_bytes": (0, "only a tiered value store has a DRAM tier to size"),
-    "ssd_capacity_bytes": (0, "only a tiered value store has an SSD tier"),
-    "ssd_io_backend": ("IOURING", "only a tiered value store does SSD I/O"),
-    "ssd_queue_depth": (512, "only a tiered value store does SSD I/O"),
-}
-
-
-def refuse_unsupported_storage(args):
-    for dest, (default, why) in STORAGE_DEFAULTS.items():
-        value = getattr(args, dest)
-        if value != default:
-            raise ValueError(f"--{dest.replace('_', '-')} {value} is not supported: {why}")
-
-
-def _shard_count(args):
-    from recbench.topology import parse_csv_list
-
-    if parse_csv_list(args.server_plan):
-        return len(parse_csv_list(args.server_plan))
-    return max(1, len(parse_csv_list(args.server_shard_ips)))
-
-
-def diagnostic_reasons(args):
-    out = []
-    if args.rdma_rc_profile_interval_ms:
-        out.append(f"rdma_rc_profile_interval_ms={args.rdma_rc_profile_interval_ms}")
-    if args.rdma_rc_fake_get_mode not in (None, "none"):
-        out.append(f"rdma_rc_fake_get_mode={args.rdma_rc_fake_get_mode}")
-    if args.rdma_rc_skip_client_copy:
-        out.append("rdma_rc_skip_client_copy")
-    if args.rdma_adapter_skip_prefetch_result_copy:
-        out.append("rdma_adapter_skip_prefetch_result_copy")
-    if args.transaction_profile:
-        out.append("transaction_profile")
-    return out
-
-
-def resolve_row_kind(args):
-    if args.row_kind != "auto":
-        return args.row_kind
-    if diagnostic_reasons(args):
-        return "diagnostic"
-    if args.profile in CAPACITY_PROFILES:
-        return "capacity"
-    return "fair"
-
-
-def apply_interactive_prompts(args, input_fn=input, output=None):
-    """Ask for the main settings in RecStore's order; an empty answer keeps the current value."""
+def apply_interactive_prompts(args: argparse.Namespace, input_fn: Callable[[], str] = input,
+                              output: TextIO | None = None) -> set[str]:
+    """Ask for the main settings in RecStore's order; an empty answer keeps the current value.
+    Returns the dests answered (they count as given on the command line)."""
     output = output or sys.stderr
+    answered: set[str] = set()
     for dest, text, kind in INTERACTIVE_PROMPTS:
         current = getattr(args, dest)
         output.write(f"{text} [{current}]: ")
@@ -470,17 +296,16 @@ def apply_interactive_prompts(args, input_fn=input, output=None):
             setattr(args, dest, kind(answer))
         except ValueError:
             raise ValueError(f"{text}: {answer!r} is not a valid {kind.__name__}") from None
-        if dest not in args.explicit:
-            args.explicit.append(dest)
-    return args
+        answered.add(dest)
+    return answered
 
 
-def main(argv=None):
-    from recbench import ps_session
+def main(argv: Sequence[str] | None = None) -> int:
+    from recbench.runner import session
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = parse_args(argv, input_fn=input)
-    return ps_session.run(args, argv)
+    plan = parse_args(argv, input_fn=input)
+    return session.run(plan, argv)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Per-host preflight of the PS runner: what recbench build a host has, whether it has RDMA verbs
 devices, and whether the server ports are free.
 
-`host_facts(ports)` gathers the facts of the host it runs on; `python -m recbench.preflight
+`host_facts(ports)` gathers the facts of the host it runs on; `python -m recbench.runner.preflight
 --ports h:p,...` prints the same as one JSON line, which is how the runner asks a remote host
 (over ssh, inside the container when there is one). The runner then compares each host with the
 local one (`compare_with_local`) for `--remote-sync check`.
@@ -14,6 +14,8 @@ import os
 import platform
 import socket
 import sys
+
+from recbench import transports
 
 PREFLIGHT_MARKER = "RECBENCH_PREFLIGHT="
 
@@ -71,47 +73,15 @@ def recbench_build():
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
-KNOWN_TRANSPORTS = ("brpc", "grpc", "shm", "rdma")
-
-
-def _normalize_availability(info):
-    """recbench._ps.transports() -> {name: None (available) or the reason it is absent}."""
-    out = {}
-    items = info.items() if isinstance(info, dict) else info
-    for item in items:
-        if isinstance(item, dict):
-            name = item.get("name")
-            value = item
-        else:
-            name, value = item
-        if isinstance(value, dict):
-            reason = value.get("missing") or value.get("reason")
-            if value.get("available") is False and not reason:
-                reason = "not available in this build"
-            if value.get("available") is True:
-                reason = None
-        elif value is None or value is True:
-            reason = None
-        elif value is False:
-            reason = "not available in this build"
-        else:
-            reason = str(value)
-        out[str(name).lower()] = reason
-    return out
-
-
 def transport_availability():
-    """{transport: None when this build of recbench has it, else the reason it does not}."""
+    """{transport: None when this build of recbench has it, else the reason it does not}, for every
+    transport of recbench.transports."""
     try:
         from recbench import _ps
     except ImportError as exc:
-        return {t: f"recbench._ps is not built ({exc})" for t in KNOWN_TRANSPORTS}
-    if not hasattr(_ps, "transports"):
-        return {t: None for t in KNOWN_TRANSPORTS}
-    out = _normalize_availability(_ps.transports())
-    for t in KNOWN_TRANSPORTS:
-        out.setdefault(t, "unknown to this build of recbench")
-    return out
+        return {t: f"recbench._ps is not built ({exc})" for t in transports.NAMES}
+    built = _ps.transports()
+    return {t: built.get(t, "unknown to this build of recbench") for t in transports.NAMES}
 
 
 def host_facts(ports=()):

@@ -14,17 +14,13 @@ use), the whole entry is the ssh target. IPv6 literals are written in brackets (
 endpoint. Every error names the offending entry.
 """
 
+from __future__ import annotations
+
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
+from typing import Any
 
-TRANSPORTS = ("RDMA", "GRPC", "BRPC", "SHM")
-RC_TRANSPORTS = ("RDMA", "SHM")  # the RC slot protocol over verbs or shared memory
-GRPC_BASE_PORT = 15000
-BRPC_SINGLE_SHARD_PORT = 15000
-BRPC_MULTI_SHARD_BASE_PORT = 25000
-RC_BASE_PORT = 25000
-RDMA_SSH_CONTROL_PLANE_PORT = 25100
-
+from recbench import transports
 
 _NAME_RE = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]*\Z")  # host names, IPv4, ssh aliases, users
 _IPV6_RE = re.compile(r"[0-9A-Fa-f:.]+(%[A-Za-z0-9_.-]+)?\Z")  # inside brackets, optional %zone
@@ -34,7 +30,7 @@ class TopologyError(ValueError):
     """A topology entry is malformed or inconsistent; the message names the entry."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class ServerSpec:
     server_index: int
     host: str       # endpoint host (no user@, no brackets)
@@ -43,25 +39,25 @@ class ServerSpec:
     shard: int
 
 
-@dataclass
+@dataclass(frozen=True)
 class ClientSpec:
     client_index: int
     host: str
     ssh_host: str
 
 
-@dataclass
+@dataclass(frozen=True)
 class Topology:
-    servers: list = field(default_factory=list)
-    clients: list = field(default_factory=list)
+    servers: tuple[ServerSpec, ...] = ()
+    clients: tuple[ClientSpec, ...] = ()
 
-    def server_hosts(self):
+    def server_hosts(self) -> list[str]:
         return [s.host for s in self.servers]
 
-    def client_hosts(self):
+    def client_hosts(self) -> list[str]:
         return sorted({c.host for c in self.clients})
 
-    def to_dict(self):
+    def to_dict(self) -> dict[str, Any]:
         return {"servers": [asdict(s) for s in self.servers],
                 "clients": [asdict(c) for c in self.clients]}
 
@@ -79,24 +75,26 @@ def parse_csv_list(text):
 
 
 def normalize_transport_list(items):
-    """Upper-case, de-duplicate (first occurrence wins) and validate transport names."""
+    """Upper-case labels, de-duplicated (first occurrence wins), of the transports named."""
     out = []
     for item in parse_csv_list(items):
-        name = item.upper()
-        if name not in TRANSPORTS:
-            raise TopologyError(f"unknown transport {item!r}: choose from "
-                                f"{', '.join(t.lower() for t in TRANSPORTS)}")
+        try:
+            name = transports.get(item).label
+        except transports.UnknownTransport as e:
+            raise TopologyError(str(e)) from None
         if name not in out:
             out.append(name)
     if not out:
         raise TopologyError("no transport given: --transports needs at least one of "
-                            f"{', '.join(t.lower() for t in TRANSPORTS)}")
+                            f"{', '.join(transports.NAMES)}")
     return out
 
 
 def split_fields(entry):
     """Split a plan entry on ':' outside [brackets], so `0:user@[::1]:25000:0` has 4 fields."""
-    fields, cur, depth = [], [], 0
+    fields: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in entry:
         if ch == "[":
             depth += 1
@@ -207,7 +205,7 @@ def _ipv6_hint(fields):
 
 
 def _check_unique(values, what, entries, specs):
-    seen = {}
+    seen: dict[int, str] = {}
     for value, entry in zip(values, entries):
         if value in seen:
             raise TopologyError(f"duplicate {what} {value}: entries {seen[value]!r} and {entry!r}")
@@ -215,16 +213,15 @@ def _check_unique(values, what, entries, specs):
 
 
 def resolve_base_port(transport, num_shards, rc_port=None):
-    """Port of shard 0 when the topology comes from simple lists: gRPC 15000+shard; bRPC 15000
-    for one shard, else 25000+shard; RDMA/SHM control plane `rc_port` (or 25000)."""
-    transport = transport.upper()
-    if transport == "GRPC":
-        return GRPC_BASE_PORT
-    if transport == "BRPC":
-        return BRPC_SINGLE_SHARD_PORT if num_shards == 1 else BRPC_MULTI_SHARD_BASE_PORT
-    if transport in RC_TRANSPORTS:
-        return rc_port if rc_port else RC_BASE_PORT
-    raise TopologyError(f"unknown transport {transport!r}")
+    """Port of shard 0 when the topology comes from simple lists (recbench.transports' rule);
+    the RC transports' control planes start at `rc_port` when one is given."""
+    try:
+        t = transports.get(transport)
+    except transports.UnknownTransport as e:
+        raise TopologyError(str(e)) from None
+    if t.rc and rc_port:
+        return rc_port
+    return t.default_port(0, num_shards)
 
 
 def build_topology_plan(transport, server_shard_ips="127.0.0.1", client_ips="127.0.0.1",
@@ -257,11 +254,11 @@ def build_topology_plan(transport, server_shard_ips="127.0.0.1", client_ips="127
             for _ in range(int(client_processes_per_ip)):
                 clients.append(ClientSpec(len(clients), host, ssh_host))
     _check_endpoints(servers)
-    return Topology(servers, clients)
+    return Topology(tuple(servers), tuple(clients))
 
 
 def _check_endpoints(servers):
-    seen = {}
+    seen: dict[tuple[str, int], int] = {}
     for s in servers:
         key = (s.host, s.port)
         if key in seen:
@@ -285,7 +282,7 @@ FABRIC_ROCE_DEFAULTS = {"hop_limit": 64, "traffic_class": 0, "flow_label": 0}
 EXPECTED_LINK_LAYER = {"ib": "InfiniBand", "rocev1": "Ethernet", "rocev2": "Ethernet"}
 
 
-@dataclass
+@dataclass(frozen=True)
 class FabricEntry:
     node_id: int
     device: str
@@ -320,9 +317,10 @@ def parse_rdma_fabric_plan(text, node_ids):
         e = FabricEntry(node, f[1], _int_field(f[2], "port", entry, 1, 255),
                         _int_field(f[3], "gid_index", entry, 0, 255), mode)
         if len(f) == 8:
-            e.hop_limit = _int_field(f[5], "hop_limit", entry, 0, 255)
-            e.traffic_class = _int_field(f[6], "traffic_class", entry, 0, 255)
-            e.flow_label = _int_field(f[7], "flow_label", entry, 0, (1 << 20) - 1)
+            e = FabricEntry(node, e.device, e.port, e.gid_index, mode,
+                            _int_field(f[5], "hop_limit", entry, 0, 255),
+                            _int_field(f[6], "traffic_class", entry, 0, 255),
+                            _int_field(f[7], "flow_label", entry, 0, (1 << 20) - 1))
             for name, default in FABRIC_ROCE_DEFAULTS.items():
                 if getattr(e, name) != default:
                     raise TopologyError(f"{name}={getattr(e, name)} in RDMA fabric plan entry "

@@ -29,9 +29,10 @@ import time
 from pathlib import Path
 
 from recbench import _ps
+from recbench.launch import SOURCE_ROOT, python_env
 from recbench.ps_server import SKIP_EXIT_CODE
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = SOURCE_ROOT
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -52,10 +53,8 @@ class LineProcess:
     """A child process whose stdout lines are collected by a thread; waits with deadlines."""
 
     def __init__(self, args, stdin=subprocess.DEVNULL):
-        env = dict(os.environ)
-        env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
         self.proc = subprocess.Popen(args, stdin=stdin, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True, env=env)
+                                     stderr=subprocess.STDOUT, text=True, env=python_env())
         self.lines: list[str] = []
         self.cv = threading.Condition()
         self.reader = threading.Thread(target=self._read, daemon=True)

@@ -10,6 +10,8 @@ servers' CPU time over that window from /proc; stop everything. A failed or skip
 rows with its status and never stops the other cases; the summary files are always written.
 """
 
+from __future__ import annotations
+
 import json
 import logging
 import os
@@ -23,33 +25,34 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any, Union
 
-import recbench
-from recbench import latency_hist, preflight, report_md, results
-from recbench.execution import REGISTRY, Host, Ssh, shell_join, start_process
+from recbench import latency_hist
 from recbench.lab import facts as lab_facts
-from recbench.ps_runner import RESULT_DIR_PREFIX, RUNNER_VERSION
-from recbench.runner_config import (
+from recbench.launch import SOURCE_ROOT
+from recbench.runner import preflight, report, results
+from recbench.runner.config import (
     bind_core_offset,
     build_benchmark_cmd,
     build_runtime_config,
     build_server_cmd,
     flag_name,
 )
-from recbench.topology import (
-    RC_TRANSPORTS,
-    RDMA_SSH_CONTROL_PLANE_PORT,
-    TopologyError,
-    build_topology_plan,
-    format_hostport,
-)
+from recbench.runner.execution import REGISTRY, Host, Ssh, shell_join, start_process
+from recbench.runner.plan import Plan
+from recbench.runner.topology import Topology, format_hostport
+from recbench.transports import Transport
 
-log = logging.getLogger("recbench.ps_runner")
+log = logging.getLogger("recbench.runner")
 
 READY_MARKER = "event=ready"
 LOADED_MARKER = "PS_BENCHMARK_LOADED"
 SKIP_EXIT_CODE = 77
-REPO_ROOT = Path(recbench.__file__).resolve().parents[1]
+REPO_ROOT = SOURCE_ROOT
+RUNNER_VERSION = 1
+# the flags a program's --help lists, {"__error__": why} when --help failed, None when unknown
+ProgramFlags = Union[set[str], dict[str, str], None]
+RESULT_DIR_PREFIX = "benchmark_ps_"
 
 
 def git_state(root=REPO_ROOT):
@@ -74,29 +77,29 @@ def _tail(path, n=3):
 
 
 class Session:
-    def __init__(self, args, argv):
-        self.args = args
+    def __init__(self, plan: Plan, argv: list[str]):
+        self.plan = plan
         self.argv = argv
         self.started = time.monotonic()
         self.output_dir = self._output_dir()
-        self.rows = []
-        self.cases = []
-        self.case_cpu = []
-        self.ssh = None
-        self.hosts = {}
-        self.facts = {}
-        self.host_problems = {}
-        self.help_cache = {}
-        self.not_forwarded = set()
+        self.rows: list[dict[str, Any]] = []           # summary.csv rows, in order
+        self.cases: list[dict[str, Any]] = []          # run_config.json "cases"
+        self.case_cpu: list[tuple[str, int, float | None, str]] = []
+        self.ssh: Ssh | None = None
+        self.hosts: dict[str, Host] = {}
+        self.facts: dict[str, dict[str, Any]] = {}     # host label -> preflight facts
+        self.host_problems: dict[str, list[str]] = {}
+        self.help_cache: dict[tuple[str, tuple[str, ...]], ProgramFlags] = {}
+        self.not_forwarded: set[str] = set()
         self.run_tag = f"run_{os.getpid()}_{int(time.time())}"
-        self.remote_repo = args.remote_repo or str(REPO_ROOT)
-        self.remote_python = args.remote_python or f"{self.remote_repo}/.venv/bin/python"
+        self.remote_repo = plan.execution.remote_repo or str(REPO_ROOT)
+        self.remote_python = plan.execution.remote_python or f"{self.remote_repo}/.venv/bin/python"
         self.interrupted = False
-        self.data_bases = {}
+        self.data_bases: dict[str, str] = {}
 
     # ---- setup ---------------------------------------------------------------------------
     def _output_dir(self):
-        out = self.args.output_dir or os.path.join(
+        out = self.plan.execution.output_dir or os.path.join(
             "results", RESULT_DIR_PREFIX + time.strftime("%m%d%H%M"))
         path = Path(out)
         if not path.is_absolute():
@@ -105,7 +108,7 @@ class Session:
         return path
 
     def host(self, ssh_host):
-        if self.args.execution_backend == "local":
+        if self.plan.execution.execution_backend == "local":
             ssh_host = None
         key = ssh_host or "local"
         if key not in self.hosts:
@@ -115,10 +118,10 @@ class Session:
                 if self.ssh is None:
                     # a host cut off from the network must be reported within --cluster-timeout,
                     # not after ssh's connect timeout (10 s) or the kernel's (minutes)
-                    self.ssh = Ssh(self.args.ssh_config or None, self.args.ssh_option,
-                                   connect_timeout=max(1, min(10, int(self.args.cluster_timeout))))
+                    self.ssh = Ssh(self.plan.execution.ssh_config or None, self.plan.execution.ssh_option,
+                                   connect_timeout=max(1, min(10, int(self.plan.execution.cluster_timeout))))
                 self.hosts[key] = Host(ssh_host, self.ssh, self.remote_repo,
-                                       self.args.remote_container or None)
+                                       self.plan.execution.remote_container or None)
         return self.hosts[key]
 
     def launcher(self, host, module, binary):
@@ -142,36 +145,13 @@ class Session:
         return env
 
     # ---- preflight -----------------------------------------------------------------------
-    def topology_for(self, transport):
-        a = self.args
-        rc_port = None
-        if transport in RC_TRANSPORTS:
-            rc_port = a.rdma_control_plane_port or (
-                RDMA_SSH_CONTROL_PLANE_PORT if a.execution_backend == "ssh" else None)
-        topo = build_topology_plan(transport, a.server_shard_ips, a.client_ips,
-                                   a.client_processes_per_ip, a.server_plan, a.client_plan,
-                                   rc_port=rc_port)
-        if (transport in RC_TRANSPORTS and a.rdma_control_plane_host
-                and a.rdma_control_plane_host != topo.servers[0].host):
-            raise TopologyError(f"--rdma-control-plane-host {a.rdma_control_plane_host}: in "
-                                "recbench each shard's control plane is that shard's own endpoint, "
-                                f"so it must be shard 0's host {topo.servers[0].host} (or empty)")
-        shards = sorted(s.shard for s in topo.servers)
-        if shards != list(range(len(shards))):
-            raise TopologyError(f"shard ids {shards} must be dense, 0..{len(shards) - 1}: recbench "
-                                "routes a key to shard hash(key) % num_shards (fix --server-plan)")
-        if (transport in RC_TRANSPORTS and rc_port is None and not a.server_plan.strip()):
-            for s in topo.servers:  # local control planes: ports the OS says are free
-                s.port = preflight.free_port(s.host)
-        return topo
-
     def _remote_facts(self, host, ports):
         port_arg = ",".join(f"{h}:{p}" for h, p in ports)
-        cmd = (f"PYTHONPATH={host.repo} {shell_join([self.remote_python])} -m recbench.preflight"
+        cmd = (f"PYTHONPATH={host.repo} {shell_join([self.remote_python])} -m recbench.runner.preflight"
                f" --ports {shell_join([port_arg])}" if port_arg else
-               f"PYTHONPATH={host.repo} {shell_join([self.remote_python])} -m recbench.preflight")
+               f"PYTHONPATH={host.repo} {shell_join([self.remote_python])} -m recbench.runner.preflight")
         try:
-            res = host.run(cmd, timeout=max(30, self.args.cluster_timeout))
+            res = host.run(cmd, timeout=max(30, self.plan.execution.cluster_timeout))
         except subprocess.TimeoutExpired:
             return None, f"{host.label()}: preflight over ssh timed out"
         for line in res.stdout.splitlines():
@@ -180,47 +160,50 @@ class Session:
         detail = (res.stderr.strip().splitlines() or ["no output"])[-1]
         return None, f"{host.label()}: preflight failed (exit {res.returncode}): {detail}"
 
-    def _rsync(self, host):
+    def _rsync(self, host: Host) -> str | None:
         """--remote-sync rsync: copy the source tree (not .venv, builds, results) and build it."""
-        a = self.args
+        plan = self.plan
+        ssh = self.ssh
+        assert ssh is not None, "rsync needs the ssh backend"
         excludes = ["/.venv", "/build", "/results", "*.so", "__pycache__", "/.git",
                     "/csrc/proto/gen", ".pytest_cache"]
-        if a.remote_container:
+        if plan.execution.remote_container:
             staging = f"/tmp/recbench_sync_{os.getpid()}"
             target = f"{host.ssh_host}:{staging}/"
         else:
             target = f"{host.ssh_host}:{self.remote_repo}/"
-        mk = staging if a.remote_container else self.remote_repo
-        res = subprocess.run(self.ssh.base_args(host.ssh_host) + ["mkdir", "-p", mk],
+        mk = staging if plan.execution.remote_container else self.remote_repo
+        res = subprocess.run(ssh.base_args(host.ssh_host) + ["mkdir", "-p", mk],
                              capture_output=True, text=True, timeout=60, check=False)
         if res.returncode != 0:
             return f"{host.label()}: mkdir -p {mk} failed: {res.stderr.strip()}"
-        rsh = shell_join(self.ssh.base_args(host.ssh_host)[:-1])
+        rsh = shell_join(ssh.base_args(host.ssh_host)[:-1])
         cmd = ["rsync", "-a", "--delete", "-e", rsh] + [f"--exclude={e}" for e in excludes] + [
             f"{REPO_ROOT}/", target]
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
         if res.returncode != 0:
             return f"{host.label()}: rsync failed: {res.stderr.strip()[-300:]}"
-        if a.remote_container:
-            res = subprocess.run(self.ssh.base_args(host.ssh_host) + [
-                "docker", "exec", a.remote_container, "mkdir", "-p", self.remote_repo],
+        if plan.execution.remote_container:
+            res = subprocess.run(ssh.base_args(host.ssh_host) + [
+                "docker", "exec", plan.execution.remote_container, "mkdir", "-p", self.remote_repo],
                 capture_output=True, text=True, timeout=120, check=False)
             if res.returncode != 0:
                 return f"{host.label()}: docker exec mkdir failed: {res.stderr.strip()}"
-            res = subprocess.run(self.ssh.base_args(host.ssh_host) + [
-                "docker", "cp", f"{staging}/.", f"{a.remote_container}:{self.remote_repo}"],
+            res = subprocess.run(ssh.base_args(host.ssh_host) + [
+                "docker", "cp", f"{staging}/.", f"{plan.execution.remote_container}:{self.remote_repo}"],
                 capture_output=True, text=True, timeout=600, check=False)
             if res.returncode != 0:
                 return f"{host.label()}: docker cp failed: {res.stderr.strip()}"
-        res = host.run(a.remote_build_command, timeout=1800)
+        res = host.run(plan.execution.remote_build_command, timeout=1800)
         if res.returncode != 0:
-            return (f"{host.label()}: {a.remote_build_command!r} failed (exit {res.returncode}): "
+            return (f"{host.label()}: {plan.execution.remote_build_command!r} failed "
+                    f"(exit {res.returncode}): "
                     f"{(res.stderr or res.stdout).strip()[-300:]}")
         return None
 
     def preflight_hosts(self, topologies):
-        a = self.args
-        ports_by_host = {}
+        plan = self.plan
+        ports_by_host: dict[str, set[tuple[str, int]]] = {}
         for topo in topologies.values():
             for s in topo.servers:
                 ports_by_host.setdefault(self.host(s.ssh_host).label(), set()).add((s.host, s.port))
@@ -231,7 +214,7 @@ class Session:
         if "local" in ports_by_host:
             self.host_problems["local"] = self._build_problems("local", local_facts)
         remote = [label for label in ports_by_host if label != "local"]
-        if a.remote_sync == "rsync":  # sequential: two aliases may name one host and directory
+        if plan.execution.remote_sync == "rsync":  # sequential: two aliases may name one host and directory
             for label in remote:
                 err = self._rsync(self.hosts[label])
                 if err:
@@ -250,20 +233,20 @@ class Session:
 
     def _check_remote(self, label, local_facts, ports):
         """Facts and problems of one remote host; also reads its programs' --help once."""
-        a = self.args
+        plan = self.plan
         host = self.hosts[label]
         facts, err = self._remote_facts(host, ports)
         if err:
             return [err]
         self.facts[label] = facts
         problems = []
-        if a.remote_sync in ("check", "rsync"):
+        if plan.execution.remote_sync in ("check", "rsync"):
             problems += preflight.compare_with_local(local_facts, facts, label,
-                                                     check_commit=a.remote_sync == "check")
+                                                     check_commit=plan.execution.remote_sync == "check")
         problems += self._build_problems(label, facts)
         if not problems:
-            for module, binary in (("recbench.ps_server", a.server_binary),
-                                   ("recbench.ps_bench", a.benchmark_binary)):
+            for module, binary in (("recbench.ps_server", plan.execution.server_binary),
+                                   ("recbench.ps_bench", plan.execution.benchmark_binary)):
                 self.program_flags(host, self.launcher(host, module, binary))
         return problems
 
@@ -272,12 +255,13 @@ class Session:
         if "error" in info:
             return [f"{label}: recbench does not import: {info['error']}"]
         build_type = info.get("build_type", "unknown")
-        build_dir = self.args.build_dir if label == "local" else self.args.remote_build_dir
+        ex = self.plan.execution
+        build_dir = ex.build_dir if label == "local" else ex.remote_build_dir
         if build_type != "Release":
             if "release" in build_dir.lower():
                 return [(f"{label}: build dir {build_dir!r} demands a Release build, found "
                          f"{build_type} (run make build)")]
-            if not self.args.allow_debug_build:
+            if not self.plan.execution.allow_debug_build:
                 return [(f"{label}: recbench is a {build_type} build; numbers need Release "
                          "(run make build, or pass --allow-debug-build to run and label the rows)")]
         return []
@@ -291,7 +275,7 @@ class Session:
         key = (host.label(), tuple(launcher))
         if key in self.help_cache:
             return self.help_cache[key]
-        flags = None
+        flags: ProgramFlags = None
         try:
             if host.remote:
                 res = host.run(f"PYTHONPATH={host.repo} {shell_join(launcher)} --help", timeout=60)
@@ -314,7 +298,7 @@ class Session:
         if not supported or "__error__" in supported:
             return argv
         out = []
-        explicit = set(self.args.explicit)
+        explicit = self.plan.explicit
         for arg in argv:
             name = flag_name(arg)
             if name is None or name in supported or name not in OPTIONAL_PROCESS_FLAGS:
@@ -328,20 +312,22 @@ class Session:
         return out
 
     # ---- cases ---------------------------------------------------------------------------
-    def base_row(self, transport, repeat, topo):
-        a = self.args
+    def base_row(self, transport: Transport, repeat: int, topo: Topology) -> dict:
+        plan = self.plan
         return {
-            "transport": transport, "repeat_index": repeat, "server_shards": len(topo.servers),
+            "transport": transport.label, "repeat_index": repeat,
+            "server_shards": len(topo.servers),
             "client_processes": len(topo.clients),
             "server_shard_ips": [s.host for s in topo.servers],
-            "client_ips": topo.client_hosts(), "record_count": a.record_count,
-            "value_size": a.value_size, "batch_keys": a.batch_keys,
-            "client_threads_per_process": a.client_threads_per_process,
-            "runtime_seconds": a.runtime_seconds, "distribution": a.distribution, "mode": a.mode,
-            "index_type": a.index_type, "row_kind": a.effective_row_kind,
+            "client_ips": topo.client_hosts(), "record_count": plan.workload.record_count,
+            "value_size": plan.workload.value_size, "batch_keys": plan.workload.batch_keys,
+            "client_threads_per_process": plan.workload.client_threads_per_process,
+            "runtime_seconds": plan.workload.runtime_seconds,
+            "distribution": plan.workload.distribution, "mode": plan.workload.mode,
+            "index_type": plan.servers.index_type, "row_kind": plan.row_kind,
             "build_type": self._build_type(topo), "client_index": -1, "phase": "",
-            **lab_facts.row_labels(transport, [self.facts.get(lbl, {})
-                                               for lbl in self._topo_labels(topo)]),
+            **lab_facts.row_labels(transport.label, [self.facts.get(lbl, {})
+                                                     for lbl in self._topo_labels(topo)]),
         }
 
     def _topo_labels(self, topo):
@@ -349,20 +335,18 @@ class Session:
                       | {self.host(c.ssh_host).label() for c in topo.clients})
 
     def _build_type(self, topo):
-        labels = {self.host(s.ssh_host).label() for s in topo.servers}
-        labels |= {self.host(c.ssh_host).label() for c in topo.clients}
         types = sorted({self.facts.get(lbl, {}).get("recbench", {}).get("build_type", "unknown")
-                        for lbl in labels})
+                        for lbl in self._topo_labels(topo)})
         return ";".join(types)
 
     def case_skip_reason(self, transport, topo):
         labels = sorted({self.host(s.ssh_host).label() for s in topo.servers}
                         | {self.host(c.ssh_host).label() for c in topo.clients})
-        for lbl in labels if not self.args.server_binary else ():
-            missing = self.facts.get(lbl, {}).get("transports", {}).get(transport.lower())
+        for lbl in labels if not self.plan.execution.server_binary else ():
+            missing = self.facts.get(lbl, {}).get("transports", {}).get(transport.name)
             if missing:
-                return f"recbench on {lbl} has no {transport.lower()} transport: {missing}"
-        if transport == "RDMA":
+                return f"recbench on {lbl} has no {transport.name} transport: {missing}"
+        if transport.needs_verbs:
             for lbl in labels:
                 facts = self.facts.get(lbl)
                 if facts is not None and not facts.get("rdma_devices"):
@@ -382,15 +366,15 @@ class Session:
     def fabric_problems(self, transport, topo):
         """--rdma-fabric-plan: each process's device and port exist on its host, with the link
         layer its mode needs."""
-        from recbench.topology import EXPECTED_LINK_LAYER
+        from recbench.runner.topology import EXPECTED_LINK_LAYER
 
-        problems = []
-        if transport != "RDMA":
+        problems: list[str] = []
+        if transport.name != "rdma":
             return problems
         for role, specs in (("server", topo.servers), ("client", topo.clients)):
             for spec in specs:
                 index = spec.server_index if role == "server" else spec.client_index
-                entry = self.args.fabric.get((role, index))
+                entry = self.plan.rc.fabric.get((role, index))
                 label = self.host(spec.ssh_host).label()
                 devices = self.facts.get(label, {}).get("rdma_devices") or []
                 if entry is None or not devices:
@@ -412,9 +396,9 @@ class Session:
 
     def case_problems(self, topo, transport=None):
         problems = self.fabric_problems(transport, topo) if transport else []
-        for spec, module, binary in ([(s, "recbench.ps_server", self.args.server_binary)
+        for spec, module, binary in ([(s, "recbench.ps_server", self.plan.execution.server_binary)
                                       for s in topo.servers]
-                                     + [(c, "recbench.ps_bench", self.args.benchmark_binary)
+                                     + [(c, "recbench.ps_bench", self.plan.execution.benchmark_binary)
                                         for c in topo.clients]):
             host = self.host(spec.ssh_host)
             if host.label() in self.host_problems and self.host_problems[host.label()]:
@@ -437,16 +421,16 @@ class Session:
         return problems
 
     def run_case(self, transport, repeat, topo):
-        a = self.args
-        t = transport.lower()
+        plan = self.plan
+        t = transport.name
         base = self.base_row(transport, repeat, topo)
         logs = self.output_dir / "logs" / t / f"repeat_{repeat}"
         (logs / "server").mkdir(parents=True, exist_ok=True)
-        case = {"transport": transport, "repeat_index": repeat, "topology": topo.to_dict(),
+        case = {"transport": transport.label, "repeat_index": repeat, "topology": topo.to_dict(),
                 "config_path": str(self.output_dir / "configs" / f"{t}_repeat_{repeat}.json")}
-        if transport in RC_TRANSPORTS:
-            case.update({"rdma_namespace": f"{a.rdma_namespace}-{repeat}",
-                         "rdma_control_plane_host": a.rdma_control_plane_host
+        if transport.rc:
+            case.update({"rdma_namespace": f"{plan.rc.rdma_namespace}-{repeat}",
+                         "rdma_control_plane_host": plan.rc.rdma_control_plane_host
                          or topo.servers[0].host,
                          "rdma_control_plane_port": topo.servers[0].port})
         self.cases.append(case)
@@ -459,10 +443,10 @@ class Session:
         if problems:
             case["status"] = "preflight_failure"
             return [results.failure_row(base, "preflight_failure", "; ".join(problems))], None
-        data_root = Path(a.local_data_root or self.output_dir / "data") / f"{t}_repeat_{repeat}"
-        remote_dir = f"{a.remote_runtime_root}/{self.run_tag}/{t}/repeat_{repeat}"
-        config = build_runtime_config(a, transport, topo, str(data_root / "value"))
-        if transport in RC_TRANSPORTS:
+        data_root = Path(plan.execution.local_data_root or self.output_dir / "data") / f"{t}_repeat_{repeat}"
+        remote_dir = f"{plan.execution.remote_runtime_root}/{self.run_tag}/{t}/repeat_{repeat}"
+        config = build_runtime_config(plan, transport, topo, str(data_root / "value"))
+        if transport.rc:
             config["rdma"]["namespace"] = case["rdma_namespace"]
         Path(case["config_path"]).parent.mkdir(parents=True, exist_ok=True)
         Path(case["config_path"]).write_text(json.dumps(config, indent=2) + "\n")
@@ -475,7 +459,7 @@ class Session:
                 config_paths = self._place_configs(topo, config, case["config_path"], remote_dir)
                 servers = self._start_servers(transport, topo, config_paths, logs, cond)
                 err = self._wait_servers_ready(topo, servers, cond)
-                log.info("%s repeat %s: servers %s", transport, repeat, err or "ready")
+                log.info("%s repeat %s: servers %s", t, repeat, err or "ready")
                 if err:
                     case["status"] = "startup_failure"
                     return [results.failure_row(base, "startup_failure", err, log_paths=server_logs)], None
@@ -493,12 +477,12 @@ class Session:
                                   "skipped" if statuses == {"skipped"} else "success")
             return rows, server_cpu
         finally:
-            log.debug("%s repeat %s: stopping %d processes", transport, repeat,
+            log.debug("%s repeat %s: stopping %d processes", t, repeat,
                       len(clients) + len(servers))
             for p in clients + servers:
                 p.stop()
                 REGISTRY.remove(p)
-            log.debug("%s repeat %s: stopped", transport, repeat)
+            log.debug("%s repeat %s: stopped", t, repeat)
             shutil.rmtree(data_root, ignore_errors=True)  # scratch: file-backed indexes
             case["processes"] = [{"name": p.name, "host": p.host.label(), "pid": p.pid,
                                   "remote_pid": p.remote_pid, "returncode": p.returncode}
@@ -554,13 +538,15 @@ class Session:
         procs = []
         for s in topo.servers:
             host = self.host(s.ssh_host)
-            launcher = self.launcher(host, "recbench.ps_server", self.args.server_binary)
-            cmd = build_server_cmd(self.args, transport, s, len(topo.servers),
-                                   config_paths[host.label()], launcher, self._cores(host))
+            launcher = self.launcher(host, "recbench.ps_server", self.plan.execution.server_binary)
+            offset = bind_core_offset(self.plan, transport, "server", s.server_index,
+                                      self._cores(host))
+            cmd = build_server_cmd(self.plan, transport, s, len(topo.servers),
+                                   config_paths[host.label()], launcher, offset)
             # one data directory per shard process (file-backed indexes must not share files)
             cmd.append(f"--data_path={self.data_bases[host.label()]}/shard_{s.shard}")
             cmd = self.filter_flags(cmd, self.program_flags(host, launcher), "recbench.ps_server")
-            env = self.process_env(host, config_paths[host.label()], _offset_of(cmd))
+            env = self.process_env(host, config_paths[host.label()], offset)
             self.cases[-1].setdefault("commands", []).append(
                 {"name": f"server_{s.server_index}", "host": host.label(), "env": env,
                  "argv": cmd})
@@ -571,9 +557,9 @@ class Session:
         return procs
 
     def _wait_servers_ready(self, topo, servers, cond):
-        a = self.args
+        plan = self.plan
         start = time.monotonic()
-        deadline = start + a.cluster_timeout
+        deadline = start + plan.execution.cluster_timeout
         ready = set()
         while True:
             with cond:
@@ -591,10 +577,10 @@ class Session:
                     missing = [topo.servers[i].server_index for i in range(len(servers))
                                if i not in ready]
                     return (f"servers {missing} not ready within --cluster-timeout "
-                            f"{a.cluster_timeout:g}s")
-                probing = time.monotonic() - start >= a.startup_delay
-                cond.wait(min(left, 0.25) if probing else min(left, a.startup_delay))
-            if time.monotonic() - start >= a.startup_delay:
+                            f"{plan.execution.cluster_timeout:g}s")
+                probing = time.monotonic() - start >= plan.execution.startup_delay
+                cond.wait(min(left, 0.25) if probing else min(left, plan.execution.startup_delay))
+            if time.monotonic() - start >= plan.execution.startup_delay:
                 for i, s in enumerate(topo.servers):
                     if i not in ready and _port_accepts(s.host, s.port):
                         ready.add(i)
@@ -603,11 +589,13 @@ class Session:
         procs = []
         for c in topo.clients:
             host = self.host(c.ssh_host)
-            launcher = self.launcher(host, "recbench.ps_bench", self.args.benchmark_binary)
-            cmd = build_benchmark_cmd(self.args, transport, topo, c, config_paths[host.label()],
-                                      launcher, self._cores(host))
+            launcher = self.launcher(host, "recbench.ps_bench", self.plan.execution.benchmark_binary)
+            offset = bind_core_offset(self.plan, transport, "client", c.client_index,
+                                      self._cores(host))
+            cmd = build_benchmark_cmd(self.plan, transport, topo, c, config_paths[host.label()],
+                                      launcher, offset)
             cmd = self.filter_flags(cmd, self.program_flags(host, launcher), "recbench.ps_bench")
-            env = self.process_env(host, config_paths[host.label()], _offset_of(cmd))
+            env = self.process_env(host, config_paths[host.label()], offset)
             self.cases[-1].setdefault("commands", []).append(
                 {"name": f"client_{c.client_index}", "host": host.label(), "env": env,
                  "argv": cmd})
@@ -620,8 +608,8 @@ class Session:
         return procs
 
     def _drive_clients(self, base, topo, servers, clients, cond, server_logs):
-        a = self.args
-        deadline = time.monotonic() + a.client_timeout
+        plan = self.plan
+        deadline = time.monotonic() + plan.execution.client_timeout
         dead_server = None
 
         def server_down():
@@ -676,13 +664,13 @@ class Session:
 
     def _client_rows(self, base, spec, proc, timed_out, dead_server, servers, server_cpu,
                      server_logs):
-        a = self.args
+        plan = self.plan
         b = dict(base, client_index=spec.client_index,
                  log_path=[proc.stdout_log, proc.stderr_log])
         with proc.cond:
             text = "\n".join(proc.lines)
         parsed = results.collect_ps_result_rows(text)
-        rows = [results.result_row(b, r, a.value_size, server_cpu) for r in parsed]
+        rows = [results.result_row(b, r, server_cpu) for r in parsed]
         try:
             hists = latency_hist.collect(text)
         except ValueError as e:
@@ -702,7 +690,7 @@ class Session:
                 logs + server_logs))
         elif timed_out:
             rows.append(results.failure_row(b, "timeout", f"client timeout after "
-                                            f"{a.client_timeout:g}s", "run" if parsed else "",
+                                            f"{plan.execution.client_timeout:g}s", "run" if parsed else "",
                                             spec.client_index, logs))
         elif proc.returncode == SKIP_EXIT_CODE:
             rows.append(results.failure_row(b, "skipped", f"client exited with code 77 (skip): "
@@ -719,15 +707,14 @@ class Session:
         return rows
 
     # ---- outputs -------------------------------------------------------------------------
-    def write_outputs(self):
+    def write_outputs(self) -> dict[str, Path]:
+        """summary.csv and summary_totals.csv from the rows, run_config.json from the plan and
+        what the run saw, then summary.md and its plots from those files alone (report.py)."""
         out = self.output_dir
         paths = {"run_config": out / "run_config.json", "summary_csv": out / "summary.csv",
                  "summary_totals_csv": out / "summary_totals.csv", "summary_md": out / "summary.md"}
         results.write_summary_csv(paths["summary_csv"], self.rows)
-        csv_rows = results.read_summary_csv(paths["summary_csv"])
-        hists = {(r["transport"], str(r["repeat_index"]), r["phase"], str(r["client_index"])):
-                 r["_hist"] for r in self.rows if r.get("_hist") is not None}
-        totals = results.build_totals(csv_rows, self.case_cpu, hists)
+        totals = results.build_totals(self.rows, self.case_cpu)
         results.write_totals_csv(paths["summary_totals_csv"], totals)
         git = git_state()
         hostname = socket.gethostname()
@@ -740,19 +727,17 @@ class Session:
             "git": git, "hostname": hostname, "cpu_model": preflight.cpu_model(),
             "cpu_cores": os.cpu_count(), "platform": platform.platform(),
             "python": sys.version.split()[0], "argv": self.argv,
-            "args": {k: v for k, v in vars(self.args).items()},
+            "args": dict(self.plan.flags), "plan": self.plan.record(),
             "hosts": self.facts, "host_problems": self.host_problems,
             "not_forwarded_derived_flags": sorted(self.not_forwarded),
             "cases": self.cases, "processes": REGISTRY.history,
             "fabric_labels": sorted({f"{r['transport']} fabric={r.get('fabric')} "
-                                     f"accelerator={r.get('accelerator')}" for r in csv_rows}),
+                                     f"accelerator={r.get('accelerator')}" for r in self.rows}),
             "interrupted": self.interrupted,
         }
         paths["run_config"].write_text(json.dumps(run_config, indent=2, default=str) + "\n")
-        paths["summary_md"].write_text(report_md.render(
-            git["commit"], hostname, self.args, csv_rows, totals, self.cases, self.facts,
-            str(out), self.not_forwarded))
-        print_table(self.args.transport_list, totals, csv_rows)
+        report.write_report(out)
+        print_table([t.label for t in self.plan.transports], totals, self.rows)
         for key in ("run_config", "summary_csv", "summary_totals_csv", "summary_md"):
             print(f"[output] {key}={paths[key]}", flush=True)
         return paths
@@ -763,8 +748,8 @@ def print_table(transports, totals, rows):
     print(f"{'transport':<10} {'status':<18} {'run M keys/s':>12} {'stdev':>8} {'p99 us':>9} "
           f"{'repeats':>7}")
     for t in transports:
-        mean = next((x for x in totals if x["transport"] == t and x["repeat_index"] == "mean"
-                     and x["phase"] == "run"), {})
+        mean: dict[str, Any] = next((x for x in totals if x["transport"] == t
+                                     and x["repeat_index"] == "mean" and x["phase"] == "run"), {})
         statuses = sorted({r["status"] for r in rows if r["transport"] == t and
                            r["status"] != "success"})
         status = ",".join(statuses) if statuses else "success"
@@ -786,13 +771,6 @@ OPTIONAL_PROCESS_FLAGS = {"report_mode": "report_mode",
                           "transaction_profile": "transaction_profile"}
 
 
-def _offset_of(cmd):
-    for arg in cmd:
-        if arg.startswith("--transport_options="):
-            return bind_core_offset(arg.split("=", 1)[1])
-    return None
-
-
 def _runner_dest_for(flag):
     return OPTIONAL_PROCESS_FLAGS.get(flag, flag)
 
@@ -809,37 +787,34 @@ def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def run(args, argv):
-    level = logging.DEBUG if args.show_runner_logs else logging.WARNING
+def run(plan: Plan, argv: list[str]) -> int:
+    """Execute `plan`: preflight, every case, the outputs. Exit code: 0 when nothing failed
+    (skips are not failures), 1 when a row failed, 130 when interrupted."""
+    level = logging.DEBUG if plan.execution.show_runner_logs else logging.WARNING
     logging.basicConfig(level=level, stream=sys.stderr,
                         format="[runner %(relativeCreated)7.0fms] %(levelname)s %(message)s")
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-    session = Session(args, argv)
+    session = Session(plan, argv)
+    cases = plan.cases()
     try:
         try:
-            topologies = {t: session.topology_for(t) for t in args.transport_list}
-        except (TopologyError, ValueError) as exc:
-            print(f"run_benchmark_ps.py: error: {exc}", file=sys.stderr)
-            return 2
-        plan = [(t, r) for t in args.transport_list for r in range(args.repeat)]
-        try:
             try:
-                session.preflight_hosts(topologies)
+                session.preflight_hosts(plan.topologies)
             except Exception as exc:  # a broken host answer must not lose the reports
                 log.exception("preflight")
                 for label in set(session.hosts) | {"local"}:
                     session.host_problems.setdefault(label, []).append(
                         f"preflight error: {type(exc).__name__}: {exc}")
-            for n, (transport, repeat) in enumerate(plan, 1):
+            for n, (transport, repeat) in enumerate(cases, 1):
                 t0 = time.monotonic()
-                topo = topologies[transport]
+                topo = plan.topology(transport)
                 n_cases = len(session.cases)
                 try:
                     rows, server_cpu = session.run_case(transport, repeat, topo)
                 except Exception as exc:  # a runner bug in one case: record it, go on
                     log.exception("%s repeat %s", transport, repeat)
                     del session.cases[n_cases:]
-                    session.cases.append({"transport": transport, "repeat_index": repeat,
+                    session.cases.append({"transport": transport.label, "repeat_index": repeat,
                                           "topology": topo.to_dict(), "status": "startup_failure"})
                     rows = [results.failure_row(session.base_row(transport, repeat, topo),
                                                 "startup_failure",
@@ -847,13 +822,14 @@ def run(args, argv):
                     server_cpu = None
                 session.rows += rows
                 status = session.cases[-1].get("status", "?")
-                session.case_cpu.append((transport, repeat, server_cpu, status))
-                print(f"[case {n}/{len(plan)}] {transport} repeat {repeat}: {status} "
-                      f"({time.monotonic() - t0:.1f}s, elapsed {time.monotonic() - session.started:.1f}s, "
-                      f"{len(plan) - n} cases left)", file=sys.stderr, flush=True)
+                session.case_cpu.append((transport.label, repeat, server_cpu, status))
+                print(f"[case {n}/{len(cases)}] {transport.label} repeat {repeat}: {status} "
+                      f"({time.monotonic() - t0:.1f}s, elapsed "
+                      f"{time.monotonic() - session.started:.1f}s, {len(cases) - n} cases left)",
+                      file=sys.stderr, flush=True)
                 if status in results.FAILURE_STATUSES:
                     bad = [r["message"] for r in rows if r["status"] == status]
-                    print(f"[case {n}/{len(plan)}]   {bad[0] if bad else ''}", file=sys.stderr,
+                    print(f"[case {n}/{len(cases)}]   {bad[0] if bad else ''}", file=sys.stderr,
                           flush=True)
         except KeyboardInterrupt:
             session.interrupted = True

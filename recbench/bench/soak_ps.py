@@ -40,9 +40,10 @@ import time
 import numpy as np
 
 from recbench import _ps, procfs
+from recbench.launch import python_env
 from recbench.ps_client import PSClient
 
-log = logging.getLogger("recbench.soak")
+log = logging.getLogger("recbench.bench.soak_ps")
 INTERRUPTED = threading.Event()  # SIGINT/SIGTERM: finish the current transport early, report
 
 VALUE_SIZE = 64
@@ -70,7 +71,7 @@ class ShardServer:
 
     def start(self, timeout: float = 60) -> ShardServer:
         self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     stdin=subprocess.DEVNULL, text=True, env=_child_env())
+                                     stdin=subprocess.DEVNULL, text=True, env=python_env())
         lines: queue.Queue = queue.Queue()
 
         def pump(stream, sink, q):
@@ -126,13 +127,6 @@ class ShardServer:
 
 def _kv(line: str) -> dict:
     return dict(tok.split("=", 1) for tok in line.split() if "=" in tok)
-
-
-def _child_env() -> dict:
-    env = dict(os.environ)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return env
 
 
 # ---- client workers ---------------------------------------------------------------------------
@@ -226,7 +220,7 @@ def _killer(transport, servers, stop: threading.Event, counters: Counters, every
                 "--thread_num", "1", "--prefetch_depth", "2", "--running_seconds", "600",
                 "--no_barrier", "--value_size", str(VALUE_SIZE)]
         p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                             stdin=subprocess.DEVNULL, text=True, env=_child_env())
+                             stdin=subprocess.DEVNULL, text=True, env=python_env())
         try:
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline and not stop.is_set():

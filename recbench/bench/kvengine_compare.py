@@ -31,9 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from recbench import workloads
+from recbench.launch import SOURCE_ROOT
 from recbench.ycsb_report import parse_report
 
-log = logging.getLogger("recbench.kv_compare")
+log = logging.getLogger("recbench.bench.kvengine_compare")
 
 ENGINES = ("kvdb", "cceh", "basic", "rocksdb", "leveldb", "lmdb", "sqlite", "wiredtiger")
 # engine -> (path property, path below the run's data directory ("" = the directory itself))
@@ -352,7 +353,7 @@ def console_table(rows: list[dict]) -> str:
 
 
 def _build() -> None:
-    root = Path(__file__).resolve().parents[1]
+    root = SOURCE_ROOT
     if not (root / "Makefile").exists():
         raise SystemExit(f"--build: no Makefile at {root} (recbench is not a source checkout)")
     log.info("building: make -C %s build", root)

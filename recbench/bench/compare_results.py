@@ -1,6 +1,6 @@
 """Baseline vs candidate report for PS or KV summaries: Markdown (zh or en) and CSV.
 
-`python -m recbench.compare_report BASE CANDIDATE [--threshold PCT] [--noise-k K] [--lang zh|en]
+`python -m recbench.bench.compare_results BASE CANDIDATE [--threshold PCT] [--noise-k K] [--lang zh|en]
 [--out-dir DIR]` (tools/benchmarks/compare_results.py is the same entry point). BASE and CANDIDATE
 are summary.csv files or run directories holding one; the kind (PS runner or KV compare) is
 detected from the header. Exit codes: 0 no regression, 1 a metric regressed beyond the noise band

@@ -29,14 +29,9 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from recbench.launch import SOURCE_ROOT, python_env
 
-
-def _env() -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
+ROOT = SOURCE_ROOT
 
 
 def _proc_cpu(pid: int) -> float:
@@ -56,7 +51,7 @@ def storage_case(a) -> dict:
                f"--index_type={a.index_type}", f"--value_size={a.value_size}",
                f"--record_count={a.record_count}", f"--batch_keys={a.batch_keys}", "--thread_num=1",
                "--workload=c", f"--running_seconds={a.running_seconds}"]
-        r = subprocess.run(cmd, capture_output=True, text=True, env=_env(), cwd=str(ROOT), check=False)
+        r = subprocess.run(cmd, capture_output=True, text=True, env=python_env(), cwd=str(ROOT), check=False)
         for line in r.stdout.splitlines():
             if line.startswith("YCSB_RESULT"):
                 kv = _kv(line)
@@ -96,7 +91,7 @@ def ps_case(a, name: str, transport: str, server_flags: list[str], client_flags:
                "--max_keys_per_request", str(max(a.batch_keys, 500)), "--num_threads", "1",
                *server_flags]
     srv = subprocess.Popen(srv_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           env=_env(), cwd=str(ROOT))
+                           env=python_env(), cwd=str(ROOT))
     cli = None
     try:
         port = None
@@ -113,7 +108,7 @@ def ps_case(a, name: str, transport: str, server_flags: list[str], client_flags:
                    "--running_seconds", str(a.running_seconds),
                    "--prefetch_depth", str(a.prefetch_depth), *client_flags]
         cli = subprocess.Popen(cli_cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, env=_env(), cwd=str(ROOT))
+                               stderr=subprocess.PIPE, text=True, env=python_env(), cwd=str(ROOT))
         for line in cli.stdout:
             if line.startswith("PS_BENCHMARK_LOADED"):
                 break

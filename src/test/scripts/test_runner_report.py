@@ -1,0 +1,82 @@
+"""recbench.runner.report: summary.md and its plots come from a run directory alone, and
+regenerating them (recbench-report RUN_DIR, python -m recbench.runner.report RUN_DIR) gives the
+same bytes. The run directory here is written by the runner's own writers from result lines."""
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+from recbench.launch import python_env
+from recbench.runner import cli, report, results
+
+RESULT = ("PS_BENCHMARK_RESULT phase=run transport=brpc mode=fetch distribution=uniform threads=1 "
+          "batch_size=64 records=1000 runtime_s=1.0 batches={b} key_ops={k} "
+          "throughput_batches_sec={b}.0 throughput_keys_sec={k}.0 mean_us=100 p50_us=90 p95_us=150 "
+          "p99_us=200 p999_us=300 max_us=400 cpu_user_s=0.5 cpu_sys_s=0.3 payload_gbps=0.01 "
+          "value_size=128")
+
+
+def write_run_dir(out: Path, rates: list[int]) -> None:
+    """A run directory as the runner writes it: one BRPC client, one repeat per rate."""
+    plan = cli.parse_args(["--transports", "brpc", "--repeat", str(len(rates)),
+                           "--output-dir", str(out)])
+    rows, cases = [], []
+    for i, k in enumerate(rates):
+        base = {"transport": "BRPC", "repeat_index": i, "server_shards": 1, "client_processes": 1,
+                "server_shard_ips": ["127.0.0.1"], "client_ips": ["127.0.0.1"],
+                "record_count": 1000, "value_size": 128, "batch_keys": 64,
+                "client_threads_per_process": 1, "runtime_seconds": 1.0, "distribution": "uniform",
+                "mode": "fetch", "client_index": 0, "build_type": "Release",
+                "index_type": "DRAM_EXTENDIBLE_HASH", "row_kind": "fair", "log_path": ["/l"]}
+        parsed = results.collect_ps_result_rows(RESULT.format(b=k // 64, k=k))
+        rows += [results.result_row(base, r, server_cpu_s=0.5) for r in parsed]
+        cases.append(("BRPC", i, 0.5, "success"))
+    results.write_summary_csv(out / "summary.csv", rows)
+    results.write_totals_csv(out / "summary_totals.csv", results.build_totals(rows, cases))
+    (out / "run_config.json").write_text(json.dumps({
+        "plan": plan.record(), "git": {"commit": "abc123"}, "hostname": "host1",
+        "run_config_path": str(out / "run_config.json"), "cases": [], "hosts": {}}))
+
+
+class TestReportFromRunDir(unittest.TestCase):
+    def setUp(self):
+        self.out = Path(tempfile.mkdtemp(prefix="rb_report_"))
+        self.addCleanup(shutil.rmtree, self.out, True)
+
+    def test_regenerates_byte_identical_with_plots(self):
+        write_run_dir(self.out, [6_400_000, 6_500_000, 6_300_000])
+        first = report.write_report(self.out).read_bytes()
+        text = first.decode()
+        self.assertEqual(text.splitlines()[:3], ["abc123", "host1", ""])
+        self.assertIn("[plots/throughput.png](plots/throughput.png)", text)
+        self.assertIn("[plots/latency.png](plots/latency.png)", text)
+        for name in ("throughput", "latency"):
+            self.assertEqual((self.out / "plots" / f"{name}.png").read_bytes()[:8],
+                             b"\x89PNG\r\n\x1a\n")
+        self.assertIn("latency_merge=worst_client", text)  # no PS_BENCHMARK_HIST lines here
+        self.assertNotIn("警告", text)  # 1.6 % spread is stable
+        (self.out / "summary.md").unlink()
+        res = subprocess.run([sys.executable, "-m", "recbench.runner.report", str(self.out)],
+                             capture_output=True, text=True, env=python_env(), timeout=120)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.assertEqual((self.out / "summary.md").read_bytes(), first)
+
+    def test_unstable_repeats_get_a_warning_saying_what_to_do(self):
+        write_run_dir(self.out, [6_000_000, 3_000_000])
+        text = report.write_report(self.out).read_text()
+        self.assertIn("**警告: BRPC 的 run 吞吐量在 2 次 repeat 之间的相对标准差为 47.1%", text)
+        self.assertIn("--runtime-seconds", text)
+
+    def test_refuses_a_directory_that_is_not_a_run(self):
+        res = subprocess.run([sys.executable, "-m", "recbench.runner.report", str(self.out)],
+                             capture_output=True, text=True, env=python_env(), timeout=60)
+        self.assertEqual(res.returncode, 2)
+        self.assertIn("run_config.json does not exist", res.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
