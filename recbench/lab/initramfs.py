@@ -9,7 +9,8 @@ extension modules `make build` made work unchanged.
 
 Stage 2 (`/recbench-lab-init`, bash, PID 1 after switch_root) configures the two NICs by MAC
 (the management NIC that carries only the forwarded ssh port, and the private link), loads
-`rdma_rxe` and adds `rxe0` on the link NIC, starts sshd with the run's config and host key, prints
+`rdma_rxe` and adds `rxe0` on the link NIC, hides root's shell startup files (the guest's shells
+start clean), starts sshd with the run's config and host key, prints
 `RECBENCH-LAB-READY` on the console and reaps children until qemu is stopped.
 
 The archive is written here as newc cpio (no cpio/find pipeline) and gzip-compressed. It depends
@@ -74,6 +75,10 @@ mount -t tmpfs -o mode=1777 tmpfs /dev/shm
 mount -t tmpfs -o mode=755 tmpfs /run
 mkdir -p /run/sshd /run/lock
 hostname "$NAME"
+# root's shell starts clean in the guest (this hides the host user's startup files in the overlay
+# only): the host's would run there under every ssh command, and some take locks under $HOME that
+# a guest may see stale through the 9p cache (pyenv's rehash then waits 60 s per shell)
+rm -f /root/.bashrc /root/.profile /root/.bash_profile /root/.bash_login /root/.bash_logout
 ip link set lo up
 nic() { for d in /sys/class/net/*; do [ "$(cat "$d/address")" = "$1" ] && basename "$d"; done; }
 MGMT=$(nic "$(arg mgmt_mac)"); LINK=$(nic "$(arg link_mac)")

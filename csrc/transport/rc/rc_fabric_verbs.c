@@ -38,6 +38,8 @@ struct rs_rc_fabric {
     rs_rc_fabric_config cfg;
     uint32_t max_qp_wr; /* device limits read at open */
     int odp_implicit;
+    int software;        /* rxe/siw: no PCI device behind it (sysfs has no `device` link) */
+    uint8_t ack_timeout; /* QP local ACK timeout exponent: 4.096 us << it, times retry_cnt */
     struct ibv_context *ctx;
     struct ibv_pd *pd;
     struct ibv_port_attr pattr;
@@ -53,6 +55,7 @@ struct rs_rc_ep {
     uint32_t psn;
     rs_rc_ep_meta peer;
     int connected;
+    int failed; /* first failed completion's ibv_wc_status + 1 (0: none): the QP is in error */
 };
 
 static int verbs_open(const rs_rc_fabric_config *cfg, rs_rc_fabric **out, rs_error *err) {
@@ -128,6 +131,15 @@ static int verbs_open(const rs_rc_fabric_config *cfg, rs_rc_fabric **out, rs_err
         goto fail;
     }
     f->max_qp_wr = (uint32_t)dx.orig_attr.max_qp_wr;
+    /* A software device's ACKs come from a kernel thread of a possibly emulated, loaded host: a
+     * peer that is not scheduled for half a second would exhaust the usual budget (timeout 14 =
+     * 67 ms, 7 retries) and put the QP in error for good. There, allow ~7.5 s (timeout 18). */
+    {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/device", f->ctx->device->ibdev_path);
+        f->software = access(path, F_OK) != 0;
+        f->ack_timeout = f->software ? 18 : 14;
+    }
     f->odp_implicit = !!(dx.odp_caps.general_caps & IBV_ODP_SUPPORT_IMPLICIT);
     f->gid_index = f->cfg.gid_index;
     if (f->gid_index < 0 && f->pattr.link_layer == IBV_LINK_LAYER_ETHERNET)
@@ -156,11 +168,12 @@ static int verbs_open(const rs_rc_fabric_config *cfg, rs_rc_fabric **out, rs_err
     fprintf(stderr,
             "component=rdma_fabric event=device_open device=%s port=%u link_layer=%s "
             "active_mtu=%d gid_index=%d odp_implicit=%d max_sge=%d max_qp_wr=%d max_cqe=%d "
-            "max_mr_size=%" PRIu64 "\n",
+            "max_mr_size=%" PRIu64 " software=%d ack_timeout=%u\n",
             f->devname, f->cfg.port,
             f->pattr.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand",
             128 << f->pattr.active_mtu, f->gid_index, f->odp_implicit, dx.orig_attr.max_sge,
-            dx.orig_attr.max_qp_wr, dx.orig_attr.max_cqe, (uint64_t)dx.orig_attr.max_mr_size);
+            dx.orig_attr.max_qp_wr, dx.orig_attr.max_cqe, (uint64_t)dx.orig_attr.max_mr_size,
+            f->software, f->ack_timeout);
     *out = f;
     return 0;
 fail:
@@ -340,7 +353,7 @@ static int verbs_ep_connect(rs_rc_ep *ep, const rs_rc_ep_meta *peer, rs_error *e
                               f->devname);
     struct ibv_qp_attr b = {
         .qp_state = IBV_QPS_RTS,
-        .timeout = 14,
+        .timeout = f->ack_timeout,
         .retry_cnt = 7,
         .rnr_retry = 7,
         .sq_psn = ep->psn,
@@ -365,6 +378,11 @@ static void verbs_ep_destroy(rs_rc_ep *ep) {
 static int verbs_write(rs_rc_ep *ep, const rs_rc_sge *sg, int n, uint64_t remote_addr,
                        uint32_t rkey, unsigned flags, uint64_t wr_id, rs_error *err) {
     if (!ep->connected) return rs_error_set(err, RS_ECONN, "verbs fabric: endpoint not connected");
+    if (ep->failed)
+        return rs_error_set(err, RS_ECONN,
+                            "verbs fabric: QP %u on %s is in error since a '%s' completion",
+                            ep->qp->qp_num, ep->f->devname,
+                            ibv_wc_status_str((enum ibv_wc_status)(ep->failed - 1)));
     if (n < 1 || n > RS_RC_MAX_SGE)
         return rs_error_set(err, RS_EINVAL, "verbs fabric: %d SGEs (1..%d)", n, RS_RC_MAX_SGE);
     struct ibv_sge s[RS_RC_MAX_SGE];
@@ -411,6 +429,15 @@ static int verbs_poll(rs_rc_ep *ep, rs_rc_wc *wc, int max) {
         for (int i = 0; i < k; i++) {
             wc[got + i].wr_id = w[i].wr_id;
             wc[got + i].status = (int)w[i].status;
+            if (w[i].status != IBV_WC_SUCCESS && !ep->failed) {
+                /* the QP is in error now: every later write fails; say why, once */
+                ep->failed = (int)w[i].status + 1;
+                fprintf(stderr,
+                        "component=rdma_fabric event=completion_error device=%s qpn=%u "
+                        "peer_qpn=%u status=\"%s\" vendor_err=%u\n",
+                        ep->f->devname, ep->qp->qp_num, ep->peer.qpn,
+                        ibv_wc_status_str(w[i].status), w[i].vendor_err);
+            }
         }
         got += k;
         if (k < want) break;
