@@ -243,7 +243,8 @@ class Suite:
         rows = [r for r in run["rows"] if r["phase"] == "run" and r["status"] == "success"]
         if not rows:
             return {}
-        gbps = sum(float(r["payload_gbps"] or 0) for r in rows)
+        # summary.csv's payload_gbps is GB/s (value bytes); perftest's --report_gbits is Gbit/s
+        gbps = sum(float(r["key_ops_per_sec"] or 0) * int(r["value_size"]) for r in rows) * 8 / 1e9
         p50 = float(rows[0]["p50_us"] or 0)
         return {"rdma_get_payload_gbps": gbps, "ib_write_bw_gbps": perf["write_bw_gbps"],
                 "get_payload_over_write_bw": gbps / perf["write_bw_gbps"]
