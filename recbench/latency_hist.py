@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import math
 
+from recbench import records
+
 HIST_PREFIX = "PS_BENCHMARK_HIST"
 
 
@@ -73,7 +75,7 @@ def parse_line(line: str):
     line = line.strip()
     if not line.startswith(HIST_PREFIX + " "):
         return None
-    fields = dict(t.split("=", 1) for t in line[len(HIST_PREFIX):].split() if "=" in t)
+    fields = records.parse_kv(line[len(HIST_PREFIX):])
     try:
         buckets: dict[int, int] = {}
         if fields.get("buckets"):

@@ -63,12 +63,23 @@ def shm_mappings(pid: int, prefix: str = "recbench-rc-") -> int:
     return n
 
 
+def stat_cpu_seconds(stat: str) -> float | None:
+    """User + system CPU seconds from the text of a /proc/PID/stat (read here or over ssh);
+    None when the text is not one."""
+    try:
+        fields = stat.rsplit(")", 1)[1].split()
+        ticks = int(fields[11]) + int(fields[12])
+    except (ValueError, IndexError):
+        return None
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds (utime + stime of /proc/PID/stat)."""
-    stat = _read(f"/proc/{pid}/stat")
-    fields = stat.rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    return (int(fields[11]) + int(fields[12])) / ticks
+    """User + system CPU seconds of a process, all threads (utime + stime of /proc/PID/stat)."""
+    cpu = stat_cpu_seconds(_read(f"/proc/{pid}/stat"))
+    if cpu is None:
+        raise ValueError(f"/proc/{pid}/stat has no CPU times")
+    return cpu
 
 
 def threads(pid: int) -> int:

@@ -15,7 +15,15 @@ prints one line:
       p99_us=... p999_us=... max_us=... cpu_user_s=... cpu_sys_s=... payload_gbps=...
 
 (RecStore's keys first, then latency per request measured in C, CPU seconds of this process and
-payload GB/s; then value_size, prefetch_depth, num_shards, keys_missing.) Each result line is
+payload GB/s; then value_size, prefetch_depth, num_shards, keys_missing.)
+
+Open loop: --target_rate R sends R batches/s for the whole process (split over its threads) on a
+uniform or Poisson timetable (--arrival, --arrival_seed; docs/open-loop.md). The run line's
+p50_us..max_us are then measured from each batch's scheduled send time (coordinated omission
+corrected) and the line ends with service_p50_us .. service_max_us (from the actual send),
+late_sends, achieved_rate, target_rate, arrival and arrival_seed; a second histogram line with
+phase=run_service carries the service times. Without --target_rate (closed loop) nothing
+changes. Each result line is
 followed by a PS_BENCHMARK_HIST line with the phase's latency histogram (recbench.latency_hist),
 which the runner merges across clients for exact percentiles. --transaction_profile adds
 RecStore's PS_BENCHMARK_PROFILE line (average ns per batch of each step). The loops are C
@@ -32,7 +40,7 @@ import sys
 import threading
 
 from recbench import _ps, errors, latency_hist, rc_options
-from recbench.cli_flags import add_bool_flag
+from recbench.cli_flags import add_bool_flag, tls_options
 from recbench.ps_config import ConfigError, load_config
 from recbench.transports import default_port
 
@@ -40,6 +48,7 @@ log = logging.getLogger("recbench.ps_bench")
 
 SKIP_EXIT_CODE = 77
 DEFAULT_SEED = 0x9E3779B97F4A7C15
+MAX_TARGET_RATE = 1e7  # RS_PACING_MAX_RATE (csrc/include/recstore/pacing.h)
 RC_TRANSPORTS = ("rdma", "shm")
 
 
@@ -48,6 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
                                 description="PS client benchmark (load + timed run) in C.")
     p.add_argument("--transport", default=None, help="brpc | grpc | shm | rdma (default: the "
                    "config's cache_ps.ps_type, else brpc)")
+    p.add_argument("--wire", default="native", choices=["native", "recstore"],
+                   help="native: recbench's recstore.PSService; recstore: RecStore's own "
+                   "ParameterService (brpc and grpc; keys routed by CityHash64, 500 keys per "
+                   "request), e.g. against RecStore's ps_server")
     p.add_argument("--config_path", help="RecStore config JSON: servers, shards, value size")
     p.add_argument("--host", default=None, help="server host when no config (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=None,
@@ -82,8 +95,21 @@ def build_parser() -> argparse.ArgumentParser:
     add_bool_flag(p, "--transaction_profile",
                   "print PS_BENCHMARK_PROFILE: average ns per batch of key generation, submit, "
                   "wait (rows received) and consume")
+    p.add_argument("--target_rate", type=float, default=0.0,
+                   help="open loop: batches/s offered by this process, split over its threads "
+                   "(0 = closed loop, the default)")
+    p.add_argument("--arrival", default="poisson", choices=["poisson", "uniform"],
+                   help="open loop: inter-arrival times (poisson: seeded exponential gaps; "
+                   "uniform: exact spacing)")
+    p.add_argument("--arrival_seed", type=lambda s: int(s, 0), default=1,
+                   help="open loop: seed of the arrival generators (one per thread)")
     p.add_argument("--timeout_ms", type=int, default=10000, help="per-request timeout")
     p.add_argument("--transport_options", default=None, help="transport-specific 'k=v;k=v'")
+    p.add_argument("--tls_ca", default=None, metavar="PEM",
+                   help="grpc only: connect with TLS, trusting these root certificates")
+    p.add_argument("--auth_token_file", default=None, metavar="FILE",
+                   help="send the deployment token read from FILE (the servers' "
+                   "--auth_token_file); the token is never printed")
     p.add_argument("--log_level", default="WARNING")
     rc_options.add_client_flags(p)  # --rdma_rc_*, --rdma_get_response_mode, --poll_mode (rdma/shm)
     return p
@@ -95,8 +121,13 @@ def resolve(args) -> dict:
     transport = (args.transport or (cfg.transport if cfg else None) or "brpc").lower()
     num_shards = args.num_shards or (cfg.num_shards if cfg else None) or 1
     endpoints = []
+    # a config listing every shard gives the endpoints in shard-id order (ids may be sparse,
+    # e.g. 3 and 8: key k goes to the (hash(k) % num_shards)-th of them)
+    from_config = cfg is not None and args.port is None and args.host is None
+    listed = (sorted(cfg.servers, key=lambda s: s.shard)
+              if from_config and cfg and len(cfg.servers) == num_shards else None)
     for shard in range(num_shards):
-        entry = cfg.server_for(shard) if cfg and args.port is None and args.host is None else None
+        entry = listed[shard] if listed else (cfg.server_for(shard) if from_config and cfg else None)
         if entry is not None:
             endpoints.append((entry.host, entry.port))
         else:
@@ -114,11 +145,20 @@ def resolve(args) -> dict:
         raise ValueError(f"--read_ratio {args.read_ratio} is not a percentage")
     if args.running_seconds <= 0:
         raise ValueError("--running_seconds must be > 0")
+    if not 0 <= args.target_rate <= MAX_TARGET_RATE:
+        raise ValueError(f"--target_rate {args.target_rate:g} is not in [0, {MAX_TARGET_RATE:g}] "
+                         "batches/s (0 = closed loop)")
     depth = args.prefetch_depth or (16 if transport in RC_TRANSPORTS else 1)
+    if args.wire == "recstore":
+        if transport not in ("brpc", "grpc"):
+            raise ValueError(f"--wire recstore needs --transport brpc or grpc, not {transport}")
+        transport = f"recstore+{transport}"  # the client connections of RecStore's wire
     return {
         "transport": transport, "endpoints": endpoints, "value_size": value_size,
         "prefetch_depth": depth, "timeout_ms": args.timeout_ms,
-        "extra": rc_options.bench_extra(args, transport),
+        "extra": ";".join(x for x in (rc_options.bench_extra(args, transport),
+                                      tls_options(transport, {"tls_ca": args.tls_ca})) if x)
+        or None,
         "mode": args.mode, "record_count": args.record_count, "batch_keys": args.batch_keys,
         "threads": args.thread_num, "load_threads": args.load_thread_num,
         "running_seconds": args.running_seconds, "warmup_seconds": args.warmup_seconds,
@@ -126,6 +166,9 @@ def resolve(args) -> dict:
         "read_ratio": args.read_ratio, "fetch_key_space": args.fetch_key_space,
         "verify": bool(args.verify_deterministic_values), "seed": args.seed,
         "profile": bool(args.transaction_profile),
+        "target_rate": args.target_rate, "arrival": args.arrival,
+        "arrival_seed": args.arrival_seed,
+        "auth_token_file": args.auth_token_file,
     }
 
 
@@ -149,7 +192,7 @@ def result_line(phase: str, kw: dict, res: dict) -> str:
     bps = res["batches"] / rt if rt > 0 else 0.0
     kps = res["key_ops"] / rt if rt > 0 else 0.0
     fields = [
-        ("phase", phase), ("transport", kw["transport"]), ("mode", kw["mode"]),
+        ("phase", phase), ("transport", kw["transport"].split("+")[-1]), ("mode", kw["mode"]),
         ("distribution", kw["distribution"]), ("zipfian_alpha", kw["zipfian_alpha"]),
         ("threads", threads), ("batch_size", kw["batch_keys"]), ("records", kw["record_count"]),
         ("runtime_s", f"{rt:.6f}"), ("batches", res["batches"]), ("key_ops", res["key_ops"]),
@@ -161,15 +204,22 @@ def result_line(phase: str, kw: dict, res: dict) -> str:
         ("payload_gbps", f"{kps * kw['value_size'] / 1e9:.6f}"),
         ("value_size", kw["value_size"]), ("prefetch_depth", kw["prefetch_depth"]),
         ("num_shards", len(kw["endpoints"])), ("keys_missing", res["keys_missing"]),
+        ("wire", "recstore" if kw["transport"].startswith("recstore+") else "native"),
         ("get_path", get_path(kw["transport"], res)),
         ("get_parts", res.get("get_parts", 0)),
         ("get_parts_gathered", res.get("get_parts_gathered", 0)),
     ]
+    if phase == "run" and "late_sends" in res:
+        fields += [(f"service_{p}_us", f"{res[f'service_{p}_us']:.3f}")
+                   for p in ("p50", "p95", "p99", "p999", "max")]
+        fields += [("late_sends", res["late_sends"]), ("achieved_rate", f"{bps:.3f}"),
+                   ("target_rate", f"{kw['target_rate']:.3f}"), ("arrival", kw["arrival"]),
+                   ("arrival_seed", kw["arrival_seed"])]
     return "PS_BENCHMARK_RESULT " + " ".join(f"{k}={v}" for k, v in fields)
 
 
-def hist_line(phase: str, res: dict) -> str:
-    return latency_hist.format_line(phase, latency_hist.Hist.from_tuple(res["hist"]))
+def hist_line(phase: str, res: dict, key: str = "hist") -> str:
+    return latency_hist.format_line(phase, latency_hist.Hist.from_tuple(res[key]))
 
 
 def profile_line(kw: dict, res: dict) -> str:
@@ -234,6 +284,8 @@ def run(args, out=sys.stdout, stdin=sys.stdin) -> int:
         res = _run_phase(_ps.bench_run, kw)
         print(result_line("run", kw, res), file=out, flush=True)
         print(hist_line("run", res), file=out, flush=True)
+        if "service_hist" in res:
+            print(hist_line("run_service", res, "service_hist"), file=out, flush=True)
         if kw["profile"]:
             print(profile_line(kw, res), file=out, flush=True)
         if res.get("verify_error"):

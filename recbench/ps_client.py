@@ -6,18 +6,24 @@
         rows = ps.get(keys)                                    # numpy (n, value_size // 4) float32
         ps.update(keys, deltas)                                # rows += deltas
         ps.stats()                                             # one dict per shard
+        ps.save("monday"); ps.load("monday")                   # checkpoints in --checkpoint_root
 
 A URI names the transport and one address per shard, in shard order:
 ``grpc://h:15000,h:15001``; IPv6 hosts go in brackets (``brpc://[::1]:15000``). Keys and rows
-may be numpy arrays or any buffer; they are passed to C without per-key work in Python. Errors
+may be numpy arrays or any buffer; they are passed to C without per-key work in Python. A batch
+may be of any size: the C client splits it per shard into requests of at most the server's
+max_keys_per_request (and of what one RC request slot holds), sent together. Errors
 are recbench.errors exceptions naming the shard, the server and the cause.
 """
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
-from recbench import _ps
+from recbench import _ps, errors
+from recbench.cli_flags import tls_options
 
 
 def parse_uri(uri: str) -> tuple[str, list[tuple[str, int]]]:
@@ -72,6 +78,13 @@ def _rows(rows, n: int, dim: int, what: str):
     return _rows(np.asarray(rows, dtype=np.float32), n, dim, what)
 
 
+def _ckpt_dir(directory) -> str:
+    d = str(directory)
+    if not d or "\0" in d or "\n" in d:
+        raise ValueError(f"checkpoint directory {directory!r} must be a non-empty path")
+    return d
+
+
 def parse_stats(reply: str) -> dict:
     """'shard=0 keys=10 index_type=X' -> {'shard': 0, 'keys': 10, 'index_type': 'X'}."""
     out = {}
@@ -85,12 +98,19 @@ class PSClient:
     """A client of every shard of one PS deployment (see the module docstring)."""
 
     def __init__(self, uri: str, value_size: int | None = None, *, prefetch_depth: int = 1,
-                 timeout_ms: int = 10000, transport_options: str | None = None):
+                 timeout_ms: int = 10000, transport_options: str | None = None,
+                 auth_token_file: str | None = None, tls_ca: str | None = None):
+        """auth_token_file: send the deployment token read from that file (servers started
+        with --auth_token_file require it); the token itself is never an argument.
+        tls_ca: grpc only, connect with TLS trusting these PEM root certificates."""
         transport, endpoints = parse_uri(uri)
+        if tls_ca:
+            transport_options = ";".join(
+                x for x in (transport_options, tls_options(transport, {"tls_ca": tls_ca})) if x)
         self.uri = uri
         self.transport = transport
         self._c = _ps.Client(transport, endpoints, value_size or 0, prefetch_depth, timeout_ms,
-                             transport_options)
+                             transport_options, auth_token_file)
 
     @property
     def value_size(self) -> int:
@@ -125,7 +145,8 @@ class PSClient:
         self._c.update(keys, _rows(deltas, n, self.dim, "update"))
 
     def command(self, name: str, shard: int = 0) -> str:
-        """Send a COMMAND (ping, ready, stats, clear) to one shard; returns its reply text."""
+        """Send a COMMAND (ping, ready, stats, clear, save DIR, load DIR) to one shard; returns
+        its reply text."""
         return self._c.command(name, shard)
 
     def stats(self) -> list[dict]:
@@ -136,6 +157,59 @@ class PSClient:
         """Remove every key on every shard."""
         for s in range(self.num_shards):
             self._c.command("clear", s)
+
+    def verify(self) -> list[str]:
+        """Every shard's full consistency check of its engine (writers wait meanwhile); one
+        'ok ...' line per shard, or ServerError naming the first problem."""
+        return [self._c.command("verify", s) for s in range(self.num_shards)]
+
+    def save(self, directory: str, timeout_s: float = 600.0,
+             shards: list[int] | None = None) -> list[str]:
+        """Checkpoint every shard into `directory` on its server (shard_<id>.rsckpt each; a path
+        inside the server's --checkpoint_root, relative to it or absolute under it; see
+        docs/durability.md) while serving continues. Waits for every shard; returns each shard's
+        summary line (for `shards` only, if given). ServerError naming the shard, file and cause
+        if one fails."""
+        return self._checkpoint("save", directory, timeout_s, shards)
+
+    def load(self, directory: str, timeout_s: float = 600.0,
+             shards: list[int] | None = None) -> list[str]:
+        """Replace every shard's rows with its checkpoint in `directory` on its server. A shard
+        whose file is damaged, truncated or from another shard layout refuses (ServerError naming
+        the file and offset) and keeps its rows; other shards still load. Returns each shard's
+        summary line (for `shards` only, if given)."""
+        return self._checkpoint("load", directory, timeout_s, shards)
+
+    def _checkpoint(self, op: str, directory, timeout_s: float,
+                    shards: list[int] | None) -> list[str]:
+        d = _ckpt_dir(directory)
+        todo = list(range(self.num_shards)) if shards is None else list(shards)
+        for s in todo:
+            if not 0 <= s < self.num_shards:
+                raise ValueError(f"shard {s} is out of range for {self.num_shards} shards")
+            self._c.command(f"{op} {d}", s)
+        results: dict[int, str] = {}
+        failures: dict[int, str] = {}
+        deadline = time.monotonic() + timeout_s
+        while True:
+            for s in todo:
+                if s in results or s in failures:
+                    continue
+                st = self._c.command("checkpoint_status", s)
+                if st.startswith("done: "):
+                    results[s] = st[len("done: "):]
+                elif st.startswith("failed: "):
+                    failures[s] = st[len("failed: "):]
+                elif not st.startswith("running: "):
+                    failures[s] = f"shard {s}: checkpoint {op} ended unexpectedly ({st})"
+            if len(results) + len(failures) == len(todo):
+                break
+            if time.monotonic() > deadline:
+                raise errors.Timeout(f"PSClient.{op}: not finished after {timeout_s} s")
+            time.sleep(0.01)  # the job runs on the server; its status is polled
+        if failures:
+            raise errors.ServerError(f"PSClient.{op} {d}: " + "; ".join(failures.values()))
+        return [results[s] for s in todo]
 
     def close(self) -> None:
         self._c.close()

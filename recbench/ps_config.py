@@ -8,7 +8,7 @@ The shape (what RecStore's runner generates and its servers read)::
                   "base_kv_config": {"capacity": 100000, "index": {"type": "DRAM_PET_HASH"},
                                      "value": {"type": "DRAM_VALUE_STORE",
                                                "default_value_size_hint": 512, "path": "..."}}},
-     "distributed_client": {"num_shards": 2, "hash_method": "city_hash",
+     "distributed_client": {"num_shards": 2, "hash_method": "rs_mix64",
                             "max_keys_per_request": 500, "servers": [...]},
      "client": {"host": ..., "port": ..., "shard": 0}}
 
@@ -154,7 +154,7 @@ def build_config(transport: str, servers: list[tuple[str, int]] | list[tuple[str
             "base_kv_config": {"capacity": capacity, "index": {"type": index_type},
                                "value": value},
         },
-        "distributed_client": {"num_shards": len(entries), "hash_method": "city_hash",
+        "distributed_client": {"num_shards": len(entries), "hash_method": "rs_mix64",
                                "max_keys_per_request": max_keys_per_request,
                                "servers": entries},
         "client": dict(entries[0]) if entries else {},

@@ -26,6 +26,7 @@ import signal
 import sys
 
 from recbench import _ps, errors, rc_options
+from recbench.cli_flags import tls_options
 from recbench.ps_config import ConfigError, PSConfig, load_config
 from recbench.transports import default_port
 
@@ -34,7 +35,7 @@ log = logging.getLogger("recbench.ps_server")
 SKIP_EXIT_CODE = 77
 COUNTERS = ("handled_get", "handled_put", "handled_update", "handled_command", "handled_error",
             "keys_get", "keys_put", "keys_update", "keys_found", "connections_accepted",
-            "requests", "bad_frames", "bytes_in", "bytes_out")
+            "requests", "bad_frames", "bytes_in", "bytes_out", "auth_failures")
 # gRPC core does not tell the application about connections: its count would be a made-up 0
 NOT_COUNTED = {"grpc": {"connections_accepted"}}
 
@@ -76,6 +77,25 @@ def build_parser() -> argparse.ArgumentParser:
                    "cannot enforce one and refuses a non-zero value)")
     p.add_argument("--transport_options", default=None,
                    help="transport-specific options 'k=v;k=v' (e.g. RC poll_mode=adaptive)")
+    p.add_argument("--checkpoint_root", default=None, metavar="DIR",
+                   help="allow COMMAND save/load (PSClient.save/load) in this directory only "
+                   "(created if missing; a command's directory is relative to it or inside it); "
+                   "without it those commands are refused")
+    p.add_argument("--load_checkpoint", default=None, metavar="DIR",
+                   help="load each shard's rows from DIR/shard_<id>.rsckpt (saved with COMMAND "
+                   "save / PSClient.save) before serving; a damaged or mismatched file is an "
+                   "error naming it")
+    p.add_argument("--auth_token_file", default=None, metavar="FILE",
+                   help="require the token in FILE on every request (brpc RpcMeta "
+                   "authentication_data, gRPC 'authorization: Bearer', RC attach); the token is "
+                   "never logged; see docs/security.md")
+    p.add_argument("--tls_cert", default=None, metavar="PEM",
+                   help="grpc only: serve TLS with this certificate chain (with --tls_key)")
+    p.add_argument("--tls_key", default=None, metavar="PEM", help="grpc only: the TLS private key")
+    p.add_argument("--sync", default="none",
+                   help="SSD_EXTENDIBLE_HASH only: none (default; survives the process dying, "
+                   "not the OS), interval:MS (msync every MS ms) or always (msync before every "
+                   "write is answered); see docs/durability.md")
     p.add_argument("--log_level", default="WARNING", help="Python logging level")
     rc_options.add_server_flags(p)  # --thread_num, --poll_mode, --rdma_rc_* (rdma/shm only)
     return p
@@ -87,12 +107,17 @@ def resolve(args, cfg: PSConfig | None) -> list[dict]:
     transport = (args.transport or cfg.transport or "brpc").lower()
     num_shards = args.num_shards or cfg.num_shards or 1
     shard_id = args.local_shard_id if args.local_shard_id is not None else args.grpc_local_shard_id
+    # shard ids are labels (RecStore's plans use ids such as 3 and 8): a config that lists every
+    # shard names them, and the C shard serves the label's rank among them (clients route a key
+    # to the (hash % num_shards)-th server in shard-id order); without one they are 0..n-1
+    listed = sorted(s.shard for s in cfg.servers) if len(cfg.servers) == num_shards else None
     if shard_id is not None:
-        if not 0 <= shard_id < num_shards:
-            raise ValueError(f"--local_shard_id {shard_id} is out of range for {num_shards} shards")
+        if not (0 <= shard_id < num_shards or (listed and shard_id in listed)):
+            raise ValueError(f"--local_shard_id {shard_id} is out of range for {num_shards} shards "
+                             "and not a shard of the config's servers")
         shards = [shard_id]
     else:
-        shards = list(range(num_shards))
+        shards = listed or list(range(num_shards))
     port_flag = args.port
     if port_flag is None and args.brpc_server_port is not None and transport == "brpc":
         port_flag = args.brpc_server_port
@@ -115,7 +140,8 @@ def resolve(args, cfg: PSConfig | None) -> list[dict]:
         if data_path and len(shards) > 1:
             data_path = os.path.join(data_path, f"shard_{shard}")
         out.append({
-            "transport": transport, "host": host, "port": port, "shard": shard,
+            "transport": transport, "host": host, "port": port,
+            "shard": listed.index(shard) if listed else shard, "shard_label": shard,
             "num_shards": num_shards,
             "index_type": args.index_type or cfg.index_type or "DRAM_PET_HASH",
             "value_size": value_size,
@@ -125,9 +151,18 @@ def resolve(args, cfg: PSConfig | None) -> list[dict]:
             "path": data_path, "max_body_bytes": args.max_body_bytes,
             "max_connections": args.max_connections,
             "extra": args.transport_options,
+            "load_checkpoint": args.load_checkpoint, "sync": args.sync,
+            "auth_token_file": args.auth_token_file,
+            "checkpoint_root": args.checkpoint_root,
         })
     rc_options.apply_server(args, transport, out)
+    tls = tls_options(transport, {"tls_cert": args.tls_cert, "tls_key": args.tls_key})
+    if tls and not (args.tls_cert and args.tls_key):
+        raise ValueError("--tls_cert and --tls_key go together")
+    for s in out:
+        s["extra"] = ";".join(x for x in (s["extra"], tls) if x) or None
     return out
+
 
 
 def _cpu() -> tuple[float, float]:
@@ -170,11 +205,13 @@ def serve(settings: list[dict], out=sys.stdout) -> int:
     servers = []
     try:
         for s in settings:
-            if s["path"]:
-                os.makedirs(s["path"], exist_ok=True)
-            srv = _ps.Server(**s)
-            servers.append(srv)
-            print(f"component=ps_server event=ready transport={s['transport']} shard={s['shard']} "
+            for d in (s["path"], s["checkpoint_root"]):
+                if d:
+                    os.makedirs(d, exist_ok=True)
+            srv = _ps.Server(**{k: v for k, v in s.items() if k != "shard_label"})
+            servers.append((srv, s.get("shard_label", s["shard"])))
+            print(f"component=ps_server event=ready transport={s['transport']} "
+                  f"shard={s.get('shard_label', s['shard'])} "
                   f"host={s['host']} port={srv.port} num_shards={s['num_shards']} "
                   f"value_size={s['value_size']} index_type={s['index_type']} "
                   f"num_threads={s['num_threads']} pid={os.getpid()}", file=out, flush=True)
@@ -182,15 +219,15 @@ def serve(settings: list[dict], out=sys.stdout) -> int:
         log.info("received signal %s, stopping", sig)
     finally:
         finals = []
-        for srv in servers:
+        for srv, label in servers:
             stats = srv.stats() if srv.running else {}
             srv.stop()
-            finals.append((srv, stats))
+            finals.append((srv, label, stats))
         user, sys_s = _cpu()
-        for srv, stats in finals:
+        for srv, label, stats in finals:
             hidden = NOT_COUNTED.get(srv.transport, set())
             counters = " ".join(f"{k}={stats.get(k, 0)}" for k in COUNTERS if k not in hidden)
-            print(f"component=ps_server event=stopped transport={srv.transport} shard={srv.shard} "
+            print(f"component=ps_server event=stopped transport={srv.transport} shard={label} "
                   f"port={srv.port} {counters} cpu_user_s={user:.3f} cpu_sys_s={sys_s:.3f}",
                   file=out, flush=True)
         restore()

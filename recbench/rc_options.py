@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 
+from recbench.cli_flags import parse_bool
 from recbench.transports import RC_NAMES as RC_TRANSPORTS
 
 # (flag, extra key, type, help) shared by server and client
@@ -56,15 +57,6 @@ _CLIENT = [
 ]
 
 
-def _bool(v: str) -> bool:
-    s = str(v).strip().lower()
-    if s in ("1", "true", "yes", "on"):
-        return True
-    if s in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {v!r}")
-
-
 def _add(group, specs, existing):
     for flag, _key, typ, help_ in specs:
         if flag in existing:
@@ -92,7 +84,7 @@ def add_client_flags(parser: argparse.ArgumentParser) -> None:
     existing = _existing(parser)
     _add(g, _COMMON + _CLIENT, existing)
     if "--rdma_rc_skip_client_copy" not in existing:
-        g.add_argument("--rdma_rc_skip_client_copy", nargs="?", const=True, default=None, type=_bool,
+        g.add_argument("--rdma_rc_skip_client_copy", nargs="?", const=True, default=None, type=parse_bool,
                        dest="rc_rdma_rc_skip_client_copy",
                        help="leave GET rows in the response slot (diagnostics: no copy to the caller)")
 

@@ -5,7 +5,8 @@
  *
  * File layout (every block 16 KiB, so segments stay page aligned):
  *
- *   0        header: magic "RSCCEH01", format version, segment count, capacity | zero pad
+ *   0        header: magic "RSCCEH01", format version, segment count, capacity, open state,
+ *            split journal {old segment + 1, new segment + 1} | zero pad
  *   16 KiB   segment 0
  *   32 KiB   segment 1 ...
  *
@@ -23,8 +24,20 @@
  * from the capacity; running out of it is RS_EFULL naming the capacity.
  *
  * Concurrency is as in kv_ext_hash.c: writers lock the segment, splits also take dir_lock, and
- * readers validate the segment's ver (odd while pairs move or are removed). Reopen assumes the
- * store was closed cleanly (a crash in the middle of a split is not recovered).
+ * readers validate the segment's ver (odd while pairs move or are removed).
+ *
+ * Crash recovery (a process killed at any instruction; the mapped pages survive in the page
+ * cache, in program order): `open_state` is 1 while a process has the file open and 0 after a
+ * clean close. A split records {old, new} in the journal before it publishes the new segment and
+ * clears it after the last pair moved and the old segment took its new depth; reopening with a
+ * journal set redoes the split (idempotent: a pair is copied to the same place in the new segment
+ * before it is cleared in the old one, and nothing else writes the new segment before the
+ * directory points at it). After an unclean close, odd value words (a writer or a delete stopped
+ * midway) are made even, and the engine rebuilds the value store's free list from the rows the
+ * index references (kv_engine.c), since allocation state may be mid-update. Rows are written
+ * copy-on-write in this index (kv_engine.c), so a PUT cut short leaves the old row or the new one,
+ * never a mix. rs_kv_cceh_verify checks all of it. Format version 2 added open_state and the
+ * journal (a version 1 file opens as version 2); a file from a newer version is refused by name.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -33,7 +46,7 @@
 #include "kv_internal.h"
 
 #define CCEH_MAGIC      0x3130484543435352ull /* "RSCCEH01" */
-#define CCEH_FORMAT     1u
+#define CCEH_FORMAT     2u
 #define CCEH_SEG_BYTES  16384u
 #define CCEH_BUCKETS    255u /* data buckets per segment */
 #define CCEH_PAIRS      4u   /* pairs per 64-byte bucket */
@@ -64,6 +77,8 @@ typedef struct cceh_header {
     uint32_t pad;
     uint64_t nseg;
     uint64_t capacity;
+    uint64_t open_state;           /* 1 while open, 0 after a clean close (format 2) */
+    uint64_t split_old, split_new; /* segment index + 1 of a split in progress; 0 = none */
 } cceh_header;
 
 typedef struct cceh_dir {
@@ -79,6 +94,7 @@ typedef struct cceh {
     pthread_mutex_t dir_lock;
     uint64_t max_seg;
     uint64_t capacity;
+    int unclean; /* the file was not closed cleanly before this open */
 } cceh;
 
 static inline cceh_seg *seg_at(cceh *c, uint64_t i) {
@@ -97,6 +113,28 @@ static inline int seg_owns(const cceh_seg *s, uint64_t h) {
 static inline cceh_pair *window_pair(cceh_seg *s, uint64_t h, unsigned p) {
     unsigned b = (unsigned)((h % CCEH_BUCKETS + p / CCEH_PAIRS) % CCEH_BUCKETS);
     return &s->b[b][p % CCEH_PAIRS];
+}
+
+static uint64_t seg_index(const cceh *c, const cceh_seg *s) {
+    return (uint64_t)((const uint8_t *)s - c->region.base) / CCEH_SEG_BYTES - 1;
+}
+
+/* Move the pairs of s (at depth `depth`) whose next hash bit is 1 to ns, each to the same
+ * position, then give s its deeper depth and pattern. Idempotent, so recovery can redo it. */
+static void split_move(cceh_seg *s, cceh_seg *ns, uint8_t depth) {
+    for (unsigned b = 0; b < CCEH_BUCKETS; b++)
+        for (unsigned p = 0; p < CCEH_PAIRS; p++) {
+            cceh_pair *pr = &s->b[b][p];
+            if (pr->word == RS_KV_WORD_EMPTY) continue;
+            uint64_t kh = rs_kv_hash(pr->key);
+            if (!((kh >> (63 - depth)) & 1)) continue;
+            cceh_pair *dst = &ns->b[b][p]; /* same place: it is inside the key's window */
+            dst->key = pr->key;
+            __atomic_store_n(&dst->word, pr->word, __ATOMIC_RELEASE);        /* before the clear */
+            __atomic_store_n(&pr->word, RS_KV_WORD_EMPTY, __ATOMIC_RELEASE); /* readers load it */
+        }
+    __atomic_store_n(&s->pattern, (uint64_t)ns->pattern & ~1ull, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->depth, (uint8_t)(depth + 1), __ATOMIC_RELEASE);
 }
 
 static cceh_dir *dir_new(uint32_t depth) {
@@ -138,6 +176,7 @@ static int cceh_format(cceh *c, rs_error *err) {
     c->hdr->format = CCEH_FORMAT;
     c->hdr->nseg = 0;
     c->hdr->capacity = c->capacity;
+    c->hdr->split_old = c->hdr->split_new = 0;
     cceh_dir *d = dir_new(CCEH_INIT_DEPTH);
     if (!d) return rs_error_set(err, RS_ENOMEM, "CCEH directory");
     for (uint64_t i = 0; i < (1ull << CCEH_INIT_DEPTH); i++) {
@@ -152,12 +191,48 @@ static int cceh_format(cceh *c, rs_error *err) {
     return 0;
 }
 
+/* Finish a split that a crash interrupted (the journal names it), and after an unclean close
+ * make odd value words even: the write or delete that made one odd never finished. */
+static int cceh_recover(cceh *c, const char *path, rs_error *err) {
+    cceh_header *h = c->hdr;
+    if (h->split_old) {
+        uint64_t so = h->split_old - 1, sn = h->split_new - 1;
+        if (so >= h->nseg || h->split_new == 0)
+            return rs_error_set(err, RS_EPROTO, "%s: split journal names segment %llu of %llu",
+                                path, (unsigned long long)so, (unsigned long long)h->nseg);
+        if (sn < h->nseg) { /* the new segment was published: redo the move */
+            cceh_seg *s = seg_at(c, so), *ns = seg_at(c, sn);
+            if (ns->depth == 0 || ns->depth > CCEH_MAX_DEPTH || !(ns->pattern & 1))
+                return rs_error_set(
+                    err, RS_EPROTO, "%s: split journal: segment %llu has depth %u pattern %llu",
+                    path, (unsigned long long)sn, ns->depth, (unsigned long long)ns->pattern);
+            uint8_t depth = (uint8_t)(ns->depth - 1);
+            s->depth = depth;
+            s->pattern = ns->pattern >> 1;
+            split_move(s, ns, depth);
+        }
+        h->split_old = h->split_new = 0;
+    }
+    if (!c->unclean) return 0;
+    for (uint64_t i = 0; i < h->nseg; i++) {
+        cceh_seg *s = seg_at(c, i);
+        for (unsigned b = 0; b < CCEH_BUCKETS; b++)
+            for (unsigned p = 0; p < CCEH_PAIRS; p++) {
+                uint64_t w = s->b[b][p].word;
+                if (w != RS_KV_WORD_EMPTY && (w & 1)) s->b[b][p].word = rs_kv_word_next(w);
+            }
+    }
+    return 0;
+}
+
 /* Rebuild the directory from the segments of an existing file. */
 static int cceh_load(cceh *c, const char *path, rs_error *err) {
     uint64_t nseg = c->hdr->nseg;
     if (nseg == 0 || (size_t)CCEH_SEG_BYTES * (nseg + 1) > c->region.backed)
         return rs_error_set(err, RS_EPROTO, "%s: segment count %llu does not fit the file", path,
                             (unsigned long long)nseg);
+    int rc = cceh_recover(c, path, err);
+    if (rc) return rc;
     uint32_t g = 0;
     for (uint64_t i = 0; i < nseg; i++) {
         cceh_seg *s = seg_at(c, i);
@@ -186,6 +261,10 @@ static int cceh_load(cceh *c, const char *path, rs_error *err) {
     return 0;
 }
 
+int rs_kv_cceh_unclean(void *ix) {
+    return ((cceh *)ix)->unclean;
+}
+
 int rs_kv_cceh_open(const char *dirpath, uint64_t capacity, void **out, rs_error *err) {
     char path[4096];
     int rc, existed = 0;
@@ -200,11 +279,20 @@ int rs_kv_cceh_open(const char *dirpath, uint64_t capacity, void **out, rs_error
     if (rc) goto fail_lock;
     c->hdr = (cceh_header *)c->region.base;
     if (existed) {
-        if (c->hdr->magic != CCEH_MAGIC || c->hdr->format != CCEH_FORMAT) {
-            rc = rs_error_set(err, RS_EPROTO, "%s is not a recbench CCEH index (format %u)", path,
-                              CCEH_FORMAT);
+        if (c->hdr->magic != CCEH_MAGIC) {
+            rc = rs_error_set(err, RS_EPROTO,
+                              "%s is not a recbench CCEH index (no RSCCEH01 magic at offset 0)",
+                              path);
             goto fail_region;
         }
+        if (c->hdr->format > CCEH_FORMAT || c->hdr->format == 0) {
+            rc = rs_error_set(err, RS_ENOTSUP,
+                              "%s: CCEH format version %u is newer than this build reads (up to "
+                              "%u); open it with a newer recbench",
+                              path, c->hdr->format, CCEH_FORMAT);
+            goto fail_region;
+        }
+        c->unclean = c->hdr->format >= 2 && c->hdr->open_state != 0;
         /* a store created with a larger capacity keeps its larger segment budget */
         uint64_t stored_max = c->hdr->capacity / 128 + 64;
         if (stored_max > c->max_seg || c->hdr->nseg > c->max_seg) {
@@ -217,9 +305,11 @@ int rs_kv_cceh_open(const char *dirpath, uint64_t capacity, void **out, rs_error
         }
         if ((rc = cceh_load(c, path, err))) goto fail_region;
         if (capacity > c->hdr->capacity) c->hdr->capacity = capacity;
+        c->hdr->format = CCEH_FORMAT;
     } else {
         if ((rc = cceh_format(c, err))) goto fail_region;
     }
+    __atomic_store_n(&c->hdr->open_state, 1, __ATOMIC_RELEASE);
     *out = c;
     return 0;
 fail_region:
@@ -230,8 +320,13 @@ fail_lock:
     return rc;
 }
 
+/* Called after the engine synced the values file: data first, then the clean mark. */
 static void cceh_close(void *ix) {
     cceh *c = ix;
+    if (rs_kv_region_sync(&c->region, NULL) == 0) {
+        __atomic_store_n(&c->hdr->open_state, 0, __ATOMIC_RELEASE);
+        rs_kv_region_sync(&c->region, NULL);
+    }
     dir_free_all(c->dir);
     rs_kv_region_close(&c->region);
     pthread_mutex_destroy(&c->dir_lock);
@@ -335,25 +430,20 @@ static int cceh_split(cceh *c, uint64_t h, rs_error *err) {
     }
     uint8_t depth = s->depth;
     cceh_seg *ns = NULL;
-    if ((rc = seg_alloc(c, (uint8_t)(depth + 1), (s->pattern << 1) | 1, &ns, err))) goto out;
+    /* journal first: a crash after the new segment is published redoes the split at open */
+    __atomic_store_n(&c->hdr->split_new, c->hdr->nseg + 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&c->hdr->split_old, seg_index(c, s) + 1, __ATOMIC_RELEASE);
+    if ((rc = seg_alloc(c, (uint8_t)(depth + 1), (s->pattern << 1) | 1, &ns, err))) {
+        __atomic_store_n(&c->hdr->split_old, 0, __ATOMIC_RELEASE);
+        goto out;
+    }
     seg_ver_bump(s); /* odd: pairs are moving */
-    for (unsigned b = 0; b < CCEH_BUCKETS; b++)
-        for (unsigned p = 0; p < CCEH_PAIRS; p++) {
-            cceh_pair *pr = &s->b[b][p];
-            if (pr->word == RS_KV_WORD_EMPTY) continue;
-            uint64_t kh = rs_kv_hash(pr->key);
-            if (!((kh >> (63 - depth)) & 1)) continue;
-            cceh_pair *dst = &ns->b[b][p]; /* same place: it is inside the key's window */
-            dst->key = pr->key;
-            dst->word = pr->word;
-            __atomic_store_n(&pr->word, RS_KV_WORD_EMPTY, __ATOMIC_RELAXED); /* readers load it */
-        }
-    __atomic_store_n(&s->pattern, s->pattern << 1, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->depth, (uint8_t)(depth + 1), __ATOMIC_RELEASE);
+    split_move(s, ns, depth);
     uint32_t shift = d->depth - ns->depth;
     for (uint64_t j = ns->pattern << shift; j < (ns->pattern + 1) << shift; j++)
         __atomic_store_n(&d->s[j], ns, __ATOMIC_RELEASE);
     seg_ver_bump(s); /* even again */
+    __atomic_store_n(&c->hdr->split_old, 0, __ATOMIC_RELEASE);
 out:
     seg_unlock(s);
     pthread_mutex_unlock(&c->dir_lock);
@@ -417,6 +507,125 @@ static uint64_t cceh_count(void *ix) {
     return n;
 }
 
+typedef struct seg_range {
+    uint64_t start; /* first hash of the segment's range (pattern in the top depth bits) */
+    uint8_t depth;
+    uint64_t index;
+} seg_range;
+
+static int range_cmp(const void *a, const void *b) {
+    const seg_range *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* Structure of the index: the journal is clear, segments have sane depths and patterns, their
+ * hash ranges tile the whole hash space exactly once, the directory points every slot at the
+ * segment owning it, and every pair sits in its owner segment inside its probe window with an
+ * even word. (Keys, rows and counts are checked by kv_verify.c.) Splits wait meanwhile. */
+int rs_kv_cceh_verify(void *ix, const rs_kv_vs *vs, char *report, size_t cap, rs_error *err) {
+    cceh *c = ix;
+    int rc = 0;
+    (void)vs;
+    pthread_mutex_lock(&c->dir_lock);
+    uint64_t nseg = c->hdr->nseg, pairs = 0;
+    cceh_dir *d = c->dir;
+    seg_range *r = calloc(nseg ? nseg : 1, sizeof *r);
+    if (!r) {
+        rc = rs_error_set(err, RS_ENOMEM, "verify: %llu segment ranges", (unsigned long long)nseg);
+        goto out;
+    }
+    if (c->hdr->split_old) {
+        rc = rs_error_set(err, RS_EVERIFY, "CCEH: a split of segment %llu is still journaled",
+                          (unsigned long long)(c->hdr->split_old - 1));
+        goto out;
+    }
+    for (uint64_t i = 0; i < nseg; i++) {
+        cceh_seg *sg = seg_at(c, i);
+        if (sg->depth > d->depth || (sg->depth < 64 && sg->pattern >> sg->depth)) {
+            rc = rs_error_set(err, RS_EVERIFY,
+                              "CCEH: segment %llu has depth %u and pattern %llu (global depth %u)",
+                              (unsigned long long)i, sg->depth, (unsigned long long)sg->pattern,
+                              d->depth);
+            goto out;
+        }
+        r[i] = (seg_range){sg->depth ? sg->pattern << (64 - sg->depth) : 0, sg->depth, i};
+        for (unsigned b = 0; b < CCEH_BUCKETS; b++)
+            for (unsigned p = 0; p < CCEH_PAIRS; p++) {
+                cceh_pair *pr = &sg->b[b][p];
+                uint64_t w = __atomic_load_n(&pr->word, __ATOMIC_ACQUIRE);
+                if (w == RS_KV_WORD_EMPTY) continue;
+                pairs++;
+                uint64_t h = rs_kv_hash(pr->key);
+                unsigned off = (b + CCEH_BUCKETS - (unsigned)(h % CCEH_BUCKETS)) % CCEH_BUCKETS;
+                const char *bad = (w & 1)             ? "has an odd (unfinished) value word"
+                                  : !seg_owns(sg, h)  ? "hashes outside its segment"
+                                  : off >= CCEH_PROBE ? "sits outside its probe window"
+                                                      : NULL;
+                if (bad) {
+                    rc = rs_error_set(
+                        err, RS_EVERIFY, "CCEH: key %llu in segment %llu bucket %u %s",
+                        (unsigned long long)pr->key, (unsigned long long)i, b + 1, bad);
+                    goto out;
+                }
+            }
+    }
+    qsort(r, nseg, sizeof *r, range_cmp);
+    uint64_t next = 0;
+    for (uint64_t i = 0; i < nseg; i++) {
+        if (r[i].start != next || (i > 0 && next == 0)) {
+            rc = rs_error_set(err, RS_EVERIFY,
+                              "CCEH: segment %llu starts its hash range at 0x%016llx, expected "
+                              "0x%016llx (ranges %s)",
+                              (unsigned long long)r[i].index, (unsigned long long)r[i].start,
+                              (unsigned long long)next,
+                              r[i].start < next ? "overlap" : "leave a gap");
+            goto out;
+        }
+        next = r[i].depth ? r[i].start + (1ull << (64 - r[i].depth)) : 0;
+    }
+    if (nseg == 0 || next != 0) {
+        rc = rs_error_set(err, RS_EVERIFY, "CCEH: segment ranges end at 0x%016llx, not 2^64",
+                          (unsigned long long)next);
+        goto out;
+    }
+    for (uint64_t j = 0; j < (1ull << d->depth); j++) {
+        uint64_t hj = d->depth ? j << (64 - d->depth) : 0;
+        if (!seg_owns(d->s[j], hj)) {
+            rc = rs_error_set(err, RS_EVERIFY,
+                              "CCEH: directory slot %llu points at segment %llu, which does not "
+                              "own it",
+                              (unsigned long long)j, (unsigned long long)seg_index(c, d->s[j]));
+            goto out;
+        }
+    }
+    snprintf(report, cap, "segments=%llu global_depth=%u pairs=%llu", (unsigned long long)nseg,
+             d->depth, (unsigned long long)pairs);
+out:
+    pthread_mutex_unlock(&c->dir_lock);
+    free(r);
+    return rc;
+}
+
+/* Segments are never freed and only splits (under dir_lock) add them or move pairs. */
+static int cceh_scan(void *ix, int (*fn)(void *ctx, const rs_kv_slot *s), void *ctx) {
+    cceh *c = ix;
+    int rc = 0;
+    pthread_mutex_lock(&c->dir_lock);
+    for (uint64_t i = 0; i < c->hdr->nseg && !rc; i++) {
+        cceh_seg *s = seg_at(c, i);
+        uint32_t v = __atomic_load_n(&s->ver, __ATOMIC_ACQUIRE);
+        for (unsigned b = 0; b < CCEH_BUCKETS && !rc; b++)
+            for (unsigned p = 0; p < CCEH_PAIRS && !rc; p++) {
+                cceh_pair *pr = &s->b[b][p];
+                if (__atomic_load_n(&pr->word, __ATOMIC_ACQUIRE) == RS_KV_WORD_EMPTY) continue;
+                rs_kv_slot sl = {.word = &pr->word, .keyp = &pr->key, .guard = s, .ver = v};
+                rc = fn(ctx, &sl);
+            }
+    }
+    pthread_mutex_unlock(&c->dir_lock);
+    return rc;
+}
+
 /*
  * Batch read, a segment of up to CCEH_SEG keys at a time (bursts of independent misses, as in
  * kv_pet_hash.c): hash, directory (in DRAM, small) -> segment, prefetch the segment's header line
@@ -467,6 +676,13 @@ static void cceh_batch_get_flat(void *ix, const rs_kv_vs *vs, const uint64_t *ke
     if (n_found) *n_found = hits;
 }
 
+/* The index file's mapped length. */
+static void cceh_memory(void *ix, uint64_t *bytes, const char **pages) {
+    cceh *c = ix;
+    *bytes = __atomic_load_n(&c->region.backed, __ATOMIC_ACQUIRE);
+    *pages = c->region.pages;
+}
+
 const rs_kv_index_ops rs_kv_cceh_ops = {
     .type = RS_KV_INDEX_CCEH,
     .find = cceh_find,
@@ -475,8 +691,10 @@ const rs_kv_index_ops rs_kv_cceh_ops = {
     .release = cceh_release,
     .remove = cceh_remove,
     .batch_get_flat = cceh_batch_get_flat,
+    .memory = cceh_memory,
     .count = cceh_count,
     .clear = cceh_clear,
+    .scan = cceh_scan,
     .sync = cceh_sync,
     .close = cceh_close,
 };

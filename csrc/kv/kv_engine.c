@@ -66,7 +66,7 @@ static int make_one_dir(const char *path, const char *shown, rs_error *err) {
 }
 
 /* mkdir -p: the directory and any missing parents. */
-static int make_dir(const char *path, rs_error *err) {
+int rs_kv_make_dir(const char *path, rs_error *err) {
     char buf[4096];
     size_t n = strlen(path);
     if (n + sizeof "/cceh.values" > sizeof buf)
@@ -92,6 +92,8 @@ int rs_kv_open(const rs_kv_config *cfg, rs_kv **out, rs_error *err) {
         return rs_error_set(err, RS_EINVAL, "capacity %llu is too large (max %llu)",
                             (unsigned long long)cfg->capacity,
                             (unsigned long long)(RS_KV_HANDLE_MAX / 2 - 1));
+    if ((unsigned)cfg->huge_pages > RS_KV_HUGE_OFF)
+        return rs_error_set(err, RS_EINVAL, "huge_pages %d is unknown", (int)cfg->huge_pages);
     if (cfg->value_size > RS_KV_MAX_VALUE)
         return rs_error_set(err, RS_EINVAL, "value_size %u is larger than %u", cfg->value_size,
                             RS_KV_MAX_VALUE);
@@ -112,7 +114,7 @@ int rs_kv_open(const rs_kv_config *cfg, rs_kv **out, rs_error *err) {
                               "files under that directory)");
             goto fail_free;
         }
-        if ((rc = make_dir(cfg->path, err))) goto fail_free;
+        if ((rc = rs_kv_make_dir(cfg->path, err))) goto fail_free;
         snprintf(file, sizeof file, "%s/cceh.values", cfg->path);
         vpath = file;
         break;
@@ -121,18 +123,38 @@ int rs_kv_open(const rs_kv_config *cfg, rs_kv **out, rs_error *err) {
                           (int)cfg->index_type);
         goto fail_free;
     }
+    if (cfg->sync != RS_KV_SYNC_NONE && cfg->index_type != RS_KV_INDEX_CCEH) {
+        rc = rs_error_set(err, RS_EINVAL,
+                          "sync: %s keeps no files; only SSD_EXTENDIBLE_HASH takes a sync mode "
+                          "other than none (checkpoints save a DRAM index)",
+                          rs_kv_index_type_name(cfg->index_type));
+        goto fail_free;
+    }
+    kv->sync = cfg->sync;
     /* values first: a value_size mismatch on reopen is reported before touching the index */
-    rc = rs_kv_vs_open(&kv->vs, cfg->value_size, cfg->capacity, vpath, err);
+    rc = rs_kv_vs_open(&kv->vs, cfg->value_size,
+                       cfg->capacity + (vpath && cfg->value_size ? RS_KV_COW_SPARE_ROWS : 0), vpath,
+                       cfg->huge_pages, err);
     if (rc) goto fail_free;
     switch (cfg->index_type) {
-    case RS_KV_INDEX_PET_HASH: rc = rs_kv_pet_open(cfg->capacity, &kv->ix, err); break;
+    case RS_KV_INDEX_PET_HASH:
+        rc = rs_kv_pet_open(cfg->capacity, cfg->huge_pages, &kv->ix, err);
+        break;
     case RS_KV_INDEX_EXTENDIBLE_HASH: rc = rs_kv_eh_open(cfg->capacity, &kv->ix, err); break;
     default: rc = rs_kv_cceh_open(cfg->path, cfg->capacity, &kv->ix, err); break;
     }
     if (rc) goto fail_vs;
     kv->count = kv->ops->count(kv->ix);
+    if (kv->type == RS_KV_INDEX_CCEH && rs_kv_cceh_unclean(kv->ix) &&
+        (rc = rs_kv_repair_rows(kv, err)))
+        goto fail_ix;
+    if (kv->sync == RS_KV_SYNC_INTERVAL &&
+        (rc = rs_kv_syncer_start(kv, cfg->sync_interval_ms ? cfg->sync_interval_ms : 1000, err)))
+        goto fail_ix;
     *out = kv;
     return 0;
+fail_ix:
+    kv->ops->close(kv->ix);
 fail_vs:
     rs_kv_vs_close(&kv->vs);
 fail_free:
@@ -142,8 +164,8 @@ fail_free:
 
 void rs_kv_close(rs_kv *kv) {
     if (!kv) return;
-    if (kv->ops->sync) kv->ops->sync(kv->ix, NULL);
-    rs_kv_vs_sync(&kv->vs, NULL);
+    rs_kv_syncer_stop(kv);
+    rs_kv_sync_now(kv, NULL);
     kv->ops->close(kv->ix);
     rs_kv_vs_close(&kv->vs);
     free(kv);
@@ -188,10 +210,30 @@ static void fill_new(rs_kv *kv, uint64_t word, const void *val, size_t len, cons
     }
 }
 
-/* In-place write of an existing entry (index lock held). */
+/* Copy-on-write of an existing fixed row (CCEH, index lock held): the new row is complete before
+ * the word switches to it, so a process killed at any point leaves the old row or the new one. */
+static int write_cow(rs_kv *kv, rs_kv_slot *s, const void *val, const float *add, rs_error *err) {
+    uint64_t w = __atomic_load_n(s->word, __ATOMIC_RELAXED), nw;
+    int rc = rs_kv_vs_alloc(&kv->vs, kv->value_size, &nw, err);
+    if (rc) return rc;
+    uint8_t *row = rs_kv_vs_row(&kv->vs, nw);
+    memcpy(row, add ? rs_kv_vs_row(&kv->vs, w) : val, kv->value_size);
+    if (add) {
+        float *f = (float *)row;
+        for (size_t i = 0; i < kv->value_size / 4; i++)
+            f[i] += add[i];
+    }
+    __atomic_store_n(s->word, nw, __ATOMIC_RELEASE);
+    rs_kv_vs_free(&kv->vs, w);
+    return 0;
+}
+
+/* In-place write of an existing entry (index lock held); CCEH writes copy-on-write instead. */
 static int write_existing(rs_kv *kv, rs_kv_slot *s, const void *val, size_t len, const float *add,
                           rs_error *err) {
     uint64_t w = __atomic_load_n(s->word, __ATOMIC_RELAXED);
+    int cow = kv->type == RS_KV_INDEX_CCEH;
+    if (kv->value_size && cow) return write_cow(kv, s, val, add, err);
     if (kv->value_size) {
         uint64_t odd = rs_kv_word_next(w);
         __atomic_store_n(s->word, odd, __ATOMIC_RELAXED);
@@ -207,7 +249,7 @@ static int write_existing(rs_kv *kv, rs_kv_slot *s, const void *val, size_t len,
         __atomic_store_n(s->word, rs_kv_word_next(odd), __ATOMIC_RELEASE);
         return 0;
     }
-    if (len <= rs_kv_vs_block_room(&kv->vs, w)) {
+    if (!cow && len <= rs_kv_vs_block_room(&kv->vs, w)) {
         uint64_t odd = rs_kv_word_next(w);
         __atomic_store_n(s->word, odd, __ATOMIC_RELAXED);
         __atomic_thread_fence(__ATOMIC_RELEASE);
@@ -260,6 +302,12 @@ fail_reserve:
     return rc;
 }
 
+/* RS_KV_SYNC_ALWAYS: a successful write returns only once it is on disk. */
+static int durable(rs_kv *kv, int rc, rs_error *err) {
+    if (rc == 0 && kv->sync == RS_KV_SYNC_ALWAYS) rc = rs_kv_sync_now(kv, err);
+    return rc;
+}
+
 int rs_kv_put(rs_kv *kv, uint64_t key, const void *val, size_t len, rs_error *err) {
     if (!kv) return rs_error_set(err, RS_EINVAL, "kv is NULL");
     if (kv->value_size && len != kv->value_size)
@@ -269,7 +317,7 @@ int rs_kv_put(rs_kv *kv, uint64_t key, const void *val, size_t len, rs_error *er
         return rs_error_set(err, RS_EINVAL, "value length %zu is larger than %u", len,
                             RS_KV_MAX_VALUE);
     if (!val && len) return rs_error_set(err, RS_EINVAL, "val is NULL");
-    return write_one(kv, key, val, len, NULL, err);
+    return durable(kv, write_one(kv, key, val, len, NULL, err), err);
 }
 
 int rs_kv_read_fixed_slow(const rs_kv_index_ops *ops, void *ix, const rs_kv_vs *vs, uint64_t key,
@@ -344,8 +392,11 @@ int rs_kv_delete(rs_kv *kv, uint64_t key) {
     kv->ops->release(kv->ix, &s);
     rs_kv_vs_free(&kv->vs, odd);
     unreserve_one(kv);
-    return 0;
+    return durable(kv, 0, NULL);
 }
+
+/* Keys batch_put looks ahead to start their index misses (ops->prefetch). */
+#define RS_KV_PUT_PREFETCH 16
 
 int rs_kv_batch_put(rs_kv *kv, const uint64_t *keys, size_t n, const void *rows, size_t *n_done,
                     rs_error *err) {
@@ -357,11 +408,16 @@ int rs_kv_batch_put(rs_kv *kv, const uint64_t *keys, size_t n, const void *rows,
         return rs_error_set(err, RS_EINVAL, "keys and rows must not be NULL");
     const uint8_t *r = rows;
     for (size_t i = 0; i < n; i++) {
+        if (kv->ops->prefetch && i + RS_KV_PUT_PREFETCH < n)
+            kv->ops->prefetch(kv->ix, keys[i + RS_KV_PUT_PREFETCH]);
         int rc = write_one(kv, keys[i], r + i * kv->value_size, kv->value_size, NULL, err);
-        if (rc) return rc;
+        if (rc) {
+            durable(kv, 0, NULL); /* the rows stored before the failure are synced too */
+            return rc;
+        }
         if (n_done) *n_done = i + 1;
     }
-    return 0;
+    return durable(kv, 0, err);
 }
 
 int rs_kv_batch_get_flat(rs_kv *kv, const uint64_t *keys, size_t n, void *out_rows,
@@ -400,7 +456,7 @@ int rs_kv_update_add_f32(rs_kv *kv, const uint64_t *keys, size_t n, const float 
         int rc = write_one(kv, keys[i], NULL, kv->value_size, deltas + i * dim, err);
         if (rc) return rc;
     }
-    return 0;
+    return durable(kv, 0, err);
 }
 
 uint64_t rs_kv_count(rs_kv *kv) {

@@ -141,6 +141,20 @@ int rs_kv_eh_open(uint64_t capacity, void **out, rs_error *err) {
     return 0;
 }
 
+/* Bucket slabs (2 MiB each, THP advised) plus the current directory. */
+static void eh_memory(void *ix, uint64_t *bytes, const char **pages) {
+    eh *t = ix;
+    uint64_t n = 0;
+    pthread_mutex_lock(&t->dir_lock);
+    for (const eh_slab *s = t->slabs; s; s = s->next)
+        n += EH_SLAB_BUCKETS * sizeof(eh_bucket);
+    const eh_dir *d = __atomic_load_n(&t->dir, __ATOMIC_ACQUIRE);
+    n += sizeof *d + (sizeof(eh_bucket *) << d->depth);
+    pthread_mutex_unlock(&t->dir_lock);
+    *bytes = n;
+    *pages = "thp";
+}
+
 static void eh_close(void *ix) {
     eh *t = ix;
     eh_free_all(t);
@@ -398,6 +412,27 @@ static void eh_batch_get_flat(void *ix, const rs_kv_vs *vs, const uint64_t *keys
     if (n_found) *n_found = hits;
 }
 
+/* Every bucket ever made is live (a split reuses the old bucket as one half), so the scan walks
+ * the slabs; dir_lock keeps splits, and with them bucket creation and entry moves, out. */
+static int eh_scan_all(void *ix, int (*fn)(void *ctx, const rs_kv_slot *s), void *ctx) {
+    eh *t = ix;
+    int rc = 0;
+    pthread_mutex_lock(&t->dir_lock);
+    for (eh_slab *sl = t->slabs; sl && !rc; sl = sl->next)
+        for (size_t i = 0; i < sl->used && !rc; i++) {
+            eh_bucket *b = &sl->buckets[i];
+            uint32_t v = __atomic_load_n(&b->ver, __ATOMIC_ACQUIRE);
+            unsigned used = __atomic_load_n(&b->used, __ATOMIC_ACQUIRE);
+            for (; used && !rc; used &= used - 1) {
+                unsigned j = (unsigned)__builtin_ctz(used);
+                rs_kv_slot s = {.word = &b->words[j], .keyp = &b->keys[j], .guard = b, .ver = v};
+                rc = fn(ctx, &s);
+            }
+        }
+    pthread_mutex_unlock(&t->dir_lock);
+    return rc;
+}
+
 const rs_kv_index_ops rs_kv_eh_ops = {
     .type = RS_KV_INDEX_EXTENDIBLE_HASH,
     .find = eh_find,
@@ -406,8 +441,10 @@ const rs_kv_index_ops rs_kv_eh_ops = {
     .release = eh_release,
     .remove = eh_remove,
     .batch_get_flat = eh_batch_get_flat,
+    .memory = eh_memory,
     .count = eh_count,
     .clear = eh_clear,
+    .scan = eh_scan_all,
     .sync = NULL,
     .close = eh_close,
 };

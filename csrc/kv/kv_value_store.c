@@ -49,7 +49,7 @@ static void vs_meta_init(rs_kv_vs *vs) {
 }
 
 int rs_kv_vs_open(rs_kv_vs *vs, uint32_t value_size, uint64_t capacity, const char *path,
-                  rs_error *err) {
+                  rs_kv_huge_pages huge, rs_error *err) {
     int rc, existed = 0;
     memset(vs, 0, sizeof *vs);
     vs->value_size = value_size;
@@ -88,7 +88,7 @@ int rs_kv_vs_open(rs_kv_vs *vs, uint32_t value_size, uint64_t capacity, const ch
             }
         }
     } else {
-        rc = rs_kv_region_open_anon(&vs->region, vs_reserve(vs, capacity), initial, err);
+        rc = rs_kv_region_open_anon(&vs->region, vs_reserve(vs, capacity), initial, huge, err);
         if (rc) goto fail_lock;
     }
     vs->meta = (rs_kv_vs_meta *)vs->region.base;
@@ -115,6 +115,22 @@ int rs_kv_vs_sync(rs_kv_vs *vs, rs_error *err) {
 void rs_kv_vs_reset(rs_kv_vs *vs) {
     pthread_mutex_lock(&vs->lock);
     vs_meta_init(vs);
+    pthread_mutex_unlock(&vs->lock);
+}
+
+void rs_kv_vs_rebuild_free(rs_kv_vs *vs, const uint8_t *used) {
+    pthread_mutex_lock(&vs->lock);
+    rs_kv_vs_meta *m = vs->meta;
+    uint64_t head = 0;
+    uint32_t seq = 0; /* no reader of this process saw these rows yet: any sequence is safe */
+    for (uint64_t h = m->bump; h-- > 0;) {
+        if (used[h]) continue;
+        uint8_t *row = vs->data + h * vs->stride;
+        memcpy(row, &head, 8);
+        memcpy(row + 8, &seq, 4);
+        head = h + 1;
+    }
+    m->free_head[0] = head;
     pthread_mutex_unlock(&vs->lock);
 }
 

@@ -12,8 +12,15 @@
  * every request marks itself active in its own block and checks the `clearing` flag; clear sets
  * the flag and waits until no block is active. Keys and deltas may be unaligned views into a
  * network buffer: they are copied to aligned scratch before reaching the engine.
+ *
+ * Checkpoints: "save <dir>" / "load <dir>" run on a job thread of the shard (one at a time), so
+ * the transport thread that received the command goes back to serving; "checkpoint_status" tells
+ * how the job ended. A save scans the engine while requests continue (it is marked active like a
+ * request, so clear waits for it). A load verifies the whole file, then takes the same exclusive
+ * section as clear to replace the rows.
  */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -21,7 +28,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "recstore/clock.h"
 #include "recstore/hash.h"
+#include "recstore/kv_checkpoint.h"
 #include "recstore/ps.h"
 
 #define RS_PS_SHARD_SLOTS  64
@@ -38,7 +47,27 @@ struct rs_ps_shard {
     uint32_t shard_id, num_shards, value_size, max_keys;
     uint32_t clearing; /* atomic flag */
     pthread_mutex_t clear_lock;
+    /* the background checkpoint job ("save <dir>" / "load <dir>"): one at a time per shard;
+     * job_lock guards every job_* field, the thread only runs rs_ps_shard_save/load */
+    pthread_mutex_t job_lock;
+    pthread_t job_thread;
+    int job_joinable, job_save;
+    uint32_t job_state; /* JOB_* */
+    char job_dir[4096];
+    char ckpt_root[4096]; /* realpath of the checkpoint root; "" = commands refused */
+    char job_reply[1024];
 };
+
+enum { JOB_IDLE = 0, JOB_RUNNING = 1, JOB_DONE = 2, JOB_FAILED = 3 };
+
+/* The root must exist (ps_server creates it); kept as its real path for the prefix checks. */
+static int set_ckpt_root(rs_ps_shard *s, const char *root, rs_error *err) {
+    char buf[PATH_MAX];
+    if (!realpath(root, buf) || strlen(buf) >= sizeof s->ckpt_root)
+        return rs_error_errno(err, RS_EINVAL, errno, "checkpoint_root %s", root);
+    snprintf(s->ckpt_root, sizeof s->ckpt_root, "%s", buf);
+    return 0;
+}
 
 int rs_ps_shard_open(const rs_ps_shard_config *cfg, rs_ps_shard **out, rs_error *err) {
     int rc;
@@ -60,7 +89,13 @@ int rs_ps_shard_open(const rs_ps_shard_config *cfg, rs_ps_shard **out, rs_error 
     s->num_shards = cfg->num_shards;
     s->value_size = cfg->kv.value_size;
     s->max_keys = cfg->max_keys_per_request;
+    if (cfg->checkpoint_root && (rc = set_ckpt_root(s, cfg->checkpoint_root, err))) goto fail_free;
     if ((rc = pthread_mutex_init(&s->clear_lock, NULL))) {
+        rc = rs_error_errno(err, RS_ENOMEM, rc, "shard mutex");
+        goto fail_free;
+    }
+    if ((rc = pthread_mutex_init(&s->job_lock, NULL))) {
+        pthread_mutex_destroy(&s->clear_lock);
         rc = rs_error_errno(err, RS_ENOMEM, rc, "shard mutex");
         goto fail_free;
     }
@@ -71,6 +106,7 @@ int rs_ps_shard_open(const rs_ps_shard_config *cfg, rs_ps_shard **out, rs_error 
     *out = s;
     return 0;
 fail_mutex:
+    pthread_mutex_destroy(&s->job_lock);
     pthread_mutex_destroy(&s->clear_lock);
 fail_free:
     free(s);
@@ -79,7 +115,9 @@ fail_free:
 
 void rs_ps_shard_close(rs_ps_shard *s) {
     if (!s) return;
+    if (s->job_joinable) pthread_join(s->job_thread, NULL); /* a checkpoint finishes first */
     rs_kv_close(s->kv);
+    pthread_mutex_destroy(&s->job_lock);
     pthread_mutex_destroy(&s->clear_lock);
     free(s);
 }
@@ -156,20 +194,205 @@ static void leave(counter_block *cb) {
     __atomic_sub_fetch(&cb->active, 1, __ATOMIC_RELEASE);
 }
 
-/* Called outside enter()/leave(): concurrent clears serialise on clear_lock, and no clearing
- * thread is ever counted as active, so they cannot wait for each other. */
-static int do_clear(rs_ps_shard *s, uint64_t *removed) {
+/* Exclusive section for clear and the swap of a checkpoint load: called outside enter()/leave();
+ * concurrent exclusive sections serialise on clear_lock, and no thread inside one is ever counted
+ * as active, so they cannot wait for each other. */
+static void exclusive_begin(rs_ps_shard *s) {
     pthread_mutex_lock(&s->clear_lock);
     __atomic_store_n(&s->clearing, 1, __ATOMIC_SEQ_CST);
     for (int i = 0; i < RS_PS_SHARD_SLOTS; i++) {
         while (__atomic_load_n(&s->counters[i].active, __ATOMIC_SEQ_CST) > 0)
             sched_yield();
     }
-    *removed = rs_kv_count(s->kv);
-    int rc = rs_kv_clear(s->kv);
+}
+
+static void exclusive_end(rs_ps_shard *s) {
     __atomic_store_n(&s->clearing, 0, __ATOMIC_SEQ_CST);
     pthread_mutex_unlock(&s->clear_lock);
+}
+
+static int do_clear(rs_ps_shard *s, uint64_t *removed) {
+    exclusive_begin(s);
+    *removed = rs_kv_count(s->kv);
+    int rc = rs_kv_clear(s->kv);
+    exclusive_end(s);
     return rc;
+}
+
+void rs_ps_shard_enter(rs_ps_shard *s, unsigned thread_slot) {
+    enter(s, &s->counters[thread_slot % RS_PS_SHARD_SLOTS]);
+}
+
+void rs_ps_shard_leave(rs_ps_shard *s, unsigned thread_slot) {
+    leave(&s->counters[thread_slot % RS_PS_SHARD_SLOTS]);
+}
+
+void rs_ps_shard_count(rs_ps_shard *s, unsigned thread_slot, rs_ps_op op, uint64_t keys,
+                       uint64_t found, int error) {
+    rs_ps_shard_stats *st = &s->counters[thread_slot % RS_PS_SHARD_SLOTS].st;
+    if (error) {
+        bump(&st->handled_error, 1);
+        return;
+    }
+    switch (op) {
+    case RS_PS_GET:
+        bump(&st->handled_get, 1);
+        bump(&st->keys_get, keys);
+        bump(&st->keys_found, found);
+        break;
+    case RS_PS_PUT:
+        bump(&st->handled_put, 1);
+        bump(&st->keys_put, keys);
+        break;
+    case RS_PS_UPDATE:
+        bump(&st->handled_update, 1);
+        bump(&st->keys_update, keys);
+        break;
+    case RS_PS_COMMAND: bump(&st->handled_command, 1); break;
+    }
+}
+
+int rs_ps_shard_clear(rs_ps_shard *s, uint64_t *removed) {
+    return do_clear(s, removed);
+}
+
+int rs_ps_shard_save(rs_ps_shard *s, const char *dir, char *reply, size_t cap, rs_error *err) {
+    rs_kv_ckpt_info info;
+    counter_block *cb = &s->counters[RS_PS_SHARD_SLOTS - 1];
+    enter(s, cb); /* a concurrent clear or load waits for the scan */
+    int rc = rs_kv_checkpoint_save(s->kv, dir, s->shard_id, s->num_shards, &info, err);
+    leave(cb);
+    if (rc) return rs_error_prefix(err, "shard %u: save: ", s->shard_id);
+    char file[4096];
+    rs_kv_checkpoint_path(dir, s->shard_id, file, sizeof file, NULL);
+    snprintf(reply, cap, "saved %llu rows to %s (%llu bytes, %.3f s)",
+             (unsigned long long)info.records, file, (unsigned long long)info.file_bytes,
+             info.seconds);
+    return 0;
+}
+
+/* Verify the whole file first, so that a damaged, truncated or mismatched checkpoint is refused
+ * with the shard as it was; then, with every request held off, clear the shard and load the file
+ * again into it (from the page cache, normally), checking every block once more. A second pass
+ * instead of a private staging engine: no second copy of the shard in memory, and the shard keeps
+ * its own engine object (the RC transport registered its value memory). Only a file changed or
+ * unreadable between the two passes can leave the shard partly loaded; the error says so. */
+int rs_ps_shard_load(rs_ps_shard *s, const char *dir, char *reply, size_t cap, rs_error *err) {
+    rs_kv_ckpt_info vi, li;
+    int rc = rs_kv_checkpoint_verify(dir, s->shard_id, s->num_shards, s->value_size,
+                                     rs_kv_capacity(s->kv), &vi, err);
+    if (rc) return rs_error_prefix(err, "shard %u: load refused, shard unchanged: ", s->shard_id);
+    uint64_t t0 = rs_now_ns();
+    exclusive_begin(s);
+    rc = rs_kv_clear(s->kv);
+    if (rc == 0) rc = rs_kv_checkpoint_load(dir, s->shard_id, s->num_shards, s->kv, &li, err);
+    uint64_t now_keys = rs_kv_count(s->kv);
+    exclusive_end(s);
+    if (rc)
+        return rs_error_prefix(err,
+                               "shard %u: load: the file verified, then failed while loading "
+                               "(changed or unreadable since?); the shard holds %llu of its %llu "
+                               "rows: ",
+                               s->shard_id, (unsigned long long)now_keys,
+                               (unsigned long long)vi.records);
+    char file[4096];
+    rs_kv_checkpoint_path(dir, s->shard_id, file, sizeof file, NULL);
+    snprintf(reply, cap,
+             "loaded %llu rows from %s (read and verified in %.3f s, swapped in %.3f s)",
+             (unsigned long long)now_keys, file, vi.seconds, (double)(rs_now_ns() - t0) / 1e9);
+    return 0;
+}
+
+/* "save <dir>" / "load <dir>": the argument resolved inside the checkpoint root (relative to it,
+ * or an absolute path under it; no ".." component). NULL, or the reason it is refused in why. */
+static int command_dir(const rs_ps_shard *s, const char *c, size_t n, size_t skip, char *out,
+                       size_t cap, char *why, size_t why_cap) {
+    while (skip < n && c[skip] == ' ')
+        skip++;
+    size_t len = n - skip;
+    const char *d = c + skip;
+    if (!s->ckpt_root[0]) {
+        snprintf(why, why_cap,
+                 "checkpoint commands are off on shard %u: start the server with "
+                 "--checkpoint_root DIR",
+                 s->shard_id);
+        return RS_EINVAL;
+    }
+    size_t rl = strlen(s->ckpt_root);
+    int abs = len && d[0] == '/';
+    int bad = len == 0 || memchr(d, 0, len) || rl + 1 + len >= cap;
+    for (size_t i = 0; !bad && i + 1 < len + 1; i++) /* a ".." component anywhere */
+        if (d[i] == '.' && i + 1 < len && d[i + 1] == '.' && (i == 0 || d[i - 1] == '/') &&
+            (i + 2 == len || d[i + 2] == '/'))
+            bad = 1;
+    if (!bad && abs && !(strncmp(d, s->ckpt_root, rl) == 0 && (len == rl || d[rl] == '/'))) bad = 1;
+    if (bad) {
+        snprintf(why, why_cap,
+                 "command directory '%.*s' must be a path inside the checkpoint root %s "
+                 "(relative to it, or absolute under it; no '..')",
+                 (int)(len > 200 ? 200 : len), d, s->ckpt_root);
+        return RS_EINVAL;
+    }
+    if (abs)
+        snprintf(out, cap, "%.*s", (int)len, d);
+    else
+        snprintf(out, cap, "%s/%.*s", s->ckpt_root, (int)len, d);
+    return 0;
+}
+
+static void *job_main(void *arg) {
+    rs_ps_shard *s = arg;
+    char reply[1024];
+    rs_error err = {0};
+    int rc = s->job_save ? rs_ps_shard_save(s, s->job_dir, reply, sizeof reply, &err)
+                         : rs_ps_shard_load(s, s->job_dir, reply, sizeof reply, &err);
+    pthread_mutex_lock(&s->job_lock);
+    snprintf(s->job_reply, sizeof s->job_reply, "%s", rc ? err.msg : reply);
+    __atomic_store_n(&s->job_state, rc ? JOB_FAILED : JOB_DONE, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&s->job_lock);
+    return NULL;
+}
+
+/* Start a checkpoint job on its own thread, so that no transport thread is held for its length
+ * (a GET of another connection of the same transport thread would wait otherwise). */
+static int job_start(rs_ps_shard *s, int save, const char *dir, char *reply, size_t cap) {
+    pthread_mutex_lock(&s->job_lock);
+    if (s->job_state == JOB_RUNNING) {
+        snprintf(reply, cap, "a checkpoint %s of %s is already running on shard %u",
+                 s->job_save ? "save" : "load", s->job_dir, s->shard_id);
+        pthread_mutex_unlock(&s->job_lock);
+        return RS_EBUSY;
+    }
+    if (s->job_joinable) pthread_join(s->job_thread, NULL);
+    s->job_joinable = 0;
+    s->job_save = save;
+    snprintf(s->job_dir, sizeof s->job_dir, "%s", dir);
+    s->job_reply[0] = 0;
+    s->job_state = JOB_RUNNING;
+    int rc = pthread_create(&s->job_thread, NULL, job_main, s);
+    if (rc) {
+        s->job_state = JOB_IDLE;
+        snprintf(reply, cap, "cannot start the checkpoint thread: %s", strerror(rc));
+    } else {
+        s->job_joinable = 1;
+        snprintf(reply, cap, "started %s %s", save ? "save" : "load", dir);
+    }
+    pthread_mutex_unlock(&s->job_lock);
+    return rc ? RS_ENOMEM : 0;
+}
+
+/* "checkpoint_status": idle | running: save DIR | done: <reply> | failed: <error>. */
+static void job_status(rs_ps_shard *s, char *reply, size_t cap) {
+    pthread_mutex_lock(&s->job_lock);
+    switch (s->job_state) {
+    case JOB_RUNNING:
+        snprintf(reply, cap, "running: %s %s", s->job_save ? "save" : "load", s->job_dir);
+        break;
+    case JOB_DONE: snprintf(reply, cap, "done: %s", s->job_reply); break;
+    case JOB_FAILED: snprintf(reply, cap, "failed: %s", s->job_reply); break;
+    default: snprintf(reply, cap, "idle"); break;
+    }
+    pthread_mutex_unlock(&s->job_lock);
 }
 
 static int handle_command(rs_ps_shard *s, const rs_ps_request *req, rs_ps_response *resp,
@@ -204,9 +427,33 @@ static int handle_command(rs_ps_shard *s, const rs_ps_request *req, rs_ps_respon
         int rc = do_clear(s, &removed);
         if (rc) return fail(resp, cb, RS_PS_INTERNAL, "clear failed: %s", rs_strerror(rc));
         snprintf(resp->reply, sizeof resp->reply, "cleared %llu", (unsigned long long)removed);
+    } else if ((n > 5 && (memcmp(c, "save ", 5) == 0 || memcmp(c, "load ", 5) == 0)) ||
+               IS("save") || IS("load")) {
+        char dir[4096], why[512];
+        int save = c[0] == 's';
+        if (n <= 5)
+            return fail(resp, cb, RS_PS_INVALID_PAYLOAD,
+                        "command '%s' needs a directory: '%s <dir>' (inside the server's "
+                        "--checkpoint_root)",
+                        save ? "save" : "load", save ? "save" : "load");
+        if (command_dir(s, c, n, 4, dir, sizeof dir, why, sizeof why))
+            return fail(resp, cb, RS_PS_INVALID_PAYLOAD, "%s", why);
+        if (job_start(s, save, dir, resp->reply, sizeof resp->reply))
+            return fail(resp, cb, RS_PS_CHECKPOINT, "%s", resp->reply);
+    } else if (IS("checkpoint_status")) {
+        job_status(s, resp->reply, sizeof resp->reply);
+    } else if (IS("verify")) { /* the full consistency check needs writers held off */
+        rs_error err = {0};
+        exclusive_begin(s);
+        int rc = rs_kv_verify(s->kv, resp->reply, sizeof resp->reply, &err);
+        exclusive_end(s);
+        if (rc)
+            return fail(resp, cb, RS_PS_INTERNAL, "shard %u: verify failed: %s", s->shard_id,
+                        err.msg);
     } else {
         return fail(resp, cb, RS_PS_INVALID_PAYLOAD,
-                    "unknown command '%.*s' (expected ping, ready, stats or clear)",
+                    "unknown command '%.*s' (expected ping, ready, stats, clear, verify, save "
+                    "<dir>, load <dir> or checkpoint_status)",
                     (int)(n > 64 ? 64 : n), c);
     }
 #undef IS

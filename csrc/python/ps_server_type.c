@@ -5,17 +5,20 @@
  *   Server(transport="brpc", host="127.0.0.1", port=0, shard=0, num_shards=1,
  *          index_type="DRAM_PET_HASH", value_size=512, capacity=1000000, num_threads=1,
  *          max_keys_per_request=500, path=None, max_body_bytes=0, extra=None,
- *          max_connections=0)
+ *          max_connections=0, load_checkpoint=None, sync="none", auth_token_file=None,
+ *          checkpoint_root=None)
  *   .port  .transport  .shard  .value_size   .stats() -> dict   .stop()   context manager
  *
  * Ownership: the object owns the shard and the transport state; stop() (or dealloc) stops the
  * transport first (joining its threads) and then closes the shard, so no thread touches a closed
- * engine. After stop(), stats() raises ClosedError.
+ * engine. After stop(), stats() raises ClosedError. load_checkpoint=DIR loads the shard's rows
+ * from DIR/shard_<id>.rsckpt (verified) before the transport starts.
  */
 #include "ps_module.h"
 
 #include <string.h>
 
+#include "recstore/auth.h"
 #include "recstore/transport.h"
 
 typedef struct {
@@ -41,19 +44,36 @@ static void Server_close(ServerObject *self) {
 }
 
 static int Server_init(ServerObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {
-        "transport",  "host",           "port",     "shard",           "num_shards",
-        "index_type", "value_size",     "capacity", "num_threads",     "max_keys_per_request",
-        "path",       "max_body_bytes", "extra",    "max_connections", NULL};
+    static char *kwlist[] = {"transport",
+                             "host",
+                             "port",
+                             "shard",
+                             "num_shards",
+                             "index_type",
+                             "value_size",
+                             "capacity",
+                             "num_threads",
+                             "max_keys_per_request",
+                             "path",
+                             "max_body_bytes",
+                             "extra",
+                             "max_connections",
+                             "load_checkpoint",
+                             "sync",
+                             "auth_token_file",
+                             "checkpoint_root",
+                             NULL};
     const char *transport = "brpc", *host = "127.0.0.1", *index_type = "DRAM_PET_HASH";
-    const char *path = NULL, *extra = NULL;
-    unsigned int port = 0, shard = 0, num_shards = 1, value_size = 512, num_threads = 1;
-    unsigned int max_keys = 500, max_conns = 0;
+    const char *path = NULL, *extra = NULL, *load_dir = NULL, *sync = "none", *token_file = NULL;
+    const char *ckpt_root = NULL;
+    unsigned int port = 0, shard = 0, num_shards = 1, value_size = RS_PS_DEFAULT_VALUE_SIZE;
+    unsigned int num_threads = 1;
+    unsigned int max_keys = RS_PS_DEFAULT_BATCH_KEYS, max_conns = 0;
     unsigned long long capacity = 1000000, max_body = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|ssIIIsIKIIzKzI", kwlist, &transport, &host,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|ssIIIsIKIIzKzIzszz", kwlist, &transport, &host,
                                      &port, &shard, &num_shards, &index_type, &value_size,
                                      &capacity, &num_threads, &max_keys, &path, &max_body, &extra,
-                                     &max_conns))
+                                     &max_conns, &load_dir, &sync, &token_file, &ckpt_root))
         return -1;
     if (self->state || self->shard) {
         PyErr_SetString(PyExc_RuntimeError, "Server is already started");
@@ -74,18 +94,34 @@ static int Server_init(ServerObject *self, PyObject *args, PyObject *kwds) {
         .shard_id = shard,
         .num_shards = num_shards,
         .kv = {.index_type = it, .value_size = value_size, .capacity = capacity, .path = path},
-        .max_keys_per_request = max_keys};
+        .max_keys_per_request = max_keys,
+        .checkpoint_root = ckpt_root};
+    rc = rs_kv_sync_parse(sync, &sc.kv.sync, &sc.kv.sync_interval_ms, &err);
+    if (rc) return rs_py_raise_int(rc, "sync", &err);
+    rs_auth_token token = {0};
+    if (token_file && (rc = rs_auth_token_load(token_file, &token, &err)))
+        return rs_py_raise_int(rc, "auth_token_file", &err);
     rs_ps_server_opts so = {.host = host,
                             .port = (uint16_t)port,
                             .num_threads = num_threads,
                             .max_body_bytes = max_body,
                             .max_connections = max_conns,
-                            .extra = extra};
+                            .extra = extra,
+                            .auth = token.len ? &token : NULL};
     rs_ps_shard *sh = NULL;
     void *state = NULL;
     const char *where = "rs_ps_shard_open";
     RS_PY_NOGIL({
         rc = rs_ps_shard_open(&sc, &sh, &err);
+        if (!rc && load_dir) { /* rows in place before the first request can arrive */
+            char reply[512];
+            where = "load_checkpoint";
+            rc = rs_ps_shard_load(sh, load_dir, reply, sizeof reply, &err);
+            if (rc) {
+                rs_ps_shard_close(sh);
+                sh = NULL;
+            }
+        }
         if (!rc) {
             where = "server start";
             rc = ops->start(&so, sh, &state, &err);
@@ -103,6 +139,7 @@ static int Server_init(ServerObject *self, PyObject *args, PyObject *kwds) {
     self->shard_id = shard;
     self->value_size = value_size;
     snprintf(self->transport, sizeof self->transport, "%s", ops->name);
+    memset(&token, 0, sizeof token); /* the transport keeps its own copy */
     return 0;
 }
 
@@ -125,10 +162,10 @@ static PyObject *Server_stats(ServerObject *self, PyObject *noargs) {
     rs_ps_shard_get_stats(self->shard, &st);
     self->ops->stats(self->state, &ts);
     return Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "handled_get",
-        (unsigned long long)st.handled_get, "handled_put", (unsigned long long)st.handled_put,
-        "handled_update", (unsigned long long)st.handled_update, "handled_command",
-        (unsigned long long)st.handled_command, "handled_error",
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
+        "handled_get", (unsigned long long)st.handled_get, "handled_put",
+        (unsigned long long)st.handled_put, "handled_update", (unsigned long long)st.handled_update,
+        "handled_command", (unsigned long long)st.handled_command, "handled_error",
         (unsigned long long)st.handled_error, "keys_get", (unsigned long long)st.keys_get,
         "keys_put", (unsigned long long)st.keys_put, "keys_update",
         (unsigned long long)st.keys_update, "keys_found", (unsigned long long)st.keys_found,
@@ -136,9 +173,9 @@ static PyObject *Server_stats(ServerObject *self, PyObject *noargs) {
         (unsigned long long)ts.connections_open, "requests", (unsigned long long)ts.requests,
         "bad_frames", (unsigned long long)ts.bad_frames, "bytes_in",
         (unsigned long long)ts.bytes_in, "bytes_out", (unsigned long long)ts.bytes_out,
-        "pollers_sleeping", (unsigned long long)ts.pollers_sleeping, "poller_naps",
-        (unsigned long long)ts.poller_naps, "poller_awake_idle_rounds",
-        (unsigned long long)ts.poller_awake_idle_rounds);
+        "auth_failures", (unsigned long long)ts.auth_failures, "pollers_sleeping",
+        (unsigned long long)ts.pollers_sleeping, "poller_naps", (unsigned long long)ts.poller_naps,
+        "poller_awake_idle_rounds", (unsigned long long)ts.poller_awake_idle_rounds);
 }
 
 static PyObject *Server_enter(ServerObject *self, PyObject *noargs) {
@@ -217,8 +254,11 @@ int rs_py_ps_server_type_init(PyObject *module) {
         Py_DECREF(&ServerType);
         return -1;
     }
-    /* the server defaults of transport.h (max_body_bytes=0 / max_connections=0 mean these) */
-    if (PyModule_AddIntConstant(module, "DEFAULT_MAX_BODY_BYTES", RS_PS_DEFAULT_MAX_BODY_BYTES) <
+    /* the server defaults of ps.h and transport.h (max_body_bytes=0 / max_connections=0 mean
+     * these) */
+    if (PyModule_AddIntConstant(module, "DEFAULT_VALUE_SIZE", RS_PS_DEFAULT_VALUE_SIZE) < 0 ||
+        PyModule_AddIntConstant(module, "DEFAULT_BATCH_KEYS", RS_PS_DEFAULT_BATCH_KEYS) < 0 ||
+        PyModule_AddIntConstant(module, "DEFAULT_MAX_BODY_BYTES", RS_PS_DEFAULT_MAX_BODY_BYTES) <
             0 ||
         PyModule_AddIntConstant(module, "DEFAULT_MAX_CONNECTIONS", RS_PS_DEFAULT_MAX_CONNECTIONS) <
             0)

@@ -17,6 +17,7 @@
 
 #if RS_HAVE_GRPC
 
+#include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc_security.h>
 #include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
@@ -589,6 +590,88 @@ static void test_bind_busy_port_and_bad_options(void) {
     RS_CHECK(c == NULL);
 }
 
+/* RecStore's wire on the same server (recstoreps.ParameterService through recstore+grpc
+ * connections, chunked at 500 keys) and the health service, under the sanitizers. */
+static void test_recstore_wire_and_health(void) {
+    fixture f = {0};
+    if (fixture_up(&f, 1000, 1)) return;
+    const rs_ps_conn_ops *ops = NULL;
+    rs_error e = {0};
+    RS_CHECK_EQ(rs_ps_transport_find("recstore+grpc", NULL, &ops, &e), 0);
+    const rs_ps_server_ops *srv_ops = NULL;
+    RS_CHECK_EQ(rs_ps_transport_find("recstore+grpc", &srv_ops, NULL, &e), RS_EINVAL);
+    void *c = NULL;
+    rs_ps_client_opts co = {.timeout_ms = 10000, .max_in_flight = 2};
+    RS_CHECK_EQ(ops->connect("127.0.0.1", f.port, &co, &c, &e), 0);
+    if (!c) {
+        fixture_down(&f);
+        return;
+    }
+    enum { N = 1200, G = 1300 };
+    uint64_t *keys = malloc(G * 8);
+    float *rows = malloc((size_t)N * VS), *got = malloc((size_t)G * VS);
+    for (uint64_t i = 0; i < G; i++) {
+        keys[i] = 5000 + i;
+        if (i < N) fill_row(keys[i], rows + i * (VS / 4));
+    }
+    rs_ps_completion out;
+    rs_ps_request put = {.op = RS_PS_PUT,
+                         .num_keys = N,
+                         .keys = (const uint8_t *)keys,
+                         .rows = (const uint8_t *)rows,
+                         .rows_len = (size_t)N * VS};
+    RS_CHECK_EQ(ops->submit(c, &put, 1, NULL, 0, &e), 0);
+    rs_ps_request get = {.op = RS_PS_GET, .num_keys = G, .keys = (const uint8_t *)keys};
+    RS_CHECK_EQ(ops->submit(c, &get, 2, got, (size_t)G * VS, &e), 0);
+    RS_CHECK_EQ(ops->submit(c, &get, 3, got, (size_t)G * VS, &e), RS_EBUSY);
+    RS_CHECK_EQ(ops->next(c, &out, &e), 0);
+    RS_CHECK(out.tag == 1 && out.resp.status == RS_PS_OK);
+    RS_CHECK_EQ(ops->next(c, &out, &e), 0);
+    RS_CHECK(out.tag == 2 && out.resp.status == RS_PS_OK);
+    RS_CHECK_EQ(out.resp.num_found, N);
+    RS_CHECK(memcmp(got, rows, (size_t)N * VS) == 0);
+    int zero = 1;
+    for (size_t i = (size_t)N * (VS / 4); i < (size_t)G * (VS / 4); i++)
+        zero &= got[i] == 0.0f;
+    RS_CHECK(zero);
+    rs_ps_request upd = put; /* no table "default": success=false, a status */
+    upd.op = RS_PS_UPDATE;
+    RS_CHECK_EQ(call1(c, &upd, NULL, 0, &out, &e), 0);
+    RS_CHECK_EQ(out.resp.status, RS_PS_INVALID_PAYLOAD);
+    rs_ps_request ping = {.op = RS_PS_COMMAND, .command = "ping", .command_len = 4};
+    rs_ps_request stats = {.op = RS_PS_COMMAND, .command = "stats", .command_len = 5};
+    RS_CHECK_EQ(ops->submit(c, &ping, 9, NULL, 0, &e), 0);
+    RS_CHECK_EQ(ops->next(c, &out, &e), 0);
+    RS_CHECK_EQ(out.resp.status, RS_PS_OK);
+    RS_CHECK_EQ(ops->submit(c, &stats, 9, NULL, 0, &e), RS_EINVAL);
+    ops->close(c);
+    /* grpc.health.v1.Health/Check of the whole server: SERVING (status field 1 = 1) */
+    grpc_byte_buffer *reply = NULL;
+    char details[256] = "";
+    RS_CHECK_EQ(
+        raw_call(f.port, "/grpc.health.v1.Health/Check", "", 0, &reply, details, sizeof details),
+        GRPC_STATUS_OK);
+    if (reply) {
+        grpc_byte_buffer_reader rd;
+        grpc_byte_buffer_reader_init(&rd, reply);
+        grpc_slice sl = grpc_byte_buffer_reader_readall(&rd);
+        RS_CHECK(GRPC_SLICE_LENGTH(sl) == 2 && GRPC_SLICE_START_PTR(sl)[1] == 1);
+        grpc_slice_unref(sl);
+        grpc_byte_buffer_reader_destroy(&rd);
+        grpc_byte_buffer_destroy(reply);
+    }
+    RS_CHECK_EQ(raw_call(f.port, "/grpc.health.v1.Health/Check",
+                         "\x0a\x03"
+                         "abc",
+                         5, &reply, details, sizeof details),
+                GRPC_STATUS_NOT_FOUND);
+    if (reply) grpc_byte_buffer_destroy(reply);
+    free(keys);
+    free(rows);
+    free(got);
+    fixture_down(&f);
+}
+
 static void test_registry_finds_grpc(void) {
     const rs_ps_server_ops *s = NULL;
     const rs_ps_conn_ops *c = NULL;
@@ -602,7 +685,8 @@ RS_TEST_MAIN(RS_TEST(test_roundtrip_pipelined), RS_TEST(test_ps_error_statuses),
              RS_TEST(test_connect_refused_names_peer), RS_TEST(test_deadline_names_peer),
              RS_TEST(test_bad_calls_server_survives), RS_TEST(test_large_batch),
              RS_TEST(test_reply_size_limit), RS_TEST(test_stop_with_calls_in_flight),
-             RS_TEST(test_bind_busy_port_and_bad_options), RS_TEST(test_registry_finds_grpc))
+             RS_TEST(test_bind_busy_port_and_bad_options), RS_TEST(test_registry_finds_grpc),
+             RS_TEST(test_recstore_wire_and_health))
 
 #else /* !RS_HAVE_GRPC */
 

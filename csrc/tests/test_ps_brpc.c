@@ -323,7 +323,58 @@ static void test_stop_with_client_connected(void) {
     fx_stop(&f);
 }
 
-RS_TEST_MAIN(RS_TEST(test_roundtrip), RS_TEST(test_malformed_traffic),
+/* RecStore's wire on the same server under the sanitizers: recstore+brpc connections (keys and
+ * blocks in the attachment, chunks of 500), misses, the update refusal, a request of 0 keys.
+ * Compressed requests are covered by test_recstore_brpc_server.py. */
+static void test_recstore_wire(void) {
+    fixture f;
+    if (fx_start(&f, 1)) {
+        RS_CHECK(0);
+        return;
+    }
+    const rs_ps_conn_ops *ops = NULL;
+    rs_error e = {0};
+    RS_CHECK_EQ(rs_ps_transport_find("recstore+brpc", NULL, &ops, &e), 0);
+    void *c = NULL;
+    rs_ps_client_opts co = {.timeout_ms = 5000, .max_in_flight = 2};
+    RS_CHECK_EQ(ops->connect("127.0.0.1", f.port, &co, &c, &e), 0);
+    enum { N = 1100, G = 1200 };
+    uint64_t *keys = malloc(G * 8);
+    float *rows = malloc((size_t)N * VS), *got = malloc((size_t)G * VS);
+    for (uint64_t i = 0; i < G; i++) {
+        keys[i] = 900 + i;
+        if (i < N) row_for(keys[i], rows + i * (VS / 4));
+    }
+    rs_ps_completion out;
+    rs_ps_request put = {.op = RS_PS_PUT,
+                         .num_keys = N,
+                         .keys = (const uint8_t *)keys,
+                         .rows = (const uint8_t *)rows,
+                         .rows_len = (size_t)N * VS};
+    rs_ps_request get = {.op = RS_PS_GET, .num_keys = G, .keys = (const uint8_t *)keys};
+    RS_CHECK_EQ(ops->submit(c, &put, 1, NULL, 0, &e), 0);
+    RS_CHECK_EQ(ops->submit(c, &get, 2, got, (size_t)G * VS, &e), 0);
+    RS_CHECK_EQ(ops->next(c, &out, &e), 0);
+    RS_CHECK(out.tag == 1 && out.resp.status == RS_PS_OK);
+    RS_CHECK_EQ(ops->next(c, &out, &e), 0);
+    RS_CHECK(out.tag == 2 && out.resp.status == RS_PS_OK && out.resp.num_found == N);
+    RS_CHECK(memcmp(got, rows, (size_t)N * VS) == 0);
+    RS_CHECK(got[(size_t)G * (VS / 4) - 1] == 0.0f);
+    rs_ps_request upd = put;
+    upd.op = RS_PS_UPDATE;
+    RS_CHECK_EQ(ops->submit(c, &upd, 3, NULL, 0, &e), 0);
+    RS_CHECK_EQ(ops->next(c, &out, &e), 0);
+    RS_CHECK_EQ(out.resp.status, RS_PS_INVALID_PAYLOAD); /* no table "default" */
+    rs_ps_request zero = {.op = RS_PS_GET, .num_keys = 0};
+    RS_CHECK_EQ(ops->submit(c, &zero, 4, got, 0, &e), RS_EINVAL);
+    ops->close(c);
+    free(keys);
+    free(rows);
+    free(got);
+    fx_stop(&f);
+}
+
+RS_TEST_MAIN(RS_TEST(test_roundtrip), RS_TEST(test_recstore_wire), RS_TEST(test_malformed_traffic),
              RS_TEST(test_stop_with_client_connected))
 #else
 static void test_skipped(void) {

@@ -8,6 +8,12 @@
  * correlation id, and returns completions in submission order. A GET response's attachment is
  * received straight into the caller's rows buffer when it is not already buffered.
  *
+ * The same connection speaks RecStore's wire when made through rs_brpc_rs_conn_ops
+ * ("recstore+brpc"): requests become recstoreps_brpc.ParameterService calls of at most
+ * RS_RSMSG_MAX_KEYS_PER_REQUEST keys, keys and row blocks in the attachment as RecStore's bRPC
+ * client sends them (recstore_msg.c); the ring holds one entry per call (up to RS_BRPC_RS_CHUNKS
+ * per request) and next() merges a request's calls, GET blocks decoded into the caller's rows.
+ *
  * Failure policy: a refused/reset/closed connection, a malformed response frame, or a timeout
  * marks the connection broken; every outstanding and later request then fails with the stored
  * reason (RS_ECONN / RS_ETIMEDOUT / RS_EPROTO), which names the server. Timeouts count from the
@@ -24,6 +30,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "recstore/auth.h"
 #include "recstore/clock.h"
 #include "recstore/transport.h"
 #include "transport/brpc_frame.h"
@@ -35,6 +42,8 @@
  * straight into the caller's buffer, sized by the request. A server claiming more than this for
  * the buffered part is broken or hostile: refused before allocating. */
 #define RS_BRPC_CLIENT_MAX_HEAD (1u << 20)
+/* RecStore's wire: calls one request may take (so at most 32 x 500 keys per request). */
+#define RS_BRPC_RS_CHUNKS 32
 
 typedef struct pending {
     uint64_t tag;
@@ -46,6 +55,9 @@ typedef struct pending {
     size_t rows_cap;
     int done;
     rs_ps_completion comp;
+    int rs_method; /* RecStore's wire: the call's rs_rsmsg_method */
+    size_t rs_from, rs_keys, rs_vs;
+    int last; /* RecStore's wire: the request's last call */
 } pending;
 
 typedef struct brpc_cconn {
@@ -58,8 +70,15 @@ typedef struct brpc_cconn {
     uint8_t *in;
     size_t in_start, in_len, in_cap; /* buffered bytes are in[in_start .. in_start + in_len) */
     rs_brpc_arena arena;
+    uint8_t *zbuf; /* inflated response messages (compress_type != 0) */
+    size_t zcap;
+    int recstore; /* RecStore's wire */
+    uint32_t requests, max_requests;
+    uint8_t *abuf; /* RecStore's wire: a request's message + attachment being sent */
+    size_t acap;
     int broken;
     rs_error broken_err;
+    rs_auth_token auth; /* sent in every request's RpcMeta.authentication_data; len 0: none */
 } brpc_cconn;
 
 static int mark_broken(brpc_cconn *c, rs_error *err, int code, const char *fmt, ...)
@@ -90,8 +109,8 @@ static int reject_client_option(void *ctx, const char *key, const char *val, rs_
                         val);
 }
 
-static int brpc_connect(const char *host, uint16_t port, const rs_ps_client_opts *opts, void **out,
-                        rs_error *err) {
+static int connect_wire(const char *host, uint16_t port, const rs_ps_client_opts *opts,
+                        int recstore, void **out, rs_error *err) {
     int rc;
     *out = NULL;
     if (opts && (rc = rs_transport_options_each(opts->extra, "brpc client", reject_client_option,
@@ -104,7 +123,12 @@ static int brpc_connect(const char *host, uint16_t port, const rs_ps_client_opts
     c->timeout_ns =
         (uint64_t)(opts && opts->timeout_ms ? opts->timeout_ms : RS_PS_DEFAULT_TIMEOUT_MS) *
         1000000ull;
-    c->cap = opts && opts->max_in_flight ? opts->max_in_flight : 1;
+    c->max_requests = opts && opts->max_in_flight ? opts->max_in_flight : 1;
+    if (opts && opts->want_in_flight > c->max_requests)
+        c->max_requests = opts->want_in_flight; /* the client's chunks of one batch */
+    c->recstore = recstore;
+    c->cap = c->max_requests * (recstore ? RS_BRPC_RS_CHUNKS : 1);
+    if (opts && opts->auth) c->auth = *opts->auth;
     c->ring = calloc(c->cap, sizeof *c->ring);
     c->in_cap = 256 << 10;
     c->in = malloc(c->in_cap);
@@ -134,6 +158,8 @@ static void brpc_close(void *conn) {
     if (!c) return;
     if (c->fd >= 0) close(c->fd);
     free(c->in);
+    free(c->zbuf);
+    free(c->abuf);
     free(c->ring);
     free(c);
 }
@@ -168,10 +194,97 @@ static int write_all(brpc_cconn *c, struct iovec *iov, int n, uint64_t deadline,
     return 0;
 }
 
+static int brpc_connect(const char *host, uint16_t port, const rs_ps_client_opts *opts, void **out,
+                        rs_error *err) {
+    return connect_wire(host, port, opts, 0, out, err);
+}
+
+static int brpc_rs_connect(const char *host, uint16_t port, const rs_ps_client_opts *opts,
+                           void **out, rs_error *err) {
+    return connect_wire(host, port, opts, 1, out, err);
+}
+
+/* RecStore's wire: one call per chunk of at most RS_RSMSG_MAX_KEYS_PER_REQUEST keys. */
+static int rs_submit(brpc_cconn *c, const rs_ps_request *req, uint64_t tag, void *rows_out,
+                     size_t rows_cap, rs_error *err) {
+    size_t n = req->op == RS_PS_COMMAND ? 1 : req->num_keys;
+    size_t vs = !req->num_keys         ? 0
+                : req->op == RS_PS_GET ? rows_cap / req->num_keys
+                                       : req->rows_len / req->num_keys;
+    size_t chunk = RS_RSMSG_MAX_KEYS_PER_REQUEST;
+    if (req->op != RS_PS_COMMAND && (n == 0 || (req->op == RS_PS_GET && !vs)))
+        return rs_error_set(err, RS_EINVAL, "%s: RecStore's wire has no request of 0 keys/rows",
+                            c->peer);
+    if ((n + chunk - 1) / chunk > RS_BRPC_RS_CHUNKS)
+        return rs_error_set(err, RS_EINVAL,
+                            "%s: %zu keys in one request; recstore+brpc sends at most %u calls of "
+                            "%zu keys per request",
+                            c->peer, n, RS_BRPC_RS_CHUNKS, chunk);
+    if (c->requests == c->max_requests)
+        return rs_error_set(err, RS_EBUSY, "%s: %u requests already in flight (max_in_flight)",
+                            c->peer, c->max_requests);
+    for (size_t from = 0; from < n; from += chunk) {
+        size_t m = n - from < chunk ? n - from : chunk;
+        rs_rsmsg_client_req cr;
+        int rc = rs_rsmsg_client_size(req, from, m, "default", 1, &cr, err);
+        if (rc) return rc;
+        size_t need = cr.msg_len + cr.att_len;
+        if (need > c->acap) {
+            uint8_t *b = realloc(c->abuf, need);
+            if (!b) return rs_error_set(err, RS_ENOMEM, "%s: no memory for a request", c->peer);
+            c->abuf = b;
+            c->acap = need;
+        }
+        rs_rsmsg_client_encode(req, from, m, "default", 1, c->abuf, c->abuf + cr.msg_len);
+        Brpc__Policy__RpcMeta meta = BRPC__POLICY__RPC_META__INIT;
+        Brpc__Policy__RpcRequestMeta rmeta = BRPC__POLICY__RPC_REQUEST_META__INIT;
+        rmeta.service_name = (char *)RS_BRPC_RECSTORE_SERVICE;
+        rmeta.method_name = (char *)rs_rsmsg_method_name(cr.method);
+        meta.request = &rmeta;
+        meta.has_correlation_id = 1;
+        meta.correlation_id = ++c->next_cid;
+        if (cr.att_len) {
+            meta.has_attachment_size = 1;
+            meta.attachment_size = (int32_t)cr.att_len;
+        }
+        size_t meta_len = brpc__policy__rpc_meta__get_packed_size(&meta);
+        uint8_t head[RS_BRPC_HEADER_BYTES + 256];
+        rs_brpc_header_write(head, (uint32_t)(meta_len + need), (uint32_t)meta_len);
+        brpc__policy__rpc_meta__pack(&meta, head + RS_BRPC_HEADER_BYTES);
+        struct iovec iov[2] = {{head, RS_BRPC_HEADER_BYTES + meta_len}, {c->abuf, need}};
+        uint64_t now = rs_now_ns();
+        if ((rc = write_all(c, iov, need ? 2 : 1, now + c->timeout_ns, err))) {
+            if (from == 0) return rc;
+            /* earlier calls were sent: the request ends there, next() reports the broken
+             * connection */
+            c->ring[(c->head + c->count - 1) % c->cap].last = 1;
+            break;
+        }
+        pending *p = &c->ring[(c->head + c->count) % c->cap];
+        p->tag = tag;
+        p->cid = meta.correlation_id;
+        p->deadline_ns = now + c->timeout_ns;
+        p->op = req->op;
+        p->num_keys = (uint32_t)m;
+        p->rows_out = rows_out;
+        p->rows_cap = rows_cap;
+        p->done = 0;
+        p->rs_method = (int)cr.method;
+        p->rs_from = from;
+        p->rs_keys = m;
+        p->rs_vs = vs;
+        p->last = from + m >= n;
+        c->count++;
+    }
+    c->requests++;
+    return 0;
+}
+
 static int brpc_submit(void *conn, const rs_ps_request *req, uint64_t tag, void *rows_out,
                        size_t rows_cap, rs_error *err) {
     brpc_cconn *c = conn;
     if (c->broken) return broken_error(c, err);
+    if (c->recstore) return rs_submit(c, req, tag, rows_out, rows_cap, err);
     if (c->count == c->cap)
         return rs_error_set(err, RS_EBUSY, "%s: %u requests already in flight (max_in_flight)",
                             c->peer, c->cap);
@@ -187,13 +300,18 @@ static int brpc_submit(void *conn, const rs_ps_request *req, uint64_t tag, void 
     meta.request = &rmeta;
     meta.has_correlation_id = 1;
     meta.correlation_id = ++c->next_cid;
+    if (c->auth.len) {
+        meta.has_authentication_data = 1;
+        meta.authentication_data.data = c->auth.bytes;
+        meta.authentication_data.len = c->auth.len;
+    }
     if (att) {
         meta.has_attachment_size = 1;
         meta.attachment_size = (int32_t)att;
     }
     size_t meta_len = brpc__policy__rpc_meta__get_packed_size(&meta);
     size_t msg_len = rs_ps_request_encoded_size(req, 1);
-    uint8_t head[RS_BRPC_HEADER_BYTES + 256 + 64];
+    uint8_t head[RS_BRPC_HEADER_BYTES + 256 + 64 + RS_AUTH_TOKEN_MAX + 4];
     if (meta_len + msg_len + RS_BRPC_HEADER_BYTES > sizeof head) /* commands are short words */
         return rs_error_set(err, RS_EINVAL, "%s: command of %zu bytes is too long", c->peer,
                             req->command_len);
@@ -219,7 +337,10 @@ static int brpc_submit(void *conn, const rs_ps_request *req, uint64_t tag, void 
     p->rows_out = rows_out;
     p->rows_cap = rows_cap;
     p->done = 0;
+    p->rs_method = -1;
+    p->last = 1;
     c->count++;
+    c->requests++;
     return 0;
 }
 
@@ -295,6 +416,7 @@ static int map_error_code(int code) {
     case RS_BRPC_ENOSERVICE:
     case RS_BRPC_ENOMETHOD: return RS_PS_UNKNOWN_METHOD;
     case RS_BRPC_EREQUEST: return RS_PS_INVALID_PAYLOAD;
+    case RS_BRPC_EAUTH: return RS_PS_UNAUTHENTICATED;
     default: return RS_PS_INTERNAL;
     }
 }
@@ -324,6 +446,7 @@ static int read_one(brpc_cconn *c, uint64_t deadline, rs_error *err) {
     if (ecode && meta->response->error_text)
         snprintf(etext, sizeof etext, "%s", meta->response->error_text);
     int bad_att = meta->has_attachment_size && meta->attachment_size < 0;
+    int ctype = meta->has_compress_type ? meta->compress_type : RS_BRPC_COMPRESS_NONE;
     rs_brpc_meta_free(&c->arena, meta);
     if (bad_att || att > (size_t)hdr.body_size - hdr.meta_size)
         return mark_broken(c, err, RS_EPROTO, "bad response: attachment_size %zu > body", att);
@@ -339,19 +462,59 @@ static int read_one(brpc_cconn *c, uint64_t deadline, rs_error *err) {
         return mark_broken(c, err, RS_EPROTO, "response with unknown correlation id %lld",
                            (long long)cid);
     size_t msg_len = hdr.body_size - hdr.meta_size - att;
+    if (p->rs_method >= 0) { /* RecStore's wire: message and block are buffered, then decoded */
+        size_t frame = RS_BRPC_HEADER_BYTES + (size_t)hdr.body_size;
+        rc = fill(c, frame, deadline, err);
+        if (rc) return rc;
+        const uint8_t *m = c->in + c->in_start + RS_BRPC_HEADER_BYTES + hdr.meta_size;
+        size_t mlen = msg_len;
+        if (ctype != RS_BRPC_COMPRESS_NONE) {
+            if (rs_brpc_decompress(ctype, m, msg_len, RS_BRPC_CLIENT_MAX_HEAD, &c->zbuf, &c->zcap,
+                                   &mlen, &perr))
+                return mark_broken(c, err, RS_EPROTO, "response message: %s", perr.msg);
+            m = c->zbuf;
+        }
+        rs_ps_response *resp = &p->comp.resp;
+        if (ecode) {
+            memset(resp, 0, offsetof(rs_ps_response, error));
+            resp->status = ecode == 22 ? RS_PS_INVALID_PAYLOAD : map_error_code(ecode);
+            snprintf(resp->error, sizeof resp->error, "error %d: %s", ecode, etext);
+            resp->reply[0] = 0;
+        } else if (rs_rsmsg_client_decode(
+                       (rs_rsmsg_method)p->rs_method, m, mlen,
+                       c->in + c->in_start + RS_BRPC_HEADER_BYTES + hdr.meta_size + msg_len, att,
+                       p->rs_keys, (uint32_t)p->rs_vs,
+                       p->rows_out ? (uint8_t *)p->rows_out + p->rs_from * p->rs_vs : NULL, resp,
+                       &perr)) {
+            return mark_broken(c, err, RS_EPROTO, "bad %s reply: %s",
+                               rs_rsmsg_method_name((rs_rsmsg_method)p->rs_method), perr.msg);
+        }
+        c->in_start += frame;
+        c->in_len -= frame;
+        p->comp.tag = p->tag;
+        p->done = 1;
+        return 0;
+    }
     if (msg_len > RS_BRPC_CLIENT_MAX_HEAD)
         return mark_broken(c, err, RS_EPROTO, "bad response: PSResponse of %zu bytes exceeds %u",
                            msg_len, RS_BRPC_CLIENT_MAX_HEAD);
     rc = fill(c, RS_BRPC_HEADER_BYTES + hdr.meta_size + msg_len, deadline, err);
     if (rc) return rc;
     const uint8_t *msg = c->in + c->in_start + RS_BRPC_HEADER_BYTES + hdr.meta_size;
+    size_t raw_len = msg_len;
+    if (ctype != RS_BRPC_COMPRESS_NONE) { /* a bRPC server that compresses its responses */
+        if (rs_brpc_decompress(ctype, msg, raw_len, RS_BRPC_CLIENT_MAX_HEAD, &c->zbuf, &c->zcap,
+                               &msg_len, &perr))
+            return mark_broken(c, err, RS_EPROTO, "response message: %s", perr.msg);
+        msg = c->zbuf;
+    }
     rs_ps_response *resp = &p->comp.resp;
     /* decode the message with a placeholder attachment: the rows are placed below */
     static const uint8_t placeholder[1];
     if (rs_ps_response_decode(msg, msg_len, att ? placeholder : NULL, att, resp, &perr))
         return mark_broken(c, err, RS_EPROTO, "bad PSResponse: %s", perr.msg);
-    c->in_start += RS_BRPC_HEADER_BYTES + hdr.meta_size + msg_len;
-    c->in_len -= RS_BRPC_HEADER_BYTES + hdr.meta_size + msg_len;
+    c->in_start += RS_BRPC_HEADER_BYTES + hdr.meta_size + raw_len;
+    c->in_len -= RS_BRPC_HEADER_BYTES + hdr.meta_size + raw_len;
     resp->rows = NULL;
     if (att) {
         if (p->op != RS_PS_GET || att > p->rows_cap || !p->rows_out)
@@ -375,6 +538,42 @@ static int brpc_next(void *conn, rs_ps_completion *out, rs_error *err) {
     brpc_cconn *c = conn;
     if (c->count == 0)
         return rs_error_set(err, RS_EINVAL, "%s: next() with no request outstanding", c->peer);
+    c->requests--;
+    if (c->recstore) { /* merge the request's calls */
+        uint32_t found = 0;
+        int status = RS_PS_OK;
+        char error[256] = "";
+        for (;;) {
+            pending *p = &c->ring[c->head];
+            while (!p->done && !c->broken)
+                if (read_one(c, p->deadline_ns, err)) break;
+            int last = p->last;
+            c->head = (c->head + 1) % c->cap;
+            c->count--;
+            if (!p->done) {
+                while (!last) { /* drop the request's other calls: the connection is broken */
+                    last = c->ring[c->head].last;
+                    c->head = (c->head + 1) % c->cap;
+                    c->count--;
+                }
+                return broken_error(c, err);
+            }
+            found += p->comp.resp.num_found;
+            if (p->comp.resp.status != RS_PS_OK && status == RS_PS_OK) {
+                status = p->comp.resp.status;
+                snprintf(error, sizeof error, "%s", p->comp.resp.error);
+            }
+            if (last) {
+                memcpy(out, &p->comp, sizeof *out);
+                break;
+            }
+        }
+        out->resp.status = status;
+        out->resp.num_found = found;
+        snprintf(out->resp.error, sizeof out->resp.error, "%s", error);
+        out->resp.rows = NULL;
+        return 0;
+    }
     pending *p = &c->ring[c->head];
     while (!p->done) {
         if (c->broken) break;
@@ -395,6 +594,15 @@ static int brpc_next(void *conn, rs_ps_completion *out, rs_error *err) {
 const rs_ps_conn_ops rs_brpc_conn_ops = {
     .name = "brpc",
     .connect = brpc_connect,
+    .submit = brpc_submit,
+    .next = brpc_next,
+    .close = brpc_close,
+};
+
+/* RecStore's wire on the same connection code ("recstore+brpc"). */
+const rs_ps_conn_ops rs_brpc_rs_conn_ops = {
+    .name = "recstore+brpc",
+    .connect = brpc_rs_connect,
     .submit = brpc_submit,
     .next = brpc_next,
     .close = brpc_close,

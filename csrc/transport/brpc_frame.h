@@ -20,14 +20,38 @@
 
 #include "baidu_rpc_meta.pb-c.h"
 #include "recstore/error.h"
+#include "recstore/recstore_msg.h"
 
-#define RS_BRPC_HEADER_BYTES 12
-#define RS_BRPC_SERVICE      "recstore.PSService"
+#define RS_BRPC_HEADER_BYTES     12
+#define RS_BRPC_SERVICE          "recstore.PSService"
+#define RS_BRPC_RECSTORE_SERVICE "recstoreps_brpc.ParameterService"
+
+/* One recstoreps_brpc.ParameterService call (brpc_recstore.c): method name -> the shared RecStore
+ * call; *error_code is the RpcResponseMeta error to answer with (0: the reply in r), and
+ * *payload_in_attachment says whether r's payload is the response attachment (GetParameter) or
+ * follows r->head inside the message. */
+int rs_brpc_recstore_call(rs_rsps *s, const char *method, const uint8_t *msg, size_t len,
+                          const uint8_t *att, size_t att_len, unsigned thread_slot,
+                          const rs_rsmsg_alloc *alloc, rs_rsmsg_reply *r, int *error_code,
+                          int *payload_in_attachment);
+
+/* RpcMeta.compress_type values (bRPC's CompressType); brpc_compress.c */
+#define RS_BRPC_COMPRESS_NONE   0
+#define RS_BRPC_COMPRESS_SNAPPY 1
+#define RS_BRPC_COMPRESS_GZIP   2
+#define RS_BRPC_COMPRESS_ZLIB   3
+const char *rs_brpc_compress_name(int type);
+/* Inflate a compressed message into *buf (grown as needed, owned by the caller, freed with
+ * free()); *out_len bytes result, at most max_out. RS_ENOTSUP naming the type for values other
+ * than 1..3 or codecs this build lacks; RS_EPROTO for corrupt or oversized input. */
+int rs_brpc_decompress(int type, const uint8_t *in, size_t len, uint64_t max_out, uint8_t **buf,
+                       size_t *cap, size_t *out_len, rs_error *err);
 
 /* bRPC error codes used in RpcResponseMeta.error_code */
 #define RS_BRPC_ENOSERVICE 1001
 #define RS_BRPC_ENOMETHOD  1002
 #define RS_BRPC_EREQUEST   1003
+#define RS_BRPC_EAUTH      1004 /* bRPC's ERPCAUTH: authentication failed */
 #define RS_BRPC_EINTERNAL  2001
 
 typedef struct rs_brpc_header {

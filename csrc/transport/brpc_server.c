@@ -16,6 +16,9 @@
  * body) closes that connection only. A well-framed request with an unknown service or method or a
  * PSRequest that does not decode gets an error response (RpcResponseMeta.error_code/error_text);
  * PS-level errors travel in PSResponse.status/error. Sizes are checked before allocating.
+ * The same port serves RecStore's recstoreps_brpc.ParameterService (brpc_recstore.c). A request
+ * whose RpcMeta.compress_type is snappy, gzip or zlib is inflated first (brpc_compress.c) and
+ * answered uncompressed; other values get an EREQUEST error naming the value.
  * Backpressure: a connection whose unsent output reaches max_pending_bytes (transport option,
  * default 64 MiB) is not read until it drains, which bounds the requests in flight per connection
  * by their response bytes. Limits:
@@ -37,6 +40,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "recstore/auth.h"
 #include "recstore/transport.h"
 #include "transport/accept_shed.h"
 #include "transport/brpc_frame.h"
@@ -68,6 +72,7 @@ typedef struct brpc_sconn {
     out_seg *segs;
     size_t nsegs, segs_cap, seg_pos, seg_done; /* seg_done: bytes of segs[seg_pos] already sent */
     size_t out_pending;                        /* unsent bytes */
+    unsigned auth_failures;                    /* refused requests (closed at the limit) */
 } brpc_sconn;
 
 typedef struct brpc_worker {
@@ -77,14 +82,18 @@ typedef struct brpc_worker {
     struct brpc_server *srv;
     brpc_sconn *conns;
     rs_brpc_arena arena;
+    uint8_t *zbuf; /* inflated request messages (compress_type != 0) */
+    size_t zcap;
     /* counters: written by this worker only, read by stats() */
-    uint64_t accepted, closed, requests, bad_frames, bytes_in, bytes_out;
+    uint64_t accepted, closed, requests, bad_frames, bytes_in, bytes_out, auth_failures;
 } __attribute__((aligned(64))) brpc_worker;
 
 typedef struct brpc_server {
     int lfd, stopfd;
     uint16_t port;
     rs_ps_shard *shard;
+    rs_rsps *rsps;         /* recstoreps_brpc.ParameterService on the shard */
+    rs_rsps_optimizer opt; /* its UpdateParameter optimizer (options optimizer=, learning_rate=) */
     uint64_t max_body;
     uint64_t out_limit; /* max_pending_bytes: unsent reply bytes that pause reading a connection */
     uint32_t max_conns;
@@ -93,6 +102,7 @@ typedef struct brpc_server {
                           * connection when the process has no descriptor left */
     unsigned nworkers, started;
     brpc_worker *workers;
+    rs_auth_token auth; /* len 0: none required */
 } brpc_server;
 
 static void wcount(uint64_t *c, uint64_t n) {
@@ -242,15 +252,17 @@ static int conn_flush(brpc_sconn *c) {
 
 /* ---- request handling ------------------------------------------------------------------------ */
 
-/* Append one response: rows (already at out + rows_off, rows_len bytes) and its head. */
-static int queue_response(brpc_sconn *c, int64_t cid, int error_code, const char *error_text,
-                          const rs_ps_response *resp, size_t rows_off, size_t rows_reserved) {
+/* Append one response: its payload (already at out + rows_off, rows_len bytes, rows_reserved
+ * reserved) and its head. The message is resp's PSResponse, or raw (raw_len bytes) when resp is
+ * NULL; the payload is the attachment, or (in_attachment == 0) the rest of the message. */
+static int queue_frame(brpc_sconn *c, int64_t cid, int error_code, const char *error_text,
+                       const rs_ps_response *resp, const uint8_t *raw, size_t raw_len,
+                       size_t rows_off, size_t rows_len, size_t rows_reserved, int in_attachment) {
     Brpc__Policy__RpcMeta meta = BRPC__POLICY__RPC_META__INIT;
     Brpc__Policy__RpcResponseMeta rmeta = BRPC__POLICY__RPC_RESPONSE_META__INIT;
     meta.has_correlation_id = 1;
     meta.correlation_id = cid;
-    size_t rows_len = resp ? resp->rows_len : 0;
-    if (rows_len) {
+    if (rows_len && in_attachment) {
         meta.has_attachment_size = 1;
         meta.attachment_size = (int32_t)rows_len;
     }
@@ -263,7 +275,7 @@ static int queue_response(brpc_sconn *c, int64_t cid, int error_code, const char
         meta.response = &rmeta;
     }
     size_t meta_len = brpc__policy__rpc_meta__get_packed_size(&meta);
-    size_t msg_len = resp ? rs_ps_response_header_size(resp, 1) : 0;
+    size_t msg_len = resp ? rs_ps_response_header_size(resp, 1) : raw_len;
     size_t head_len = RS_BRPC_HEADER_BYTES + meta_len + msg_len;
     size_t head_off = rows_off + rows_reserved;
     if (head_len > RS_BRPC_HEAD_MAX) return -1; /* bounded by error/reply sizes; cannot happen */
@@ -271,10 +283,45 @@ static int queue_response(brpc_sconn *c, int64_t cid, int error_code, const char
     uint8_t *h = c->out + head_off;
     rs_brpc_header_write(h, (uint32_t)(meta_len + msg_len + rows_len), (uint32_t)meta_len);
     brpc__policy__rpc_meta__pack(&meta, h + RS_BRPC_HEADER_BYTES);
-    if (resp) rs_ps_response_encode_header(resp, 1, h + RS_BRPC_HEADER_BYTES + meta_len);
+    if (resp)
+        rs_ps_response_encode_header(resp, 1, h + RS_BRPC_HEADER_BYTES + meta_len);
+    else if (raw_len)
+        memcpy(h + RS_BRPC_HEADER_BYTES + meta_len, raw, raw_len);
     c->out_len = head_off + head_len;
     if (seg_push(c, head_off, head_len) || seg_push(c, rows_off, rows_len)) return -1;
     return 0;
+}
+
+static int queue_response(brpc_sconn *c, int64_t cid, int error_code, const char *error_text,
+                          const rs_ps_response *resp, size_t rows_off, size_t rows_reserved) {
+    return queue_frame(c, cid, error_code, error_text, resp, NULL, 0, rows_off,
+                       resp ? resp->rows_len : 0, rows_reserved, 1);
+}
+
+typedef struct out_alloc {
+    brpc_sconn *c;
+    size_t base, reserved;
+} out_alloc;
+
+/* RecStore reply payloads are written at out + base, the head goes after them. */
+static uint8_t *out_alloc_fn(void *ctx, size_t cap) {
+    out_alloc *a = ctx;
+    if (out_reserve(a->c, cap + RS_BRPC_HEAD_MAX)) return NULL;
+    a->reserved = cap;
+    return a->c->out + a->base;
+}
+
+static int serve_recstore(brpc_sconn *c, int64_t cid, const char *method, const uint8_t *msg,
+                          size_t msg_len, const uint8_t *att, size_t att_len, size_t base) {
+    out_alloc a = {c, base, 0};
+    rs_rsmsg_alloc alloc = {out_alloc_fn, &a};
+    rs_rsmsg_reply r;
+    int ecode, in_att;
+    rs_brpc_recstore_call(c->w->srv->rsps, method, msg, msg_len, att, att_len, c->w->index, &alloc,
+                          &r, &ecode, &in_att);
+    if (ecode) return queue_frame(c, cid, ecode, r.res.msg, NULL, NULL, 0, base, 0, a.reserved, 1);
+    return queue_frame(c, cid, 0, NULL, NULL, r.head, r.head_len, base, r.payload_len, a.reserved,
+                       in_att);
 }
 
 /* Handle one complete frame (body = meta + message + attachment). Returns -1 to close. */
@@ -298,10 +345,43 @@ static int handle_frame(brpc_sconn *c, const uint8_t *body, const rs_brpc_header
 
     if (out_reserve(c, RS_BRPC_HEAD_MAX)) goto done;
     size_t base = c->out_len;
+    if (meta->has_compress_type && meta->compress_type != RS_BRPC_COMPRESS_NONE) {
+        size_t n = 0;
+        if (rs_brpc_decompress(meta->compress_type, msg, msg_len, w->srv->max_body, &w->zbuf,
+                               &w->zcap, &n, &err)) {
+            rs_error_prefix(&err, "request message");
+            ret = queue_response(c, cid, RS_BRPC_EREQUEST, err.msg, NULL, base, 0);
+            goto done;
+        }
+        msg = w->zbuf;
+        msg_len = n;
+    }
+    if (strcmp(svc, RS_BRPC_RECSTORE_SERVICE) == 0) {
+        ret = serve_recstore(c, cid, method, msg, msg_len, attachment, att, base);
+        goto done;
+    }
     rs_ps_op op;
+    const rs_auth_token *tok = &w->srv->auth;
+    if (tok->len &&
+        !(meta->has_authentication_data && rs_auth_token_equal(tok, meta->authentication_data.data,
+                                                               meta->authentication_data.len))) {
+        wcount(&w->auth_failures, 1);
+        ret = queue_response(c, cid, RS_BRPC_EAUTH,
+                             meta->has_authentication_data
+                                 ? "authentication failed: wrong token"
+                                 : "authentication failed: this server requires a token "
+                                   "(auth_token_file)",
+                             NULL, base, 0);
+        /* the refusal is sent; the connection closes after too many */
+        if (ret == 0 && ++c->auth_failures >= RS_AUTH_MAX_FAILURES) {
+            conn_flush(c);
+            ret = -3;
+        }
+        goto done;
+    }
     if (strcmp(svc, RS_BRPC_SERVICE) != 0) {
-        snprintf(err.msg, sizeof err.msg, "unknown service '%.100s' (this server serves %s)", svc,
-                 RS_BRPC_SERVICE);
+        snprintf(err.msg, sizeof err.msg, "unknown service '%.100s' (this server serves %s and %s)",
+                 svc, RS_BRPC_SERVICE, RS_BRPC_RECSTORE_SERVICE);
         ret = queue_response(c, cid, RS_BRPC_ENOSERVICE, err.msg, NULL, base, 0);
         goto done;
     }
@@ -343,8 +423,9 @@ static int conn_process(brpc_sconn *c) {
         }
         size_t frame = RS_BRPC_HEADER_BYTES + (size_t)hdr.body_size;
         if (c->in_len - pos < frame) break;
-        if (handle_frame(c, c->in + pos + RS_BRPC_HEADER_BYTES, &hdr)) {
-            ret = -1;
+        int hr = handle_frame(c, c->in + pos + RS_BRPC_HEADER_BYTES, &hdr);
+        if (hr) {
+            ret = hr == -3 ? -3 : -1;
             break;
         }
         pos += frame;
@@ -356,6 +437,7 @@ static int conn_process(brpc_sconn *c) {
         }
     }
     if (ret == -1) wcount(&c->w->bad_frames, 1);
+    if (ret == -3) ret = -1; /* closed for failed authentication: not a framing error */
     if (pos) {
         memmove(c->in, c->in + pos, c->in_len - pos);
         c->in_len -= pos;
@@ -495,10 +577,13 @@ static void *worker_main(void *arg) {
 
 static void server_free(brpc_server *s) {
     if (s->workers) {
-        for (unsigned i = 0; i < s->nworkers; i++)
+        for (unsigned i = 0; i < s->nworkers; i++) {
             if (s->workers[i].epfd >= 0) close(s->workers[i].epfd);
+            free(s->workers[i].zbuf);
+        }
         free(s->workers);
     }
+    rs_rsps_destroy(s->rsps);
     if (s->stopfd >= 0) close(s->stopfd);
     if (s->lfd >= 0) close(s->lfd);
     if (s->spare_fd >= 0) close(s->spare_fd);
@@ -507,14 +592,19 @@ static void server_free(brpc_server *s) {
 
 static void brpc_stop(void *state);
 
-/* brpc server transport options: max_pending_bytes=N (64 KiB .. 4 GiB). */
+/* brpc server transport options: max_pending_bytes=N (64 KiB .. 4 GiB); optimizer=SGD and
+ * learning_rate=X for RecStore's UpdateParameter. */
 static int apply_server_option(void *ctx, const char *key, const char *val, rs_error *err) {
     brpc_server *s = ctx;
+    int known = rs_rsps_optimizer_option(&s->opt, "brpc server", key, val, err);
+    if (known) return known < 0 ? known : 0;
     if (strcmp(key, "max_pending_bytes") == 0)
         return rs_transport_option_u64("brpc server", key, val, 64u << 10, 4ull << 30,
                                        &s->out_limit, err);
     return rs_error_set(err, RS_EINVAL,
-                        "unknown brpc server option '%s' (known: max_pending_bytes)", key);
+                        "unknown brpc server option '%s' (known: max_pending_bytes, optimizer, "
+                        "learning_rate)",
+                        key);
 }
 
 static int brpc_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, void **state,
@@ -529,10 +619,13 @@ static int brpc_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, void **
     s->max_body = opts->max_body_bytes ? opts->max_body_bytes : RS_PS_DEFAULT_MAX_BODY_BYTES;
     if (s->max_body > UINT32_MAX) s->max_body = UINT32_MAX;
     s->max_conns = opts->max_connections ? opts->max_connections : RS_PS_DEFAULT_MAX_CONNECTIONS;
+    if (opts->auth) s->auth = *opts->auth;
     s->nworkers = opts->num_threads ? opts->num_threads : 1;
     s->out_limit = RS_BRPC_OUT_LIMIT;
+    rs_rsps_optimizer_default(&s->opt);
     if ((rc = rs_transport_options_each(opts->extra, "brpc server", apply_server_option, s, err)))
         goto fail;
+    if ((rc = rs_rsps_create(shard, &s->opt, &s->rsps, err))) goto fail;
 
     /* no host: loopback only, never every address by accident */
     const char *host = opts->host && *opts->host ? opts->host : "127.0.0.1";
@@ -613,6 +706,7 @@ static void brpc_stats(void *state, rs_ps_transport_stats *out) {
         out->bad_frames += __atomic_load_n(&w->bad_frames, __ATOMIC_RELAXED);
         out->bytes_in += __atomic_load_n(&w->bytes_in, __ATOMIC_RELAXED);
         out->bytes_out += __atomic_load_n(&w->bytes_out, __ATOMIC_RELAXED);
+        out->auth_failures += __atomic_load_n(&w->auth_failures, __ATOMIC_RELAXED);
     }
     out->connections_open = __atomic_load_n(&s->open_conns, __ATOMIC_RELAXED);
 }

@@ -12,6 +12,12 @@
  * turn. GET rows are copied from the response into the caller's rows_out by next(), straight from
  * gRPC's slices when the reply has the usual shape (reply_rows_direct).
  *
+ * The same connection speaks RecStore's wire when made through rs_grpc_rs_conn_ops
+ * ("recstore+grpc"): requests become recstoreps.ParameterService calls (recstore_msg.c) of at most
+ * RS_RSMSG_MAX_KEYS_PER_REQUEST keys each, all started at submit; the ring then holds one entry
+ * per call, the last of a request marked, and next() merges a request's calls into one completion
+ * (rows placed at each chunk's offset, found keys summed, the first error kept).
+ *
  * Invariants: only the thread using the connection touches it (a connection is per client
  * thread); `pending` entries are allocated once and reused, never moved while gRPC holds pointers
  * into them; `on_wire` counts calls whose batch has not completed; every error names the peer
@@ -27,6 +33,8 @@
 #include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
 
+#include "recstore/auth.h"
+#include "recstore/recstore_msg.h"
 #include "transport/grpc_transport.h"
 
 #define RS_GRPC_DEFAULT_IN_FLIGHT 8
@@ -45,6 +53,11 @@ typedef struct rs_grpc_pending {
     void *rows_out;
     size_t rows_cap;
     gpr_timespec deadline;
+    void *reg;     /* the registered method of the call */
+    int rs_method; /* RecStore wire: rs_rsmsg_method of the call, else -1 */
+    size_t rs_keys;
+    uint32_t rs_value_size;
+    int last; /* RecStore wire: the last call of its request */
 } rs_grpc_pending;
 
 typedef struct rs_grpc_conn {
@@ -52,6 +65,9 @@ typedef struct rs_grpc_conn {
     grpc_channel *channel;
     grpc_completion_queue *cq;
     void *reg[RS_GRPC_NUM_METHODS];
+    int recstore; /* RecStore's wire (recstoreps.ParameterService) */
+    void *rs_reg[RS_RSMSG_NUM_METHODS];
+    size_t requests; /* requests outstanding (RecStore: calls may be more) */
     uint32_t timeout_ms;
     uint32_t max_in_flight;
     /* submitted calls not yet returned by next(), in submission order; ring_cap = max_in_flight */
@@ -61,6 +77,8 @@ typedef struct rs_grpc_conn {
     rs_grpc_pending **free_list;
     size_t free_count, free_cap;
     rs_grpc_scratch scratch;
+    grpc_metadata auth_md; /* "authorization: Bearer <token>" on every call; auth_n = 0 or 1 */
+    size_t auth_n;
 } rs_grpc_conn;
 
 static gpr_timespec deadline_in_ms(uint32_t ms) {
@@ -145,7 +163,9 @@ static int call_error(rs_grpc_conn *c, const rs_grpc_pending *p, rs_error *err) 
     if (dl >= sizeof details) dl = sizeof details - 1;
     memcpy(details, GRPC_SLICE_START_PTR(p->details), dl);
     details[dl] = 0;
-    const char *method = rs_grpc_method_paths[p->method] + sizeof("/recstore.PSService/") - 1;
+    const char *method = p->rs_method >= 0
+                             ? rs_rsmsg_method_name((rs_rsmsg_method)p->rs_method)
+                             : rs_grpc_method_paths[p->method] + sizeof("/recstore.PSService/") - 1;
     const char *cause;
     switch (p->status) {
     case GRPC_STATUS_UNAVAILABLE:
@@ -234,13 +254,15 @@ static int start_call(rs_grpc_conn *c, rs_grpc_pending *p, grpc_byte_buffer *msg
     p->deadline = deadline_in_ms(c->timeout_ms);
     p->status = GRPC_STATUS_OK;
     p->call = grpc_channel_create_registered_call(c->channel, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq,
-                                                  c->reg[p->method], p->deadline, NULL);
+                                                  p->reg, p->deadline, NULL);
     if (!p->call) return rs_error_set(err, RS_ENOMEM, "grpc %s: cannot create a call", c->addr);
     p->send_bb = msg;
     grpc_op ops[6];
     memset(ops, 0, sizeof ops);
     size_t n = 0;
-    ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[n].data.send_initial_metadata.count = c->auth_n;
+    ops[n++].data.send_initial_metadata.metadata = c->auth_n ? &c->auth_md : NULL;
     if (msg) {
         ops[n].op = GRPC_OP_SEND_MESSAGE;
         ops[n++].data.send_message.send_message = msg;
@@ -268,6 +290,8 @@ static int connect_failure(rs_grpc_conn *c, rs_error *err) {
     rs_grpc_pending *p = pending_get(c);
     if (!p) return rs_error_set(err, RS_ECONN, "grpc %s: cannot connect", c->addr);
     p->method = RS_PS_COMMAND - 1;
+    p->reg = c->reg[p->method];
+    p->rs_method = -1;
     int rc = start_call(c, p, NULL, err);
     if (rc == 0) {
         wait_done(c, p);
@@ -288,8 +312,8 @@ static int connect_failure(rs_grpc_conn *c, rs_error *err) {
     return rc;
 }
 
-static int rs_grpc_conn_connect(const char *host, uint16_t port, const rs_ps_client_opts *opts,
-                                void **out, rs_error *err) {
+static int connect_wire(const char *host, uint16_t port, const rs_ps_client_opts *opts,
+                        int recstore, void **out, rs_error *err) {
     int rc;
     rs_grpc_options o;
     *out = NULL;
@@ -302,8 +326,19 @@ static int rs_grpc_conn_connect(const char *host, uint16_t port, const rs_ps_cli
         return rs_error_set(err, RS_ENOMEM, "grpc client: out of memory");
     }
     c->timeout_ms = opts && opts->timeout_ms ? opts->timeout_ms : RS_PS_DEFAULT_TIMEOUT_MS;
+    if (opts && opts->auth && opts->auth->len) {
+        char v[8 + RS_AUTH_TOKEN_MAX];
+        memcpy(v, "Bearer ", 7);
+        memcpy(v + 7, opts->auth->bytes, opts->auth->len);
+        c->auth_md.key = grpc_slice_from_static_string("authorization");
+        c->auth_md.value = grpc_slice_from_copied_buffer(v, 7 + opts->auth->len);
+        memset(v, 0, sizeof v);
+        c->auth_n = 1;
+    }
     c->max_in_flight =
         opts && opts->max_in_flight ? opts->max_in_flight : RS_GRPC_DEFAULT_IN_FLIGHT;
+    if (opts && opts->want_in_flight > c->max_in_flight)
+        c->max_in_flight = opts->want_in_flight; /* room for the chunks of big batches */
     if ((rc = rs_grpc_format_addr(host, port, c->addr, sizeof c->addr, err)) != 0) goto fail;
     c->ring_cap = c->max_in_flight;
     c->ring = calloc(c->ring_cap, sizeof *c->ring);
@@ -323,7 +358,8 @@ static int rs_grpc_conn_connect(const char *host, uint16_t port, const rs_ps_cli
          .value.integer = (int)o.max_frame_size},
     };
     grpc_channel_args cargs = {.num_args = sizeof args / sizeof args[0], .args = args};
-    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+    grpc_channel_credentials *creds = NULL;
+    if ((rc = rs_grpc_channel_creds(&o, &creds, err))) goto fail;
     c->channel = grpc_channel_create(c->addr, creds, &cargs);
     grpc_channel_credentials_release(creds);
     c->cq = grpc_completion_queue_create_for_next(NULL);
@@ -333,6 +369,13 @@ static int rs_grpc_conn_connect(const char *host, uint16_t port, const rs_ps_cli
     }
     for (int m = 0; m < RS_GRPC_NUM_METHODS; m++)
         c->reg[m] = grpc_channel_register_call(c->channel, rs_grpc_method_paths[m], NULL, NULL);
+    c->recstore = recstore;
+    for (int m = 0; recstore && m < RS_RSMSG_NUM_METHODS; m++) {
+        char path[96];
+        snprintf(path, sizeof path, "/recstoreps.ParameterService/%s",
+                 rs_rsmsg_method_name((rs_rsmsg_method)m));
+        c->rs_reg[m] = grpc_channel_register_call(c->channel, path, NULL, NULL);
+    }
 
     /* connect now, so a refused or unreachable server is reported by connect() */
     gpr_timespec until = deadline_in_ms(c->timeout_ms);
@@ -361,14 +404,155 @@ fail:
     return rc;
 }
 
+static int rs_grpc_conn_connect(const char *host, uint16_t port, const rs_ps_client_opts *opts,
+                                void **out, rs_error *err) {
+    return connect_wire(host, port, opts, 0, out, err);
+}
+
+static int rs_grpc_rs_conn_connect(const char *host, uint16_t port, const rs_ps_client_opts *opts,
+                                   void **out, rs_error *err) {
+    return connect_wire(host, port, opts, 1, out, err);
+}
+
+/* Append p to the ring of calls, growing it (RecStore requests take one entry per call). */
+static int ring_push(rs_grpc_conn *c, rs_grpc_pending *p) {
+    if (c->count == c->ring_cap) {
+        size_t cap = c->ring_cap * 2;
+        rs_grpc_pending **r = malloc(cap * sizeof *r);
+        if (!r) return -1;
+        for (size_t i = 0; i < c->count; i++)
+            r[i] = c->ring[(c->head + i) % c->ring_cap];
+        free(c->ring);
+        c->ring = r;
+        c->ring_cap = cap;
+        c->head = 0;
+    }
+    c->ring[(c->head + c->count) % c->ring_cap] = p;
+    c->count++;
+    return 0;
+}
+
+/* RecStore's wire: one call per chunk of at most RS_RSMSG_MAX_KEYS_PER_REQUEST keys. */
+static int rs_submit(rs_grpc_conn *c, const rs_ps_request *req, uint64_t tag, void *rows_out,
+                     size_t vs, rs_error *err) {
+    size_t n = req->op == RS_PS_COMMAND ? 1 : req->num_keys;
+    if (req->op != RS_PS_COMMAND && n == 0)
+        return rs_error_set(err, RS_EINVAL, "grpc %s: RecStore's wire has no request of 0 keys",
+                            c->addr);
+    for (size_t from = 0; from < n; from += RS_RSMSG_MAX_KEYS_PER_REQUEST) {
+        size_t m =
+            n - from < RS_RSMSG_MAX_KEYS_PER_REQUEST ? n - from : RS_RSMSG_MAX_KEYS_PER_REQUEST;
+        rs_rsmsg_client_req cr;
+        int rc = rs_rsmsg_client_size(req, from, m, "default", 0, &cr, err);
+        if (rc) return rc; /* only for the first chunk: commands are one call */
+        grpc_slice s = cr.msg_len ? grpc_slice_malloc(cr.msg_len) : grpc_empty_slice();
+        rs_rsmsg_client_encode(req, from, m, "default", 0, GRPC_SLICE_START_PTR(s), NULL);
+        grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s, 1);
+        grpc_slice_unref(s);
+        rs_grpc_pending *p = pending_get(c);
+        if (!bb || !p) {
+            if (bb) grpc_byte_buffer_destroy(bb);
+            if (p) pending_put(c, p);
+            rc = rs_error_set(err, RS_ENOMEM, "grpc %s: out of memory", c->addr);
+        } else {
+            p->tag = tag;
+            p->method = (int)req->op - 1;
+            p->reg = c->rs_reg[cr.method];
+            p->rs_method = (int)cr.method;
+            p->rs_keys = m;
+            p->rs_value_size = (uint32_t)vs;
+            p->rows_out = rows_out ? (uint8_t *)rows_out : NULL;
+            p->rows_cap = from; /* RecStore: the chunk's first key index (rows go there) */
+            p->last = from + m >= n;
+            rc = start_call(c, p, bb, err);
+            if (rc == 0 && ring_push(c, p) != 0) {
+                rc = rs_error_set(err, RS_ENOMEM, "grpc %s: out of memory", c->addr);
+                p->last = 1; /* the call is on the wire: next() must still drain it */
+                grpc_call_cancel(p->call, NULL);
+                c->ring[(c->head + c->count) % c->ring_cap] = p; /* cannot fail: ring not full */
+                c->count++;
+            } else if (rc != 0) {
+                pending_put(c, p);
+            }
+        }
+        if (rc) {
+            if (from == 0) return rc;
+            /* earlier chunks are on the wire: mark the last one sent as the request's end */
+            c->ring[(c->head + c->count - 1) % c->ring_cap]->last = 1;
+            c->ring[(c->head + c->count - 1) % c->ring_cap]->status = GRPC_STATUS_INTERNAL;
+            break;
+        }
+    }
+    c->requests++;
+    return 0;
+}
+
+/* RecStore's wire: finish the oldest request, merging its calls. */
+static int rs_next(rs_grpc_conn *c, rs_ps_completion *out, rs_error *err) {
+    int rc = 0;
+    uint32_t found = 0;
+    rs_ps_response r;
+    memset(&out->resp, 0, offsetof(rs_ps_response, error));
+    out->resp.error[0] = out->resp.reply[0] = 0;
+    for (;;) {
+        rs_grpc_pending *p = c->ring[c->head];
+        wait_done(c, p);
+        c->head = (c->head + 1) % c->ring_cap;
+        c->count--;
+        out->tag = p->tag;
+        int last = p->last;
+        if (rc == 0 && p->status != GRPC_STATUS_OK) {
+            rc = call_error(c, p, err);
+            snprintf(out->resp.error, sizeof out->resp.error, "%.255s", err ? err->msg : "");
+        } else if (rc == 0) {
+            rs_grpc_span msg;
+            rs_error e = {0};
+            size_t vs = p->rs_value_size;
+            uint8_t *rows = p->rows_out;
+            int drc = rs_grpc_message_span(p->recv_bb, &c->scratch, &msg, &e);
+            if (!drc)
+                drc = rs_rsmsg_client_decode((rs_rsmsg_method)p->rs_method, msg.data, msg.len, NULL,
+                                             0, p->rs_keys, (uint32_t)vs,
+                                             rows ? rows + p->rows_cap * vs : NULL, &r, &e);
+            if (drc) {
+                rc = rs_error_set(err, RS_EPROTO, "grpc %s: bad %s reply: %s", c->addr,
+                                  rs_rsmsg_method_name((rs_rsmsg_method)p->rs_method),
+                                  e.msg[0] ? e.msg : rs_strerror(drc));
+            } else {
+                found += r.num_found;
+                if (r.status != RS_PS_OK && out->resp.status == RS_PS_OK) {
+                    out->resp.status = r.status;
+                    snprintf(out->resp.error, sizeof out->resp.error, "%s", r.error);
+                }
+                snprintf(out->resp.reply, sizeof out->resp.reply, "%s", r.reply);
+                out->resp.value_size = r.value_size;
+            }
+        }
+        pending_put(c, p);
+        if (last) break;
+    }
+    c->requests--;
+    out->resp.num_found = found;
+    out->resp.rows = NULL;
+    return rc;
+}
+
 static int rs_grpc_conn_submit(void *conn, const rs_ps_request *req, uint64_t tag, void *rows_out,
                                size_t rows_cap, rs_error *err) {
     rs_grpc_conn *c = conn;
     if (req->op < RS_PS_GET || req->op > RS_PS_COMMAND)
         return rs_error_set(err, RS_EINVAL, "grpc %s: unknown op %d", c->addr, (int)req->op);
-    if (c->count >= c->max_in_flight)
+    if (c->requests >= c->max_in_flight)
         return rs_error_set(err, RS_EBUSY, "grpc %s: %u requests outstanding (max_in_flight)",
                             c->addr, c->max_in_flight);
+    if (c->recstore) {
+        size_t vs = !req->num_keys         ? 0
+                    : req->op == RS_PS_GET ? rows_cap / req->num_keys
+                                           : req->rows_len / req->num_keys;
+        if (req->op == RS_PS_GET && req->num_keys && !vs)
+            return rs_error_set(err, RS_EINVAL, "grpc %s: Get without room for its rows", c->addr);
+        return rs_submit(c, req, tag, rows_out, vs, err);
+    }
     size_t len = rs_ps_request_encoded_size(req, 0);
     grpc_slice s = grpc_slice_malloc(len);
     size_t wrote = rs_ps_request_encode(req, 0, GRPC_SLICE_START_PTR(s));
@@ -382,6 +566,8 @@ static int rs_grpc_conn_submit(void *conn, const rs_ps_request *req, uint64_t ta
     }
     p->tag = tag;
     p->method = (int)req->op - 1;
+    p->reg = c->reg[p->method];
+    p->rs_method = -1;
     p->rows_out = rows_out;
     p->rows_cap = rows_cap;
     int rc = start_call(c, p, bb, err);
@@ -391,6 +577,7 @@ static int rs_grpc_conn_submit(void *conn, const rs_ps_request *req, uint64_t ta
     }
     c->ring[(c->head + c->count) % c->ring_cap] = p;
     c->count++;
+    c->requests++;
     return 0;
 }
 
@@ -398,10 +585,12 @@ static int rs_grpc_conn_next(void *conn, rs_ps_completion *out, rs_error *err) {
     rs_grpc_conn *c = conn;
     if (c->count == 0)
         return rs_error_set(err, RS_EINVAL, "grpc %s: next() with no request outstanding", c->addr);
+    if (c->recstore) return rs_next(c, out, err);
     rs_grpc_pending *p = c->ring[c->head];
     wait_done(c, p);
     c->head = (c->head + 1) % c->ring_cap;
     c->count--;
+    c->requests--;
     out->tag = p->tag;
     int rc = 0;
     if (p->status != GRPC_STATUS_OK) {
@@ -465,6 +654,7 @@ static void rs_grpc_conn_close(void *conn) {
         free(c->free_list[i]);
     }
     if (c->channel) grpc_channel_destroy(c->channel);
+    if (c->auth_n) grpc_slice_unref(c->auth_md.value);
     if (c->cq) {
         grpc_completion_queue_shutdown(c->cq);
         while (grpc_completion_queue_next(c->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL).type !=
@@ -482,6 +672,15 @@ static void rs_grpc_conn_close(void *conn) {
 const rs_ps_conn_ops rs_grpc_conn_ops = {
     .name = "grpc",
     .connect = rs_grpc_conn_connect,
+    .submit = rs_grpc_conn_submit,
+    .next = rs_grpc_conn_next,
+    .close = rs_grpc_conn_close,
+};
+
+/* RecStore's wire on the same connection code ("recstore+grpc"). */
+const rs_ps_conn_ops rs_grpc_rs_conn_ops = {
+    .name = "recstore+grpc",
+    .connect = rs_grpc_rs_conn_connect,
     .submit = rs_grpc_conn_submit,
     .next = rs_grpc_conn_next,
     .close = rs_grpc_conn_close,

@@ -13,13 +13,16 @@
  *                       the client take more; a larger reply fails the call (RESOURCE_EXHAUSTED)
  *   poll_strategy=epoll1|poll
  *                       (both) gRPC core's socket poller for the whole process (its
- *                       GRPC_POLL_STRATEGY; default: gRPC's choice, epoll1 on Linux, or the
- *                       variable if set). Chosen when gRPC first starts in the process; a later
+ *                       GRPC_POLL_STRATEGY; default poll, or the variable if set). Chosen when
+ *                       gRPC first starts in the process; a later
  *                       server or client asking for another poller is an error. With epoll1 one
  *                       thread at a time polls, and a request read by one worker is often served
  *                       on another worker's queue (a wake-up per call): on the 2-core VM a server
  *                       with 2 workers served one client at half the rate of 1 worker; with poll
- *                       it did not (docs/grpc.md).
+ *                       it did not, and 128 connections were served no slower (docs/grpc.md).
+ *   optimizer=SGD       (server) the optimizer RecStore's UpdateParameter applies (RecStore's
+ *                       cache_ps.optimizer.type); SGD only
+ *   learning_rate=X     (server) its learning rate, default 0.01 (RecStore's)
  *   malloc_tuning=BOOL  (both) 1 (default): at first use, raise glibc's mmap and trim thresholds
  *                       to 64 MiB for the process. gRPC allocates a buffer per socket read and
  *                       frees it after parsing; with glibc's defaults those frees return memory
@@ -81,6 +84,17 @@ static int apply_option(void *ctx, const char *kv, const char *val, rs_error *er
             out->malloc_tuning = (unsigned)on;
         return rc;
     }
+    char *path = c->server && strcmp(kv, "tls_cert") == 0  ? out->tls_cert
+                 : c->server && strcmp(kv, "tls_key") == 0 ? out->tls_key
+                 : !c->server && strcmp(kv, "tls_ca") == 0 ? out->tls_ca
+                                                           : NULL;
+    if (path) {
+        if (!val[0] || strlen(val) >= sizeof out->tls_ca)
+            return rs_error_set(err, RS_EINVAL, "grpc %s option %s: a file path (1..%zu bytes)",
+                                c->side, kv, sizeof out->tls_ca - 1);
+        snprintf(path, sizeof out->tls_ca, "%s", val);
+        return 0;
+    }
     if (strcmp(kv, "poll_strategy") == 0) {
         if (strcmp(val, "epoll1") != 0 && strcmp(val, "poll") != 0)
             return rs_error_set(err, RS_EINVAL,
@@ -89,11 +103,16 @@ static int apply_option(void *ctx, const char *kv, const char *val, rs_error *er
         snprintf(out->poll_strategy, sizeof out->poll_strategy, "%s", val);
         return 0;
     }
-    return rs_error_set(err, RS_EINVAL, "unknown grpc %s option '%s' (known: %s)", c->side, kv,
-                        c->server ? "calls_per_method, reply_timeout_ms, max_frame_size, "
-                                    "poll_strategy, malloc_tuning"
-                                  : "max_frame_size, max_reply_bytes, poll_strategy, "
-                                    "malloc_tuning");
+    if (c->server) {
+        int known = rs_rsps_optimizer_option(&out->optimizer, "grpc server", kv, val, err);
+        if (known) return known < 0 ? known : 0;
+    }
+    return rs_error_set(
+        err, RS_EINVAL, "unknown grpc %s option '%s' (known: %s)", c->side, kv,
+        c->server ? "calls_per_method, reply_timeout_ms, max_frame_size, "
+                    "poll_strategy, malloc_tuning, optimizer, learning_rate, tls_cert, tls_key"
+                  : "max_frame_size, max_reply_bytes, poll_strategy, "
+                    "malloc_tuning, tls_ca");
 }
 
 int rs_grpc_options_parse(const char *extra, int server, rs_grpc_options *out, rs_error *err) {
@@ -103,6 +122,8 @@ int rs_grpc_options_parse(const char *extra, int server, rs_grpc_options *out, r
     out->max_reply_bytes = RS_PS_MAX_REPLY_BYTES;
     out->malloc_tuning = 1;
     out->poll_strategy[0] = '\0';
+    out->tls_cert[0] = out->tls_key[0] = out->tls_ca[0] = '\0';
+    rs_rsps_optimizer_default(&out->optimizer);
     parse_ctx c = {server, server ? "server" : "client", out};
     char who[32];
     snprintf(who, sizeof who, "grpc %s", c.side);
@@ -116,6 +137,10 @@ static void tune_malloc(void) {
 
 /* The poller in effect in this process since gRPC's first start through this transport ("" =
  * gRPC's own choice); gRPC core reads GRPC_POLL_STRATEGY when it starts. */
+/* gRPC core's own default is epoll1; poll serves few busy connections on many workers without a
+ * hand-off per call, and measured no worse at 128 connections (docs/grpc.md). */
+#define RS_GRPC_DEFAULT_POLLER "poll"
+
 static pthread_mutex_t g_poll_mu = PTHREAD_MUTEX_INITIALIZER;
 static int g_poll_chosen;
 static char g_poll[16];
@@ -126,7 +151,10 @@ int rs_grpc_options_apply_process(const rs_grpc_options *o, int server, rs_error
     if (o->malloc_tuning) pthread_once(&once, tune_malloc);
     pthread_mutex_lock(&g_poll_mu);
     if (!g_poll_chosen) {
-        if (o->poll_strategy[0]) setenv("GRPC_POLL_STRATEGY", o->poll_strategy, 1);
+        if (o->poll_strategy[0])
+            setenv("GRPC_POLL_STRATEGY", o->poll_strategy, 1);
+        else /* our default, unless the user's environment names one (docs/grpc.md) */
+            setenv("GRPC_POLL_STRATEGY", RS_GRPC_DEFAULT_POLLER, 0);
         const char *env = getenv("GRPC_POLL_STRATEGY");
         snprintf(g_poll, sizeof g_poll, "%s", env ? env : "");
         g_poll_chosen = 1;

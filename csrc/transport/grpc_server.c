@@ -36,12 +36,14 @@
 #include <grpc/grpc_security.h>
 #include <grpc/support/time.h>
 
+#include "recstore/auth.h"
 #include "recstore/clock.h"
 #include "recstore/eventual.h"
+#include "transport/grpc_services.h"
 #include "transport/grpc_transport.h"
 #include "transport/net.h"
 
-#define RS_GRPC_SLOT_UNKNOWN  RS_GRPC_NUM_METHODS /* slot.method for unregistered paths */
+#define RS_GRPC_SLOT_UNKNOWN  (-1) /* slot.method for unregistered paths */
 #define RS_GRPC_UNKNOWN_SLOTS 2
 #define RS_GRPC_MAX_THREADS   64
 
@@ -52,7 +54,8 @@ typedef struct rs_grpc_server rs_grpc_server;
 
 typedef struct rs_grpc_slot {
     rs_grpc_worker *w;
-    int method; /* 0..3 PSService method (op - 1), or RS_GRPC_SLOT_UNKNOWN */
+    int method; /* 0..3 PSService method (op - 1), 4.. rs_grpc_extra_methods[method - 4],
+                 * or RS_GRPC_SLOT_UNKNOWN */
     int state;
     grpc_call *call; /* owned ref while REQUESTED-and-matched or REPLYING */
     gpr_timespec deadline;
@@ -68,7 +71,7 @@ typedef struct rs_grpc_slot {
 
 /* Written only by its worker (CTR_ADD); read by stats() with relaxed atomic loads. */
 typedef struct rs_grpc_counters {
-    uint64_t requests, bad_frames, bytes_in, bytes_out;
+    uint64_t requests, bad_frames, bytes_in, bytes_out, auth_failures;
 } rs_grpc_counters;
 
 #define CTR_ADD(field, v) __atomic_store_n(&(field), (field) + (v), __ATOMIC_RELAXED)
@@ -92,11 +95,13 @@ struct rs_grpc_worker {
 struct rs_grpc_server {
     grpc_server *server;
     rs_ps_shard *shard;
-    void *methods[RS_GRPC_NUM_METHODS];
+    void *methods[RS_GRPC_NUM_METHODS + RS_GRPC_MAX_EXTRA_METHODS];
+    rs_grpc_services *svc; /* RecStore ParameterService, health, reflection */
     uint16_t port;
     unsigned nworkers;
     unsigned calls_per_method;
     uint64_t reply_timeout_ns;
+    rs_auth_token auth; /* len 0: none required */
     rs_grpc_worker *workers;
     int shutting;     /* __atomic: set once by stop() */
     int shutdown_tag; /* its address tags the shutdown notification */
@@ -104,6 +109,12 @@ struct rs_grpc_server {
 };
 
 /* ---- serving ------------------------------------------------------------------------------- */
+
+/* Kind of a registered method (RS_GRPC_UNARY for PSService's own). */
+static int extra_kind(int method) {
+    return method >= RS_GRPC_NUM_METHODS ? rs_grpc_extra_methods[method - RS_GRPC_NUM_METHODS].kind
+                                         : RS_GRPC_UNARY;
+}
 
 static void slot_arm(rs_grpc_slot *sl) {
     rs_grpc_worker *w = sl->w;
@@ -114,9 +125,9 @@ static void slot_arm(rs_grpc_slot *sl) {
         ce = grpc_server_request_call(srv->server, &sl->call, &sl->details, &sl->md, w->cq, w->cq,
                                       sl);
     else
-        ce = grpc_server_request_registered_call(srv->server, srv->methods[sl->method], &sl->call,
-                                                 &sl->deadline, &sl->md, &sl->payload, w->cq, w->cq,
-                                                 sl);
+        ce = grpc_server_request_registered_call(
+            srv->server, srv->methods[sl->method], &sl->call, &sl->deadline, &sl->md,
+            extra_kind(sl->method) == RS_GRPC_BIDI_STREAM ? NULL : &sl->payload, w->cq, w->cq, sl);
     if (ce != GRPC_CALL_OK) sl->state = SLOT_IDLE;
 }
 
@@ -213,6 +224,25 @@ static grpc_byte_buffer *ps_reply(rs_grpc_worker *w, rs_ps_op op, grpc_byte_buff
     return bb;
 }
 
+/* NULL if the call carries `authorization: Bearer <token>` with the server's token (or none is
+ * required), else the reason for refusing it. gRPC core has no hook to close the connection of
+ * a client that keeps failing, so each refused call is answered and counted. */
+static const char *auth_refusal(const rs_grpc_server *srv, const grpc_metadata_array *md) {
+    if (!srv->auth.len) return NULL;
+    for (size_t i = 0; i < md->count; i++) {
+        if (!grpc_slice_str_cmp(md->metadata[i].key, "authorization")) {
+            const grpc_slice v = md->metadata[i].value;
+            size_t len = GRPC_SLICE_LENGTH(v);
+            const uint8_t *p = GRPC_SLICE_START_PTR(v);
+            if (len > 7 && memcmp(p, "Bearer ", 7) == 0 &&
+                rs_auth_token_equal(&srv->auth, p + 7, len - 7))
+                return NULL;
+            return "authentication failed: wrong token";
+        }
+    }
+    return "authentication failed: this server requires a token (auth_token_file)";
+}
+
 static void slot_serve(rs_grpc_slot *sl) {
     rs_grpc_worker *w = sl->w;
     grpc_op ops[4];
@@ -221,19 +251,80 @@ static void slot_serve(rs_grpc_slot *sl) {
     ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
     ops[n].data.send_initial_metadata.count = 0;
     n++;
-    if (sl->method == RS_GRPC_SLOT_UNKNOWN) {
-        char text[300];
+    /* every service of this server, RecStore's and health included, needs the token */
+    const char *refusal = auth_refusal(w->srv, &sl->md);
+    grpc_status_code fail_status = GRPC_STATUS_OK;
+    rs_grpc_unary_reply xr = {.status = GRPC_STATUS_OK};
+    if (refusal) {
+        sl->status_text = grpc_slice_from_static_string(refusal);
+        fail_status = GRPC_STATUS_UNAUTHENTICATED;
+        CTR_ADD(w->ctr.auth_failures, 1);
+    } else if (sl->method >= RS_GRPC_NUM_METHODS) {
+        const rs_grpc_method_def *def = &rs_grpc_extra_methods[sl->method - RS_GRPC_NUM_METHODS];
+        rs_grpc_call_ctx ctx = {w->srv->svc, w->index, w->cq, w->rows};
+        CTR_ADD(w->ctr.requests, 1);
+        if (def->kind != RS_GRPC_UNARY) {
+            /* the stream takes the call over; the slot is re-armed at once */
+            grpc_call *call = sl->call;
+            grpc_byte_buffer *payload = sl->payload;
+            sl->call = NULL;
+            sl->payload = NULL;
+            def->stream(&ctx, call, payload);
+            slot_finish(sl);
+            return;
+        }
+        rs_grpc_span msg = {0};
+        rs_error e = {0};
+        if (rs_grpc_message_span(sl->payload, &w->scratch, &msg, &e) != 0)
+            rs_grpc_reply_error(&xr, GRPC_STATUS_INVALID_ARGUMENT, "%s", e.msg);
+        else
+            def->unary(&ctx, &msg, &xr);
+        CTR_ADD(w->ctr.bytes_in, msg.len);
+        if (xr.status == GRPC_STATUS_OK) {
+            sl->reply = xr.msg;
+            CTR_ADD(w->ctr.bytes_out, grpc_byte_buffer_length(xr.msg));
+            ops[n].op = GRPC_OP_SEND_MESSAGE;
+            ops[n].data.send_message.send_message = sl->reply;
+            n++;
+            ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+            ops[n].data.send_status_from_server.status = GRPC_STATUS_OK;
+            n++;
+        } else {
+            sl->status_text = grpc_slice_from_copied_string(xr.details);
+            ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+            ops[n].data.send_status_from_server.status = xr.status;
+            ops[n].data.send_status_from_server.status_details = &sl->status_text;
+            n++;
+            CTR_ADD(w->ctr.bad_frames, 1);
+        }
+        ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+        ops[n].data.recv_close_on_server.cancelled = &sl->cancelled;
+        n++;
+        sl->state = SLOT_REPLYING;
+        sl->cancel_sent = 0;
+        sl->reply_start_ns = rs_now_ns();
+        w->replying++;
+        if (grpc_call_start_batch(sl->call, ops, n, sl, NULL) != GRPC_CALL_OK) slot_finish(sl);
+        return;
+    } else if (sl->method == RS_GRPC_SLOT_UNKNOWN) {
+        char text[600];
         grpc_slice m = sl->details.method;
         snprintf(text, sizeof text,
-                 "unknown method %.*s: recstore.PSService has Get, Put, Update, Command",
+                 "unknown method %.*s: this server serves recstore.PSService (Get, Put, Update, "
+                 "Command), recstoreps.ParameterService (GetParameter, PutParameter, "
+                 "UpdateParameter, InitEmbeddingTable, Command), grpc.health.v1.Health and "
+                 "server reflection",
                  (int)(GRPC_SLICE_LENGTH(m) > 200 ? 200 : GRPC_SLICE_LENGTH(m)),
                  (const char *)GRPC_SLICE_START_PTR(m));
         sl->status_text = grpc_slice_from_copied_string(text);
+        fail_status = GRPC_STATUS_UNIMPLEMENTED;
+        CTR_ADD(w->ctr.bad_frames, 1);
+    }
+    if (fail_status != GRPC_STATUS_OK) { /* a status with its text, no message */
         ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
-        ops[n].data.send_status_from_server.status = GRPC_STATUS_UNIMPLEMENTED;
+        ops[n].data.send_status_from_server.status = fail_status;
         ops[n].data.send_status_from_server.status_details = &sl->status_text;
         n++;
-        CTR_ADD(w->ctr.bad_frames, 1);
     } else {
         sl->reply = ps_reply(w, (rs_ps_op)(sl->method + 1), sl->payload);
         ops[n].op = GRPC_OP_SEND_MESSAGE;
@@ -296,6 +387,11 @@ static void *worker_main(void *arg) {
         if (ev.type != GRPC_OP_COMPLETE) continue;
         if (ev.tag == &srv->shutdown_tag) {
             rs_eventual_set(&srv->shutdown_done, 1);
+            continue;
+        }
+        if ((rs_grpc_slot *)ev.tag < w->slots || (rs_grpc_slot *)ev.tag >= w->slots + w->nslots) {
+            rs_grpc_stream *st = ev.tag; /* a call a streaming method took over */
+            st->on_event(st, ev.success);
             continue;
         }
         rs_grpc_slot *sl = ev.tag;
@@ -361,6 +457,7 @@ static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, 
     srv->nworkers = nthreads;
     srv->calls_per_method = calls_per_method;
     srv->reply_timeout_ns = (uint64_t)o.reply_timeout_ms * 1000000u;
+    if (opts->auth) srv->auth = *opts->auth;
     rs_eventual_init(&srv->shutdown_done);
     srv->workers = aligned_alloc(64, sizeof(rs_grpc_worker) * nthreads);
     if (!srv->workers) {
@@ -368,6 +465,7 @@ static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, 
         goto fail_srv;
     }
     memset(srv->workers, 0, sizeof(rs_grpc_worker) * nthreads);
+    if ((rc = rs_grpc_services_create(shard, &o, &srv->svc, err)) != 0) goto fail_workers;
 
     grpc_arg args[] = {
         {.type = GRPC_ARG_INTEGER,
@@ -396,16 +494,31 @@ static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, 
         }
         grpc_server_register_completion_queue(srv->server, w->cq, NULL);
     }
-    for (int m = 0; m < RS_GRPC_NUM_METHODS; m++) {
-        srv->methods[m] = grpc_server_register_method(srv->server, rs_grpc_method_paths[m], NULL,
-                                                      GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+    /* PSService's methods, then rs_grpc_extra_methods; slots: the unknown-path ones, then
+     * calls_per_method per unary method, then one per streaming method (a stream hands its call
+     * over and re-arms at once) */
+    int nmethods = RS_GRPC_NUM_METHODS + (int)rs_grpc_num_extra_methods, nunary = 0;
+    int slot_methods[RS_GRPC_NUM_METHODS + RS_GRPC_MAX_EXTRA_METHODS];
+    for (int m = 0; m < nmethods; m++) {
+        const char *path = m < RS_GRPC_NUM_METHODS
+                               ? rs_grpc_method_paths[m]
+                               : rs_grpc_extra_methods[m - RS_GRPC_NUM_METHODS].path;
+        srv->methods[m] = grpc_server_register_method(
+            srv->server, path, NULL,
+            extra_kind(m) == RS_GRPC_BIDI_STREAM ? GRPC_SRM_PAYLOAD_NONE
+                                                 : GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER,
+            0);
         if (!srv->methods[m]) {
-            rc = rs_error_set(err, RS_EINVAL, "grpc server: cannot register %s",
-                              rs_grpc_method_paths[m]);
+            rc = rs_error_set(err, RS_EINVAL, "grpc server: cannot register %s", path);
             goto fail_server;
         }
+        if (extra_kind(m) == RS_GRPC_UNARY) slot_methods[nunary++] = m;
     }
-    size_t nslots = (size_t)calls_per_method * RS_GRPC_NUM_METHODS + RS_GRPC_UNKNOWN_SLOTS;
+    int nstream = 0;
+    for (int m = 0; m < nmethods; m++)
+        if (extra_kind(m) != RS_GRPC_UNARY) slot_methods[nunary + nstream++] = m;
+    size_t nslots =
+        (size_t)calls_per_method * (size_t)nunary + (size_t)nstream + RS_GRPC_UNKNOWN_SLOTS;
     for (unsigned i = 0; i < nthreads; i++) {
         rs_grpc_worker *w = &srv->workers[i];
         w->slots = calloc(nslots, sizeof *w->slots);
@@ -421,9 +534,10 @@ static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, 
         for (size_t j = 0; j < nslots; j++) {
             rs_grpc_slot *sl = &w->slots[j];
             sl->w = w;
-            sl->method = j < RS_GRPC_UNKNOWN_SLOTS
-                             ? RS_GRPC_SLOT_UNKNOWN
-                             : (int)((j - RS_GRPC_UNKNOWN_SLOTS) % RS_GRPC_NUM_METHODS);
+            size_t k = j - RS_GRPC_UNKNOWN_SLOTS, unary_slots = (size_t)calls_per_method * nunary;
+            sl->method = j < RS_GRPC_UNKNOWN_SLOTS ? RS_GRPC_SLOT_UNKNOWN
+                         : k < unary_slots         ? slot_methods[k % (size_t)nunary]
+                                                   : slot_methods[nunary + (k - unary_slots)];
             grpc_metadata_array_init(&sl->md);
             grpc_call_details_init(&sl->details);
             sl->status_text = grpc_empty_slice();
@@ -432,7 +546,8 @@ static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, 
 
     /* Everything that can fail before a listener exists is done: from here on, cleaning up
      * needs the server's shutdown (rs_grpc_srv_stop). */
-    grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+    grpc_server_credentials *creds = NULL;
+    if ((rc = rs_grpc_server_creds(&o, &creds, err))) goto fail_server;
     int port = grpc_server_add_http2_port(srv->server, addr, creds);
     grpc_server_credentials_release(creds);
     if (port <= 0) {
@@ -477,6 +592,7 @@ fail_server:
         }
     }
 fail_workers:
+    rs_grpc_services_destroy(srv->svc);
     free(srv->workers);
 fail_srv:
     free(srv);
@@ -493,6 +609,7 @@ static void rs_grpc_srv_stop(void *state) {
     rs_grpc_server *srv = state;
     if (!srv) return;
     __atomic_store_n(&srv->shutting, 1, __ATOMIC_RELEASE);
+    rs_grpc_services_stopping(srv->svc); /* health: NOT_SERVING, told to Watch streams */
     grpc_server_shutdown_and_notify(srv->server, srv->workers[0].cq, &srv->shutdown_tag);
     grpc_server_cancel_all_calls(srv->server);
     if (srv->workers[0].thread_started) {
@@ -536,6 +653,7 @@ static void rs_grpc_srv_stop(void *state) {
         rs_grpc_slice_pool_release(w->rows);
         grpc_completion_queue_destroy(w->cq);
     }
+    rs_grpc_services_destroy(srv->svc);
     free(srv->workers);
     free(srv);
     grpc_shutdown();
@@ -551,6 +669,7 @@ static void rs_grpc_srv_stats(void *state, rs_ps_transport_stats *out) {
         out->bad_frames += __atomic_load_n(&c->bad_frames, __ATOMIC_RELAXED);
         out->bytes_in += __atomic_load_n(&c->bytes_in, __ATOMIC_RELAXED);
         out->bytes_out += __atomic_load_n(&c->bytes_out, __ATOMIC_RELAXED);
+        out->auth_failures += __atomic_load_n(&c->auth_failures, __ATOMIC_RELAXED);
     }
 }
 

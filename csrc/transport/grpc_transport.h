@@ -17,11 +17,13 @@
 
 #include <grpc/byte_buffer.h>
 #include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
 #include <grpc/slice.h>
 #include <grpc/status.h>
 
 #include "recstore/error.h"
 #include "recstore/ps.h"
+#include "recstore/recstore_wire.h"
 #include "recstore/transport.h"
 
 extern const rs_ps_server_ops rs_grpc_server_ops;
@@ -34,18 +36,27 @@ extern const char *const rs_grpc_method_paths[RS_GRPC_NUM_METHODS];
 /* Transport options ("k=v;k=v", see grpc_options.c for the keys). server != 0 also accepts the
  * server-only keys. RS_EINVAL naming the option for unknown keys or bad values. */
 typedef struct rs_grpc_options {
-    unsigned calls_per_method; /* server */
-    unsigned reply_timeout_ms; /* server */
-    unsigned max_frame_size;   /* GRPC_ARG_HTTP2_MAX_FRAME_SIZE of this end */
-    unsigned max_reply_bytes;  /* client: largest reply message accepted (receive limit) */
-    unsigned malloc_tuning;    /* 1: raise glibc's mmap/trim thresholds once per process */
-    char poll_strategy[8];     /* "", "epoll1" or "poll": gRPC core's poller for the process */
+    unsigned calls_per_method;   /* server */
+    unsigned reply_timeout_ms;   /* server */
+    unsigned max_frame_size;     /* GRPC_ARG_HTTP2_MAX_FRAME_SIZE of this end */
+    unsigned max_reply_bytes;    /* client: largest reply message accepted (receive limit) */
+    unsigned malloc_tuning;      /* 1: raise glibc's mmap/trim thresholds once per process */
+    char poll_strategy[8];       /* "", "epoll1" or "poll": gRPC core's poller for the process */
+    rs_rsps_optimizer optimizer; /* server: RecStore UpdateParameter's optimizer */
+    char tls_cert[512];          /* server: PEM certificate chain file; "" = no TLS */
+    char tls_key[512];           /* server: PEM private key file (with tls_cert) */
+    char tls_ca[512];            /* client: PEM root certificates to trust; "" = no TLS */
 } rs_grpc_options;
 int rs_grpc_options_parse(const char *extra, int server, rs_grpc_options *out, rs_error *err);
 /* Process-wide effects of the options, to call before grpc_init: malloc tuning (at most once)
  * and the poller (set before gRPC's first start in the process; asking for another one later is
  * RS_EINVAL naming both). */
 int rs_grpc_options_apply_process(const rs_grpc_options *o, int server, rs_error *err);
+
+/* Credentials from the options (grpc_tls.c): TLS when tls_cert+tls_key (server) / tls_ca (client)
+ * are given, else insecure. Errors name the file. Release with grpc_*_credentials_release. */
+int rs_grpc_server_creds(const rs_grpc_options *o, grpc_server_credentials **out, rs_error *err);
+int rs_grpc_channel_creds(const rs_grpc_options *o, grpc_channel_credentials **out, rs_error *err);
 
 /* "host:port", with IPv6 literals bracketed ("[::1]:15000"). RS_EINVAL when it does not fit. */
 int rs_grpc_format_addr(const char *host, uint16_t port, char *out, size_t cap, rs_error *err);

@@ -75,8 +75,11 @@ def per_repeat(df: pd.DataFrame) -> pd.DataFrame:
         r["clients"] = len(g)
         for col in ("ops_per_sec", "key_ops_per_sec", "payload_gbps", "client_cpu_s"):
             r[col] = float(g[col].sum(min_count=1))
-        r["runtime_seconds"] = float(g["runtime_seconds"].min())  # the common window
-        batches = g["ops_per_sec"] * g["runtime_seconds"]
+        # the common window: what the clients measured (older files: the configured runtime)
+        window = (g["measured_seconds"].fillna(g["runtime_seconds"])
+                  if "measured_seconds" in g.columns else g["runtime_seconds"])
+        r["runtime_seconds"] = float(window.min())
+        batches = g["ops_per_sec"] * window
         r["mean_us"] = _weighted(g["mean_us"], batches)
         for col in ("p50_us", "p95_us", "p99_us", "p999_us", "max_us"):
             r[col] = float(g[col].max())  # a bound: clients do not export their histograms

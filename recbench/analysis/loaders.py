@@ -9,22 +9,19 @@ from pathlib import Path
 
 import pandas as pd
 
-PS_RECSTORE_COLUMNS = [
-    "transport", "status", "phase", "client_index", "repeat_index", "server_shards",
-    "client_processes", "server_shard_ips", "client_ips", "record_count", "value_size", "batch_keys",
-    "client_threads_per_process", "runtime_seconds", "distribution", "mode", "ops_per_sec",
-    "key_ops_per_sec", "payload_gbps", "mean_us", "p50_us", "p95_us", "p99_us", "log_path", "message",
-]
-PS_EXTRA_COLUMNS = ["p999_us", "max_us", "client_cpu_s", "server_cpu_s", "keys_per_cpu_sec",
-                    "build_type", "index_type", "row_kind"]
+from recbench.runner import results
+
+# the producer's schema (recbench.runner.results writes these files): one list, read here
+PS_RECSTORE_COLUMNS = list(results.RECSTORE_COLUMNS)
+PS_EXTRA_COLUMNS = list(results.NEW_COLUMNS)
 PS_COLUMNS = PS_RECSTORE_COLUMNS + PS_EXTRA_COLUMNS
-PS_STATUSES = ["success", "skipped", "timeout", "startup_failure", "client_failure",
-               "preflight_failure"]
+PS_STATUSES = list(results.STATUSES)
 PS_INT_COLUMNS = ["client_index", "repeat_index", "server_shards", "client_processes", "record_count",
                   "value_size", "batch_keys", "client_threads_per_process"]
 PS_FLOAT_COLUMNS = ["runtime_seconds", "ops_per_sec", "key_ops_per_sec", "payload_gbps", "mean_us",
                     "p50_us", "p95_us", "p99_us", "p999_us", "max_us", "client_cpu_s", "server_cpu_s",
-                    "keys_per_cpu_sec"]
+                    "keys_per_cpu_sec", "measured_seconds", "target_rate", "achieved_rate",
+                    "late_sends", "service_p50_us", "service_p99_us", "service_p999_us"]
 PS_LIST_COLUMNS = ["server_shard_ips", "client_ips", "log_path"]
 PS_CATEGORY_COLUMNS = ["transport", "phase", "distribution", "mode", "build_type", "index_type",
                        "row_kind"]

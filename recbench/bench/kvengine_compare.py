@@ -18,7 +18,6 @@ exit code and the tail of its output; the other runs go on; the exit status is 1
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import logging
 import os
@@ -30,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from recbench import workloads
+from recbench import records, workloads
 from recbench.launch import SOURCE_ROOT
 from recbench.ycsb_report import parse_report
 
@@ -220,7 +219,7 @@ def parse_kv_bench(text: str) -> dict:
     for line in text.splitlines():
         for tag, phase in (("YCSB_LOAD_RESULT", "load"), ("YCSB_RESULT", "run")):
             if line.startswith(tag + " "):
-                kv = dict(p.split("=", 1) for p in line.split()[1:] if "=" in p)
+                kv = records.parse_kv(line)
                 out[phase] = kv
     res: dict = {}
     for phase, kv in out.items():
@@ -297,12 +296,7 @@ def row_for(spec: RunSpec, args, rc: int, text: str) -> dict:
 
 
 def write_summary(path: Path, rows: list[dict]) -> None:
-    tmp = path.with_suffix(".csv.tmp")
-    with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
-        w.writeheader()
-        w.writerows(rows)
-    tmp.replace(path)
+    records.write_csv(path, COLUMNS, rows)
 
 
 def execute(spec: RunSpec, keep_data: bool) -> tuple[int, str]:

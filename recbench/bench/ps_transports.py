@@ -17,86 +17,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-from recbench import _ps
-from recbench.launch import SOURCE_ROOT, python_env
+from recbench import _ps, procfs, records
+from recbench.bench.tls_pki import make_test_pki
+from recbench.launch import SOURCE_ROOT, LineProcess, free_port
 from recbench.ps_server import SKIP_EXIT_CODE
 
 ROOT = SOURCE_ROOT
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def proc_cpu_s(pid: int) -> float:
-    """utime + stime of a process (all threads), seconds."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class LineProcess:
-    """A child process whose stdout lines are collected by a thread; waits with deadlines."""
-
-    def __init__(self, args, stdin=subprocess.DEVNULL):
-        self.proc = subprocess.Popen(args, stdin=stdin, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True, env=python_env())
-        self.lines: list[str] = []
-        self.cv = threading.Condition()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            with self.cv:
-                self.lines.append(line.rstrip("\n"))
-                self.cv.notify_all()
-        with self.cv:
-            self.cv.notify_all()
-
-    def wait_line(self, needle: str, timeout: float) -> str:
-        deadline = time.monotonic() + timeout
-        with self.cv:
-            while True:
-                for line in self.lines:
-                    if needle in line:
-                        return line
-                left = deadline - time.monotonic()
-                if left <= 0 or (self.proc.poll() is not None and not self.reader.is_alive()):
-                    raise RuntimeError(f"{self.proc.args[0:4]}: no '{needle}' within {timeout}s; "
-                                       f"exit={self.proc.poll()} output: {self.lines[-5:]}")
-                self.cv.wait(min(left, 0.5))
-
-    def stop(self, timeout: float = 10.0):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.reader.join(5)
-        return self.proc.returncode
-
-
-def kv(line: str) -> dict:
-    return dict(tok.split("=", 1) for tok in line.split() if "=" in tok)
-
-
 def run_redis(args, repeat: int) -> dict:
     exe = shutil.which(args.redis_server)
     if not exe:
@@ -111,12 +46,12 @@ def run_redis(args, repeat: int) -> dict:
                             batch_keys=args.batch_keys, record_count=args.record_count,
                             value_size=args.value_size, running_seconds=0.5, load=True,
                             seed=repeat + 1)
-            c0 = proc_cpu_s(srv.proc.pid)
+            c0 = procfs.cpu_seconds(srv.proc.pid)
             r = _ps.redis_bench("127.0.0.1", port, connections=args.connections,
                                 batch_keys=args.batch_keys, record_count=args.record_count,
                                 value_size=args.value_size, running_seconds=args.running_seconds,
                                 seed=repeat + 100)
-            c1 = proc_cpu_s(srv.proc.pid)
+            c1 = procfs.cpu_seconds(srv.proc.pid)
         finally:
             srv.stop()
     kps = r["key_ops"] / r["runtime_s"]
@@ -126,53 +61,61 @@ def run_redis(args, repeat: int) -> dict:
             "p99_us": r["p99_us"], "idle_cpu_s": None}
 
 
-def run_transport(args, transport: str, repeat: int) -> dict:
+def run_transport(args, system: str, repeat: int, pki=None) -> dict:
+    # "recstore+grpc": the same grpc server, driven over RecStore's wire (ps_bench --wire recstore)
+    # "grpc+tls": grpc over TLS with the test PKI `pki`
+    tls = system == "grpc+tls"
+    wire, transport = ("recstore", system[9:]) if system.startswith("recstore+") else \
+        ("native", "grpc" if tls else system)
     reason = _ps.transports().get(transport, "unknown transport")
     if reason is not None:
-        return {"system": transport, "status": "skipped", "reason": reason}
+        return {"system": system, "status": "skipped", "reason": reason}
     py = sys.executable
+    srv_tls = ["--tls_cert", pki.cert, "--tls_key", pki.key] if tls else []
+    cli_tls = ["--tls_ca", pki.ca] if tls else []
     srv = LineProcess([py, "-m", "recbench.ps_server", "--transport", transport, "--host",
                        "127.0.0.1", "--port", "0", "--num_threads", str(args.server_threads),
                        "--value_size", str(args.value_size), "--capacity",
                        str(args.record_count), "--max_keys_per_request",
-                       str(max(args.batch_keys, 500)), "--index_type", args.index_type])
+                       str(max(args.batch_keys, 500)), "--index_type", args.index_type] + srv_tls)
     bench = None
     try:
         try:
-            ready = kv(srv.wait_line("event=ready", 30))
+            ready = records.parse_kv(srv.wait_line("event=ready", 30))
         except RuntimeError:
             if srv.proc.poll() == SKIP_EXIT_CODE:
-                return {"system": transport, "status": "skipped", "reason": " ".join(srv.lines)}
+                return {"system": system, "status": "skipped", "reason": " ".join(srv.lines)}
             raise
         # idle check: nothing connected, nothing to do
-        i0 = proc_cpu_s(srv.proc.pid)
+        i0 = procfs.cpu_seconds(srv.proc.pid)
         time.sleep(args.idle_seconds)
-        idle = proc_cpu_s(srv.proc.pid) - i0
-        bench = LineProcess([py, "-m", "recbench.ps_bench", "--transport", transport, "--host",
+        idle = procfs.cpu_seconds(srv.proc.pid) - i0
+        bench = LineProcess([py, "-m", "recbench.ps_bench", "--transport", transport, "--wire",
+                             wire, "--host",
                              "127.0.0.1", "--port", ready["port"], "--record_count",
                              str(args.record_count), "--value_size", str(args.value_size),
                              "--batch_keys", str(args.batch_keys), "--thread_num",
                              str(args.client_threads), "--prefetch_depth",
                              str(args.prefetch_depth), "--running_seconds",
-                             str(args.running_seconds), "--seed", str(repeat + 100)],
+                             str(args.running_seconds), "--seed", str(repeat + 100)] + cli_tls,
                             stdin=subprocess.PIPE)
         bench.wait_line("PS_BENCHMARK_LOADED", 300)
-        c0 = proc_cpu_s(srv.proc.pid)
+        c0 = procfs.cpu_seconds(srv.proc.pid)
         bench.proc.stdin.write("go\n")
         bench.proc.stdin.flush()
-        run = kv(bench.wait_line("PS_BENCHMARK_RESULT phase=run", args.running_seconds + 120))
-        c1 = proc_cpu_s(srv.proc.pid)
+        run = records.parse_kv(bench.wait_line("PS_BENCHMARK_RESULT phase=run", args.running_seconds + 120))
+        c1 = procfs.cpu_seconds(srv.proc.pid)
         try:
             rc = bench.proc.wait(60)
         except subprocess.TimeoutExpired:
             rc = None
         if rc != 0:
-            return {"system": transport, "status": "failed", "reason": " | ".join(bench.lines[-3:])}
+            return {"system": system, "status": "failed", "reason": " | ".join(bench.lines[-3:])}
     finally:
         if bench is not None:
             bench.stop()
         srv.stop()
-    return {"system": transport, "status": "ok", "keys_s": float(run["throughput_keys_sec"]),
+    return {"system": system, "status": "ok", "keys_s": float(run["throughput_keys_sec"]),
             "client_cpu_s": float(run["cpu_user_s"]) + float(run["cpu_sys_s"]),
             "server_cpu_s": c1 - c0, "runtime_s": float(run["runtime_s"]),
             "key_ops": int(run["key_ops"]), "p50_us": float(run["p50_us"]),
@@ -235,8 +178,14 @@ def format_table(summary: list[dict], args) -> str:
 def goal_lines(summary: list[dict], args) -> list[str]:
     by = {s["system"]: s for s in summary if s["status"] == "ok"}
     out = []
+    for system in ("brpc", "grpc"):  # RecStore's wire >= 80 % of the native wire's keys/s
+        rs = f"recstore+{system}"
+        if system in by and rs in by:
+            r = by[rs]["keys_s"] / by[system]["keys_s"]
+            out.append(f"goal {rs} >= 0.8x {system} keys/s: {r:.2f}x "
+                       f"{'met' if r >= 0.8 else 'NOT met'}")
     if "redis" not in by:
-        return ["goals: no Redis baseline"]
+        return out + ["goals: no Redis baseline"]
     base = by["redis"]["keys_s"]
     for system, factor in (("brpc", 3.0), ("grpc", 1.0), ("shm", None)):
         if system in by and factor:
@@ -254,7 +203,9 @@ def goal_lines(summary: list[dict], args) -> list[str]:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--transports", default="brpc,grpc",
-                   help="comma list of PS transports (unavailable ones are reported as skipped)")
+                   help="comma list of PS transports (unavailable ones are reported as skipped); "
+                   "recstore+brpc / recstore+grpc drive the same server over RecStore's wire; "
+                   "grpc+tls runs grpc over TLS with a test PKI made by openssl")
     p.add_argument("--no_redis", action="store_true", help="skip the Redis baseline")
     p.add_argument("--redis_server", default="redis-server")
     p.add_argument("--record_count", type=int, default=100000)
@@ -276,13 +227,16 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     transports = [t.strip().lower() for t in args.transports.split(",") if t.strip()]
+    pki_dir = tempfile.mkdtemp(prefix="rs_tls_pki_") if "grpc+tls" in transports else None
+    pki = make_test_pki(pki_dir) if pki_dir else None
     rows = []
     for rep in range(args.repeat):
         systems = ([] if args.no_redis else ["redis"]) + transports
         # rotate the order so no system always runs first
         systems = systems[rep % len(systems):] + systems[:rep % len(systems)]
         for system in systems:
-            row = run_redis(args, rep) if system == "redis" else run_transport(args, system, rep)
+            row = (run_redis(args, rep) if system == "redis"
+                   else run_transport(args, system, rep, pki))
             row["repeat"] = rep
             rows.append(row)
             if row["status"] == "ok":
@@ -292,6 +246,8 @@ def main(argv=None) -> int:
                       flush=True)
             else:
                 print(f"[repeat {rep}] {system}: {row['status']}: {row.get('reason')}", flush=True)
+    if pki_dir:
+        shutil.rmtree(pki_dir, ignore_errors=True)
     summary = summarize(rows)
     print()
     print(format_table(summary, args))

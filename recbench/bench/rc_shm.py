@@ -22,26 +22,17 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import os
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from recbench import procfs, records
 from recbench.launch import SOURCE_ROOT, python_env
 
 ROOT = SOURCE_ROOT
 
-
-def _proc_cpu(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _kv(line: str) -> dict:
-    return dict(t.split("=", 1) for t in line.split() if "=" in t)
 
 
 def storage_case(a) -> dict:
@@ -54,7 +45,7 @@ def storage_case(a) -> dict:
         r = subprocess.run(cmd, capture_output=True, text=True, env=python_env(), cwd=str(ROOT), check=False)
         for line in r.stdout.splitlines():
             if line.startswith("YCSB_RESULT"):
-                kv = _kv(line)
+                kv = records.parse_kv(line)
                 ops = float(kv["throughput_ops_sec"])
                 return {"case": "storage", "keys_per_sec": ops, "client_cpu_s": float(kv.get("cpu_user_s", 0))
                         + float(kv.get("cpu_sys_s", 0)), "server_cpu_s": 0.0, "source": "kv_bench"}
@@ -97,7 +88,7 @@ def ps_case(a, name: str, transport: str, server_flags: list[str], client_flags:
         port = None
         for line in srv.stdout:
             if "component=ps_server event=ready" in line:
-                port = int(_kv(line)["port"])
+                port = int(records.parse_kv(line)["port"])
                 break
         if port is None:
             raise RuntimeError(f"{name}: server did not start: {srv.stderr.read()}")
@@ -112,14 +103,14 @@ def ps_case(a, name: str, transport: str, server_flags: list[str], client_flags:
         for line in cli.stdout:
             if line.startswith("PS_BENCHMARK_LOADED"):
                 break
-        cpu0 = _proc_cpu(srv.pid)
+        cpu0 = procfs.cpu_seconds(srv.pid)
         cli.stdin.write("go\n")
         cli.stdin.flush()
         run = None
         for line in cli.stdout:
             if line.startswith("PS_BENCHMARK_RESULT") and "phase=run" in line:
-                run = _kv(line)
-        cpu1 = _proc_cpu(srv.pid)
+                run = records.parse_kv(line)
+        cpu1 = procfs.cpu_seconds(srv.pid)
         cli.wait(timeout=60)
         if run is None:
             raise RuntimeError(f"{name}: no run result (exit {cli.returncode}): {cli.stderr.read()}")

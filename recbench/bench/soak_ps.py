@@ -39,7 +39,7 @@ import time
 
 import numpy as np
 
-from recbench import _ps, procfs
+from recbench import _ps, procfs, records
 from recbench.launch import python_env
 from recbench.ps_client import PSClient
 
@@ -100,7 +100,7 @@ class ShardServer:
                 raise RuntimeError(f"{self.transport} shard {self.shard} server did not start "
                                    f"(exit {self.proc.returncode}): {' | '.join(self.stderr[-3:])}")
             if "event=ready" in line:
-                self.port = int(_kv(line)["port"])
+                self.port = int(records.parse_kv(line)["port"])
                 return self
 
     @property
@@ -121,12 +121,9 @@ class ShardServer:
             t.join(5)
         for line in self.stdout:
             if "event=stopped" in line:
-                self.final = _kv(line)
+                self.final = records.parse_kv(line)
         return self.proc.returncode
 
-
-def _kv(line: str) -> dict:
-    return dict(tok.split("=", 1) for tok in line.split() if "=" in tok)
 
 
 # ---- client workers ---------------------------------------------------------------------------

@@ -15,14 +15,13 @@ do not fail the sweep).
 from __future__ import annotations
 
 import argparse
-import csv
 import logging
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from recbench import analysis
+from recbench import analysis, records
 from recbench.launch import SOURCE_ROOT
 
 log = logging.getLogger("recbench.bench.sweep_ps")
@@ -62,13 +61,8 @@ def check_passthrough(flag: str, runner_args: list[str]) -> None:
 
 
 def write_sweep_csv(rows: list[dict], path: Path) -> None:
-    tmp = path.with_suffix(".csv.tmp")
-    with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, analysis.SWEEP_COLUMNS, extrasaction="ignore")
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
-    tmp.replace(path)
+    records.write_csv(path, analysis.SWEEP_COLUMNS, rows,
+                      lambda _c, v: f"{v:.6g}" if isinstance(v, float) else ("" if v is None else str(v)))
 
 
 def run_sweep(param: str, values: list[str], out_dir: Path, runner_args: list[str],

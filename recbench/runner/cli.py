@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from recbench import transports
+from recbench.runner import session
 from recbench.runner.plan import Plan, build_plan
 from recbench.runner.topology import TopologyError
 
@@ -121,6 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--prefetch-depth", type=int, default=0,
       help="requests in flight per client thread (0 = driver default; RDMA fetch: 16)")
     a("--repeat", type=int, default=1, help="repeats per transport")
+    a("--wire", choices=("native", "recstore"), default="native",
+      help="clients speak recbench's native service (default) or RecStore's own ParameterService "
+      "(brpc, grpc; ps_bench --wire recstore, docs/recstore-wire.md)")
     a("--skip-load", action="store_true", help="skip the load phase")
     a("--verify-deterministic-values", action="store_true",
       help="load key-derived rows and verify every fetched row")
@@ -131,6 +135,18 @@ def build_parser() -> argparse.ArgumentParser:
     a("--warmup-seconds", type=float, default=0.0,
       help="unmeasured run time before the measured window")
     a("--seed", type=int, default=1, help="client k uses seed+k")
+    a("--target-rate", type=float, default=0.0,
+      help="open loop: batches/s offered by each client process (ps_bench --target_rate; "
+           "0 = closed loop, the default; docs/open-loop.md)")
+    a("--arrival", choices=("poisson", "uniform"), default="poisson",
+      help="open loop: inter-arrival times (client k's generators use seed+k)")
+    a("--target-rates", default="",
+      help="open loop: comma list of per-process rates; one runner pass per rate under "
+           "<output-dir>/rate_<r>/, then the latency-throughput curve per transport in "
+           "<output-dir>/summary.md, curve.csv and plots/latency_vs_rate.png")
+    a("--slo-p99-us", type=float, default=0.0,
+      help="with --target-rates: each transport's knee, the highest achieved rate whose "
+           "corrected p99 is <= this")
     a("--transport-options", default="",
       help="'k=v;k=v' passed to servers and clients (--transport_options); 'grpc:k=v' items "
            "reach only that transport (brpc, grpc, rdma, shm)")
@@ -174,6 +190,14 @@ def build_parser() -> argparse.ArgumentParser:
     a("--local-data-root", default="",
       help="data dirs <root>/<transport>_repeat_<i>/{value,ssd} (default: <output-dir>/data)")
     a("--ssh-config", default="", help="ssh -F FILE")
+    a("--auth-token-file", default="",
+      help="the deployment token's file: servers require it, clients send it "
+           "(--auth_token_file); copied to remote hosts (mode 600) like the configs, never "
+           "put on a command line")
+    a("--grpc-tls-cert", default="", help="gRPC over TLS: the servers' PEM certificate chain "
+      "(with --grpc-tls-key and --grpc-tls-ca); copied to remote hosts like the token")
+    a("--grpc-tls-key", default="", help="gRPC over TLS: the servers' PEM private key")
+    a("--grpc-tls-ca", default="", help="gRPC over TLS: the PEM roots the clients trust")
     a("--ssh-option", action="append", default=[], metavar="K=V", help="ssh -o K=V (repeatable)")
     a("--startup-delay", type=float, default=2.0,
       help="after this many seconds without a ready line, a server is also ready once its port "
@@ -301,10 +325,12 @@ def apply_interactive_prompts(args: argparse.Namespace, input_fn: Callable[[], s
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from recbench.runner import session
-
     argv = list(sys.argv[1:] if argv is None else argv)
     plan = parse_args(argv, input_fn=input)
+    if plan.workload.target_rates:
+        from recbench.runner import rate_sweep
+
+        return rate_sweep.run(plan, argv)
     return session.run(plan, argv)
 
 

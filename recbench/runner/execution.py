@@ -29,6 +29,8 @@ import tempfile
 import threading
 import time
 
+from recbench import procfs
+
 log = logging.getLogger(__name__)
 
 REMOTE_PID_MARKER = "RECBENCH_REMOTE_PID="
@@ -102,26 +104,6 @@ def build_remote_exec_cmd(ssh_host, repo, command, container=None, ssh=None, int
     base = ssh.base_args(ssh_host) if ssh is not None else ["ssh", ssh_host]
     remote = remote_shell_command(repo, command, container, interactive)
     return base + ["bash", "-lc", shlex.quote(remote)]
-
-
-def replace_config_path_arg(argv, new_path):
-    """Rewrite `--config_path=X` (or `--config_path X`) to the given path; append it if absent."""
-    out, i, done = [], 0, False
-    while i < len(argv):
-        a = argv[i]
-        if a.startswith("--config_path="):
-            out.append(f"--config_path={new_path}")
-            done = True
-        elif a == "--config_path" and i + 1 < len(argv):
-            out += ["--config_path", new_path]
-            done = True
-            i += 1
-        else:
-            out.append(a)
-        i += 1
-    if not done:
-        out.append(f"--config_path={new_path}")
-    return out
 
 
 class Host:
@@ -239,7 +221,7 @@ class Proc:
                     text = f.read()
             except OSError:
                 return None
-        return parse_proc_stat_cpu(text)
+        return procfs.stat_cpu_seconds(text)
 
     def signal(self, sig):
         if self.host.remote:
@@ -282,15 +264,6 @@ class Proc:
                     return False
                 self.cond.wait(left)
         return True
-
-
-def parse_proc_stat_cpu(text):
-    try:
-        fields = text[text.rindex(")") + 2:].split()
-        ticks = int(fields[11]) + int(fields[12])
-    except (ValueError, IndexError):
-        return None
-    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _killpg(pid, sig):

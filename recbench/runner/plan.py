@@ -24,8 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from recbench import transports
-from recbench.launch import SOURCE_ROOT
-from recbench.runner import preflight
+from recbench.launch import SOURCE_ROOT, free_port
 from recbench.runner.config import scoped_transport_options
 from recbench.runner.topology import (
     FabricEntry,
@@ -38,10 +37,10 @@ from recbench.runner.topology import (
 )
 from recbench.transports import RC_SSH_CONTROL_PLANE_PORT, Transport
 
-try:  # the C bench loops' row limit; without the extension the runner cannot run anyway
+try:  # the C bench loops' row limit (RS_PS_BENCH_MAX_VALUE_SIZE)
     from recbench._ps import BENCH_MAX_VALUE_SIZE
-except ImportError:  # pragma: no cover - exercised only on a host without a build
-    BENCH_MAX_VALUE_SIZE = 16384
+except ImportError:  # no build here: preflight reports that; only the C side can check the limit
+    BENCH_MAX_VALUE_SIZE = None
 
 DEFAULT_RDMA_FETCH_QPS = 16
 DEFAULT_RDMA_FETCH_SLOTS = 1
@@ -54,6 +53,7 @@ RESPONSE_MODES = ("auto", "direct_sg", "staging_copy")
 # --report-mode values recbench's ps_bench implements (it prints one summary per phase); the
 # others are forwarded only to a --benchmark-binary, whose --help must list the flag.
 PS_BENCH_REPORT_MODES = ("summary",)
+MAX_TARGET_RATE = 1e7  # RS_PACING_MAX_RATE (csrc/include/recstore/pacing.h): batches/s per process
 
 
 class PlanError(ValueError):
@@ -81,6 +81,11 @@ class Workload:
     report_mode: str
     fetch_key_space: int
     seed: int
+    wire: str = "native"  # "recstore": clients speak RecStore's ParameterService (brpc, grpc)
+    target_rate: float = 0.0        # open loop: batches/s per client process (0 = closed loop)
+    arrival: str = "poisson"        # open loop: poisson | uniform
+    target_rates: tuple[float, ...] = ()  # --target-rates: one pass per rate (rate_sweep)
+    slo_p99_us: float = 0.0         # --target-rates: the knee's corrected-p99 bound
 
     @property
     def load_threads(self) -> int:
@@ -150,6 +155,10 @@ class Execution:
     build_dir: str
     output_dir: str
     show_runner_logs: bool
+    auth_token_file: str = ""  # the deployment token's file; delivered to remote hosts
+    grpc_tls_cert: str = ""    # gRPC over TLS: server certificate chain, key, clients' roots
+    grpc_tls_key: str = ""
+    grpc_tls_ca: str = ""
 
     @property
     def remote(self) -> bool:
@@ -249,7 +258,7 @@ def _check_workload(a: argparse.Namespace) -> None:
             raise PlanError(f"{_flag(dest)} must be >= 1, got {getattr(a, dest)}")
     if a.value_size % 4:
         raise PlanError(f"--value-size {a.value_size} is not a multiple of 4 (rows are float32)")
-    if a.value_size > BENCH_MAX_VALUE_SIZE:
+    if BENCH_MAX_VALUE_SIZE is not None and a.value_size > BENCH_MAX_VALUE_SIZE:
         raise PlanError(f"--value-size {a.value_size} exceeds ps_bench's row limit of "
                         f"{BENCH_MAX_VALUE_SIZE} bytes (recbench._ps.BENCH_MAX_VALUE_SIZE)")
     if a.runtime_seconds <= 0:
@@ -262,12 +271,51 @@ def _check_workload(a: argparse.Namespace) -> None:
         raise PlanError("--prefetch-depth and --client-load-threads-per-process must be >= 0")
     if a.fetch_key_space < 0:
         raise PlanError(f"--fetch-key-space must be >= 0, got {a.fetch_key_space}")
+
     if a.distribution == "zipfian" and not 0 < a.zipfian_alpha < 10:
         raise PlanError(f"--zipfian-alpha {a.zipfian_alpha} must be in (0, 10)")
+    _check_open_loop(a)
     if a.report_mode not in PS_BENCH_REPORT_MODES and not a.benchmark_binary:
         raise PlanError(f"--report-mode {a.report_mode}: recbench's ps_bench prints one summary "
                         "line per phase and has no per-round report; use --report-mode summary "
                         "(or a --benchmark-binary that implements --report_mode)")
+
+
+def parse_target_rates(text: str) -> tuple[float, ...]:
+    """--target-rates 'r1,r2,...' -> rates (batches/s per client process), each in
+    (0, MAX_TARGET_RATE], no repeats."""
+    rates = []
+    for item in (x.strip() for x in text.split(",")):
+        if not item:
+            continue
+        try:
+            r = float(item)
+        except ValueError:
+            raise PlanError(f"--target-rates '{text}': '{item}' is not a number") from None
+        if not 0 < r <= MAX_TARGET_RATE:
+            raise PlanError(f"--target-rates: {item} is not in (0, {MAX_TARGET_RATE:g}] batches/s")
+        rates.append(r)
+    if not rates:
+        raise PlanError(f"--target-rates '{text}' holds no rate (e.g. 1000,5000,10000)")
+    if len(set(rates)) != len(rates):
+        raise PlanError(f"--target-rates '{text}' repeats a rate")
+    return tuple(rates)
+
+
+def _check_open_loop(a: argparse.Namespace) -> None:
+    """--target-rate, --target-rates, --slo-p99-us (docs/open-loop.md); a.target_rates becomes the
+    parsed tuple."""
+    if not 0 <= a.target_rate <= MAX_TARGET_RATE:
+        raise PlanError(f"--target-rate {a.target_rate:g} is not in [0, {MAX_TARGET_RATE:g}] "
+                        "batches/s (0 = closed loop)")
+    if isinstance(a.target_rates, str):
+        a.target_rates = parse_target_rates(a.target_rates) if a.target_rates.strip() else ()
+    if a.target_rates and a.target_rate:
+        raise PlanError("give --target-rate (one rate) or --target-rates (a curve), not both")
+    if a.slo_p99_us < 0:
+        raise PlanError(f"--slo-p99-us {a.slo_p99_us:g} must be > 0")
+    if a.slo_p99_us and not a.target_rates:
+        raise PlanError("--slo-p99-us needs --target-rates (the knee is read off a curve)")
 
 
 def _check_execution(a: argparse.Namespace) -> None:
@@ -278,6 +326,20 @@ def _check_execution(a: argparse.Namespace) -> None:
     if a.remote_container and a.execution_backend != "ssh":
         raise PlanError("--remote-container needs --execution-backend ssh (docker is reached "
                         "through ssh)")
+    for dest in ("auth_token_file", "grpc_tls_cert", "grpc_tls_key", "grpc_tls_ca"):
+        path = getattr(a, dest, "")
+        if not path:
+            continue
+        try:
+            with open(path, "rb") as f:
+                ok = bool(f.read(4096).strip())
+        except OSError as e:
+            raise PlanError(f"{_flag(dest)} {path}: {e.strerror}") from None
+        if not ok:
+            raise PlanError(f"{_flag(dest)} {path} is empty")
+    tls = [getattr(a, d, "") for d in ("grpc_tls_cert", "grpc_tls_key", "grpc_tls_ca")]
+    if any(tls) and not all(tls):
+        raise PlanError("--grpc-tls-cert, --grpc-tls-key and --grpc-tls-ca go together")
     for opt in a.ssh_option:
         if "=" not in opt:
             raise PlanError(f"--ssh-option {opt!r} must be K=V")
@@ -320,13 +382,9 @@ def _topology(a: argparse.Namespace, t: Transport) -> Topology:
         raise TopologyError(f"--rdma-control-plane-host {a.rdma_control_plane_host}: in "
                             "recbench each shard's control plane is that shard's own endpoint, "
                             f"so it must be shard 0's host {topo.servers[0].host} (or empty)")
-    shards = sorted(s.shard for s in topo.servers)
-    if shards != list(range(len(shards))):
-        raise TopologyError(f"shard ids {shards} must be dense, 0..{len(shards) - 1}: recbench "
-                            "routes a key to shard hash(key) % num_shards (fix --server-plan)")
     if t.rc and rc_port is None and not a.server_plan.strip():
         # local control planes: ports the OS says are free now
-        topo = Topology(tuple(dataclasses.replace(s, port=preflight.free_port(s.host))
+        topo = Topology(tuple(dataclasses.replace(s, port=free_port(s.host))
                               for s in topo.servers), topo.clients)
     return topo
 
@@ -409,6 +467,10 @@ def build_plan(a: argparse.Namespace, explicit: frozenset[str] = frozenset()) ->
         raise PlanError(f"client_processes_per_ip must be >= 1, got {a.client_processes_per_ip}")
     names = normalize_transport_list(a.transports)
     ts = tuple(transports.get(n) for n in names)
+    other = [n for n in names if n not in ("BRPC", "GRPC")]
+    if getattr(a, "wire", "native") == "recstore" and other:
+        raise PlanError(f"--wire recstore: RecStore's wire exists on brpc and grpc only, not "
+                        f"{', '.join(other)}")
     if a.transport_options:
         scoped_transport_options(a.transport_options, "")  # refuses unknown prefixes
     _check_workload(a)

@@ -52,14 +52,6 @@ def port_free(host, port):
     return port_state(host, port) == "free"
 
 
-def free_port(host="127.0.0.1"):
-    """A port the OS considers free right now on `host`."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
 def recbench_build():
     """build_info() of the recbench importable here, or {'error': ...}."""
     try:

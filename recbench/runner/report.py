@@ -18,7 +18,6 @@ UNSTABLE_SPREAD_PCT, a warning says so and what to do (as pyperf does).
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import logging
 import statistics
@@ -27,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from recbench import records
 from recbench.runner.results import FAILURE_STATUSES
 
 log = logging.getLogger("recbench.runner.report")
@@ -57,11 +57,6 @@ def _f(v: Any, digits: int = 1) -> str:
 
 def _opt(v: Any) -> str:
     return "未设置" if v in (None, "") else str(v)
-
-
-def _read_csv(path: Path) -> list[dict[str, str]]:
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
 
 
 def _latency_sentence(totals: Sequence[Row]) -> str:
@@ -128,8 +123,8 @@ def write_report(run_dir: str | Path) -> Path:
     """Write RUN_DIR/summary.md (and its plots) from the files of the run directory."""
     run_dir = Path(run_dir)
     run_config = json.loads((run_dir / "run_config.json").read_text())
-    rows = _read_csv(run_dir / "summary.csv")
-    totals = _read_csv(run_dir / "summary_totals.csv")
+    rows = records.read_csv(run_dir / "summary.csv")
+    totals = records.read_csv(run_dir / "summary_totals.csv")
     plots = write_plots(run_dir)
     path = run_dir / "summary.md"
     path.write_text(render(run_config, rows, totals, plots))
@@ -207,6 +202,10 @@ def render(run_config: Mapping[str, Any], rows: Sequence[Row], totals: Sequence[
          "是同一时间窗口内的总吞吐量。"),
         "- payload GB/s 只统计 value 字节（不含 key 与报文头）。",
     ]
+    if w.get("target_rate"):
+        out.append(f"- 负载模型: 开环，每个客户端进程 {w['target_rate']:g} 批次/秒（{w['arrival']} 到达）；"
+                   "p50..max 从计划发送时刻算起（校正协调遗漏），service_* 列从实际发送时刻算起，"
+                   "late_sends 为迟发批次数（见 docs/open-loop.md）。")
     out.append("")
     # 3. 并发与 RDMA 参数
     out.append("## 并发与 RDMA 参数")

@@ -11,11 +11,11 @@ run phases share one window because the runner releases them together through th
 and one `mean` row per transport x phase over the repeats with the spread.
 """
 
-import csv
 import math
 import statistics
+from typing import Any
 
-from recbench import latency_hist
+from recbench import latency_hist, records
 
 RECSTORE_COLUMNS = [
     "transport", "status", "phase", "client_index", "repeat_index", "server_shards",
@@ -25,7 +25,19 @@ RECSTORE_COLUMNS = [
     "log_path", "message",
 ]
 NEW_COLUMNS = ["p999_us", "max_us", "client_cpu_s", "server_cpu_s", "keys_per_cpu_sec",
-               "build_type", "index_type", "row_kind", "fabric", "accelerator", "get_path"]
+               "build_type", "index_type", "row_kind", "measured_seconds", "wire"]
+# open loop (--target-rate; empty in closed-loop rows): p50_us..max_us are then measured from the
+# scheduled send time, these service_* from the actual send (docs/open-loop.md)
+OPEN_LOOP_COLUMNS = ["target_rate", "achieved_rate", "late_sends", "service_p50_us",
+                     "service_p99_us", "service_p999_us"]
+NEW_COLUMNS += OPEN_LOOP_COLUMNS
+# runtime_seconds is the configured --runtime-seconds (RecStore's meaning); measured_seconds is
+# the window the client measured (its runtime_s), which rates are computed over. wire: native or
+# recstore (--wire, the protocol the clients spoke).
+# where a row ran and how its GETs were served (docs/lab.md, docs/rdma-shm.md): the verbs device
+# kind or shm/tcp, tcg/kvm on lab guests (else native), ps_bench's get_path
+LAB_COLUMNS = ["fabric", "accelerator", "get_path"]
+NEW_COLUMNS += LAB_COLUMNS
 SUMMARY_COLUMNS = RECSTORE_COLUMNS + NEW_COLUMNS
 
 TOTALS_COLUMNS = [
@@ -40,19 +52,12 @@ STATUSES = ("success", "skipped", "timeout", "startup_failure", "client_failure"
             "preflight_failure")
 FAILURE_STATUSES = ("timeout", "startup_failure", "client_failure", "preflight_failure")
 RESULT_PREFIX = "PS_BENCHMARK_RESULT"
-INT_FIELDS = ("threads", "batch_size", "records", "batches", "key_ops", "value_size")
+INT_FIELDS = ("threads", "batch_size", "records", "batches", "key_ops", "value_size",
+              "late_sends")
 FLOAT_FIELDS = ("zipfian_alpha", "runtime_s", "throughput_batches_sec", "throughput_keys_sec",
                 "mean_us", "p50_us", "p95_us", "p99_us", "p999_us", "max_us", "cpu_user_s",
-                "cpu_sys_s", "payload_gbps")
-
-
-def parse_kv_tokens(line):
-    out = {}
-    for token in line.split():
-        if "=" in token:
-            k, v = token.split("=", 1)
-            out[k] = v
-    return out
+                "cpu_sys_s", "payload_gbps", "target_rate", "achieved_rate", "service_p50_us",
+                "service_p95_us", "service_p99_us", "service_p999_us", "service_max_us")
 
 
 def parse_result_line(line):
@@ -60,7 +65,7 @@ def parse_result_line(line):
     line = line.strip()
     if not line.startswith(RESULT_PREFIX):
         return None
-    fields = parse_kv_tokens(line[len(RESULT_PREFIX):])
+    fields: dict[str, Any] = dict(records.parse_kv(line[len(RESULT_PREFIX):]))
     for k in INT_FIELDS:
         if k in fields:
             try:
@@ -85,12 +90,13 @@ def collect_ps_result_rows(text):
 
 def collect_summary_rows(text):
     """RecStore's `micro` summary lines (`transport=X op=Y phase=Z summary ...`): keep
-    phase=measure (warmup is dropped), typed."""
+    phase=measure (warmup is dropped), typed. A --benchmark-binary that prints them gets the run
+    row's mean/p50/p95/p99 from its `op=get` line (apply_get_summary)."""
     rows = []
     for line in text.splitlines():
         if " summary " not in f" {line} " or "phase=" not in line:
             continue
-        fields = parse_kv_tokens(line)
+        fields: dict[str, Any] = dict(records.parse_kv(line))
         if fields.get("phase") != "measure":
             continue
         for k, v in list(fields.items()):
@@ -102,6 +108,28 @@ def collect_summary_rows(text):
                 pass
         rows.append(fields)
     return rows
+
+
+# RecStore's op=get summary fields -> summary.csv latency columns
+GET_SUMMARY_LATENCY = {"mean_us": "elapsed_us_mean", "p50_us": "elapsed_us_p50",
+                       "p95_us": "elapsed_us_p95", "p99_us": "elapsed_us_p99"}
+
+
+def apply_get_summary(rows, text):
+    """RecStore's `op=get phase=measure summary` line of a client's output, if it printed one,
+    gives the run rows' mean/p50/p95/p99 (the last such line wins; p999/max are left as the
+    result line had them). Returns True when a line was applied: the client's latency histogram,
+    if any, no longer describes those columns."""
+    gets = [r for r in collect_summary_rows(text) if r.get("op") == "get"]
+    if not gets:
+        return False
+    get = gets[-1]
+    for row in rows:
+        if row.get("phase") == "run" and row.get("status") == "success":
+            for col, key in GET_SUMMARY_LATENCY.items():
+                if key in get:
+                    row[col] = float(get[key])
+    return True
 
 
 def payload_gbps(key_ops_per_sec, value_size):
@@ -155,10 +183,11 @@ def result_row(base, parsed, server_cpu_s=None):
         "p999_us": parsed.get("p999_us"), "max_us": parsed.get("max_us"),
         "client_cpu_s": cpu,
         "server_cpu_s": server_cpu_s if parsed.get("phase") == "run" else None,
-        "runtime_seconds": parsed.get("runtime_s", base.get("runtime_seconds")),
+        "measured_seconds": parsed.get("runtime_s"),
         "get_path": parsed.get("get_path", ""),
         "_batches": parsed.get("batches"), "_key_ops": parsed.get("key_ops"),
     })
+    row.update({col: parsed[col] for col in OPEN_LOOP_COLUMNS if col in parsed})
     if cpu and cpu > 0 and parsed.get("key_ops"):
         row["keys_per_cpu_sec"] = round(parsed["key_ops"] / cpu, 3)
     return row
@@ -172,8 +201,7 @@ def failure_row(base, status, message, phase="", client_index=-1, log_paths=()):
     return row
 
 
-def _cell(row, col):
-    value = row.get(col)
+def _cell(col, value):
     if col in ("server_shard_ips", "client_ips", "log_path"):
         return join_cell(value) if value not in (None, "") else ""
     if col in ("ops_per_sec", "key_ops_per_sec", "keys_per_cpu_sec"):
@@ -186,22 +214,23 @@ def _cell(row, col):
 
 
 def write_summary_csv(path, rows):
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(SUMMARY_COLUMNS)
-        for row in rows:
-            w.writerow([_cell(row, c) for c in SUMMARY_COLUMNS])
+    records.write_csv(path, SUMMARY_COLUMNS, rows, _cell)
 
 
 def read_summary_csv(path):
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
+    return records.read_csv(path)
 
 
 def _num(value):
     if value in (None, ""):
         return None
     return float(value)
+
+
+def _window(row):
+    """The seconds a row's rates were measured over (the configured runtime when the line did
+    not say)."""
+    return _num(row.get("measured_seconds")) or _num(row.get("runtime_seconds")) or 0.0
 
 
 def case_totals(rows, transport, repeat_index, phase, server_cpu_s=None, case_status=""):
@@ -228,8 +257,9 @@ def case_totals(rows, transport, repeat_index, phase, server_cpu_s=None, case_st
     out["key_ops_per_sec"] = key_ops
     out["ops_per_sec"] = sum(_num(r["ops_per_sec"]) for r in ok)
     out["payload_gbps"] = sum(_num(r["payload_gbps"]) for r in ok)
-    out["window_seconds"] = min(_num(r["runtime_seconds"]) or 0.0 for r in ok)
-    weights = [(_num(r["ops_per_sec"]) or 0.0) * (_num(r["runtime_seconds"]) or 0.0) for r in ok]
+    windows = [_window(r) for r in ok]
+    out["window_seconds"] = min(windows)
+    weights = [(_num(r["ops_per_sec"]) or 0.0) * w for r, w in zip(ok, windows)]
     means = [_num(r["mean_us"]) for r in ok]
     if all(m is not None for m in means) and sum(weights) > 0:
         out["mean_us"] = sum(m * w for m, w in zip(means, weights)) / sum(weights)
@@ -303,12 +333,5 @@ def build_totals(rows, cases):
 
 
 def write_totals_csv(path, totals):
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(TOTALS_COLUMNS)
-        for row in totals:
-            cells = []
-            for col in TOTALS_COLUMNS:
-                v = row.get(col)
-                cells.append(fmt(v, 6 if col == "payload_gbps" else 3))
-            w.writerow(cells)
+    records.write_csv(path, TOTALS_COLUMNS, totals,
+                      lambda col, v: fmt(v, 6 if col == "payload_gbps" else 3))

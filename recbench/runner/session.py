@@ -53,6 +53,12 @@ RUNNER_VERSION = 1
 # the flags a program's --help lists, {"__error__": why} when --help failed, None when unknown
 ProgramFlags = Union[set[str], dict[str, str], None]
 RESULT_DIR_PREFIX = "benchmark_ps_"
+# program flag -> (Execution field, file name of a remote host's copy beside its config.json)
+SECURITY_FILES = {"auth_token_file": ("auth_token_file", "auth_token"),
+                  "tls_cert": ("grpc_tls_cert", "tls_cert.pem"),
+                  "tls_key": ("grpc_tls_key", "tls_key.pem"),
+                  "tls_ca": ("grpc_tls_ca", "tls_ca.pem")}
+SECURITY_ROLE_FLAGS = {"server": ("tls_cert", "tls_key"), "client": ("tls_ca",)}
 
 
 def git_state(root=REPO_ROOT):
@@ -96,6 +102,9 @@ class Session:
         self.remote_python = plan.execution.remote_python or f"{self.remote_repo}/.venv/bin/python"
         self.interrupted = False
         self.data_bases: dict[str, str] = {}
+        # host label -> {flag: where that host's copy of the file is} for the deployment token
+        # and the gRPC TLS files (SECURITY_FILES)
+        self.secret_paths: dict[str, dict[str, str]] = {}
 
     # ---- setup ---------------------------------------------------------------------------
     def _output_dir(self):
@@ -325,6 +334,7 @@ class Session:
             "runtime_seconds": plan.workload.runtime_seconds,
             "distribution": plan.workload.distribution, "mode": plan.workload.mode,
             "index_type": plan.servers.index_type, "row_kind": plan.row_kind,
+            "wire": plan.workload.wire,
             "build_type": self._build_type(topo), "client_index": -1, "phase": "",
             **lab_facts.row_labels(transport.label, [self.facts.get(lbl, {})
                                                      for lbl in self._topo_labels(topo)]),
@@ -420,20 +430,34 @@ class Session:
                                 "--server-shard-ips and --execution-backend)")
         return problems
 
-    def run_case(self, transport, repeat, topo):
+    def run_case(self, transport: Transport, repeat: int,
+                 topo: Topology) -> tuple[list[dict[str, Any]], float | None]:
+        """Rows and server CPU seconds of one case. Its config is written first, so every case
+        (a skipped or failed one too) has configs/<transport>_repeat_<i>.json."""
         plan = self.plan
         t = transport.name
         base = self.base_row(transport, repeat, topo)
         logs = self.output_dir / "logs" / t / f"repeat_{repeat}"
         (logs / "server").mkdir(parents=True, exist_ok=True)
-        case = {"transport": transport.label, "repeat_index": repeat, "topology": topo.to_dict(),
-                "config_path": str(self.output_dir / "configs" / f"{t}_repeat_{repeat}.json")}
+        config_path = self.output_dir / "configs" / f"{t}_repeat_{repeat}.json"
+        case: dict[str, Any] = {
+            "transport": transport.label, "repeat_index": repeat, "topology": topo.to_dict(),
+            "server_plan": topo.server_plan(), "client_plan": topo.client_plan(),
+            "config_path": str(config_path)}
         if transport.rc:
             case.update({"rdma_namespace": f"{plan.rc.rdma_namespace}-{repeat}",
                          "rdma_control_plane_host": plan.rc.rdma_control_plane_host
                          or topo.servers[0].host,
-                         "rdma_control_plane_port": topo.servers[0].port})
+                         "rdma_control_plane_port": topo.servers[0].port,
+                         "rdma_get_response_mode": plan.rc.get_response_mode})
         self.cases.append(case)
+        data_root = (Path(plan.execution.local_data_root or self.output_dir / "data")
+                     / f"{t}_repeat_{repeat}")
+        config = build_runtime_config(plan, transport, topo, str(data_root / "value"))
+        if transport.rc:
+            config["rdma"]["namespace"] = case["rdma_namespace"]
+        config_path.parent.mkdir(parents=True, exist_ok=True)
+        config_path.write_text(json.dumps(config, indent=2) + "\n")
         problems = self.host_level_problems(topo)
         skip = None if problems else self.case_skip_reason(transport, topo)
         if skip:
@@ -443,13 +467,7 @@ class Session:
         if problems:
             case["status"] = "preflight_failure"
             return [results.failure_row(base, "preflight_failure", "; ".join(problems))], None
-        data_root = Path(plan.execution.local_data_root or self.output_dir / "data") / f"{t}_repeat_{repeat}"
         remote_dir = f"{plan.execution.remote_runtime_root}/{self.run_tag}/{t}/repeat_{repeat}"
-        config = build_runtime_config(plan, transport, topo, str(data_root / "value"))
-        if transport.rc:
-            config["rdma"]["namespace"] = case["rdma_namespace"]
-        Path(case["config_path"]).parent.mkdir(parents=True, exist_ok=True)
-        Path(case["config_path"]).write_text(json.dumps(config, indent=2) + "\n")
         (data_root / "value").mkdir(parents=True, exist_ok=True)
         cond = threading.Condition()
         servers, clients = [], []
@@ -498,8 +516,12 @@ class Session:
             host = self.host(spec.ssh_host)
             if host.label() in paths:
                 continue
+            files = {flag: getattr(self.plan.execution, attr)
+                     for flag, (attr, _) in SECURITY_FILES.items()
+                     if getattr(self.plan.execution, attr)}
             if not host.remote:
                 paths[host.label()] = local_path
+                self.secret_paths[host.label()] = {f: os.path.abspath(p) for f, p in files.items()}
                 self.data_bases[host.label()] = config["cache_ps"]["base_kv_config"]["value"].get(
                     "path") or str(Path(local_path).parent / "data")
                 continue
@@ -519,7 +541,27 @@ class Session:
                                      f"{res.stderr.strip()}")
             paths[host.label()] = f"{remote_dir}/config.json"
             self.data_bases[host.label()] = rdata
+            staged = self.secret_paths.setdefault(host.label(), {})
+            for flag, local in files.items():  # through ssh stdin, readable by its owner only
+                rpath = f"{remote_dir}/{SECURITY_FILES[flag][1]}"
+                with open(local, encoding="ascii", errors="replace") as f:
+                    content = f.read()
+                res = host.run(f"umask 077 && cat > {shell_join([rpath])}", input_text=content,
+                               timeout=60)
+                if res.returncode != 0:
+                    raise PreflightError(f"{host.label()}: writing {rpath} failed: "
+                                         f"{res.stderr.strip()}")
+                staged[flag] = rpath
         return paths
+
+    def _secret_flags(self, host, transport, role: str) -> list[str]:
+        """--auth_token_file for every process; the TLS files for grpc servers / clients."""
+        out = []
+        for flag, path in self.secret_paths.get(host.label(), {}).items():
+            if flag == "auth_token_file" or (transport.name == "grpc" and
+                                             flag in SECURITY_ROLE_FLAGS[role]):
+                out.append(f"--{flag}={path}")
+        return out
 
     def _remove_remote_dir(self, topo, remote_dir):
         for label in sorted({self.host(s.ssh_host).label() for s in topo.servers + topo.clients}):
@@ -545,6 +587,7 @@ class Session:
                                    config_paths[host.label()], launcher, offset)
             # one data directory per shard process (file-backed indexes must not share files)
             cmd.append(f"--data_path={self.data_bases[host.label()]}/shard_{s.shard}")
+            cmd += self._secret_flags(host, transport, "server")
             cmd = self.filter_flags(cmd, self.program_flags(host, launcher), "recbench.ps_server")
             env = self.process_env(host, config_paths[host.label()], offset)
             self.cases[-1].setdefault("commands", []).append(
@@ -594,6 +637,7 @@ class Session:
                                       self._cores(host))
             cmd = build_benchmark_cmd(self.plan, transport, topo, c, config_paths[host.label()],
                                       launcher, offset)
+            cmd += self._secret_flags(host, transport, "client")
             cmd = self.filter_flags(cmd, self.program_flags(host, launcher), "recbench.ps_bench")
             env = self.process_env(host, config_paths[host.label()], offset)
             self.cases[-1].setdefault("commands", []).append(
@@ -680,6 +724,10 @@ class Session:
         for r in rows:
             r["client_index"] = spec.client_index
             r["_hist"] = hists.get(r.get("phase"))
+        if results.apply_get_summary(rows, text):  # RecStore's op=get summary line wins
+            for r in rows:
+                if r.get("phase") == "run":
+                    r["_hist"] = None
         have_run = any(r.get("phase") == "run" for r in parsed)
         logs = [proc.stdout_log, proc.stderr_log]
         if timed_out and dead_server is not None:
@@ -728,6 +776,12 @@ class Session:
             "cpu_cores": os.cpu_count(), "platform": platform.platform(),
             "python": sys.version.split()[0], "argv": self.argv,
             "args": dict(self.plan.flags), "plan": self.plan.record(),
+            # RecStore's keys: the resolved plans per transport and the GET response mode
+            "server_plan": {t.label: self.plan.topology(t).server_plan()
+                            for t in self.plan.transports},
+            "client_plan": {t.label: self.plan.topology(t).client_plan()
+                            for t in self.plan.transports},
+            "rdma_get_response_mode": self.plan.rc.get_response_mode,
             "hosts": self.facts, "host_problems": self.host_problems,
             "not_forwarded_derived_flags": sorted(self.not_forwarded),
             "cases": self.cases, "processes": REGISTRY.history,

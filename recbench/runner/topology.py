@@ -57,9 +57,24 @@ class Topology:
     def client_hosts(self) -> list[str]:
         return sorted({c.host for c in self.clients})
 
+    def server_plan(self) -> str:
+        """The servers as a --server-plan string (`server_index:host:port:shard,...`)."""
+        return ",".join(f"{s.server_index}:{_plan_host(s.ssh_host)}:{s.port}:{s.shard}"
+                        for s in self.servers)
+
+    def client_plan(self) -> str:
+        """The clients as a --client-plan string (`client_index:host,...`)."""
+        return ",".join(f"{c.client_index}:{_plan_host(c.ssh_host)}" for c in self.clients)
+
     def to_dict(self) -> dict[str, Any]:
         return {"servers": [asdict(s) for s in self.servers],
                 "clients": [asdict(c) for c in self.clients]}
+
+
+def _plan_host(target: str) -> str:
+    """An ssh target as a plan entry writes it: IPv6 literals in brackets."""
+    user, at, host = target.rpartition("@")
+    return f"{user}{at}[{host}]" if ":" in host else target
 
 
 def parse_csv_list(text):

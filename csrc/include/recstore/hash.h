@@ -5,7 +5,8 @@
  *     shard = rs_mix64(key) % num_shards
  * It is the splitmix64/Stafford "mix13" finaliser: a bijection on u64 with full avalanche, so
  * sequential keys 1..N spread evenly over shards. Do not change it: shard placement of stored
- * data depends on it.
+ * data depends on it. Generated configs name it "hash_method": "rs_mix64" (the native wire's own
+ * method); RecStore's wire routes by "city_hash" or "simple_mod" (recstore/recstore_wire.h).
  *
  * rs_fnv64_u64 is YCSB's Utils.fnvhash64(long): FNV-1a over the 8 little-endian bytes of the value,
  * returned as a non-negative 63-bit number. The scrambled zipfian generator uses it.

@@ -7,6 +7,9 @@
  *   PUT     keys + rows
  *   UPDATE  keys + float32 deltas, added element-wise (missing key: zero row + delta)
  *   COMMAND "ping" | "ready" | "stats" | "clear" -> reply text
+ *           "verify" -> the engine's full consistency check (rs_kv_verify), writers held off
+ *           "save <dir>" | "load <dir>" start a checkpoint job on its own thread ("started ...");
+ *           "checkpoint_status" -> "idle" | "running: ..." | "done: <summary>" | "failed: <error>"
  * Sharding: shard = rs_shard_of(key, num_shards) (recstore/hash.h), decided by the client; a
  * server rejects keys that are not its shard's with RS_PS_WRONG_SHARD.
  *
@@ -38,6 +41,11 @@
 extern "C" {
 #endif
 
+/* RecStore's defaults, the ones every entry point starts from (exported to Python as
+ * recbench._ps.DEFAULT_VALUE_SIZE / DEFAULT_BATCH_KEYS). */
+#define RS_PS_DEFAULT_VALUE_SIZE 512u /* row bytes: 128 float32 */
+#define RS_PS_DEFAULT_BATCH_KEYS 500u /* keys per request, and a server's max_keys_per_request */
+
 typedef enum rs_ps_op {
     RS_PS_GET = 1,
     RS_PS_PUT = 2,
@@ -60,6 +68,8 @@ typedef enum rs_ps_status {
     RS_PS_CAPACITY = 6, /* the shard's KV engine is full */
     RS_PS_INTERNAL = 7,
     RS_PS_SHUTTING_DOWN = 8,
+    RS_PS_CHECKPOINT = 9,       /* a checkpoint save/load failed; the error names file and offset */
+    RS_PS_UNAUTHENTICATED = 10, /* no token or a wrong one (recstore/auth.h) */
 } rs_ps_status;
 
 const char *rs_ps_status_name(int status);
@@ -104,6 +114,10 @@ typedef struct rs_ps_shard_config {
     uint32_t num_shards;
     rs_kv_config kv; /* index type, value_size (> 0, multiple of 4), capacity, path */
     uint32_t max_keys_per_request;
+    /* The directory COMMAND save/load may use (created if missing): a command's directory is
+     * taken relative to it, or must lie inside it; NULL = those commands are refused (a client
+     * must not make the server write files anywhere it can). */
+    const char *checkpoint_root;
 } rs_ps_shard_config;
 
 typedef struct rs_ps_shard rs_ps_shard;
@@ -136,6 +150,25 @@ int rs_ps_shard_handle(rs_ps_shard *s, const rs_ps_request *req, rs_ps_response 
                        void *rows_out, size_t rows_cap, unsigned thread_slot);
 
 void rs_ps_shard_get_stats(const rs_ps_shard *s, rs_ps_shard_stats *out);
+
+/* For wire front-ends that drive the shard's engine themselves (RecStore's ParameterService,
+ * recstore_ps.c): enter/leave bracket engine calls (the "clear" guard), count adds to
+ * thread_slot's counter block (op RS_PS_GET/PUT/UPDATE/COMMAND, keys, keys found, error != 0
+ * counts a handled_error instead), clear empties the shard as the "clear" command does. */
+void rs_ps_shard_enter(rs_ps_shard *s, unsigned thread_slot);
+void rs_ps_shard_leave(rs_ps_shard *s, unsigned thread_slot);
+void rs_ps_shard_count(rs_ps_shard *s, unsigned thread_slot, rs_ps_op op, uint64_t keys,
+                       uint64_t found, int error);
+int rs_ps_shard_clear(rs_ps_shard *s, uint64_t *removed);
+
+/* Checkpoints, synchronous (the COMMAND job thread and ps_server --load_checkpoint call these):
+ * the shard's rows to / from <dir>/shard_<id>.rsckpt (recstore/kv_checkpoint.h). Save runs while
+ * requests continue.
+ * Load reads and verifies the whole file into a private engine first (a damaged or mismatched
+ * file is refused, the shard unchanged), then holds requests off while it replaces the shard's
+ * rows. reply (cap bytes) gets a one-line summary. */
+int rs_ps_shard_save(rs_ps_shard *s, const char *dir, char *reply, size_t cap, rs_error *err);
+int rs_ps_shard_load(rs_ps_shard *s, const char *dir, char *reply, size_t cap, rs_error *err);
 
 /* ---- payload codec (ps_codec.c) -------------------------------------------------------------- */
 

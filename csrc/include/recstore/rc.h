@@ -38,6 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "recstore/auth.h"
 #include "recstore/error.h"
 #include "recstore/kv.h"
 #include "recstore/ps.h"
@@ -247,6 +248,8 @@ typedef struct rs_rc_options {
     char server_only[32]; /* first server-only key given (clients refuse it), else "" */
     char bad_env[64];     /* RECSTORE_BIND_CORE_OFFSET's value when it is not an integer in
                            * -1..4096 (rs_rc_options_parse refuses it), else "" */
+    rs_auth_token auth;   /* not an option string: the deployment token (rc_transport.c sets it);
+                           * clients send it in the attach request, servers require it */
 } rs_rc_options;
 
 /* Defaults; bind_core_offset from $RECSTORE_BIND_CORE_OFFSET when set (RecStore's variable). */
@@ -311,6 +314,8 @@ typedef struct rs_rc_attach_req {
     uint32_t qps, slots, request_slot_bytes, response_slot_bytes;
     uint32_t shard_id;
     rs_rc_ep_meta lanes[RS_RC_CTRL_MAX_QPS];
+    uint32_t token_len; /* after the lanes: u32 length + token bytes; absent when 0 */
+    uint8_t token[RS_AUTH_TOKEN_MAX];
 } rs_rc_attach_req;
 
 typedef struct rs_rc_attach_rep {
@@ -354,7 +359,8 @@ typedef struct rs_rc_server rs_rc_server;
 
 typedef struct rs_rc_server_stats {
     uint64_t clients_attached, clients_open, lanes_open, requests, invalid_descriptor,
-        duplicate_seq, bytes_in, bytes_out, direct_sg, direct_sg_fallback, ctrl_rejected;
+        duplicate_seq, bytes_in, bytes_out, direct_sg, direct_sg_fallback, ctrl_rejected,
+        auth_failures;
     /* idle pollers: napping or parked now; naps taken; idle rounds spent spinning/yielding */
     uint64_t pollers_sleeping, poller_naps, poller_awake_idle_rounds;
 } rs_rc_server_stats;
@@ -384,6 +390,10 @@ int rs_rc_client_submit(rs_rc_client *c, const rs_ps_request *req, uint64_t tag,
  * next submit). */
 int rs_rc_client_next(rs_rc_client *c, uint64_t *tag, rs_ps_response *resp, rs_error *err);
 uint32_t rs_rc_client_id(const rs_rc_client *c);
+/* Per-request bounds of this client (transport.h): the server's max_keys, the slots in flight, and
+ * what a request / response slot holds after the descriptor, tail and message header. */
+struct rs_ps_conn_limits;
+void rs_rc_client_limits(const rs_rc_client *c, struct rs_ps_conn_limits *out);
 void rs_rc_client_close(rs_rc_client *c);
 
 /* Test hook: write `len` raw bytes (a descriptor and payload, possibly corrupt) into the server's

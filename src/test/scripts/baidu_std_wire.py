@@ -2,10 +2,14 @@
 (test_ps_brpc.py, test_faults_stalled_reader.py) and the fuzz seeds (tools/build/fuzz_seeds.py).
 
 A baidu_std frame is "PRPC", u32 body size, u32 meta size (big-endian), then the RpcMeta, the
-message and the attachment."""
+message and the attachment. It also reads frames back (read_frame, parse_fields), calls a server
+(BaiduStdClient, e.g. RecStore's recstoreps_brpc.ParameterService with keys and blocks in the
+attachment) and writes a raw snappy block of literals (snappy_literals), so compressed requests
+can be made without a snappy library."""
 
 from __future__ import annotations
 
+import socket
 import struct
 
 
@@ -28,7 +32,8 @@ def lfield(num: int, data: bytes) -> bytes:
 
 
 def rpc_meta(cid: int, att: int = 0, service: bytes | None = b"recstore.PSService",
-             method: bytes | None = None, error: tuple[int, bytes] | None = None) -> bytes:
+             method: bytes | None = None, error: tuple[int, bytes] | None = None,
+             compress_type: int = 0) -> bytes:
     """RpcMeta of a request (method given) or a response (error code and text, if any)."""
     m = b""
     if method is not None:
@@ -39,6 +44,8 @@ def rpc_meta(cid: int, att: int = 0, service: bytes | None = b"recstore.PSServic
         if error:
             resp = vfield(1, error[0]) + lfield(2, error[1])
         m += lfield(2, resp)
+    if compress_type:
+        m += vfield(3, compress_type)
     m += vfield(4, cid)
     if att:
         m += vfield(5, att)
@@ -53,3 +60,115 @@ def frame(meta: bytes, msg: bytes = b"", att: bytes = b"") -> bytes:
 def request_frame(cid: int, method: bytes, msg: bytes = b"", att: bytes = b"",
                   service: bytes = b"recstore.PSService") -> bytes:
     return frame(rpc_meta(cid, len(att), service=service, method=method), msg, att)
+
+
+def parse_fields(data: bytes) -> dict[int, list]:
+    """Protobuf bytes -> {field number: [values]} (varints as int, length-delimited as bytes)."""
+    out: dict[int, list] = {}
+    i = 0
+
+    def rd_varint():
+        nonlocal i
+        v = shift = 0
+        while True:
+            b = data[i]
+            i += 1
+            v |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                return v
+
+    while i < len(data):
+        tag = rd_varint()
+        num, wt = tag >> 3, tag & 7
+        if wt == 0:
+            val = rd_varint()
+        elif wt == 2:
+            n = rd_varint()
+            val = data[i:i + n]
+            i += n
+        elif wt in (1, 5):
+            w = 8 if wt == 1 else 4
+            val = data[i:i + w]
+            i += w
+        else:
+            raise ValueError(f"wire type {wt}")
+        out.setdefault(num, []).append(val)
+    return out
+
+
+def read_frame(sock: socket.socket) -> tuple[bytes, bytes]:
+    """One frame from sock: (RpcMeta bytes, message + attachment bytes)."""
+    def exact(n):
+        buf = b""
+        while len(buf) < n:
+            chunk = sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("closed")
+            buf += chunk
+        return buf
+    head = exact(12)
+    if head[:4] != b"PRPC":
+        raise ValueError(f"bad magic {head[:4]!r}")
+    body_size, meta_size = struct.unpack(">II", head[4:])
+    body = exact(body_size)
+    return body[:meta_size], body[meta_size:]
+
+
+class Reply:
+    """A decoded response: error (code, text) from RpcResponseMeta, message, attachment."""
+
+    def __init__(self, meta: bytes, rest: bytes):
+        f = parse_fields(meta)
+        resp = parse_fields(f.get(2, [b""])[0])
+        self.error_code = resp.get(1, [0])[0]
+        self.error_text = resp.get(2, [b""])[0].decode()
+        self.correlation_id = f.get(4, [0])[0]
+        self.compress_type = f.get(3, [0])[0]
+        att = f.get(5, [0])[0]
+        self.message = rest[:len(rest) - att]
+        self.attachment = rest[len(rest) - att:]
+
+
+class BaiduStdClient:
+    """One baidu_std connection; call() sends a request and waits for its reply."""
+
+    def __init__(self, port: int, host: str = "127.0.0.1", timeout: float = 30.0):
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.cid = 0
+
+    def call(self, service: str, method: str, message: bytes = b"", attachment: bytes = b"",
+             compress_type: int = 0) -> Reply:
+        self.cid += 1
+        meta = rpc_meta(self.cid, len(attachment), service=service.encode(),
+                        method=method.encode(), compress_type=compress_type)
+        self.sock.sendall(frame(meta, message, attachment))
+        reply = Reply(*read_frame(self.sock))
+        if reply.correlation_id != self.cid:
+            raise ValueError(f"reply for {reply.correlation_id}, expected {self.cid}")
+        return reply
+
+    def close(self):
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def snappy_literals(data: bytes) -> bytes:
+    """data as a valid raw snappy block made of literal elements only (no copies)."""
+    out = bytearray(varint(len(data)))
+    for i in range(0, len(data), 65536):
+        chunk = data[i:i + 65536]
+        n = len(chunk) - 1
+        if n < 60:
+            out.append(n << 2)
+        elif n < 256:
+            out += bytes([60 << 2, n])
+        else:
+            out += bytes([61 << 2]) + n.to_bytes(2, "little")
+        out += chunk
+    return bytes(out)

@@ -9,21 +9,15 @@ missing or sshd cannot start here, with the reason.
 
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import threading
 
+from recbench import launch
 from recbench.sshd_config import sshd_config
 
 SSHD = "/usr/sbin/sshd"
 ALIASES = ("client-a", "client-b", "server-a")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class LoopbackSshd:
@@ -56,7 +50,7 @@ class LoopbackSshd:
         shutil.copy(client_key + ".pub", os.path.join(self.dir, "authorized_keys"))
         os.chmod(self.dir, 0o700)
         os.makedirs("/run/sshd", exist_ok=True)  # sshd's privilege separation directory
-        self.port = free_port()
+        self.port = launch.free_port()
         config = os.path.join(self.dir, "sshd_config")
         with open(config, "w") as f:
             f.write(sshd_config(self.port, ["127.0.0.1", "127.0.0.2"], host_key,

@@ -18,7 +18,6 @@ Exit code 77 (the transport's device is missing) becomes unittest.SkipTest with 
 from __future__ import annotations
 
 import atexit
-import os
 import queue
 import signal
 import subprocess
@@ -28,16 +27,12 @@ import time
 import unittest
 from pathlib import Path
 
+from recbench import records
+from recbench.launch import python_env
+
 ROOT = Path(__file__).resolve().parents[3]
 SKIP_EXIT_CODE = 77
 _live: set = set()
-
-
-def python_env() -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    return env
 
 
 def require_transport(test: unittest.TestCase | None, name: str) -> None:
@@ -47,15 +42,6 @@ def require_transport(test: unittest.TestCase | None, name: str) -> None:
     reason = _ps.transports().get(name, f"unknown transport {name}")
     if reason is not None:
         raise unittest.SkipTest(f"transport {name} unavailable: {reason}")
-
-
-def parse_kv_line(line: str) -> dict:
-    out = {}
-    for tok in line.split():
-        k, sep, v = tok.partition("=")
-        if sep:
-            out[k] = v
-    return out
 
 
 class _LineReader(threading.Thread):
@@ -125,11 +111,30 @@ class PSServerProcess:
                     f"ps_server ({self.transport}) not ready within {self.ready_timeout}s "
                     f"(exit {self.returncode}): stderr: {' | '.join(self.stderr_lines[-5:])}")
             if "component=ps_server" in line and "event=ready" in line:
-                kv = parse_kv_line(line)
+                kv = records.parse_kv(line)
                 by_shard[int(kv["shard"])] = kv
         self.ready_lines = [by_shard[s] for s in sorted(by_shard)]
         self.ports = [int(kv["port"]) for kv in self.ready_lines]
         return self
+
+    def wait_stderr(self, text: str, timeout: float = 30.0) -> str:
+        """The first stderr line containing `text` (stderr is read by its own thread, so a line the
+        server wrote before its ready line may not have been read yet when start() returns)."""
+        for line in self.stderr_lines:
+            if text in line:
+                return line
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self._err.lines.get(timeout=left)
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            if text in line:
+                return line
+        raise AssertionError(f"no stderr line containing {text!r} within {timeout}s: "
+                             + " | ".join(self.stderr_lines[-5:]))
 
     def stop(self, timeout: float = 10.0) -> int | None:
         """SIGTERM, wait up to timeout, SIGKILL if needed; returns the exit code."""
@@ -147,7 +152,7 @@ class PSServerProcess:
         self.returncode = self.proc.returncode
         for s in (self.proc.stdout, self.proc.stderr):
             s.close()
-        self.final_lines = [parse_kv_line(line) for line in self.stdout_lines
+        self.final_lines = [records.parse_kv(line) for line in self.stdout_lines
                             if "component=ps_server" in line and "event=stopped" in line]
         _live.discard(self)
         self.proc = None
@@ -223,7 +228,7 @@ def result_lines(stdout: str) -> dict:
     out = {}
     for line in stdout.splitlines():
         if line.startswith("PS_BENCHMARK_RESULT "):
-            kv = parse_kv_line(line)
+            kv = records.parse_kv(line)
             out[kv["phase"]] = kv
     return out
 

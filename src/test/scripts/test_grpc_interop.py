@@ -208,7 +208,7 @@ class GrpcPSClientTest(unittest.TestCase):
         with mock.patch.dict(os.environ, {"GRPC_VERBOSITY": "DEBUG"}), \
                 PSServerProcess("grpc", num_shards=1, value_size=VS, extra_args=[
                     "--num_threads", "2", "--transport_options", "poll_strategy=poll"]) as srv:
-            self.assertIn("Using polling engine: poll", "\n".join(srv.stderr_lines))
+            srv.wait_stderr("Using polling engine: poll")
             client = textwrap.dedent(f"""
                 import numpy as np, recbench
                 from recbench import errors
@@ -227,6 +227,11 @@ class GrpcPSClientTest(unittest.TestCase):
         self.assertIn("Using polling engine: epoll1", r.stderr)
         self.assertRegex(r.stdout, r"refused: .*poll_strategy=poll: gRPC already runs in this "
                                    r"process with poller 'epoll1'")
+        # without the option the transport picks poll (gRPC's own default would be epoll1)
+        env = {k: v for k, v in os.environ.items() if k != "GRPC_POLL_STRATEGY"}
+        with mock.patch.dict(os.environ, dict(env, GRPC_VERBOSITY="DEBUG"), clear=True), \
+                PSServerProcess("grpc", num_shards=1, value_size=VS) as srv:
+            srv.wait_stderr("Using polling engine: poll")
         with self.assertRaises(RuntimeError) as cm:
             PSServerProcess("grpc", num_shards=1, value_size=VS,
                             extra_args=["--transport_options", "poll_strategy=epollex"]).start()

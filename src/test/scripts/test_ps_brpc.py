@@ -12,11 +12,10 @@ import unittest
 from pathlib import Path
 
 import numpy as np
-from baidu_std_wire import lfield, request_frame, varint
+from baidu_std_wire import lfield, read_frame, request_frame, varint
 from ps_testlib import (
     NoLeftoverServers,
     PSServerProcess,
-    parse_kv_line,
     python_env,
     require_transport,
     result_lines,
@@ -24,7 +23,7 @@ from ps_testlib import (
 )
 
 import recbench
-from recbench import _ps, errors
+from recbench import _ps, errors, records
 
 VS = 64
 DIM = VS // 4
@@ -39,22 +38,6 @@ def rows_for(keys):
 
 def baidu_frame(service, method, cid, message=b"", attachment=b""):
     return request_frame(cid, method.encode(), message, attachment, service.encode())
-
-
-def read_frame(sock):
-    def exact(n):
-        buf = b""
-        while len(buf) < n:
-            chunk = sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("closed")
-            buf += chunk
-        return buf
-    head = exact(12)
-    assert head[:4] == b"PRPC"
-    body_size, meta_size = struct.unpack(">II", head[4:])
-    body = exact(body_size)
-    return body[:meta_size], body[meta_size:]
 
 
 def connected_sock(port):
@@ -124,11 +107,13 @@ class BrpcServerTest(NoLeftoverServers, unittest.TestCase):
                 self.assertFalse(ps.get(keys[:10]).any())
 
     def test_server_errors_are_exceptions_naming_the_cause(self):
-        with PSServerProcess("brpc", value_size=VS, max_keys_per_request=100) as srv:
+        with PSServerProcess("brpc", value_size=VS, max_keys_per_request=100, capacity=64) as srv:
             with recbench.PSClient(srv.uri) as ps:
+                ps.get(np.arange(1, 1002, dtype=np.uint64))  # split at max_keys_per_request
                 with self.assertRaises(errors.ServerError) as cm:
-                    ps.get(np.arange(1, 102, dtype=np.uint64))
-                self.assertIn("at most 100", str(cm.exception))
+                    keys = np.arange(1, 1002, dtype=np.uint64)
+                    ps.put(keys, rows_for(keys))
+                self.assertIn("capacity reached", str(cm.exception))
                 self.assertIn(f"127.0.0.1:{srv.ports[0]}", str(cm.exception))
                 with self.assertRaises(ValueError):
                     ps.put(np.arange(3, dtype=np.uint64), np.zeros((2, DIM), np.float32))
@@ -365,7 +350,7 @@ class PsBenchBrpcTest(NoLeftoverServers, unittest.TestCase):
             prof = [line for line in r.stdout.splitlines()
                     if line.startswith("PS_BENCHMARK_PROFILE phase=run")]
             self.assertEqual(len(prof), 1)
-            self.assertGreater(float(parse_kv_line(prof[0])["wait_plus_result_avg_ns"]), 0)
+            self.assertGreater(float(records.parse_kv(prof[0])["wait_plus_result_avg_ns"]), 0)
 
     def test_barrier_waits_for_go(self):
         with PSServerProcess("brpc", value_size=VS) as srv, tempfile.TemporaryDirectory() as d:

@@ -17,7 +17,7 @@ class ConfigTest(unittest.TestCase):
                            capacity=1234, index_type="DRAM_EXTENDIBLE_HASH", value_size=128,
                            max_keys_per_request=700, data_path="/data")
         self.assertEqual(doc["cache_ps"]["ps_type"], "BRPC")
-        self.assertEqual(doc["distributed_client"]["hash_method"], "city_hash")
+        self.assertEqual(doc["distributed_client"]["hash_method"], "rs_mix64")
         self.assertEqual(doc["client"]["port"], 25000)
         cfg = parse_config(doc)
         self.assertEqual(cfg.transport, "brpc")
@@ -77,6 +77,23 @@ class FlagsTest(unittest.TestCase):
         args = ps_server.build_parser().parse_args(["--local_shard_id", "2"])
         with self.assertRaisesRegex(ValueError, "out of range"):
             ps_server.resolve(args, cfg)
+
+    def test_sparse_shard_ids_of_a_config(self):
+        # RecStore's ids 3 and 8: the server serves the id's rank, the client lists the servers
+        # in id order (config order does not matter)
+        doc = build_config("brpc", [("h8", 25008, 8), ("h3", 25003, 3)])
+        cfg = parse_config(doc)
+        args = ps_server.build_parser().parse_args(["--local_shard_id", "8"])
+        (s,) = ps_server.resolve(args, cfg)
+        self.assertEqual((s["shard"], s["shard_label"], s["port"], s["num_shards"]), (1, 8, 25008, 2))
+        args = ps_server.build_parser().parse_args(["--local_shard_id", "5"])
+        with self.assertRaisesRegex(ValueError, "--local_shard_id 5 is out of range"):
+            ps_server.resolve(args, cfg)
+        with tempfile.TemporaryDirectory() as d:
+            path = Path(d, "c.json")
+            path.write_text(json.dumps(doc))
+            kw = ps_bench.resolve(ps_bench.build_parser().parse_args(["--config_path", str(path)]))
+        self.assertEqual(kw["endpoints"], [("h3", 25003), ("h8", 25008)])
 
     def test_bench_flags(self):
         p = ps_bench.build_parser()

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from loopback_sshd import LoopbackSshd, pid_alive, pids_mentioning
 
-from recbench import latency_hist
+from recbench import latency_hist, launch
 from recbench.runner import preflight, report, results
 
 REPO = Path(__file__).resolve().parents[3]
@@ -108,7 +108,7 @@ class RunnerCase(unittest.TestCase):
         self.assertEqual(left, [], "processes left running")
 
     def port(self, host="127.0.0.1"):
-        return preflight.free_port(host)
+        return launch.free_port(host)
 
     def assert_no_leftovers(self):
         self.assertEqual(pids_mentioning(self.out), [])
@@ -244,6 +244,48 @@ class TestLocalSmoke(RunnerCase):
         self.assertEqual(len(set(paths)), 2)  # shard servers never share a data directory
         self.assertFalse(Path(self.out, "data", f"{transport}_repeat_0").exists())  # scratch
 
+    def test_sparse_shard_ids_end_to_end(self):
+        p0, p1 = self.port(), self.port()
+        plan = f"0:127.0.0.1:{p0}:3,1:127.0.0.1:{p1}:8"
+        res = run_runner(SMALL + ["--transports", "brpc", "--server-plan", plan,
+                                  "--verify-deterministic-values", "--output-dir", self.out])
+        self.assertEqual(res.returncode, 0, res.stderr[-2000:])
+        rows, _ = self.assert_outputs()
+        self.assertEqual({r["status"] for r in rows}, {"success"})
+        for k, shard in ((0, 3), (1, 8)):
+            log = Path(self.out, "logs", "brpc", "repeat_0", "server", f"server_{k}.log").read_text()
+            self.assertIn(f"shard={shard}", log)
+        run = self.assert_no_leftovers()
+        self.assertEqual(run["server_plan"], {"BRPC": plan})
+        self.assertEqual(run["client_plan"], {"BRPC": "0:127.0.0.1"})
+        self.assertEqual(run["cases"][0]["server_plan"], plan)
+        self.assertEqual(run["rdma_get_response_mode"], "direct_sg")
+        self.assertEqual({r["runtime_seconds"] for r in rows}, {"0.500"})  # as configured
+        self.assertTrue(all(float(r["measured_seconds"]) > 0 for r in rows))
+
+    def test_recstore_get_summary_lines_of_a_benchmark_binary(self):
+        client = write_script(Path(self.tmp, "recstore_style_client.py"), (
+            "import subprocess, sys\n"
+            "rc = subprocess.run([sys.executable, '-m', 'recbench.ps_bench'] + sys.argv[1:]).returncode\n"
+            "if '--help' not in sys.argv:\n"
+            "    print('transport=brpc op=get phase=measure summary rounds=1 iterations=10 '\n"
+            "          'batch_keys=64 elapsed_us_mean=123.5 elapsed_us_p50=111 elapsed_us_p95=222 '\n"
+            "          'elapsed_us_p99=333 ops_per_sec=10 key_ops_per_sec=640', flush=True)\n"
+            "sys.exit(rc)\n"))
+        port = self.port()
+        res = run_runner(SMALL + ["--transports", "brpc", "--server-plan", f"0:127.0.0.1:{port}:0",
+                                  "--benchmark-binary", client, "--output-dir", self.out])
+        self.assertEqual(res.returncode, 0, res.stderr[-2000:])
+        rows, totals = self.assert_outputs()
+        run = next(r for r in rows if r["phase"] == "run")
+        self.assertEqual((run["mean_us"], run["p50_us"], run["p95_us"], run["p99_us"]),
+                         ("123.500", "111.000", "222.000", "333.000"))
+        load = next(r for r in rows if r["phase"] == "load")
+        self.assertNotEqual(load["p50_us"], "111.000")
+        total = next(t for t in totals if t["phase"] == "run" and t["repeat_index"] == "0")
+        self.assertEqual(total["latency_merge"], "worst_client")  # no histogram describes them
+        self.assert_no_leftovers()
+
     @unittest.skipUnless("shm" in built_transports(), "this build has no shm transport")
     def test_rc_options_reach_shm_and_bad_ones_fail_loudly(self):
         port = self.port()
@@ -277,6 +319,9 @@ class TestLocalSmoke(RunnerCase):
         rows, _ = self.assert_outputs()
         self.assertEqual([r["status"] for r in rows], ["skipped"])
         self.assertIn("no RDMA verbs device", rows[0]["message"])
+        # a skipped case still gets its config, as RecStore's runner writes one for every case
+        cfg = json.loads(Path(self.out, "configs", "rdma_repeat_0.json").read_text())
+        self.assertEqual(cfg["cache_ps"]["ps_type"], "RDMA")
 
     def test_client_exit_77_is_a_skip(self):
         client = write_script(Path(self.tmp, "skipping_client.py"),

@@ -24,10 +24,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ps_testlib import PSServerProcess, parse_kv_line, python_env
+from ps_testlib import PSServerProcess
 
 import recbench
 from recbench import _ps, errors
+from recbench.launch import python_env
+from recbench.records import parse_kv as parse_kv_line
 
 ROOT = Path(__file__).resolve().parents[3]
 MAX_KEYS = 1000

@@ -10,6 +10,8 @@ import tempfile
 import unittest
 from pathlib import Path
 
+from runner_testlib import parse
+
 from recbench.launch import python_env
 from recbench.runner import cli, report, results
 
@@ -76,6 +78,32 @@ class TestReportFromRunDir(unittest.TestCase):
                              capture_output=True, text=True, env=python_env(), timeout=60)
         self.assertEqual(res.returncode, 2)
         self.assertIn("run_config.json does not exist", res.stderr)
+
+
+class TestReport(unittest.TestCase):
+    def test_summary_md_layout(self):
+        from recbench.runner import report
+
+        args = parse("--transports", "grpc,rdma", "--prefetch-depth", "4",
+                     "--rdma-rc-qps-per-client-per-shard", "4")
+        rows = [{c: "" for c in results.SUMMARY_COLUMNS}]
+        rows[0].update(transport="GRPC", status="success", phase="run", client_index="0",
+                       repeat_index="0", key_ops_per_sec="2500000.000", payload_gbps="0.32",
+                       mean_us="10", row_kind="fair", build_type="Release")
+        rows.append(dict(rows[0], transport="RDMA", status="skipped", phase="",
+                         message="no RDMA verbs device on local: x"))
+        totals = [{"transport": "GRPC", "repeat_index": "mean", "phase": "run",
+                   "key_ops_per_sec": "2500000", "row_kind": "fair", "latency_merge": "exact"}]
+        run_config = {"plan": args.record(), "git": {"commit": "abc123"}, "hostname": "myhost",
+                      "run_config_path": "/out/run_config.json"}
+        text = report.render(run_config, rows, totals)
+        lines = text.splitlines()
+        self.assertEqual(lines[:3], ["abc123", "myhost", ""])
+        positions = [text.index(f"## {s}") for s in report.SECTIONS]
+        self.assertEqual(positions, sorted(positions))
+        self.assertIn("| GRPC | 0 | run | 0 | 2.500 |", text)
+        self.assertIn("no RDMA verbs device", text)
+        self.assertIn("只完成了构建与单元层面的验证", text)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@ recbench.rdma device discovery."""
 
 import json
 import os
+import shlex
+import subprocess
 import sys
 import tempfile
 import threading
@@ -12,9 +14,17 @@ from pathlib import Path
 
 from loopback_sshd import LoopbackSshd, pid_alive, pids_mentioning
 
-from recbench import rdma
+from recbench import launch, procfs, rdma
 from recbench.runner import preflight
-from recbench.runner.execution import Host, ProcessRegistry, Ssh, start_process
+from recbench.runner.execution import (
+    Host,
+    ProcessRegistry,
+    Ssh,
+    build_remote_exec_cmd,
+    env_command,
+    remote_shell_command,
+    start_process,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -86,7 +96,7 @@ class TestLocalProcesses(unittest.TestCase):
             busy.listen()
             port = busy.getsockname()[1]
             facts = preflight.host_facts([("127.0.0.1", port),
-                                          ("127.0.0.1", preflight.free_port())])
+                                          ("127.0.0.1", launch.free_port())])
         self.assertEqual(list(facts["ports"].values()), ["in use", "free"])
         self.assertEqual(preflight.port_state("192.0.2.1", 80), "not a local address")
         self.assertEqual(preflight.port_state("no-such-host.invalid", 80), "unresolvable")
@@ -147,7 +157,7 @@ class TestSshProcesses(unittest.TestCase):
     def test_remote_preflight_json(self):
         host = Host("server-a", self.ssh, repo=str(REPO))
         res = host.run(f"PYTHONPATH={REPO} {sys.executable} -m recbench.runner.preflight "
-                       f"--ports 127.0.0.2:{preflight.free_port('127.0.0.2')}")
+                       f"--ports 127.0.0.2:{launch.free_port('127.0.0.2')}")
         self.assertEqual(res.returncode, 0, res.stderr)
         line = next(x for x in res.stdout.splitlines() if x.startswith(preflight.PREFLIGHT_MARKER))
         facts = json.loads(line[len(preflight.PREFLIGHT_MARKER):])
@@ -162,6 +172,74 @@ class TestSshProcesses(unittest.TestCase):
         res = host.run(f"cat > {self.dir}/cfg.json", input_text='{"a": 1}')
         self.assertEqual(res.returncode, 0, res.stderr)
         self.assertEqual(json.loads(Path(f"{self.dir}/cfg.json").read_text()), {"a": 1})
+
+
+class TestRemoteCommands(unittest.TestCase):
+    def test_build_remote_exec_cmd_wraps_container_when_present(self):
+        cmd = build_remote_exec_cmd("worker-a", "/app/repo", "echo ready", container="recstore-dev")
+        self.assertEqual(cmd[:4], ["ssh", "worker-a", "bash", "-lc"])
+        self.assertEqual(len(cmd), 5)
+        self.assertIn("docker exec recstore-dev bash -lc", cmd[4])
+        self.assertIn("cd /app/repo && echo ready", cmd[4])
+        # what the remote login shell gets after ssh joins the words: one argument to bash -lc
+        remote = shlex.split(cmd[4])
+        self.assertEqual(len(remote), 1)
+        inner = shlex.split(remote[0])
+        self.assertEqual(inner[:5], ["docker", "exec", "recstore-dev", "bash", "-lc"])
+        self.assertEqual(inner[5], "cd /app/repo && echo ready")
+
+    def test_build_remote_exec_cmd_quotes_remote_shell_command(self):
+        cmd = build_remote_exec_cmd("worker-a", "/app/my repo", "mkdir -p '/tmp/x y' && echo $HOME")
+        self.assertEqual(cmd[:4], ["ssh", "worker-a", "bash", "-lc"])
+        self.assertTrue(cmd[4].startswith("'") and cmd[4].endswith("'"))
+        self.assertEqual(shlex.split(cmd[4]), ["cd '/app/my repo' && mkdir -p '/tmp/x y' && echo $HOME"])
+        # the remote shell really runs it as intended
+        out = subprocess.run(["bash", "-c", "bash -lc " + cmd[4].replace("/app/my repo", "/")],
+                             capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stderr)
+
+    def test_container_command_survives_two_shells(self):
+        with tempfile.TemporaryDirectory() as d:
+            marker = os.path.join(d, "it's here")
+            inner = remote_shell_command(d, f"touch {shlex.quote(marker)} && echo \"$0\"", None)
+            # emulate `docker exec C bash -lc <arg>` by a nested bash -lc of the same argument
+            wrapped = remote_shell_command(d, f"touch {shlex.quote(marker)}", "c", interactive=True)
+            self.assertTrue(wrapped.startswith("docker exec -i c bash -lc "))
+            nested = shlex.split(wrapped)[6]
+            res = subprocess.run(["bash", "-c", "bash -lc " + shlex.quote(nested)],
+                                 capture_output=True, text=True)
+            self.assertEqual(res.returncode, 0, res.stderr)
+            self.assertTrue(os.path.exists(marker))
+            self.assertIn("cd ", inner)
+
+    def test_ssh_options_batchmode_controlmaster_config(self):
+        ssh = Ssh("/etc/my_ssh_config", ["ConnectionAttempts=2", "Port=2222"])
+        try:
+            cmd = build_remote_exec_cmd("user@h", "/r", "true", ssh=ssh)
+            self.assertEqual(cmd[:3], ["ssh", "-F", "/etc/my_ssh_config"])
+            joined = " ".join(cmd)
+            for opt in ("BatchMode=yes", "ControlMaster=auto", "ControlPersist=60",
+                        f"ControlPath={ssh.control_dir}/%C", "ConnectionAttempts=2", "Port=2222"):
+                self.assertIn(opt, joined)
+            self.assertEqual(cmd[-4:-1], ["user@h", "bash", "-lc"])
+        finally:
+            ssh.close()
+        self.assertFalse(os.path.exists(ssh.control_dir))
+
+    def test_env_reaches_the_command(self):
+        text = env_command(["python", "-m", "x"], {"RECSTORE_CONFIG": "/a b.json", "X": "1"})
+        self.assertEqual(text, "exec env 'RECSTORE_CONFIG=/a b.json' X=1 python -m x")
+        out = subprocess.run(["bash", "-c", env_command(["bash", "-c", "echo $RECSTORE_CONFIG"],
+                                                         {"RECSTORE_CONFIG": "/a b.json"})],
+                             capture_output=True, text=True)
+        self.assertEqual(out.stdout.strip(), "/a b.json")
+
+    def test_local_host_run_and_proc_stat(self):
+        res = Host(None, repo="/").run("pwd")
+        self.assertEqual(res.stdout.strip(), "/")
+        with open(f"/proc/{os.getpid()}/stat") as f:
+            self.assertGreaterEqual(procfs.stat_cpu_seconds(f.read()), 0.0)
+        self.assertIsNone(procfs.stat_cpu_seconds("garbage"))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,518 @@
+/*
+ * kv_checkpoint.c — save a KV engine's rows to one checkpoint file and load them back, verified
+ * (recstore/kv_checkpoint.h). Little-endian throughout.
+ *
+ *   offset 0     header, 4096 bytes:
+ *                  0 magic "RSKVCKPT"   8 u32 format version   12 u32 header bytes (4096)
+ *                 16 u32 index type    20 u32 value_size      24 u64 record count
+ *                 32 u32 shard id      36 u32 shard count     40 char[16] hash method ("rs_mix64")
+ *                 56 u32 rows per block 60 u32 0              64 u64 block count
+ *                 72 u64 created (unix ns) 80 u64 file bytes  ... zero ...  4092 u32 CRC-32C of
+ * 0..4091 offset 4096  blocks, each: 0 u32 "RSBK"  4 u32 rows n  8 u64 block index  16 u32 CRC-32C
+ * of keys+rows 20 u32 0  24 u32 0  28 u32 CRC-32C of bytes 0..27 32 keys: n x u64, then rows: n x
+ * value_size bytes end          trailer, 32 bytes: "RSCKPEND" | u64 block count | u64 record count
+ * | u32 0 | u32 CRC-32C of the trailer's first 28 bytes
+ *
+ * The magic and the version sit at fixed offsets in every format version, so a reader refuses a
+ * newer file by its version before reading anything else. The header is written last (its counts
+ * are known only then) into a temporary file that is fsynced and renamed; the directory is fsynced
+ * after the rename.
+ *
+ * Save walks the index with its scan op (entries cannot move meanwhile) and reads each row under
+ * its seqlock exactly like a GET; a row disturbed by a writer is read again by key. Load (and
+ * verify, which is load without inserting) reads blocks sequentially, checks each block's header
+ * and payload checksum before inserting its rows, and checks the trailer and the counts at the end.
+ * I/O: a save starts write-back every 8 MiB (sync_file_range) so the disk streams during the scan;
+ * a load asks for read-ahead 8-16 MiB in front (POSIX_FADV_WILLNEED).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kv_internal.h"
+#include "recstore/clock.h"
+#include "recstore/crc32c.h"
+#include "recstore/kv_checkpoint.h"
+
+#define CKPT_MAGIC        "RSKVCKPT"
+#define CKPT_END_MAGIC    "RSCKPEND"
+#define CKPT_BLOCK_MAGIC  0x4b425352u /* "RSBK" */
+#define CKPT_HEADER_BYTES 4096u
+#define CKPT_BLOCK_HDR    32u
+#define CKPT_TRAILER      32u
+#define CKPT_BLOCK_TARGET (1u << 20)   /* payload bytes per block, about */
+#define CKPT_IO_WINDOW    (8ull << 20) /* write-back started / read-ahead asked in these steps */
+
+static void put32(uint8_t *p, uint32_t v) {
+    memcpy(p, &v, 4);
+}
+static void put64(uint8_t *p, uint64_t v) {
+    memcpy(p, &v, 8);
+}
+static uint32_t get32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+static uint64_t get64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+int rs_kv_checkpoint_path(const char *dir, uint32_t shard_id, char *out, size_t cap,
+                          rs_error *err) {
+    if (!dir || !dir[0]) return rs_error_set(err, RS_EINVAL, "checkpoint directory is empty");
+    int n = snprintf(out, cap, "%s/shard_%u.rsckpt", dir, shard_id);
+    if (n < 0 || (size_t)n >= cap)
+        return rs_error_set(err, RS_EINVAL, "checkpoint directory '%s' is too long", dir);
+    return 0;
+}
+
+static uint32_t rows_per_block(uint32_t value_size) {
+    uint32_t n = CKPT_BLOCK_TARGET / (value_size + 8u);
+    return n ? n : 1;
+}
+
+/* ---- save ------------------------------------------------------------------------------------ */
+
+typedef struct saver {
+    rs_kv *kv;
+    int fd;
+    const char *file; /* shown in errors (the temporary name) */
+    uint32_t rpb;
+    uint32_t n; /* rows in the current block */
+    uint64_t *keys;
+    uint8_t *rows;
+    uint64_t blocks, records, offset;
+    uint64_t flushed; /* write-back has been started up to here */
+    rs_error *err;
+} saver;
+
+static int write_all(int fd, struct iovec *iov, int cnt, uint64_t off, const char *file,
+                     rs_error *err) {
+    while (cnt) {
+        ssize_t w = pwritev(fd, iov, cnt, (off_t)off);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return rs_error_errno(err, RS_EIO, errno, "%s: write at offset %llu", file,
+                                  (unsigned long long)off);
+        }
+        off += (uint64_t)w;
+        while (cnt && (size_t)w >= iov->iov_len) {
+            w -= (ssize_t)iov->iov_len;
+            iov++;
+            cnt--;
+        }
+        if (cnt) {
+            iov->iov_base = (uint8_t *)iov->iov_base + w;
+            iov->iov_len -= (size_t)w;
+        }
+    }
+    return 0;
+}
+
+static int flush_block(saver *sv) {
+    if (!sv->n) return 0;
+    uint32_t vsz = sv->kv->value_size;
+    size_t kbytes = (size_t)sv->n * 8, rbytes = (size_t)sv->n * vsz;
+    uint8_t hdr[CKPT_BLOCK_HDR] = {0};
+    put32(hdr, CKPT_BLOCK_MAGIC);
+    put32(hdr + 4, sv->n);
+    put64(hdr + 8, sv->blocks);
+    put32(hdr + 16, rs_crc32c(rs_crc32c(0, sv->keys, kbytes), sv->rows, rbytes));
+    put32(hdr + 28, rs_crc32c(0, hdr, 28));
+    struct iovec iov[3] = {{hdr, sizeof hdr}, {sv->keys, kbytes}, {sv->rows, rbytes}};
+    int rc = write_all(sv->fd, iov, 3, sv->offset, sv->file, sv->err);
+    if (rc) return rc;
+    sv->offset += sizeof hdr + kbytes + rbytes;
+    /* start write-back of what is written so far, so the disk works while the scan goes on and
+     * the final fsync has little left (without it the kernel waits for its dirty thresholds) */
+    if (sv->offset - sv->flushed >= CKPT_IO_WINDOW) {
+        sync_file_range(sv->fd, (off_t)sv->flushed, (off_t)(sv->offset - sv->flushed),
+                        SYNC_FILE_RANGE_WRITE);
+        sv->flushed = sv->offset;
+    }
+    sv->blocks++;
+    sv->records += sv->n;
+    sv->n = 0;
+    return 0;
+}
+
+/* One entry the scan found: its key into *key and its row into out; 0 if the key was deleted
+ * meanwhile. The fast path is the seqlock copy a GET does; a row a writer disturbed, or an entry
+ * that was removed or reused, is read again by its key. */
+static int read_scanned(rs_kv *kv, const rs_kv_slot *s, uint64_t *key, uint8_t *out) {
+    *key = __atomic_load_n(s->keyp, __ATOMIC_ACQUIRE);
+    uint64_t w1 = __atomic_load_n(s->word, __ATOMIC_ACQUIRE);
+    if (rs_kv_copy_fixed(&kv->vs, *key, s, w1, out) && kv->ops->validate(kv->ix, s)) return 1;
+    return rs_kv_read_fixed_slow(kv->ops, kv->ix, &kv->vs, *key, out);
+}
+
+static int save_entry(void *ctx, const rs_kv_slot *s) {
+    saver *sv = ctx;
+    if (!read_scanned(sv->kv, s, &sv->keys[sv->n], sv->rows + (size_t)sv->n * sv->kv->value_size))
+        return 0;
+    sv->n++;
+    return sv->n == sv->rpb ? flush_block(sv) : 0;
+}
+
+static void header_encode(uint8_t *h, const rs_kv_ckpt_info *in) {
+    memset(h, 0, CKPT_HEADER_BYTES);
+    memcpy(h, CKPT_MAGIC, 8);
+    put32(h + 8, in->format);
+    put32(h + 12, CKPT_HEADER_BYTES);
+    put32(h + 16, in->index_type);
+    put32(h + 20, in->value_size);
+    put64(h + 24, in->records);
+    put32(h + 32, in->shard_id);
+    put32(h + 36, in->num_shards);
+    memcpy(h + 40, in->hash_method, strnlen(in->hash_method, 16));
+    put32(h + 56, in->rows_per_block);
+    put64(h + 64, in->blocks);
+    put64(h + 72, in->created_unix_ns);
+    put64(h + 80, in->file_bytes);
+    put32(h + CKPT_HEADER_BYTES - 4, rs_crc32c(0, h, CKPT_HEADER_BYTES - 4));
+}
+
+static int fsync_dir(const char *dir, rs_error *err) {
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return rs_error_errno(err, RS_EIO, errno, "checkpoint directory %s: open", dir);
+    int rc = 0;
+    if (fsync(dfd) != 0)
+        rc = rs_error_errno(err, RS_EIO, errno, "checkpoint directory %s: fsync", dir);
+    close(dfd);
+    return rc;
+}
+
+int rs_kv_checkpoint_save(rs_kv *kv, const char *dir, uint32_t shard_id, uint32_t num_shards,
+                          rs_kv_ckpt_info *info, rs_error *err) {
+    static uint32_t tmp_seq;
+    char final[4096], tmp[4200];
+    int rc;
+    if (!kv || !dir) return rs_error_set(err, RS_EINVAL, "kv and dir must not be NULL");
+    if (!kv->value_size)
+        return rs_error_set(err, RS_ENOTSUP,
+                            "checkpoints hold fixed-size rows; this engine has variable-length "
+                            "values (value_size 0)");
+    if (!kv->ops->scan)
+        return rs_error_set(err, RS_ENOTSUP, "%s cannot be scanned for a checkpoint",
+                            rs_kv_index_type_name(kv->type));
+    if (num_shards == 0 || shard_id >= num_shards)
+        return rs_error_set(err, RS_EINVAL, "shard %u of %u is not a valid shard", shard_id,
+                            num_shards);
+    if ((rc = rs_kv_checkpoint_path(dir, shard_id, final, sizeof final, err))) return rc;
+    if ((rc = rs_kv_make_dir(dir, err))) return rc;
+    snprintf(tmp, sizeof tmp, "%s/.shard_%u.rsckpt.tmp.%d.%u", dir, shard_id, (int)getpid(),
+             __atomic_fetch_add(&tmp_seq, 1, __ATOMIC_RELAXED));
+    uint64_t t0 = rs_now_ns();
+    saver sv = {.kv = kv,
+                .file = tmp,
+                .rpb = rows_per_block(kv->value_size),
+                .offset = CKPT_HEADER_BYTES,
+                .err = err};
+    sv.keys = malloc((size_t)sv.rpb * 8);
+    sv.rows = malloc((size_t)sv.rpb * kv->value_size);
+    uint8_t *hdr = calloc(1, CKPT_HEADER_BYTES);
+    if (!sv.keys || !sv.rows || !hdr) {
+        rc = rs_error_set(err, RS_ENOMEM, "checkpoint buffers");
+        goto out_free;
+    }
+    sv.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (sv.fd < 0) {
+        rc = rs_error_errno(err, RS_EIO, errno, "checkpoint %s: create", tmp);
+        goto out_free;
+    }
+    if ((rc = kv->ops->scan(kv->ix, save_entry, &sv)) || (rc = flush_block(&sv))) goto out_unlink;
+    rs_kv_ckpt_info in = {.format = RS_KV_CKPT_FORMAT,
+                          .index_type = (uint32_t)kv->type,
+                          .value_size = kv->value_size,
+                          .shard_id = shard_id,
+                          .num_shards = num_shards,
+                          .rows_per_block = sv.rpb,
+                          .records = sv.records,
+                          .blocks = sv.blocks,
+                          .file_bytes = sv.offset + CKPT_TRAILER};
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    in.created_unix_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+    snprintf(in.hash_method, sizeof in.hash_method, "%s", RS_KV_CKPT_HASH_METHOD);
+    uint8_t trailer[CKPT_TRAILER] = {0};
+    memcpy(trailer, CKPT_END_MAGIC, 8);
+    put64(trailer + 8, sv.blocks);
+    put64(trailer + 16, sv.records);
+    put32(trailer + 28, rs_crc32c(0, trailer, 28));
+    header_encode(hdr, &in);
+    struct iovec tv[1] = {{trailer, sizeof trailer}}, hv[1] = {{hdr, CKPT_HEADER_BYTES}};
+    if ((rc = write_all(sv.fd, tv, 1, sv.offset, tmp, err)) ||
+        (rc = write_all(sv.fd, hv, 1, 0, tmp, err)))
+        goto out_unlink;
+    if (fsync(sv.fd) != 0) {
+        rc = rs_error_errno(err, RS_EIO, errno, "checkpoint %s: fsync", tmp);
+        goto out_unlink;
+    }
+    if (close(sv.fd) != 0) {
+        sv.fd = -1;
+        rc = rs_error_errno(err, RS_EIO, errno, "checkpoint %s: close", tmp);
+        goto out_unlink;
+    }
+    sv.fd = -1;
+    if (rename(tmp, final) != 0) {
+        rc = rs_error_errno(err, RS_EIO, errno, "checkpoint: rename %s to %s", tmp, final);
+        goto out_unlink;
+    }
+    if ((rc = fsync_dir(dir, err))) goto out_free;
+    in.seconds = (double)(rs_now_ns() - t0) / 1e9;
+    if (info) *info = in;
+    goto out_free;
+out_unlink:
+    if (sv.fd >= 0) close(sv.fd);
+    unlink(tmp);
+out_free:
+    free(hdr);
+    free(sv.keys);
+    free(sv.rows);
+    return rc;
+}
+
+/* ---- load ------------------------------------------------------------------------------------ */
+
+/* Read exactly n bytes at off; a short read is a truncation at the offset where data ended. */
+static int read_at(int fd, void *buf, size_t n, uint64_t off, const char *file, const char *what,
+                   rs_error *err) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, (uint8_t *)buf + got, n - got, (off_t)(off + got));
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return rs_error_errno(err, RS_EIO, errno, "%s: read of the %s at offset %llu", file,
+                                  what, (unsigned long long)(off + got));
+        }
+        if (r == 0)
+            return rs_error_set(err, RS_EPROTO,
+                                "%s: truncated at offset %llu (the %s at offset %llu needs %zu "
+                                "bytes)",
+                                file, (unsigned long long)(off + got), what,
+                                (unsigned long long)off, n);
+        got += (size_t)r;
+    }
+    return 0;
+}
+
+static int header_decode(const uint8_t *h, const char *file, rs_kv_ckpt_info *o, rs_error *err) {
+    if (memcmp(h, CKPT_MAGIC, 8) != 0)
+        return rs_error_set(err, RS_EPROTO,
+                            "%s: not a recbench checkpoint (no RSKVCKPT magic at offset 0)", file);
+    uint32_t fmt = get32(h + 8);
+    if (fmt > RS_KV_CKPT_FORMAT)
+        return rs_error_set(err, RS_ENOTSUP,
+                            "%s: checkpoint format version %u is newer than this build reads "
+                            "(up to %u); load it with a newer recbench",
+                            file, fmt, RS_KV_CKPT_FORMAT);
+    if (fmt == 0) return rs_error_set(err, RS_EPROTO, "%s: format version 0 at offset 8", file);
+    uint32_t want = get32(h + CKPT_HEADER_BYTES - 4), got = rs_crc32c(0, h, CKPT_HEADER_BYTES - 4);
+    if (want != got)
+        return rs_error_set(err, RS_EPROTO,
+                            "%s: header checksum mismatch (offset 0..%u: stored 0x%08x, computed "
+                            "0x%08x): the file is damaged",
+                            file, CKPT_HEADER_BYTES - 1, want, got);
+    memset(o, 0, sizeof *o);
+    o->format = fmt;
+    o->index_type = get32(h + 16);
+    o->value_size = get32(h + 20);
+    o->records = get64(h + 24);
+    o->shard_id = get32(h + 32);
+    o->num_shards = get32(h + 36);
+    memcpy(o->hash_method, h + 40, 16);
+    o->hash_method[16] = 0;
+    o->rows_per_block = get32(h + 56);
+    o->blocks = get64(h + 64);
+    o->created_unix_ns = get64(h + 72);
+    o->file_bytes = get64(h + 80);
+    if (get32(h + 12) != CKPT_HEADER_BYTES || o->value_size == 0 ||
+        o->value_size > RS_KV_MAX_VALUE || o->rows_per_block == 0 ||
+        o->rows_per_block > (1u << 24) || o->records > o->blocks * (uint64_t)o->rows_per_block)
+        return rs_error_set(err, RS_EPROTO,
+                            "%s: inconsistent header (value_size %u, %u rows per block, %llu rows "
+                            "in %llu blocks)",
+                            file, o->value_size, o->rows_per_block, (unsigned long long)o->records,
+                            (unsigned long long)o->blocks);
+    return 0;
+}
+
+static int open_checked(const char *file, rs_kv_ckpt_info *info, int *fd_out, rs_error *err) {
+    uint8_t *h = malloc(CKPT_HEADER_BYTES);
+    if (!h) return rs_error_set(err, RS_ENOMEM, "checkpoint header");
+    int rc, fd = open(file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        rc = rs_error_errno(err, errno == ENOENT ? RS_ENOTFOUND : RS_EIO, errno,
+                            "checkpoint %s: open", file);
+        goto out;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        rc = rs_error_errno(err, RS_EIO, errno, "checkpoint %s: stat", file);
+        goto out;
+    }
+    /* magic and version are read first, so that a newer format is named even if shorter */
+    if ((rc = read_at(fd, h, st.st_size < 12 ? (size_t)st.st_size : 12, 0, file, "header", err)))
+        goto out;
+    if (st.st_size >= 12 && memcmp(h, CKPT_MAGIC, 8) == 0 && get32(h + 8) > RS_KV_CKPT_FORMAT) {
+        rc = header_decode(h, file, info, err);
+        goto out;
+    }
+    if ((rc = read_at(fd, h, CKPT_HEADER_BYTES, 0, file, "header", err)) ||
+        (rc = header_decode(h, file, info, err)))
+        goto out;
+    if ((uint64_t)st.st_size != info->file_bytes) {
+        rc = rs_error_set(err, RS_EPROTO,
+                          (uint64_t)st.st_size < info->file_bytes
+                              ? "%s: truncated at offset %llu (the header announces %llu bytes)"
+                              : "%s: %llu bytes, but the header announces %llu",
+                          file, (unsigned long long)st.st_size,
+                          (unsigned long long)info->file_bytes);
+        goto out;
+    }
+    *fd_out = fd;
+    fd = -1;
+out:
+    if (fd >= 0) close(fd);
+    free(h);
+    return rc;
+}
+
+int rs_kv_checkpoint_read_header(const char *file, rs_kv_ckpt_info *info, rs_error *err) {
+    int fd = -1;
+    rs_kv_ckpt_info tmp;
+    int rc = open_checked(file, info ? info : &tmp, &fd, err);
+    if (fd >= 0) close(fd);
+    return rc;
+}
+
+/* Read and check every byte; insert the rows into `into` unless it is NULL (verify only). */
+static int load_impl(const char *dir, uint32_t shard_id, uint32_t num_shards, uint32_t value_size,
+                     uint64_t capacity, rs_kv *into, rs_kv_ckpt_info *info, rs_error *err) {
+    char file[4096];
+    rs_kv_ckpt_info hi;
+    int rc, fd = -1;
+    uint8_t *buf = NULL;
+    if (!dir) return rs_error_set(err, RS_EINVAL, "dir must not be NULL");
+    if ((rc = rs_kv_checkpoint_path(dir, shard_id, file, sizeof file, err))) return rc;
+    uint64_t t0 = rs_now_ns();
+    if ((rc = open_checked(file, &hi, &fd, err))) return rc;
+    if (strcmp(hi.hash_method, RS_KV_CKPT_HASH_METHOD) != 0) {
+        rc = rs_error_set(err, RS_ENOTSUP,
+                          "%s: keys were placed with shard hash '%s'; this server routes with "
+                          "'%s'",
+                          file, hi.hash_method, RS_KV_CKPT_HASH_METHOD);
+        goto out;
+    }
+    if (hi.value_size != value_size) {
+        rc = rs_error_set(err, RS_EINVAL,
+                          "%s: checkpoint has value_size %u, this shard has value_size %u", file,
+                          hi.value_size, value_size);
+        goto out;
+    }
+    if (hi.num_shards != num_shards) {
+        rc = rs_error_set(err, RS_EINVAL,
+                          "%s: checkpoint was taken with %u shards (shard count), this "
+                          "deployment has %u",
+                          file, hi.num_shards, num_shards);
+        goto out;
+    }
+    if (hi.shard_id != shard_id) {
+        rc = rs_error_set(err, RS_EINVAL, "%s: checkpoint holds shard id %u, this is shard id %u",
+                          file, hi.shard_id, shard_id);
+        goto out;
+    }
+    if (hi.records > capacity) {
+        rc = rs_error_set(err, RS_EFULL, "%s: %llu rows do not fit a capacity of %llu keys", file,
+                          (unsigned long long)hi.records, (unsigned long long)capacity);
+        goto out;
+    }
+    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    size_t max_payload = (size_t)hi.rows_per_block * (8u + hi.value_size);
+    if (!(buf = malloc(CKPT_BLOCK_HDR + max_payload))) {
+        rc = rs_error_set(err, RS_ENOMEM, "checkpoint block buffer (%zu bytes)", max_payload);
+        goto out;
+    }
+    uint64_t off = CKPT_HEADER_BYTES, rows = 0, ahead = 0;
+    for (uint64_t b = 0; b < hi.blocks; b++) {
+        /* ask for large read-ahead two windows in front: the default read-ahead issues small
+         * reads one after another, at a fraction of what the disk streams */
+        if (off + CKPT_IO_WINDOW > ahead && ahead < hi.file_bytes) {
+            posix_fadvise(fd, (off_t)ahead, (off_t)(2 * CKPT_IO_WINDOW), POSIX_FADV_WILLNEED);
+            ahead += 2 * CKPT_IO_WINDOW;
+        }
+        uint8_t *bh = buf;
+        if ((rc = read_at(fd, bh, CKPT_BLOCK_HDR, off, file, "block header", err))) goto out;
+        uint32_t n = get32(bh + 4);
+        if (get32(bh) != CKPT_BLOCK_MAGIC || get32(bh + 28) != rs_crc32c(0, bh, 28) ||
+            get64(bh + 8) != b || n == 0 || n > hi.rows_per_block) {
+            rc = rs_error_set(err, RS_EPROTO,
+                              "%s: block %llu at offset %llu: damaged block header (checksum, "
+                              "magic, index or row count %u)",
+                              file, (unsigned long long)b, (unsigned long long)off, n);
+            goto out;
+        }
+        size_t payload = (size_t)n * (8u + hi.value_size);
+        /* keys land 8-aligned right after the 32-byte block header */
+        uint8_t *keys = buf + CKPT_BLOCK_HDR;
+        if ((rc = read_at(fd, keys, payload, off + CKPT_BLOCK_HDR, file, "block payload", err)))
+            goto out;
+        uint32_t want = get32(bh + 16), got = rs_crc32c(0, keys, payload);
+        if (want != got) {
+            rc = rs_error_set(err, RS_EPROTO,
+                              "%s: block %llu at offset %llu (payload bytes %llu..%llu): checksum "
+                              "mismatch (stored 0x%08x, computed 0x%08x)",
+                              file, (unsigned long long)b, (unsigned long long)off,
+                              (unsigned long long)(off + CKPT_BLOCK_HDR),
+                              (unsigned long long)(off + CKPT_BLOCK_HDR + payload - 1), want, got);
+            goto out;
+        }
+        size_t done = 0;
+        if (into && (rc = rs_kv_batch_put(into, (const uint64_t *)keys, n, keys + (size_t)n * 8,
+                                          &done, err))) {
+            rs_error_prefix(err, "%s: block %llu: ", file, (unsigned long long)b);
+            goto out;
+        }
+        rows += n;
+        off += CKPT_BLOCK_HDR + payload;
+    }
+    uint8_t tr[CKPT_TRAILER];
+    if ((rc = read_at(fd, tr, CKPT_TRAILER, off, file, "trailer", err))) goto out;
+    if (memcmp(tr, CKPT_END_MAGIC, 8) != 0 || get32(tr + 28) != rs_crc32c(0, tr, 28) ||
+        get64(tr + 8) != hi.blocks || get64(tr + 16) != rows || rows != hi.records ||
+        off + CKPT_TRAILER != hi.file_bytes) {
+        rc = rs_error_set(err, RS_EPROTO,
+                          "%s: damaged trailer at offset %llu (or counts disagree: %llu rows "
+                          "read, header says %llu)",
+                          file, (unsigned long long)off, (unsigned long long)rows,
+                          (unsigned long long)hi.records);
+        goto out;
+    }
+    hi.seconds = (double)(rs_now_ns() - t0) / 1e9;
+    if (info) *info = hi;
+out:
+    free(buf);
+    if (fd >= 0) close(fd);
+    return rc;
+}
+
+int rs_kv_checkpoint_verify(const char *dir, uint32_t shard_id, uint32_t num_shards,
+                            uint32_t value_size, uint64_t capacity, rs_kv_ckpt_info *info,
+                            rs_error *err) {
+    return load_impl(dir, shard_id, num_shards, value_size, capacity, NULL, info, err);
+}
+
+int rs_kv_checkpoint_load(const char *dir, uint32_t shard_id, uint32_t num_shards, rs_kv *into,
+                          rs_kv_ckpt_info *info, rs_error *err) {
+    if (!into) return rs_error_set(err, RS_EINVAL, "into must not be NULL");
+    return load_impl(dir, shard_id, num_shards, into->value_size, into->capacity, into, info, err);
+}

@@ -1,0 +1,93 @@
+/*
+ * recstore_block.c — RecStore's row block (ParameterCompressor layout, recstore/recstore_wire.h):
+ * validation of blocks that arrive from the network and the one-pass writer of GET replies.
+ *
+ * Validation walks the offset table once and checks every item, so a handler may then read any
+ * item through rs_rsblock_item without bounds checks. Errors name the byte offset that does not
+ * add up. The writer lays items out in request order straight into the transport's reply buffer:
+ * no per-key allocation, one memcpy per found row.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "recstore/recstore_wire.h"
+
+int rs_rsblock_validate(const uint8_t *block, size_t len, uint32_t *n_items, rs_error *err) {
+    int32_t n;
+    *n_items = 0;
+    if (len < 4)
+        return rs_error_set(err, RS_EPROTO,
+                            "row block of %zu bytes is shorter than its 4-byte item count", len);
+    memcpy(&n, block, 4);
+    if (n < 0)
+        return rs_error_set(err, RS_EPROTO, "row block: item count %d at byte offset 0 is negative",
+                            n);
+    size_t area = 4 + 4 * (size_t)n;
+    if (area > len)
+        return rs_error_set(err, RS_EPROTO,
+                            "row block: item count %d at byte offset 0 needs %zu bytes of offsets "
+                            "but the block has %zu bytes",
+                            n, area, len);
+    int64_t prev = 0;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t end, dim;
+        size_t off = 4 + 4 * (size_t)i;
+        memcpy(&end, block + off, 4);
+        int64_t span = (int64_t)end - prev;
+        if (span < RS_RSBLOCK_ITEM_HEAD)
+            return rs_error_set(err, RS_EPROTO,
+                                "row block: end[%d] = %d at byte offset %zu leaves item %d %lld "
+                                "bytes (an item is at least 12)",
+                                i, end, off, i, (long long)span);
+        if ((uint64_t)area + (uint64_t)end > len)
+            return rs_error_set(err, RS_EPROTO,
+                                "row block: end[%d] = %d at byte offset %zu points past the "
+                                "%zu-byte block",
+                                i, end, off, len);
+        size_t item = area + (size_t)prev;
+        memcpy(&dim, block + item + 8, 4);
+        if (dim < 0 || (int64_t)RS_RSBLOCK_ITEM_HEAD + 4 * (int64_t)dim != span)
+            return rs_error_set(err, RS_EPROTO,
+                                "row block: item %d at byte offset %zu has dim %d but spans %lld "
+                                "bytes (end[%d] at byte offset %zu)",
+                                i, item, dim, (long long)span, i, off);
+        prev = end;
+    }
+    if (area + (size_t)prev != len)
+        return rs_error_set(err, RS_EPROTO,
+                            "row block: items end at byte offset %zu but the block has %zu bytes",
+                            area + (size_t)prev, len);
+    *n_items = (uint32_t)n;
+    return 0;
+}
+
+void rs_rsblock_writer_init(rs_rsblock_writer *w, uint8_t *out, uint32_t n) {
+    int32_t cnt = (int32_t)n;
+    memcpy(out, &cnt, 4);
+    w->out = out;
+    w->n = n;
+    w->next = 0;
+    w->pos = 0;
+}
+
+void rs_rsblock_writer_add(rs_rsblock_writer *w, const uint8_t *keys, uint32_t m, uint32_t dim,
+                           const float *rows, const uint8_t *found) {
+    uint8_t *ends = w->out + 4;
+    uint8_t *items = w->out + 4 + 4 * (size_t)w->n;
+    uint8_t *item = items + w->pos;
+    const size_t row_bytes = 4 * (size_t)dim;
+    for (uint32_t i = 0; i < m; i++) {
+        int32_t d = found[i] ? (int32_t)dim : 0;
+        memcpy(item, keys + 8 * (size_t)i, 8);
+        memcpy(item + 8, &d, 4);
+        item += RS_RSBLOCK_ITEM_HEAD;
+        if (d) {
+            memcpy(item, (const uint8_t *)rows + row_bytes * i, row_bytes);
+            item += row_bytes;
+        }
+        int32_t end = (int32_t)(item - items);
+        memcpy(ends + 4 * (size_t)(w->next + i), &end, 4);
+    }
+    w->next += m;
+    w->pos = (size_t)(item - items);
+}

@@ -1,0 +1,102 @@
+/*
+ * grpc_services.c — the table of methods the gRPC server serves beyond recstore.PSService
+ * (grpc_services.h), their per-server state, and the helpers their handlers share.
+ */
+#if RS_HAVE_GRPC
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "transport/grpc_services.h"
+
+void rs_grpc_health_stopping(rs_grpc_services *s); /* grpc_health.c */
+
+const rs_grpc_method_def rs_grpc_extra_methods[] = {
+    {"/recstoreps.ParameterService/GetParameter", RS_GRPC_UNARY, rs_grpc_rs_get, NULL},
+    {"/recstoreps.ParameterService/PutParameter", RS_GRPC_UNARY, rs_grpc_rs_put, NULL},
+    {"/recstoreps.ParameterService/UpdateParameter", RS_GRPC_UNARY, rs_grpc_rs_update, NULL},
+    {"/recstoreps.ParameterService/InitEmbeddingTable", RS_GRPC_UNARY, rs_grpc_rs_init_table, NULL},
+    {"/recstoreps.ParameterService/Command", RS_GRPC_UNARY, rs_grpc_rs_command, NULL},
+    {"/grpc.health.v1.Health/Check", RS_GRPC_UNARY, rs_grpc_health_check, NULL},
+    {"/grpc.health.v1.Health/Watch", RS_GRPC_SERVER_STREAM, NULL, rs_grpc_health_watch},
+#if RS_HAVE_PROTOBUF_C
+    {"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", RS_GRPC_BIDI_STREAM, NULL,
+     rs_grpc_reflection_info},
+    {"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", RS_GRPC_BIDI_STREAM, NULL,
+     rs_grpc_reflection_info},
+#endif
+};
+const size_t rs_grpc_num_extra_methods =
+    sizeof rs_grpc_extra_methods / sizeof rs_grpc_extra_methods[0];
+
+const char *const rs_grpc_served_services[] = {
+    "recstore.PSService",
+    "recstoreps.ParameterService",
+    "grpc.health.v1.Health",
+#if RS_HAVE_PROTOBUF_C
+    "grpc.reflection.v1.ServerReflection",
+    "grpc.reflection.v1alpha.ServerReflection",
+#endif
+};
+const size_t rs_grpc_num_served_services =
+    sizeof rs_grpc_served_services / sizeof rs_grpc_served_services[0];
+
+int rs_grpc_services_create(rs_ps_shard *shard, const rs_grpc_options *o, rs_grpc_services **out,
+                            rs_error *err) {
+    int rc;
+    *out = NULL;
+    rs_grpc_services *s = calloc(1, sizeof *s);
+    if (!s) return rs_error_set(err, RS_ENOMEM, "grpc server: out of memory");
+    if ((rc = rs_rsps_create(shard, &o->optimizer, &s->rsps, err)) != 0) goto fail_free;
+    if ((rc = pthread_mutex_init(&s->lock, NULL)) != 0) {
+        rc = rs_error_errno(err, RS_ENOMEM, rc, "grpc server: health lock");
+        goto fail_rsps;
+    }
+    if ((rc = pthread_cond_init(&s->changed, NULL)) != 0) {
+        rc = rs_error_errno(err, RS_ENOMEM, rc, "grpc server: health condition");
+        goto fail_lock;
+    }
+    s->serving = 1;
+    *out = s;
+    return 0;
+fail_lock:
+    pthread_mutex_destroy(&s->lock);
+fail_rsps:
+    rs_rsps_destroy(s->rsps);
+fail_free:
+    free(s);
+    return rc;
+}
+
+void rs_grpc_services_stopping(rs_grpc_services *s) {
+    if (s) rs_grpc_health_stopping(s);
+}
+
+void rs_grpc_services_destroy(rs_grpc_services *s) {
+    if (!s) return;
+    pthread_cond_destroy(&s->changed);
+    pthread_mutex_destroy(&s->lock);
+    rs_rsps_destroy(s->rsps);
+    free(s);
+}
+
+void rs_grpc_reply_error(rs_grpc_unary_reply *out, grpc_status_code st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out->details, sizeof out->details, fmt, ap);
+    va_end(ap);
+    out->status = st;
+    if (out->msg) grpc_byte_buffer_destroy(out->msg);
+    out->msg = NULL;
+}
+
+grpc_byte_buffer *rs_grpc_message_copy(const void *data, size_t len) {
+    grpc_slice sl = len ? grpc_slice_from_copied_buffer(data, len) : grpc_empty_slice();
+    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&sl, 1);
+    grpc_slice_unref(sl);
+    return bb;
+}
+
+#endif /* RS_HAVE_GRPC */

@@ -1,0 +1,103 @@
+/*
+ * grpc_services.h — the services recbench's gRPC server serves next to recstore.PSService, and
+ * the hook grpc_server.c calls them through:
+ *
+ *   recstoreps.ParameterService   RecStore's own PS service (grpc_recstore.c)
+ *   grpc.health.v1.Health         Check and Watch (grpc_health.c)
+ *   grpc.reflection.v1 / v1alpha  ServerReflectionInfo (grpc_reflection.c)
+ *
+ * grpc_server.c registers every method of rs_grpc_extra_methods next to its own four and keeps
+ * requested calls armed for them on every worker. A unary method's handler gets the request
+ * message and fills the reply (message or error status); a streaming method's handler takes the
+ * call over and drives it with batches tagged by an rs_grpc_stream, whose on_event the worker
+ * calls for every completion of such a tag on its completion queue.
+ */
+#ifndef RS_GRPC_SERVICES_H
+#define RS_GRPC_SERVICES_H
+
+#include <pthread.h>
+
+#include "recstore/recstore_wire.h"
+#include "transport/grpc_transport.h"
+
+/* A completion-queue tag owned by a streaming call; on_event runs on the worker thread that
+ * owns the queue. ok is the event's success flag. */
+typedef struct rs_grpc_stream rs_grpc_stream;
+struct rs_grpc_stream {
+    void (*on_event)(rs_grpc_stream *tag, int ok);
+};
+
+typedef struct rs_grpc_watch rs_grpc_watch;
+
+/* One server's state of the extra services. */
+typedef struct rs_grpc_services {
+    rs_rsps *rsps; /* RecStore ParameterService semantics on the shard */
+    /* health: serving flag and the open Watch streams, under lock */
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    int serving;
+    rs_grpc_watch *watchers;
+} rs_grpc_services;
+
+/* What a handler may use: the services, the worker's thread slot, queue and reply buffers. */
+typedef struct rs_grpc_call_ctx {
+    rs_grpc_services *svc;
+    unsigned thread;
+    grpc_completion_queue *cq;
+    rs_grpc_slice_pool *pool;
+} rs_grpc_call_ctx;
+
+typedef struct rs_grpc_unary_reply {
+    grpc_byte_buffer *msg; /* the reply message when status is OK (owned by the caller) */
+    grpc_status_code status;
+    char details[320]; /* status != OK: the reason */
+} rs_grpc_unary_reply;
+
+enum {
+    RS_GRPC_UNARY = 0,     /* request read up front; unary() answers */
+    RS_GRPC_SERVER_STREAM, /* request read up front; stream() takes the call */
+    RS_GRPC_BIDI_STREAM,   /* nothing read; stream() takes the call */
+};
+
+typedef struct rs_grpc_method_def {
+    const char *path;
+    int kind;
+    void (*unary)(rs_grpc_call_ctx *c, const rs_grpc_span *req, rs_grpc_unary_reply *out);
+    /* Takes over the call reference (and payload, which may be NULL). Returns 0, or non-zero
+     * when it could not start (the caller then cancels and drops the call). */
+    int (*stream)(rs_grpc_call_ctx *c, grpc_call *call, grpc_byte_buffer *payload);
+} rs_grpc_method_def;
+
+extern const rs_grpc_method_def rs_grpc_extra_methods[];
+extern const size_t rs_grpc_num_extra_methods;
+#define RS_GRPC_MAX_EXTRA_METHODS 16
+
+/* Services listed by reflection and answered by health. */
+extern const char *const rs_grpc_served_services[];
+extern const size_t rs_grpc_num_served_services;
+
+int rs_grpc_services_create(rs_ps_shard *shard, const rs_grpc_options *o, rs_grpc_services **out,
+                            rs_error *err);
+/* The server is stopping: health turns NOT_SERVING, every Watch stream is told, and this waits
+ * (up to RS_GRPC_NOT_SERVING_WAIT_MS) until those messages left. Call before the gRPC shutdown. */
+#define RS_GRPC_NOT_SERVING_WAIT_MS 1000
+void rs_grpc_services_stopping(rs_grpc_services *s);
+void rs_grpc_services_destroy(rs_grpc_services *s);
+
+/* Helpers shared by the handlers. */
+void rs_grpc_reply_error(rs_grpc_unary_reply *out, grpc_status_code st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* A reply message from one buffer (copied). */
+grpc_byte_buffer *rs_grpc_message_copy(const void *data, size_t len);
+
+/* Handlers (grpc_recstore.c, grpc_health.c, grpc_reflection.c). */
+void rs_grpc_rs_get(rs_grpc_call_ctx *c, const rs_grpc_span *req, rs_grpc_unary_reply *out);
+void rs_grpc_rs_put(rs_grpc_call_ctx *c, const rs_grpc_span *req, rs_grpc_unary_reply *out);
+void rs_grpc_rs_update(rs_grpc_call_ctx *c, const rs_grpc_span *req, rs_grpc_unary_reply *out);
+void rs_grpc_rs_init_table(rs_grpc_call_ctx *c, const rs_grpc_span *req, rs_grpc_unary_reply *out);
+void rs_grpc_rs_command(rs_grpc_call_ctx *c, const rs_grpc_span *req, rs_grpc_unary_reply *out);
+void rs_grpc_health_check(rs_grpc_call_ctx *c, const rs_grpc_span *req, rs_grpc_unary_reply *out);
+int rs_grpc_health_watch(rs_grpc_call_ctx *c, grpc_call *call, grpc_byte_buffer *payload);
+int rs_grpc_reflection_info(rs_grpc_call_ctx *c, grpc_call *call, grpc_byte_buffer *payload);
+
+#endif

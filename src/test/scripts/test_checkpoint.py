@@ -1,0 +1,157 @@
+"""Checkpoints through real servers: COMMAND save/load on every transport this host serves,
+PSClient.save()/load(), `ps_server --load_checkpoint`, all three index types, and refusals that
+leave the running shard untouched (a damaged file, another shard count)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+from ps_testlib import PSServerProcess, python_env, require_transport
+
+import recbench
+from recbench import errors
+
+VS = 64
+DIM = VS // 4
+
+
+def rows_for(keys: np.ndarray, gen: float) -> np.ndarray:
+    return (keys[:, None].astype(np.float32) * 0.5 + gen) + np.arange(DIM, dtype=np.float32)
+
+
+def put_all(ps, keys: np.ndarray, rows: np.ndarray) -> None:
+    for i in range(0, len(keys), 500):
+        ps.put(keys[i:i + 500], rows[i:i + 500])
+
+
+def get_all(ps, keys: np.ndarray) -> np.ndarray:
+    return np.concatenate([ps.get(keys[i:i + 500]) for i in range(0, len(keys), 500)])
+
+
+class CheckpointTransports(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="rs_ckpt_test_")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def _round_trip(self, transport: str, index_type: str = "DRAM_PET_HASH"):
+        require_transport(self, transport)
+        root = os.path.join(self.tmp, "root")
+        extra = ["--checkpoint_root", root]
+        if index_type == "SSD_EXTENDIBLE_HASH":
+            extra += ["--data_path", os.path.join(self.tmp, "data")]
+        ck = os.path.join(root, "ck", transport)
+        keys = np.arange(1, 5001, dtype=np.uint64) * 3
+        with PSServerProcess(transport, num_shards=2, value_size=VS, index_type=index_type,
+                             extra_args=extra) as srv, recbench.PSClient(srv.uri) as ps:
+            put_all(ps, keys, rows_for(keys, 1.0))
+            replies = ps.save(ck)
+            self.assertEqual(len(replies), 2)
+            self.assertTrue(all(r.startswith("saved ") for r in replies), replies)
+            self.assertEqual(sorted(os.listdir(ck)), ["shard_0.rsckpt", "shard_1.rsckpt"])
+            ps.put(keys[:100], rows_for(keys[:100], 9.0))   # changed after the save
+            ps.put(np.array([7], dtype=np.uint64), rows_for(np.array([7], np.uint64), 0))
+            replies = ps.load(ck)
+            self.assertTrue(all(r.startswith("loaded ") for r in replies), replies)
+            np.testing.assert_array_equal(get_all(ps, keys), rows_for(keys, 1.0))
+            self.assertFalse(ps.get(np.array([7], dtype=np.uint64)).any())  # gone again
+            self.assertEqual(sum(s["keys"] for s in ps.stats()), len(keys))
+
+            # damage shard 1's file: its load is refused naming file and offset, rows stay
+            path = os.path.join(ck, "shard_1.rsckpt")
+            with open(path, "r+b") as f:
+                f.seek(4096 + 32 + 10)
+                b = f.read(1)
+                f.seek(4096 + 32 + 10)
+                f.write(bytes([b[0] ^ 0xFF]))
+            ps.put(keys[:10], rows_for(keys[:10], 5.0))
+            with self.assertRaises(errors.ServerError) as cm:
+                ps.load(ck, shards=[1])
+            msg = str(cm.exception)
+            self.assertIn("shard_1.rsckpt", msg)
+            self.assertIn("offset 4096", msg)
+            self.assertIn("checksum mismatch", msg)
+            self.assertIn("shard unchanged", msg)
+            got = ps.get(keys[:10])
+            np.testing.assert_array_equal(got, rows_for(keys[:10], 5.0))
+
+            with self.assertRaises(errors.ServerError) as cm:
+                ps.command("load", 0)
+            self.assertIn("needs a directory", str(cm.exception))
+            with self.assertRaises(errors.ServerError) as cm:
+                ps.load("nonexistent", shards=[0])   # relative to the root
+            self.assertIn(os.path.join(os.path.realpath(root), "nonexistent", "shard_0.rsckpt"),
+                          str(cm.exception))
+            self.assertEqual(ps.command("checkpoint_status", 0)[:8], "failed: ")
+            # a client cannot make the server write outside its checkpoint root
+            for bad in (self.tmp, f"{root}/../x", "a/../../x", "/etc"):
+                with self.assertRaises(errors.ServerError) as cm:
+                    ps.save(bad)
+                self.assertIn("inside the checkpoint root", str(cm.exception))
+            self.assertFalse(os.path.exists(os.path.join(self.tmp, "shard_0.rsckpt")))
+
+    def test_brpc(self):
+        self._round_trip("brpc")
+
+    def test_commands_off_without_a_root(self):
+        with PSServerProcess("brpc", value_size=VS) as srv, recbench.PSClient(srv.uri) as ps:
+            with self.assertRaises(errors.ServerError) as cm:
+                ps.save(os.path.join(self.tmp, "ck"))
+            self.assertIn("--checkpoint_root", str(cm.exception))
+        self.assertEqual(os.listdir(self.tmp), [])
+
+    def test_grpc(self):
+        self._round_trip("grpc")
+
+    def test_shm(self):
+        self._round_trip("shm")
+
+    def test_extendible_hash(self):
+        self._round_trip("brpc", "DRAM_EXTENDIBLE_HASH")
+
+    def test_cceh(self):
+        self._round_trip("grpc", "SSD_EXTENDIBLE_HASH")
+
+
+class LoadAtStart(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="rs_ckpt_test_")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def test_server_starts_with_checkpoint_and_refuses_other_layouts(self):
+        ck = os.path.join(self.tmp, "ck")
+        keys = np.arange(10, 3010, dtype=np.uint64)
+        with PSServerProcess("brpc", num_shards=2, value_size=VS,
+                             extra_args=["--checkpoint_root", self.tmp]) as srv, \
+                recbench.PSClient(srv.uri) as ps:
+            put_all(ps, keys, rows_for(keys, 2.0))
+            ps.save(ck)
+        with PSServerProcess("brpc", num_shards=2, value_size=VS, index_type="DRAM_EXTENDIBLE_HASH",
+                             extra_args=["--load_checkpoint", ck]) as srv, \
+                recbench.PSClient(srv.uri) as ps:
+            np.testing.assert_array_equal(get_all(ps, keys), rows_for(keys, 2.0))
+        # one shard of a different deployment: refused at start, naming the shard count
+        for flags, words in ((["--num_shards", "1"], "shard count"),
+                             (["--num_shards", "2", "--value_size", "128"], "value_size 64")):
+            args = [sys.executable, "-m", "recbench.ps_server", "--transport", "brpc",
+                    "--host", "127.0.0.1", "--port", "0", "--local_shard_id", "0",
+                    "--load_checkpoint", ck] + flags
+            if "--value_size" not in flags:
+                args += ["--value_size", str(VS)]
+            p = subprocess.run(args, capture_output=True, text=True, env=python_env(), timeout=60)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn(words, p.stderr)
+            self.assertIn("shard_0.rsckpt", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,149 @@
+"""recbench's brpc server speaking RecStore's recstoreps_brpc.ParameterService over baidu_std,
+called with hand-made frames (baidu_std_wire) exactly as RecStore's bRPC client sends them (keys
+and row blocks in the attachment, empty messages) and in the protobuf-field form; PS-level
+errors as RpcResponseMeta errors (EINVAL 22, EOPNOTSUPP 95) or success=false; requests whose
+RpcMeta.compress_type is snappy, gzip or zlib inflated, others refused; the native service on
+the same port seeing the same rows."""
+
+import gzip
+import json
+import struct
+import unittest
+import zlib
+
+import numpy as np
+from baidu_std_wire import BaiduStdClient, snappy_literals
+from ps_testlib import NoLeftoverServers, PSServerProcess
+from recstore_wire_py import decode_block, encode_block, keys_bytes, stubs
+
+import recbench
+
+SVC = "recstoreps_brpc.ParameterService"
+VS = 64
+DIM = VS // 4
+
+
+def rows_for(keys):
+    keys = np.asarray(keys, dtype=np.float64)
+    return ((keys % 997)[:, None] + np.arange(DIM)[None, :] / 4).astype(np.float32)
+
+
+class RecStoreBrpcServerTest(NoLeftoverServers, unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.pb, _ = stubs("recstore_ps_brpc")
+        cls.server = PSServerProcess("brpc", value_size=VS,
+                                     extra_args=["--transport_options",
+                                                 "learning_rate=0.5"]).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def setUp(self):
+        super().setUp()
+        self.c = BaiduStdClient(self.server.ports[0])
+        self.ok(self.c.call(SVC, "Command", self.pb.CommandRequest().SerializeToString()))
+
+    def tearDown(self):
+        self.c.close()
+        super().tearDown()
+
+    def ok(self, reply):
+        self.assertEqual(reply.error_code, 0, reply.error_text)
+        return reply
+
+    def test_attachment_form_as_recstores_client_sends_it(self):
+        keys = [3, 4, 5]
+        r = self.ok(self.c.call(SVC, "PutParameter", b"", encode_block(zip(keys, rows_for(keys)))))
+        self.assertEqual(r.message, b"")
+        r = self.ok(self.c.call(SVC, "GetParameter", b"", keys_bytes([4, 99, 3])))
+        self.assertEqual(r.message, b"")  # the block is the response attachment
+        got = decode_block(r.attachment)
+        self.assertEqual([k for k, _ in got], [4, 99, 3])
+        np.testing.assert_array_equal(got[0][1], rows_for([4])[0])
+        self.assertIsNone(got[1][1])
+
+    def test_proto_field_form(self):
+        keys = [7, 8]
+        put = self.pb.PutParameterRequest(parameter_value=encode_block(zip(keys, rows_for(keys))))
+        self.ok(self.c.call(SVC, "PutParameter", put.SerializeToString()))
+        get = self.pb.GetParameterRequest(keys=keys_bytes(keys)).SerializeToString()
+        got = decode_block(self.ok(self.c.call(SVC, "GetParameter", get)).attachment)
+        np.testing.assert_array_equal(np.stack([r for _, r in got]), rows_for(keys))
+
+    def test_update_init_and_errors(self):
+        cfg = json.dumps({"embedding_dim": DIM, "num_embeddings": 10, "table_id": 1})
+        init = self.pb.InitEmbeddingTableResponse.FromString(self.ok(self.c.call(
+            SVC, "InitEmbeddingTable", self.pb.InitEmbeddingTableRequest(
+                table_name="t", config_payload=cfg.encode()).SerializeToString())).message)
+        self.assertTrue(init.success)
+        self.assertEqual(init.tag, 1)
+        key = (1 << 56) | 9
+        g = np.full((1, DIM), 2.0, np.float32)
+        req = self.pb.UpdateParameterRequest(table_name="t").SerializeToString()
+        up = self.pb.UpdateParameterResponse.FromString(self.ok(self.c.call(
+            SVC, "UpdateParameter", req, encode_block([(key, g[0])]))).message)
+        self.assertTrue(up.success)
+        got = decode_block(self.ok(self.c.call(SVC, "GetParameter", b"", keys_bytes([key])))
+                           .attachment)
+        np.testing.assert_array_equal(got[0][1], -(np.float32(0.5) * g[0]))  # learning_rate=0.5
+        bad = self.pb.UpdateParameterResponse.FromString(self.ok(self.c.call(
+            SVC, "UpdateParameter", req, encode_block([(9, g[0])]))).message)
+        self.assertFalse(bad.success)  # tag missing: success=false, not an RPC error
+        r = self.c.call(SVC, "GetParameter", b"", b"")
+        self.assertEqual(r.error_code, 22)
+        self.assertIn("0 keys", r.error_text)
+        block = bytearray(encode_block([(1, rows_for([1])[0])]))
+        struct.pack_into("<i", block, 4, 3)
+        r = self.c.call(SVC, "PutParameter", b"", bytes(block))
+        self.assertEqual(r.error_code, 22)
+        self.assertIn("byte offset 4", r.error_text)
+        r = self.c.call(SVC, "Command", self.pb.CommandRequest(
+            command=self.pb.RELOAD_PS, arg1=[b"a"], arg2=[b"b"]).SerializeToString())
+        self.assertEqual(r.error_code, 95)
+        r = self.c.call(SVC, "Command", self.pb.CommandRequest(command=7).SerializeToString())
+        self.assertEqual(r.error_code, 22)
+        r = self.c.call(SVC, "Nope")
+        self.assertEqual(r.error_code, 1002)
+        fake = self.pb.CommandResponse.FromString(self.ok(self.c.call(SVC, "Command", self.pb.
+                                                  CommandRequest(command=self.pb.LOAD_FAKE_DATA,
+                                                                 arg1=[struct.pack("<q", 33)])
+                                                  .SerializeToString())).message)
+        self.assertEqual(fake.reply, b"\xab" * 33)
+        self.test_attachment_form_as_recstores_client_sends_it()  # still serving
+
+    def test_compressed_requests(self):
+        keys = [11, 12]
+        put = self.pb.PutParameterRequest(
+            parameter_value=encode_block(zip(keys, rows_for(keys)))).SerializeToString()
+        for ctype, packed in ((1, snappy_literals(put)), (2, gzip.compress(put)),
+                              (3, zlib.compress(put))):
+            self.ok(self.c.call(SVC, "Command", self.pb.CommandRequest().SerializeToString()))
+            r = self.ok(self.c.call(SVC, "PutParameter", packed, compress_type=ctype))
+            self.assertEqual(r.compress_type, 0)  # answered uncompressed
+            got = decode_block(self.ok(self.c.call(SVC, "GetParameter", b"", keys_bytes(keys)))
+                               .attachment)
+            np.testing.assert_array_equal(np.stack([v for _, v in got]), rows_for(keys), ctype)
+        # the native service's messages inflate the same way
+        r = self.c.call("recstore.PSService", "Command",
+                        zlib.compress(b"\x2a\x04ping"), compress_type=3)
+        self.assertEqual(r.error_code, 0, r.error_text)
+        self.assertIn(b"pong", r.message)
+        r = self.c.call(SVC, "PutParameter", put, compress_type=4)
+        self.assertEqual(r.error_code, 1003)
+        self.assertIn("compress_type 4 (lz4)", r.error_text)
+        r = self.c.call(SVC, "PutParameter", b"\x00garbage", compress_type=3)
+        self.assertEqual(r.error_code, 1003)
+        self.assertIn("zlib", r.error_text)
+
+    def test_native_client_on_the_same_port(self):
+        keys = np.array([21, 22], dtype=np.uint64)
+        self.ok(self.c.call(SVC, "PutParameter", b"", encode_block(zip(keys.tolist(),
+                                                                       rows_for(keys)))))
+        with recbench.PSClient(self.server.uri, value_size=VS) as client:
+            np.testing.assert_array_equal(client.get(keys), rows_for(keys))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,259 @@
+"""recbench's gRPC server speaking RecStore's recstoreps.ParameterService, called by a grpcio
+client generated from the shipped recbench/proto/recstore_ps.proto (as RecStore's own clients
+would call it): Put/Get with misses as dim-0 items, SGD updates checked against w - lr*g, table
+tags, wrong dims, zero keys, malformed blocks, a 16 MiB block, commands, concurrent clients, and
+the native recstore.PSService on the same port seeing the same rows. Every error must leave the
+server serving."""
+
+import json
+import struct
+import threading
+import unittest
+
+import numpy as np
+from ps_testlib import NoLeftoverServers, PSServerProcess, require_transport
+from recstore_wire_py import decode_block, encode_block, keys_bytes, stubs
+
+import recbench
+
+VS = 512
+DIM = VS // 4
+LR = np.float32(0.01)
+
+
+def rows_for(keys):
+    keys = np.asarray(keys, dtype=np.float64)
+    return ((keys % 1009)[:, None] * 0.5 + np.arange(DIM)[None, :] / 8).astype(np.float32)
+
+
+class RecStoreGrpcServerTest(NoLeftoverServers, unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        require_transport(None, "grpc")
+        import grpc
+
+        cls.grpc = grpc
+        cls.pb, cls.pb_grpc = stubs("recstore_ps")
+        cls.server = PSServerProcess("grpc", value_size=VS, capacity=200000).start()
+        cls.target = f"127.0.0.1:{cls.server.ports[0]}"
+        cls.channel = grpc.insecure_channel(cls.target, options=[
+            ("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)])
+        cls.stub = cls.pb_grpc.ParameterServiceStub(cls.channel)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.channel.close()
+        cls.server.stop()
+
+    def setUp(self):
+        super().setUp()
+        self.stub.Command(self.pb.CommandRequest(command=self.pb.CLEAR_PS), timeout=15)
+
+    # ---- helpers -------------------------------------------------------------------------------
+    def put(self, keys, rows):
+        return self.stub.PutParameter(self.pb.PutParameterRequest(
+            parameter_value=encode_block(zip(keys, rows))), timeout=30)
+
+    def get(self, keys):
+        resp = self.stub.GetParameter(self.pb.GetParameterRequest(keys=keys_bytes(keys)),
+                                      timeout=30)
+        return decode_block(resp.parameter_value)
+
+    def init_table(self, name, dim=DIM, num=1000, table_id=0):
+        cfg = json.dumps({"embedding_dim": dim, "num_embeddings": num, "table_id": table_id},
+                         separators=(",", ":"), sort_keys=True)
+        return self.stub.InitEmbeddingTable(self.pb.InitEmbeddingTableRequest(
+            table_name=name, config_payload=cfg.encode()), timeout=15)
+
+    def update(self, table, keys, grads):
+        return self.stub.UpdateParameter(self.pb.UpdateParameterRequest(
+            table_name=table, gradients=encode_block(zip(keys, grads))), timeout=15)
+
+    def assert_status(self, call, code, *fragments):
+        with self.assertRaises(self.grpc.RpcError) as cm:
+            call()
+        self.assertEqual(cm.exception.code(), code, cm.exception.details())
+        for f in fragments:
+            self.assertIn(f, cm.exception.details())
+        return cm.exception.details()
+
+    def assert_still_serving(self):
+        self.put([424242], rows_for([424242]))
+        [(key, row)] = self.get([424242])
+        self.assertEqual(key, 424242)
+        np.testing.assert_array_equal(row, rows_for([424242])[0])
+
+    # ---- tests ---------------------------------------------------------------------------------
+    def test_put_get_misses_order_and_duplicates(self):
+        keys = np.arange(1, 301, dtype=np.uint64) * 7
+        self.assertEqual(self.put(keys, rows_for(keys)).ByteSize(), 0)  # empty response
+        ask = [keys[5], 999999, keys[0], keys[5], 1]
+        got = self.get(ask)
+        self.assertEqual([k for k, _ in got], [int(k) for k in ask])
+        np.testing.assert_array_equal(got[0][1], rows_for([keys[5]])[0])
+        self.assertIsNone(got[1][1])  # a miss is a dim-0 item
+        np.testing.assert_array_equal(got[2][1], rows_for([keys[0]])[0])
+        np.testing.assert_array_equal(got[3][1], got[0][1])
+        self.assertIsNone(got[4][1])
+
+    def test_worked_example_bytes(self):
+        # the server stores DIM-float rows; keys 1 (present) and 7 (missing) in one reply
+        self.put([1], rows_for([1]))
+        raw = self.stub.GetParameter(self.pb.GetParameterRequest(keys=keys_bytes([1, 7])),
+                                     timeout=10).parameter_value
+        item0 = 12 + 4 * DIM
+        self.assertEqual(raw[:12], struct.pack("<iii", 2, item0, item0 + 12))
+        self.assertEqual(raw[12:24], struct.pack("<Qi", 1, DIM))
+        self.assertEqual(raw[12 + item0:], struct.pack("<Qi", 7, 0))
+
+    def test_sgd_update_against_w_minus_lr_g(self):
+        self.assertTrue(self.init_table("emb").success)
+        keys = [10, 11, 12]
+        self.put(keys[:2], rows_for(keys[:2]))  # 12 is missing: created as -lr*g
+        grads = (np.arange(3 * DIM, dtype=np.float32).reshape(3, DIM) - 40) / 16
+        resp = self.update("emb", keys, grads)
+        self.assertTrue(resp.HasField("success") and resp.success)
+        got = dict(self.get(keys))
+        w = rows_for(keys[:2])
+        np.testing.assert_array_equal(got[10], w[0] - LR * grads[0])
+        np.testing.assert_array_equal(got[11], w[1] - LR * grads[1])
+        np.testing.assert_array_equal(got[12], -(LR * grads[2]))
+        resp = self.update("emb", keys, grads)  # twice: two steps
+        got2 = dict(self.get(keys))
+        np.testing.assert_array_equal(got2[10], got[10] - LR * grads[0])
+
+    def test_update_unknown_table_and_tags(self):
+        keys = [5, 6]
+        grads = np.ones((2, DIM), dtype=np.float32)
+        resp = self.update("nope", keys, grads)
+        self.assertTrue(resp.HasField("success"))  # false is serialised too
+        self.assertFalse(resp.success)
+        init = self.init_table("second", table_id=3)
+        self.assertTrue(init.success)
+        self.assertEqual(init.tag, 3)
+        self.assertEqual(self.init_table("second", table_id=3).tag, 3)  # same config, same tag
+        self.assertFalse(self.update("second", keys, grads).success)  # keys lack tag 3
+        tagged = [(3 << 56) | k for k in keys]
+        self.assertTrue(self.update("second", tagged, grads).success)
+        got = dict(self.get(tagged))
+        np.testing.assert_array_equal(got[tagged[0]], -(LR * grads[0]))
+        self.assertEqual([row for _, row in self.get(keys)], [None, None])  # untagged: untouched
+        changed = self.init_table("second", table_id=3, num=5)
+        self.assertFalse(changed.success)
+        self.assertEqual(changed.tag, -1)
+        self.assertFalse(self.init_table("bad_dim", dim=DIM + 1, table_id=4).success)
+        self.assertFalse(self.init_table("big_id", table_id=300).success)
+        bad = self.stub.InitEmbeddingTable(self.pb.InitEmbeddingTableRequest(
+            table_name="bad_json", config_payload=b"{not json"), timeout=10)
+        self.assertFalse(bad.success)
+        missing = self.stub.InitEmbeddingTable(self.pb.InitEmbeddingTableRequest(
+            table_name="no_payload"), timeout=10)
+        self.assertFalse(missing.success)
+        self.server.wait_stderr("update_refused")
+        self.assert_still_serving()
+
+    def test_wrong_dims_zero_keys_malformed_blocks(self):
+        sc = self.grpc.StatusCode
+        self.assert_status(lambda: self.put([1], [np.ones(DIM + 1, np.float32)]),
+                           sc.INVALID_ARGUMENT, f"dim {DIM + 1}", "PutParameter")
+        self.assert_status(lambda: self.get([]), sc.INVALID_ARGUMENT, "0 keys")
+        self.assert_status(lambda: self.stub.GetParameter(
+            self.pb.GetParameterRequest(keys=b"\x01" * 12), timeout=10),
+            sc.INVALID_ARGUMENT, "12 bytes")
+        block = bytearray(encode_block(zip([1, 2], rows_for([1, 2]))))
+        struct.pack_into("<i", block, 4, 7)  # end[0] = 7 < an item head
+        self.assert_status(lambda: self.stub.PutParameter(
+            self.pb.PutParameterRequest(parameter_value=bytes(block)), timeout=10),
+            sc.INVALID_ARGUMENT, "byte offset 4")
+        self.assert_status(lambda: self.stub.PutParameter(
+            self.pb.PutParameterRequest(parameter_value=b"\x05\x00"), timeout=10),
+            sc.INVALID_ARGUMENT, "row block")
+        self.assert_status(lambda: self.stub.PutParameter(self.pb.PutParameterRequest(),
+                                                          timeout=10),
+                           sc.INVALID_ARGUMENT, "without a row block")
+        self.init_table("t")
+        bad_update = self.stub.UpdateParameter(self.pb.UpdateParameterRequest(
+            table_name="t", gradients=bytes(block)), timeout=10)
+        self.assertFalse(bad_update.success)
+        self.assert_status(lambda: self.channel.unary_unary(
+            "/recstoreps.ParameterService/GetParameter")(b"\x0a\x05ab", timeout=10),
+            sc.INVALID_ARGUMENT, "keys")  # truncated protobuf
+        self.assert_still_serving()
+
+    def test_16_mib_block(self):
+        n = 32768  # 32768 items of 524 bytes: 17 MB in one PutParameter and one GetParameter
+        keys = np.arange(1, n + 1, dtype=np.uint64) + 10**6
+        rows = rows_for(keys)
+        block = encode_block(zip(keys.tolist(), rows))
+        self.assertGreater(len(block), 16 << 20)
+        self.stub.PutParameter(self.pb.PutParameterRequest(parameter_value=block), timeout=120)
+        got = self.get(keys)
+        self.assertEqual(len(got), n)
+        np.testing.assert_array_equal(np.stack([r for _, r in got]), rows)
+
+    def test_commands(self):
+        sc = self.grpc.StatusCode
+        self.put([3], rows_for([3]))
+        n = struct.pack("<q", 100)
+        fake = self.stub.Command(self.pb.CommandRequest(command=self.pb.LOAD_FAKE_DATA,
+                                                        arg1=[n]), timeout=15)
+        self.assertEqual(fake.reply, b"\xab" * 100)
+        dump = self.stub.Command(self.pb.CommandRequest(command=self.pb.DUMP_FAKE_DATA,
+                                                        arg1=[n]), timeout=15)
+        self.assertEqual(dump.reply, b"ok")
+        self.assert_status(lambda: self.stub.Command(self.pb.CommandRequest(
+            command=self.pb.LOAD_FAKE_DATA, arg1=[struct.pack("<q", 17 << 20)]), timeout=15),
+            sc.INVALID_ARGUMENT, "LOAD_FAKE_DATA")
+        self.assert_status(lambda: self.stub.Command(self.pb.CommandRequest(
+            command=self.pb.RELOAD_PS), timeout=15), sc.INVALID_ARGUMENT, "RELOAD_PS")
+        self.assert_status(lambda: self.stub.Command(self.pb.CommandRequest(
+            command=self.pb.RELOAD_PS, arg1=[b"cfg"], arg2=[b"ckpt"]), timeout=15),
+            sc.UNIMPLEMENTED, "RELOAD_PS", "no checkpoints")
+        self.assert_status(lambda: self.stub.Command(self.pb.CommandRequest(
+            command=self.pb.SAVE_CHECKPOINT, arg1=[b"/tmp/x"]), timeout=15),
+            sc.UNIMPLEMENTED, "SAVE_CHECKPOINT")
+        self.assert_status(lambda: self.stub.Command(self.pb.CommandRequest(command=9),
+                                                     timeout=15),
+                           sc.INVALID_ARGUMENT, "unknown PSCommand 9")
+        self.assertIsNotNone(self.get([3])[0][1])
+        self.stub.Command(self.pb.CommandRequest(command=self.pb.CLEAR_PS), timeout=15)
+        self.assertIsNone(self.get([3])[0][1])
+
+    def test_concurrent_clients(self):
+        errors = []
+
+        def worker(t):
+            try:
+                import grpc
+                with grpc.insecure_channel(self.target) as ch:
+                    stub = self.pb_grpc.ParameterServiceStub(ch)
+                    for r in range(20):
+                        keys = np.arange(50, dtype=np.uint64) + 10**5 * (t + 1) + 50 * r
+                        stub.PutParameter(self.pb.PutParameterRequest(
+                            parameter_value=encode_block(zip(keys.tolist(), rows_for(keys)))),
+                            timeout=30)
+                        got = decode_block(stub.GetParameter(self.pb.GetParameterRequest(
+                            keys=keys_bytes(keys)), timeout=30).parameter_value)
+                        np.testing.assert_array_equal(np.stack([g for _, g in got]),
+                                                      rows_for(keys))
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(f"client {t}: {e!r}")
+
+        threads = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(120)
+        self.assertEqual(errors, [])
+
+    def test_native_service_on_the_same_port_sees_the_rows(self):
+        keys = np.array([77, 78, 79], dtype=np.uint64)
+        self.put(keys, rows_for(keys))
+        with recbench.PSClient(self.server.uri, value_size=VS) as client:
+            np.testing.assert_array_equal(client.get(keys), rows_for(keys))
+            client.put(np.array([80], dtype=np.uint64), rows_for([80]))
+        np.testing.assert_array_equal(self.get([80])[0][1], rows_for([80])[0])
+
+
+if __name__ == "__main__":
+    unittest.main()
