@@ -78,6 +78,7 @@ def transport_availability():
 
 def host_facts(ports=()):
     from recbench import rdma
+    from recbench.lab.facts import guest_facts
 
     devices, reason = rdma.devices_status()
     facts = {
@@ -89,6 +90,7 @@ def host_facts(ports=()):
         "rdma_devices": devices,
         "rdma_reason": reason,
         "transports": transport_availability(),
+        "lab": guest_facts(),
         "ports": {},
     }
     for host, port in ports:

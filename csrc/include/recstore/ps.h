@@ -97,7 +97,9 @@ typedef struct rs_ps_response {
     size_t rows_len;
     char error[256];  /* status != OK: readable reason, NUL-terminated */
     char reply[2048]; /* COMMAND reply text, NUL-terminated */
+    uint32_t flags;   /* RS_PS_RESP_*: how the transport delivered it (not on the wire) */
 } rs_ps_response;
+#define RS_PS_RESP_GATHERED 1u /* RC GET: rows scatter-gathered from the server's value store */
 
 static inline uint64_t rs_ps_key(const uint8_t *keys, size_t i) {
     uint64_t k;
