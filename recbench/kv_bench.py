@@ -32,6 +32,8 @@ from recbench.cli_flags import parse_bool
 log = logging.getLogger("recbench.kv_bench")
 
 INDEX_TYPES = ("DRAM_PET_HASH", "DRAM_EXTENDIBLE_HASH", "SSD_EXTENDIBLE_HASH")
+HUGE_PAGES = ("auto", "explicit", "thp", "off")
+ROW_KERNELS = ("auto", "plain", "avx2", "avx512")
 READ_MODES = ("get", "batch_get_flat", "ceiling")
 PERCENTILES = ("p50_us", "p95_us", "p99_us", "p999_us", "max_us")
 
@@ -85,6 +87,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run", type=parse_bool, default=True, help="run the run phase (true/false)")
     p.add_argument("--bind_core", type=parse_bool, default=False,
                    help="pin run thread i to CPU i mod online CPUs (as RecStore does)")
+    p.add_argument("--huge_pages", default="auto", choices=HUGE_PAGES,
+                   help="pages of the PET chunk array, the value slab and the ceiling array: auto "
+                        "(explicit 2 MiB pages if the hugetlb pool has room, else transparent huge "
+                        "pages advised), explicit (or fail), thp, off (4 KiB pages)")
+    p.add_argument("--row_kernel", default="auto", choices=ROW_KERNELS,
+                   help="build of the batch-read row loops: auto (the best this CPU runs), plain "
+                        "(SSE2), avx2 or avx512 — to measure what a CPU without AVX-512 runs")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
@@ -117,7 +126,8 @@ def config_from_args(args: argparse.Namespace) -> dict:
                 distribution=args.distribution, zipfian_alpha=args.zipfian_alpha,
                 read_mode=args.read_mode, batch_keys=args.batch_keys,
                 running_seconds=running_seconds, operation_count=operation_count, seed=args.seed,
-                bind_core=args.bind_core, path=args.ssd_path or None, load=args.load, run=args.run)
+                bind_core=args.bind_core, path=args.ssd_path or None, load=args.load, run=args.run,
+                huge_pages=args.huge_pages, row_kernel=args.row_kernel)
 
 
 def run(config: dict) -> dict:
@@ -183,43 +193,77 @@ def format_lines(config: dict, result: dict) -> list[str]:
             if rn[kind]["count"]:
                 f += [(f"{kind}_{k}", rn[kind][k]) for k in ("mean_us",) + PERCENTILES]
         f += _cpu_fields(rn)
+        f += _memory_fields(result.get("memory"))
+        if result.get("row_kernel"):
+            f += [("row_kernel", result["row_kernel"])]
         lines.append(_line("YCSB_RESULT", f))
     return lines
 
 
+def _memory_fields(mem: dict | None) -> list[tuple[str, object]]:
+    """Bytes per key at capacity (index + slab), its overhead over the raw row, and the pages."""
+    if not mem:
+        return []
+    return [("capacity", mem["capacity"]), ("index_bytes", mem["index_bytes"]),
+            ("slab_bytes", mem["slab_bytes_at_capacity"]),
+            ("bytes_per_key", round(mem["bytes_per_key"], 2)),
+            ("overhead_per_key", round(mem["overhead_per_key"], 2)),
+            ("index_pages", mem["index_pages"]), ("slab_pages", mem["slab_pages"])]
+
+
 def compare_indexes(record_count=1_000_000, value_size=512, batch_keys=500, threads=1,
                     running_seconds=3.0, repeats=3, seed=1,
-                    index_types=("DRAM_PET_HASH", "DRAM_EXTENDIBLE_HASH")) -> dict:
-    """Run the ceiling and each index in batch_get_flat mode, interleaved `repeats` times (the
-    machine's noise hits all of them alike), and return per-case medians and ratios."""
-    cases = [("ceiling", "ceiling")] + [(it, "batch_get_flat") for it in index_types]
-    samples = {name: [] for name, _ in cases}
+                    index_types=("DRAM_PET_HASH", "DRAM_EXTENDIBLE_HASH"),
+                    huge_pages=("auto",), row_kernel="auto") -> dict:
+    """Run the ceiling and each index in batch_get_flat mode, for each huge_pages mode, interleaved
+    `repeats` times (the machine's noise hits all of them alike), and return per-case medians and
+    ratios. With one mode the cases are named 'ceiling', 'DRAM_PET_HASH', ...; with several,
+    'ceiling/thp', 'DRAM_PET_HASH/off', ... and each is compared with the ceiling of its mode."""
+    several = len(huge_pages) > 1
+    cases = []
+    for hp in huge_pages:
+        sfx = f"/{hp}" if several else ""
+        cases += [(f"ceiling{sfx}", "ceiling", "DRAM_PET_HASH", hp)]
+        cases += [(f"{it}{sfx}", "batch_get_flat", it, hp) for it in index_types]
+    samples = {name: [] for name, *_ in cases}
+    pages = {}
+    kernel = row_kernel
     for rep in range(repeats):
-        for name, mode in cases:
-            cfg = dict(index_type=name if mode != "ceiling" else "DRAM_PET_HASH", value_size=value_size,
+        for name, mode, it, hp in cases:
+            cfg = dict(index_type=it, value_size=value_size,
                        record_count=record_count, threads=threads, load_threads=0, workload="c",
                        distribution="uniform", zipfian_alpha=0.99, read_mode=mode,
                        batch_keys=batch_keys, running_seconds=running_seconds, operation_count=0,
-                       seed=seed + rep, bind_core=False, path=None, load=True, run=True)
-            r = run(cfg)["run"]
+                       seed=seed + rep, bind_core=False, path=None, load=True, run=True,
+                       huge_pages=hp, row_kernel=row_kernel)
+            res = run(cfg)
+            kernel = res["row_kernel"]
+            r, mem = res["run"], res["memory"]
+            pages[name] = {k: mem[k] for k in ("index_pages", "slab_pages", "bytes_per_key",
+                                                "overhead_per_key")}
             cpu = r["cpu_user_s"] + r["cpu_sys_s"]
             samples[name].append({"keys_per_sec": r["throughput_ops_sec"],
                                   "keys_per_cpu_sec": r["ops"] / cpu if cpu > 0 else 0.0,
                                   "batch_p50_us": r["read"]["p50_us"],
                                   "batch_p99_us": r["read"]["p99_us"],
                                   "not_found": r["not_found"]})
-            log.info("repeat %d %s: %.2f M keys/s, %.2f M keys per CPU-second", rep, name,
-                     samples[name][-1]["keys_per_sec"] / 1e6, samples[name][-1]["keys_per_cpu_sec"] / 1e6)
+            log.info("repeat %d %s: %.2f M keys/s, %.2f M keys per CPU-second (pages %s/%s)", rep,
+                     name, samples[name][-1]["keys_per_sec"] / 1e6,
+                     samples[name][-1]["keys_per_cpu_sec"] / 1e6, mem["index_pages"],
+                     mem["slab_pages"])
     med = {name: {k: statistics.median(s[k] for s in runs) for k in runs[0]}
            for name, runs in samples.items()}
-    ceil = med["ceiling"]
-    for name, m in med.items():
+    for name, _mode, _it, hp in cases:
+        m, ceil = med[name], med[f"ceiling/{hp}" if several else "ceiling"]
         m["pct_of_ceiling"] = 100.0 * m["keys_per_sec"] / ceil["keys_per_sec"]
         m["pct_of_ceiling_cpu"] = 100.0 * m["keys_per_cpu_sec"] / ceil["keys_per_cpu_sec"]
+        m.update(pages[name])
     from recbench.build import build_info
+    info = build_info()
     out = {"params": dict(record_count=record_count, value_size=value_size, batch_keys=batch_keys,
                           threads=threads, running_seconds=running_seconds, repeats=repeats,
-                          row_kernel=build_info()["row_kernel"]),
+                          row_kernel=kernel, huge_pages=list(huge_pages),
+                          system_huge_pages=info.get("huge_pages")),
            "median": med, "samples": samples}
     if "DRAM_PET_HASH" in med and "DRAM_EXTENDIBLE_HASH" in med:
         pet, eh = med["DRAM_PET_HASH"], med["DRAM_EXTENDIBLE_HASH"]
@@ -235,13 +279,19 @@ def format_comparison(res: dict) -> str:
              f"{p['running_seconds']:g} s per run, median of {p['repeats']} interleaved repeats, "
              f"row kernel {p.get('row_kernel', '?')}"),
             "",
-            (f"| {'case':<22} | {'M keys/s':>9} | {'% of ceiling':>12} | {'M keys/CPU-s':>12} | "
-             f"{'% of ceiling (CPU)':>18} | {'batch p50 us':>12} | {'batch p99 us':>12} |"),
-            f"|{'-' * 24}|{'-' * 11}|{'-' * 14}|{'-' * 14}|{'-' * 20}|{'-' * 14}|{'-' * 14}|"]
+            (f"| {'case':<27} | {'M keys/s':>9} | {'% of ceiling':>12} | {'M keys/CPU-s':>12} | "
+             f"{'% of ceiling (CPU)':>18} | {'batch p50 us':>12} | {'batch p99 us':>12} | "
+             f"{'B/key':>7} | {'pages (index/slab)':>18} |"),
+            (f"|{'-' * 29}|{'-' * 11}|{'-' * 14}|{'-' * 14}|{'-' * 20}|{'-' * 14}|{'-' * 14}|"
+             f"{'-' * 9}|{'-' * 20}|")]
     for name, m in res["median"].items():
-        rows.append(f"| {name:<22} | {m['keys_per_sec'] / 1e6:>9.2f} | {m['pct_of_ceiling']:>11.1f}% | "
+        pg = f"{m.get('index_pages', '?')}/{m.get('slab_pages', '?')}"
+        rows.append(f"| {name:<27} | {m['keys_per_sec'] / 1e6:>9.2f} | {m['pct_of_ceiling']:>11.1f}% | "
                     f"{m['keys_per_cpu_sec'] / 1e6:>12.2f} | {m['pct_of_ceiling_cpu']:>17.1f}% | "
-                    f"{m['batch_p50_us']:>12.1f} | {m['batch_p99_us']:>12.1f} |")
+                    f"{m['batch_p50_us']:>12.1f} | {m['batch_p99_us']:>12.1f} | "
+                    f"{m.get('bytes_per_key', 0):>7.1f} | {pg:>18} |")
+    if p.get("system_huge_pages"):
+        rows += ["", f"system huge pages: {p['system_huge_pages']}"]
     if "pet_over_eh" in res:
         rows += ["", (f"PET/EH: {res['pet_over_eh']:.2f}x keys/s, {res['pet_over_eh_cpu']:.2f}x keys per "
                       f"CPU-second (RecStore publishes 51.96 / 19.45 = 2.67x, 16 threads, 300k records)")]

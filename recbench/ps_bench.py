@@ -15,7 +15,15 @@ prints one line:
       p99_us=... p999_us=... max_us=... cpu_user_s=... cpu_sys_s=... payload_gbps=...
 
 (RecStore's keys first, then latency per request measured in C, CPU seconds of this process and
-payload GB/s; then value_size, prefetch_depth, num_shards, keys_missing.) Each result line is
+payload GB/s; then value_size, prefetch_depth, num_shards, keys_missing.)
+
+Open loop: --target_rate R sends R batches/s for the whole process (split over its threads) on a
+uniform or Poisson timetable (--arrival, --arrival_seed; docs/open-loop.md). The run line's
+p50_us..max_us are then measured from each batch's scheduled send time (coordinated omission
+corrected) and the line ends with service_p50_us .. service_max_us (from the actual send),
+late_sends, achieved_rate, target_rate, arrival and arrival_seed; a second histogram line with
+phase=run_service carries the service times. Without --target_rate (closed loop) nothing
+changes. Each result line is
 followed by a PS_BENCHMARK_HIST line with the phase's latency histogram (recbench.latency_hist),
 which the runner merges across clients for exact percentiles. --transaction_profile adds
 RecStore's PS_BENCHMARK_PROFILE line (average ns per batch of each step). The loops are C
@@ -40,6 +48,7 @@ log = logging.getLogger("recbench.ps_bench")
 
 SKIP_EXIT_CODE = 77
 DEFAULT_SEED = 0x9E3779B97F4A7C15
+MAX_TARGET_RATE = 1e7  # RS_PACING_MAX_RATE (csrc/include/recstore/pacing.h)
 RC_TRANSPORTS = ("rdma", "shm")
 
 
@@ -86,6 +95,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_bool_flag(p, "--transaction_profile",
                   "print PS_BENCHMARK_PROFILE: average ns per batch of key generation, submit, "
                   "wait (rows received) and consume")
+    p.add_argument("--target_rate", type=float, default=0.0,
+                   help="open loop: batches/s offered by this process, split over its threads "
+                   "(0 = closed loop, the default)")
+    p.add_argument("--arrival", default="poisson", choices=["poisson", "uniform"],
+                   help="open loop: inter-arrival times (poisson: seeded exponential gaps; "
+                   "uniform: exact spacing)")
+    p.add_argument("--arrival_seed", type=lambda s: int(s, 0), default=1,
+                   help="open loop: seed of the arrival generators (one per thread)")
     p.add_argument("--timeout_ms", type=int, default=10000, help="per-request timeout")
     p.add_argument("--transport_options", default=None, help="transport-specific 'k=v;k=v'")
     p.add_argument("--log_level", default="WARNING")
@@ -123,6 +140,9 @@ def resolve(args) -> dict:
         raise ValueError(f"--read_ratio {args.read_ratio} is not a percentage")
     if args.running_seconds <= 0:
         raise ValueError("--running_seconds must be > 0")
+    if not 0 <= args.target_rate <= MAX_TARGET_RATE:
+        raise ValueError(f"--target_rate {args.target_rate:g} is not in [0, {MAX_TARGET_RATE:g}] "
+                         "batches/s (0 = closed loop)")
     depth = args.prefetch_depth or (16 if transport in RC_TRANSPORTS else 1)
     if args.wire == "recstore":
         if transport not in ("brpc", "grpc"):
@@ -139,6 +159,8 @@ def resolve(args) -> dict:
         "read_ratio": args.read_ratio, "fetch_key_space": args.fetch_key_space,
         "verify": bool(args.verify_deterministic_values), "seed": args.seed,
         "profile": bool(args.transaction_profile),
+        "target_rate": args.target_rate, "arrival": args.arrival,
+        "arrival_seed": args.arrival_seed,
     }
 
 
@@ -162,11 +184,17 @@ def result_line(phase: str, kw: dict, res: dict) -> str:
         ("num_shards", len(kw["endpoints"])), ("keys_missing", res["keys_missing"]),
         ("wire", "recstore" if kw["transport"].startswith("recstore+") else "native"),
     ]
+    if phase == "run" and "late_sends" in res:
+        fields += [(f"service_{p}_us", f"{res[f'service_{p}_us']:.3f}")
+                   for p in ("p50", "p95", "p99", "p999", "max")]
+        fields += [("late_sends", res["late_sends"]), ("achieved_rate", f"{bps:.3f}"),
+                   ("target_rate", f"{kw['target_rate']:.3f}"), ("arrival", kw["arrival"]),
+                   ("arrival_seed", kw["arrival_seed"])]
     return "PS_BENCHMARK_RESULT " + " ".join(f"{k}={v}" for k, v in fields)
 
 
-def hist_line(phase: str, res: dict) -> str:
-    return latency_hist.format_line(phase, latency_hist.Hist.from_tuple(res["hist"]))
+def hist_line(phase: str, res: dict, key: str = "hist") -> str:
+    return latency_hist.format_line(phase, latency_hist.Hist.from_tuple(res[key]))
 
 
 def profile_line(kw: dict, res: dict) -> str:
@@ -231,6 +259,8 @@ def run(args, out=sys.stdout, stdin=sys.stdin) -> int:
         res = _run_phase(_ps.bench_run, kw)
         print(result_line("run", kw, res), file=out, flush=True)
         print(hist_line("run", res), file=out, flush=True)
+        if "service_hist" in res:
+            print(hist_line("run_service", res, "service_hist"), file=out, flush=True)
         if kw["profile"]:
             print(profile_line(kw, res), file=out, flush=True)
         if res.get("verify_error"):

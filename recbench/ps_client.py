@@ -10,7 +10,9 @@
 
 A URI names the transport and one address per shard, in shard order:
 ``grpc://h:15000,h:15001``; IPv6 hosts go in brackets (``brpc://[::1]:15000``). Keys and rows
-may be numpy arrays or any buffer; they are passed to C without per-key work in Python. Errors
+may be numpy arrays or any buffer; they are passed to C without per-key work in Python. A batch
+may be of any size: the C client splits it per shard into requests of at most the server's
+max_keys_per_request (and of what one RC request slot holds), sent together. Errors
 are recbench.errors exceptions naming the shard, the server and the cause.
 """
 

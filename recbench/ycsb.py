@@ -2,7 +2,9 @@
 
 The command line is YCSB's. -P takes a property file (or a shipped workload name such as
 `workloada`), repeatable; -p KEY=VALUE overrides, repeatable, applied after every -P file;
--threads N sets threadcount. The load and run phases execute in C threads (recbench._ycsb)
+-threads N sets threadcount; -target N paces the process at N operations/s in total (split over
+its threads; property target) and adds the Intended- latencies measured from each operation's
+scheduled start (docs/open-loop.md). The load and run phases execute in C threads (recbench._ycsb)
 and the result is printed in YCSB-cpp's format (see recbench.ycsb_report).
 
 Exit status: 0 when every operation succeeded or ended as not-found / not-supported; 1 when some
@@ -28,6 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="run the transaction phase (operationcount operations)")
     ap.add_argument("-db", default="basic", help="DB binding (default basic)")
     ap.add_argument("-threads", type=int, help="client threads (sets threadcount)")
+    ap.add_argument("-target", type=float, metavar="OPS",
+                    help="total operations/s for the process, split over its threads (sets target)")
     ap.add_argument("-P", dest="files", action="append", default=[], metavar="FILE",
                     help="property file or shipped workload name (repeatable)")
     ap.add_argument("-p", dest="props", action="append", default=[], metavar="KEY=VALUE",
@@ -54,6 +58,10 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"-p '{p}': expected KEY=VALUE")
     if args.threads is not None:
         props.append(f"threadcount={args.threads}")
+    if args.target is not None:
+        if not args.target > 0:
+            ap.error(f"-target {args.target:g}: must be > 0 operations/s")
+        props.append(f"target={args.target:g}")
     from recbench import _ycsb
 
     print(f"# recbench-ycsb db={args.db} files={','.join(files) or '-'} props={' '.join(props) or '-'}",

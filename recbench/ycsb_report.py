@@ -11,6 +11,10 @@ Format (one block per phase that ran; latencies in microseconds):
 
 With measurementtype=basic the per-operation lines carry Count, Avg, Min and Max only.
 Operations that did not succeed are separate lines: READ-NOTFOUND, SCAN-NOTSUPPORTED, UPDATE-FAILED.
+With -target (open loop) the latency from the intended start time follows as Intended-READ, ...
+lines (measurement.interval=intended|both) and one line gives the timetable:
+
+    Run target(ops/sec): 20000 arrival=uniform late_sends=12
 """
 
 from __future__ import annotations
@@ -35,7 +39,10 @@ def format_report(report: dict) -> list[str]:
         lines.append(f"{label} operations(ops): {ph['operations']}")
         lines.append(f"{label} throughput(ops/sec): {ph['throughput']:.2f}")
         lines.append(f"{label} CPU(sec): user={ph['cpu_user_s']:.3f} sys={ph['cpu_sys_s']:.3f}")
-        for op in ph["ops"]:
+        if report.get("target"):
+            lines.append(f"{label} target(ops/sec): {_num(report['target'])} "
+                         f"arrival={report['arrival']} late_sends={ph['late_sends']}")
+        for op in ph["ops"] + ph.get("intended_ops", []):
             parts = [f"Count={op['count']}", f"Avg(us)={_num(round(op['avg_us'], 3))}",
                      f"Min(us)={_num(op['min_us'])}", f"Max(us)={_num(op['max_us'])}"]
             if report.get("hdr", True):
@@ -48,13 +55,15 @@ def format_report(report: dict) -> list[str]:
 
 _TOTAL = re.compile(r"^(Load|Run) (runtime\(sec\)|operations\(ops\)|throughput\(ops/sec\)): (\S+)")
 _CPU = re.compile(r"^(Load|Run) CPU\(sec\): user=(\S+) sys=(\S+)")
-_OP = re.compile(r"^(Load|Run) ([A-Z][A-Z-]*): (Count=.*)$")
+_OP = re.compile(r"^(Load|Run) ([A-Za-z][A-Za-z-]*): (Count=.*)$")
+_TARGET = re.compile(r"^(Load|Run) target\(ops/sec\): (\S+) arrival=(\S+) late_sends=(\d+)")
 
 
 def parse_report(text: str) -> dict:
     """Parse the lines above (the last occurrence wins) into
     {"load": {...}, "run": {...}} with runtime_s, operations, throughput, cpu_user_s, cpu_sys_s
-    and ops {name: {count, avg_us, min_us, max_us, p50_us, ...}}. Missing phases are absent."""
+    and ops {name: {count, avg_us, min_us, max_us, p50_us, ...}} (Intended-* names included);
+    with -target also target, arrival and late_sends. Missing phases are absent."""
     out: dict = {}
     names = {"runtime(sec)": "runtime_s", "operations(ops)": "operations",
              "throughput(ops/sec)": "throughput"}
@@ -69,6 +78,12 @@ def parse_report(text: str) -> dict:
         if m:
             ph = out.setdefault(m.group(1).lower(), {"ops": {}})
             ph["cpu_user_s"], ph["cpu_sys_s"] = float(m.group(2)), float(m.group(3))
+            continue
+        m = _TARGET.match(line)
+        if m:
+            ph = out.setdefault(m.group(1).lower(), {"ops": {}})
+            ph["target"], ph["arrival"] = float(m.group(2)), m.group(3)
+            ph["late_sends"] = int(m.group(4))
             continue
         m = _OP.match(line)
         if m:

@@ -50,3 +50,12 @@ uint64_t rs_hist_percentile(const rs_hist *h, double p) {
 double rs_hist_mean(const rs_hist *h) {
     return h->count ? h->sum / (double)h->count : 0.0;
 }
+
+rs_hist_us rs_hist_summary_us(const rs_hist *h) {
+    return (rs_hist_us){.mean = rs_hist_mean(h) / 1e3,
+                        .p50 = (double)rs_hist_percentile(h, 50) / 1e3,
+                        .p95 = (double)rs_hist_percentile(h, 95) / 1e3,
+                        .p99 = (double)rs_hist_percentile(h, 99) / 1e3,
+                        .p999 = (double)rs_hist_percentile(h, 99.9) / 1e3,
+                        .max = h->count ? (double)h->max / 1e3 : 0.0};
+}

@@ -89,7 +89,7 @@ int rs_kv_bench_open(const rs_kv_bench_config *cfg, rs_kv_bench **out, rs_error 
     }
     if (cfg->read_mode == RS_KV_BENCH_CEILING) {
         size_t bytes = (size_t)cfg->record_count * cfg->value_size;
-        rc = rs_kv_region_open_anon(&b->flat_region, bytes, bytes, err);
+        rc = rs_kv_region_open_anon(&b->flat_region, bytes, bytes, cfg->huge_pages, err);
         if (rc) {
             rs_error_prefix(err, "ceiling array of %zu bytes: ", bytes);
             goto fail;
@@ -101,6 +101,18 @@ int rs_kv_bench_open(const rs_kv_bench_config *cfg, rs_kv_bench **out, rs_error 
 fail:
     free(b);
     return rc;
+}
+
+void rs_kv_bench_memory(const rs_kv_bench *b, rs_kv_memory *out) {
+    if (b->cfg.kv) return rs_kv_get_memory(b->cfg.kv, out);
+    memset(out, 0, sizeof *out);
+    out->capacity = b->cfg.record_count;
+    out->row_bytes = out->row_stride = b->cfg.value_size;
+    out->slab_bytes = out->slab_bytes_at_capacity = b->flat_region.backed;
+    out->bytes_per_key = out->capacity ? (double)out->slab_bytes / (double)out->capacity : 0.0;
+    out->overhead_per_key = out->bytes_per_key - (double)out->row_bytes;
+    out->index_pages = "none";
+    out->slab_pages = b->flat ? b->flat_region.pages : "?";
 }
 
 void rs_kv_bench_close(rs_kv_bench *b) {

@@ -676,6 +676,13 @@ static void cceh_batch_get_flat(void *ix, const rs_kv_vs *vs, const uint64_t *ke
     if (n_found) *n_found = hits;
 }
 
+/* The index file's mapped length. */
+static void cceh_memory(void *ix, uint64_t *bytes, const char **pages) {
+    cceh *c = ix;
+    *bytes = __atomic_load_n(&c->region.backed, __ATOMIC_ACQUIRE);
+    *pages = c->region.pages;
+}
+
 const rs_kv_index_ops rs_kv_cceh_ops = {
     .type = RS_KV_INDEX_CCEH,
     .find = cceh_find,
@@ -684,6 +691,7 @@ const rs_kv_index_ops rs_kv_cceh_ops = {
     .release = cceh_release,
     .remove = cceh_remove,
     .batch_get_flat = cceh_batch_get_flat,
+    .memory = cceh_memory,
     .count = cceh_count,
     .clear = cceh_clear,
     .scan = cceh_scan,

@@ -92,6 +92,8 @@ int rs_kv_open(const rs_kv_config *cfg, rs_kv **out, rs_error *err) {
         return rs_error_set(err, RS_EINVAL, "capacity %llu is too large (max %llu)",
                             (unsigned long long)cfg->capacity,
                             (unsigned long long)(RS_KV_HANDLE_MAX / 2 - 1));
+    if ((unsigned)cfg->huge_pages > RS_KV_HUGE_OFF)
+        return rs_error_set(err, RS_EINVAL, "huge_pages %d is unknown", (int)cfg->huge_pages);
     if (cfg->value_size > RS_KV_MAX_VALUE)
         return rs_error_set(err, RS_EINVAL, "value_size %u is larger than %u", cfg->value_size,
                             RS_KV_MAX_VALUE);
@@ -132,10 +134,12 @@ int rs_kv_open(const rs_kv_config *cfg, rs_kv **out, rs_error *err) {
     /* values first: a value_size mismatch on reopen is reported before touching the index */
     rc = rs_kv_vs_open(&kv->vs, cfg->value_size,
                        cfg->capacity + (vpath && cfg->value_size ? RS_KV_COW_SPARE_ROWS : 0), vpath,
-                       err);
+                       cfg->huge_pages, err);
     if (rc) goto fail_free;
     switch (cfg->index_type) {
-    case RS_KV_INDEX_PET_HASH: rc = rs_kv_pet_open(cfg->capacity, &kv->ix, err); break;
+    case RS_KV_INDEX_PET_HASH:
+        rc = rs_kv_pet_open(cfg->capacity, cfg->huge_pages, &kv->ix, err);
+        break;
     case RS_KV_INDEX_EXTENDIBLE_HASH: rc = rs_kv_eh_open(cfg->capacity, &kv->ix, err); break;
     default: rc = rs_kv_cceh_open(cfg->path, cfg->capacity, &kv->ix, err); break;
     }
@@ -391,6 +395,9 @@ int rs_kv_delete(rs_kv *kv, uint64_t key) {
     return durable(kv, 0, NULL);
 }
 
+/* Keys batch_put looks ahead to start their index misses (ops->prefetch). */
+#define RS_KV_PUT_PREFETCH 16
+
 int rs_kv_batch_put(rs_kv *kv, const uint64_t *keys, size_t n, const void *rows, size_t *n_done,
                     rs_error *err) {
     if (n_done) *n_done = 0;
@@ -401,6 +408,8 @@ int rs_kv_batch_put(rs_kv *kv, const uint64_t *keys, size_t n, const void *rows,
         return rs_error_set(err, RS_EINVAL, "keys and rows must not be NULL");
     const uint8_t *r = rows;
     for (size_t i = 0; i < n; i++) {
+        if (kv->ops->prefetch && i + RS_KV_PUT_PREFETCH < n)
+            kv->ops->prefetch(kv->ix, keys[i + RS_KV_PUT_PREFETCH]);
         int rc = write_one(kv, keys[i], r + i * kv->value_size, kv->value_size, NULL, err);
         if (rc) {
             durable(kv, 0, NULL); /* the rows stored before the failure are synced too */

@@ -141,6 +141,20 @@ int rs_kv_eh_open(uint64_t capacity, void **out, rs_error *err) {
     return 0;
 }
 
+/* Bucket slabs (2 MiB each, THP advised) plus the current directory. */
+static void eh_memory(void *ix, uint64_t *bytes, const char **pages) {
+    eh *t = ix;
+    uint64_t n = 0;
+    pthread_mutex_lock(&t->dir_lock);
+    for (const eh_slab *s = t->slabs; s; s = s->next)
+        n += EH_SLAB_BUCKETS * sizeof(eh_bucket);
+    const eh_dir *d = __atomic_load_n(&t->dir, __ATOMIC_ACQUIRE);
+    n += sizeof *d + (sizeof(eh_bucket *) << d->depth);
+    pthread_mutex_unlock(&t->dir_lock);
+    *bytes = n;
+    *pages = "thp";
+}
+
 static void eh_close(void *ix) {
     eh *t = ix;
     eh_free_all(t);
@@ -427,6 +441,7 @@ const rs_kv_index_ops rs_kv_eh_ops = {
     .release = eh_release,
     .remove = eh_remove,
     .batch_get_flat = eh_batch_get_flat,
+    .memory = eh_memory,
     .count = eh_count,
     .clear = eh_clear,
     .scan = eh_scan_all,

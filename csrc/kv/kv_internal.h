@@ -71,14 +71,18 @@ static inline void rs_kv_cpu_relax(void) {
 /* ---- memory regions: anonymous or file-backed mmap, reserved once, grown in place ---------- */
 
 typedef struct rs_kv_region {
-    uint8_t *base;   /* reserved mapping; never moves */
-    size_t reserved; /* bytes of address space reserved */
-    size_t backed;   /* bytes usable now (file size / mprotect'ed length) */
-    int fd;          /* -1 for anonymous */
+    uint8_t *base;     /* reserved mapping; never moves */
+    size_t reserved;   /* bytes of address space reserved */
+    size_t backed;     /* bytes usable now (file size / mprotect'ed length) */
+    int fd;            /* -1 for anonymous */
+    const char *pages; /* "hugetlb", "thp" (advised), "4k" or "file" */
+    size_t grain;      /* growth granularity: 4 KiB, or 2 MiB for hugetlb */
 } rs_kv_region;
 
-/* Anonymous: reserve `reserve` bytes, make the first `initial` usable (zero-filled). */
-int rs_kv_region_open_anon(rs_kv_region *r, size_t reserve, size_t initial, rs_error *err);
+/* Anonymous: reserve `reserve` bytes, make the first `initial` usable (zero-filled), on the pages
+ * `huge` asks for (kv.h). */
+int rs_kv_region_open_anon(rs_kv_region *r, size_t reserve, size_t initial, rs_kv_huge_pages huge,
+                           rs_error *err);
 /* File: open or create `path`; reserve `reserve` bytes of mapping; grow the file to at least
  * `initial`. *existed tells whether the file was there (with size > 0) before. */
 int rs_kv_region_open_file(rs_kv_region *r, const char *path, size_t reserve, size_t initial,
@@ -119,7 +123,7 @@ typedef struct rs_kv_vs {
 /* Open a value store in DRAM (path NULL) or in the file `path`; an existing file is reopened
  * (its value_size must match). value_size 0 = variable-length blocks. */
 int rs_kv_vs_open(rs_kv_vs *vs, uint32_t value_size, uint64_t capacity, const char *path,
-                  rs_error *err);
+                  rs_kv_huge_pages huge, rs_error *err);
 void rs_kv_vs_close(rs_kv_vs *vs);
 int rs_kv_vs_sync(rs_kv_vs *vs, rs_error *err);
 /* Forget every row (rs_kv_clear). */
@@ -180,6 +184,11 @@ typedef struct rs_kv_index_ops {
     /* Pipelined batch read of fixed rows (NULL: the engine loops over find). */
     void (*batch_get_flat)(void *ix, const rs_kv_vs *vs, const uint64_t *keys, size_t n,
                            uint8_t *out, uint8_t *found, size_t *n_found);
+    /* Optional: start fetching the index lines a write of key will touch (batch_put runs it a
+     * few keys ahead, so a bulk load overlaps its misses). */
+    void (*prefetch)(void *ix, uint64_t key);
+    /* Bytes the index holds now and the pages behind them ("hugetlb", "thp", "4k", "file"). */
+    void (*memory)(void *ix, uint64_t *bytes, const char **pages);
     /* Number of entries (used on reopen). */
     uint64_t (*count)(void *ix);
     int (*clear)(void *ix, rs_error *err);
@@ -197,7 +206,7 @@ extern const rs_kv_index_ops rs_kv_pet_ops;
 extern const rs_kv_index_ops rs_kv_eh_ops;
 extern const rs_kv_index_ops rs_kv_cceh_ops;
 
-int rs_kv_pet_open(uint64_t capacity, void **out, rs_error *err);
+int rs_kv_pet_open(uint64_t capacity, rs_kv_huge_pages huge, void **out, rs_error *err);
 int rs_kv_eh_open(uint64_t capacity, void **out, rs_error *err);
 /* dir: directory holding cceh.index; reopened if it exists. */
 int rs_kv_cceh_open(const char *dir, uint64_t capacity, void **out, rs_error *err);
@@ -237,30 +246,41 @@ RS_KV_INLINE void rs_kv_row_copy(void *dst, const void *src, size_t bytes) {
     if (o < bytes) memcpy((char *)dst + o, (const char *)src + o, bytes - o);
 }
 
-/* Row gather loops are compiled twice, plain and for AVX-512, and picked at run time
- * (kv_cpu.c): rs_kv_cpu_avx512() is 1 where the AVX-512 build runs. */
+/* Row gather loops are compiled three times — plain (x86-64 baseline: 16-byte SSE2 moves), for
+ * AVX2 (32-byte moves) and for AVX-512 (64-byte moves) — and picked at run time (kv_cpu.c):
+ * rs_kv_cpu_kernel() is the best build the CPU runs, unless a test or benchmark forced one. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define RS_KV_AVX512 __attribute__((target("avx512f")))
+#define RS_KV_AVX2   __attribute__((target("avx2")))
 #else
 #define RS_KV_AVX512
+#define RS_KV_AVX2
 #endif
-int rs_kv_cpu_avx512(void);
-/* Tests: 1 = run the plain build from now on; 0 = back to what the CPU supports. */
-void rs_kv_cpu_force_plain(int on);
+enum { RS_KV_KERNEL_PLAIN = 0, RS_KV_KERNEL_AVX2 = 1, RS_KV_KERNEL_AVX512 = 2 };
+int rs_kv_cpu_kernel(void);
+/* 1 when the CPU can run kernel k. */
+int rs_kv_cpu_supports(int k);
 
 #define RS_KV_UNPAREN(...) __VA_ARGS__
-/* Define `static size_t name params`, which runs body(vsz, args...) from its plain or its
- * AVX-512 build (rs_kv_cpu_avx512), with vsz == 512 (the embedding row) a compile-time constant
+/* Define `static size_t name params`, which runs body(vsz, args...) from its plain, AVX2 or
+ * AVX-512 build (rs_kv_cpu_kernel), with vsz == 512 (the embedding row) a compile-time constant
  * so the row loop unrolls. body must be RS_KV_INLINE. */
 #define RS_KV_ROW_LOOP(name, body, vsz, params, args)                                              \
     static size_t name##_plain params {                                                            \
+        return (vsz) == 512 ? body(512, RS_KV_UNPAREN args) : body((vsz), RS_KV_UNPAREN args);     \
+    }                                                                                              \
+    RS_KV_AVX2 static size_t name##_avx2 params {                                                  \
         return (vsz) == 512 ? body(512, RS_KV_UNPAREN args) : body((vsz), RS_KV_UNPAREN args);     \
     }                                                                                              \
     RS_KV_AVX512 static size_t name##_avx512 params {                                              \
         return (vsz) == 512 ? body(512, RS_KV_UNPAREN args) : body((vsz), RS_KV_UNPAREN args);     \
     }                                                                                              \
     static size_t name params {                                                                    \
-        return rs_kv_cpu_avx512() ? name##_avx512 args : name##_plain args;                        \
+        switch (rs_kv_cpu_kernel()) {                                                              \
+        case RS_KV_KERNEL_AVX512: return name##_avx512 args;                                       \
+        case RS_KV_KERNEL_AVX2: return name##_avx2 args;                                           \
+        default: return name##_plain args;                                                         \
+        }                                                                                          \
     }
 
 /* ---- reading one fixed row under the seqlock ------------------------------------------------ */

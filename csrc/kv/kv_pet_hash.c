@@ -77,7 +77,7 @@ static inline unsigned pet_match(const pet_chunk *c, uint8_t tag) {
     return (unsigned)_mm_movemask_epi8(m) & ((1u << PET_SLOTS) - 1);
 }
 
-int rs_kv_pet_open(uint64_t capacity, void **out, rs_error *err) {
+int rs_kv_pet_open(uint64_t capacity, rs_kv_huge_pages huge, void **out, rs_error *err) {
     int rc;
     if (capacity > RS_KV_HANDLE_MAX)
         return rs_error_set(err, RS_EINVAL, "capacity %llu is too large for DRAM_PET_HASH",
@@ -89,7 +89,7 @@ int rs_kv_pet_open(uint64_t capacity, void **out, rs_error *err) {
     while (chunks < need)
         chunks <<= 1;
     size_t bytes = (size_t)chunks * sizeof(pet_chunk);
-    rc = rs_kv_region_open_anon(&p->region, bytes, bytes, err);
+    rc = rs_kv_region_open_anon(&p->region, bytes, bytes, huge, err);
     if (rc) {
         rs_error_prefix(err, "DRAM_PET_HASH with capacity %llu: ", (unsigned long long)capacity);
         free(p);
@@ -100,6 +100,12 @@ int rs_kv_pet_open(uint64_t capacity, void **out, rs_error *err) {
     p->capacity = capacity;
     *out = p;
     return 0;
+}
+
+static void pet_memory(void *ix, uint64_t *bytes, const char **pages) {
+    const pet *p = ix;
+    *bytes = (p->mask + 1) * sizeof(pet_chunk);
+    *pages = p->region.pages;
 }
 
 static void pet_close(void *ix) {
@@ -141,6 +147,14 @@ static int pet_find(void *ix, uint64_t key, rs_kv_slot *s) {
         c = (c + step) & p->mask;
     }
     return 0;
+}
+
+/* Both lines of key's home chunk, for writing (the lock byte and the entries). */
+static void pet_prefetch(void *ix, uint64_t key) {
+    const pet *p = ix;
+    const pet_chunk *ch = &p->chunks[rs_kv_hash(key) & p->mask];
+    __builtin_prefetch(ch, 1, 3);
+    __builtin_prefetch((const char *)ch + 64, 1, 3);
 }
 
 static int pet_validate(void *ix, const rs_kv_slot *s) {
@@ -368,6 +382,8 @@ const rs_kv_index_ops rs_kv_pet_ops = {
     .release = pet_release,
     .remove = pet_remove,
     .batch_get_flat = pet_batch_get_flat,
+    .prefetch = pet_prefetch,
+    .memory = pet_memory,
     .count = pet_count,
     .clear = pet_clear,
     .scan = pet_scan,

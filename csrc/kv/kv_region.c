@@ -3,9 +3,13 @@
  * usable in place as it grows, so pointers into it stay valid for the engine's lifetime (readers
  * never take a lock to follow them).
  *
- * Anonymous regions reserve PROT_NONE address space, 2 MiB aligned and marked MADV_HUGEPAGE (a
- * random row or chunk access then costs no extra page walk miss when transparent huge pages are
- * available), and mprotect() the usable prefix (pages are zero-filled on first touch). File regions
+ * Anonymous regions reserve PROT_NONE address space and mprotect() the usable prefix (pages are
+ * zero-filled on first touch). Pages (rs_kv_huge_pages, kv.h): explicit 2 MiB pages (MAP_HUGETLB)
+ * when the hugetlb pool has room for the whole reservation — the pool's pages are then reserved
+ * at mmap time, so no later fault can fail, and growth is in whole 2 MiB pages; otherwise 2 MiB
+ * aligned 4 KiB-page memory marked MADV_HUGEPAGE (transparent huge pages where the kernel grants
+ * them) or, with huge pages off, MADV_NOHUGEPAGE. Huge pages matter for random row and chunk
+ * accesses: a 4 KiB-page table of gigabytes misses the TLB on nearly every access. File regions
  * map the whole reservation MAP_SHARED and grow the file with ftruncate(); only the prefix below
  * the file size is ever touched (beyond it the kernel would raise SIGBUS). Growth is serialised by
  * the caller.
@@ -18,32 +22,69 @@
 
 #include "kv_internal.h"
 
-#define RS_KV_PAGE 4096ull
-#define RS_KV_HUGE (2ull << 20)
+#define RS_KV_PAGE            4096ull
+#define RS_KV_HUGE_PAGE_BYTES (2ull << 20)
 
 static size_t round_page(size_t n) {
     return (n + RS_KV_PAGE - 1) & ~(size_t)(RS_KV_PAGE - 1);
 }
 
-int rs_kv_region_open_anon(rs_kv_region *r, size_t reserve, size_t initial, rs_error *err) {
+/* Map `len` bytes of explicit 2 MiB pages (the pool's pages are reserved for the whole length at
+ * mmap time, so a later fault cannot fail); MAP_FAILED when the pool lacks them. */
+static void *map_hugetlb(size_t len) {
+#ifdef MAP_HUGETLB
+    return mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+#else
+    (void)len;
+    return MAP_FAILED;
+#endif
+}
+
+int rs_kv_region_open_anon(rs_kv_region *r, size_t reserve, size_t initial, rs_kv_huge_pages huge,
+                           rs_error *err) {
     reserve = round_page(reserve);
     initial = round_page(initial);
     r->fd = -1;
     r->backed = 0;
-    r->reserved = reserve;
-    size_t slack = reserve >= RS_KV_HUGE ? RS_KV_HUGE : 0;
-    void *p =
-        mmap(NULL, reserve + slack, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED)
-        return rs_error_errno(err, RS_ENOMEM, errno, "reserving %zu bytes of address space",
-                              reserve);
-    if (slack) { /* keep the 2 MiB-aligned part */
-        uintptr_t a = ((uintptr_t)p + RS_KV_HUGE - 1) & ~(uintptr_t)(RS_KV_HUGE - 1);
-        size_t head = a - (uintptr_t)p;
-        if (head) munmap(p, head);
-        if (slack - head) munmap((uint8_t *)a + reserve, slack - head);
-        p = (void *)a;
-        madvise(p, reserve, MADV_HUGEPAGE); /* advisory: ignored where THP is off */
+    r->grain = RS_KV_PAGE;
+    void *p = MAP_FAILED;
+    if (huge == RS_KV_HUGE_AUTO || huge == RS_KV_HUGE_EXPLICIT) {
+        size_t len = (reserve + RS_KV_HUGE_PAGE_BYTES - 1) & ~(size_t)(RS_KV_HUGE_PAGE_BYTES - 1);
+        p = map_hugetlb(len);
+        if (p != MAP_FAILED) {
+            r->reserved = len;
+            r->grain = RS_KV_HUGE_PAGE_BYTES;
+            r->pages = "hugetlb";
+        } else if (huge == RS_KV_HUGE_EXPLICIT) {
+            return rs_error_errno(err, RS_ENOMEM, errno,
+                                  "%zu bytes of explicit 2 MiB pages (MAP_HUGETLB): the hugetlb "
+                                  "pool has fewer free pages (raise /proc/sys/vm/nr_hugepages, "
+                                  "or use huge_pages auto/thp)",
+                                  len);
+        }
+    }
+    if (p == MAP_FAILED) {
+        r->reserved = reserve;
+        size_t slack = reserve >= RS_KV_HUGE_PAGE_BYTES ? RS_KV_HUGE_PAGE_BYTES : 0;
+        p = mmap(NULL, reserve + slack, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+                 0);
+        if (p == MAP_FAILED)
+            return rs_error_errno(err, RS_ENOMEM, errno, "reserving %zu bytes of address space",
+                                  reserve);
+        r->pages = "4k";
+        if (slack) { /* keep the 2 MiB-aligned part */
+            uintptr_t a = ((uintptr_t)p + RS_KV_HUGE_PAGE_BYTES - 1) &
+                          ~(uintptr_t)(RS_KV_HUGE_PAGE_BYTES - 1);
+            size_t head = a - (uintptr_t)p;
+            if (head) munmap(p, head);
+            if (slack - head) munmap((uint8_t *)a + reserve, slack - head);
+            p = (void *)a;
+        }
+        if (huge == RS_KV_HUGE_OFF) {
+            madvise(p, reserve, MADV_NOHUGEPAGE);
+        } else if (slack && madvise(p, reserve, MADV_HUGEPAGE) == 0) {
+            r->pages = "thp"; /* advised: the kernel grants them where THP is not "never" */
+        }
     }
     r->base = p;
     int rc = rs_kv_region_grow(r, initial, err);
@@ -67,6 +108,8 @@ int rs_kv_region_open_file(rs_kv_region *r, const char *path, size_t reserve, si
     }
     *existed = st.st_size > 0;
     r->backed = (size_t)st.st_size;
+    r->pages = "file";
+    r->grain = RS_KV_PAGE;
     if (r->backed > reserve) reserve = round_page(r->backed);
     r->reserved = reserve;
     void *p = mmap(NULL, reserve, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
@@ -92,7 +135,7 @@ int rs_kv_region_grow(rs_kv_region *r, size_t need, rs_error *err) {
     if (need > r->reserved)
         return rs_error_set(err, RS_EFULL, "region of %zu bytes cannot grow to %zu", r->reserved,
                             need);
-    size_t to = round_page(need);
+    size_t to = (need + r->grain - 1) & ~(r->grain - 1); /* hugetlb: whole 2 MiB pages */
     if (to > r->reserved) to = r->reserved;
     if (r->fd >= 0) {
         if (ftruncate(r->fd, (off_t)to) < 0)

@@ -49,7 +49,7 @@ static void vs_meta_init(rs_kv_vs *vs) {
 }
 
 int rs_kv_vs_open(rs_kv_vs *vs, uint32_t value_size, uint64_t capacity, const char *path,
-                  rs_error *err) {
+                  rs_kv_huge_pages huge, rs_error *err) {
     int rc, existed = 0;
     memset(vs, 0, sizeof *vs);
     vs->value_size = value_size;
@@ -88,7 +88,7 @@ int rs_kv_vs_open(rs_kv_vs *vs, uint32_t value_size, uint64_t capacity, const ch
             }
         }
     } else {
-        rc = rs_kv_region_open_anon(&vs->region, vs_reserve(vs, capacity), initial, err);
+        rc = rs_kv_region_open_anon(&vs->region, vs_reserve(vs, capacity), initial, huge, err);
         if (rc) goto fail_lock;
     }
     vs->meta = (rs_kv_vs_meta *)vs->region.base;

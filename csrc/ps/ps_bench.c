@@ -9,6 +9,14 @@
  *
  * Pipeline: a worker keeps up to prefetch_depth batches in flight; slot i of its ring holds the
  * keys and the row buffer of one batch until rs_ps_client_wait returns it (FIFO).
+ *
+ * Open loop (target_rate > 0): open_loop() sends each batch at its due time from the thread's
+ * timetable (recstore/pacing.h). The next batch is prepared into its slot before its due time, so
+ * the clock is read once per send (the send time) and once per completion. The transports' wait
+ * blocks, so a thread waiting for its oldest batch cannot send meanwhile: a batch due during that
+ * wait goes when it returns and counts as a late send; its latency still runs from the due time.
+ * Throughput counts completions inside the timed window (as in closed loop); the latency
+ * histograms hold every batch due inside it, drained after the window closes.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -18,6 +26,7 @@
 #include "recstore/clock.h"
 #include "recstore/hash.h"
 #include "recstore/hist.h"
+#include "recstore/pacing.h"
 #include "recstore/ps_bench.h"
 #include "recstore/rng.h"
 #include "recstore/zipf.h"
@@ -56,7 +65,9 @@ typedef struct worker {
     uint64_t checked, bad, first_bad_key;
     uint64_t prof_make_ns, prof_submit_ns, prof_wait_ns, prof_consume_ns, prof_submits, prof_waits;
     char first_bad_msg[160];
+    uint64_t late_sends; /* open loop */
     rs_hist hist;
+    rs_hist service_hist; /* open loop: from the actual send */
 } worker;
 
 typedef struct bench {
@@ -69,8 +80,8 @@ typedef struct bench {
     pthread_cond_t cv;
     unsigned ready;
     int go;
-    uint64_t window_start, window_end; /* written before `go` */
-    int abort;                         /* atomic: a worker failed */
+    uint64_t sched_start, window_start, window_end; /* written before `go` */
+    int abort;                                      /* atomic: a worker failed */
 } bench;
 
 static int stop_requested(bench *b) {
@@ -83,6 +94,8 @@ typedef struct slot {
     uint32_t n;
     rs_ps_op op;
     uint64_t submit_ns;
+    uint64_t due_ns; /* open loop */
+    int ready;       /* open loop: keys drawn, not yet sent */
 } slot;
 
 static uint64_t draw_key(bench *b, rs_rng *r, uint64_t space) {
@@ -162,6 +175,110 @@ static void worker_fail(worker *w, int rc, const rs_error *e) {
     __atomic_store_n(&w->b->abort, 1, __ATOMIC_RELAXED);
 }
 
+/* Count one batch completed inside the timed window, and check its GET rows. */
+static void note_done(worker *w, const slot *s, const rs_ps_batch_result *res) {
+    const rs_ps_bench_config *cfg = w->b->cfg;
+    w->batches++;
+    w->key_ops += s->n;
+    if (s->op == RS_PS_GET) {
+        w->get_batches++;
+        uint64_t loaded = 0;
+        for (uint32_t i = 0; i < s->n; i++)
+            loaded += s->keys[i] >= 1 && s->keys[i] <= cfg->record_count;
+        w->found += res->num_found;
+        w->missing += loaded > res->num_found ? loaded - res->num_found : 0;
+        if (cfg->verify) verify_rows(w, s);
+    } else {
+        w->put_batches++;
+    }
+}
+
+/* The run phase on a timetable (see the file comment). */
+static void open_loop(worker *w, slot *slots, uint32_t depth, rs_rng *rng) {
+    bench *b = w->b;
+    const rs_ps_bench_config *cfg = b->cfg;
+    rs_pacing pc;
+    rs_error e = {0};
+    int rc = rs_pacing_init(&pc, cfg->arrival, cfg->target_rate, w->index, cfg->threads,
+                            b->sched_start, cfg->arrival_seed, &e);
+    if (rc) {
+        worker_fail(w, rc, &e);
+        return;
+    }
+    rs_pacing_thread_setup();
+    uint64_t win_start = b->window_start, win_end = b->window_end, fi_count = 0;
+    uint64_t busy_until = 0; /* when the thread's last wait for a completion returned */
+    uint32_t head = 0, inflight = 0;
+    int sending = 1, window_closed = 0;
+    for (;;) {
+        if (sending && inflight < depth) {
+            slot *s = &slots[(head + inflight) % depth];
+            if (!s->ready) {
+                const slot *last = inflight ? &slots[(head + inflight - 1) % depth] : NULL;
+                next_run_batch(w, rng, s, last, &fi_count);
+                s->ready = 1;
+            }
+            uint64_t now = rs_now_ns(), due = rs_pacing_due(&pc);
+            if (now >= win_end || stop_requested(b)) {
+                sending = 0;
+                window_closed = now >= win_end;
+                continue;
+            }
+            if (due <= now) {
+                s->due_ns = rs_pacing_take(&pc);
+                s->submit_ns = now;
+                s->ready = 0;
+                if (rs_pacing_note_send(&pc, s->due_ns, busy_until) && s->due_ns >= win_start &&
+                    s->due_ns < win_end)
+                    w->late_sends++;
+                rc = rs_ps_client_submit(w->client, s->op, s->keys, s->n,
+                                         s->op == RS_PS_PUT ? s->rows : NULL,
+                                         s->op == RS_PS_GET ? s->rows : NULL, 0, &e);
+                if (rc) {
+                    worker_fail(w, rc, &e);
+                    sending = 0;
+                    continue;
+                }
+                inflight++;
+                continue;
+            }
+            if (!inflight) {
+                /* nothing to collect: sleep to the due time (or the window's end), re-checking
+                 * the stop flag every 20 ms */
+                uint64_t until = due < win_end ? due : win_end;
+                rs_pacing_sleep_until(until - now > 20000000ull ? now + 20000000ull : until);
+                continue;
+            }
+        }
+        if (!inflight) break;
+        slot *s = &slots[head];
+        rs_ps_batch_result res;
+        rc = rs_ps_client_wait(w->client, &res, &e);
+        uint64_t done = rs_now_ns();
+        busy_until = done;
+        head = (head + 1) % depth;
+        inflight--;
+        if (rc) {
+            worker_fail(w, rc, &e);
+            sending = 0;
+            continue; /* drain the rest of the pipeline */
+        }
+        /* throughput: completions inside the window, as in closed loop; latency: every batch
+         * due inside it, however late it completed */
+        if (done >= win_start && done <= win_end) note_done(w, s, &res);
+        if (s->due_ns >= win_start && s->due_ns < win_end) {
+            rs_hist_record(&w->hist, done - s->due_ns);
+            rs_hist_record(&w->service_hist, done - s->submit_ns);
+        }
+    }
+    /* batches due in the window and never sent; counted once the pipeline has drained, so the
+     * count (O(backlog)) does not delay the last completions */
+    if (window_closed) {
+        rs_pacing_count_unsent(&pc, win_start); /* a backlog left from the warm-up */
+        w->late_sends += rs_pacing_count_unsent(&pc, win_end);
+    }
+}
+
 static void worker_loop(worker *w) {
     bench *b = w->b;
     const rs_ps_bench_config *cfg = b->cfg;
@@ -185,6 +302,10 @@ static void worker_loop(worker *w) {
     rs_rng rng;
     rs_rng_seed(&rng, cfg->seed + 0x9e3779b97f4a7c15ull * (w->index + 1) +
                           (b->ph == PHASE_LOAD ? 0 : 0x5555));
+    if (b->ph == PHASE_RUN && cfg->target_rate > 0) {
+        open_loop(w, slots, depth, &rng);
+        goto out;
+    }
     uint64_t next_load = w->key_lo, fi_count = 0;
     uint32_t head = 0, inflight = 0;
     uint64_t win_start = b->window_start, win_end = b->window_end;
@@ -242,19 +363,7 @@ static void worker_loop(worker *w) {
         }
         if (b->ph == PHASE_RUN && (done < win_start || done > win_end)) continue;
         rs_hist_record(&w->hist, done - s->submit_ns);
-        w->batches++;
-        w->key_ops += s->n;
-        if (s->op == RS_PS_GET) {
-            w->get_batches++;
-            uint64_t loaded = 0;
-            for (uint32_t i = 0; i < s->n; i++)
-                loaded += s->keys[i] >= 1 && s->keys[i] <= cfg->record_count;
-            w->found += res.num_found;
-            w->missing += loaded > res.num_found ? loaded - res.num_found : 0;
-            if (cfg->verify) verify_rows(w, s);
-        } else {
-            w->put_batches++;
-        }
+        note_done(w, s, &res);
         if (profile) w->prof_consume_ns += rs_now_ns() - done;
     }
 out:
@@ -307,6 +416,11 @@ static int bench_phase(const rs_ps_bench_config *cfg, phase ph, rs_ps_bench_resu
         return rs_error_set(err, RS_EINVAL, "read_ratio %u is not a percentage", cfg->read_ratio);
     if (ph == PHASE_RUN && !(cfg->running_seconds > 0))
         return rs_error_set(err, RS_EINVAL, "running_seconds must be > 0");
+    if (ph == PHASE_RUN && (cfg->target_rate < 0 || cfg->target_rate > RS_PACING_MAX_RATE ||
+                            cfg->target_rate != cfg->target_rate))
+        return rs_error_set(err, RS_EINVAL,
+                            "target_rate %g is not in [0, %g] batches/s (0 = closed loop)",
+                            cfg->target_rate, RS_PACING_MAX_RATE);
     uint32_t n =
         ph == PHASE_LOAD ? (cfg->load_threads ? cfg->load_threads : cfg->threads) : cfg->threads;
     if (n == 0) return rs_error_set(err, RS_EINVAL, "thread_num must be >= 1");
@@ -329,6 +443,7 @@ static int bench_phase(const rs_ps_bench_config *cfg, phase ph, rs_ps_bench_resu
         w->index = i;
         w->b = &b;
         rs_hist_reset(&w->hist);
+        rs_hist_reset(&w->service_hist);
         w->key_lo = lo;
         w->key_hi = lo + per + (i < extra ? 1 : 0);
         lo = w->key_hi;
@@ -348,6 +463,7 @@ static int bench_phase(const rs_ps_bench_config *cfg, phase ph, rs_ps_bench_resu
         pthread_cond_wait(&b.cv, &b.mu);
     uint64_t t0 = rs_now_ns();
     uint64_t warm = ph == PHASE_RUN ? (uint64_t)(cfg->warmup_seconds * 1e9) : 0;
+    b.sched_start = t0;
     b.window_start = t0 + warm;
     b.window_end =
         ph == PHASE_RUN ? b.window_start + (uint64_t)(cfg->running_seconds * 1e9) : UINT64_MAX;
@@ -380,6 +496,9 @@ static int bench_phase(const rs_ps_bench_config *cfg, phase ph, rs_ps_bench_resu
 
     rs_hist *h = malloc(sizeof *h);
     if (h) rs_hist_reset(h);
+    res->open_loop = ph == PHASE_RUN && cfg->target_rate > 0;
+    rs_hist *sh = res->open_loop ? malloc(sizeof *sh) : NULL;
+    if (sh) rs_hist_reset(sh);
     int bad_worker = -1;
     uint64_t prof[6] = {0};
     for (unsigned i = 0; i < started; i++) {
@@ -400,6 +519,8 @@ static int bench_phase(const rs_ps_bench_config *cfg, phase ph, rs_ps_bench_resu
         prof[5] += w->prof_waits;
         if (w->bad && bad_worker < 0) bad_worker = (int)i;
         if (h) rs_hist_merge(h, &w->hist);
+        if (sh) rs_hist_merge(sh, &w->service_hist);
+        res->late_sends += w->late_sends;
         if (w->rc && !rc) {
             rc = w->rc;
             if (err) *err = w->err;
@@ -422,6 +543,11 @@ static int bench_phase(const rs_ps_bench_config *cfg, phase ph, rs_ps_bench_resu
         res->max_us = h->count ? (double)h->max / 1e3 : 0.0;
         if (cfg->hist_out) *cfg->hist_out = *h;
         free(h);
+    }
+    if (sh) {
+        res->service = rs_hist_summary_us(sh);
+        if (cfg->service_hist_out) *cfg->service_hist_out = *sh;
+        free(sh);
     }
     if (!rc && bad_worker >= 0) {
         res->first_bad_key = ws[bad_worker].first_bad_key;

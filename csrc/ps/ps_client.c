@@ -1,17 +1,28 @@
 /*
  * ps_client.c — the all-shards PS client (see recstore/ps_client.h).
  *
- * State: one transport connection per shard (max_in_flight = prefetch_depth) and a FIFO ring of
- * prefetch_depth batch slots. With one shard a batch goes straight through: the caller's keys and
- * rows are sent as they are and GET rows land directly in the caller's buffer. With several
- * shards, a slot keeps per-shard key lists, the original positions of those keys, and per-shard
- * row buffers; submit() gathers and sends every shard's sub-request, wait() collects one
- * completion from each involved shard (each connection completes in submission order, so its next
- * completion belongs to the oldest batch) and scatters GET rows back to the caller's order.
+ * State: one transport connection per shard and a FIFO ring of prefetch_depth batch slots. A
+ * batch is split by shard, and each shard's part into chunks of at most `chunk` keys: the
+ * server's max_keys_per_request (read from its "stats" at open) and, where the transport's
+ * request or response slot bounds it (rdma, shm), the keys whose bytes fit one slot. A connection
+ * carries up to `window` requests at once (prefetch_depth, or more when the transport allows it,
+ * RS_PS_CHUNK_WINDOW), so the chunks of a big batch are in flight together; the chunks nobody has
+ * room for yet are sent as earlier ones complete, by wait() and by later submits (pump).
  *
- * Invariant: a batch's sub-requests are either all submitted or its slot records the first
- * failure; wait() always drains exactly the sub-requests that were sent, so connections never
- * fall out of step with the ring.
+ * Rows: with one shard, a batch whose chunks all fit the window now goes straight through (keys
+ * and rows sent from the caller's memory, GET rows land in the caller's buffer). Otherwise the
+ * part's keys and rows are copied into the slot (the caller's keys and input rows are read during
+ * submit only) and, with several shards, GET rows land in per-shard buffers and are scattered back
+ * to the caller's order by wait().
+ *
+ * Invariants: on every connection requests are sent in batch order (a batch's chunks on shard s
+ * go out only after every older batch's chunks on s), so the next completion on s belongs to the
+ * oldest batch that has a request outstanding there. A failure stops the sending of its batch's
+ * remaining chunks; wait() always drains exactly the requests that were sent, so connections never
+ * fall out of step with the ring — except after a timeout, a closed connection or a malformed
+ * reply, when the transport may still hold the request: that connection is then marked broken and
+ * every later request on it fails at once with the same error instead of waiting out one more
+ * timeout per chunk (open a new client to try the shard again).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,31 +33,41 @@
 #include "recstore/recstore_wire.h"
 #include "recstore/transport.h"
 
+/* Requests per connection a client asks for beyond prefetch_depth, for chunked batches. */
+#define RS_PS_CHUNK_WINDOW 8u
+
 typedef struct shard_part {
     uint64_t *keys;
-    uint32_t *pos; /* index of each key in the caller's batch */
-    uint8_t *rows; /* PUT/UPDATE rows gathered, or GET rows received */
-    size_t n, cap_keys, cap_rows;
-    int sent;
+    uint32_t *pos; /* index of each key in the caller's batch (multi-shard) */
+    uint8_t *rows; /* PUT/UPDATE rows gathered, or GET rows received (multi-shard) */
+    size_t n, cap_keys, cap_pos, cap_rows;
+    const uint64_t *src_keys; /* what the chunks send: the caller's memory or keys/rows above */
+    const uint8_t *src_rows;
+    uint8_t *dst_rows; /* GET: where chunk rows land */
+    uint32_t chunks, sent, done;
 } shard_part;
 
 typedef struct batch_slot {
-    uint64_t tag;
+    uint64_t tag, found;
     rs_ps_op op;
     size_t n;
+    uint32_t chunk; /* keys per request for this batch's op */
     void *rows_out;
-    int fail_code;
+    int fail_code, scatter;
     rs_error fail;
-    shard_part *parts; /* num_shards entries (multi-shard only) */
-    int single_sent;
+    shard_part *parts; /* num_shards entries */
 } batch_slot;
 
 struct rs_ps_client {
     const rs_ps_conn_ops *ops;
     int hash; /* -1: rs_mix64 (native wire); else rs_rs_hash_method (RecStore's wire) */
-    uint32_t num_shards, value_size, depth;
+    uint32_t num_shards, value_size, depth, window;
+    uint32_t chunk_get, chunk_put; /* keys per request: GET, PUT/UPDATE */
     void **conns;
-    char **names; /* "brpc://host:port" per shard */
+    char **names;       /* "brpc://host:port" per shard */
+    uint32_t *inflight; /* requests outstanding per connection */
+    rs_error *broken;   /* per connection: the transport error that left it out of step (code 0:
+                         * healthy); later requests on it fail with this error at once */
     batch_slot *slots;
     uint32_t head, count;
     uint64_t seq;
@@ -83,6 +104,14 @@ uint32_t rs_ps_client_value_size(const rs_ps_client *c) {
     return c->value_size;
 }
 
+uint32_t rs_ps_client_chunk_keys(const rs_ps_client *c, rs_ps_op op) {
+    return op == RS_PS_GET ? c->chunk_get : c->chunk_put;
+}
+
+uint32_t rs_ps_client_window(const rs_ps_client *c) {
+    return c->window;
+}
+
 void rs_ps_client_close(rs_ps_client *c) {
     if (!c) return;
     for (uint32_t i = 0; c->conns && i < c->num_shards; i++)
@@ -101,6 +130,8 @@ void rs_ps_client_close(rs_ps_client *c) {
     free(c->slots);
     free(c->conns);
     free(c->names);
+    free(c->inflight);
+    free(c->broken);
     free(c);
 }
 
@@ -116,6 +147,37 @@ static int command_sync(rs_ps_client *c, uint32_t shard, const char *cmd, rs_ps_
     if (resp->status != RS_PS_OK)
         return rs_error_set(err, RS_ESERVER, "shard %u (%s): %s: %s", shard, c->names[shard],
                             rs_ps_status_name(resp->status), resp->error);
+    return 0;
+}
+
+static uint64_t min_nz(uint64_t a, uint64_t b) {
+    return !a ? b : !b ? a : a < b ? a : b;
+}
+
+/* Fold one shard's bounds (its stats reply and its connection's limits) into the client's. */
+static int learn_limits(rs_ps_client *c, uint32_t i, const rs_ps_response *stats, rs_error *err) {
+    rs_ps_conn_limits lim = {0};
+    if (c->ops->limits) c->ops->limits(c->conns[i], &lim);
+    const char *m = strstr(stats->reply, "max_keys_per_request=");
+    uint64_t keys = m ? strtoull(m + strlen("max_keys_per_request="), NULL, 10) : 0;
+    keys = min_nz(min_nz(keys, lim.max_keys), UINT32_MAX);
+    uint64_t vs = c->value_size;
+    uint64_t get = keys, put = keys;
+    if (lim.max_request_payload) {
+        get = min_nz(get, lim.max_request_payload / 8 ? lim.max_request_payload / 8 : 1);
+        put = min_nz(put, lim.max_request_payload / (8 + vs));
+    }
+    if (lim.max_response_rows && vs) get = min_nz(get, lim.max_response_rows / vs);
+    if ((lim.max_request_payload && put == 0) || (lim.max_response_rows && vs && get == 0))
+        return rs_error_set(err, RS_EINVAL,
+                            "shard %u (%s): one %u-byte row does not fit a request (%llu bytes) "
+                            "or response (%llu bytes) slot of this transport",
+                            i, c->names[i], c->value_size,
+                            (unsigned long long)lim.max_request_payload,
+                            (unsigned long long)lim.max_response_rows);
+    c->chunk_get = (uint32_t)min_nz(c->chunk_get, get);
+    c->chunk_put = (uint32_t)min_nz(c->chunk_put, put);
+    if (lim.max_in_flight && lim.max_in_flight < c->window) c->window = lim.max_in_flight;
     return 0;
 }
 
@@ -137,24 +199,27 @@ int rs_ps_client_open(const rs_ps_client_config *cfg, rs_ps_client **out, rs_err
     c->hash = hash;
     c->num_shards = cfg->num_shards;
     c->depth = cfg->prefetch_depth ? cfg->prefetch_depth : 1;
+    c->window = c->depth > RS_PS_CHUNK_WINDOW ? c->depth : RS_PS_CHUNK_WINDOW;
     c->conns = calloc(c->num_shards, sizeof *c->conns);
     c->names = calloc(c->num_shards, sizeof *c->names);
+    c->inflight = calloc(c->num_shards, sizeof *c->inflight);
+    c->broken = calloc(c->num_shards, sizeof *c->broken);
     c->slots = calloc(c->depth, sizeof *c->slots);
-    if (!c->conns || !c->names || !c->slots) {
+    if (!c->conns || !c->names || !c->inflight || !c->broken || !c->slots) {
         rc = rs_error_set(err, RS_ENOMEM, "client tables");
         goto fail;
     }
-    if (c->num_shards > 1) {
-        for (uint32_t s = 0; s < c->depth; s++) {
-            c->slots[s].parts = calloc(c->num_shards, sizeof(shard_part));
-            if (!c->slots[s].parts) {
-                rc = rs_error_set(err, RS_ENOMEM, "client batch slots");
-                goto fail;
-            }
+    for (uint32_t s = 0; s < c->depth; s++) {
+        c->slots[s].parts = calloc(c->num_shards, sizeof(shard_part));
+        if (!c->slots[s].parts) {
+            rc = rs_error_set(err, RS_ENOMEM, "client batch slots");
+            goto fail;
         }
     }
-    rs_ps_client_opts co = {
-        .timeout_ms = cfg->timeout_ms, .max_in_flight = c->depth, .extra = cfg->extra};
+    rs_ps_client_opts co = {.timeout_ms = cfg->timeout_ms,
+                            .max_in_flight = c->depth,
+                            .want_in_flight = c->window,
+                            .extra = cfg->extra};
     for (uint32_t i = 0; i < c->num_shards; i++) {
         size_t len = strlen(ops->name) + strlen(cfg->hosts[i]) + 16;
         c->names[i] = malloc(len);
@@ -171,7 +236,13 @@ int rs_ps_client_open(const rs_ps_client_config *cfg, rs_ps_client **out, rs_err
     }
     for (uint32_t i = 0; i < c->num_shards; i++) {
         rs_ps_response resp;
-        if ((rc = command_sync(c, i, "ping", &resp, err))) goto fail;
+        if (c->hash >= 0) { /* RecStore's wire has no stats command; it chunks in the wire */
+            rc = command_sync(c, i, "ping", &resp, err);
+        } else { /* stats carries max_keys_per_request; a server without it answers ping */
+            rc = command_sync(c, i, "stats", &resp, err);
+            if (rc == RS_ESERVER) rc = command_sync(c, i, "ping", &resp, err);
+        }
+        if (rc) goto fail;
         if (!resp.value_size) { /* RecStore's wire does not tell the row size */
             if (!cfg->value_size) {
                 rc = rs_error_set(err, RS_EINVAL,
@@ -194,7 +265,10 @@ int rs_ps_client_open(const rs_ps_client_config *cfg, rs_ps_client **out, rs_err
             goto fail;
         }
         c->value_size = resp.value_size;
+        if ((rc = learn_limits(c, i, &resp, err))) goto fail;
     }
+    if (!c->chunk_get) c->chunk_get = UINT32_MAX;
+    if (!c->chunk_put) c->chunk_put = UINT32_MAX;
     *out = c;
     return 0;
 fail:
@@ -214,11 +288,66 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem) {
     return 0;
 }
 
-static void slot_fail(batch_slot *b, int code, const rs_error *e) {
+/* Record the batch's first failure and send none of its remaining chunks. */
+static void slot_fail(rs_ps_client *c, batch_slot *b, int code, const rs_error *e) {
+    for (uint32_t s = 0; s < c->num_shards; s++)
+        b->parts[s].chunks = b->parts[s].sent;
     if (b->fail_code) return;
     b->fail_code = code;
     b->fail = *e;
     b->fail.code = code;
+}
+
+static void send_chunk(rs_ps_client *c, batch_slot *b, uint32_t s) {
+    shard_part *p = &b->parts[s];
+    size_t vs = c->value_size, off = (size_t)p->sent * b->chunk;
+    size_t k = p->n - off < b->chunk ? p->n - off : b->chunk;
+    int get = b->op == RS_PS_GET;
+    rs_ps_request req = {.op = b->op,
+                         .shard = s,
+                         .value_size = (uint32_t)vs,
+                         .num_keys = (uint32_t)k,
+                         .keys = (const uint8_t *)(p->src_keys + off),
+                         .rows = get ? NULL : p->src_rows + off * vs,
+                         .rows_len = get ? 0 : k * vs};
+    if (c->broken[s].code) {
+        slot_fail(c, b, c->broken[s].code, &c->broken[s]);
+        return;
+    }
+    rs_error e = {0};
+    int rc = c->ops->submit(c->conns[s], &req, c->seq, get ? p->dst_rows + off * vs : NULL,
+                            get ? k * vs : 0, &e);
+    if (rc) {
+        rs_error_prefix(&e, "shard %u", s);
+        slot_fail(c, b, rc, &e);
+        return;
+    }
+    p->sent++;
+    c->inflight[s]++;
+}
+
+/* Fill connection s's window with the oldest unsent chunks on s. */
+static void pump(rs_ps_client *c, uint32_t s) {
+    uint32_t j = 0;
+    while (c->inflight[s] < c->window && j < c->count) {
+        batch_slot *b = &c->slots[(c->head + j) % c->depth];
+        if (b->parts[s].sent < b->parts[s].chunks)
+            send_chunk(c, b, s);
+        else
+            j++;
+    }
+}
+
+static int unsent_on(const rs_ps_client *c, uint32_t s) {
+    for (uint32_t j = 0; j < c->count; j++) {
+        const shard_part *p = &c->slots[(c->head + j) % c->depth].parts[s];
+        if (p->sent < p->chunks) return 1;
+    }
+    return 0;
+}
+
+static uint32_t chunks_of(size_t n, uint32_t chunk) {
+    return (uint32_t)((n + chunk - 1) / chunk);
 }
 
 int rs_ps_client_submit(rs_ps_client *c, rs_ps_op op, const uint64_t *keys, size_t n,
@@ -234,129 +363,148 @@ int rs_ps_client_submit(rs_ps_client *c, rs_ps_op op, const uint64_t *keys, size
     if (op == RS_PS_GET && n && !rows_out) return rs_error_set(err, RS_EINVAL, "NULL rows_out");
     if (op != RS_PS_GET && n && !rows_in) return rs_error_set(err, RS_EINVAL, "NULL rows");
     size_t vs = c->value_size;
+    int get = op == RS_PS_GET;
     batch_slot *b = &c->slots[(c->head + c->count) % c->depth];
     b->tag = tag;
     b->op = op;
     b->n = n;
+    b->found = 0;
+    b->chunk = get ? c->chunk_get : c->chunk_put;
     b->rows_out = rows_out;
     b->fail_code = 0;
-    b->single_sent = 0;
-    uint64_t seq = ++c->seq;
+    b->scatter = 0;
+    c->seq++;
+    for (uint32_t s = 0; s < c->num_shards; s++) {
+        shard_part *p = &b->parts[s];
+        p->n = 0;
+        p->chunks = p->sent = p->done = 0;
+    }
     rs_error e = {0};
 
     if (c->num_shards == 1) {
-        rs_ps_request req = {.op = op,
-                             .shard = 0,
-                             .value_size = (uint32_t)vs,
-                             .num_keys = (uint32_t)n,
-                             .keys = (const uint8_t *)keys,
-                             .rows = op == RS_PS_GET ? NULL : rows_in,
-                             .rows_len = op == RS_PS_GET ? 0 : n * vs};
-        int rc = c->ops->submit(c->conns[0], &req, seq, rows_out, op == RS_PS_GET ? n * vs : 0, &e);
-        if (rc) {
-            rs_error_prefix(&e, "shard 0");
-            slot_fail(b, rc, &e);
-        } else {
-            b->single_sent = 1;
+        shard_part *p = &b->parts[0];
+        p->n = n;
+        p->chunks = n ? chunks_of(n, b->chunk) : 1; /* an empty batch is one empty request */
+        p->src_keys = keys;
+        p->src_rows = rows_in;
+        p->dst_rows = rows_out;
+        if (unsent_on(c, 0) || c->inflight[0] + p->chunks > c->window) {
+            /* some chunks go out after this call returns: keep their keys and rows */
+            if (grow((void **)&p->keys, &p->cap_keys, n, 8) ||
+                (!get && grow((void **)&p->rows, &p->cap_rows, n * vs, 1))) {
+                rs_error_set(&e, RS_ENOMEM, "no memory to queue a batch of %zu keys", n);
+                p->chunks = 0;
+                slot_fail(c, b, RS_ENOMEM, &e);
+                c->count++;
+                return 0;
+            }
+            memcpy(p->keys, keys, n * 8);
+            p->src_keys = p->keys;
+            if (!get) {
+                memcpy(p->rows, rows_in, n * vs);
+                p->src_rows = p->rows;
+            }
         }
         c->count++;
+        pump(c, 0);
         return 0;
     }
 
-    /* split by shard */
-    for (uint32_t s = 0; s < c->num_shards; s++) {
-        b->parts[s].n = 0;
-        b->parts[s].sent = 0;
-    }
-    /* count, then size the per-shard buffers once */
+    /* split by shard: count, then size the per-shard buffers once */
     for (size_t i = 0; i < n; i++)
         b->parts[route(c, keys[i])].n++;
     for (uint32_t s = 0; s < c->num_shards; s++) {
         shard_part *p = &b->parts[s];
-        size_t cap_keys = p->cap_keys;
-        if (grow((void **)&p->keys, &cap_keys, p->n, 8) ||
-            grow((void **)&p->pos, &p->cap_keys, p->n, 4) ||
+        if (grow((void **)&p->keys, &p->cap_keys, p->n, 8) ||
+            grow((void **)&p->pos, &p->cap_pos, p->n, 4) ||
             grow((void **)&p->rows, &p->cap_rows, p->n * vs, 1)) {
-            c->count++;
-            e.code = 0;
+            for (uint32_t t = 0; t < c->num_shards; t++)
+                b->parts[t].n = 0;
             rs_error_set(&e, RS_ENOMEM, "no memory to split a batch of %zu keys", n);
-            slot_fail(b, RS_ENOMEM, &e);
+            slot_fail(c, b, RS_ENOMEM, &e);
+            c->count++;
             return 0;
         }
+        p->chunks = chunks_of(p->n, b->chunk);
+        p->src_keys = p->keys;
+        p->src_rows = p->rows;
+        p->dst_rows = p->rows;
         p->n = 0;
     }
     for (size_t i = 0; i < n; i++) {
         shard_part *p = &b->parts[route(c, keys[i])];
         p->keys[p->n] = keys[i];
         p->pos[p->n] = (uint32_t)i;
-        if (op != RS_PS_GET) memcpy(p->rows + p->n * vs, (const uint8_t *)rows_in + i * vs, vs);
+        if (!get) memcpy(p->rows + p->n * vs, (const uint8_t *)rows_in + i * vs, vs);
         p->n++;
     }
-    for (uint32_t s = 0; s < c->num_shards; s++) {
-        shard_part *p = &b->parts[s];
-        if (!p->n) continue;
-        rs_ps_request req = {.op = op,
-                             .shard = s,
-                             .value_size = (uint32_t)vs,
-                             .num_keys = (uint32_t)p->n,
-                             .keys = (const uint8_t *)p->keys,
-                             .rows = op == RS_PS_GET ? NULL : p->rows,
-                             .rows_len = op == RS_PS_GET ? 0 : p->n * vs};
-        int rc =
-            c->ops->submit(c->conns[s], &req, seq, p->rows, op == RS_PS_GET ? p->n * vs : 0, &e);
-        if (rc) {
-            rs_error_prefix(&e, "shard %u", s);
-            slot_fail(b, rc, &e);
-            continue; /* later shards are still sent: wait() drains what was sent */
-        }
-        p->sent = 1;
-    }
+    b->scatter = get;
     c->count++;
+    for (uint32_t s = 0; s < c->num_shards; s++)
+        pump(c, s);
     return 0;
 }
 
-/* Collect one completion from shard s for the oldest batch. */
-static void collect(rs_ps_client *c, batch_slot *b, uint32_t s, uint64_t *found) {
+/* Collect one completion from shard s for the oldest batch b. */
+static void collect(rs_ps_client *c, batch_slot *b, uint32_t s) {
+    c->inflight[s]--;
+    b->parts[s].done++;
+    if (c->broken[s].code) { /* its requests will not complete: fail them without waiting */
+        slot_fail(c, b, c->broken[s].code, &c->broken[s]);
+        return;
+    }
     rs_error e = {0};
     int rc = c->ops->next(c->conns[s], &c->comp, &e);
     if (rc) {
         rs_error_prefix(&e, "shard %u", s);
-        slot_fail(b, rc, &e);
+        e.code = rc;
+        /* a timeout, a closed connection or bytes that make no sense: the transport may still
+         * hold this request (RC keeps a timed-out slot), so the connection is out of step with
+         * the ring from here on. Other errors (a gRPC call status) end just this request. */
+        if (rc == RS_ETIMEDOUT || rc == RS_ECONN || rc == RS_EPROTO) c->broken[s] = e;
+        slot_fail(c, b, rc, &e);
         return;
     }
     const rs_ps_response *r = &c->comp.resp;
     if (r->status != RS_PS_OK) {
         rs_error_set(&e, RS_ESERVER, "shard %u (%s): %s: %s", s, c->names[s],
                      rs_ps_status_name(r->status), r->error);
-        slot_fail(b, RS_ESERVER, &e);
+        slot_fail(c, b, RS_ESERVER, &e);
         return;
     }
-    *found += r->num_found;
+    b->found += r->num_found;
 }
 
 int rs_ps_client_wait(rs_ps_client *c, rs_ps_batch_result *res, rs_error *err) {
     if (c->count == 0) return rs_error_set(err, RS_EINVAL, "wait() with no batch in flight");
     batch_slot *b = &c->slots[c->head];
-    uint64_t found = 0;
-    if (c->num_shards == 1) {
-        if (b->single_sent) collect(c, b, 0, &found);
-    } else {
-        for (uint32_t s = 0; s < c->num_shards; s++)
-            if (b->parts[s].sent) collect(c, b, s, &found);
-        if (!b->fail_code && b->op == RS_PS_GET) {
-            size_t vs = c->value_size;
-            uint8_t *out = b->rows_out;
-            for (uint32_t s = 0; s < c->num_shards; s++) {
-                shard_part *p = &b->parts[s];
-                for (size_t i = 0; i < p->n; i++)
-                    memcpy(out + (size_t)p->pos[i] * vs, p->rows + i * vs, vs);
+    /* round-robin over the shards, one completion each, refilling each window as it drains */
+    for (int pending = 1; pending;) {
+        pending = 0;
+        for (uint32_t s = 0; s < c->num_shards; s++) {
+            shard_part *p = &b->parts[s];
+            if (p->done < p->sent) {
+                collect(c, b, s);
+                pump(c, s);
+            } else if (p->sent < p->chunks) {
+                pump(c, s);
             }
+            if (p->done < p->sent || p->sent < p->chunks) pending = 1;
+        }
+    }
+    if (!b->fail_code && b->scatter) {
+        size_t vs = c->value_size;
+        uint8_t *out = b->rows_out;
+        for (uint32_t s = 0; s < c->num_shards; s++) {
+            shard_part *p = &b->parts[s];
+            for (size_t i = 0; i < p->n; i++)
+                memcpy(out + (size_t)p->pos[i] * vs, p->rows + i * vs, vs);
         }
     }
     c->head = (c->head + 1) % c->depth;
     c->count--;
     res->tag = b->tag;
-    res->num_found = found;
+    res->num_found = b->found;
     if (b->fail_code) {
         if (err) *err = b->fail;
         return b->fail_code;
@@ -398,6 +546,10 @@ int rs_ps_client_command(rs_ps_client *c, uint32_t shard, const char *command, c
                             c->num_shards);
     if (c->count)
         return rs_error_set(err, RS_EBUSY, "%u batches in flight: wait for them first", c->count);
+    if (c->broken[shard].code) {
+        if (err) *err = c->broken[shard];
+        return c->broken[shard].code;
+    }
     rs_ps_response resp;
     int rc = command_sync(c, shard, command, &resp, err);
     if (rc) return rc;

@@ -56,18 +56,20 @@ static PyObject *kv_bench_run(PyObject *self, PyObject *args, PyObject *kwds) {
                              "path",
                              "load",
                              "run",
+                             "huge_pages",
+                             "row_kernel",
                              NULL};
     const char *index_type = "DRAM_PET_HASH", *workload = "c", *distribution = "uniform",
-               *read_mode = "batch_get_flat", *path = NULL;
+               *read_mode = "batch_get_flat", *path = NULL, *huge = "auto", *kernel = "auto";
     unsigned int value_size = 128, threads = 1, load_threads = 0, batch_keys = 500;
     unsigned long long record_count = 100000, operation_count = 0, seed = 1;
     double zipfian_alpha = 0.99, running_seconds = 0;
     int bind_core = 0, do_load = 1, do_run = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|sIKIIssdsIdKKpzpp:kv_bench", kwlist, &index_type,
-                                     &value_size, &record_count, &threads, &load_threads, &workload,
-                                     &distribution, &zipfian_alpha, &read_mode, &batch_keys,
-                                     &running_seconds, &operation_count, &seed, &bind_core, &path,
-                                     &do_load, &do_run))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|sIKIIssdsIdKKpzppss:kv_bench", kwlist,
+                                     &index_type, &value_size, &record_count, &threads,
+                                     &load_threads, &workload, &distribution, &zipfian_alpha,
+                                     &read_mode, &batch_keys, &running_seconds, &operation_count,
+                                     &seed, &bind_core, &path, &do_load, &do_run, &huge, &kernel))
         return NULL;
     rs_kv_bench_config cfg = {
         .record_count = record_count,
@@ -101,7 +103,13 @@ static PyObject *kv_bench_run(PyObject *self, PyObject *args, PyObject *kwds) {
                             read_mode);
     rs_error err = {0};
     rs_kv_config kcfg = {.value_size = value_size, .capacity = record_count, .path = path};
-    int rc = 0;
+    int rc = rs_kv_huge_pages_parse(huge, &kcfg.huge_pages, &err);
+    if (rc) return PyErr_Format(PyExc_ValueError, "huge_pages: %s", err.msg);
+    cfg.huge_pages = kcfg.huge_pages;
+    /* the row kernel is process-wide: chosen for this run, back to the CPU's best afterwards */
+    if ((rc = rs_kv_row_kernel_select(kernel, &err))) return rs_py_raise(rc, "row_kernel", &err);
+    const char *kernel_used = rs_kv_row_kernel();
+    rs_kv_memory mem = {0};
     if (cfg.read_mode != RS_KV_BENCH_CEILING) {
         rc = rs_kv_index_type_parse(index_type, &kcfg.index_type, &err);
         if (rc) return PyErr_Format(PyExc_ValueError, "index_type: %s", err.msg);
@@ -132,19 +140,30 @@ static PyObject *kv_bench_run(PyObject *self, PyObject *args, PyObject *kwds) {
         rc = rs_kv_bench_run(b, rp, &err);
         if (rc) failed = "rs_kv_bench_run";
     }
+    if (b) rs_kv_bench_memory(b, &mem);
     rs_kv_bench_close(b);
     rs_kv_close(kv);
+    rs_kv_row_kernel_select("auto", NULL);
     Py_END_ALLOW_THREADS if (rc) {
         rs_py_raise(rc, failed, &err);
         goto out;
     }
     PyObject *l = do_load ? phase_dict(lp) : (Py_INCREF(Py_None), Py_None);
     PyObject *r = do_run ? phase_dict(rp) : (Py_INCREF(Py_None), Py_None);
-    if (l && r)
-        ret = Py_BuildValue("{s:N,s:N}", "load", l, "run", r);
+    PyObject *m = Py_BuildValue(
+        "{s:K,s:K,s:K,s:I,s:I,s:d,s:d,s:s,s:s}", "capacity", (unsigned long long)mem.capacity,
+        "index_bytes", (unsigned long long)mem.index_bytes, "slab_bytes_at_capacity",
+        (unsigned long long)mem.slab_bytes_at_capacity, "row_bytes", mem.row_bytes, "row_stride",
+        mem.row_stride, "bytes_per_key", mem.bytes_per_key, "overhead_per_key",
+        mem.overhead_per_key, "index_pages", mem.index_pages ? mem.index_pages : "?", "slab_pages",
+        mem.slab_pages ? mem.slab_pages : "?");
+    if (l && r && m)
+        ret = Py_BuildValue("{s:N,s:N,s:N,s:s}", "load", l, "run", r, "memory", m, "row_kernel",
+                            kernel_used);
     else {
         Py_XDECREF(l);
         Py_XDECREF(r);
+        Py_XDECREF(m);
     }
 out:
     free(lp);
@@ -156,7 +175,8 @@ static PyMethodDef kv_bench_methods[] = {
     {"kv_bench", (PyCFunction)(void (*)(void))kv_bench_run, METH_VARARGS | METH_KEYWORDS,
      "kv_bench(index_type, value_size, record_count, threads, load_threads, workload, "
      "distribution, zipfian_alpha, read_mode, batch_keys, running_seconds, operation_count, seed, "
-     "bind_core, path, load, run) -> {'load': phase|None, 'run': phase|None}"},
+     "bind_core, path, load, run, huge_pages, row_kernel) -> {'load': phase|None, "
+     "'run': phase|None, 'memory': {...}, 'row_kernel': name}"},
     {NULL, NULL, 0, NULL},
 };
 

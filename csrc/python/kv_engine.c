@@ -79,11 +79,11 @@ static int KVEngine_keys(PyObject *obj, const char *argname, Py_buffer *view, si
 }
 
 static int KVEngine_init(KVEngineObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"index_type", "value_size", "capacity", "path", NULL};
-    const char *index_type = "DRAM_PET_HASH";
+    static char *kwlist[] = {"index_type", "value_size", "capacity", "path", "huge_pages", NULL};
+    const char *index_type = "DRAM_PET_HASH", *huge = "auto";
     PyObject *value_size = Py_None, *capacity = NULL, *path = Py_None, *path_bytes = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|sOOO:KVEngine", kwlist, &index_type, &value_size,
-                                     &capacity, &path))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|sOOOs:KVEngine", kwlist, &index_type,
+                                     &value_size, &capacity, &path, &huge))
         return -1;
     if (self->kv) {
         PyErr_SetString(PyExc_RuntimeError, "KVEngine is already open");
@@ -94,6 +94,10 @@ static int KVEngine_init(KVEngineObject *self, PyObject *args, PyObject *kwds) {
     int rc = rs_kv_index_type_parse(index_type, &cfg.index_type, &err);
     if (rc) {
         PyErr_Format(PyExc_ValueError, "index_type: %s", err.msg);
+        return -1;
+    }
+    if (rs_kv_huge_pages_parse(huge, &cfg.huge_pages, &err)) {
+        PyErr_Format(PyExc_ValueError, "huge_pages: %s", err.msg);
         return -1;
     }
     if (value_size != Py_None) {
@@ -392,6 +396,19 @@ static PyObject *KVEngine_count(KVEngineObject *self, PyObject *noargs) {
     return PyLong_FromUnsignedLongLong(rs_kv_count(self->kv));
 }
 
+static PyObject *KVEngine_memory(KVEngineObject *self, PyObject *noargs) {
+    KV_ENTER(self);
+    rs_kv_memory m;
+    rs_kv_get_memory(self->kv, &m);
+    return Py_BuildValue(
+        "{s:K,s:K,s:K,s:K,s:I,s:I,s:d,s:d,s:s,s:s}", "capacity", (unsigned long long)m.capacity,
+        "index_bytes", (unsigned long long)m.index_bytes, "slab_bytes",
+        (unsigned long long)m.slab_bytes, "slab_bytes_at_capacity",
+        (unsigned long long)m.slab_bytes_at_capacity, "row_bytes", m.row_bytes, "row_stride",
+        m.row_stride, "bytes_per_key", m.bytes_per_key, "overhead_per_key", m.overhead_per_key,
+        "index_pages", m.index_pages, "slab_pages", m.slab_pages);
+}
+
 static Py_ssize_t KVEngine_len(KVEngineObject *self) {
     if (KVEngine_check_open(self)) return -1;
     return (Py_ssize_t)rs_kv_count(self->kv);
@@ -470,6 +487,8 @@ static PyMethodDef KVEngine_methods[] = {
     {"update", (PyCFunction)KVEngine_update, METH_VARARGS,
      "update(keys, deltas): row[key] += deltas element-wise (float32); missing keys start at 0."},
     {"count", (PyCFunction)KVEngine_count, METH_NOARGS, "Number of keys stored."},
+    {"memory", (PyCFunction)KVEngine_memory, METH_NOARGS,
+     "Index and slab bytes, bytes and overhead per key at capacity, and the pages behind them."},
     {"clear", (PyCFunction)KVEngine_clear, METH_NOARGS, "Remove every key."},
     {"close", (PyCFunction)KVEngine_close, METH_NOARGS,
      "Close the engine (CCEH flushes its files); further calls raise ClosedError."},

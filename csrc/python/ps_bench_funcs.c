@@ -6,10 +6,14 @@
  * Both phases take the same keyword arguments:
  *   transport, endpoints [(host, port) per shard], value_size, prefetch_depth, timeout_ms, extra,
  *   mode, record_count, batch_keys, threads, load_threads, running_seconds, warmup_seconds,
- *   distribution ("uniform" | "zipfian"), zipfian_alpha, read_ratio, fetch_key_space, verify, seed
+ *   distribution ("uniform" | "zipfian"), zipfian_alpha, read_ratio, fetch_key_space, verify, seed,
+ *   profile, target_rate (batches/s of the run phase; 0 = closed loop), arrival ("uniform" |
+ *   "poisson"), arrival_seed
  * and return a dict of results (runtime_s, batches, key_ops, latency percentiles in us, CPU s, and
  * "hist": the batch-latency histogram as (count, min_ns, max_ns, sum_ns, [(bucket_high_ns,
- * count), ...]) over non-empty buckets, for exact merging across clients).
+ * count), ...]) over non-empty buckets, for exact merging across clients). An open-loop run adds
+ * late_sends, the service_* percentiles and "service_hist" (from the actual send; the p*_us fields
+ * and "hist" are then from the due time).
  * redis_bench runs the Redis MGET baseline (redis_bench.h) with the same stop flag.
  */
 #include "ps_module.h"
@@ -46,6 +50,18 @@ static PyObject *result_dict(const rs_ps_bench_result *r) {
         return NULL;
     }
     Py_DECREF(p);
+    if (!r->open_loop) return d;
+    p = Py_BuildValue("{s:K,s:d,s:d,s:d,s:d,s:d,s:d}", "late_sends",
+                      (unsigned long long)r->late_sends, "service_mean_us", r->service.mean,
+                      "service_p50_us", r->service.p50, "service_p95_us", r->service.p95,
+                      "service_p99_us", r->service.p99, "service_p999_us", r->service.p999,
+                      "service_max_us", r->service.max);
+    if (!p || PyDict_Update(d, p) < 0) {
+        Py_XDECREF(p);
+        Py_DECREF(d);
+        return NULL;
+    }
+    Py_DECREF(p);
     return d;
 }
 
@@ -69,35 +85,36 @@ static PyObject *hist_tuple(const rs_hist *h) {
                          h->sum, buckets);
 }
 
-static int add_hist(PyObject *d, const rs_hist *h) {
+static int add_hist(PyObject *d, const char *name, const rs_hist *h) {
     PyObject *t = hist_tuple(h);
     if (!t) return -1;
-    int rc = PyDict_SetItemString(d, "hist", t);
+    int rc = PyDict_SetItemString(d, name, t);
     Py_DECREF(t);
     return rc;
 }
 
 static PyObject *bench_phase(PyObject *args, PyObject *kwds, int load) {
-    static char *kwlist[] = {"transport",      "endpoints",       "value_size",
-                             "prefetch_depth", "timeout_ms",      "extra",
-                             "mode",           "record_count",    "batch_keys",
-                             "threads",        "load_threads",    "running_seconds",
-                             "warmup_seconds", "distribution",    "zipfian_alpha",
-                             "read_ratio",     "fetch_key_space", "verify",
-                             "seed",           "profile",         NULL};
-    const char *transport, *extra = NULL, *mode = "fetch", *dist = "uniform";
+    static char *kwlist[] = {"transport",       "endpoints",    "value_size",    "prefetch_depth",
+                             "timeout_ms",      "extra",        "mode",          "record_count",
+                             "batch_keys",      "threads",      "load_threads",  "running_seconds",
+                             "warmup_seconds",  "distribution", "zipfian_alpha", "read_ratio",
+                             "fetch_key_space", "verify",       "seed",          "profile",
+                             "target_rate",     "arrival",      "arrival_seed",  NULL};
+    const char *transport, *extra = NULL, *mode = "fetch", *dist = "uniform", *arrival = "poisson";
     PyObject *endpoints;
     unsigned int value_size = RS_PS_DEFAULT_VALUE_SIZE, depth = 1,
                  timeout_ms = RS_PS_DEFAULT_TIMEOUT_MS, batch_keys = RS_PS_DEFAULT_BATCH_KEYS,
                  threads = 1;
     unsigned int load_threads = 0, read_ratio = 100;
     unsigned long long record_count = 1000000, key_space = 0, seed = 0x9e3779b97f4a7c15ull;
-    double running = 5.0, warmup = 0.0, alpha = 0.9;
+    unsigned long long arrival_seed = 1;
+    double running = 5.0, warmup = 0.0, alpha = 0.9, target_rate = 0.0;
     int verify = 0, profile = 0;
-    if (!PyArg_ParseTupleAndKeywords(
-            args, kwds, "sO|IIIzsKIIIddsdIKpKp", kwlist, &transport, &endpoints, &value_size,
-            &depth, &timeout_ms, &extra, &mode, &record_count, &batch_keys, &threads, &load_threads,
-            &running, &warmup, &dist, &alpha, &read_ratio, &key_space, &verify, &seed, &profile))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sO|IIIzsKIIIddsdIKpKpdsK", kwlist, &transport,
+                                     &endpoints, &value_size, &depth, &timeout_ms, &extra, &mode,
+                                     &record_count, &batch_keys, &threads, &load_threads, &running,
+                                     &warmup, &dist, &alpha, &read_ratio, &key_space, &verify,
+                                     &seed, &profile, &target_rate, &arrival, &arrival_seed))
         return NULL;
     rs_error err = {0};
     rs_ps_bench_config cfg = {.client = {.transport = transport,
@@ -117,9 +134,13 @@ static PyObject *bench_phase(PyObject *args, PyObject *kwds, int load) {
                               .verify = verify,
                               .seed = seed,
                               .stop = &bench_stop_flag,
-                              .profile = profile};
+                              .profile = profile,
+                              .target_rate = target_rate,
+                              .arrival_seed = arrival_seed};
     int rc = rs_ps_bench_mode_parse(mode, &cfg.mode, &err);
     if (rc) return rs_py_raise(rc, "mode", &err);
+    if ((rc = rs_pacing_arrival_parse(arrival, &cfg.arrival, &err)))
+        return rs_py_raise(rc, "arrival", &err);
     if (strcmp(dist, "uniform") == 0) {
         cfg.zipfian = 0;
     } else if (strcmp(dist, "zipfian") == 0) {
@@ -131,7 +152,7 @@ static PyObject *bench_phase(PyObject *args, PyObject *kwds, int load) {
     rs_py_ps_endpoints ep;
     if (rs_py_ps_endpoints_parse(endpoints, &ep)) return NULL;
     PyObject *ret = NULL;
-    rs_hist *hist = NULL;
+    rs_hist *hist = NULL, *service_hist = NULL;
     cfg.client.num_shards = ep.n;
     cfg.client.hosts = (const char *const *)ep.hosts;
     cfg.client.ports = ep.ports;
@@ -141,6 +162,14 @@ static PyObject *bench_phase(PyObject *args, PyObject *kwds, int load) {
     }
     rs_hist_reset(hist);
     cfg.hist_out = hist;
+    if (!load && target_rate > 0) {
+        if (!(service_hist = malloc(sizeof *service_hist))) {
+            PyErr_NoMemory();
+            goto out;
+        }
+        rs_hist_reset(service_hist);
+        cfg.service_hist_out = service_hist;
+    }
     rs_ps_bench_result res;
     RS_PY_NOGIL(rc = load ? rs_ps_bench_load(&cfg, &res, &err) : rs_ps_bench_run(&cfg, &res, &err));
     if (rc == RS_EVERIFY) {
@@ -157,9 +186,11 @@ static PyObject *bench_phase(PyObject *args, PyObject *kwds, int load) {
     } else {
         ret = result_dict(&res);
     }
-    if (ret && add_hist(ret, hist) < 0) Py_CLEAR(ret);
+    if (ret && add_hist(ret, "hist", hist) < 0) Py_CLEAR(ret);
+    if (ret && res.open_loop && add_hist(ret, "service_hist", service_hist) < 0) Py_CLEAR(ret);
 out:
     free(hist);
+    free(service_hist);
     rs_py_ps_endpoints_free(&ep);
     return ret;
 }

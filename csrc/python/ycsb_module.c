@@ -10,22 +10,25 @@
  * The report dict has "threads", "seed", "hdr" and per phase ("load"/"run", None if not run):
  * runtime_s, operations, throughput, cpu_user_s, cpu_sys_s, errors, first_error and "ops": a
  * list of {name, count, min_us, max_us, avg_us, p50_us, p90_us, p99_us, p999_us} per operation
- * type and outcome ("READ", "READ-NOTFOUND", "SCAN-NOTSUPPORTED", "UPDATE-FAILED", ...).
+ * type and outcome ("READ", "READ-NOTFOUND", "SCAN-NOTSUPPORTED", "UPDATE-FAILED", ...), with
+ * "intended_ops" the same from the intended start ("Intended-READ", ...; measurement.interval)
+ * and late_sends. The report also echoes target (-target ops/s, 0 = none), arrival and interval.
  */
 #include "py_common.h"
 
 #include "recstore/ycsb.h"
 
-static PyObject *phase_dict(const rs_ycsb_phase_report *ph) {
-    if (!ph->ran) Py_RETURN_NONE;
+/* {name, count, min_us, ...} per operation type and outcome of m; `prefix` names the measurement
+ * ("" or "Intended-"). */
+static PyObject *ops_list(const rs_ycsb_measure *m, const char *prefix) {
     PyObject *ops = PyList_New(0);
     if (!ops) return NULL;
     for (int o = 0; o < RS_YCSB_OP_COUNT; o++)
         for (int s = 0; s < RS_YCSB_ST_COUNT; s++) {
-            const rs_hist *h = ph->merged.h[o][s];
+            const rs_hist *h = m->h[o][s];
             if (!h || !h->count) continue;
-            char name[64];
-            snprintf(name, sizeof name, "%s%s", rs_ycsb_op_name((rs_ycsb_op)o),
+            char name[80];
+            snprintf(name, sizeof name, "%s%s%s", prefix, rs_ycsb_op_name((rs_ycsb_op)o),
                      rs_ycsb_status_suffix((rs_ycsb_status)s));
             PyObject *d = Py_BuildValue(
                 "{s:s,s:K,s:d,s:d,s:d,s:d,s:d,s:d,s:d}", "name", name, "count",
@@ -40,11 +43,24 @@ static PyObject *phase_dict(const rs_ycsb_phase_report *ph) {
             }
             Py_DECREF(d);
         }
-    return Py_BuildValue("{s:d,s:K,s:d,s:d,s:d,s:K,s:s,s:N}", "runtime_s", ph->runtime_s,
+    return ops;
+}
+
+static PyObject *phase_dict(const rs_ycsb_phase_report *ph) {
+    if (!ph->ran) Py_RETURN_NONE;
+    PyObject *ops = ops_list(&ph->merged, "");
+    if (!ops) return NULL;
+    PyObject *iops = ops_list(&ph->intended, "Intended-");
+    if (!iops) {
+        Py_DECREF(ops);
+        return NULL;
+    }
+    return Py_BuildValue("{s:d,s:K,s:d,s:d,s:d,s:K,s:s,s:N,s:N,s:K}", "runtime_s", ph->runtime_s,
                          "operations", (unsigned long long)ph->operations, "throughput",
                          ph->throughput, "cpu_user_s", ph->cpu_user_s, "cpu_sys_s", ph->cpu_sys_s,
                          "errors", (unsigned long long)ph->errors, "first_error", ph->first_error,
-                         "ops", ops);
+                         "ops", ops, "intended_ops", iops, "late_sends",
+                         (unsigned long long)ph->late_sends);
 }
 
 static int add_strings(PyObject *seq, const char *what, rs_ycsb_props *props, int files) {
@@ -70,6 +86,8 @@ static int add_strings(PyObject *seq, const char *what, rs_ycsb_props *props, in
     Py_DECREF(fast);
     return 0;
 }
+
+static const char *const interval_names[] = {"op", "intended", "both"};
 
 static PyObject *ycsb_run(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"db", "files", "props", "load", "run", "status", NULL};
@@ -97,9 +115,10 @@ static PyObject *ycsb_run(PyObject *self, PyObject *args, PyObject *kw) {
     }
     PyObject *load = phase_dict(&rep.load), *run = load ? phase_dict(&rep.run) : NULL;
     if (load && run)
-        result = Py_BuildValue("{s:i,s:K,s:O,s:N,s:N}", "threads", rep.threads, "seed",
+        result = Py_BuildValue("{s:i,s:K,s:O,s:d,s:s,s:s,s:N,s:N}", "threads", rep.threads, "seed",
                                (unsigned long long)rep.seed, "hdr", rep.hdr ? Py_True : Py_False,
-                               "load", load, "run", run);
+                               "target", rep.target, "arrival", rep.arrival, "interval",
+                               interval_names[rep.interval], "load", load, "run", run);
     else
         Py_XDECREF(load);
     rs_ycsb_report_free(&rep);

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "kv/kv_internal.h" /* rs_kv_cpu_force_plain */
+#include "kv/kv_internal.h" /* rs_kv_cpu_supports */
 #include "recstore/kv.h"
 #include "rs_test.h"
 
@@ -134,13 +134,14 @@ static void kvt_basic(rs_kv_index_type t) {
 
 /* batch_get_flat over many segments (PET reads 512 keys per segment, EH 256), present and absent
  * keys interleaved, for the 512-byte specialisation and a size with a partial 64-byte block, in
- * both builds of the row loops (AVX-512 where the CPU has it, and the plain one). */
-static void kvt_batch_segments_one(rs_kv_index_type t, uint32_t vs, int plain) {
+ * every build of the row loops the CPU runs (plain, AVX2, AVX-512). */
+static void kvt_batch_segments_one(rs_kv_index_type t, uint32_t vs, const char *kernel) {
     enum { N = 1300, PRESENT_EVERY = 3 };
     const char *dir = kvt_fresh_dir();
     rs_kv *kv = kvt_open(t, vs, 2 * N, dir);
     if (!kv) return;
-    rs_kv_cpu_force_plain(plain);
+    RS_CHECK_EQ(rs_kv_row_kernel_select(kernel, NULL), 0);
+    RS_CHECK(strcmp(rs_kv_row_kernel(), kernel) == 0);
     uint8_t *row = malloc(vs), *out = malloc((size_t)N * vs), *found = malloc(N);
     uint64_t *keys = malloc(N * sizeof *keys);
     rs_error err = {0};
@@ -167,7 +168,7 @@ static void kvt_batch_segments_one(rs_kv_index_type t, uint32_t vs, int plain) {
         }
     }
     RS_CHECK_EQ(bad, 0);
-    rs_kv_cpu_force_plain(0);
+    rs_kv_row_kernel_select("auto", NULL);
     free(keys);
     free(found);
     free(out);
@@ -177,9 +178,11 @@ static void kvt_batch_segments_one(rs_kv_index_type t, uint32_t vs, int plain) {
 }
 
 static void kvt_batch_segments(rs_kv_index_type t) {
-    for (int plain = 0; plain <= 1; plain++) {
-        kvt_batch_segments_one(t, 512, plain);
-        kvt_batch_segments_one(t, 200, plain);
+    static const char *const kernels[] = {"plain", "avx2", "avx512"};
+    for (int k = 0; k < 3; k++) {
+        if (!rs_kv_cpu_supports(k)) continue; /* kernels[k] is RS_KV_KERNEL_* k */
+        kvt_batch_segments_one(t, 512, kernels[k]);
+        kvt_batch_segments_one(t, 200, kernels[k]);
     }
 }
 

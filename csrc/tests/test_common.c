@@ -47,6 +47,20 @@ static void test_hist_percentiles(void) {
     RS_CHECK_EQ(rs_hist_percentile(&g_h2, 99), 0);
 }
 
+static void test_hist_summary_us(void) {
+    rs_hist_reset(&g_h);
+    for (uint64_t v = 1; v <= 10000; v++)
+        rs_hist_record(&g_h, v * 1000);
+    rs_hist_us s = rs_hist_summary_us(&g_h);
+    RS_CHECK(s.mean == rs_hist_mean(&g_h) / 1e3);
+    RS_CHECK(s.p50 == (double)rs_hist_percentile(&g_h, 50) / 1e3);
+    RS_CHECK(s.p999 == (double)rs_hist_percentile(&g_h, 99.9) / 1e3);
+    RS_CHECK(s.max == 10000.0);
+    rs_hist_reset(&g_h2);
+    s = rs_hist_summary_us(&g_h2);
+    RS_CHECK(s.mean == 0 && s.p99 == 0 && s.max == 0);
+}
+
 static void test_rng_below_range_and_seed(void) {
     rs_rng a, b;
     rs_rng_seed(&a, 42);
@@ -143,7 +157,7 @@ static void test_eventual_block_and_spin(void) {
 }
 
 RS_TEST_MAIN(RS_TEST(test_hist_index_roundtrip), RS_TEST(test_hist_percentiles),
-             RS_TEST(test_rng_below_range_and_seed),
+             RS_TEST(test_hist_summary_us), RS_TEST(test_rng_below_range_and_seed),
              RS_TEST(test_zipf_frequencies_match_definition), RS_TEST(test_zeta_tail_approximation),
              RS_TEST(test_scrambled_zipf_in_range), RS_TEST(test_fnv_matches_ycsb),
              RS_TEST(test_eventual_block_and_spin))

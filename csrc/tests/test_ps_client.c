@@ -1,6 +1,7 @@
 /* test_ps_client.c — the all-shards client and the bench loops over real brpc servers on
  * loopback: 2 shards, batches that mix shards come back in the caller's order, pipelined batches,
- * server errors naming the shard, and a short verified load + run. */
+ * batches many times max_keys_per_request split into chunks (alone and pipelined), a shard's error
+ * mid-batch failing the whole batch with the shard named, and a short verified load + run. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,16 +23,18 @@ typedef struct cluster {
     uint16_t ports[NSH];
 } cluster;
 
-static int cluster_start(cluster *cl, uint32_t max_keys) {
+/* Shard 1 holds `capacity1` keys (0 = as many as the others). */
+static int cluster_start(cluster *cl, uint32_t max_keys, uint64_t capacity1) {
     rs_error err = {0};
     memset(cl, 0, sizeof *cl);
     if (rs_ps_transport_find("brpc", &cl->sops, NULL, &err)) return -1;
     for (int i = 0; i < NSH; i++) {
-        rs_ps_shard_config sc = {
-            .shard_id = (uint32_t)i,
-            .num_shards = NSH,
-            .kv = {.index_type = RS_KV_INDEX_PET_HASH, .value_size = VS, .capacity = 20000},
-            .max_keys_per_request = max_keys};
+        rs_ps_shard_config sc = {.shard_id = (uint32_t)i,
+                                 .num_shards = NSH,
+                                 .kv = {.index_type = RS_KV_INDEX_PET_HASH,
+                                        .value_size = VS,
+                                        .capacity = i == 1 && capacity1 ? capacity1 : 20000},
+                                 .max_keys_per_request = max_keys};
         if (rs_ps_shard_open(&sc, &cl->shards[i], &err)) return -1;
         rs_ps_server_opts so = {.host = "127.0.0.1", .num_threads = 1};
         if (cl->sops->start(&so, cl->shards[i], &cl->srv[i], &err)) return -1;
@@ -50,7 +53,7 @@ static void cluster_stop(cluster *cl) {
 
 static void test_order_across_shards(void) {
     cluster cl;
-    RS_CHECK_EQ(cluster_start(&cl, 1000), 0);
+    RS_CHECK_EQ(cluster_start(&cl, 1000, 0), 0);
     rs_ps_client_config cc = {.transport = "brpc",
                               .num_shards = NSH,
                               .hosts = cl.hosts,
@@ -125,9 +128,76 @@ static void test_order_across_shards(void) {
     cluster_stop(&cl);
 }
 
+static int check_rows(const uint64_t *keys, size_t n, const float *got, float add) {
+    float want[VS / 4];
+    for (size_t i = 0; i < n; i++) {
+        rs_ps_bench_row(keys[i], VS, want);
+        for (unsigned j = 0; j < VS / 4; j++)
+            if (got[i * VS / 4 + j] != want[j] + add) return -1;
+    }
+    return 0;
+}
+
+static void test_chunked_batches(void) {
+    cluster cl;
+    RS_CHECK_EQ(cluster_start(&cl, 10, 0), 0);
+    rs_ps_client_config cc = {.transport = "brpc",
+                              .num_shards = NSH,
+                              .hosts = cl.hosts,
+                              .ports = cl.ports,
+                              .prefetch_depth = 3};
+    rs_ps_client *c = NULL;
+    rs_error err = {0};
+    RS_CHECK_EQ(rs_ps_client_open(&cc, &c, &err), 0);
+    if (!c) return cluster_stop(&cl);
+    RS_CHECK_EQ(rs_ps_client_chunk_keys(c, RS_PS_GET), 10);
+    RS_CHECK_EQ(rs_ps_client_chunk_keys(c, RS_PS_PUT), 10);
+    RS_CHECK(rs_ps_client_window(c) >= 3);
+    enum { N = 3000 };
+    static uint64_t keys[N], rkeys[N];
+    static float rows[N * VS / 4], got[N * VS / 4], ones[N * VS / 4];
+    for (int i = 0; i < N; i++) {
+        keys[i] = 77 + (uint64_t)i * 104729;
+        rkeys[N - 1 - i] = keys[i];
+        rs_ps_bench_row(keys[i], VS, rows + i * VS / 4);
+    }
+    for (int i = 0; i < N * (int)VS / 4; i++)
+        ones[i] = 1.0f;
+    /* 3000 keys = ~150 requests per shard with max_keys_per_request 10 */
+    RS_CHECK_EQ(rs_ps_client_put(c, keys, N, rows, &err), 0);
+    uint64_t found = 0;
+    RS_CHECK_EQ(rs_ps_client_get(c, rkeys, N, got, &found, &err), 0);
+    RS_CHECK_EQ(found, N);
+    RS_CHECK_EQ(check_rows(rkeys, N, got, 0.0f), 0);
+    RS_CHECK_EQ(rs_ps_client_update(c, keys, N, ones, &err), 0);
+    /* three big batches in flight at once, each more chunks than the window: FIFO, in order */
+    static float outs[3][N * VS / 4];
+    const uint64_t *order[3] = {keys, rkeys, keys};
+    for (uint64_t t = 0; t < 3; t++)
+        RS_CHECK_EQ(rs_ps_client_submit(c, RS_PS_GET, order[t], N, NULL, outs[t], t, &err), 0);
+    for (uint64_t t = 0; t < 3; t++) {
+        rs_ps_batch_result r;
+        RS_CHECK_EQ(rs_ps_client_wait(c, &r, &err), 0);
+        RS_CHECK_EQ(r.tag, t);
+        RS_CHECK_EQ(r.num_found, N);
+        RS_CHECK_EQ(check_rows(order[t], N, outs[t], 1.0f), 0);
+    }
+    /* a chunked PUT whose input buffer is reused right after submit still stores what was given */
+    static float scratch[N * VS / 4];
+    memcpy(scratch, rows, sizeof scratch);
+    RS_CHECK_EQ(rs_ps_client_submit(c, RS_PS_PUT, keys, N, scratch, NULL, 5, &err), 0);
+    memset(scratch, 0, sizeof scratch);
+    rs_ps_batch_result r;
+    RS_CHECK_EQ(rs_ps_client_wait(c, &r, &err), 0);
+    RS_CHECK_EQ(rs_ps_client_get(c, keys, N, got, &found, &err), 0);
+    RS_CHECK_EQ(check_rows(keys, N, got, 0.0f), 0);
+    rs_ps_client_close(c);
+    cluster_stop(&cl);
+}
+
 static void test_server_error_names_shard(void) {
     cluster cl;
-    RS_CHECK_EQ(cluster_start(&cl, 10), 0);
+    RS_CHECK_EQ(cluster_start(&cl, 10, 64), 0); /* shard 1 fills up after 64 keys */
     rs_ps_client_config cc = {.transport = "brpc",
                               .num_shards = NSH,
                               .hosts = cl.hosts,
@@ -137,19 +207,34 @@ static void test_server_error_names_shard(void) {
     rs_error err = {0};
     RS_CHECK_EQ(rs_ps_client_open(&cc, &c, &err), 0);
     if (!c) return cluster_stop(&cl);
-    uint64_t keys[100];
-    float got[100 * VS / 4];
-    for (int i = 0; i < 100; i++)
+    enum { N = 2000 };
+    static uint64_t keys[N];
+    static float rows[N * VS / 4];
+    for (int i = 0; i < N; i++)
         keys[i] = (uint64_t)i + 1;
-    RS_CHECK_EQ(rs_ps_client_get(c, keys, 100, got, NULL, &err), RS_ESERVER);
-    RS_CHECK(strstr(err.msg, "shard ") != NULL && strstr(err.msg, "brpc://127.0.0.1:") != NULL);
-    RS_CHECK(strstr(err.msg, "at most 10") != NULL);
-    /* the client is still usable afterwards */
-    RS_CHECK_EQ(rs_ps_client_get(c, keys, 5, got, NULL, &err), 0);
+    /* the error comes back for one chunk in the middle of shard 1's part: the call fails */
+    RS_CHECK_EQ(rs_ps_client_put(c, keys, N, rows, &err), RS_ESERVER);
+    RS_CHECK(strstr(err.msg, "shard 1 (brpc://127.0.0.1:") != NULL);
+    RS_CHECK(strstr(err.msg, "CAPACITY") != NULL || strstr(err.msg, "capacity") != NULL);
+    /* the client is still usable afterwards (every sent chunk was drained) */
+    RS_CHECK_EQ(rs_ps_client_get(c, keys, 5, rows, NULL, &err), 0);
     rs_ps_client_close(c);
+    /* a shard that goes away mid-session: the batch fails naming it, and so does the next one,
+     * at once (the connection is marked broken, nothing waits for the dead server again) */
+    RS_CHECK_EQ(rs_ps_client_open(&cc, &c, &err), 0);
+    if (c) {
+        cl.sops->stop(cl.srv[1]);
+        cl.srv[1] = NULL;
+        RS_CHECK_EQ(rs_ps_client_get(c, keys, N, rows, NULL, &err), RS_ECONN);
+        RS_CHECK(strstr(err.msg, "shard 1") != NULL);
+        RS_CHECK_EQ(rs_ps_client_get(c, keys, N, rows, NULL, &err), RS_ECONN);
+        RS_CHECK(strstr(err.msg, "shard 1") != NULL);
+        char reply[64];
+        RS_CHECK_EQ(rs_ps_client_command(c, 1, "ping", reply, sizeof reply, &err), RS_ECONN);
+        RS_CHECK_EQ(rs_ps_client_command(c, 0, "ping", reply, sizeof reply, &err), 0);
+        rs_ps_client_close(c);
+    }
     /* refused connection names the server */
-    cl.sops->stop(cl.srv[1]);
-    cl.srv[1] = NULL;
     RS_CHECK(rs_ps_client_open(&cc, &c, &err) == RS_ECONN);
     RS_CHECK(strstr(err.msg, "shard 1") != NULL);
     cluster_stop(&cl);
@@ -157,7 +242,7 @@ static void test_server_error_names_shard(void) {
 
 static void test_bench_verify(void) {
     cluster cl;
-    RS_CHECK_EQ(cluster_start(&cl, 1000), 0);
+    RS_CHECK_EQ(cluster_start(&cl, 1000, 0), 0);
     rs_ps_bench_config bc = {.client = {.transport = "brpc",
                                         .num_shards = NSH,
                                         .hosts = cl.hosts,
@@ -222,8 +307,8 @@ static void test_bench_verify(void) {
     cluster_stop(&cl);
 }
 
-RS_TEST_MAIN(RS_TEST(test_order_across_shards), RS_TEST(test_server_error_names_shard),
-             RS_TEST(test_bench_verify))
+RS_TEST_MAIN(RS_TEST(test_order_across_shards), RS_TEST(test_chunked_batches),
+             RS_TEST(test_server_error_names_shard), RS_TEST(test_bench_verify))
 #else
 static void test_skipped(void) {
     printf("brpc transport not built (no protobuf-c)\n");

@@ -122,6 +122,8 @@ static int connect_wire(const char *host, uint16_t port, const rs_ps_client_opts
         (uint64_t)(opts && opts->timeout_ms ? opts->timeout_ms : RS_PS_DEFAULT_TIMEOUT_MS) *
         1000000ull;
     c->max_requests = opts && opts->max_in_flight ? opts->max_in_flight : 1;
+    if (opts && opts->want_in_flight > c->max_requests)
+        c->max_requests = opts->want_in_flight; /* the client's chunks of one batch */
     c->recstore = recstore;
     c->cap = c->max_requests * (recstore ? RS_BRPC_RS_CHUNKS : 1);
     c->ring = calloc(c->cap, sizeof *c->ring);

@@ -407,6 +407,8 @@ static int connect_wire(const char *host, uint16_t port, const rs_ps_client_opts
     c->timeout_ms = opts && opts->timeout_ms ? opts->timeout_ms : RS_PS_DEFAULT_TIMEOUT_MS;
     c->max_in_flight =
         opts && opts->max_in_flight ? opts->max_in_flight : RS_GRPC_DEFAULT_IN_FLIGHT;
+    if (opts && opts->want_in_flight > c->max_in_flight)
+        c->max_in_flight = opts->want_in_flight; /* room for the chunks of big batches */
     if ((rc = rs_grpc_format_addr(host, port, c->addr, sizeof c->addr, err)) != 0) goto fail;
     c->ring_cap = c->max_in_flight;
     c->ring = calloc(c->ring_cap, sizeof *c->ring);

@@ -9,6 +9,14 @@
  * phase's insert counter. Process CPU time (getrusage, so engine background threads count) is
  * taken around each phase. With status on, a reporter thread prints YCSB-style lines every
  * status.interval seconds from the threads' relaxed-atomic operation counters.
+ *
+ * -target N (property target): every thread runs on its own timetable of N / threadcount
+ * operations per second (recstore/pacing.h; uniform spacing as YCSB's throttle, or ycsb.arrival =
+ * poisson) and waits for each operation's due time before starting it; a batch read of n keys takes
+ * n entries. measurement.interval picks what is recorded: the op latency from the actual start,
+ * the Intended- latency from the due time (what a client arriving on schedule would have seen:
+ * a slow operation delays the next ones and they are charged for it), or both (the default with
+ * a target). An operation due while its thread was still busy with the previous one is a late send.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -18,6 +26,7 @@
 #include <time.h>
 
 #include "recstore/clock.h"
+#include "recstore/pacing.h"
 #include "workload.h"
 
 typedef struct worker {
@@ -31,6 +40,12 @@ typedef struct worker {
     rs_ycsb_result res;
     uint64_t begin, end; /* load: keynum slice; run: operation target */
     uint64_t errors;
+    rs_pacing pc;        /* -target */
+    int paced;           /* this phase runs on pc */
+    uint64_t due;        /* intended start of the current top-level operation */
+    uint64_t busy_until; /* when the previous top-level operation ended */
+    rs_ycsb_measure im;  /* Intended- latencies */
+    uint64_t late_sends;
     rs_error first_err;
     rs_error op_err;
     /* batch read scratch */
@@ -56,12 +71,23 @@ typedef struct shared {
     const char *phase_name;
 } shared;
 
-/* Record one operation's outcome; `top` marks an operation the driver issued itself (not the
- * READ or UPDATE inside a read-modify-write), which also goes into the ALL histogram. */
-static void note_result(worker *wk, rs_ycsb_op op, int rc, uint64_t ns, int top) {
+/* Record one operation's outcome (it ran from t0 to t1); `top` marks an operation the driver
+ * issued itself (not the READ or UPDATE inside a read-modify-write), which also goes into the ALL
+ * histogram. Latency from the actual start and/or, per measurement.interval, from the intended one
+ * (the due time when paced, else t0). */
+static void note_result(worker *wk, rs_ycsb_op op, int rc, uint64_t t0, uint64_t t1, int top) {
     rs_ycsb_status st = rs_ycsb_status_of(rc);
-    rs_ycsb_measure_record(&wk->m, op, st, ns);
-    if (top) rs_ycsb_measure_record(&wk->m, RS_YCSB_OP_ALL, RS_YCSB_ST_OK, ns);
+    int interval = wk->sh->w->interval;
+    if (interval != RS_YCSB_INTERVAL_INTENDED) {
+        rs_ycsb_measure_record(&wk->m, op, st, t1 - t0);
+        if (top) rs_ycsb_measure_record(&wk->m, RS_YCSB_OP_ALL, RS_YCSB_ST_OK, t1 - t0);
+    }
+    if (interval != RS_YCSB_INTERVAL_OP) {
+        uint64_t start = wk->paced ? wk->due : t0;
+        rs_ycsb_measure_record(&wk->im, op, st, t1 - start);
+        if (top) rs_ycsb_measure_record(&wk->im, RS_YCSB_OP_ALL, RS_YCSB_ST_OK, t1 - start);
+    }
+    if (top) wk->busy_until = t1;
     if (st == RS_YCSB_ST_ERROR) {
         if (wk->errors++ == 0) {
             wk->first_err.code = rc;
@@ -70,6 +96,18 @@ static void note_result(worker *wk, rs_ycsb_op op, int rc, uint64_t ns, int top)
         }
     }
     wk->op_err.msg[0] = 0;
+}
+
+/* -target: wait for the due time of the next operation (n entries of the timetable for a batch of
+ * n), which becomes its intended start; late when the previous one ended after it. */
+static void pace(worker *wk, uint64_t n) {
+    if (!wk->paced) return;
+    uint64_t due = rs_pacing_due(&wk->pc);
+    if (due > rs_now_ns()) rs_pacing_sleep_until(due);
+    wk->due = rs_pacing_take(&wk->pc);
+    for (uint64_t i = 1; i < n; i++)
+        rs_pacing_take(&wk->pc);
+    wk->late_sends += (uint64_t)rs_pacing_note_send(&wk->pc, wk->due, wk->busy_until);
 }
 
 static inline void count_ops(worker *wk, uint64_t n) {
@@ -85,7 +123,7 @@ static void do_insert(worker *wk, uint64_t keynum) {
     uint64_t t0 = rs_now_ns();
     int rc =
         wk->sh->ops->insert(wk->db_ctx, w->table, wk->gen.key, wk->gen.klen, vals, n, &wk->op_err);
-    note_result(wk, RS_YCSB_OP_INSERT, rc, rs_now_ns() - t0, 1);
+    note_result(wk, RS_YCSB_OP_INSERT, rc, t0, rs_now_ns(), 1);
 }
 
 static int do_read(worker *wk, uint64_t last, int top) {
@@ -97,7 +135,7 @@ static int do_read(worker *wk, uint64_t last, int top) {
     uint64_t t0 = rs_now_ns();
     int rc = wk->sh->ops->read(wk->db_ctx, w->table, wk->gen.key, wk->gen.klen, &fs, &wk->res,
                                &wk->op_err);
-    note_result(wk, RS_YCSB_OP_READ, rc, rs_now_ns() - t0, top);
+    note_result(wk, RS_YCSB_OP_READ, rc, t0, rs_now_ns(), top);
     return rc;
 }
 
@@ -109,7 +147,7 @@ static int do_update_key(worker *wk, int top) {
     uint64_t t0 = rs_now_ns();
     int rc =
         wk->sh->ops->update(wk->db_ctx, w->table, wk->gen.key, wk->gen.klen, vals, n, &wk->op_err);
-    note_result(wk, RS_YCSB_OP_UPDATE, rc, rs_now_ns() - t0, top);
+    note_result(wk, RS_YCSB_OP_UPDATE, rc, t0, rs_now_ns(), top);
     return rc;
 }
 
@@ -126,12 +164,12 @@ static uint64_t do_batch_read(worker *wk, uint64_t last, uint64_t n) {
     uint64_t t0 = rs_now_ns();
     int rc = wk->sh->ops->batch_read(wk->db_ctx, w->table, wk->bkptr, wk->bklen, n, &fs, &wk->res,
                                      wk->bfound, &wk->op_err);
-    uint64_t ns = rs_now_ns() - t0;
+    uint64_t t1 = rs_now_ns();
     if (rc == RS_OK) /* a batch is OK when it ran; misses are counted per key */
         for (uint64_t i = 0; i < n; i++)
             if (!wk->bfound[i]) rc = RS_ENOTFOUND;
     snprintf(wk->gen.key, sizeof wk->gen.key, "%s", wk->bkptr[0]);
-    note_result(wk, RS_YCSB_OP_BATCH_READ, rc, ns, 1);
+    note_result(wk, RS_YCSB_OP_BATCH_READ, rc, t0, t1, 1);
     return n;
 }
 
@@ -141,13 +179,17 @@ static void run_ops(worker *wk) {
     uint64_t done = 0, target = wk->end;
     while (done < target) {
         rs_ycsb_wop op = rs_ycsb_next_op(&wk->gen);
-        uint64_t last = rs_ycsb_ack_counter_last(sh->ack);
         uint64_t n = 1;
+        if (op == RS_WOP_READ && w->batch) {
+            uint64_t left = target - done;
+            n = left < w->batch_size ? left : w->batch_size;
+        }
+        pace(wk, n);
+        uint64_t last = rs_ycsb_ack_counter_last(sh->ack);
         switch (op) {
         case RS_WOP_READ:
             if (w->batch) {
-                uint64_t left = target - done;
-                n = do_batch_read(wk, last, left < w->batch_size ? left : w->batch_size);
+                do_batch_read(wk, last, n);
             } else {
                 do_read(wk, last, 1);
             }
@@ -171,14 +213,14 @@ static void run_ops(worker *wk) {
             uint64_t t0 = rs_now_ns();
             int rc = sh->ops->scan(wk->db_ctx, w->table, wk->gen.key, wk->gen.klen, len, &fs,
                                    &wk->res, &wk->op_err);
-            note_result(wk, RS_YCSB_OP_SCAN, rc, rs_now_ns() - t0, 1);
+            note_result(wk, RS_YCSB_OP_SCAN, rc, t0, rs_now_ns(), 1);
             break;
         }
         case RS_WOP_RMW: {
             uint64_t t0 = rs_now_ns();
             int rc = do_read(wk, last, 0);
             if (rc == RS_OK) rc = do_update_key(wk, 0);
-            note_result(wk, RS_YCSB_OP_RMW, rc, rs_now_ns() - t0, 1);
+            note_result(wk, RS_YCSB_OP_RMW, rc, t0, rs_now_ns(), 1);
             break;
         }
         }
@@ -196,8 +238,10 @@ static void *worker_main(void *arg) {
     int abort_phase = sh->abort_phase;
     pthread_mutex_unlock(&sh->gate_mu);
     if (abort_phase) return NULL;
+    if (wk->paced) rs_pacing_thread_setup();
     if (wk->phase == 0) {
         for (uint64_t k = wk->begin; k < wk->end; k++) {
+            pace(wk, 1);
             do_insert(wk, k);
             count_ops(wk, 1);
         }
@@ -257,6 +301,10 @@ static int run_phase(shared *sh, int phase, int status, rs_ycsb_phase_report *re
         wk->end = phase == 0 ? lo + cnt : cnt;
         rs_ycsb_measure_free(&wk->m);
         rs_ycsb_measure_init(&wk->m);
+        rs_ycsb_measure_free(&wk->im);
+        rs_ycsb_measure_init(&wk->im);
+        wk->late_sends = wk->busy_until = 0;
+        wk->paced = 0;
         wk->errors = 0;
         wk->first_err = (rs_error){0};
     }
@@ -281,6 +329,13 @@ static int run_phase(shared *sh, int phase, int status, rs_ycsb_phase_report *re
     rs_cpu_times c0, c1;
     rs_process_cpu(&c0);
     sh->phase_start_ns = rs_now_ns();
+    for (int i = 0; i < n && w->target > 0; i++) {
+        worker *wk = &sh->workers[i];
+        /* threads start at the gate below: the timetable starts now */
+        if (rs_pacing_init(&wk->pc, (rs_pacing_arrival)w->arrival, w->target, (uint32_t)i,
+                           (uint32_t)n, sh->phase_start_ns, w->seed + 0x7ace, err) == RS_OK)
+            wk->paced = 1;
+    }
     if (status && pthread_create(&st, NULL, status_main, sh) == 0) have_status = 1;
     uint64_t t0 = rs_now_ns();
     pthread_mutex_lock(&sh->gate_mu);
@@ -305,10 +360,13 @@ static int run_phase(shared *sh, int phase, int status, rs_ycsb_phase_report *re
     rep->cpu_user_s = d.user_s;
     rep->cpu_sys_s = d.sys_s;
     rs_ycsb_measure_init(&rep->merged);
+    rs_ycsb_measure_init(&rep->intended);
     for (int i = 0; i < n; i++) {
         worker *wk = &sh->workers[i];
-        if (rs_ycsb_measure_merge(&rep->merged, &wk->m))
+        if (rs_ycsb_measure_merge(&rep->merged, &wk->m) ||
+            rs_ycsb_measure_merge(&rep->intended, &wk->im))
             return rs_error_set(err, RS_ENOMEM, "out of memory merging histograms");
+        rep->late_sends += wk->late_sends;
         if (wk->errors && !rep->errors)
             snprintf(rep->first_error, sizeof rep->first_error, "%s", wk->first_err.msg);
         rep->errors += wk->errors;
@@ -329,6 +387,9 @@ int rs_ycsb_execute(const rs_ycsb_options *opt, rs_ycsb_report *rep, rs_error *e
     rep->threads = w.threads;
     rep->seed = w.seed;
     rep->hdr = w.hdr;
+    rep->target = w.target;
+    rep->arrival = rs_pacing_arrival_name((rs_pacing_arrival)w.arrival);
+    rep->interval = w.interval;
     sh.w = &w;
     sh.nthreads = w.threads;
     pthread_mutex_init(&sh.status_mu, NULL);
@@ -354,6 +415,7 @@ int rs_ycsb_execute(const rs_ycsb_options *opt, rs_ycsb_report *rep, rs_error *e
         wk->sh = &sh;
         rs_ycsb_result_init(&wk->res);
         rs_ycsb_measure_init(&wk->m);
+        rs_ycsb_measure_init(&wk->im);
         if ((rc = rs_ycsb_wthread_init(&wk->gen, &w, nctx))) {
             rs_error_set(err, rc, "out of memory for thread %d", nctx);
             goto out_ctx;
@@ -382,6 +444,7 @@ out_ctx:
         if (wk->db_ctx) sh.ops->thread_cleanup(wk->db_ctx);
         rs_ycsb_wthread_free(&wk->gen);
         rs_ycsb_measure_free(&wk->m);
+        rs_ycsb_measure_free(&wk->im);
         rs_ycsb_result_free(&wk->res);
         free(wk->bkeys);
         free((void *)wk->bkptr);
@@ -406,4 +469,6 @@ out_w:
 void rs_ycsb_report_free(rs_ycsb_report *rep) {
     rs_ycsb_measure_free(&rep->load.merged);
     rs_ycsb_measure_free(&rep->run.merged);
+    rs_ycsb_measure_free(&rep->load.intended);
+    rs_ycsb_measure_free(&rep->run.intended);
 }

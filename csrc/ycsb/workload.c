@@ -143,6 +143,18 @@ int rs_ycsb_workload_parse(const rs_ycsb_props *p, rs_ycsb_workload *w, rs_error
     if ((rc = rs_ycsb_props_choice(p, "measurementtype", "hdrhistogram", mt_names, &mt, err)))
         return rc;
     w->hdr = mt != 0;
+    if ((rc = rs_ycsb_props_double(p, "target", 0, &w->target, err))) return rc;
+    if (w->target < 0 || w->target > RS_PACING_MAX_RATE || w->target != w->target)
+        return rs_error_set(err, RS_EINVAL, "target=%s (%s) is not in [0, %g] operations/s",
+                            rs_ycsb_props_get(p, "target", ""), rs_ycsb_props_source(p, "target"),
+                            RS_PACING_MAX_RATE);
+    static const char *const arrival_names[] = {"uniform", "poisson", NULL};
+    if ((rc = rs_ycsb_props_choice(p, "ycsb.arrival", "uniform", arrival_names, &w->arrival, err)))
+        return rc;
+    static const char *const interval_names[] = {"op", "intended", "both", NULL};
+    if ((rc = rs_ycsb_props_choice(p, "measurement.interval", w->target > 0 ? "both" : "op",
+                                   interval_names, &w->interval, err)))
+        return rc;
 
     const char *prefix = rs_ycsb_props_get(p, "fieldnameprefix", "field");
     size_t plen = strlen(prefix);

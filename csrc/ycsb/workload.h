@@ -8,6 +8,7 @@
 #ifndef RS_YCSB_WORKLOAD_H
 #define RS_YCSB_WORKLOAD_H
 
+#include "recstore/pacing.h"
 #include "recstore/rng.h"
 #include "recstore/ycsb.h"
 #include "recstore/zipf.h"
@@ -41,7 +42,10 @@ typedef struct rs_ycsb_workload {
     uint64_t seed;
     uint64_t status_interval_s;
     int threads;
-    int hdr; /* measurementtype: 0 basic, 1 hdrhistogram */
+    int hdr;       /* measurementtype: 0 basic, 1 hdrhistogram */
+    double target; /* total operations/s of the process (-target); 0 = as fast as possible */
+    int arrival;   /* ycsb.arrival: rs_pacing_arrival of the timetable (uniform, as YCSB) */
+    int interval;  /* measurement.interval: RS_YCSB_INTERVAL_* */
 } rs_ycsb_workload;
 
 typedef enum { RS_WOP_READ, RS_WOP_UPDATE, RS_WOP_INSERT, RS_WOP_SCAN, RS_WOP_RMW } rs_ycsb_wop;

@@ -57,6 +57,7 @@ from recbench.analysis.loaders import (
 from recbench.analysis.plots import (
     plot_eventual,
     plot_kv_engines,
+    plot_latency_vs_rate,
     plot_ps_latency,
     plot_ps_throughput,
     plot_sweep,
@@ -81,6 +82,7 @@ __all__ = [
     "per_repeat",
     "plot_eventual",
     "plot_kv_engines",
+    "plot_latency_vs_rate",
     "plot_ps_latency",
     "plot_ps_throughput",
     "plot_sweep",

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from recbench.analysis.compare import per_repeat, totals
+from recbench.latency_curve import CurvePoint
 
 # ---------------------------------------------------------------------------------------------
 # plots (matplotlib Figure objects with the Agg canvas: no pyplot state, no display needed)
@@ -183,3 +184,28 @@ def plot_eventual(dats: dict, rate_path, cpu_path) -> tuple[Path, Path]:
     ax2.legend()
     ax2.grid(alpha=0.3)
     return _save(fig, rate_path), _save(fig2, cpu_path)
+
+
+def plot_latency_vs_rate(points: list[CurvePoint], path, slo_p99_us: float | None = None) -> Path:
+    """plots/latency_vs_rate.png: corrected p99 (solid) and service p99 (dashed) against the
+    achieved key rate, one colour per transport, log latency axis, the SLO as a line."""
+    ok = [p for p in points if p.ok]
+    if not ok:
+        raise ValueError("nothing to plot: no successful open-loop point")
+    fig, ax = _figure(7.5, 4.5)
+    for t in dict.fromkeys(p.transport for p in ok):
+        mine = sorted((p for p in ok if p.transport == t), key=lambda p: p.offered_rate)
+        xs = [(p.key_ops_per_sec or 0) / 1e6 for p in mine]
+        line = ax.plot(xs, [p.p99_us for p in mine], marker="o", label=f"{t} p99 (corrected)")[0]
+        if all(p.service_p99_us is not None for p in mine):
+            ax.plot(xs, [p.service_p99_us for p in mine], marker="x", linestyle="--",
+                    color=line.get_color(), label=f"{t} p99 (service)")
+    if slo_p99_us:
+        ax.axhline(slo_p99_us, color="grey", linestyle=":", label=f"SLO p99 {slo_p99_us:g} µs")
+    ax.set_xlabel("achieved M keys/s")
+    ax.set_ylabel("p99 latency per batch (µs)")
+    ax.set_yscale("log")
+    ax.set_title("Open loop: latency vs throughput")
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
+    return _save(fig, path)

@@ -135,6 +135,18 @@ def build_parser() -> argparse.ArgumentParser:
     a("--warmup-seconds", type=float, default=0.0,
       help="unmeasured run time before the measured window")
     a("--seed", type=int, default=1, help="client k uses seed+k")
+    a("--target-rate", type=float, default=0.0,
+      help="open loop: batches/s offered by each client process (ps_bench --target_rate; "
+           "0 = closed loop, the default; docs/open-loop.md)")
+    a("--arrival", choices=("poisson", "uniform"), default="poisson",
+      help="open loop: inter-arrival times (client k's generators use seed+k)")
+    a("--target-rates", default="",
+      help="open loop: comma list of per-process rates; one runner pass per rate under "
+           "<output-dir>/rate_<r>/, then the latency-throughput curve per transport in "
+           "<output-dir>/summary.md, curve.csv and plots/latency_vs_rate.png")
+    a("--slo-p99-us", type=float, default=0.0,
+      help="with --target-rates: each transport's knee, the highest achieved rate whose "
+           "corrected p99 is <= this")
     a("--transport-options", default="",
       help="'k=v;k=v' passed to servers and clients (--transport_options); 'grpc:k=v' items "
            "reach only that transport (brpc, grpc, rdma, shm)")
@@ -307,6 +319,10 @@ def apply_interactive_prompts(args: argparse.Namespace, input_fn: Callable[[], s
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     plan = parse_args(argv, input_fn=input)
+    if plan.workload.target_rates:
+        from recbench.runner import rate_sweep
+
+        return rate_sweep.run(plan, argv)
     return session.run(plan, argv)
 
 

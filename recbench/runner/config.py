@@ -223,6 +223,9 @@ def build_benchmark_cmd(plan: Plan, transport: Transport, topology: Topology, cl
         cmd.append(f"--warmup_seconds={w.warmup_seconds}")
     if w.transaction_profile:
         cmd.append("--transaction_profile=true")
+    if w.target_rate:
+        cmd += [f"--target_rate={w.target_rate:g}", f"--arrival={w.arrival}",
+                f"--arrival_seed={w.seed + client.client_index}"]
     options = _transport_options(plan, transport, "client", client.client_index, bind_offset)
     if options:
         cmd.append(f"--transport_options={options}")

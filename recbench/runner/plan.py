@@ -37,10 +37,10 @@ from recbench.runner.topology import (
 )
 from recbench.transports import RC_SSH_CONTROL_PLANE_PORT, Transport
 
-try:  # the C bench loops' row limit; without the extension the runner cannot run anyway
+try:  # the C bench loops' row limit (RS_PS_BENCH_MAX_VALUE_SIZE)
     from recbench._ps import BENCH_MAX_VALUE_SIZE
-except ImportError:  # pragma: no cover - exercised only on a host without a build
-    BENCH_MAX_VALUE_SIZE = 16384
+except ImportError:  # no build here: preflight reports that; only the C side can check the limit
+    BENCH_MAX_VALUE_SIZE = None
 
 DEFAULT_RDMA_FETCH_QPS = 16
 DEFAULT_RDMA_FETCH_SLOTS = 1
@@ -53,6 +53,7 @@ RESPONSE_MODES = ("auto", "direct_sg", "staging_copy")
 # --report-mode values recbench's ps_bench implements (it prints one summary per phase); the
 # others are forwarded only to a --benchmark-binary, whose --help must list the flag.
 PS_BENCH_REPORT_MODES = ("summary",)
+MAX_TARGET_RATE = 1e7  # RS_PACING_MAX_RATE (csrc/include/recstore/pacing.h): batches/s per process
 
 
 class PlanError(ValueError):
@@ -81,6 +82,10 @@ class Workload:
     fetch_key_space: int
     seed: int
     wire: str = "native"  # "recstore": clients speak RecStore's ParameterService (brpc, grpc)
+    target_rate: float = 0.0        # open loop: batches/s per client process (0 = closed loop)
+    arrival: str = "poisson"        # open loop: poisson | uniform
+    target_rates: tuple[float, ...] = ()  # --target-rates: one pass per rate (rate_sweep)
+    slo_p99_us: float = 0.0         # --target-rates: the knee's corrected-p99 bound
 
     @property
     def load_threads(self) -> int:
@@ -249,7 +254,7 @@ def _check_workload(a: argparse.Namespace) -> None:
             raise PlanError(f"{_flag(dest)} must be >= 1, got {getattr(a, dest)}")
     if a.value_size % 4:
         raise PlanError(f"--value-size {a.value_size} is not a multiple of 4 (rows are float32)")
-    if a.value_size > BENCH_MAX_VALUE_SIZE:
+    if BENCH_MAX_VALUE_SIZE is not None and a.value_size > BENCH_MAX_VALUE_SIZE:
         raise PlanError(f"--value-size {a.value_size} exceeds ps_bench's row limit of "
                         f"{BENCH_MAX_VALUE_SIZE} bytes (recbench._ps.BENCH_MAX_VALUE_SIZE)")
     if a.runtime_seconds <= 0:
@@ -265,10 +270,48 @@ def _check_workload(a: argparse.Namespace) -> None:
 
     if a.distribution == "zipfian" and not 0 < a.zipfian_alpha < 10:
         raise PlanError(f"--zipfian-alpha {a.zipfian_alpha} must be in (0, 10)")
+    _check_open_loop(a)
     if a.report_mode not in PS_BENCH_REPORT_MODES and not a.benchmark_binary:
         raise PlanError(f"--report-mode {a.report_mode}: recbench's ps_bench prints one summary "
                         "line per phase and has no per-round report; use --report-mode summary "
                         "(or a --benchmark-binary that implements --report_mode)")
+
+
+def parse_target_rates(text: str) -> tuple[float, ...]:
+    """--target-rates 'r1,r2,...' -> rates (batches/s per client process), each in
+    (0, MAX_TARGET_RATE], no repeats."""
+    rates = []
+    for item in (x.strip() for x in text.split(",")):
+        if not item:
+            continue
+        try:
+            r = float(item)
+        except ValueError:
+            raise PlanError(f"--target-rates '{text}': '{item}' is not a number") from None
+        if not 0 < r <= MAX_TARGET_RATE:
+            raise PlanError(f"--target-rates: {item} is not in (0, {MAX_TARGET_RATE:g}] batches/s")
+        rates.append(r)
+    if not rates:
+        raise PlanError(f"--target-rates '{text}' holds no rate (e.g. 1000,5000,10000)")
+    if len(set(rates)) != len(rates):
+        raise PlanError(f"--target-rates '{text}' repeats a rate")
+    return tuple(rates)
+
+
+def _check_open_loop(a: argparse.Namespace) -> None:
+    """--target-rate, --target-rates, --slo-p99-us (docs/open-loop.md); a.target_rates becomes the
+    parsed tuple."""
+    if not 0 <= a.target_rate <= MAX_TARGET_RATE:
+        raise PlanError(f"--target-rate {a.target_rate:g} is not in [0, {MAX_TARGET_RATE:g}] "
+                        "batches/s (0 = closed loop)")
+    if isinstance(a.target_rates, str):
+        a.target_rates = parse_target_rates(a.target_rates) if a.target_rates.strip() else ()
+    if a.target_rates and a.target_rate:
+        raise PlanError("give --target-rate (one rate) or --target-rates (a curve), not both")
+    if a.slo_p99_us < 0:
+        raise PlanError(f"--slo-p99-us {a.slo_p99_us:g} must be > 0")
+    if a.slo_p99_us and not a.target_rates:
+        raise PlanError("--slo-p99-us needs --target-rates (the knee is read off a curve)")
 
 
 def _check_execution(a: argparse.Namespace) -> None:

@@ -197,6 +197,10 @@ def render(run_config: Mapping[str, Any], rows: Sequence[Row], totals: Sequence[
          "是同一时间窗口内的总吞吐量。"),
         "- payload GB/s 只统计 value 字节（不含 key 与报文头）。",
     ]
+    if w.get("target_rate"):
+        out.append(f"- 负载模型: 开环，每个客户端进程 {w['target_rate']:g} 批次/秒（{w['arrival']} 到达）；"
+                   "p50..max 从计划发送时刻算起（校正协调遗漏），service_* 列从实际发送时刻算起，"
+                   "late_sends 为迟发批次数（见 docs/open-loop.md）。")
     out.append("")
     # 3. 并发与 RDMA 参数
     out.append("## 并发与 RDMA 参数")

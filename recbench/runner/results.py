@@ -26,6 +26,11 @@ RECSTORE_COLUMNS = [
 ]
 NEW_COLUMNS = ["p999_us", "max_us", "client_cpu_s", "server_cpu_s", "keys_per_cpu_sec",
                "build_type", "index_type", "row_kind", "measured_seconds", "wire"]
+# open loop (--target-rate; empty in closed-loop rows): p50_us..max_us are then measured from the
+# scheduled send time, these service_* from the actual send (docs/open-loop.md)
+OPEN_LOOP_COLUMNS = ["target_rate", "achieved_rate", "late_sends", "service_p50_us",
+                     "service_p99_us", "service_p999_us"]
+NEW_COLUMNS += OPEN_LOOP_COLUMNS
 # runtime_seconds is the configured --runtime-seconds (RecStore's meaning); measured_seconds is
 # the window the client measured (its runtime_s), which rates are computed over. wire: native or
 # recstore (--wire, the protocol the clients spoke).
@@ -43,10 +48,12 @@ STATUSES = ("success", "skipped", "timeout", "startup_failure", "client_failure"
             "preflight_failure")
 FAILURE_STATUSES = ("timeout", "startup_failure", "client_failure", "preflight_failure")
 RESULT_PREFIX = "PS_BENCHMARK_RESULT"
-INT_FIELDS = ("threads", "batch_size", "records", "batches", "key_ops", "value_size")
+INT_FIELDS = ("threads", "batch_size", "records", "batches", "key_ops", "value_size",
+              "late_sends")
 FLOAT_FIELDS = ("zipfian_alpha", "runtime_s", "throughput_batches_sec", "throughput_keys_sec",
                 "mean_us", "p50_us", "p95_us", "p99_us", "p999_us", "max_us", "cpu_user_s",
-                "cpu_sys_s", "payload_gbps")
+                "cpu_sys_s", "payload_gbps", "target_rate", "achieved_rate", "service_p50_us",
+                "service_p95_us", "service_p99_us", "service_p999_us", "service_max_us")
 
 
 def parse_result_line(line):
@@ -175,6 +182,7 @@ def result_row(base, parsed, server_cpu_s=None):
         "measured_seconds": parsed.get("runtime_s"),
         "_batches": parsed.get("batches"), "_key_ops": parsed.get("key_ops"),
     })
+    row.update({col: parsed[col] for col in OPEN_LOOP_COLUMNS if col in parsed})
     if cpu and cpu > 0 and parsed.get("key_ops"):
         row["keys_per_cpu_sec"] = round(parsed["key_ops"] / cpu, 3)
     return row

@@ -118,21 +118,43 @@ def left_message(left: list[str]) -> str:
             + "\n  ".join(left))
 
 
-class _Guarded(unittest.TestCase):
-    """Stands for a test or a whole session in a result's error list."""
+class _GuardedResult:
+    """The result a GuardedSuite runs its tests with: the runner's own result, plus the check
+    around every test (startTest/stopTest), so unittest's class and module fixtures run as
+    usual."""
 
-    def __init__(self, what: str):
-        super().__init__()
-        self._what = what
+    def __init__(self, inner: unittest.TestResult):
+        object.__setattr__(self, "_inner", inner)
+        object.__setattr__(self, "_before", set())
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def __setattr__(self, name, value):
+        setattr(self._inner, name, value)
+
+    def startTest(self, test):
+        object.__setattr__(self, "_before", set(marked_processes()))
+        self._inner.startTest(test)
+
+    def stopTest(self, test):
+        left = reap_new(self._before)
+        if left:
+            self._inner.addError(test, (AssertionError, AssertionError(left_message(left)), None))
+        self._inner.stopTest(test)
+
+
+class _Session(unittest.TestCase):
+    """Stands for the whole session in a result's error list."""
 
     def runTest(self) -> None:
         pass
 
     def id(self) -> str:
-        return self._what
+        return "session"
 
     def __str__(self) -> str:
-        return self._what
+        return "session"
 
 
 class GuardedSuite(unittest.TestSuite):
@@ -144,24 +166,8 @@ class GuardedSuite(unittest.TestSuite):
 
     def run(self, result, debug=False):  # type: ignore[override]
         shm_before = shm_objects()
-        for test in _flatten(self):
-            if result.shouldStop:
-                break
-            before = set(marked_processes())
-            test(result)
-            left = reap_new(before)
-            if left:
-                result.addError(_Guarded(test.id()), (AssertionError, AssertionError(left_message(left)), None))
+        super().run(_GuardedResult(result), debug)  # type: ignore[arg-type]
         problems = session_problems(shm_before) if self.session_check else []
         if problems:
-            result.addError(_Guarded("session"),
-                            (AssertionError, AssertionError("\n".join(problems)), None))
+            result.addError(_Session(), (AssertionError, AssertionError("\n".join(problems)), None))
         return result
-
-
-def _flatten(suite):
-    for t in suite:
-        if isinstance(t, unittest.TestSuite):
-            yield from _flatten(t)
-        else:
-            yield t

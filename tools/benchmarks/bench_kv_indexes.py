@@ -2,7 +2,11 @@
 ceiling, batch_get_flat of 500 random keys over 512-byte rows (recbench.kv_bench.compare_indexes).
 
 Usage: python3 tools/benchmarks/bench_kv_indexes.py [--record_count N] [--running_seconds S]
-       [--repeats R] [--json FILE]
+       [--repeats R] [--indexes PET,EH] [--huge_pages auto|thp,off,explicit]
+       [--row_kernel auto|plain|avx2|avx512] [--json FILE]
+
+Several --huge_pages modes run every case once per mode, interleaved, each index compared with the
+ceiling of its own mode (explicit needs a hugetlb pool big enough: /proc/sys/vm/nr_hugepages).
 """
 
 import argparse
@@ -23,12 +27,25 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--running_seconds", type=float, default=3.0)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--indexes", default="DRAM_PET_HASH,DRAM_EXTENDIBLE_HASH",
+                    help="comma-separated index types beside the ceiling")
+    ap.add_argument("--huge_pages", default="auto",
+                    help=f"comma-separated modes among {', '.join(kv_bench.HUGE_PAGES)}")
+    ap.add_argument("--row_kernel", default="auto", choices=kv_bench.ROW_KERNELS,
+                    help="row-loop build (plain/avx2 measure a CPU without AVX-512)")
     ap.add_argument("--json", help="also write the medians and every sample to this file")
     args = ap.parse_args()
+    modes = tuple(m.strip() for m in args.huge_pages.split(",") if m.strip())
+    bad = [m for m in modes if m not in kv_bench.HUGE_PAGES]
+    if bad or not modes:
+        ap.error(f"--huge_pages: {bad or args.huge_pages!r} not among {kv_bench.HUGE_PAGES}")
+    indexes = tuple(i.strip() for i in args.indexes.split(",") if i.strip())
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     res = kv_bench.compare_indexes(record_count=args.record_count, value_size=args.value_size,
                                    batch_keys=args.batch_keys, threads=args.threads,
-                                   running_seconds=args.running_seconds, repeats=args.repeats)
+                                   running_seconds=args.running_seconds, repeats=args.repeats,
+                                   index_types=indexes, huge_pages=modes,
+                                   row_kernel=args.row_kernel)
     print(kv_bench.format_comparison(res))
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=2))

@@ -66,6 +66,14 @@ uint64_t rs_hist_percentile(const rs_hist *h, double p);
 /* Mean of recorded values; 0 when empty. */
 double rs_hist_mean(const rs_hist *h);
 
+/* What a benchmark line reports of a histogram of ns values, in microseconds: mean, p50, p95,
+ * p99, p99.9 and max (all 0 for an empty histogram). */
+typedef struct rs_hist_us {
+    double mean, p50, p95, p99, p999, max;
+} rs_hist_us;
+
+rs_hist_us rs_hist_summary_us(const rs_hist *h);
+
 #ifdef __cplusplus
 }
 #endif

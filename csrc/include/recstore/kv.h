@@ -42,6 +42,19 @@ int rs_kv_index_type_parse(const char *name, rs_kv_index_type *out, rs_error *er
 /* Canonical name ("DRAM_PET_HASH", ...). */
 const char *rs_kv_index_type_name(rs_kv_index_type t);
 
+/* Pages behind the DRAM regions (PET chunk array, value slab, kv_bench's ceiling array). */
+typedef enum rs_kv_huge_pages {
+    RS_KV_HUGE_AUTO = 0,     /* explicit 2 MiB pages when the hugetlb pool has room for the whole
+                              * region, else transparent huge pages advised (MADV_HUGEPAGE) */
+    RS_KV_HUGE_EXPLICIT = 1, /* explicit 2 MiB pages (MAP_HUGETLB) or RS_ENOMEM naming the pool */
+    RS_KV_HUGE_THP = 2,      /* transparent huge pages advised (what the kernel grants varies) */
+    RS_KV_HUGE_OFF = 3,      /* 4 KiB pages (MADV_NOHUGEPAGE) */
+} rs_kv_huge_pages;
+
+/* "auto" | "explicit" | "thp" | "off" (case-insensitive); RS_EINVAL names the accepted values. */
+int rs_kv_huge_pages_parse(const char *name, rs_kv_huge_pages *out, rs_error *err);
+const char *rs_kv_huge_pages_name(rs_kv_huge_pages m);
+
 /* When a file-backed engine (CCEH) forces its files to disk (docs/durability.md). Every mode
  * survives the process being killed: the files are mapped, the kernel keeps what was written. */
 typedef enum rs_kv_sync_mode {
@@ -60,7 +73,23 @@ typedef struct rs_kv_config {
     const char *path;          /* directory for file-backed data (CCEH: required; DRAM: ignored) */
     rs_kv_sync_mode sync;      /* CCEH only (a DRAM index refuses anything but NONE) */
     uint32_t sync_interval_ms; /* RS_KV_SYNC_INTERVAL's period */
+    rs_kv_huge_pages huge_pages; /* DRAM regions (0 = auto) */
 } rs_kv_config;
+
+/* Memory of an engine: what the index and the value slab take, and on which pages. */
+typedef struct rs_kv_memory {
+    uint64_t capacity;    /* keys */
+    uint64_t index_bytes; /* index memory now (PET: the whole chunk array, allocated at
+                           * open; EH: buckets and directory so far; CCEH: its file) */
+    uint64_t slab_bytes;  /* value store bytes in use now (rows handed out x stride) */
+    uint64_t slab_bytes_at_capacity;
+    uint32_t row_bytes;      /* value_size (0: variable-length values) */
+    uint32_t row_stride;     /* bytes a row takes in the slab */
+    double bytes_per_key;    /* (index + slab at capacity) / capacity */
+    double overhead_per_key; /* bytes_per_key - row_bytes */
+    const char *index_pages; /* "hugetlb", "thp" (advised), "4k", "file" */
+    const char *slab_pages;
+} rs_kv_memory;
 
 typedef struct rs_kv rs_kv;
 
@@ -119,9 +148,18 @@ int rs_kv_clear(rs_kv *kv);
  * problem. */
 int rs_kv_verify(rs_kv *kv, char *report, size_t cap, rs_error *err);
 
-/* Which build of the batch-read row loops runs in this process: "avx512" (the CPU has AVX-512F)
- * or "plain". Benchmarks report it, since it changes absolute rates (about 10 % on Zen 4). */
+/* Which build of the batch-read row loops runs in this process: "avx512" (the CPU has AVX-512F),
+ * "avx2" (AVX2, no AVX-512: Zen 3, older Intel) or "plain" (SSE2). Benchmarks report it, since it
+ * changes absolute rates (about 10 % on Zen 4). */
 const char *rs_kv_row_kernel(void);
+/* Run the row loops of this process from now on with "plain", "avx2", "avx512" or "auto" (the
+ * best the CPU runs): benchmarks measure what a CPU without AVX-512 would run. RS_ENOTSUP when the
+ * CPU lacks the instructions, RS_EINVAL for an unknown name. Process-wide; not for use while
+ * other threads read. */
+int rs_kv_row_kernel_select(const char *name, rs_error *err);
+
+/* Index and slab bytes, bytes and overhead per key at capacity, and the pages behind them. */
+void rs_kv_get_memory(const rs_kv *kv, rs_kv_memory *out);
 
 /* Configuration accessors. */
 uint32_t rs_kv_value_size(const rs_kv *kv);

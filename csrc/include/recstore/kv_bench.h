@@ -48,7 +48,8 @@ typedef struct rs_kv_bench_config {
     double running_seconds;   /* > 0: timed run */
     uint64_t operation_count; /* used when running_seconds == 0: total ops (keys in batch modes) */
     uint64_t seed;
-    int bind_core; /* pin run thread i to CPU i % online CPUs */
+    int bind_core;               /* pin run thread i to CPU i % online CPUs */
+    rs_kv_huge_pages huge_pages; /* ceiling mode: pages of the flat row array (kv.h) */
 } rs_kv_bench_config;
 
 typedef struct rs_kv_bench_phase {
@@ -78,6 +79,9 @@ int rs_kv_bench_load(rs_kv_bench *b, rs_kv_bench_phase *out, rs_error *err);
 /* Run the workload. */
 int rs_kv_bench_run(rs_kv_bench *b, rs_kv_bench_phase *out, rs_error *err);
 
+/* Memory of what is measured: the engine's (rs_kv_get_memory), or in ceiling mode the flat row
+ * array (slab_* fields, index_bytes 0, index_pages "none"). */
+void rs_kv_bench_memory(const rs_kv_bench *b, rs_kv_memory *out);
 /* Ask a running phase to stop early (safe from any thread). */
 void rs_kv_bench_stop(rs_kv_bench *b);
 

@@ -11,6 +11,16 @@
  * with probability read_ratio %, else PUT), fetch_insert (GET a batch, then PUT the same keys).
  * A batch is counted, and its latency (submit -> completion) recorded, when it completes inside
  * the timed window. CPU time is the process's user/sys time over the same window.
+ *
+ * Open loop (target_rate > 0, recstore/pacing.h): each thread sends on its own timetable of
+ * target_rate / threads batches per second (uniform or Poisson, from the start of the warm-up),
+ * keeping at most prefetch_depth in flight. Throughput counts batches completed inside the timed
+ * window, as in closed loop; the latency histograms hold every batch *due* inside it (in-flight
+ * batches are drained after it closes, so a stall at the end is not dropped), its latency
+ * measured from the due time (coordinated omission corrected: the p*_us fields and hist_out) and
+ * its service time from the actual send (service_*). Sending stops when the window
+ * closes; a batch that could not go at its due time because the thread was waiting for an earlier
+ * one, or that was due in the window and never sent, is a late send.
  */
 #ifndef RECSTORE_PS_BENCH_H
 #define RECSTORE_PS_BENCH_H
@@ -19,6 +29,7 @@
 
 #include "recstore/error.h"
 #include "recstore/hist.h"
+#include "recstore/pacing.h"
 #include "recstore/ps_client.h"
 
 #ifdef __cplusplus
@@ -59,6 +70,10 @@ typedef struct rs_ps_bench_config {
     int profile;              /* run phase: time key generation, submit, wait and consume */
     rs_hist *hist_out;        /* nullable: receives the phase's merged batch-latency histogram,
                                * so several clients' percentiles can be merged exactly */
+    double target_rate;       /* run phase: batches/s offered by the process; 0 = closed loop */
+    rs_pacing_arrival arrival;
+    uint64_t arrival_seed;
+    rs_hist *service_hist_out; /* nullable, open loop: the merged service-time histogram */
 } rs_ps_bench_config;
 
 typedef struct rs_ps_bench_result {
@@ -74,6 +89,10 @@ typedef struct rs_ps_bench_result {
     /* profile (run phase, when cfg->profile): average ns per batch of each step; wait includes
      * receiving the rows into the caller's buffer */
     double make_keys_avg_ns, submit_avg_ns, wait_avg_ns, consume_avg_ns;
+    /* open loop (target_rate > 0): p50_us..max_us above are then from the due time */
+    int open_loop;
+    uint64_t late_sends; /* sent after their due time because the thread was waiting, or unsent */
+    rs_hist_us service;  /* open loop: from the actual send */
 } rs_ps_bench_result;
 
 /* The deterministic row of a key (value_size bytes): float32 values exact in binary. */

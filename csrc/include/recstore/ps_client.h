@@ -2,8 +2,11 @@
  * ps_client.h — the all-shards PS client: one logical client over one connection per shard, on any
  * transport of the registry (transport.h).
  *
- * A batch of keys is split by shard (rs_shard_of), one sub-request per shard is sent before any
- * reply is awaited, and GET rows come back in the caller's key order. Up to prefetch_depth batches
+ * A batch of keys is split by shard (rs_shard_of) and each shard's part into requests of at most
+ * the server's max_keys_per_request (learned at open); all of them are sent before any reply is
+ * awaited, as far as the connection's window allows, and GET rows come back in the caller's key
+ * order. A batch of any size (up to 2^32 - 1 keys) works; a failure of any request fails the
+ * whole batch, naming the shard. Up to prefetch_depth batches
  * may be in flight: submit() starts one, wait() finishes the oldest (FIFO).
  *
  * One rs_ps_client belongs to one thread at a time (no internal locking). Errors name the shard
@@ -37,13 +40,20 @@ typedef struct rs_ps_client_config {
 
 typedef struct rs_ps_client rs_ps_client;
 
-/* Connect to every shard and check they agree on value_size (COMMAND ping). RS_ECONN/RS_ETIMEDOUT
+/* Connect to every shard, check they agree on value_size and learn max_keys_per_request (COMMAND
+ * stats). RS_ECONN/RS_ETIMEDOUT
  * naming the unreachable server, RS_ENOTSUP for a transport not built in, RS_ENODEV when the
  * transport's device is missing, RS_EINVAL for bad config or a value_size disagreement. */
 int rs_ps_client_open(const rs_ps_client_config *cfg, rs_ps_client **out, rs_error *err);
 void rs_ps_client_close(rs_ps_client *c);
 
 uint32_t rs_ps_client_value_size(const rs_ps_client *c);
+/* Keys per request the client sends for op (GET, or PUT/UPDATE): the smallest of the shards'
+ * max_keys_per_request and what one request/response slot of the transport holds; UINT32_MAX when
+ * nothing bounds it. Batches larger than that are split into chunks sent together. */
+uint32_t rs_ps_client_chunk_keys(const rs_ps_client *c, rs_ps_op op);
+/* Requests the client keeps outstanding per connection (prefetch_depth or more, for chunks). */
+uint32_t rs_ps_client_window(const rs_ps_client *c);
 
 /* Start one batch. GET: rows_out receives n * value_size bytes, filled by the time wait() returns
  * this batch (it must stay valid until then). PUT / UPDATE: rows_in holds n rows (UPDATE: float32
@@ -60,7 +70,9 @@ typedef struct rs_ps_batch_result {
 
 /* Finish the oldest batch. 0, or RS_ESERVER (a shard answered with an error status: the text
  * names the shard, server and reason), RS_ECONN, RS_ETIMEDOUT, RS_EPROTO. res->tag is set even
- * on failure. RS_EINVAL when nothing is in flight. */
+ * on failure. RS_EINVAL when nothing is in flight. After RS_ECONN, RS_ETIMEDOUT or RS_EPROTO from
+ * a shard's connection, every later request to that shard fails at once with the same error (the
+ * transport may still hold the request): open a new client to try it again. */
 int rs_ps_client_wait(rs_ps_client *c, rs_ps_batch_result *res, rs_error *err);
 
 /* Synchronous conveniences (need no batch in flight). */

@@ -380,6 +380,10 @@ int rs_rc_client_submit(rs_rc_client *c, const rs_ps_request *req, uint64_t tag,
  * next submit). */
 int rs_rc_client_next(rs_rc_client *c, uint64_t *tag, rs_ps_response *resp, rs_error *err);
 uint32_t rs_rc_client_id(const rs_rc_client *c);
+/* Per-request bounds of this client (transport.h): the server's max_keys, the slots in flight, and
+ * what a request / response slot holds after the descriptor, tail and message header. */
+struct rs_ps_conn_limits;
+void rs_rc_client_limits(const rs_rc_client *c, struct rs_ps_conn_limits *out);
 void rs_rc_client_close(rs_rc_client *c);
 
 /* Test hook: write `len` raw bytes (a descriptor and payload, possibly corrupt) into the server's

@@ -57,7 +57,19 @@ typedef struct rs_ps_client_opts {
     uint32_t timeout_ms;    /* per request; 0 = RS_PS_DEFAULT_TIMEOUT_MS */
     uint32_t max_in_flight; /* requests a connection may have outstanding (prefetch_depth) */
     const char *extra;      /* transport-specific "k=v;k=v" options */
+    /* In-flight requests wanted on top of that for the chunks of batches larger than one request:
+     * a transport with a fixed number of request slots (rdma, shm) takes what fits, never less
+     * than max_in_flight; the conn's limits() says what it took. 0 = max_in_flight. */
+    uint32_t want_in_flight;
 } rs_ps_client_opts;
+
+/* What one request on a connection can carry (0 = no bound of this transport). */
+typedef struct rs_ps_conn_limits {
+    uint32_t max_keys;            /* keys per request the server announced */
+    uint32_t max_in_flight;       /* requests outstanding the connection accepts */
+    uint64_t max_request_payload; /* key bytes + row bytes of one request */
+    uint64_t max_response_rows;   /* row bytes of one response */
+} rs_ps_conn_limits;
 
 /* One finished request on a connection. */
 typedef struct rs_ps_completion {
@@ -79,6 +91,8 @@ typedef struct rs_ps_conn_ops {
      * RS_ECONN (peer closed: every outstanding request fails) with a reason naming the peer. */
     int (*next)(void *conn, rs_ps_completion *out, rs_error *err);
     void (*close)(void *conn);
+    /* Optional (NULL: the transport bounds nothing but max_in_flight as asked). */
+    void (*limits)(void *conn, rs_ps_conn_limits *out);
 } rs_ps_conn_ops;
 
 /* Look up a transport by name ("brpc", "grpc", "rdma", "shm"). RS_ENOTSUP with a reason when it

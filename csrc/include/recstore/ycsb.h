@@ -222,6 +222,11 @@ uint64_t rs_ycsb_hotspot_next(const rs_ycsb_hotspot *g, rs_rng *r);
  * a fixed capacity size themselves from it by default. */
 int rs_ycsb_max_records(const rs_ycsb_props *p, uint64_t *out, rs_error *err);
 
+/* measurement.interval: which latency each operation records. op: from the actual start (YCSB's
+ * default); intended: from the start the -target timetable intended (coordinated omission
+ * corrected; equal to op when no target is set); both. */
+enum { RS_YCSB_INTERVAL_OP = 0, RS_YCSB_INTERVAL_INTENDED = 1, RS_YCSB_INTERVAL_BOTH = 2 };
+
 typedef struct rs_ycsb_phase_report {
     int ran;
     double runtime_s;
@@ -229,7 +234,10 @@ typedef struct rs_ycsb_phase_report {
     double throughput;
     double cpu_user_s, cpu_sys_s;
     rs_ycsb_measure merged;
-    uint64_t errors; /* operations with status ERROR */
+    rs_ycsb_measure intended; /* latency from the intended start ("Intended-READ", ...) */
+    uint64_t late_sends;      /* -target: operations started after their intended time because
+                               * the thread was still busy with the previous one */
+    uint64_t errors;          /* operations with status ERROR */
     char first_error[RS_ERROR_MSG_MAX];
 } rs_ycsb_phase_report;
 
@@ -237,6 +245,9 @@ typedef struct rs_ycsb_report {
     int threads;
     uint64_t seed;
     int hdr; /* measurementtype: 1 = percentiles (hdrhistogram), 0 = basic (count/min/max/avg) */
+    double target;       /* -target operations/s (0 = none) */
+    const char *arrival; /* "uniform" | "poisson" (ycsb.arrival) */
+    int interval;        /* RS_YCSB_INTERVAL_* (measurement.interval) */
     rs_ycsb_phase_report load, run;
 } rs_ycsb_report;
 

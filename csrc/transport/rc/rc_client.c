@@ -27,6 +27,7 @@
 
 #include "recstore/clock.h"
 #include "recstore/rc.h"
+#include "recstore/transport.h"
 #include "transport/net.h"
 
 /* Client core binding (bind_core_offset / numa_id): each thread that submits through an RC client
@@ -253,6 +254,19 @@ fail:
 
 uint32_t rs_rc_client_id(const rs_rc_client *c) {
     return c->client_id;
+}
+
+/* Room left in a slot for keys and rows: the encoded PSRequest / PSResponse header (a few dozen
+ * bytes; an error text is at most 255) is kept out of it. */
+#define RS_RC_CLIENT_HEADER_ROOM 320u
+
+void rs_rc_client_limits(const rs_rc_client *c, rs_ps_conn_limits *out) {
+    uint32_t req_fixed = RS_RC_TAIL_BYTES + RS_RC_DESC_BYTES + RS_RC_CLIENT_HEADER_ROOM;
+    uint32_t resp_fixed = RS_RC_TAIL_BYTES + RS_RC_CLIENT_HEADER_ROOM;
+    out->max_keys = c->max_keys;
+    out->max_in_flight = c->max_in_flight;
+    out->max_request_payload = c->req_bytes > req_fixed ? c->req_bytes - req_fixed : 1;
+    out->max_response_rows = c->resp_bytes > resp_fixed ? c->resp_bytes - resp_fixed : 1;
 }
 
 static void drain(rs_rc_client *c, uint32_t q) {

@@ -122,6 +122,9 @@ static int rc_connect(const rs_rc_fabric_ops *fab, const char *host, uint16_t po
     if (opts && opts->timeout_ms && !strstr(opts->extra ? opts->extra : "", "wait_timeout_ms"))
         o.wait_timeout_ms = opts->timeout_ms;
     uint32_t depth = opts && opts->max_in_flight ? opts->max_in_flight : 1;
+    uint32_t want = opts ? opts->want_in_flight : 0, room = o.qps * o.slots;
+    if (want > room) want = room; /* chunks take the slots there are, never fewer than depth */
+    if (want > depth) depth = want;
     return rs_rc_client_connect(fab, host, port, depth, &o, (rs_rc_client **)conn, err);
 }
 
@@ -148,10 +151,19 @@ static void rc_close(void *conn) {
     rs_rc_client_close(conn);
 }
 
-const rs_ps_conn_ops rs_shm_conn_ops = {
-    .name = "shm", .connect = shm_connect, .submit = rc_submit, .next = rc_next, .close = rc_close};
+static void rc_limits(void *conn, rs_ps_conn_limits *out) {
+    rs_rc_client_limits(conn, out);
+}
+
+const rs_ps_conn_ops rs_shm_conn_ops = {.name = "shm",
+                                        .connect = shm_connect,
+                                        .submit = rc_submit,
+                                        .next = rc_next,
+                                        .close = rc_close,
+                                        .limits = rc_limits};
 const rs_ps_conn_ops rs_rdma_conn_ops = {.name = "rdma",
                                          .connect = rdma_connect,
                                          .submit = rc_submit,
                                          .next = rc_next,
-                                         .close = rc_close};
+                                         .close = rc_close,
+                                         .limits = rc_limits};

@@ -1,6 +1,7 @@
-"""Shared pieces of the fault tests (test_faults_*.py): the transports a fault test runs on, a
-ps_bench client process that can be released and killed, and waiting for a condition with a
-deadline (a condition that is polled, never a sleep that hopes something happened).
+"""Shared pieces of the fault tests (test_faults_*.py, test_open_loop.py, ...): the transports a
+fault test runs on, a ps_bench client process that can be released and killed, waiting for a
+condition with a deadline (a condition that is polled, never a sleep that hopes something
+happened), and stalling a process for a known time.
 """
 
 from __future__ import annotations
@@ -37,6 +38,16 @@ def wait_until(pred, timeout: float, what: str, interval: float = 0.02):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
         time.sleep(interval)
+
+
+def stall(pid: int, seconds: float) -> None:
+    """Stop process `pid` (SIGSTOP) for `seconds`, then continue it (SIGCONT, also on error): a
+    stall of known length, the stimulus of a test, not a synchronisation."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(seconds)
+    finally:
+        os.kill(pid, signal.SIGCONT)
 
 
 class BenchProcess:

@@ -16,7 +16,9 @@ class BuildInfoTest(unittest.TestCase):
         self.assertEqual(info["version"], recbench.__version__)
         self.assertIn("_kv", info["modules"])
         self.assertIsInstance(info["features"], list)
-        self.assertIn(info["row_kernel"], ("avx512", "plain"))
+        self.assertIn(info["row_kernel"], ("avx512", "avx2", "plain"))
+        self.assertIn("thp", info["huge_pages"])
+        self.assertIn("hugetlb_free_2m", info["huge_pages"])
 
     def test_release_build_uses_O3(self):
         info = recbench.build_info()

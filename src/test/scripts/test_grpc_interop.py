@@ -227,6 +227,11 @@ class GrpcPSClientTest(unittest.TestCase):
         self.assertIn("Using polling engine: epoll1", r.stderr)
         self.assertRegex(r.stdout, r"refused: .*poll_strategy=poll: gRPC already runs in this "
                                    r"process with poller 'epoll1'")
+        # without the option the transport picks poll (gRPC's own default would be epoll1)
+        env = {k: v for k, v in os.environ.items() if k != "GRPC_POLL_STRATEGY"}
+        with mock.patch.dict(os.environ, dict(env, GRPC_VERBOSITY="DEBUG"), clear=True), \
+                PSServerProcess("grpc", num_shards=1, value_size=VS) as srv:
+            self.assertIn("Using polling engine: poll", "\n".join(srv.stderr_lines))
         with self.assertRaises(RuntimeError) as cm:
             PSServerProcess("grpc", num_shards=1, value_size=VS,
                             extra_args=["--transport_options", "poll_strategy=epollex"]).start()

@@ -67,6 +67,17 @@ class KVBenchOutputTest(unittest.TestCase):
         self.assertEqual(run["not_found"], "0")
         self.assertEqual(run["latency_per"], "batch")
         self.assertEqual(run["update_ops"], "0")
+        # memory per key: 5000 / 0.9 / 7 -> 1024 chunks of 128 B, plus 64-byte rows
+        self.assertEqual(run["index_bytes"], str(1024 * 128))
+        self.assertAlmostEqual(float(run["bytes_per_key"]), 64 + 1024 * 128 / 5000, places=2)
+        self.assertIn(run["slab_pages"], ("4k", "thp", "hugetlb"))  # < 2 MiB: 4k unless hugetlb
+
+    def test_huge_pages_off_is_reported(self):
+        out = self.lines("--index_type=DRAM_PET_HASH", "--read_mode=batch_get_flat", "--batch_keys=10",
+                         "--value_size=64", "--record_count=500", "--operation_count=1000",
+                         "--huge_pages=off")
+        _, run = self.check_common(out)
+        self.assertEqual((run["index_pages"], run["slab_pages"]), ("4k", "4k"))
 
     def test_workload_a_zipfian_get_every_index(self):
         with tempfile.TemporaryDirectory() as d:
@@ -118,6 +129,16 @@ class CompareIndexesTest(unittest.TestCase):
         self.assertIn("PET/EH", table)
         self.assertIn("2.67x", table)
         self.assertEqual(len(re.findall(r"^\| (ceiling|DRAM_)", table, re.MULTILINE)), 3)
+
+    def test_several_huge_page_modes_compare_within_their_mode(self):
+        res = kv_bench.compare_indexes(record_count=2000, value_size=64, batch_keys=50,
+                                       running_seconds=0.1, repeats=1, index_types=("DRAM_PET_HASH",),
+                                       huge_pages=("thp", "off"))
+        self.assertEqual(set(res["median"]), {"ceiling/thp", "DRAM_PET_HASH/thp", "ceiling/off",
+                                              "DRAM_PET_HASH/off"})
+        self.assertAlmostEqual(res["median"]["ceiling/off"]["pct_of_ceiling"], 100.0)
+        self.assertEqual(res["median"]["DRAM_PET_HASH/off"]["slab_pages"], "4k")
+        self.assertIn("4k/4k", kv_bench.format_comparison(res))
 
 
 if __name__ == "__main__":

@@ -256,5 +256,94 @@ class NoTornReadsTest(unittest.TestCase):
                     shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _mem_available() -> int:
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _hugetlb_free() -> int:
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("HugePages_Free:"):
+                return int(line.split()[1])
+    return 0
+
+
+class MemoryAndPagesTest(unittest.TestCase):
+    def test_memory_reports_index_and_slab_per_key(self):
+        with recbench.KVEngine(index_type="DRAM_PET_HASH", value_size=512, capacity=100000) as kv:
+            m = kv.memory()
+            # 100000 / 0.9 / 7 -> 16384 chunks of 128 bytes, allocated at open
+            self.assertEqual(m["index_bytes"], 16384 * 128)
+            self.assertEqual(m["slab_bytes"], 0)
+            self.assertEqual(m["slab_bytes_at_capacity"], 100000 * 512)
+            self.assertAlmostEqual(m["bytes_per_key"], 512 + 16384 * 128 / 100000)
+            self.assertAlmostEqual(m["overhead_per_key"], 16384 * 128 / 100000)
+            kv.batch_put(np.arange(10, dtype=np.uint64), bytes(5120))
+            self.assertEqual(kv.memory()["slab_bytes"], 10 * 512)
+        with recbench.KVEngine(index_type="DRAM_EXTENDIBLE_HASH", value_size=4, capacity=1000) as kv:
+            m = kv.memory()
+            self.assertEqual(m["row_stride"], 16)  # rows are at least 16 bytes apart
+            self.assertGreater(m["index_bytes"], 0)
+
+    def test_huge_page_modes(self):
+        for mode, pages in (("off", "4k"), ("thp", "thp")):
+            with self.subTest(mode=mode), recbench.KVEngine(value_size=64, capacity=100000,
+                                                            huge_pages=mode) as kv:
+                m = kv.memory()
+                self.assertEqual((m["index_pages"], m["slab_pages"]), (pages, pages))
+                kv.batch_put(np.arange(1000, dtype=np.uint64), bytes(64000))
+                self.assertEqual(kv.count(), 1000)
+        with self.assertRaises(ValueError) as cm:
+            recbench.KVEngine(value_size=64, capacity=10, huge_pages="big")
+        self.assertIn("auto, explicit, thp or off", str(cm.exception))
+        if _hugetlb_free() >= 4:
+            with recbench.KVEngine(value_size=64, capacity=20000, huge_pages="explicit") as kv:
+                self.assertEqual(kv.memory()["slab_pages"], "hugetlb")
+                keys = np.arange(20000, dtype=np.uint64)
+                kv.batch_put(keys, np.repeat(keys.astype(np.float32), 16))
+                out, found = kv.batch_get_flat(keys)
+                self.assertTrue(found.all())
+                self.assertEqual(np.frombuffer(out[19999].tobytes(), np.float32)[0], 19999)
+        else:
+            with self.assertRaises(errors.OutOfMemory) as cm:
+                recbench.KVEngine(value_size=64, capacity=20000, huge_pages="explicit")
+            self.assertIn("nr_hugepages", str(cm.exception))
+
+
+class BigTableTest(unittest.TestCase):
+    """A PET shard beyond 2^27 keys (the old 27-bit record id limit): row ids above 2^27 store and
+    read back. 4-byte values (16-byte slab rows) keep it near 6 GiB: 4 GiB of chunks, 2 GiB slab."""
+
+    N = (1 << 27) + (1 << 16)
+
+    def test_pet_beyond_2_pow_27_keys(self):
+        need = (1 << 25) * 128 + self.N * 16 + (1 << 30)
+        if _mem_available() < need:
+            self.skipTest(f"needs {need >> 30} GiB of available memory, "
+                          f"{_mem_available() >> 30} GiB here")
+        n = self.N
+        with recbench.KVEngine(index_type="DRAM_PET_HASH", value_size=4, capacity=n) as kv:
+            step = 1 << 22
+            for lo in range(0, n, step):
+                k = np.arange(lo, min(n, lo + step), dtype=np.uint64)
+                kv.batch_put(k, (k * 7).astype(np.uint32))  # key i gets row id i
+            self.assertEqual(kv.count(), n)
+            m = kv.memory()
+            self.assertEqual(m["slab_bytes"], n * 16)
+            # keys whose row ids are beyond 2^27, around it, and the first ones; one absent key
+            probe = np.array([0, 1, (1 << 27) - 1, 1 << 27, (1 << 27) + 1, n - 1, n], np.uint64)
+            out, found = kv.batch_get_flat(probe)
+            self.assertEqual(found.tolist(), [True] * 6 + [False])
+            got = np.frombuffer(out[:6].tobytes(), np.uint32)
+            self.assertEqual(got.tolist(), (probe[:6] * 7).astype(np.uint32).tolist())
+            self.assertEqual(kv.get(int(n - 2)), np.uint32((n - 2) * 7).tobytes())
+            with self.assertRaises(errors.CapacityError):
+                kv.put(n + 10, bytes(4))
+
+
 if __name__ == "__main__":
     unittest.main()

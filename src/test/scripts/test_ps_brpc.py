@@ -107,11 +107,13 @@ class BrpcServerTest(NoLeftoverServers, unittest.TestCase):
                 self.assertFalse(ps.get(keys[:10]).any())
 
     def test_server_errors_are_exceptions_naming_the_cause(self):
-        with PSServerProcess("brpc", value_size=VS, max_keys_per_request=100) as srv:
+        with PSServerProcess("brpc", value_size=VS, max_keys_per_request=100, capacity=64) as srv:
             with recbench.PSClient(srv.uri) as ps:
+                ps.get(np.arange(1, 1002, dtype=np.uint64))  # split at max_keys_per_request
                 with self.assertRaises(errors.ServerError) as cm:
-                    ps.get(np.arange(1, 102, dtype=np.uint64))
-                self.assertIn("at most 100", str(cm.exception))
+                    keys = np.arange(1, 1002, dtype=np.uint64)
+                    ps.put(keys, rows_for(keys))
+                self.assertIn("capacity reached", str(cm.exception))
                 self.assertIn(f"127.0.0.1:{srv.ports[0]}", str(cm.exception))
                 with self.assertRaises(ValueError):
                     ps.put(np.arange(3, dtype=np.uint64), np.zeros((2, DIM), np.float32))

@@ -98,6 +98,19 @@ class TestCommands(unittest.TestCase):
                  for c in topo.clients]
         self.assertEqual(seeds, ["--seed=10", "--seed=11"])
 
+    def test_target_rate_reaches_the_clients_only_when_set(self):
+        topo = topology.build_topology_plan("GRPC", "127.0.0.1", "127.0.0.1", 2)
+        args = parse("--transports", "grpc", "--seed", "10", "--target-rate", "500",
+                     "--arrival", "uniform")
+        cmds = [ps_config.build_benchmark_cmd(args, T["grpc"], topo, c, "/c", ["x"])
+                for c in topo.clients]
+        for i, cmd in enumerate(cmds):
+            for flag in ("--target_rate=500", "--arrival=uniform", f"--arrival_seed={10 + i}"):
+                self.assertIn(flag, cmd)
+        closed = ps_config.build_benchmark_cmd(parse("--transports", "grpc"), T["grpc"], topo,
+                                               topo.clients[0], "/c", ["x"])
+        self.assertFalse([a for a in closed if a.startswith(("--target_rate", "--arrival"))])
+
     def test_build_server_cmd_passes_brpc_config_and_port(self):
         args = sample_args()
         server = topology.ServerSpec(0, "10.0.0.1", "10.0.0.1", 25000, 3)

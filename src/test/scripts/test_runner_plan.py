@@ -44,6 +44,24 @@ class TestPlan(unittest.TestCase):
                           parse_error("--transports", "grpc", "--report-mode", mode))
         self.assertEqual(parse("--transports", "grpc").workload.report_mode, "summary")
 
+    def test_open_loop_flags(self):
+        p = parse("--transports", "grpc", "--target-rates", "10, 20.5", "--slo-p99-us", "500")
+        self.assertEqual(p.workload.target_rates, (10.0, 20.5))
+        self.assertEqual((p.workload.target_rate, p.workload.slo_p99_us), (0.0, 500.0))
+        self.assertEqual(parse("--transports", "grpc").workload.target_rates, ())
+        self.assertEqual(parse("--transports", "grpc", "--target-rate", "300", "--arrival",
+                               "uniform").workload.arrival, "uniform")
+        for args, msg in ((["--target-rate", "-1"], "--target-rate -1 is not in"),
+                          (["--target-rate", "2e7"], "--target-rate 2e+07 is not in"),
+                          (["--target-rates", "10,x"], "'x' is not a number"),
+                          (["--target-rates", "10,0"], "0 is not in (0,"),
+                          (["--target-rates", "10,10"], "repeats a rate"),
+                          (["--target-rates", " , "], "holds no rate"),
+                          (["--target-rate", "5", "--target-rates", "10"], "not both"),
+                          (["--slo-p99-us", "100"], "needs --target-rates"),
+                          (["--target-rates", "10", "--slo-p99-us", "-1"], "must be > 0")):
+            self.assertIn(msg, parse_error("--transports", "grpc", *args), args)
+
     def test_record_is_json_data_with_topologies(self):
         p = parse("--transports", "shm", "--server-shard-ips", "127.0.0.1,127.0.0.1")
         rec = json.loads(json.dumps(p.record()))

@@ -40,10 +40,17 @@ class TestDiscovery(unittest.TestCase):
 
     def test_guarded_suite_fails_a_test_that_leaves_a_process(self):
         class Leaky(unittest.TestCase):
+            @classmethod
+            def setUpClass(cls):  # class fixtures still run inside the guard
+                cls.fixture = "set"
+
+            def test_fixture(self):
+                self.assertEqual(self.fixture, "set")
+
             def test_leak(self):
                 self.child = subprocess.Popen(["sleep", "600"])
 
-        suite = leak_guard.GuardedSuite([Leaky("test_leak")])
+        suite = leak_guard.GuardedSuite([Leaky("test_fixture"), Leaky("test_leak")])
         suite.session_check = False  # this pytest session's other processes are not its business
         result = unittest.TestResult()
         saved, leak_guard.GRACE_S = leak_guard.GRACE_S, 0.0
@@ -51,7 +58,9 @@ class TestDiscovery(unittest.TestCase):
             suite.run(result)
         finally:
             leak_guard.GRACE_S = saved
+        self.assertEqual(result.testsRun, 2)
         self.assertEqual(len(result.errors), 1, result.errors)
+        self.assertIn("test_leak", result.errors[0][0].id())
         self.assertIn("sleep 600", result.errors[0][1])
 
 
