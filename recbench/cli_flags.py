@@ -7,6 +7,7 @@ its runner passes them that way; add_bool_flag accepts all three spellings.
 from __future__ import annotations
 
 import argparse
+import os
 
 _TRUE = {"1", "true", "yes", "on", "t", "y"}
 _FALSE = {"0", "false", "no", "off", "f", "n"}
@@ -25,3 +26,18 @@ def add_bool_flag(parser: argparse.ArgumentParser, name: str, help: str, default
     """--name, --name=true, --name=false."""
     parser.add_argument(name, nargs="?", const=True, default=default, type=parse_bool,
                         metavar="true|false", help=help)
+
+
+def tls_options(transport: str, files: dict) -> str:
+    """'tls_cert=P;tls_key=K' (or tls_ca) for the grpc transport's option string; ValueError
+    naming the flag for another transport or a path the option syntax cannot carry."""
+    given = {k: v for k, v in files.items() if v}
+    if not given:
+        return ""
+    if transport != "grpc":
+        raise ValueError(f"--{next(iter(given))}: TLS is served by the grpc transport only "
+                         f"(not {transport})")
+    for k, v in given.items():
+        if ";" in v or "=" in v:
+            raise ValueError(f"--{k} {v!r}: the path must not contain ';' or '='")
+    return ";".join(f"{k}={os.path.abspath(v)}" for k, v in given.items())

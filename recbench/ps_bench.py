@@ -40,7 +40,7 @@ import sys
 import threading
 
 from recbench import _ps, errors, latency_hist, rc_options
-from recbench.cli_flags import add_bool_flag
+from recbench.cli_flags import add_bool_flag, tls_options
 from recbench.ps_config import ConfigError, load_config
 from recbench.transports import default_port
 
@@ -105,6 +105,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="open loop: seed of the arrival generators (one per thread)")
     p.add_argument("--timeout_ms", type=int, default=10000, help="per-request timeout")
     p.add_argument("--transport_options", default=None, help="transport-specific 'k=v;k=v'")
+    p.add_argument("--tls_ca", default=None, metavar="PEM",
+                   help="grpc only: connect with TLS, trusting these root certificates")
+    p.add_argument("--auth_token_file", default=None, metavar="FILE",
+                   help="send the deployment token read from FILE (the servers' "
+                   "--auth_token_file); the token is never printed")
     p.add_argument("--log_level", default="WARNING")
     rc_options.add_client_flags(p)  # --rdma_rc_*, --rdma_get_response_mode, --poll_mode (rdma/shm)
     return p
@@ -151,7 +156,9 @@ def resolve(args) -> dict:
     return {
         "transport": transport, "endpoints": endpoints, "value_size": value_size,
         "prefetch_depth": depth, "timeout_ms": args.timeout_ms,
-        "extra": rc_options.bench_extra(args, transport),
+        "extra": ";".join(x for x in (rc_options.bench_extra(args, transport),
+                                      tls_options(transport, {"tls_ca": args.tls_ca})) if x)
+        or None,
         "mode": args.mode, "record_count": args.record_count, "batch_keys": args.batch_keys,
         "threads": args.thread_num, "load_threads": args.load_thread_num,
         "running_seconds": args.running_seconds, "warmup_seconds": args.warmup_seconds,
@@ -161,6 +168,7 @@ def resolve(args) -> dict:
         "profile": bool(args.transaction_profile),
         "target_rate": args.target_rate, "arrival": args.arrival,
         "arrival_seed": args.arrival_seed,
+        "auth_token_file": args.auth_token_file,
     }
 
 

@@ -6,7 +6,7 @@
         rows = ps.get(keys)                                    # numpy (n, value_size // 4) float32
         ps.update(keys, deltas)                                # rows += deltas
         ps.stats()                                             # one dict per shard
-        ps.save("/data/ckpt"); ps.load("/data/ckpt")           # checkpoints, on the servers
+        ps.save("monday"); ps.load("monday")                   # checkpoints in --checkpoint_root
 
 A URI names the transport and one address per shard, in shard order:
 ``grpc://h:15000,h:15001``; IPv6 hosts go in brackets (``brpc://[::1]:15000``). Keys and rows
@@ -23,6 +23,7 @@ import time
 import numpy as np
 
 from recbench import _ps, errors
+from recbench.cli_flags import tls_options
 
 
 def parse_uri(uri: str) -> tuple[str, list[tuple[str, int]]]:
@@ -97,12 +98,19 @@ class PSClient:
     """A client of every shard of one PS deployment (see the module docstring)."""
 
     def __init__(self, uri: str, value_size: int | None = None, *, prefetch_depth: int = 1,
-                 timeout_ms: int = 10000, transport_options: str | None = None):
+                 timeout_ms: int = 10000, transport_options: str | None = None,
+                 auth_token_file: str | None = None, tls_ca: str | None = None):
+        """auth_token_file: send the deployment token read from that file (servers started
+        with --auth_token_file require it); the token itself is never an argument.
+        tls_ca: grpc only, connect with TLS trusting these PEM root certificates."""
         transport, endpoints = parse_uri(uri)
+        if tls_ca:
+            transport_options = ";".join(
+                x for x in (transport_options, tls_options(transport, {"tls_ca": tls_ca})) if x)
         self.uri = uri
         self.transport = transport
         self._c = _ps.Client(transport, endpoints, value_size or 0, prefetch_depth, timeout_ms,
-                             transport_options)
+                             transport_options, auth_token_file)
 
     @property
     def value_size(self) -> int:
@@ -157,7 +165,8 @@ class PSClient:
 
     def save(self, directory: str, timeout_s: float = 600.0,
              shards: list[int] | None = None) -> list[str]:
-        """Checkpoint every shard into `directory` on its server (shard_<id>.rsckpt each; see
+        """Checkpoint every shard into `directory` on its server (shard_<id>.rsckpt each; a path
+        inside the server's --checkpoint_root, relative to it or absolute under it; see
         docs/durability.md) while serving continues. Waits for every shard; returns each shard's
         summary line (for `shards` only, if given). ServerError naming the shard, file and cause
         if one fails."""

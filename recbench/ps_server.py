@@ -26,6 +26,7 @@ import signal
 import sys
 
 from recbench import _ps, errors, rc_options
+from recbench.cli_flags import tls_options
 from recbench.ps_config import ConfigError, PSConfig, load_config
 from recbench.transports import default_port
 
@@ -34,7 +35,7 @@ log = logging.getLogger("recbench.ps_server")
 SKIP_EXIT_CODE = 77
 COUNTERS = ("handled_get", "handled_put", "handled_update", "handled_command", "handled_error",
             "keys_get", "keys_put", "keys_update", "keys_found", "connections_accepted",
-            "requests", "bad_frames", "bytes_in", "bytes_out")
+            "requests", "bad_frames", "bytes_in", "bytes_out", "auth_failures")
 # gRPC core does not tell the application about connections: its count would be a made-up 0
 NOT_COUNTED = {"grpc": {"connections_accepted"}}
 
@@ -76,10 +77,21 @@ def build_parser() -> argparse.ArgumentParser:
                    "cannot enforce one and refuses a non-zero value)")
     p.add_argument("--transport_options", default=None,
                    help="transport-specific options 'k=v;k=v' (e.g. RC poll_mode=adaptive)")
+    p.add_argument("--checkpoint_root", default=None, metavar="DIR",
+                   help="allow COMMAND save/load (PSClient.save/load) in this directory only "
+                   "(created if missing; a command's directory is relative to it or inside it); "
+                   "without it those commands are refused")
     p.add_argument("--load_checkpoint", default=None, metavar="DIR",
                    help="load each shard's rows from DIR/shard_<id>.rsckpt (saved with COMMAND "
                    "save / PSClient.save) before serving; a damaged or mismatched file is an "
                    "error naming it")
+    p.add_argument("--auth_token_file", default=None, metavar="FILE",
+                   help="require the token in FILE on every request (brpc RpcMeta "
+                   "authentication_data, gRPC 'authorization: Bearer', RC attach); the token is "
+                   "never logged; see docs/security.md")
+    p.add_argument("--tls_cert", default=None, metavar="PEM",
+                   help="grpc only: serve TLS with this certificate chain (with --tls_key)")
+    p.add_argument("--tls_key", default=None, metavar="PEM", help="grpc only: the TLS private key")
     p.add_argument("--sync", default="none",
                    help="SSD_EXTENDIBLE_HASH only: none (default; survives the process dying, "
                    "not the OS), interval:MS (msync every MS ms) or always (msync before every "
@@ -140,9 +152,17 @@ def resolve(args, cfg: PSConfig | None) -> list[dict]:
             "max_connections": args.max_connections,
             "extra": args.transport_options,
             "load_checkpoint": args.load_checkpoint, "sync": args.sync,
+            "auth_token_file": args.auth_token_file,
+            "checkpoint_root": args.checkpoint_root,
         })
     rc_options.apply_server(args, transport, out)
+    tls = tls_options(transport, {"tls_cert": args.tls_cert, "tls_key": args.tls_key})
+    if tls and not (args.tls_cert and args.tls_key):
+        raise ValueError("--tls_cert and --tls_key go together")
+    for s in out:
+        s["extra"] = ";".join(x for x in (s["extra"], tls) if x) or None
     return out
+
 
 
 def _cpu() -> tuple[float, float]:
@@ -185,8 +205,9 @@ def serve(settings: list[dict], out=sys.stdout) -> int:
     servers = []
     try:
         for s in settings:
-            if s["path"]:
-                os.makedirs(s["path"], exist_ok=True)
+            for d in (s["path"], s["checkpoint_root"]):
+                if d:
+                    os.makedirs(d, exist_ok=True)
             srv = _ps.Server(**{k: v for k, v in s.items() if k != "shard_label"})
             servers.append((srv, s.get("shard_label", s["shard"])))
             print(f"component=ps_server event=ready transport={s['transport']} "

@@ -44,6 +44,10 @@ int rs_pacing_init(rs_pacing *p, rs_pacing_arrival arrival, double rate_per_s, u
                             rate_per_s, RS_PACING_MAX_RATE);
     if (nthreads == 0 || index >= nthreads)
         return rs_error_set(err, RS_EINVAL, "pacing thread %u of %u", index, nthreads);
+    if (rate_per_s / nthreads < RS_PACING_MIN_THREAD_RATE)
+        return rs_error_set(err, RS_EINVAL,
+                            "target rate %g over %u threads is below %g requests/s per thread",
+                            rate_per_s, nthreads, RS_PACING_MIN_THREAD_RATE);
     if ((unsigned)arrival > RS_PACING_POISSON)
         return rs_error_set(err, RS_EINVAL, "arrival %d is not uniform or poisson", (int)arrival);
     double process_gap = 1e9 / rate_per_s;

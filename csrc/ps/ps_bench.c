@@ -421,6 +421,12 @@ static int bench_phase(const rs_ps_bench_config *cfg, phase ph, rs_ps_bench_resu
         return rs_error_set(err, RS_EINVAL,
                             "target_rate %g is not in [0, %g] batches/s (0 = closed loop)",
                             cfg->target_rate, RS_PACING_MAX_RATE);
+    if (ph == PHASE_RUN && cfg->target_rate > 0 && cfg->threads &&
+        cfg->target_rate / cfg->threads < RS_PACING_MIN_THREAD_RATE)
+        return rs_error_set(err, RS_EINVAL,
+                            "target_rate %g over %u threads is below %g batches/s "
+                            "per thread",
+                            cfg->target_rate, cfg->threads, RS_PACING_MIN_THREAD_RATE);
     uint32_t n =
         ph == PHASE_LOAD ? (cfg->load_threads ? cfg->load_threads : cfg->threads) : cfg->threads;
     if (n == 0) return rs_error_set(err, RS_EINVAL, "thread_num must be >= 1");

@@ -219,7 +219,8 @@ int rs_ps_client_open(const rs_ps_client_config *cfg, rs_ps_client **out, rs_err
     rs_ps_client_opts co = {.timeout_ms = cfg->timeout_ms,
                             .max_in_flight = c->depth,
                             .want_in_flight = c->window,
-                            .extra = cfg->extra};
+                            .extra = cfg->extra,
+                            .auth = cfg->auth};
     for (uint32_t i = 0; i < c->num_shards; i++) {
         size_t len = strlen(ops->name) + strlen(cfg->hosts[i]) + 16;
         c->names[i] = malloc(len);

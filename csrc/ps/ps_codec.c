@@ -55,6 +55,7 @@ const char *rs_ps_status_name(int status) {
     case RS_PS_INTERNAL: return "internal error";
     case RS_PS_SHUTTING_DOWN: return "shutting down";
     case RS_PS_CHECKPOINT: return "checkpoint failed";
+    case RS_PS_UNAUTHENTICATED: return "authentication failed";
     }
     return "unknown status";
 }

@@ -20,6 +20,7 @@
  * section as clear to replace the rows.
  */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -53,10 +54,20 @@ struct rs_ps_shard {
     int job_joinable, job_save;
     uint32_t job_state; /* JOB_* */
     char job_dir[4096];
+    char ckpt_root[4096]; /* realpath of the checkpoint root; "" = commands refused */
     char job_reply[1024];
 };
 
 enum { JOB_IDLE = 0, JOB_RUNNING = 1, JOB_DONE = 2, JOB_FAILED = 3 };
+
+/* The root must exist (ps_server creates it); kept as its real path for the prefix checks. */
+static int set_ckpt_root(rs_ps_shard *s, const char *root, rs_error *err) {
+    char buf[PATH_MAX];
+    if (!realpath(root, buf) || strlen(buf) >= sizeof s->ckpt_root)
+        return rs_error_errno(err, RS_EINVAL, errno, "checkpoint_root %s", root);
+    snprintf(s->ckpt_root, sizeof s->ckpt_root, "%s", buf);
+    return 0;
+}
 
 int rs_ps_shard_open(const rs_ps_shard_config *cfg, rs_ps_shard **out, rs_error *err) {
     int rc;
@@ -78,6 +89,7 @@ int rs_ps_shard_open(const rs_ps_shard_config *cfg, rs_ps_shard **out, rs_error 
     s->num_shards = cfg->num_shards;
     s->value_size = cfg->kv.value_size;
     s->max_keys = cfg->max_keys_per_request;
+    if (cfg->checkpoint_root && (rc = set_ckpt_root(s, cfg->checkpoint_root, err))) goto fail_free;
     if ((rc = pthread_mutex_init(&s->clear_lock, NULL))) {
         rc = rs_error_errno(err, RS_ENOMEM, rc, "shard mutex");
         goto fail_free;
@@ -291,14 +303,40 @@ int rs_ps_shard_load(rs_ps_shard *s, const char *dir, char *reply, size_t cap, r
     return 0;
 }
 
-/* "save <dir>" / "load <dir>": the argument as a C string; RS_EINVAL naming the command. */
-static int command_dir(const char *c, size_t n, size_t skip, char *out, size_t cap) {
+/* "save <dir>" / "load <dir>": the argument resolved inside the checkpoint root (relative to it,
+ * or an absolute path under it; no ".." component). NULL, or the reason it is refused in why. */
+static int command_dir(const rs_ps_shard *s, const char *c, size_t n, size_t skip, char *out,
+                       size_t cap, char *why, size_t why_cap) {
     while (skip < n && c[skip] == ' ')
         skip++;
     size_t len = n - skip;
-    if (len == 0 || len >= cap || memchr(c + skip, 0, len)) return RS_EINVAL;
-    memcpy(out, c + skip, len);
-    out[len] = 0;
+    const char *d = c + skip;
+    if (!s->ckpt_root[0]) {
+        snprintf(why, why_cap,
+                 "checkpoint commands are off on shard %u: start the server with "
+                 "--checkpoint_root DIR",
+                 s->shard_id);
+        return RS_EINVAL;
+    }
+    size_t rl = strlen(s->ckpt_root);
+    int abs = len && d[0] == '/';
+    int bad = len == 0 || memchr(d, 0, len) || rl + 1 + len >= cap;
+    for (size_t i = 0; !bad && i + 1 < len + 1; i++) /* a ".." component anywhere */
+        if (d[i] == '.' && i + 1 < len && d[i + 1] == '.' && (i == 0 || d[i - 1] == '/') &&
+            (i + 2 == len || d[i + 2] == '/'))
+            bad = 1;
+    if (!bad && abs && !(strncmp(d, s->ckpt_root, rl) == 0 && (len == rl || d[rl] == '/'))) bad = 1;
+    if (bad) {
+        snprintf(why, why_cap,
+                 "command directory '%.*s' must be a path inside the checkpoint root %s "
+                 "(relative to it, or absolute under it; no '..')",
+                 (int)(len > 200 ? 200 : len), d, s->ckpt_root);
+        return RS_EINVAL;
+    }
+    if (abs)
+        snprintf(out, cap, "%.*s", (int)len, d);
+    else
+        snprintf(out, cap, "%s/%.*s", s->ckpt_root, (int)len, d);
     return 0;
 }
 
@@ -391,13 +429,15 @@ static int handle_command(rs_ps_shard *s, const rs_ps_request *req, rs_ps_respon
         snprintf(resp->reply, sizeof resp->reply, "cleared %llu", (unsigned long long)removed);
     } else if ((n > 5 && (memcmp(c, "save ", 5) == 0 || memcmp(c, "load ", 5) == 0)) ||
                IS("save") || IS("load")) {
-        char dir[4096];
+        char dir[4096], why[512];
         int save = c[0] == 's';
-        if (command_dir(c, n, 4, dir, sizeof dir))
+        if (n <= 5)
             return fail(resp, cb, RS_PS_INVALID_PAYLOAD,
-                        "command '%s' needs a directory: '%s <dir>' (a path on the server, at "
-                        "most %zu bytes, no NUL)",
-                        save ? "save" : "load", save ? "save" : "load", sizeof dir - 1);
+                        "command '%s' needs a directory: '%s <dir>' (inside the server's "
+                        "--checkpoint_root)",
+                        save ? "save" : "load", save ? "save" : "load");
+        if (command_dir(s, c, n, 4, dir, sizeof dir, why, sizeof why))
+            return fail(resp, cb, RS_PS_INVALID_PAYLOAD, "%s", why);
         if (job_start(s, save, dir, resp->reply, sizeof resp->reply))
             return fail(resp, cb, RS_PS_CHECKPOINT, "%s", resp->reply);
     } else if (IS("checkpoint_status")) {

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "recstore/auth.h"
 #include "recstore/ps_bench.h"
 #include "recstore/redis_bench.h"
 #include "recstore/transport.h"
@@ -94,13 +95,33 @@ static int add_hist(PyObject *d, const char *name, const rs_hist *h) {
 }
 
 static PyObject *bench_phase(PyObject *args, PyObject *kwds, int load) {
-    static char *kwlist[] = {"transport",       "endpoints",    "value_size",    "prefetch_depth",
-                             "timeout_ms",      "extra",        "mode",          "record_count",
-                             "batch_keys",      "threads",      "load_threads",  "running_seconds",
-                             "warmup_seconds",  "distribution", "zipfian_alpha", "read_ratio",
-                             "fetch_key_space", "verify",       "seed",          "profile",
-                             "target_rate",     "arrival",      "arrival_seed",  NULL};
+    static char *kwlist[] = {"transport",
+                             "endpoints",
+                             "value_size",
+                             "prefetch_depth",
+                             "timeout_ms",
+                             "extra",
+                             "mode",
+                             "record_count",
+                             "batch_keys",
+                             "threads",
+                             "load_threads",
+                             "running_seconds",
+                             "warmup_seconds",
+                             "distribution",
+                             "zipfian_alpha",
+                             "read_ratio",
+                             "fetch_key_space",
+                             "verify",
+                             "seed",
+                             "profile",
+                             "target_rate",
+                             "arrival",
+                             "arrival_seed",
+                             "auth_token_file",
+                             NULL};
     const char *transport, *extra = NULL, *mode = "fetch", *dist = "uniform", *arrival = "poisson";
+    const char *token_file = NULL;
     PyObject *endpoints;
     unsigned int value_size = RS_PS_DEFAULT_VALUE_SIZE, depth = 1,
                  timeout_ms = RS_PS_DEFAULT_TIMEOUT_MS, batch_keys = RS_PS_DEFAULT_BATCH_KEYS,
@@ -110,18 +131,24 @@ static PyObject *bench_phase(PyObject *args, PyObject *kwds, int load) {
     unsigned long long arrival_seed = 1;
     double running = 5.0, warmup = 0.0, alpha = 0.9, target_rate = 0.0;
     int verify = 0, profile = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sO|IIIzsKIIIddsdIKpKpdsK", kwlist, &transport,
-                                     &endpoints, &value_size, &depth, &timeout_ms, &extra, &mode,
-                                     &record_count, &batch_keys, &threads, &load_threads, &running,
-                                     &warmup, &dist, &alpha, &read_ratio, &key_space, &verify,
-                                     &seed, &profile, &target_rate, &arrival, &arrival_seed))
+    if (!PyArg_ParseTupleAndKeywords(
+            args, kwds, "sO|IIIzsKIIIddsdIKpKpdsKz", kwlist, &transport, &endpoints, &value_size,
+            &depth, &timeout_ms, &extra, &mode, &record_count, &batch_keys, &threads, &load_threads,
+            &running, &warmup, &dist, &alpha, &read_ratio, &key_space, &verify, &seed, &profile,
+            &target_rate, &arrival, &arrival_seed, &token_file))
         return NULL;
     rs_error err = {0};
+    rs_auth_token token = {0}; /* lives until the bench returns */
+    if (token_file) {
+        int trc = rs_auth_token_load(token_file, &token, &err);
+        if (trc) return rs_py_raise(trc, "auth_token_file", &err);
+    }
     rs_ps_bench_config cfg = {.client = {.transport = transport,
                                          .value_size = value_size,
                                          .prefetch_depth = depth,
                                          .timeout_ms = timeout_ms,
-                                         .extra = extra},
+                                         .extra = extra,
+                                         .auth = token.len ? &token : NULL},
                               .record_count = record_count,
                               .batch_keys = batch_keys,
                               .threads = threads,
@@ -172,6 +199,7 @@ static PyObject *bench_phase(PyObject *args, PyObject *kwds, int load) {
     }
     rs_ps_bench_result res;
     RS_PY_NOGIL(rc = load ? rs_ps_bench_load(&cfg, &res, &err) : rs_ps_bench_run(&cfg, &res, &err));
+    memset(&token, 0, sizeof token);
     if (rc == RS_EVERIFY) {
         /* the result is complete: return it together with the failure for the caller to print */
         PyObject *d = result_dict(&res);

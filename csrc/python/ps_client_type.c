@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "recstore/auth.h"
 #include "recstore/ps_client.h"
 #include "recstore/transport.h"
 
@@ -42,18 +43,22 @@ static int client_enter(ClientObject *self, const char *what) {
 }
 
 static int Client_init(ClientObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"transport",  "endpoints", "value_size", "prefetch_depth",
-                             "timeout_ms", "extra",     NULL};
-    const char *transport, *extra = NULL;
+    static char *kwlist[] = {"transport",  "endpoints", "value_size",      "prefetch_depth",
+                             "timeout_ms", "extra",     "auth_token_file", NULL};
+    const char *transport, *extra = NULL, *token_file = NULL;
     PyObject *endpoints;
     unsigned int value_size = 0, depth = 1, timeout_ms = RS_PS_DEFAULT_TIMEOUT_MS;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sO|IIIz", kwlist, &transport, &endpoints,
-                                     &value_size, &depth, &timeout_ms, &extra))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sO|IIIzz", kwlist, &transport, &endpoints,
+                                     &value_size, &depth, &timeout_ms, &extra, &token_file))
         return -1;
     if (self->client) {
         PyErr_SetString(PyExc_RuntimeError, "Client is already connected");
         return -1;
     }
+    rs_auth_token token = {0};
+    rs_error terr = {0};
+    int trc = token_file ? rs_auth_token_load(token_file, &token, &terr) : 0;
+    if (trc) return rs_py_raise_int(trc, "auth_token_file", &terr);
     rs_py_ps_endpoints ep;
     if (rs_py_ps_endpoints_parse(endpoints, &ep)) return -1;
     int ret = -1;
@@ -64,7 +69,8 @@ static int Client_init(ClientObject *self, PyObject *args, PyObject *kwds) {
                                .value_size = value_size,
                                .prefetch_depth = depth,
                                .timeout_ms = timeout_ms,
-                               .extra = extra};
+                               .extra = extra,
+                               .auth = token.len ? &token : NULL};
     rs_error err = {0};
     rs_ps_client *c = NULL;
     int rc;
@@ -78,6 +84,7 @@ static int Client_init(ClientObject *self, PyObject *args, PyObject *kwds) {
     self->num_shards = ep.n;
     ret = 0;
 out:
+    memset(&token, 0, sizeof token); /* the connections keep their own copies */
     rs_py_ps_endpoints_free(&ep);
     return ret;
 }

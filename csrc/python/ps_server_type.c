@@ -5,7 +5,8 @@
  *   Server(transport="brpc", host="127.0.0.1", port=0, shard=0, num_shards=1,
  *          index_type="DRAM_PET_HASH", value_size=512, capacity=1000000, num_threads=1,
  *          max_keys_per_request=500, path=None, max_body_bytes=0, extra=None,
- *          max_connections=0, load_checkpoint=None, sync="none")
+ *          max_connections=0, load_checkpoint=None, sync="none", auth_token_file=None,
+ *          checkpoint_root=None)
  *   .port  .transport  .shard  .value_size   .stats() -> dict   .stop()   context manager
  *
  * Ownership: the object owns the shard and the transport state; stop() (or dealloc) stops the
@@ -17,6 +18,7 @@
 
 #include <string.h>
 
+#include "recstore/auth.h"
 #include "recstore/transport.h"
 
 typedef struct {
@@ -58,17 +60,20 @@ static int Server_init(ServerObject *self, PyObject *args, PyObject *kwds) {
                              "max_connections",
                              "load_checkpoint",
                              "sync",
+                             "auth_token_file",
+                             "checkpoint_root",
                              NULL};
     const char *transport = "brpc", *host = "127.0.0.1", *index_type = "DRAM_PET_HASH";
-    const char *path = NULL, *extra = NULL, *load_dir = NULL, *sync = "none";
+    const char *path = NULL, *extra = NULL, *load_dir = NULL, *sync = "none", *token_file = NULL;
+    const char *ckpt_root = NULL;
     unsigned int port = 0, shard = 0, num_shards = 1, value_size = RS_PS_DEFAULT_VALUE_SIZE;
     unsigned int num_threads = 1;
     unsigned int max_keys = RS_PS_DEFAULT_BATCH_KEYS, max_conns = 0;
     unsigned long long capacity = 1000000, max_body = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|ssIIIsIKIIzKzIzs", kwlist, &transport, &host,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|ssIIIsIKIIzKzIzszz", kwlist, &transport, &host,
                                      &port, &shard, &num_shards, &index_type, &value_size,
                                      &capacity, &num_threads, &max_keys, &path, &max_body, &extra,
-                                     &max_conns, &load_dir, &sync))
+                                     &max_conns, &load_dir, &sync, &token_file, &ckpt_root))
         return -1;
     if (self->state || self->shard) {
         PyErr_SetString(PyExc_RuntimeError, "Server is already started");
@@ -89,15 +94,20 @@ static int Server_init(ServerObject *self, PyObject *args, PyObject *kwds) {
         .shard_id = shard,
         .num_shards = num_shards,
         .kv = {.index_type = it, .value_size = value_size, .capacity = capacity, .path = path},
-        .max_keys_per_request = max_keys};
+        .max_keys_per_request = max_keys,
+        .checkpoint_root = ckpt_root};
     rc = rs_kv_sync_parse(sync, &sc.kv.sync, &sc.kv.sync_interval_ms, &err);
     if (rc) return rs_py_raise_int(rc, "sync", &err);
+    rs_auth_token token = {0};
+    if (token_file && (rc = rs_auth_token_load(token_file, &token, &err)))
+        return rs_py_raise_int(rc, "auth_token_file", &err);
     rs_ps_server_opts so = {.host = host,
                             .port = (uint16_t)port,
                             .num_threads = num_threads,
                             .max_body_bytes = max_body,
                             .max_connections = max_conns,
-                            .extra = extra};
+                            .extra = extra,
+                            .auth = token.len ? &token : NULL};
     rs_ps_shard *sh = NULL;
     void *state = NULL;
     const char *where = "rs_ps_shard_open";
@@ -129,6 +139,7 @@ static int Server_init(ServerObject *self, PyObject *args, PyObject *kwds) {
     self->shard_id = shard;
     self->value_size = value_size;
     snprintf(self->transport, sizeof self->transport, "%s", ops->name);
+    memset(&token, 0, sizeof token); /* the transport keeps its own copy */
     return 0;
 }
 
@@ -151,7 +162,7 @@ static PyObject *Server_stats(ServerObject *self, PyObject *noargs) {
     rs_ps_shard_get_stats(self->shard, &st);
     self->ops->stats(self->state, &ts);
     return Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "handled_get",
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "handled_get",
         (unsigned long long)st.handled_get, "handled_put", (unsigned long long)st.handled_put,
         "handled_update", (unsigned long long)st.handled_update, "handled_command",
         (unsigned long long)st.handled_command, "handled_error",
@@ -161,7 +172,8 @@ static PyObject *Server_stats(ServerObject *self, PyObject *noargs) {
         "connections_accepted", (unsigned long long)ts.connections_accepted, "connections_open",
         (unsigned long long)ts.connections_open, "requests", (unsigned long long)ts.requests,
         "bad_frames", (unsigned long long)ts.bad_frames, "bytes_in",
-        (unsigned long long)ts.bytes_in, "bytes_out", (unsigned long long)ts.bytes_out);
+        (unsigned long long)ts.bytes_in, "bytes_out", (unsigned long long)ts.bytes_out,
+        "auth_failures", (unsigned long long)ts.auth_failures);
 }
 
 static PyObject *Server_enter(ServerObject *self, PyObject *noargs) {

@@ -171,6 +171,9 @@ static void test_bad_input(void) {
     RS_CHECK_EQ(rs_pacing_init(&p, RS_PACING_POISSON, NAN, 0, 1, START, 1, &e), RS_EINVAL);
     RS_CHECK_EQ(rs_pacing_init(&p, RS_PACING_POISSON, 2e7, 0, 1, START, 1, &e), RS_EINVAL);
     RS_CHECK_EQ(rs_pacing_init(&p, RS_PACING_POISSON, 10.0, 2, 2, START, 1, &e), RS_EINVAL);
+    RS_CHECK_EQ(rs_pacing_init(&p, RS_PACING_POISSON, 1e-6, 0, 4, START, 1, &e), RS_EINVAL);
+    RS_CHECK(strstr(e.msg, "over 4 threads") != NULL);
+    RS_CHECK_EQ(rs_pacing_init(&p, RS_PACING_UNIFORM, 4e-6, 0, 4, START, 1, &e), RS_OK);
     rs_pacing_arrival a;
     RS_CHECK_EQ(rs_pacing_arrival_parse("poisson", &a, &e), RS_OK);
     RS_CHECK_EQ(a, RS_PACING_POISSON);

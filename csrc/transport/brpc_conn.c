@@ -30,6 +30,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "recstore/auth.h"
 #include "recstore/clock.h"
 #include "recstore/transport.h"
 #include "transport/brpc_frame.h"
@@ -77,6 +78,7 @@ typedef struct brpc_cconn {
     size_t acap;
     int broken;
     rs_error broken_err;
+    rs_auth_token auth; /* sent in every request's RpcMeta.authentication_data; len 0: none */
 } brpc_cconn;
 
 static int mark_broken(brpc_cconn *c, rs_error *err, int code, const char *fmt, ...)
@@ -126,6 +128,7 @@ static int connect_wire(const char *host, uint16_t port, const rs_ps_client_opts
         c->max_requests = opts->want_in_flight; /* the client's chunks of one batch */
     c->recstore = recstore;
     c->cap = c->max_requests * (recstore ? RS_BRPC_RS_CHUNKS : 1);
+    if (opts && opts->auth) c->auth = *opts->auth;
     c->ring = calloc(c->cap, sizeof *c->ring);
     c->in_cap = 256 << 10;
     c->in = malloc(c->in_cap);
@@ -297,13 +300,18 @@ static int brpc_submit(void *conn, const rs_ps_request *req, uint64_t tag, void 
     meta.request = &rmeta;
     meta.has_correlation_id = 1;
     meta.correlation_id = ++c->next_cid;
+    if (c->auth.len) {
+        meta.has_authentication_data = 1;
+        meta.authentication_data.data = c->auth.bytes;
+        meta.authentication_data.len = c->auth.len;
+    }
     if (att) {
         meta.has_attachment_size = 1;
         meta.attachment_size = (int32_t)att;
     }
     size_t meta_len = brpc__policy__rpc_meta__get_packed_size(&meta);
     size_t msg_len = rs_ps_request_encoded_size(req, 1);
-    uint8_t head[RS_BRPC_HEADER_BYTES + 256 + 64];
+    uint8_t head[RS_BRPC_HEADER_BYTES + 256 + 64 + RS_AUTH_TOKEN_MAX + 4];
     if (meta_len + msg_len + RS_BRPC_HEADER_BYTES > sizeof head) /* commands are short words */
         return rs_error_set(err, RS_EINVAL, "%s: command of %zu bytes is too long", c->peer,
                             req->command_len);
@@ -415,6 +423,7 @@ static int map_error_code(int code) {
     case RS_BRPC_ENOSERVICE:
     case RS_BRPC_ENOMETHOD: return RS_PS_UNKNOWN_METHOD;
     case RS_BRPC_EREQUEST: return RS_PS_INVALID_PAYLOAD;
+    case RS_BRPC_EAUTH: return RS_PS_UNAUTHENTICATED;
     default: return RS_PS_INTERNAL;
     }
 }

@@ -51,6 +51,7 @@ int rs_brpc_decompress(int type, const uint8_t *in, size_t len, uint64_t max_out
 #define RS_BRPC_ENOSERVICE 1001
 #define RS_BRPC_ENOMETHOD  1002
 #define RS_BRPC_EREQUEST   1003
+#define RS_BRPC_EAUTH      1004 /* bRPC's ERPCAUTH: authentication failed */
 #define RS_BRPC_EINTERNAL  2001
 
 typedef struct rs_brpc_header {

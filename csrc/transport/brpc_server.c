@@ -40,6 +40,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "recstore/auth.h"
 #include "recstore/transport.h"
 #include "transport/accept_shed.h"
 #include "transport/brpc_frame.h"
@@ -71,6 +72,7 @@ typedef struct brpc_sconn {
     out_seg *segs;
     size_t nsegs, segs_cap, seg_pos, seg_done; /* seg_done: bytes of segs[seg_pos] already sent */
     size_t out_pending;                        /* unsent bytes */
+    unsigned auth_failures;                    /* refused requests (closed at the limit) */
 } brpc_sconn;
 
 typedef struct brpc_worker {
@@ -83,7 +85,7 @@ typedef struct brpc_worker {
     uint8_t *zbuf; /* inflated request messages (compress_type != 0) */
     size_t zcap;
     /* counters: written by this worker only, read by stats() */
-    uint64_t accepted, closed, requests, bad_frames, bytes_in, bytes_out;
+    uint64_t accepted, closed, requests, bad_frames, bytes_in, bytes_out, auth_failures;
 } __attribute__((aligned(64))) brpc_worker;
 
 typedef struct brpc_server {
@@ -100,6 +102,7 @@ typedef struct brpc_server {
                           * connection when the process has no descriptor left */
     unsigned nworkers, started;
     brpc_worker *workers;
+    rs_auth_token auth; /* len 0: none required */
 } brpc_server;
 
 static void wcount(uint64_t *c, uint64_t n) {
@@ -358,6 +361,24 @@ static int handle_frame(brpc_sconn *c, const uint8_t *body, const rs_brpc_header
         goto done;
     }
     rs_ps_op op;
+    const rs_auth_token *tok = &w->srv->auth;
+    if (tok->len &&
+        !(meta->has_authentication_data && rs_auth_token_equal(tok, meta->authentication_data.data,
+                                                               meta->authentication_data.len))) {
+        wcount(&w->auth_failures, 1);
+        ret = queue_response(c, cid, RS_BRPC_EAUTH,
+                             meta->has_authentication_data
+                                 ? "authentication failed: wrong token"
+                                 : "authentication failed: this server requires a token "
+                                   "(auth_token_file)",
+                             NULL, base, 0);
+        /* the refusal is sent; the connection closes after too many */
+        if (ret == 0 && ++c->auth_failures >= RS_AUTH_MAX_FAILURES) {
+            conn_flush(c);
+            ret = -3;
+        }
+        goto done;
+    }
     if (strcmp(svc, RS_BRPC_SERVICE) != 0) {
         snprintf(err.msg, sizeof err.msg, "unknown service '%.100s' (this server serves %s and %s)",
                  svc, RS_BRPC_SERVICE, RS_BRPC_RECSTORE_SERVICE);
@@ -402,8 +423,9 @@ static int conn_process(brpc_sconn *c) {
         }
         size_t frame = RS_BRPC_HEADER_BYTES + (size_t)hdr.body_size;
         if (c->in_len - pos < frame) break;
-        if (handle_frame(c, c->in + pos + RS_BRPC_HEADER_BYTES, &hdr)) {
-            ret = -1;
+        int hr = handle_frame(c, c->in + pos + RS_BRPC_HEADER_BYTES, &hdr);
+        if (hr) {
+            ret = hr == -3 ? -3 : -1;
             break;
         }
         pos += frame;
@@ -415,6 +437,7 @@ static int conn_process(brpc_sconn *c) {
         }
     }
     if (ret == -1) wcount(&c->w->bad_frames, 1);
+    if (ret == -3) ret = -1; /* closed for failed authentication: not a framing error */
     if (pos) {
         memmove(c->in, c->in + pos, c->in_len - pos);
         c->in_len -= pos;
@@ -596,6 +619,7 @@ static int brpc_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, void **
     s->max_body = opts->max_body_bytes ? opts->max_body_bytes : RS_PS_DEFAULT_MAX_BODY_BYTES;
     if (s->max_body > UINT32_MAX) s->max_body = UINT32_MAX;
     s->max_conns = opts->max_connections ? opts->max_connections : RS_PS_DEFAULT_MAX_CONNECTIONS;
+    if (opts->auth) s->auth = *opts->auth;
     s->nworkers = opts->num_threads ? opts->num_threads : 1;
     s->out_limit = RS_BRPC_OUT_LIMIT;
     rs_rsps_optimizer_default(&s->opt);
@@ -682,6 +706,7 @@ static void brpc_stats(void *state, rs_ps_transport_stats *out) {
         out->bad_frames += __atomic_load_n(&w->bad_frames, __ATOMIC_RELAXED);
         out->bytes_in += __atomic_load_n(&w->bytes_in, __ATOMIC_RELAXED);
         out->bytes_out += __atomic_load_n(&w->bytes_out, __ATOMIC_RELAXED);
+        out->auth_failures += __atomic_load_n(&w->auth_failures, __ATOMIC_RELAXED);
     }
     out->connections_open = __atomic_load_n(&s->open_conns, __ATOMIC_RELAXED);
 }

@@ -33,6 +33,7 @@
 #include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
 
+#include "recstore/auth.h"
 #include "recstore/recstore_msg.h"
 #include "transport/grpc_transport.h"
 
@@ -76,6 +77,8 @@ typedef struct rs_grpc_conn {
     rs_grpc_pending **free_list;
     size_t free_count, free_cap;
     rs_grpc_scratch scratch;
+    grpc_metadata auth_md; /* "authorization: Bearer <token>" on every call; auth_n = 0 or 1 */
+    size_t auth_n;
 } rs_grpc_conn;
 
 static gpr_timespec deadline_in_ms(uint32_t ms) {
@@ -341,7 +344,9 @@ static int start_call(rs_grpc_conn *c, rs_grpc_pending *p, grpc_byte_buffer *msg
     grpc_op ops[6];
     memset(ops, 0, sizeof ops);
     size_t n = 0;
-    ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[n].data.send_initial_metadata.count = c->auth_n;
+    ops[n++].data.send_initial_metadata.metadata = c->auth_n ? &c->auth_md : NULL;
     if (msg) {
         ops[n].op = GRPC_OP_SEND_MESSAGE;
         ops[n++].data.send_message.send_message = msg;
@@ -405,6 +410,15 @@ static int connect_wire(const char *host, uint16_t port, const rs_ps_client_opts
         return rs_error_set(err, RS_ENOMEM, "grpc client: out of memory");
     }
     c->timeout_ms = opts && opts->timeout_ms ? opts->timeout_ms : RS_PS_DEFAULT_TIMEOUT_MS;
+    if (opts && opts->auth && opts->auth->len) {
+        char v[8 + RS_AUTH_TOKEN_MAX];
+        memcpy(v, "Bearer ", 7);
+        memcpy(v + 7, opts->auth->bytes, opts->auth->len);
+        c->auth_md.key = grpc_slice_from_static_string("authorization");
+        c->auth_md.value = grpc_slice_from_copied_buffer(v, 7 + opts->auth->len);
+        memset(v, 0, sizeof v);
+        c->auth_n = 1;
+    }
     c->max_in_flight =
         opts && opts->max_in_flight ? opts->max_in_flight : RS_GRPC_DEFAULT_IN_FLIGHT;
     if (opts && opts->want_in_flight > c->max_in_flight)
@@ -428,7 +442,8 @@ static int connect_wire(const char *host, uint16_t port, const rs_ps_client_opts
          .value.integer = (int)o.max_frame_size},
     };
     grpc_channel_args cargs = {.num_args = sizeof args / sizeof args[0], .args = args};
-    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+    grpc_channel_credentials *creds = NULL;
+    if ((rc = rs_grpc_channel_creds(&o, &creds, err))) goto fail;
     c->channel = grpc_channel_create(c->addr, creds, &cargs);
     grpc_channel_credentials_release(creds);
     c->cq = grpc_completion_queue_create_for_next(NULL);
@@ -727,6 +742,7 @@ static void rs_grpc_conn_close(void *conn) {
         free(c->free_list[i]);
     }
     if (c->channel) grpc_channel_destroy(c->channel);
+    if (c->auth_n) grpc_slice_unref(c->auth_md.value);
     if (c->cq) {
         grpc_completion_queue_shutdown(c->cq);
         while (grpc_completion_queue_next(c->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL).type !=

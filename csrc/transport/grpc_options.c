@@ -84,6 +84,17 @@ static int apply_option(void *ctx, const char *kv, const char *val, rs_error *er
             out->malloc_tuning = (unsigned)on;
         return rc;
     }
+    char *path = c->server && strcmp(kv, "tls_cert") == 0  ? out->tls_cert
+                 : c->server && strcmp(kv, "tls_key") == 0 ? out->tls_key
+                 : !c->server && strcmp(kv, "tls_ca") == 0 ? out->tls_ca
+                                                           : NULL;
+    if (path) {
+        if (!val[0] || strlen(val) >= sizeof out->tls_ca)
+            return rs_error_set(err, RS_EINVAL, "grpc %s option %s: a file path (1..%zu bytes)",
+                                c->side, kv, sizeof out->tls_ca - 1);
+        snprintf(path, sizeof out->tls_ca, "%s", val);
+        return 0;
+    }
     if (strcmp(kv, "poll_strategy") == 0) {
         if (strcmp(val, "epoll1") != 0 && strcmp(val, "poll") != 0)
             return rs_error_set(err, RS_EINVAL,
@@ -96,11 +107,12 @@ static int apply_option(void *ctx, const char *kv, const char *val, rs_error *er
         int known = rs_rsps_optimizer_option(&out->optimizer, "grpc server", kv, val, err);
         if (known) return known < 0 ? known : 0;
     }
-    return rs_error_set(err, RS_EINVAL, "unknown grpc %s option '%s' (known: %s)", c->side, kv,
-                        c->server ? "calls_per_method, reply_timeout_ms, max_frame_size, "
-                                    "poll_strategy, malloc_tuning, optimizer, learning_rate"
-                                  : "max_frame_size, max_reply_bytes, poll_strategy, "
-                                    "malloc_tuning");
+    return rs_error_set(
+        err, RS_EINVAL, "unknown grpc %s option '%s' (known: %s)", c->side, kv,
+        c->server ? "calls_per_method, reply_timeout_ms, max_frame_size, "
+                    "poll_strategy, malloc_tuning, optimizer, learning_rate, tls_cert, tls_key"
+                  : "max_frame_size, max_reply_bytes, poll_strategy, "
+                    "malloc_tuning, tls_ca");
 }
 
 int rs_grpc_options_parse(const char *extra, int server, rs_grpc_options *out, rs_error *err) {
@@ -110,6 +122,7 @@ int rs_grpc_options_parse(const char *extra, int server, rs_grpc_options *out, r
     out->max_reply_bytes = RS_PS_MAX_REPLY_BYTES;
     out->malloc_tuning = 1;
     out->poll_strategy[0] = '\0';
+    out->tls_cert[0] = out->tls_key[0] = out->tls_ca[0] = '\0';
     rs_rsps_optimizer_default(&out->optimizer);
     parse_ctx c = {server, server ? "server" : "client", out};
     char who[32];

@@ -36,6 +36,7 @@
 #include <grpc/grpc_security.h>
 #include <grpc/support/time.h>
 
+#include "recstore/auth.h"
 #include "recstore/clock.h"
 #include "recstore/eventual.h"
 #include "transport/grpc_services.h"
@@ -70,7 +71,7 @@ typedef struct rs_grpc_slot {
 
 /* Written only by its worker (CTR_ADD); read by stats() with relaxed atomic loads. */
 typedef struct rs_grpc_counters {
-    uint64_t requests, bad_frames, bytes_in, bytes_out;
+    uint64_t requests, bad_frames, bytes_in, bytes_out, auth_failures;
 } rs_grpc_counters;
 
 #define CTR_ADD(field, v) __atomic_store_n(&(field), (field) + (v), __ATOMIC_RELAXED)
@@ -100,6 +101,7 @@ struct rs_grpc_server {
     unsigned nworkers;
     unsigned calls_per_method;
     uint64_t reply_timeout_ns;
+    rs_auth_token auth; /* len 0: none required */
     rs_grpc_worker *workers;
     int shutting;     /* __atomic: set once by stop() */
     int shutdown_tag; /* its address tags the shutdown notification */
@@ -222,6 +224,25 @@ static grpc_byte_buffer *ps_reply(rs_grpc_worker *w, rs_ps_op op, grpc_byte_buff
     return bb;
 }
 
+/* NULL if the call carries `authorization: Bearer <token>` with the server's token (or none is
+ * required), else the reason for refusing it. gRPC core has no hook to close the connection of
+ * a client that keeps failing, so each refused call is answered and counted. */
+static const char *auth_refusal(const rs_grpc_server *srv, const grpc_metadata_array *md) {
+    if (!srv->auth.len) return NULL;
+    for (size_t i = 0; i < md->count; i++) {
+        if (!grpc_slice_str_cmp(md->metadata[i].key, "authorization")) {
+            const grpc_slice v = md->metadata[i].value;
+            size_t len = GRPC_SLICE_LENGTH(v);
+            const uint8_t *p = GRPC_SLICE_START_PTR(v);
+            if (len > 7 && memcmp(p, "Bearer ", 7) == 0 &&
+                rs_auth_token_equal(&srv->auth, p + 7, len - 7))
+                return NULL;
+            return "authentication failed: wrong token";
+        }
+    }
+    return "authentication failed: this server requires a token (auth_token_file)";
+}
+
 static void slot_serve(rs_grpc_slot *sl) {
     rs_grpc_worker *w = sl->w;
     grpc_op ops[4];
@@ -230,8 +251,15 @@ static void slot_serve(rs_grpc_slot *sl) {
     ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
     ops[n].data.send_initial_metadata.count = 0;
     n++;
+    /* every service of this server, RecStore's and health included, needs the token */
+    const char *refusal = auth_refusal(w->srv, &sl->md);
+    grpc_status_code fail_status = GRPC_STATUS_OK;
     rs_grpc_unary_reply xr = {.status = GRPC_STATUS_OK};
-    if (sl->method >= RS_GRPC_NUM_METHODS) {
+    if (refusal) {
+        sl->status_text = grpc_slice_from_static_string(refusal);
+        fail_status = GRPC_STATUS_UNAUTHENTICATED;
+        CTR_ADD(w->ctr.auth_failures, 1);
+    } else if (sl->method >= RS_GRPC_NUM_METHODS) {
         const rs_grpc_method_def *def = &rs_grpc_extra_methods[sl->method - RS_GRPC_NUM_METHODS];
         rs_grpc_call_ctx ctx = {w->srv->svc, w->index, w->cq, w->rows};
         CTR_ADD(w->ctr.requests, 1);
@@ -278,8 +306,7 @@ static void slot_serve(rs_grpc_slot *sl) {
         w->replying++;
         if (grpc_call_start_batch(sl->call, ops, n, sl, NULL) != GRPC_CALL_OK) slot_finish(sl);
         return;
-    }
-    if (sl->method == RS_GRPC_SLOT_UNKNOWN) {
+    } else if (sl->method == RS_GRPC_SLOT_UNKNOWN) {
         char text[600];
         grpc_slice m = sl->details.method;
         snprintf(text, sizeof text,
@@ -290,11 +317,14 @@ static void slot_serve(rs_grpc_slot *sl) {
                  (int)(GRPC_SLICE_LENGTH(m) > 200 ? 200 : GRPC_SLICE_LENGTH(m)),
                  (const char *)GRPC_SLICE_START_PTR(m));
         sl->status_text = grpc_slice_from_copied_string(text);
+        fail_status = GRPC_STATUS_UNIMPLEMENTED;
+        CTR_ADD(w->ctr.bad_frames, 1);
+    }
+    if (fail_status != GRPC_STATUS_OK) { /* a status with its text, no message */
         ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
-        ops[n].data.send_status_from_server.status = GRPC_STATUS_UNIMPLEMENTED;
+        ops[n].data.send_status_from_server.status = fail_status;
         ops[n].data.send_status_from_server.status_details = &sl->status_text;
         n++;
-        CTR_ADD(w->ctr.bad_frames, 1);
     } else {
         sl->reply = ps_reply(w, (rs_ps_op)(sl->method + 1), sl->payload);
         ops[n].op = GRPC_OP_SEND_MESSAGE;
@@ -427,6 +457,7 @@ static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, 
     srv->nworkers = nthreads;
     srv->calls_per_method = calls_per_method;
     srv->reply_timeout_ns = (uint64_t)o.reply_timeout_ms * 1000000u;
+    if (opts->auth) srv->auth = *opts->auth;
     rs_eventual_init(&srv->shutdown_done);
     srv->workers = aligned_alloc(64, sizeof(rs_grpc_worker) * nthreads);
     if (!srv->workers) {
@@ -515,7 +546,8 @@ static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, 
 
     /* Everything that can fail before a listener exists is done: from here on, cleaning up
      * needs the server's shutdown (rs_grpc_srv_stop). */
-    grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+    grpc_server_credentials *creds = NULL;
+    if ((rc = rs_grpc_server_creds(&o, &creds, err))) goto fail_server;
     int port = grpc_server_add_http2_port(srv->server, addr, creds);
     grpc_server_credentials_release(creds);
     if (port <= 0) {
@@ -637,6 +669,7 @@ static void rs_grpc_srv_stats(void *state, rs_ps_transport_stats *out) {
         out->bad_frames += __atomic_load_n(&c->bad_frames, __ATOMIC_RELAXED);
         out->bytes_in += __atomic_load_n(&c->bytes_in, __ATOMIC_RELAXED);
         out->bytes_out += __atomic_load_n(&c->bytes_out, __ATOMIC_RELAXED);
+        out->auth_failures += __atomic_load_n(&c->auth_failures, __ATOMIC_RELAXED);
     }
 }
 

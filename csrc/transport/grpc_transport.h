@@ -17,6 +17,7 @@
 
 #include <grpc/byte_buffer.h>
 #include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
 #include <grpc/slice.h>
 #include <grpc/status.h>
 
@@ -42,12 +43,20 @@ typedef struct rs_grpc_options {
     unsigned malloc_tuning;      /* 1: raise glibc's mmap/trim thresholds once per process */
     char poll_strategy[8];       /* "", "epoll1" or "poll": gRPC core's poller for the process */
     rs_rsps_optimizer optimizer; /* server: RecStore UpdateParameter's optimizer */
+    char tls_cert[512];          /* server: PEM certificate chain file; "" = no TLS */
+    char tls_key[512];           /* server: PEM private key file (with tls_cert) */
+    char tls_ca[512];            /* client: PEM root certificates to trust; "" = no TLS */
 } rs_grpc_options;
 int rs_grpc_options_parse(const char *extra, int server, rs_grpc_options *out, rs_error *err);
 /* Process-wide effects of the options, to call before grpc_init: malloc tuning (at most once)
  * and the poller (set before gRPC's first start in the process; asking for another one later is
  * RS_EINVAL naming both). */
 int rs_grpc_options_apply_process(const rs_grpc_options *o, int server, rs_error *err);
+
+/* Credentials from the options (grpc_tls.c): TLS when tls_cert+tls_key (server) / tls_ca (client)
+ * are given, else insecure. Errors name the file. Release with grpc_*_credentials_release. */
+int rs_grpc_server_creds(const rs_grpc_options *o, grpc_server_credentials **out, rs_error *err);
+int rs_grpc_channel_creds(const rs_grpc_options *o, grpc_channel_credentials **out, rs_error *err);
 
 /* "host:port", with IPv6 literals bracketed ("[::1]:15000"). RS_EINVAL when it does not fit. */
 int rs_grpc_format_addr(const char *host, uint16_t port, char *out, size_t cap, rs_error *err);

@@ -287,6 +287,16 @@ static void *status_main(void *arg) {
     return NULL;
 }
 
+/* Release the `started` threads waiting at the start gate without running the phase; join them. */
+static void abort_at_gate(shared *sh, int started) {
+    pthread_mutex_lock(&sh->gate_mu);
+    sh->abort_phase = 1;
+    pthread_cond_broadcast(&sh->gate_cv);
+    pthread_mutex_unlock(&sh->gate_mu);
+    for (int i = 0; i < started; i++)
+        pthread_join(sh->workers[i].tid, NULL);
+}
+
 static int run_phase(shared *sh, int phase, int status, rs_ycsb_phase_report *rep, rs_error *err) {
     const rs_ycsb_workload *w = sh->w;
     int n = sh->nthreads;
@@ -314,12 +324,7 @@ static int run_phase(shared *sh, int phase, int status, rs_ycsb_phase_report *re
         if (pthread_create(&sh->workers[started].tid, NULL, worker_main, &sh->workers[started]))
             break;
     if (started < n) {
-        pthread_mutex_lock(&sh->gate_mu);
-        sh->abort_phase = 1;
-        pthread_cond_broadcast(&sh->gate_cv);
-        pthread_mutex_unlock(&sh->gate_mu);
-        for (int i = 0; i < started; i++)
-            pthread_join(sh->workers[i].tid, NULL);
+        abort_at_gate(sh, started);
         return rs_error_set(err, RS_ENOMEM, "cannot start YCSB thread %d of %d", started, n);
     }
     sh->phase_name = phase == 0 ? "LOAD" : "RUN";
@@ -332,9 +337,13 @@ static int run_phase(shared *sh, int phase, int status, rs_ycsb_phase_report *re
     for (int i = 0; i < n && w->target > 0; i++) {
         worker *wk = &sh->workers[i];
         /* threads start at the gate below: the timetable starts now */
-        if (rs_pacing_init(&wk->pc, (rs_pacing_arrival)w->arrival, w->target, (uint32_t)i,
-                           (uint32_t)n, sh->phase_start_ns, w->seed + 0x7ace, err) == RS_OK)
-            wk->paced = 1;
+        int rc = rs_pacing_init(&wk->pc, (rs_pacing_arrival)w->arrival, w->target, (uint32_t)i,
+                                (uint32_t)n, sh->phase_start_ns, w->seed + 0x7ace, err);
+        if (rc) { /* rs_ycsb_workload_parse checked the rate; this is for a changed caller */
+            abort_at_gate(sh, n);
+            return rc;
+        }
+        wk->paced = 1;
     }
     if (status && pthread_create(&st, NULL, status_main, sh) == 0) have_status = 1;
     uint64_t t0 = rs_now_ns();

@@ -148,6 +148,12 @@ int rs_ycsb_workload_parse(const rs_ycsb_props *p, rs_ycsb_workload *w, rs_error
         return rs_error_set(err, RS_EINVAL, "target=%s (%s) is not in [0, %g] operations/s",
                             rs_ycsb_props_get(p, "target", ""), rs_ycsb_props_source(p, "target"),
                             RS_PACING_MAX_RATE);
+    if (w->target > 0 && w->target / w->threads < RS_PACING_MIN_THREAD_RATE)
+        return rs_error_set(err, RS_EINVAL,
+                            "target=%s (%s) over threadcount=%d is below %g operations/s per "
+                            "thread",
+                            rs_ycsb_props_get(p, "target", ""), rs_ycsb_props_source(p, "target"),
+                            w->threads, RS_PACING_MIN_THREAD_RATE);
     static const char *const arrival_names[] = {"uniform", "poisson", NULL};
     if ((rc = rs_ycsb_props_choice(p, "ycsb.arrival", "uniform", arrival_names, &w->arrival, err)))
         return rc;

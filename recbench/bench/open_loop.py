@@ -11,13 +11,15 @@ fractions interleaved, so host noise spreads over the curve) and each field is t
 client process is released through the PS_BENCHMARK_LOADED / go barrier. Outputs under
 --out_dir: curve.csv (recbench.latency_curve), closed_loop.csv, latency_vs_rate.png, curve.md
 (the Chinese table and the knee at --slo_p99_us) and bench.json (settings, host, build, runs).
+--pacing_cost adds pacing_cost.csv: the client's instructions per batch under callgrind (closed
+loop, open loop at --pacing_cost_rate, open loop saturated) on the first transport.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
+import shutil
 import socket
 import statistics
 import subprocess
@@ -30,6 +32,8 @@ from recbench.launch import LineProcess
 from recbench.ps_server import SKIP_EXIT_CODE
 
 DEFAULT_FRACTIONS = "0.1,0.25,0.5,0.75,0.9,1.0,1.1,1.2"
+CLOSED_COLUMNS = ["transport", "throughput_batches_sec", "throughput_keys_sec", "p50_us", "p99_us",
+                  "p999_us", "max_us", "cpu_user_s", "cpu_sys_s", "server_cpu_s"]
 
 
 def parse_fractions(text: str) -> list[float]:
@@ -95,27 +99,89 @@ def median_point(runs: list[latency_curve.CurvePoint]) -> latency_curve.CurvePoi
     return out
 
 
-def bench_transport(args, transport: str, fractions: list[float]) -> tuple[list, list]:
-    """(closed-loop runs, curve points) of one transport; skipped transports give one point with
-    status skipped: <reason>."""
+def start_server(args, transport: str):
+    """(server process, port, None) once it is ready, or (None, None, why) when the transport
+    cannot run here."""
     reason = _ps.transports().get(transport, "unknown transport")
     if reason is not None:
-        return [], [latency_curve.CurvePoint(transport, 0.0, status=f"skipped: {reason}")]
+        return None, None, reason
     srv = LineProcess([sys.executable, "-m", "recbench.ps_server", "--transport", transport,
                        "--host", "127.0.0.1", "--port", "0", "--num_threads",
                        str(args.server_threads), "--value_size", str(args.value_size),
                        "--capacity", str(args.record_count), "--max_keys_per_request",
                        str(max(args.batch_keys, 500)), "--index_type", args.index_type])
+    try:
+        return srv, records.parse_kv(srv.wait_line("event=ready", 30))["port"], None
+    except RuntimeError:
+        srv.stop()
+        if srv.proc.returncode == SKIP_EXIT_CODE:
+            return None, None, " ".join(srv.lines)
+        raise
+
+
+def _callgrind_ir(path: Path) -> tuple[int, int]:
+    """(instructions collected, of which in rs_pacing_count_unsent) from a callgrind output."""
+    text = subprocess.run(["callgrind_annotate", "--inclusive=yes", str(path)], capture_output=True,
+                          text=True, check=True).stdout
+    total = unsent = 0
+    for line in text.splitlines():
+        n = line.strip().split(" ", 1)[0].replace(",", "")
+        if "PROGRAM TOTALS" in line and n.isdigit():
+            total = int(n)
+        elif "rs_pacing_count_unsent" in line and n.isdigit():
+            unsent = int(n)
+    return total, unsent
+
+
+def pacing_cost(args, transport: str, out: Path) -> list[dict]:
+    """Client instructions per batch (callgrind on the worker thread, worker_main) closed loop,
+    open loop at --pacing_cost_rate and open loop saturated (10^5/s), same server and build;
+    the one-off count of never-sent batches after the window is left out. [] without valgrind."""
+    if not (shutil.which("valgrind") and shutil.which("callgrind_annotate")):
+        print("[pacing cost] skipped: valgrind is not installed", flush=True)
+        return []
+    srv, port, skipped = start_server(args, transport)
+    if skipped:
+        print(f"[pacing cost] skipped: {transport}: {skipped}", flush=True)
+        return []
+    rows = []
+    try:
+        for label, extra in (("closed loop", ()),
+                             (f"open loop {args.pacing_cost_rate:g}/s",
+                              ("--target_rate", f"{args.pacing_cost_rate:g}")),
+                             ("open loop saturated", ("--target_rate", "100000"))):
+            cg = out / f"callgrind.{transport}.{len(rows)}"
+            cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={cg}",
+                   "--toggle-collect=worker_main"] + _client(args, transport, port, "--skip_load",
+                                                             *extra)
+            run = run_client(cmd, srv.proc.pid, args.running_seconds + 300)
+            total, unsent = _callgrind_ir(cg)
+            batches = int(run["batches"])
+            rows.append({"transport": transport, "run": label, "batches": batches,
+                         "batches_per_sec": float(run["throughput_batches_sec"]),
+                         "instructions": total, "count_unsent_instructions": unsent,
+                         "instructions_per_batch": (total - unsent) / batches if batches else None})
+    finally:
+        srv.stop()
+    base = rows[0]["instructions_per_batch"]
+    for r in rows:
+        ipb = r["instructions_per_batch"]
+        r["vs_closed_pct"] = (ipb / base - 1) * 100 if ipb and base else None
+        print(f"[pacing cost] {transport} {r['run']}: {r['batches']} batches, "
+              f"{ipb:,.0f} instructions/batch" + (f" ({r['vs_closed_pct']:+.2f} %)"
+                                                  if r is not rows[0] else ""), flush=True)
+    return rows
+
+
+def bench_transport(args, transport: str, fractions: list[float]) -> tuple[list, list]:
+    """(closed-loop runs, curve points) of one transport; skipped transports give one point with
+    status skipped: <reason>."""
+    srv, port, skipped = start_server(args, transport)
+    if skipped:
+        return [], [latency_curve.CurvePoint(transport, 0.0, status=f"skipped: {skipped}")]
     timeout = args.running_seconds + args.warmup_seconds + 120
     closed, points = [], []
     try:
-        try:
-            port = records.parse_kv(srv.wait_line("event=ready", 30))["port"]
-        except RuntimeError:
-            if srv.proc.poll() == SKIP_EXIT_CODE:
-                return [], [latency_curve.CurvePoint(transport, 0.0,
-                                                     status="skipped: " + " ".join(srv.lines))]
-            raise
         for rep in range(args.closed_repeat):
             extra = ("--skip_load",) if rep else ()
             run = run_client(_client(args, transport, port, *extra), srv.proc.pid, timeout)
@@ -166,6 +232,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="open-loop runs per rate (medians reported, fractions interleaved)")
     p.add_argument("--closed_repeat", type=int, default=3,
                    help="closed-loop runs; their median rate is the 100 %% of --fractions")
+    p.add_argument("--pacing_cost", action="store_true",
+                   help="also measure the pacing's cost: client instructions per batch under "
+                   "callgrind, closed vs open loop, on the first transport (needs valgrind)")
+    p.add_argument("--pacing_cost_rate", type=float, default=2000.0,
+                   help="--pacing_cost: the unsaturated open-loop rate (batches/s)")
     p.add_argument("--out_dir", type=Path, default=None,
                    help="output directory (default results/open_loop_MMDDHHMM)")
     return p
@@ -189,12 +260,10 @@ def main(argv=None) -> int:
         closed += c
         points += p
     latency_curve.write_csv(points, out / "curve.csv")
-    with open(out / "closed_loop.csv", "w", newline="") as f:
-        cols = ["transport", "throughput_batches_sec", "throughput_keys_sec", "p50_us", "p99_us",
-                "p999_us", "max_us", "cpu_user_s", "cpu_sys_s", "server_cpu_s"]
-        w = csv.DictWriter(f, cols, extrasaction="ignore", lineterminator="\n")
-        w.writeheader()
-        w.writerows(closed)
+    records.write_csv(out / "closed_loop.csv", CLOSED_COLUMNS, closed)
+    cost = pacing_cost(args, transports[0], out) if args.pacing_cost and transports else []
+    if cost:
+        records.write_csv(out / "pacing_cost.csv", list(cost[0]), cost)
     md = latency_curve.markdown_lines(points, args.slo_p99_us, args.batch_keys)
     (out / "curve.md").write_text("\n".join(md) + "\n")
     if any(p.ok for p in points):
@@ -203,7 +272,7 @@ def main(argv=None) -> int:
         analysis.plot_latency_vs_rate(points, out / "latency_vs_rate.png", args.slo_p99_us)
     (out / "bench.json").write_text(json.dumps(
         {"settings": {k: str(v) for k, v in vars(args).items()}, "host": socket.gethostname(),
-         "build": _ps.build_info(), "closed_loop": closed,
+         "build": _ps.build_info(), "closed_loop": closed, "pacing_cost": cost,
          "curve": [p.__dict__ for p in points]}, indent=2))
     print("\n".join(md))
     print(f"[output] {out}")

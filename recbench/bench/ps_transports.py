@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from recbench import _ps, procfs, records
+from recbench.bench.tls_pki import make_test_pki
 from recbench.launch import SOURCE_ROOT, LineProcess, free_port
 from recbench.ps_server import SKIP_EXIT_CODE
 
@@ -60,19 +61,23 @@ def run_redis(args, repeat: int) -> dict:
             "p99_us": r["p99_us"], "idle_cpu_s": None}
 
 
-def run_transport(args, system: str, repeat: int) -> dict:
+def run_transport(args, system: str, repeat: int, pki=None) -> dict:
     # "recstore+grpc": the same grpc server, driven over RecStore's wire (ps_bench --wire recstore)
+    # "grpc+tls": grpc over TLS with the test PKI `pki`
+    tls = system == "grpc+tls"
     wire, transport = ("recstore", system[9:]) if system.startswith("recstore+") else \
-        ("native", system)
+        ("native", "grpc" if tls else system)
     reason = _ps.transports().get(transport, "unknown transport")
     if reason is not None:
         return {"system": system, "status": "skipped", "reason": reason}
     py = sys.executable
+    srv_tls = ["--tls_cert", pki.cert, "--tls_key", pki.key] if tls else []
+    cli_tls = ["--tls_ca", pki.ca] if tls else []
     srv = LineProcess([py, "-m", "recbench.ps_server", "--transport", transport, "--host",
                        "127.0.0.1", "--port", "0", "--num_threads", str(args.server_threads),
                        "--value_size", str(args.value_size), "--capacity",
                        str(args.record_count), "--max_keys_per_request",
-                       str(max(args.batch_keys, 500)), "--index_type", args.index_type])
+                       str(max(args.batch_keys, 500)), "--index_type", args.index_type] + srv_tls)
     bench = None
     try:
         try:
@@ -92,7 +97,7 @@ def run_transport(args, system: str, repeat: int) -> dict:
                              "--batch_keys", str(args.batch_keys), "--thread_num",
                              str(args.client_threads), "--prefetch_depth",
                              str(args.prefetch_depth), "--running_seconds",
-                             str(args.running_seconds), "--seed", str(repeat + 100)],
+                             str(args.running_seconds), "--seed", str(repeat + 100)] + cli_tls,
                             stdin=subprocess.PIPE)
         bench.wait_line("PS_BENCHMARK_LOADED", 300)
         c0 = procfs.cpu_seconds(srv.proc.pid)
@@ -199,7 +204,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--transports", default="brpc,grpc",
                    help="comma list of PS transports (unavailable ones are reported as skipped); "
-                   "recstore+brpc / recstore+grpc drive the same server over RecStore's wire")
+                   "recstore+brpc / recstore+grpc drive the same server over RecStore's wire; "
+                   "grpc+tls runs grpc over TLS with a test PKI made by openssl")
     p.add_argument("--no_redis", action="store_true", help="skip the Redis baseline")
     p.add_argument("--redis_server", default="redis-server")
     p.add_argument("--record_count", type=int, default=100000)
@@ -221,13 +227,16 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     transports = [t.strip().lower() for t in args.transports.split(",") if t.strip()]
+    pki_dir = tempfile.mkdtemp(prefix="rs_tls_pki_") if "grpc+tls" in transports else None
+    pki = make_test_pki(pki_dir) if pki_dir else None
     rows = []
     for rep in range(args.repeat):
         systems = ([] if args.no_redis else ["redis"]) + transports
         # rotate the order so no system always runs first
         systems = systems[rep % len(systems):] + systems[:rep % len(systems)]
         for system in systems:
-            row = run_redis(args, rep) if system == "redis" else run_transport(args, system, rep)
+            row = (run_redis(args, rep) if system == "redis"
+                   else run_transport(args, system, rep, pki))
             row["repeat"] = rep
             rows.append(row)
             if row["status"] == "ok":
@@ -237,6 +246,8 @@ def main(argv=None) -> int:
                       flush=True)
             else:
                 print(f"[repeat {rep}] {system}: {row['status']}: {row.get('reason')}", flush=True)
+    if pki_dir:
+        shutil.rmtree(pki_dir, ignore_errors=True)
     summary = summarize(rows)
     print()
     print(format_table(summary, args))

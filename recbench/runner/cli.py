@@ -190,6 +190,14 @@ def build_parser() -> argparse.ArgumentParser:
     a("--local-data-root", default="",
       help="data dirs <root>/<transport>_repeat_<i>/{value,ssd} (default: <output-dir>/data)")
     a("--ssh-config", default="", help="ssh -F FILE")
+    a("--auth-token-file", default="",
+      help="the deployment token's file: servers require it, clients send it "
+           "(--auth_token_file); copied to remote hosts (mode 600) like the configs, never "
+           "put on a command line")
+    a("--grpc-tls-cert", default="", help="gRPC over TLS: the servers' PEM certificate chain "
+      "(with --grpc-tls-key and --grpc-tls-ca); copied to remote hosts like the token")
+    a("--grpc-tls-key", default="", help="gRPC over TLS: the servers' PEM private key")
+    a("--grpc-tls-ca", default="", help="gRPC over TLS: the PEM roots the clients trust")
     a("--ssh-option", action="append", default=[], metavar="K=V", help="ssh -o K=V (repeatable)")
     a("--startup-delay", type=float, default=2.0,
       help="after this many seconds without a ready line, a server is also ready once its port "

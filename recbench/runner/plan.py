@@ -155,6 +155,10 @@ class Execution:
     build_dir: str
     output_dir: str
     show_runner_logs: bool
+    auth_token_file: str = ""  # the deployment token's file; delivered to remote hosts
+    grpc_tls_cert: str = ""    # gRPC over TLS: server certificate chain, key, clients' roots
+    grpc_tls_key: str = ""
+    grpc_tls_ca: str = ""
 
     @property
     def remote(self) -> bool:
@@ -322,6 +326,20 @@ def _check_execution(a: argparse.Namespace) -> None:
     if a.remote_container and a.execution_backend != "ssh":
         raise PlanError("--remote-container needs --execution-backend ssh (docker is reached "
                         "through ssh)")
+    for dest in ("auth_token_file", "grpc_tls_cert", "grpc_tls_key", "grpc_tls_ca"):
+        path = getattr(a, dest, "")
+        if not path:
+            continue
+        try:
+            with open(path, "rb") as f:
+                ok = bool(f.read(4096).strip())
+        except OSError as e:
+            raise PlanError(f"{_flag(dest)} {path}: {e.strerror}") from None
+        if not ok:
+            raise PlanError(f"{_flag(dest)} {path} is empty")
+    tls = [getattr(a, d, "") for d in ("grpc_tls_cert", "grpc_tls_key", "grpc_tls_ca")]
+    if any(tls) and not all(tls):
+        raise PlanError("--grpc-tls-cert, --grpc-tls-key and --grpc-tls-ca go together")
     for opt in a.ssh_option:
         if "=" not in opt:
             raise PlanError(f"--ssh-option {opt!r} must be K=V")

@@ -52,6 +52,12 @@ RUNNER_VERSION = 1
 # the flags a program's --help lists, {"__error__": why} when --help failed, None when unknown
 ProgramFlags = Union[set[str], dict[str, str], None]
 RESULT_DIR_PREFIX = "benchmark_ps_"
+# program flag -> (Execution field, file name of a remote host's copy beside its config.json)
+SECURITY_FILES = {"auth_token_file": ("auth_token_file", "auth_token"),
+                  "tls_cert": ("grpc_tls_cert", "tls_cert.pem"),
+                  "tls_key": ("grpc_tls_key", "tls_key.pem"),
+                  "tls_ca": ("grpc_tls_ca", "tls_ca.pem")}
+SECURITY_ROLE_FLAGS = {"server": ("tls_cert", "tls_key"), "client": ("tls_ca",)}
 
 
 def git_state(root=REPO_ROOT):
@@ -95,6 +101,9 @@ class Session:
         self.remote_python = plan.execution.remote_python or f"{self.remote_repo}/.venv/bin/python"
         self.interrupted = False
         self.data_bases: dict[str, str] = {}
+        # host label -> {flag: where that host's copy of the file is} for the deployment token
+        # and the gRPC TLS files (SECURITY_FILES)
+        self.secret_paths: dict[str, dict[str, str]] = {}
 
     # ---- setup ---------------------------------------------------------------------------
     def _output_dir(self):
@@ -502,8 +511,12 @@ class Session:
             host = self.host(spec.ssh_host)
             if host.label() in paths:
                 continue
+            files = {flag: getattr(self.plan.execution, attr)
+                     for flag, (attr, _) in SECURITY_FILES.items()
+                     if getattr(self.plan.execution, attr)}
             if not host.remote:
                 paths[host.label()] = local_path
+                self.secret_paths[host.label()] = {f: os.path.abspath(p) for f, p in files.items()}
                 self.data_bases[host.label()] = config["cache_ps"]["base_kv_config"]["value"].get(
                     "path") or str(Path(local_path).parent / "data")
                 continue
@@ -523,7 +536,27 @@ class Session:
                                      f"{res.stderr.strip()}")
             paths[host.label()] = f"{remote_dir}/config.json"
             self.data_bases[host.label()] = rdata
+            staged = self.secret_paths.setdefault(host.label(), {})
+            for flag, local in files.items():  # through ssh stdin, readable by its owner only
+                rpath = f"{remote_dir}/{SECURITY_FILES[flag][1]}"
+                with open(local, encoding="ascii", errors="replace") as f:
+                    content = f.read()
+                res = host.run(f"umask 077 && cat > {shell_join([rpath])}", input_text=content,
+                               timeout=60)
+                if res.returncode != 0:
+                    raise PreflightError(f"{host.label()}: writing {rpath} failed: "
+                                         f"{res.stderr.strip()}")
+                staged[flag] = rpath
         return paths
+
+    def _secret_flags(self, host, transport, role: str) -> list[str]:
+        """--auth_token_file for every process; the TLS files for grpc servers / clients."""
+        out = []
+        for flag, path in self.secret_paths.get(host.label(), {}).items():
+            if flag == "auth_token_file" or (transport.name == "grpc" and
+                                             flag in SECURITY_ROLE_FLAGS[role]):
+                out.append(f"--{flag}={path}")
+        return out
 
     def _remove_remote_dir(self, topo, remote_dir):
         for label in sorted({self.host(s.ssh_host).label() for s in topo.servers + topo.clients}):
@@ -549,6 +582,7 @@ class Session:
                                    config_paths[host.label()], launcher, offset)
             # one data directory per shard process (file-backed indexes must not share files)
             cmd.append(f"--data_path={self.data_bases[host.label()]}/shard_{s.shard}")
+            cmd += self._secret_flags(host, transport, "server")
             cmd = self.filter_flags(cmd, self.program_flags(host, launcher), "recbench.ps_server")
             env = self.process_env(host, config_paths[host.label()], offset)
             self.cases[-1].setdefault("commands", []).append(
@@ -598,6 +632,7 @@ class Session:
                                       self._cores(host))
             cmd = build_benchmark_cmd(self.plan, transport, topo, c, config_paths[host.label()],
                                       launcher, offset)
+            cmd += self._secret_flags(host, transport, "client")
             cmd = self.filter_flags(cmd, self.program_flags(host, launcher), "recbench.ps_bench")
             env = self.process_env(host, config_paths[host.label()], offset)
             self.cases[-1].setdefault("commands", []).append(

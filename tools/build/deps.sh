@@ -10,7 +10,7 @@ cd "$(dirname "$0")/../.."
 DEBS=(build-essential pkg-config python3-dev libibverbs-dev rdma-core libgrpc-dev
       protobuf-c-compiler libprotobuf-c-dev librocksdb-dev libleveldb-dev liblmdb-dev
       libsqlite3-dev libwiredtiger-dev libnuma-dev libsnappy-dev zlib1g-dev openssh-server openssh-client rsync
-      redis-server clang clang-format libclang-rt-14-dev iproute2 procps)
+      redis-server clang clang-format libclang-rt-14-dev iproute2 procps valgrind)
 
 missing=()
 for p in "${DEBS[@]}"; do

@@ -36,6 +36,9 @@ extern "C" {
 /* Highest offered rate accepted (requests/s per process); above it the timetable's own cost
  * (and counting the unsent backlog) would dominate. */
 #define RS_PACING_MAX_RATE 1e7
+/* Lowest rate a thread's timetable takes (requests/s per thread): one request per 10^6 s. Below
+ * it the gaps would leave the range the timetable keeps exact. */
+#define RS_PACING_MIN_THREAD_RATE 1e-6
 
 typedef enum rs_pacing_arrival {
     RS_PACING_UNIFORM = 0,
@@ -59,8 +62,8 @@ typedef struct rs_pacing {
 } rs_pacing;
 
 /* Timetable of thread `index` of `nthreads` of a process offering rate_per_s requests per second
- * from start_ns. RS_EINVAL when the rate is not in (0, RS_PACING_MAX_RATE], nthreads is 0 or
- * index >= nthreads. */
+ * from start_ns. RS_EINVAL when the rate is not in (0, RS_PACING_MAX_RATE], rate_per_s /
+ * nthreads is below RS_PACING_MIN_THREAD_RATE, nthreads is 0 or index >= nthreads. */
 int rs_pacing_init(rs_pacing *p, rs_pacing_arrival arrival, double rate_per_s, uint32_t index,
                    uint32_t nthreads, uint64_t start_ns, uint64_t seed, rs_error *err);
 

@@ -68,7 +68,8 @@ typedef enum rs_ps_status {
     RS_PS_CAPACITY = 6, /* the shard's KV engine is full */
     RS_PS_INTERNAL = 7,
     RS_PS_SHUTTING_DOWN = 8,
-    RS_PS_CHECKPOINT = 9, /* a checkpoint save/load failed; the error names file and offset */
+    RS_PS_CHECKPOINT = 9,       /* a checkpoint save/load failed; the error names file and offset */
+    RS_PS_UNAUTHENTICATED = 10, /* no token or a wrong one (recstore/auth.h) */
 } rs_ps_status;
 
 const char *rs_ps_status_name(int status);
@@ -111,6 +112,10 @@ typedef struct rs_ps_shard_config {
     uint32_t num_shards;
     rs_kv_config kv; /* index type, value_size (> 0, multiple of 4), capacity, path */
     uint32_t max_keys_per_request;
+    /* The directory COMMAND save/load may use (created if missing): a command's directory is
+     * taken relative to it, or must lie inside it; NULL = those commands are refused (a client
+     * must not make the server write files anywhere it can). */
+    const char *checkpoint_root;
 } rs_ps_shard_config;
 
 typedef struct rs_ps_shard rs_ps_shard;

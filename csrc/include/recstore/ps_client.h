@@ -36,6 +36,7 @@ typedef struct rs_ps_client_config {
     const char *extra;       /* transport-specific "k=v;k=v" options */
     const char *hash_method; /* shard routing: NULL = the wire's own (native: rs_mix64; RecStore's
                               * wire, "recstore+grpc": city_hash, or "simple_mod") */
+    const struct rs_auth_token *auth; /* NULL: no token (recstore/auth.h) */
 } rs_ps_client_config;
 
 typedef struct rs_ps_client rs_ps_client;

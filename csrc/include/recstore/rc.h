@@ -38,6 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "recstore/auth.h"
 #include "recstore/error.h"
 #include "recstore/kv.h"
 #include "recstore/ps.h"
@@ -245,6 +246,8 @@ typedef struct rs_rc_options {
     char server_only[32]; /* first server-only key given (clients refuse it), else "" */
     char bad_env[64];     /* RECSTORE_BIND_CORE_OFFSET's value when it is not an integer in
                            * -1..4096 (rs_rc_options_parse refuses it), else "" */
+    rs_auth_token auth;   /* not an option string: the deployment token (rc_transport.c sets it);
+                           * clients send it in the attach request, servers require it */
 } rs_rc_options;
 
 /* Defaults; bind_core_offset from $RECSTORE_BIND_CORE_OFFSET when set (RecStore's variable). */
@@ -309,6 +312,8 @@ typedef struct rs_rc_attach_req {
     uint32_t qps, slots, request_slot_bytes, response_slot_bytes;
     uint32_t shard_id;
     rs_rc_ep_meta lanes[RS_RC_CTRL_MAX_QPS];
+    uint32_t token_len; /* after the lanes: u32 length + token bytes; absent when 0 */
+    uint8_t token[RS_AUTH_TOKEN_MAX];
 } rs_rc_attach_req;
 
 typedef struct rs_rc_attach_rep {
@@ -352,7 +357,8 @@ typedef struct rs_rc_server rs_rc_server;
 
 typedef struct rs_rc_server_stats {
     uint64_t clients_attached, clients_open, lanes_open, requests, invalid_descriptor,
-        duplicate_seq, bytes_in, bytes_out, direct_sg, direct_sg_fallback, ctrl_rejected;
+        duplicate_seq, bytes_in, bytes_out, direct_sg, direct_sg_fallback, ctrl_rejected,
+        auth_failures;
 } rs_rc_server_stats;
 
 /* Start the control plane on host:port (0 = free port), num_threads pollers. */

@@ -37,10 +37,12 @@ typedef struct rs_ps_server_opts {
                                * control connections); RS_ENOTSUP where it cannot be enforced
                                * (grpc) */
     const char *extra;        /* transport-specific "k=v;k=v" options (e.g. RC poll_mode) */
+    const struct rs_auth_token *auth; /* NULL or len 0: no token required (recstore/auth.h) */
 } rs_ps_server_opts;
 
 typedef struct rs_ps_transport_stats {
     uint64_t connections_accepted, connections_open, requests, bad_frames, bytes_in, bytes_out;
+    uint64_t auth_failures; /* requests refused for a missing or wrong token */
 } rs_ps_transport_stats;
 
 typedef struct rs_ps_server_ops {
@@ -61,6 +63,7 @@ typedef struct rs_ps_client_opts {
      * a transport with a fixed number of request slots (rdma, shm) takes what fits, never less
      * than max_in_flight; the conn's limits() says what it took. 0 = max_in_flight. */
     uint32_t want_in_flight;
+    const struct rs_auth_token *auth; /* NULL: send no token */
 } rs_ps_client_opts;
 
 /* What one request on a connection can carry (0 = no bound of this transport). */

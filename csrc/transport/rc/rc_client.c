@@ -181,12 +181,14 @@ int rs_rc_client_connect(const rs_rc_fabric_ops *fab, const char *host, uint16_t
     rq->request_slot_bytes = c->req_bytes;
     rq->response_slot_bytes = c->resp_bytes;
     rq->shard_id = c->shard_id;
+    rq->token_len = c->o.auth.len;
+    memcpy(rq->token, c->o.auth.bytes, c->o.auth.len);
     for (uint32_t q = 0; q < c->qps; q++) {
         if ((rc = fab->alloc_region(c->f, lane_len, &c->regions[q], err))) goto fail;
         if ((rc = fab->ep_create(c->f, &c->regions[q], &c->eps[q], &rq->lanes[q], err))) goto fail;
         c->next_seq[q] = 1;
     }
-    size_t cap = RS_RC_CTRL_HDR + 64 + (size_t)c->qps * 128;
+    size_t cap = RS_RC_CTRL_HDR + 64 + (size_t)c->qps * 128 + 4 + RS_AUTH_TOKEN_MAX;
     buf = malloc(cap);
     int n = buf ? rs_rc_ctrl_encode_attach_req(rq, buf, cap) : RS_ENOMEM;
     if (n < 0) {

@@ -109,8 +109,10 @@ static int meta_get(const uint8_t *p, rs_rc_ep_meta *m, rs_error *err) {
 #define REP_FIXED (4u + 256u + 5u * 4u)
 
 int rs_rc_ctrl_encode_attach_req(const rs_rc_attach_req *r, uint8_t *buf, size_t cap) {
-    if (r->qps == 0 || r->qps > RS_RC_CTRL_MAX_QPS) return RS_EINVAL;
-    size_t body = REQ_FIXED + (size_t)r->qps * META_REC;
+    if (r->qps == 0 || r->qps > RS_RC_CTRL_MAX_QPS || r->token_len > RS_AUTH_TOKEN_MAX)
+        return RS_EINVAL;
+    size_t lanes_end = REQ_FIXED + (size_t)r->qps * META_REC;
+    size_t body = lanes_end + (r->token_len ? 4 + r->token_len : 0);
     if (RS_RC_CTRL_HDR + body > cap) return RS_EINVAL;
     rs_rc_ctrl_put_header(buf, RS_RC_MSG_ATTACH_REQ, (uint32_t)body);
     uint8_t *p = buf + RS_RC_CTRL_HDR;
@@ -123,6 +125,10 @@ int rs_rc_ctrl_encode_attach_req(const rs_rc_attach_req *r, uint8_t *buf, size_t
     put32(p + 32, r->shard_id);
     for (uint32_t i = 0; i < r->qps; i++)
         meta_put(p + REQ_FIXED + i * META_REC, &r->lanes[i]);
+    if (r->token_len) {
+        put32(p + lanes_end, r->token_len);
+        memcpy(p + lanes_end + 4, r->token, r->token_len);
+    }
     return (int)(RS_RC_CTRL_HDR + body);
 }
 
@@ -140,9 +146,20 @@ int rs_rc_ctrl_decode_attach_req(const uint8_t *b, size_t len, rs_rc_attach_req 
     if (r->qps == 0 || r->qps > RS_RC_CTRL_MAX_QPS)
         return rs_error_set(err, RS_EPROTO, "attach request asks for %u QPs (1..%u)", r->qps,
                             RS_RC_CTRL_MAX_QPS);
-    if (len != REQ_FIXED + (size_t)r->qps * META_REC)
+    size_t lanes_end = REQ_FIXED + (size_t)r->qps * META_REC;
+    r->token_len = 0;
+    if (len > lanes_end + 4) {
+        uint32_t tl = get32(b + lanes_end);
+        if (tl == 0 || tl > RS_AUTH_TOKEN_MAX || len != lanes_end + 4 + tl)
+            return rs_error_set(err, RS_EPROTO,
+                                "attach request of %zu bytes: bad token field of %u bytes", len,
+                                tl);
+        r->token_len = tl;
+        memcpy(r->token, b + lanes_end + 4, tl);
+    } else if (len != lanes_end) {
         return rs_error_set(err, RS_EPROTO, "attach request of %zu bytes does not hold %u lanes",
                             len, r->qps);
+    }
     for (uint32_t i = 0; i < r->qps; i++) {
         int rc = meta_get(b + REQ_FIXED + i * META_REC, &r->lanes[i], err);
         if (rc) return rc;

@@ -310,6 +310,7 @@ void rs_rc_server_get_stats(rs_rc_server *s, rs_rc_server_stats *out) {
     out->clients_open = atomic_load(&s->clients_open);
     out->lanes_open = atomic_load(&s->lanes_open);
     out->ctrl_rejected = atomic_load(&s->ctrl_rejected);
+    out->auth_failures = atomic_load(&s->auth_failures);
     out->requests = t.handled_get + t.handled_put + t.handled_update + t.handled_command;
     out->invalid_descriptor = t.invalid_descriptor + t.wrong_shard;
     out->duplicate_seq = t.duplicate_seq_ready;

@@ -103,6 +103,13 @@ static int client_attach(rs_rc_server *s, srv_client *cl, const uint8_t *body, u
         rc = rs_error_set(&err, RS_EPROTO, "this connection already attached client %u", cl->id);
         goto reject;
     }
+    if (s->o.auth.len && !rs_auth_token_equal(&s->o.auth, rq->token, rq->token_len)) {
+        atomic_fetch_add(&s->auth_failures, 1);
+        rc = rs_error_set(&err, RS_EINVAL, "authentication failed: %s",
+                          rq->token_len ? "wrong token"
+                                        : "this server requires a token (auth_token_file)");
+        goto reject;
+    }
     if (strcmp(rq->fabric, s->fab->name) != 0) {
         rc = rs_error_set(&err, RS_EINVAL, "client speaks fabric '%s', this server '%s'",
                           rq->fabric, s->fab->name);

@@ -138,7 +138,7 @@ struct rs_rc_server {
     task ring[TASK_RING];
     uint32_t t_head, t_tail;
 
-    _Atomic uint64_t clients_attached, clients_open, lanes_open, ctrl_rejected;
+    _Atomic uint64_t clients_attached, clients_open, lanes_open, ctrl_rejected, auth_failures;
 };
 
 /* Where slot `slot`'s response goes in the client's region, and its staging slot in ours. */

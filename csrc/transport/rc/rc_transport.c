@@ -59,6 +59,7 @@ static int rc_start(const rs_rc_fabric_ops *fab, const rs_ps_server_opts *opts, 
     rc_srv_state *st = calloc(1, sizeof *st);
     if (!st) return rs_error_set(err, RS_ENOMEM, "%s server: out of memory", fab->name);
     if (opts->max_connections) o.max_clients = opts->max_connections;
+    if (opts->auth) o.auth = *opts->auth;
     rc = rs_rc_server_start(fab, opts->host, opts->port, opts->num_threads, &o, &h, &st->srv, err);
     if (rc) {
         free(st);
@@ -97,6 +98,7 @@ static void rc_stats(void *state, rs_ps_transport_stats *out) {
     out->connections_open = s.clients_open;
     out->requests = s.requests;
     out->bad_frames = s.invalid_descriptor + s.ctrl_rejected;
+    out->auth_failures = s.auth_failures;
     out->bytes_in = s.bytes_in;
     out->bytes_out = s.bytes_out;
 }
@@ -125,6 +127,7 @@ static int rc_connect(const rs_rc_fabric_ops *fab, const char *host, uint16_t po
     uint32_t want = opts ? opts->want_in_flight : 0, room = o.qps * o.slots;
     if (want > room) want = room; /* chunks take the slots there are, never fewer than depth */
     if (want > depth) depth = want;
+    if (opts && opts->auth) o.auth = *opts->auth;
     return rs_rc_client_connect(fab, host, port, depth, &o, (rs_rc_client **)conn, err);
 }
 

@@ -43,10 +43,11 @@ class CheckpointTransports(unittest.TestCase):
 
     def _round_trip(self, transport: str, index_type: str = "DRAM_PET_HASH"):
         require_transport(self, transport)
-        extra = []
+        root = os.path.join(self.tmp, "root")
+        extra = ["--checkpoint_root", root]
         if index_type == "SSD_EXTENDIBLE_HASH":
-            extra = ["--data_path", os.path.join(self.tmp, "data")]
-        ck = os.path.join(self.tmp, "ck", transport)
+            extra += ["--data_path", os.path.join(self.tmp, "data")]
+        ck = os.path.join(root, "ck", transport)
         keys = np.arange(1, 5001, dtype=np.uint64) * 3
         with PSServerProcess(transport, num_shards=2, value_size=VS, index_type=index_type,
                              extra_args=extra) as srv, recbench.PSClient(srv.uri) as ps:
@@ -85,12 +86,26 @@ class CheckpointTransports(unittest.TestCase):
                 ps.command("load", 0)
             self.assertIn("needs a directory", str(cm.exception))
             with self.assertRaises(errors.ServerError) as cm:
-                ps.load(f"{self.tmp}/nonexistent", shards=[0])
-            self.assertIn("shard_0.rsckpt", str(cm.exception))
+                ps.load("nonexistent", shards=[0])   # relative to the root
+            self.assertIn(os.path.join(os.path.realpath(root), "nonexistent", "shard_0.rsckpt"),
+                          str(cm.exception))
             self.assertEqual(ps.command("checkpoint_status", 0)[:8], "failed: ")
+            # a client cannot make the server write outside its checkpoint root
+            for bad in (self.tmp, f"{root}/../x", "a/../../x", "/etc"):
+                with self.assertRaises(errors.ServerError) as cm:
+                    ps.save(bad)
+                self.assertIn("inside the checkpoint root", str(cm.exception))
+            self.assertFalse(os.path.exists(os.path.join(self.tmp, "shard_0.rsckpt")))
 
     def test_brpc(self):
         self._round_trip("brpc")
+
+    def test_commands_off_without_a_root(self):
+        with PSServerProcess("brpc", value_size=VS) as srv, recbench.PSClient(srv.uri) as ps:
+            with self.assertRaises(errors.ServerError) as cm:
+                ps.save(os.path.join(self.tmp, "ck"))
+            self.assertIn("--checkpoint_root", str(cm.exception))
+        self.assertEqual(os.listdir(self.tmp), [])
 
     def test_grpc(self):
         self._round_trip("grpc")
@@ -115,7 +130,8 @@ class LoadAtStart(unittest.TestCase):
     def test_server_starts_with_checkpoint_and_refuses_other_layouts(self):
         ck = os.path.join(self.tmp, "ck")
         keys = np.arange(10, 3010, dtype=np.uint64)
-        with PSServerProcess("brpc", num_shards=2, value_size=VS) as srv, \
+        with PSServerProcess("brpc", num_shards=2, value_size=VS,
+                             extra_args=["--checkpoint_root", self.tmp]) as srv, \
                 recbench.PSClient(srv.uri) as ps:
             put_all(ps, keys, rows_for(keys, 2.0))
             ps.save(ck)

@@ -231,7 +231,7 @@ class GrpcPSClientTest(unittest.TestCase):
         env = {k: v for k, v in os.environ.items() if k != "GRPC_POLL_STRATEGY"}
         with mock.patch.dict(os.environ, dict(env, GRPC_VERBOSITY="DEBUG"), clear=True), \
                 PSServerProcess("grpc", num_shards=1, value_size=VS) as srv:
-            self.assertIn("Using polling engine: poll", "\n".join(srv.stderr_lines))
+            srv.wait_stderr("Using polling engine: poll")
         with self.assertRaises(RuntimeError) as cm:
             PSServerProcess("grpc", num_shards=1, value_size=VS,
                             extra_args=["--transport_options", "poll_strategy=epollex"]).start()

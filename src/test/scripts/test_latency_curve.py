@@ -2,6 +2,7 @@
 recbench.analysis.plot_latency_vs_rate on hand-made points, and tools/benchmarks/bench_open_loop.py
 end to end on tiny settings against a real brpc server (speed is not judged)."""
 
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -10,7 +11,7 @@ from pathlib import Path
 
 from ps_testlib import ROOT, python_env
 
-from recbench import analysis, latency_curve
+from recbench import analysis, latency_curve, records
 from recbench.latency_curve import CurvePoint
 
 
@@ -83,6 +84,26 @@ class BenchOpenLoopTest(unittest.TestCase):
         rdma = [p for p in points if p.transport == "rdma"]
         if rdma:  # no verbs device here: reported, not measured
             self.assertTrue(rdma[0].status == "success" or rdma[0].status.startswith("skipped"))
+
+
+    def test_pacing_cost_under_callgrind(self):
+        if not shutil.which("valgrind"):
+            self.skipTest("valgrind is not installed (Debian package valgrind)")
+        with tempfile.TemporaryDirectory() as tmp:
+            r = subprocess.run(
+                [sys.executable, str(ROOT / "tools/benchmarks/bench_open_loop.py"),
+                 "--transports", "brpc", "--record_count", "2000", "--batch_keys", "50",
+                 "--running_seconds", "0.3", "--warmup_seconds", "0", "--closed_repeat", "1",
+                 "--fractions", "0.5", "--pacing_cost", "--pacing_cost_rate", "200",
+                 "--out_dir", tmp],
+                capture_output=True, text=True, timeout=600, env=python_env(), cwd=str(ROOT))
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            rows = records.read_csv(Path(tmp) / "pacing_cost.csv")
+        self.assertEqual([x["run"] for x in rows],
+                         ["closed loop", "open loop 200/s", "open loop saturated"])
+        self.assertTrue(all(float(x["instructions_per_batch"]) > 0 for x in rows))
+        self.assertEqual(int(rows[0]["count_unsent_instructions"]), 0)
+        self.assertGreater(int(rows[2]["count_unsent_instructions"]), 0)  # 10^5/s: a backlog
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from recbench import latency_curve
+from recbench import latency_curve, launch
 
 REPO = Path(__file__).resolve().parents[3]
 RUNNER = REPO / "tools" / "benchmarks" / "run_benchmark_ps.py"
@@ -22,6 +22,8 @@ SMALL = ["--profile", "smoke", "--record-count", "2000", "--runtime-seconds", "0
 
 
 def run_runner(args, timeout=300):
+    # a free port, not brpc's default 15000: another process on this host may hold that one
+    args = args + ["--server-plan", f"0:127.0.0.1:{launch.free_port()}:0"]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.run([sys.executable, str(RUNNER)] + args, capture_output=True, text=True,
                           timeout=timeout, env=env, cwd=str(REPO), stdin=subprocess.DEVNULL)

@@ -73,6 +73,8 @@ class YcsbTargetTest(unittest.TestCase):
     def test_bad_target_is_refused(self):
         with self.assertRaisesRegex(RecbenchError, "target=-1"):
             run(-1)
+        with self.assertRaisesRegex(RecbenchError, "over threadcount=2 is below"):
+            run(1e-7)
         with self.assertRaisesRegex(RecbenchError, "ycsb.arrival"):
             run(100, extra=["ycsb.arrival=bursty"])
         r = subprocess.run([sys.executable, "-m", "recbench.ycsb", "-run", "-target", "0"],
