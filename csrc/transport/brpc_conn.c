@@ -81,6 +81,14 @@ typedef struct brpc_cconn {
     rs_auth_token auth; /* sent in every request's RpcMeta.authentication_data; len 0: none */
 } brpc_cconn;
 
+/* Every request carries the deployment token when the client has one (RpcMeta field 7). */
+static void meta_set_auth(brpc_cconn *c, Brpc__Policy__RpcMeta *meta) {
+    if (!c->auth.len) return;
+    meta->has_authentication_data = 1;
+    meta->authentication_data.data = c->auth.bytes;
+    meta->authentication_data.len = c->auth.len;
+}
+
 static int mark_broken(brpc_cconn *c, rs_error *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
@@ -243,12 +251,13 @@ static int rs_submit(brpc_cconn *c, const rs_ps_request *req, uint64_t tag, void
         meta.request = &rmeta;
         meta.has_correlation_id = 1;
         meta.correlation_id = ++c->next_cid;
+        meta_set_auth(c, &meta);
         if (cr.att_len) {
             meta.has_attachment_size = 1;
             meta.attachment_size = (int32_t)cr.att_len;
         }
         size_t meta_len = brpc__policy__rpc_meta__get_packed_size(&meta);
-        uint8_t head[RS_BRPC_HEADER_BYTES + 256];
+        uint8_t head[RS_BRPC_HEADER_BYTES + 256 + RS_AUTH_TOKEN_MAX + 4];
         rs_brpc_header_write(head, (uint32_t)(meta_len + need), (uint32_t)meta_len);
         brpc__policy__rpc_meta__pack(&meta, head + RS_BRPC_HEADER_BYTES);
         struct iovec iov[2] = {{head, RS_BRPC_HEADER_BYTES + meta_len}, {c->abuf, need}};
@@ -300,11 +309,7 @@ static int brpc_submit(void *conn, const rs_ps_request *req, uint64_t tag, void 
     meta.request = &rmeta;
     meta.has_correlation_id = 1;
     meta.correlation_id = ++c->next_cid;
-    if (c->auth.len) {
-        meta.has_authentication_data = 1;
-        meta.authentication_data.data = c->auth.bytes;
-        meta.authentication_data.len = c->auth.len;
-    }
+    meta_set_auth(c, &meta);
     if (att) {
         meta.has_attachment_size = 1;
         meta.attachment_size = (int32_t)att;
