@@ -49,7 +49,7 @@ int rs_rc_kv_mr_open(rs_rc_server *s) {
 }
 
 static int find(rc_kv_mr *m, uintptr_t lo, uintptr_t hi, uint32_t *lkey) {
-    uint32_t n = __atomic_load_n(&m->n, __ATOMIC_ACQUIRE);
+    uint32_t n = atomic_load_explicit(&m->n, memory_order_acquire);
     for (uint32_t i = 0; i < n; i++)
         if (m->chunk[i].lo <= lo && hi <= m->chunk[i].hi) {
             *lkey = m->chunk[i].r.lkey;
@@ -90,7 +90,8 @@ int rs_rc_kv_mr_lkey(rs_rc_server *s, const void *p, uint32_t len, uint32_t *lke
     }
     m->chunk[m->n].lo = start;
     m->chunk[m->n].hi = end;
-    __atomic_store_n(&m->n, m->n + 1, __ATOMIC_RELEASE);
+    atomic_store_explicit(&m->n, atomic_load_explicit(&m->n, memory_order_relaxed) + 1,
+                          memory_order_release);
     rc = find(m, lo, hi, lkey);
 out:
     pthread_mutex_unlock(&m->lock);
