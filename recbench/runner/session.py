@@ -25,39 +25,34 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 from recbench import latency_hist
 from recbench.launch import SOURCE_ROOT
+from recbench.runner import case as case_procs
 from recbench.runner import preflight, report, results
-from recbench.runner.config import (
-    bind_core_offset,
-    build_benchmark_cmd,
-    build_runtime_config,
-    build_server_cmd,
-    flag_name,
+from recbench.runner.case import (
+    LOADED_MARKER,
+    READY_MARKER,
+    SECURITY_FILES,
+    Case,
+    HostPlace,
+    PreflightError,
+    ProcSpec,
+    ProgramFlags,
 )
-from recbench.runner.execution import REGISTRY, Host, Ssh, shell_join, start_process
+from recbench.runner.config import build_runtime_config
+from recbench.runner.execution import REGISTRY, Host, Proc, Ssh, shell_join, start_process
 from recbench.runner.plan import Plan
 from recbench.runner.topology import Topology, format_hostport
 from recbench.transports import Transport
 
 log = logging.getLogger("recbench.runner")
 
-READY_MARKER = "event=ready"
-LOADED_MARKER = "PS_BENCHMARK_LOADED"
 SKIP_EXIT_CODE = 77
 REPO_ROOT = SOURCE_ROOT
 RUNNER_VERSION = 1
-# the flags a program's --help lists, {"__error__": why} when --help failed, None when unknown
-ProgramFlags = Union[set[str], dict[str, str], None]
 RESULT_DIR_PREFIX = "benchmark_ps_"
-# program flag -> (Execution field, file name of a remote host's copy beside its config.json)
-SECURITY_FILES = {"auth_token_file": ("auth_token_file", "auth_token"),
-                  "tls_cert": ("grpc_tls_cert", "tls_cert.pem"),
-                  "tls_key": ("grpc_tls_key", "tls_key.pem"),
-                  "tls_ca": ("grpc_tls_ca", "tls_ca.pem")}
-SECURITY_ROLE_FLAGS = {"server": ("tls_cert", "tls_key"), "client": ("tls_ca",)}
 
 
 def git_state(root=REPO_ROOT):
@@ -132,25 +127,9 @@ class Session:
                                        self.plan.execution.remote_container or None)
         return self.hosts[key]
 
-    def launcher(self, host, module, binary):
-        if binary:
-            if host.remote:
-                return [binary if os.path.isabs(binary) else f"{self.remote_repo}/{binary}"]
-            return [str(self._local_binary(binary))]
-        if host.remote:
-            return [self.remote_python, "-m", module]
-        return [sys.executable, "-m", module]
-
-    def _local_binary(self, binary):
-        path = Path(binary)
-        return path if path.is_absolute() else REPO_ROOT / path
-
-    def process_env(self, host, config_path, bind_offset=None):
-        env = {"PYTHONPATH": host.repo if host.remote else str(REPO_ROOT),
-               "RECSTORE_CONFIG": config_path, "RECBENCH_CONFIG": config_path}
-        if bind_offset is not None:
-            env["RECSTORE_BIND_CORE_OFFSET"] = str(bind_offset)
-        return env
+    def launcher(self, host: Host, module: str, binary: str) -> list[str]:
+        return case_procs.launcher(host.remote, self.remote_repo, self.remote_python, module,
+                                   binary, REPO_ROOT, sys.executable)
 
     # ---- preflight -----------------------------------------------------------------------
     def _remote_facts(self, host, ports):
@@ -301,22 +280,10 @@ class Session:
         self.help_cache[key] = flags
         return flags
 
-    def filter_flags(self, argv, supported, program):
+    def filter_flags(self, argv: list[str], supported: ProgramFlags, program: str) -> list[str]:
         """Drop derived-default flags the program does not accept; raise for flags the user set."""
-        if not supported or "__error__" in supported:
-            return argv
-        out = []
-        explicit = self.plan.explicit
-        for arg in argv:
-            name = flag_name(arg)
-            if name is None or name in supported or name not in OPTIONAL_PROCESS_FLAGS:
-                out.append(arg)
-                continue
-            source = _runner_dest_for(name)
-            if source in explicit:
-                raise PreflightError(f"{program} does not accept --{name} (from --"
-                                     f"{source.replace('_', '-')}); drop that option")
-            self.not_forwarded.add(f"{program}: --{name}")
+        out, dropped = case_procs.filter_flags(argv, supported, program, self.plan.explicit)
+        self.not_forwarded.update(dropped)
         return out
 
     # ---- cases ---------------------------------------------------------------------------
@@ -470,13 +437,14 @@ class Session:
         try:
             try:
                 config_paths = self._place_configs(topo, config, case["config_path"], remote_dir)
-                servers = self._start_servers(transport, topo, config_paths, logs, cond)
+                procs = self.build_case(transport, repeat, topo, config_paths, logs)
+                servers = self._start(procs.servers, cond)
                 err = self._wait_servers_ready(topo, servers, cond)
                 log.info("%s repeat %s: servers %s", t, repeat, err or "ready")
                 if err:
                     case["status"] = "startup_failure"
                     return [results.failure_row(base, "startup_failure", err, log_paths=server_logs)], None
-                clients = self._start_clients(transport, topo, config_paths, logs, cond)
+                clients = self._start(procs.clients, cond)
             except PreflightError as exc:
                 case["status"] = "preflight_failure"
                 return [results.failure_row(base, "preflight_failure", str(exc))], None
@@ -549,15 +517,6 @@ class Session:
                 staged[flag] = rpath
         return paths
 
-    def _secret_flags(self, host, transport, role: str) -> list[str]:
-        """--auth_token_file for every process; the TLS files for grpc servers / clients."""
-        out = []
-        for flag, path in self.secret_paths.get(host.label(), {}).items():
-            if flag == "auth_token_file" or (transport.name == "grpc" and
-                                             flag in SECURITY_ROLE_FLAGS[role]):
-                out.append(f"--{flag}={path}")
-        return out
-
     def _remove_remote_dir(self, topo, remote_dir):
         for label in sorted({self.host(s.ssh_host).label() for s in topo.servers + topo.clients}):
             host = self.hosts[label]
@@ -571,27 +530,40 @@ class Session:
         return self.facts.get(host.label(), {}).get("cpu_cores") or (
             None if host.remote else os.cpu_count())
 
-    def _start_servers(self, transport, topo, config_paths, logs, cond):
+    def build_case(self, transport: Transport, repeat: int, topo: Topology,
+                   config_paths: dict[str, str], logs: Path) -> Case:
+        """The case's processes as values (case.py), from what this session knows of each host."""
+        places: dict[str, HostPlace] = {}
+        host_of: dict[str, str] = {}
+        flags: dict[str, dict[str, ProgramFlags]] = {}
+        ex = self.plan.execution
+        for module, binary, specs in ((case_procs.SERVER_MODULE, ex.server_binary, topo.servers),
+                                      (case_procs.CLIENT_MODULE, ex.benchmark_binary, topo.clients)):
+            for spec in specs:
+                host = self.host(spec.ssh_host)
+                host_of[spec.ssh_host or ""] = host.label()
+                seen = flags.setdefault(host.label(), {})
+                if module not in seen:  # only the programs a host runs
+                    seen[module] = self.program_flags(host, self.launcher(host, module, binary))
+        for label, programs in flags.items():
+            host = self.hosts[label]
+            places[label] = HostPlace(
+                label=label, remote=host.remote, repo=str(host.repo), python=self.remote_python,
+                config_path=config_paths[label], data_base=self.data_bases[label],
+                cores=self._cores(host), secrets=dict(self.secret_paths.get(label, {})),
+                program_flags=programs)
+        built = case_procs.build_case(self.plan, transport, repeat, topo, places, host_of, logs,
+                                      REPO_ROOT, sys.executable)
+        self.not_forwarded.update(built.not_forwarded)
+        return built
+
+    def _start(self, specs: tuple[ProcSpec, ...], cond: threading.Condition) -> list[Proc]:
         procs = []
-        for s in topo.servers:
-            host = self.host(s.ssh_host)
-            launcher = self.launcher(host, "recbench.ps_server", self.plan.execution.server_binary)
-            offset = bind_core_offset(self.plan, transport, "server", s.server_index,
-                                      self._cores(host))
-            cmd = build_server_cmd(self.plan, transport, s, len(topo.servers),
-                                   config_paths[host.label()], launcher, offset)
-            # one data directory per shard process (file-backed indexes must not share files)
-            cmd.append(f"--data_path={self.data_bases[host.label()]}/shard_{s.shard}")
-            cmd += self._secret_flags(host, transport, "server")
-            cmd = self.filter_flags(cmd, self.program_flags(host, launcher), "recbench.ps_server")
-            env = self.process_env(host, config_paths[host.label()], offset)
-            self.cases[-1].setdefault("commands", []).append(
-                {"name": f"server_{s.server_index}", "host": host.label(), "env": env,
-                 "argv": cmd})
-            procs.append(start_process(f"server_{s.server_index}", host, cmd, env,
-                                       str(logs / "server" / f"server_{s.server_index}.log"),
-                                       None, cond, [READY_MARKER], cwd=None if host.remote
-                                       else str(REPO_ROOT)))
+        for spec in specs:
+            self.cases[-1].setdefault("commands", []).append(spec.record())
+            procs.append(start_process(spec.name, self.hosts[spec.host], list(spec.argv),
+                                       dict(spec.env), spec.stdout_log, spec.stderr_log, cond,
+                                       list(spec.markers), cwd=spec.cwd))
         return procs
 
     def _wait_servers_ready(self, topo, servers, cond):
@@ -622,29 +594,6 @@ class Session:
                 for i, s in enumerate(topo.servers):
                     if i not in ready and _port_accepts(s.host, s.port):
                         ready.add(i)
-
-    def _start_clients(self, transport, topo, config_paths, logs, cond):
-        procs = []
-        for c in topo.clients:
-            host = self.host(c.ssh_host)
-            launcher = self.launcher(host, "recbench.ps_bench", self.plan.execution.benchmark_binary)
-            offset = bind_core_offset(self.plan, transport, "client", c.client_index,
-                                      self._cores(host))
-            cmd = build_benchmark_cmd(self.plan, transport, topo, c, config_paths[host.label()],
-                                      launcher, offset)
-            cmd += self._secret_flags(host, transport, "client")
-            cmd = self.filter_flags(cmd, self.program_flags(host, launcher), "recbench.ps_bench")
-            env = self.process_env(host, config_paths[host.label()], offset)
-            self.cases[-1].setdefault("commands", []).append(
-                {"name": f"client_{c.client_index}", "host": host.label(), "env": env,
-                 "argv": cmd})
-            procs.append(start_process(
-                f"client_{c.client_index}", host, cmd, env,
-                str(logs / f"client_{c.client_index}.stdout.log"),
-                str(logs / f"client_{c.client_index}.stderr.log"), cond,
-                [LOADED_MARKER, results.RESULT_PREFIX], cwd=None if host.remote
-                else str(REPO_ROOT)))
-        return procs
 
     def _drive_clients(self, base, topo, servers, clients, cond, server_logs):
         plan = self.plan
@@ -806,20 +755,6 @@ def print_table(transports, totals, rows):
                  else f"{'-':>8}",
                  f"{mean['p99_us']:9.1f}" if mean.get("p99_us") is not None else f"{'-':>9}"]
         print(f"{t:<10} {status:<18} {' '.join(cells)} {mean.get('repeats', 0):>7}")
-
-
-class PreflightError(RuntimeError):
-    pass
-
-
-# Process flags that only some builds of ps_bench know (RecStore's report/profile options). Every
-# other flag is always passed.
-OPTIONAL_PROCESS_FLAGS = {"report_mode": "report_mode",
-                          "transaction_profile": "transaction_profile"}
-
-
-def _runner_dest_for(flag):
-    return OPTIONAL_PROCESS_FLAGS.get(flag, flag)
 
 
 def _port_accepts(host, port):
