@@ -23,8 +23,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from recbench import latency_hist
@@ -44,7 +46,7 @@ from recbench.runner.case import (
 from recbench.runner.config import build_runtime_config
 from recbench.runner.execution import REGISTRY, Host, Proc, Ssh, shell_join, start_process
 from recbench.runner.plan import Plan
-from recbench.runner.topology import Topology, format_hostport
+from recbench.runner.topology import ClientSpec, ServerSpec, Topology, format_hostport
 from recbench.transports import Transport
 
 log = logging.getLogger("recbench.runner")
@@ -55,7 +57,7 @@ RUNNER_VERSION = 1
 RESULT_DIR_PREFIX = "benchmark_ps_"
 
 
-def git_state(root=REPO_ROOT):
+def git_state(root: Path = REPO_ROOT) -> dict[str, Any]:
     try:
         commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
                                 text=True, check=True, timeout=10).stdout.strip()
@@ -67,7 +69,9 @@ def git_state(root=REPO_ROOT):
         return {"commit": "unknown", "dirty": False}
 
 
-def _tail(path, n=3):
+def _tail(path: str | None, n: int = 3) -> str:
+    if path is None:
+        return ""
     try:
         with open(path, errors="replace") as f:
             lines = [line.strip() for line in f if line.strip()]
@@ -101,7 +105,7 @@ class Session:
         self.secret_paths: dict[str, dict[str, str]] = {}
 
     # ---- setup ---------------------------------------------------------------------------
-    def _output_dir(self):
+    def _output_dir(self) -> Path:
         out = self.plan.execution.output_dir or os.path.join(
             "results", RESULT_DIR_PREFIX + time.strftime("%m%d%H%M"))
         path = Path(out)
@@ -110,7 +114,7 @@ class Session:
         path.mkdir(parents=True, exist_ok=True)
         return path
 
-    def host(self, ssh_host):
+    def host(self, ssh_host: str | None) -> Host:
         if self.plan.execution.execution_backend == "local":
             ssh_host = None
         key = ssh_host or "local"
@@ -132,7 +136,8 @@ class Session:
                                    binary, REPO_ROOT, sys.executable)
 
     # ---- preflight -----------------------------------------------------------------------
-    def _remote_facts(self, host, ports):
+    def _remote_facts(self, host: Host,
+                      ports: Sequence[tuple[str, int]]) -> tuple[dict[str, Any] | None, str | None]:
         port_arg = ",".join(f"{h}:{p}" for h, p in ports)
         cmd = (f"PYTHONPATH={host.repo} {shell_join([self.remote_python])} -m recbench.runner.preflight"
                f" --ports {shell_join([port_arg])}" if port_arg else
@@ -151,7 +156,7 @@ class Session:
         """--remote-sync rsync: copy the source tree (not .venv, builds, results) and build it."""
         plan = self.plan
         ssh = self.ssh
-        assert ssh is not None, "rsync needs the ssh backend"
+        assert ssh is not None and host.ssh_host is not None, "rsync needs the ssh backend"
         excludes = ["/.venv", "/build", "/results", "*.so", "__pycache__", "/.git",
                     "/csrc/proto/gen", ".pytest_cache"]
         if plan.execution.remote_container:
@@ -188,7 +193,7 @@ class Session:
                     f"{(res.stderr or res.stdout).strip()[-300:]}")
         return None
 
-    def preflight_hosts(self, topologies):
+    def preflight_hosts(self, topologies: Mapping[str, Topology]) -> None:
         plan = self.plan
         ports_by_host: dict[str, set[tuple[str, int]]] = {}
         for topo in topologies.values():
@@ -218,13 +223,14 @@ class Session:
             for f in helps:
                 f.result()
 
-    def _check_remote(self, label, local_facts, ports):
+    def _check_remote(self, label: str, local_facts: dict[str, Any],
+                      ports: Sequence[tuple[str, int]]) -> list[str]:
         """Facts and problems of one remote host; also reads its programs' --help once."""
         plan = self.plan
         host = self.hosts[label]
         facts, err = self._remote_facts(host, ports)
-        if err:
-            return [err]
+        if err or facts is None:
+            return [err or f"{label}: preflight gave no facts"]
         self.facts[label] = facts
         problems = []
         if plan.execution.remote_sync in ("check", "rsync"):
@@ -237,7 +243,7 @@ class Session:
                 self.program_flags(host, self.launcher(host, module, binary))
         return problems
 
-    def _build_problems(self, label, facts):
+    def _build_problems(self, label: str, facts: dict[str, Any]) -> list[str]:
         info = facts.get("recbench", {})
         if "error" in info:
             return [f"{label}: recbench does not import: {info['error']}"]
@@ -253,7 +259,7 @@ class Session:
                          "(run make build, or pass --allow-debug-build to run and label the rows)")]
         return []
 
-    def program_flags(self, host, launcher):
+    def program_flags(self, host: Host, launcher: Sequence[str]) -> ProgramFlags:
         """Flags a program accepts, from its --help (None when it cannot tell). recbench's own
         modules on a remote host are the local ones (preflight compares version and commit), so
         their --help is read locally, once."""
@@ -267,7 +273,7 @@ class Session:
             if host.remote:
                 res = host.run(f"PYTHONPATH={host.repo} {shell_join(launcher)} --help", timeout=60)
             else:
-                res = subprocess.run(launcher + ["--help"], capture_output=True, text=True,
+                res = subprocess.run(list(launcher) + ["--help"], capture_output=True, text=True,
                                      timeout=60, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
                                      cwd=str(REPO_ROOT), stdin=subprocess.DEVNULL, check=False)
             if res.returncode == 0:
@@ -304,14 +310,14 @@ class Session:
             "build_type": self._build_type(topo), "client_index": -1, "phase": "",
         }
 
-    def _build_type(self, topo):
+    def _build_type(self, topo: Topology) -> str:
         labels = {self.host(s.ssh_host).label() for s in topo.servers}
         labels |= {self.host(c.ssh_host).label() for c in topo.clients}
         types = sorted({self.facts.get(lbl, {}).get("recbench", {}).get("build_type", "unknown")
                         for lbl in labels})
         return ";".join(types)
 
-    def case_skip_reason(self, transport, topo):
+    def case_skip_reason(self, transport: Transport, topo: Topology) -> str | None:
         labels = sorted({self.host(s.ssh_host).label() for s in topo.servers}
                         | {self.host(c.ssh_host).label() for c in topo.clients})
         for lbl in labels if not self.plan.execution.server_binary else ():
@@ -327,7 +333,7 @@ class Session:
                     return f"no RDMA verbs device on {lbl}: {reason}"
         return None
 
-    def host_level_problems(self, topo):
+    def host_level_problems(self, topo: Topology) -> list[str]:
         labels = sorted({self.host(s.ssh_host).label() for s in topo.servers}
                         | {self.host(c.ssh_host).label() for c in topo.clients})
         problems = []
@@ -335,7 +341,7 @@ class Session:
             problems += self.host_problems.get(lbl, [])
         return problems
 
-    def fabric_problems(self, transport, topo):
+    def fabric_problems(self, transport: Transport, topo: Topology) -> list[str]:
         """--rdma-fabric-plan: each process's device and port exist on its host, with the link
         layer its mode needs."""
         from recbench.runner.topology import EXPECTED_LINK_LAYER
@@ -345,7 +351,7 @@ class Session:
             return problems
         for role, specs in (("server", topo.servers), ("client", topo.clients)):
             for spec in specs:
-                index = spec.server_index if role == "server" else spec.client_index
+                index = spec.server_index if isinstance(spec, ServerSpec) else spec.client_index
                 entry = self.plan.rc.fabric.get((role, index))
                 label = self.host(spec.ssh_host).label()
                 devices = self.facts.get(label, {}).get("rdma_devices") or []
@@ -366,7 +372,7 @@ class Session:
                                     f"{entry.port} on {label} is {port['link_layer']}")
         return problems
 
-    def case_problems(self, topo, transport=None):
+    def case_problems(self, topo: Topology, transport: Transport | None = None) -> list[str]:
         problems = self.fabric_problems(transport, topo) if transport else []
         for spec, module, binary in ([(s, "recbench.ps_server", self.plan.execution.server_binary)
                                       for s in topo.servers]
@@ -376,7 +382,7 @@ class Session:
             if host.label() in self.host_problems and self.host_problems[host.label()]:
                 continue
             flags = self.program_flags(host, self.launcher(host, module, binary))
-            if flags is not None and "__error__" in flags:
+            if isinstance(flags, dict) and "__error__" in flags:
                 msg = f"{binary or module} cannot run on {host.label()}: {flags['__error__']}"
                 if msg not in problems:
                     problems.append(msg)
@@ -471,7 +477,8 @@ class Session:
             if self.ssh is not None and any(p.host.remote for p in servers + clients):
                 self._remove_remote_dir(topo, remote_dir)
 
-    def _place_configs(self, topo, config, local_path, remote_dir):
+    def _place_configs(self, topo: Topology, config: dict[str, Any], local_path: str,
+                       remote_dir: str) -> dict[str, str]:
         """Config path per host label; remote hosts get the config through ssh stdin, with data
         paths under the remote runtime directory (not this host's paths)."""
         paths = {}
@@ -517,7 +524,7 @@ class Session:
                 staged[flag] = rpath
         return paths
 
-    def _remove_remote_dir(self, topo, remote_dir):
+    def _remove_remote_dir(self, topo: Topology, remote_dir: str) -> None:
         for label in sorted({self.host(s.ssh_host).label() for s in topo.servers + topo.clients}):
             host = self.hosts[label]
             if host.remote:
@@ -526,7 +533,7 @@ class Session:
                 except subprocess.TimeoutExpired:
                     log.warning("removing %s on %s timed out", remote_dir, label)
 
-    def _cores(self, host):
+    def _cores(self, host: Host) -> int | None:
         return self.facts.get(host.label(), {}).get("cpu_cores") or (
             None if host.remote else os.cpu_count())
 
@@ -566,7 +573,8 @@ class Session:
                                        list(spec.markers), cwd=spec.cwd))
         return procs
 
-    def _wait_servers_ready(self, topo, servers, cond):
+    def _wait_servers_ready(self, topo: Topology, servers: list[Proc],
+                            cond: threading.Condition) -> str | None:
         plan = self.plan
         start = time.monotonic()
         deadline = start + plan.execution.cluster_timeout
@@ -595,12 +603,14 @@ class Session:
                     if i not in ready and _port_accepts(s.host, s.port):
                         ready.add(i)
 
-    def _drive_clients(self, base, topo, servers, clients, cond, server_logs):
+    def _drive_clients(self, base: dict[str, Any], topo: Topology, servers: list[Proc], clients: list[Proc],
+                       cond: threading.Condition,
+                       server_logs: list[str]) -> tuple[list[dict[str, Any]], float | None]:
         plan = self.plan
         deadline = time.monotonic() + plan.execution.client_timeout
         dead_server = None
 
-        def server_down():
+        def server_down() -> int | None:
             for i, p in enumerate(servers):
                 if p.exited():
                     return i
@@ -632,7 +642,7 @@ class Session:
         cpu_end = [p.cpu_seconds() for p in servers]
         server_cpu = None
         if all(x is not None for x in cpu_start + cpu_end) and servers:
-            server_cpu = sum(e - s for s, e in zip(cpu_start, cpu_end))
+            server_cpu = sum((e or 0.0) - (s or 0.0) for s, e in zip(cpu_start, cpu_end))
         grace_deadline = time.monotonic() + 5.0
         if dead_server is not None:  # give clients a moment to report the broken connection
             with cond:
@@ -650,8 +660,9 @@ class Session:
                                       server_cpu, server_logs)
         return rows, server_cpu
 
-    def _client_rows(self, base, spec, proc, timed_out, dead_server, servers, server_cpu,
-                     server_logs):
+    def _client_rows(self, base: dict[str, Any], spec: ClientSpec, proc: Proc, timed_out: bool,
+                     dead_server: int | None, servers: list[Proc], server_cpu: float | None,
+                     server_logs: list[str]) -> list[dict[str, Any]]:
         plan = self.plan
         b = dict(base, client_index=spec.client_index,
                  log_path=[proc.stdout_log, proc.stderr_log])
@@ -673,13 +684,13 @@ class Session:
                 if r.get("phase") == "run":
                     r["_hist"] = None
         have_run = any(r.get("phase") == "run" for r in parsed)
-        logs = [proc.stdout_log, proc.stderr_log]
+        logs: list[str | None] = [proc.stdout_log, proc.stderr_log]
         if timed_out and dead_server is not None:
             srv = servers[dead_server]
             rows.append(results.failure_row(
                 b, "client_failure", f"stopped: server_{dead_server} exited with code "
                 f"{srv.returncode} during the run", "run", spec.client_index,
-                logs + server_logs))
+                [*logs, *server_logs]))
         elif timed_out:
             rows.append(results.failure_row(b, "timeout", f"client timeout after "
                                             f"{plan.execution.client_timeout:g}s", "run" if parsed else "",
@@ -692,7 +703,7 @@ class Session:
             rows.append(results.failure_row(
                 b, "client_failure", f"client exited with code {proc.returncode}: "
                 f"{_tail(proc.stderr_log, 2)}", "run" if parsed else "load", spec.client_index,
-                logs + (server_logs if dead_server is not None else [])))
+                [*logs, *(server_logs if dead_server is not None else [])]))
         elif not have_run:
             rows.append(results.failure_row(b, "client_failure", "client exited 0 without a run "
                                             "result line", "run", spec.client_index, logs))
@@ -739,7 +750,8 @@ class Session:
         return paths
 
 
-def print_table(transports, totals, rows):
+def print_table(transports: Sequence[str], totals: Sequence[dict[str, Any]],
+                rows: Sequence[dict[str, Any]]) -> None:
     """The run's headline on stdout: per transport, the mean over repeats of the run total."""
     print(f"{'transport':<10} {'status':<18} {'run M keys/s':>12} {'stdev':>8} {'p99 us':>9} "
           f"{'repeats':>7}")
@@ -757,7 +769,7 @@ def print_table(transports, totals, rows):
         print(f"{t:<10} {status:<18} {' '.join(cells)} {mean.get('repeats', 0):>7}")
 
 
-def _port_accepts(host, port):
+def _port_accepts(host: str, port: int) -> bool:
     try:
         with socket.create_connection((host, port), timeout=1.0):
             return True
@@ -765,7 +777,7 @@ def _port_accepts(host, port):
         return False
 
 
-def _raise_interrupt(signum, frame):
+def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
