@@ -2,7 +2,7 @@
 PY      := .venv/bin/python
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: deps build build-debug build-asan ctest pytest test bench lint format clean fuzz fuzz-smoke tsan
+.PHONY: deps build build-debug build-asan ctest pytest test bench lint format clean fuzz fuzz-smoke tsan lab
 
 deps:
 	@tools/build/deps.sh
@@ -39,6 +39,12 @@ tsan: deps
 
 bench: build
 	@$(PY) tools/benchmarks/run_benchmark_ps.py
+
+# Two soft-RoCE qemu guests (docs/lab.md): verbs tests, perftest, the runner's two-host rdma and
+# grpc/brpc rows, the Local RDMA smoke; report in results/lab_MMDDHHMM/lab.md. `make test` runs the
+# CI part of it (src/test/scripts/test_lab.py).
+lab: build
+	@$(PY) -m recbench.lab check --rpc --local-smoke
 
 # C: clang-format (.clang-format) must leave every file unchanged; Python: ruff and mypy (both
 # pinned in the test extra, rules and mypy's files in pyproject.toml). `make format` rewrites C.

@@ -172,6 +172,20 @@ def resolve(args) -> dict:
     }
 
 
+def get_path(transport: str, res: dict) -> str:
+    """Which path the phase's GET responses took: direct_sg (every shard response's rows were
+    scatter-gathered from the server's value store), staging_copy (none were), mixed, none (no
+    GET), n/a (brpc/grpc: rows travel inside the RPC message)."""
+    if transport not in RC_TRANSPORTS:
+        return "n/a"
+    parts, gathered = res.get("get_parts", 0), res.get("get_parts_gathered", 0)
+    if not parts:
+        return "none"
+    if gathered == parts:
+        return "direct_sg"
+    return "staging_copy" if gathered == 0 else "mixed"
+
+
 def result_line(phase: str, kw: dict, res: dict) -> str:
     rt = res["runtime_s"]
     threads = kw["threads"] if phase == "run" else (kw["load_threads"] or kw["threads"])
@@ -191,6 +205,9 @@ def result_line(phase: str, kw: dict, res: dict) -> str:
         ("value_size", kw["value_size"]), ("prefetch_depth", kw["prefetch_depth"]),
         ("num_shards", len(kw["endpoints"])), ("keys_missing", res["keys_missing"]),
         ("wire", "recstore" if kw["transport"].startswith("recstore+") else "native"),
+        ("get_path", get_path(kw["transport"], res)),
+        ("get_parts", res.get("get_parts", 0)),
+        ("get_parts_gathered", res.get("get_parts_gathered", 0)),
     ]
     if phase == "run" and "late_sends" in res:
         fields += [(f"service_{p}_us", f"{res[f'service_{p}_us']:.3f}")

@@ -1,6 +1,8 @@
 """RDMA verbs device discovery through libibverbs.so.1 in cffi ABI mode.
 
-`devices()` lists the verbs devices of this host with their ports (state, link layer, GIDs). It
+`devices()` lists the verbs devices of this host with their ports (state, link layer, GIDs) and
+their kind (`device_kind`: `rxe` for soft-RoCE, `siw` for soft-iWARP, otherwise the kernel driver
+of the hardware, from sysfs), which the runner reports as the rows' fabric. It
 needs no compiler and no build of recbench against libibverbs: the library is opened at call time,
 so a host without the library or without any device gets an empty list, and `devices_status()`
 says why. The runner's preflight uses it on every host; the RC transport tests use it to decide
@@ -98,8 +100,29 @@ def _port_info(ffi, lib, ctx, port_num):
     }
 
 
+SYSFS_IB = "/sys/class/infiniband"
+
+
+def device_kind(name, sysfs=SYSFS_IB):
+    """'rxe' / 'siw' for the software devices, else the driver of the device behind it (mlx5_core,
+    ...), 'unknown' when sysfs does not say. Software devices have no `device` link but a
+    `parent` (the netdev they run on); siw reports node type RNIC (iWARP), rxe a CA."""
+    base = os.path.join(sysfs, name)
+    driver = os.path.join(base, "device", "driver")
+    if os.path.exists(driver):
+        return os.path.basename(os.path.realpath(driver))
+    if os.path.exists(os.path.join(base, "parent")):
+        try:
+            with open(os.path.join(base, "node_type")) as f:
+                node_type = f.read()
+        except OSError:
+            node_type = ""
+        return "siw" if "RNIC" in node_type else "rxe"
+    return "unknown"
+
+
 def devices_status(library=LIBRARY):
-    """Return (devices, reason). `devices` is a list of dicts {name, ports: [{port, state,
+    """Return (devices, reason). `devices` is a list of dicts {name, kind, ports: [{port, state,
     link_layer, lid, active_mtu, gids: [{index, gid}]}]}; `reason` is None when at least one device
     was found, otherwise a sentence saying why the list is empty (library missing, no device)."""
     try:
@@ -119,7 +142,8 @@ def devices_status(library=LIBRARY):
             name = ffi.string(lib.ibv_get_device_name(dev)).decode()
             ctx = lib.ibv_open_device(dev)
             if ctx == ffi.NULL:
-                found.append({"name": name, "ports": [], "error": "ibv_open_device failed: "
+                found.append({"name": name, "kind": device_kind(name), "ports": [],
+                              "error": "ibv_open_device failed: "
                               + os.strerror(ffi.errno or 0)})
                 continue
             try:
@@ -129,7 +153,7 @@ def devices_status(library=LIBRARY):
                     if info is None:
                         break
                     ports.append(info)
-                found.append({"name": name, "ports": ports})
+                found.append({"name": name, "kind": device_kind(name), "ports": ports})
             finally:
                 lib.ibv_close_device(ctx)
     finally:

@@ -41,3 +41,12 @@ int rs_kv_batch_row_refs(rs_kv *kv, const uint64_t *keys, size_t n, const void *
     if (n_found) *n_found = hits;
     return 0;
 }
+
+int rs_kv_value_region(rs_kv *kv, const void **base, size_t *len) {
+    if (!kv || !kv->value_size || kv->vs.variable) return RS_EINVAL;
+    pthread_mutex_lock(&kv->vs.lock); /* growth happens under it */
+    *base = kv->vs.region.base;
+    *len = kv->vs.region.backed;
+    pthread_mutex_unlock(&kv->vs.lock);
+    return 0;
+}

@@ -62,6 +62,7 @@ typedef struct worker {
     rs_error err;
     uint64_t key_lo, key_hi; /* load range [lo, hi) */
     uint64_t batches, key_ops, get_batches, put_batches, found, missing;
+    uint64_t get_parts, get_parts_gathered;
     uint64_t checked, bad, first_bad_key;
     uint64_t prof_make_ns, prof_submit_ns, prof_wait_ns, prof_consume_ns, prof_submits, prof_waits;
     char first_bad_msg[160];
@@ -182,6 +183,8 @@ static void note_done(worker *w, const slot *s, const rs_ps_batch_result *res) {
     w->key_ops += s->n;
     if (s->op == RS_PS_GET) {
         w->get_batches++;
+        w->get_parts += res->parts;
+        w->get_parts_gathered += res->gathered;
         uint64_t loaded = 0;
         for (uint32_t i = 0; i < s->n; i++)
             loaded += s->keys[i] >= 1 && s->keys[i] <= cfg->record_count;
@@ -512,6 +515,8 @@ static int bench_phase(const rs_ps_bench_config *cfg, phase ph, rs_ps_bench_resu
         res->batches += w->batches;
         res->key_ops += w->key_ops;
         res->get_batches += w->get_batches;
+        res->get_parts += w->get_parts;
+        res->get_parts_gathered += w->get_parts_gathered;
         res->put_batches += w->put_batches;
         res->keys_found += w->found;
         res->keys_missing += w->missing;

@@ -49,6 +49,7 @@ typedef struct shard_part {
 
 typedef struct batch_slot {
     uint64_t tag, found;
+    uint32_t resp_parts, resp_gathered; /* shard responses; ... RS_PS_RESP_GATHERED */
     rs_ps_op op;
     size_t n;
     uint32_t chunk; /* keys per request for this batch's op */
@@ -370,6 +371,7 @@ int rs_ps_client_submit(rs_ps_client *c, rs_ps_op op, const uint64_t *keys, size
     b->op = op;
     b->n = n;
     b->found = 0;
+    b->resp_parts = b->resp_gathered = 0;
     b->chunk = get ? c->chunk_get : c->chunk_put;
     b->rows_out = rows_out;
     b->fail_code = 0;
@@ -474,6 +476,8 @@ static void collect(rs_ps_client *c, batch_slot *b, uint32_t s) {
         return;
     }
     b->found += r->num_found;
+    b->resp_parts++;
+    b->resp_gathered += (r->flags & RS_PS_RESP_GATHERED) != 0;
 }
 
 int rs_ps_client_wait(rs_ps_client *c, rs_ps_batch_result *res, rs_error *err) {
@@ -506,6 +510,8 @@ int rs_ps_client_wait(rs_ps_client *c, rs_ps_batch_result *res, rs_error *err) {
     c->count--;
     res->tag = b->tag;
     res->num_found = b->found;
+    res->parts = b->resp_parts;
+    res->gathered = b->resp_gathered;
     if (b->fail_code) {
         if (err) *err = b->fail;
         return b->fail_code;

@@ -227,6 +227,7 @@ int rs_ps_response_decode(const uint8_t *msg, size_t len, const uint8_t *attachm
     out->rows_len = 0;
     out->error[0] = 0;
     out->reply[0] = 0;
+    out->flags = 0;
     if (!msg && len)
         return rs_error_set(err, RS_EPROTO, "PSResponse: NULL message of %zu bytes", len);
     if (!msg) msg = empty_msg;

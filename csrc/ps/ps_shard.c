@@ -303,20 +303,14 @@ int rs_ps_shard_load(rs_ps_shard *s, const char *dir, char *reply, size_t cap, r
     return 0;
 }
 
-/* "save <dir>" / "load <dir>": the argument resolved inside the checkpoint root (relative to it,
- * or an absolute path under it; no ".." component). NULL, or the reason it is refused in why. */
-static int command_dir(const rs_ps_shard *s, const char *c, size_t n, size_t skip, char *out,
-                       size_t cap, char *why, size_t why_cap) {
-    while (skip < n && c[skip] == ' ')
-        skip++;
-    size_t len = n - skip;
-    const char *d = c + skip;
+int rs_ps_shard_checkpoint_dir(const rs_ps_shard *s, const char *d, size_t len, char *out,
+                               size_t cap, char *why, size_t why_cap) {
     if (!s->ckpt_root[0]) {
         snprintf(why, why_cap,
                  "checkpoint commands are off on shard %u: start the server with "
                  "--checkpoint_root DIR",
                  s->shard_id);
-        return RS_EINVAL;
+        return RS_ENOTSUP;
     }
     size_t rl = strlen(s->ckpt_root);
     int abs = len && d[0] == '/';
@@ -436,7 +430,10 @@ static int handle_command(rs_ps_shard *s, const rs_ps_request *req, rs_ps_respon
                         "command '%s' needs a directory: '%s <dir>' (inside the server's "
                         "--checkpoint_root)",
                         save ? "save" : "load", save ? "save" : "load");
-        if (command_dir(s, c, n, 4, dir, sizeof dir, why, sizeof why))
+        size_t skip = 4;
+        while (skip < n && c[skip] == ' ')
+            skip++;
+        if (rs_ps_shard_checkpoint_dir(s, c + skip, n - skip, dir, sizeof dir, why, sizeof why))
             return fail(resp, cb, RS_PS_INVALID_PAYLOAD, "%s", why);
         if (job_start(s, save, dir, resp->reply, sizeof resp->reply))
             return fail(resp, cb, RS_PS_CHECKPOINT, "%s", resp->reply);

@@ -7,8 +7,9 @@
  *   UpdateParameter     gradient block -> optimizer step for a table registered on this shard,
  *                       every key carrying the table's tag in its top 8 bits (tag << 56)
  *   InitEmbeddingTable  table name + JSON config -> tag (= table_id, 0..255, for SGD)
- *   Command             CLEAR_PS, LOAD_FAKE_DATA, DUMP_FAKE_DATA; RELOAD_PS and the checkpoint
- *                       commands are refused (recbench's shard has no checkpoint to reload)
+ *   Command             CLEAR_PS, LOAD_FAKE_DATA, DUMP_FAKE_DATA; SAVE_CHECKPOINT /
+ *                       LOAD_CHECKPOINT (recbench's checkpoint files, inside the shard's
+ *                       checkpoint_root); RELOAD_PS is refused (no RecStore model checkpoints)
  *
  * Where RecStore's own server aborts (zero keys, a malformed RELOAD_PS, an unknown command,
  * malformed blocks) this answers an error and keeps serving. Rows have the shard's fixed width
@@ -567,6 +568,86 @@ static int fake_size(const rs_rsps_command_args *a, const char *name, int64_t *n
     return 0;
 }
 
+/* RecStore's arg2[0]: a JSON object with an object "identity" and a non-empty string
+ * "checkpoint_id" (the server adds shard_id; recbench's file already records it). */
+static int checkpoint_meta_ok(const uint8_t *json, size_t len, char *why, size_t why_cap) {
+    json_cur c = {(const char *)json, (const char *)json + len};
+    int identity = 0, id = 0;
+    json_ws(&c);
+    if (c.p >= c.end || *c.p != '{') {
+        snprintf(why, why_cap, "metadata (arg2) is not a JSON object");
+        return -1;
+    }
+    c.p++;
+    for (;;) {
+        json_ws(&c);
+        if (c.p < c.end && *c.p == '}') break;
+        const char *k, *v;
+        size_t kn, vn;
+        if (json_string(&c, &k, &kn)) goto bad;
+        json_ws(&c);
+        if (c.p >= c.end || *c.p++ != ':') goto bad;
+        json_ws(&c);
+        if (kn == 8 && memcmp(k, "identity", 8) == 0 && c.p < c.end && *c.p == '{') identity = 1;
+        if (kn == 13 && memcmp(k, "checkpoint_id", 13) == 0 && c.p < c.end && *c.p == '"') {
+            if (json_string(&c, &v, &vn)) goto bad;
+            id = vn > 0;
+        } else if (json_skip(&c)) {
+            goto bad;
+        }
+        json_ws(&c);
+        if (c.p < c.end && *c.p == ',') c.p++;
+    }
+    if (identity && id) return 0;
+    snprintf(why, why_cap,
+             "metadata (arg2) needs an object \"identity\" and a non-empty string "
+             "\"checkpoint_id\"");
+    return -1;
+bad:
+    snprintf(why, why_cap, "metadata (arg2) is not valid JSON near byte %zu",
+             (size_t)(c.p - (const char *)json));
+    return -1;
+}
+
+/* SAVE_CHECKPOINT / LOAD_CHECKPOINT: arg1 = [directory] inside the shard's checkpoint root,
+ * arg2 = [metadata JSON]; run synchronously, as RecStore's server does (its client waits 600 s).
+ * Returns 0 or -1 with res filled. */
+static int checkpoint_command(rs_rsps *s, const rs_rsps_command_args *a, rs_rsps_result *res) {
+    int save = a->command == RS_RSPS_SAVE_CHECKPOINT;
+    const char *name = save ? "SAVE_CHECKPOINT" : "LOAD_CHECKPOINT";
+    char dir[4096], why[512], reply[512];
+    /* a server without a checkpoint root does not do checkpoints at all, whatever the args */
+    if (rs_ps_shard_checkpoint_dir(s->shard, "", 0, dir, sizeof dir, why, sizeof why) ==
+        RS_ENOTSUP) {
+        result(res, RS_RSPS_UNSUPPORTED, "%s: %s", name, why);
+        return -1;
+    }
+    if (a->n_arg1 != 1 || a->n_arg2 < 1) {
+        result(res, RS_RSPS_INVALID,
+               "%s wants arg1 = [directory] and arg2 = [metadata JSON] (got %u and %u values)",
+               name, a->n_arg1, a->n_arg2);
+        return -1;
+    }
+    if (checkpoint_meta_ok(a->arg2[0].data, a->arg2[0].len, why, sizeof why)) {
+        result(res, RS_RSPS_INVALID, "%s: %s", name, why);
+        return -1;
+    }
+    int rc = rs_ps_shard_checkpoint_dir(s->shard, (const char *)a->arg1[0].data, a->arg1[0].len,
+                                        dir, sizeof dir, why, sizeof why);
+    if (rc) {
+        result(res, rc == RS_ENOTSUP ? RS_RSPS_UNSUPPORTED : RS_RSPS_INVALID, "%s: %s", name, why);
+        return -1;
+    }
+    rs_error err = {0};
+    rc = save ? rs_ps_shard_save(s->shard, dir, reply, sizeof reply, &err)
+              : rs_ps_shard_load(s->shard, dir, reply, sizeof reply, &err);
+    if (rc) {
+        result(res, RS_RSPS_PRECONDITION, "%s: %s", name, err.msg);
+        return -1;
+    }
+    return 0;
+}
+
 rs_rsps_code rs_rsps_command(rs_rsps *s, const rs_rsps_command_args *a, const char **reply,
                              size_t *reply_len, size_t *fake_len, unsigned thread_slot,
                              rs_rsps_result *res) {
@@ -611,12 +692,13 @@ rs_rsps_code rs_rsps_command(rs_rsps *s, const rs_rsps_command_args *a, const ch
         rs_ps_shard_count(s->shard, thread_slot, RS_PS_COMMAND, 0, 0, 0);
         return ok(res);
     case RS_RSPS_SAVE_CHECKPOINT:
-    case RS_RSPS_LOAD_CHECKPOINT:
-        return result(res, RS_RSPS_UNSUPPORTED,
-                      "%s: recbench's parameter server does not write or read RecStore "
-                      "checkpoints",
-                      a->command == RS_RSPS_SAVE_CHECKPOINT ? "SAVE_CHECKPOINT"
-                                                            : "LOAD_CHECKPOINT");
+    case RS_RSPS_LOAD_CHECKPOINT: {
+        if (checkpoint_command(s, a, res)) return res->code;
+        *reply = "ok";
+        *reply_len = 2;
+        rs_ps_shard_count(s->shard, thread_slot, RS_PS_COMMAND, 0, 0, 0);
+        return ok(res);
+    }
     default:
         return result(res, RS_RSPS_INVALID,
                       "unknown PSCommand %lld (known: CLEAR_PS=0, RELOAD_PS=1, LOAD_FAKE_DATA=2, "

@@ -42,6 +42,14 @@ static PyObject *result_dict(const rs_ps_bench_result *r) {
         (unsigned long long)r->first_bad_key, "stopped_early",
         r->stopped_early ? Py_True : Py_False);
     if (!d) return NULL;
+    PyObject *g = Py_BuildValue("{s:K,s:K}", "get_parts", (unsigned long long)r->get_parts,
+                                "get_parts_gathered", (unsigned long long)r->get_parts_gathered);
+    if (!g || PyDict_Update(d, g) != 0) {
+        Py_XDECREF(g);
+        Py_DECREF(d);
+        return NULL;
+    }
+    Py_DECREF(g);
     PyObject *p = Py_BuildValue("{s:d,s:d,s:d,s:d}", "make_keys_avg_ns", r->make_keys_avg_ns,
                                 "submit_avg_ns", r->submit_avg_ns, "wait_avg_ns", r->wait_avg_ns,
                                 "consume_avg_ns", r->consume_avg_ns);

@@ -162,10 +162,10 @@ static PyObject *Server_stats(ServerObject *self, PyObject *noargs) {
     rs_ps_shard_get_stats(self->shard, &st);
     self->ops->stats(self->state, &ts);
     return Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "handled_get",
-        (unsigned long long)st.handled_get, "handled_put", (unsigned long long)st.handled_put,
-        "handled_update", (unsigned long long)st.handled_update, "handled_command",
-        (unsigned long long)st.handled_command, "handled_error",
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
+        "handled_get", (unsigned long long)st.handled_get, "handled_put",
+        (unsigned long long)st.handled_put, "handled_update", (unsigned long long)st.handled_update,
+        "handled_command", (unsigned long long)st.handled_command, "handled_error",
         (unsigned long long)st.handled_error, "keys_get", (unsigned long long)st.keys_get,
         "keys_put", (unsigned long long)st.keys_put, "keys_update",
         (unsigned long long)st.keys_update, "keys_found", (unsigned long long)st.keys_found,
@@ -173,7 +173,9 @@ static PyObject *Server_stats(ServerObject *self, PyObject *noargs) {
         (unsigned long long)ts.connections_open, "requests", (unsigned long long)ts.requests,
         "bad_frames", (unsigned long long)ts.bad_frames, "bytes_in",
         (unsigned long long)ts.bytes_in, "bytes_out", (unsigned long long)ts.bytes_out,
-        "auth_failures", (unsigned long long)ts.auth_failures);
+        "auth_failures", (unsigned long long)ts.auth_failures, "pollers_sleeping",
+        (unsigned long long)ts.pollers_sleeping, "poller_naps", (unsigned long long)ts.poller_naps,
+        "poller_awake_idle_rounds", (unsigned long long)ts.poller_awake_idle_rounds);
 }
 
 static PyObject *Server_enter(ServerObject *self, PyObject *noargs) {

@@ -13,7 +13,7 @@
  *   EINVAL (22)        malformed or unacceptable input: zero keys, keys not a multiple of 8 bytes,
  *                      a row block whose offsets do not add up, wrong dims, bad command args,
  *                      unknown PSCommand (RecStore's own Command errors are EINVAL too)
- *   EOPNOTSUPP (95)    RELOAD_PS, SAVE/LOAD_CHECKPOINT: recbench keeps no checkpoints
+ *   EOPNOTSUPP (95)    RELOAD_PS; SAVE/LOAD_CHECKPOINT on a server without a checkpoint root
  *   ENOSPC (28)        the shard is full
  *   2001 (EINTERNAL)   engine failure
  */

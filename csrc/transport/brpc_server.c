@@ -345,22 +345,7 @@ static int handle_frame(brpc_sconn *c, const uint8_t *body, const rs_brpc_header
 
     if (out_reserve(c, RS_BRPC_HEAD_MAX)) goto done;
     size_t base = c->out_len;
-    if (meta->has_compress_type && meta->compress_type != RS_BRPC_COMPRESS_NONE) {
-        size_t n = 0;
-        if (rs_brpc_decompress(meta->compress_type, msg, msg_len, w->srv->max_body, &w->zbuf,
-                               &w->zcap, &n, &err)) {
-            rs_error_prefix(&err, "request message");
-            ret = queue_response(c, cid, RS_BRPC_EREQUEST, err.msg, NULL, base, 0);
-            goto done;
-        }
-        msg = w->zbuf;
-        msg_len = n;
-    }
-    if (strcmp(svc, RS_BRPC_RECSTORE_SERVICE) == 0) {
-        ret = serve_recstore(c, cid, method, msg, msg_len, attachment, att, base);
-        goto done;
-    }
-    rs_ps_op op;
+    /* the token first: no service (RecStore's included) and no decompression without it */
     const rs_auth_token *tok = &w->srv->auth;
     if (tok->len &&
         !(meta->has_authentication_data && rs_auth_token_equal(tok, meta->authentication_data.data,
@@ -379,6 +364,22 @@ static int handle_frame(brpc_sconn *c, const uint8_t *body, const rs_brpc_header
         }
         goto done;
     }
+    if (meta->has_compress_type && meta->compress_type != RS_BRPC_COMPRESS_NONE) {
+        size_t n = 0;
+        if (rs_brpc_decompress(meta->compress_type, msg, msg_len, w->srv->max_body, &w->zbuf,
+                               &w->zcap, &n, &err)) {
+            rs_error_prefix(&err, "request message");
+            ret = queue_response(c, cid, RS_BRPC_EREQUEST, err.msg, NULL, base, 0);
+            goto done;
+        }
+        msg = w->zbuf;
+        msg_len = n;
+    }
+    if (strcmp(svc, RS_BRPC_RECSTORE_SERVICE) == 0) {
+        ret = serve_recstore(c, cid, method, msg, msg_len, attachment, att, base);
+        goto done;
+    }
+    rs_ps_op op;
     if (strcmp(svc, RS_BRPC_SERVICE) != 0) {
         snprintf(err.msg, sizeof err.msg, "unknown service '%.100s' (this server serves %s and %s)",
                  svc, RS_BRPC_SERVICE, RS_BRPC_RECSTORE_SERVICE);

@@ -245,6 +245,90 @@ static int reply_rows_direct(grpc_byte_buffer *bb, void *rows_out, size_t rows_l
     return 1;
 }
 
+/* A forward-only reader over a slice buffer (offsets never go back). */
+typedef struct slice_cursor {
+    const grpc_slice_buffer *sb;
+    size_t idx, base; /* slice idx starts at byte base of the message */
+} slice_cursor;
+
+static void cursor_copy(slice_cursor *cu, size_t from, size_t n, uint8_t *dst) {
+    while (n && cu->idx < cu->sb->count) {
+        size_t len = GRPC_SLICE_LENGTH(cu->sb->slices[cu->idx]);
+        if (from >= cu->base + len) {
+            cu->base += len;
+            cu->idx++;
+            continue;
+        }
+        size_t off = from - cu->base, take = len - off < n ? len - off : n;
+        memcpy(dst, GRPC_SLICE_START_PTR(cu->sb->slices[cu->idx]) + off, take);
+        dst += take;
+        from += take;
+        n -= take;
+    }
+}
+
+/*
+ * RecStore's GetParameterResponse read straight from gRPC's slices into the caller's rows (as
+ * reply_rows_direct does for the native wire): the message must be exactly field 1 holding one
+ * block of m items; the block is validated as rs_rsblock_validate does (counts, offsets, every
+ * item's span against its dim) while its rows are copied. Returns 1 when rows and resp are
+ * filled, 0 when the message has another shape (the caller decodes it whole).
+ */
+static int rs_get_direct(grpc_byte_buffer *bb, size_t m, size_t vs, uint8_t *rows,
+                         rs_grpc_scratch *scratch, rs_ps_response *resp) {
+    if (!bb || bb->type != GRPC_BB_RAW || bb->data.raw.compression != GRPC_COMPRESS_NONE || !rows ||
+        !m || m > RS_RSMSG_MAX_KEYS_PER_REQUEST)
+        return 0;
+    const grpc_slice_buffer *sb = &bb->data.raw.slice_buffer;
+    uint8_t head[16];
+    size_t total = sb->length;
+    if (total < 8) return 0;
+    slices_copy(sb, 0, total < sizeof head ? total : sizeof head, head);
+    if (head[0] != 0x0a) return 0;
+    uint64_t blen = 0;
+    size_t h = 1;
+    for (unsigned shift = 0; h < sizeof head && shift < 35; shift += 7) {
+        blen |= (uint64_t)(head[h] & 0x7f) << shift;
+        if (!(head[h++] & 0x80)) break;
+    }
+    if (h + blen != total || blen < 4 + 4 * m) return 0;
+    size_t table = 4 + 4 * m;
+    if (scratch->cap < table) {
+        uint8_t *b = realloc(scratch->buf, 8192);
+        if (!b) return 0;
+        scratch->buf = b;
+        scratch->cap = 8192;
+    }
+    slice_cursor cu = {sb, 0, 0};
+    cursor_copy(&cu, h, table, scratch->buf);
+    int32_t n, prev = 0;
+    memcpy(&n, scratch->buf, 4);
+    if ((size_t)n != m) return 0;
+    size_t items = h + table, dim = vs / 4;
+    uint32_t found = 0;
+    for (size_t i = 0; i < m; i++) {
+        int32_t end, d;
+        uint8_t ih[RS_RSBLOCK_ITEM_HEAD];
+        memcpy(&end, scratch->buf + 4 + 4 * i, 4);
+        int64_t span = (int64_t)end - prev;
+        if (span < RS_RSBLOCK_ITEM_HEAD || (uint64_t)end > blen - table) return 0;
+        cursor_copy(&cu, items + (size_t)prev, RS_RSBLOCK_ITEM_HEAD, ih);
+        memcpy(&d, ih + 8, 4);
+        if (d < 0 || RS_RSBLOCK_ITEM_HEAD + 4 * (int64_t)d != span) return 0;
+        size_t take = (size_t)d < dim ? (size_t)d : dim;
+        cursor_copy(&cu, items + (size_t)prev + RS_RSBLOCK_ITEM_HEAD, 4 * take, rows + i * vs);
+        memset(rows + i * vs + 4 * take, 0, 4 * (dim - take));
+        found += d > 0;
+        prev = end;
+    }
+    if (table + (size_t)prev != blen) return 0;
+    memset(resp, 0, offsetof(rs_ps_response, error));
+    resp->error[0] = resp->reply[0] = 0;
+    resp->value_size = (uint32_t)vs;
+    resp->num_found = found;
+    return 1;
+}
+
 /* ---- ops ----------------------------------------------------------------------------------- */
 
 static void rs_grpc_conn_close(void *conn);
@@ -509,8 +593,12 @@ static int rs_next(rs_grpc_conn *c, rs_ps_completion *out, rs_error *err) {
             rs_error e = {0};
             size_t vs = p->rs_value_size;
             uint8_t *rows = p->rows_out;
-            int drc = rs_grpc_message_span(p->recv_bb, &c->scratch, &msg, &e);
-            if (!drc)
+            int drc = 0;
+            if (p->rs_method == RS_RSMSG_GET &&
+                rs_get_direct(p->recv_bb, p->rs_keys, vs, rows ? rows + p->rows_cap * vs : NULL,
+                              &c->scratch, &r))
+                drc = 0;
+            else if ((drc = rs_grpc_message_span(p->recv_bb, &c->scratch, &msg, &e)) == 0)
                 drc = rs_rsmsg_client_decode((rs_rsmsg_method)p->rs_method, msg.data, msg.len, NULL,
                                              0, p->rs_keys, (uint32_t)vs,
                                              rows ? rows + p->rows_cap * vs : NULL, &r, &e);

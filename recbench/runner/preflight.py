@@ -82,6 +82,7 @@ def transport_availability() -> dict[str, str | None]:
 
 def host_facts(ports: Iterable[tuple[str, int]] = ()) -> dict[str, Any]:
     from recbench import rdma
+    from recbench.lab.facts import guest_facts
 
     devices, reason = rdma.devices_status()
     facts: dict[str, Any] = {
@@ -93,6 +94,7 @@ def host_facts(ports: Iterable[tuple[str, int]] = ()) -> dict[str, Any]:
         "rdma_devices": devices,
         "rdma_reason": reason,
         "transports": transport_availability(),
+        "lab": guest_facts(),
         "ports": {},
     }
     for host, port in ports:

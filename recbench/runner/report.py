@@ -167,6 +167,11 @@ def render(run_config: Mapping[str, Any], rows: Sequence[Row], totals: Sequence[
     ]
     if any(t != "Release" for t in build_types):
         out.append("- **注意: 存在非 Release 构建，本报告中的吞吐量不能作为性能结论。**")
+    fab = sorted({(r.get("fabric", ""), r.get("accelerator", "")) for r in rows})
+    out.append("- Fabric / 加速器: " + ", ".join(f"{f or '?'}/{x or '?'}" for f, x in fab))
+    if any(x not in ("", "native") for _, x in fab):
+        out.append("- **注意: 这些行来自 recbench.lab 的 qemu 虚拟机 (软件 RoCE rxe，模拟执行)："
+                   "是协议与正确性结果，不是网卡性能 (docs/lab.md)。**")
     for case in cases:
         topo = case.get("topology", {})
         servers = ", ".join(f"{s['server_index']}:{s['ssh_host']}→{s['host']}:{s['port']}"
@@ -237,14 +242,16 @@ def render(run_config: Mapping[str, Any], rows: Sequence[Row], totals: Sequence[
     ok = [r for r in rows if r["status"] == "success"]
     if ok:
         out.append("| transport | repeat | phase | client | M keys/s | payload GB/s | mean_us | p50_us "
-                   "| p99_us | p999_us | client CPU s | row_kind | build | log_path |")
-        out.append("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|")
+                   "| p99_us | p999_us | client CPU s | row_kind | build | fabric/accel | get_path "
+                   "| log_path |")
+        out.append("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|---|")
         for r in ok:
             out.append(f"| {r['transport']} | {r['repeat_index']} | {r['phase']} | "
                        f"{r['client_index']} | {_mk(r['key_ops_per_sec'])} | "
                        f"{_f(r['payload_gbps'], 3)} | {_f(r['mean_us'])} | {_f(r['p50_us'])} | "
                        f"{_f(r['p99_us'])} | {_f(r['p999_us'])} | {_f(r['client_cpu_s'], 2)} | "
-                       f"{r['row_kind']} | {r['build_type']} | {r['log_path']} |")
+                       f"{r['row_kind']} | {r['build_type']} | {r.get('fabric', '')}/"
+                       f"{r.get('accelerator', '')} | {r.get('get_path', '')} | {r['log_path']} |")
         out.append("")
         out.append(f"每个 transport × repeat 的合计（同一窗口内各客户端之和；{_latency_sentence(totals)}）：")
         out.append("")

@@ -38,6 +38,10 @@ NEW_COLUMNS += OPEN_LOOP_COLUMNS
 # runtime_seconds is the configured --runtime-seconds (RecStore's meaning); measured_seconds is
 # the window the client measured (its runtime_s), which rates are computed over. wire: native or
 # recstore (--wire, the protocol the clients spoke).
+# where a row ran and how its GETs were served (docs/lab.md, docs/rdma-shm.md): the verbs device
+# kind or shm/tcp, tcg/kvm on lab guests (else native), ps_bench's get_path
+LAB_COLUMNS = ["fabric", "accelerator", "get_path"]
+NEW_COLUMNS += LAB_COLUMNS
 SUMMARY_COLUMNS = RECSTORE_COLUMNS + NEW_COLUMNS
 
 TOTALS_COLUMNS = [
@@ -185,6 +189,7 @@ def result_row(base: dict[str, Any], parsed: dict[str, Any],
         "client_cpu_s": cpu,
         "server_cpu_s": server_cpu_s if parsed.get("phase") == "run" else None,
         "measured_seconds": parsed.get("runtime_s"),
+        "get_path": parsed.get("get_path", ""),
         "_batches": parsed.get("batches"), "_key_ops": parsed.get("key_ops"),
     })
     row.update({col: parsed[col] for col in OPEN_LOOP_COLUMNS if col in parsed})

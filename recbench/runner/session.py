@@ -30,6 +30,7 @@ from types import FrameType
 from typing import Any
 
 from recbench import latency_hist
+from recbench.lab import facts as lab_facts
 from recbench.launch import SOURCE_ROOT
 from recbench.runner import case as case_procs
 from recbench.runner import preflight, report, results
@@ -308,13 +309,17 @@ class Session:
             "index_type": plan.servers.index_type, "row_kind": plan.row_kind,
             "wire": plan.workload.wire,
             "build_type": self._build_type(topo), "client_index": -1, "phase": "",
+            **lab_facts.row_labels(transport.label, [self.facts.get(lbl, {})
+                                                     for lbl in self._topo_labels(topo)]),
         }
 
+    def _topo_labels(self, topo: Topology) -> list[str]:
+        return sorted({self.host(s.ssh_host).label() for s in topo.servers}
+                      | {self.host(c.ssh_host).label() for c in topo.clients})
+
     def _build_type(self, topo: Topology) -> str:
-        labels = {self.host(s.ssh_host).label() for s in topo.servers}
-        labels |= {self.host(c.ssh_host).label() for c in topo.clients}
         types = sorted({self.facts.get(lbl, {}).get("recbench", {}).get("build_type", "unknown")
-                        for lbl in labels})
+                        for lbl in self._topo_labels(topo)})
         return ";".join(types)
 
     def case_skip_reason(self, transport: Transport, topo: Topology) -> str | None:
@@ -740,6 +745,8 @@ class Session:
             "hosts": self.facts, "host_problems": self.host_problems,
             "not_forwarded_derived_flags": sorted(self.not_forwarded),
             "cases": self.cases, "processes": REGISTRY.history,
+            "fabric_labels": sorted({f"{r['transport']} fabric={r.get('fabric')} "
+                                     f"accelerator={r.get('accelerator')}" for r in self.rows}),
             "interrupted": self.interrupted,
         }
         paths["run_config"].write_text(json.dumps(run_config, indent=2, default=str) + "\n")

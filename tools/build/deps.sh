@@ -10,7 +10,10 @@ cd "$(dirname "$0")/../.."
 DEBS=(build-essential pkg-config python3-dev libibverbs-dev rdma-core libgrpc-dev
       protobuf-c-compiler libprotobuf-c-dev librocksdb-dev libleveldb-dev liblmdb-dev
       libsqlite3-dev libwiredtiger-dev libnuma-dev libsnappy-dev zlib1g-dev openssh-server openssh-client rsync
-      redis-server clang clang-format libclang-rt-14-dev iproute2 procps valgrind)
+      redis-server clang clang-format libclang-rt-14-dev iproute2 procps valgrind
+      qemu-system-x86 ibverbs-utils ibverbs-providers perftest busybox-static kmod)
+# (the lab's guest kernel, linux-image-amd64's image package, is fetched with apt-get download at
+#  lab time into ~/.cache/recbench-lab; nothing is installed on the host: docs/lab.md)
 
 missing=()
 for p in "${DEBS[@]}"; do

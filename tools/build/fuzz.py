@@ -117,7 +117,8 @@ def build(names: list[str], verbose: bool = False) -> dict[str, Path]:
                 rsbuild.all_libs(features)
             if verbose:
                 print(" ".join(cmd), file=sys.stderr)
-            r = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            r = subprocess.run(cmd, capture_output=True, text=True, errors="replace",
+                               check=False)
             if r.returncode != 0:
                 raise RuntimeError(f"building {name} failed:\n{r.stderr}")
         exes[name] = exe
@@ -153,7 +154,7 @@ def replay(name: str, exe: Path) -> bool:
     for i in range(0, len(inputs), 200):  # keep command lines short
         chunk = inputs[i:i + 200]
         r = subprocess.run(_cmd(exe) + RUN_OPTS + [str(p) for p in chunk], capture_output=True,
-                           text=True, env=_env(), check=False)
+                           text=True, errors="replace", env=_env(), check=False)
         if r.returncode != 0:
             print(f"[fuzz] {name}: replay FAILED (exit {r.returncode})\n{r.stderr[-6000:]}", flush=True)
             ok = False
@@ -172,7 +173,8 @@ def fuzz(name: str, exe: Path, seconds: int, workdir: Path) -> bool:
     seeds.mkdir(parents=True, exist_ok=True)
     cmd = _cmd(exe) + RUN_OPTS + [f"-max_total_time={seconds}", f"-artifact_prefix={artifacts}/",
                                    str(workdir), str(seeds)]
-    r = subprocess.run(cmd, capture_output=True, text=True, env=_env(), check=False)
+    r = subprocess.run(cmd, capture_output=True, text=True, errors="replace", env=_env(),
+                       check=False)
     stats = [ln for ln in r.stderr.splitlines() if ln.startswith("#") and ("DONE" in ln or "pulse" in ln)]
     last = stats[-1] if stats else (r.stderr.strip().splitlines() or ["(no output)"])[-1]
     if r.returncode != 0:

@@ -135,6 +135,11 @@ int rs_kv_update_add_f32(rs_kv *kv, const uint64_t *keys, size_t n, const float 
 int rs_kv_batch_row_refs(rs_kv *kv, const uint64_t *keys, size_t n, const void **refs,
                          size_t *n_found);
 
+/* The value store's rows as one address range [*base, *base + *len) usable now (fixed-row mode):
+ * the RC transport registers it for direct_sg where the device has no on-demand paging. The range
+ * only grows (its start never moves); RS_EINVAL in variable-length mode. */
+int rs_kv_value_region(rs_kv *kv, const void **base, size_t *len);
+
 /* Number of keys stored. */
 uint64_t rs_kv_count(rs_kv *kv);
 

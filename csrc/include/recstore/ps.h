@@ -97,7 +97,9 @@ typedef struct rs_ps_response {
     size_t rows_len;
     char error[256];  /* status != OK: readable reason, NUL-terminated */
     char reply[2048]; /* COMMAND reply text, NUL-terminated */
+    uint32_t flags;   /* RS_PS_RESP_*: how the transport delivered it (not on the wire) */
 } rs_ps_response;
+#define RS_PS_RESP_GATHERED 1u /* RC GET: rows scatter-gathered from the server's value store */
 
 static inline uint64_t rs_ps_key(const uint8_t *keys, size_t i) {
     uint64_t k;
@@ -166,6 +168,12 @@ int rs_ps_shard_clear(rs_ps_shard *s, uint64_t *removed);
  * file is refused, the shard unchanged), then holds requests off while it replaces the shard's
  * rows. reply (cap bytes) gets a one-line summary. */
 int rs_ps_shard_save(rs_ps_shard *s, const char *dir, char *reply, size_t cap, rs_error *err);
+/* A directory a client named (dir[0..len), not NUL-terminated) resolved inside the shard's
+ * checkpoint_root: relative to it, or absolute under it, no ".." component. 0 with the path in
+ * out; RS_ENOTSUP when the shard has no root (checkpoint commands are off) or RS_EINVAL when the
+ * path leaves it, with the reason in why. */
+int rs_ps_shard_checkpoint_dir(const rs_ps_shard *s, const char *dir, size_t len, char *out,
+                               size_t cap, char *why, size_t why_cap);
 int rs_ps_shard_load(rs_ps_shard *s, const char *dir, char *reply, size_t cap, rs_error *err);
 
 /* ---- payload codec (ps_codec.c) -------------------------------------------------------------- */

@@ -67,6 +67,8 @@ int rs_ps_client_submit(rs_ps_client *c, rs_ps_op op, const uint64_t *keys, size
 typedef struct rs_ps_batch_result {
     uint64_t tag;
     uint64_t num_found; /* GET: keys that existed */
+    uint32_t parts;     /* shard responses of the batch */
+    uint32_t gathered;  /* ... of which the transport scatter-gathered (RS_PS_RESP_GATHERED) */
 } rs_ps_batch_result;
 
 /* Finish the oldest batch. 0, or RS_ESERVER (a shard answered with an error status: the text

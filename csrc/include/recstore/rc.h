@@ -49,12 +49,14 @@ extern "C" {
 
 /* ---- wire constants and structures --------------------------------------------------------- */
 
-#define RS_RC_MAGIC                        0x52435053u /* "RCPS" */
-#define RS_RC_VERSION                      1
-#define RS_RC_DESC_BYTES                   192
-#define RS_RC_TAIL_BYTES                   64
-#define RS_RC_STATE_READY                  1u
-#define RS_RC_STATE_DONE                   2u
+#define RS_RC_MAGIC       0x52435053u /* "RCPS" */
+#define RS_RC_VERSION     1
+#define RS_RC_DESC_BYTES  192
+#define RS_RC_TAIL_BYTES  64
+#define RS_RC_STATE_READY 1u
+#define RS_RC_STATE_DONE  2u
+#define RS_RC_STATE_DONE_SG                                                                        \
+    3u /* DONE; the GET rows were gathered from the value store (direct_sg) */
 #define RS_RC_FLAG_GET_DIRECT_SG           (1u << 0)
 #define RS_RC_FLAG_GET_ALLOW_FALLBACK_COPY (1u << 1)
 #define RS_RC_MAX_SGE                      32
@@ -99,7 +101,7 @@ typedef struct rs_rc_status_word {
     int32_t status;          /* rs_ps_status of the request, or of descriptor validation */
     uint32_t response_bytes; /* rows + msg_bytes written at the start of the response slot */
     uint32_t msg_bytes;      /* encoded PSResponse header length */
-    uint32_t state;          /* RS_RC_STATE_DONE */
+    uint32_t state;          /* RS_RC_STATE_DONE, or RS_RC_STATE_DONE_SG (direct_sg rows) */
     uint64_t seq;            /* last 8 bytes of the response slot */
 } rs_rc_status_word;
 
@@ -359,6 +361,8 @@ typedef struct rs_rc_server_stats {
     uint64_t clients_attached, clients_open, lanes_open, requests, invalid_descriptor,
         duplicate_seq, bytes_in, bytes_out, direct_sg, direct_sg_fallback, ctrl_rejected,
         auth_failures;
+    /* idle pollers: napping or parked now; naps taken; idle rounds spent spinning/yielding */
+    uint64_t pollers_sleeping, poller_naps, poller_awake_idle_rounds;
 } rs_rc_server_stats;
 
 /* Start the control plane on host:port (0 = free port), num_threads pollers. */

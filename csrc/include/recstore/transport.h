@@ -43,6 +43,9 @@ typedef struct rs_ps_server_opts {
 typedef struct rs_ps_transport_stats {
     uint64_t connections_accepted, connections_open, requests, bad_frames, bytes_in, bytes_out;
     uint64_t auth_failures; /* requests refused for a missing or wrong token */
+    /* RC (rdma/shm) poll threads; 0 elsewhere: napping or parked now, naps taken, idle rounds
+     * spent spinning or yielding */
+    uint64_t pollers_sleeping, poller_naps, poller_awake_idle_rounds;
 } rs_ps_transport_stats;
 
 typedef struct rs_ps_server_ops {

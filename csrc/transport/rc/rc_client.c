@@ -452,7 +452,8 @@ int rs_rc_client_next(rs_rc_client *c, uint64_t *tag, rs_ps_response *resp, rs_e
     rs_rc_status_word w;
     memcpy(&w, rsl + c->resp_bytes - sizeof w, sizeof w);
     uint32_t room = c->resp_bytes - RS_RC_TAIL_BYTES;
-    if (w.state != RS_RC_STATE_DONE || w.response_bytes > room || w.msg_bytes > w.response_bytes)
+    if ((w.state != RS_RC_STATE_DONE && w.state != RS_RC_STATE_DONE_SG) ||
+        w.response_bytes > room || w.msg_bytes > w.response_bytes)
         return rs_error_set(err, RS_EPROTO,
                             "RC server %s: malformed status word (state %u, %u bytes, header %u)",
                             c->peer, w.state, w.response_bytes, w.msg_bytes);
@@ -462,6 +463,7 @@ int rs_rc_client_next(rs_rc_client *c, uint64_t *tag, rs_ps_response *resp, rs_e
     if (resp->status != w.status) {
         resp->status = w.status;
     }
+    if (w.state == RS_RC_STATE_DONE_SG) resp->flags |= RS_PS_RESP_GATHERED;
     if (sl->op == RS_PS_GET && resp->status == RS_PS_OK && resp->rows_len) {
         if (resp->rows_len > sl->rows_cap)
             return rs_error_set(err, RS_EPROTO, "RC server %s: %zu row bytes for a %zu-byte buffer",

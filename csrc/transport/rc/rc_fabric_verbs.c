@@ -10,7 +10,10 @@
  * RS_RC_MAX_SGE SGEs; a full send queue is RS_EBUSY. RS_RC_WR_PUBLISH needs nothing extra here:
  * writes on one RC QP are placed in order, and words end with their seq. Sources of writes must
  * be registered memory (the slot staging areas) unless the write is inline. direct_sg registers
- * the whole address space as one implicit on-demand-paging MR where the device supports it.
+ * the whole address space as one implicit on-demand-paging MR where the device supports it
+ * (elsewhere the server pins the value store instead, rc_kv_mr.c). open() reads the device limits
+ * (max_sge, max_qp_wr, implicit ODP) and prints them as one component=rdma_fabric line; a device
+ * that cannot inline gets QPs without inline data rather than an error.
  * Built without libibverbs, open() fails with RS_ENOTSUP.
  */
 #define _GNU_SOURCE
@@ -33,6 +36,10 @@
 
 struct rs_rc_fabric {
     rs_rc_fabric_config cfg;
+    uint32_t max_qp_wr; /* device limits read at open */
+    int odp_implicit;
+    int software;        /* rxe/siw: no PCI device behind it (sysfs has no `device` link) */
+    uint8_t ack_timeout; /* QP local ACK timeout exponent: 4.096 us << it, times retry_cnt */
     struct ibv_context *ctx;
     struct ibv_pd *pd;
     struct ibv_port_attr pattr;
@@ -48,6 +55,7 @@ struct rs_rc_ep {
     uint32_t psn;
     rs_rc_ep_meta peer;
     int connected;
+    int failed; /* first failed completion's ibv_wc_status + 1 (0: none): the QP is in error */
 };
 
 static int verbs_open(const rs_rc_fabric_config *cfg, rs_rc_fabric **out, rs_error *err) {
@@ -108,14 +116,64 @@ static int verbs_open(const rs_rc_fabric_config *cfg, rs_rc_fabric **out, rs_err
                           f->cfg.port, ibv_port_state_str(f->pattr.state));
         goto fail;
     }
+    /* device limits: say what this device lacks instead of failing later in create_qp/reg_mr */
+    struct ibv_device_attr_ex dx;
+    memset(&dx, 0, sizeof dx);
+    if (ibv_query_device_ex(f->ctx, NULL, &dx)) {
+        rc = rs_error_errno(err, RS_ENODEV, errno, "ibv_query_device_ex(%s)", f->devname);
+        goto fail;
+    }
+    if (dx.orig_attr.max_sge < RS_RC_MAX_SGE) {
+        rc = rs_error_set(err, RS_ENOTSUP,
+                          "RDMA device %s supports %d SGEs per work request; the RC protocol needs "
+                          "%d",
+                          f->devname, dx.orig_attr.max_sge, RS_RC_MAX_SGE);
+        goto fail;
+    }
+    f->max_qp_wr = (uint32_t)dx.orig_attr.max_qp_wr;
+    /* A software device's ACKs come from a kernel thread of a possibly emulated, loaded host: a
+     * peer that is not scheduled for half a second would exhaust the usual budget (timeout 14 =
+     * 67 ms, 7 retries) and put the QP in error for good. There, allow ~7.5 s (timeout 18). */
+    {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/device", f->ctx->device->ibdev_path);
+        f->software = access(path, F_OK) != 0;
+        f->ack_timeout = f->software ? 18 : 14;
+    }
+    f->odp_implicit = !!(dx.odp_caps.general_caps & IBV_ODP_SUPPORT_IMPLICIT);
     f->gid_index = f->cfg.gid_index;
     if (f->gid_index < 0 && f->pattr.link_layer == IBV_LINK_LAYER_ETHERNET)
         f->gid_index = 0; /* RoCE needs a GID */
+    if (f->gid_index >= (int)f->pattr.gid_tbl_len) {
+        rc = rs_error_set(err, RS_ENODEV,
+                          "RDMA device %s port %u has %d GIDs: gid_index %d is out of range",
+                          f->devname, f->cfg.port, f->pattr.gid_tbl_len, f->gid_index);
+        goto fail;
+    }
     if (f->gid_index >= 0 && ibv_query_gid(f->ctx, f->cfg.port, f->gid_index, &f->gid)) {
         rc = rs_error_errno(err, RS_ENODEV, errno, "ibv_query_gid(%s, port %u, index %d)",
                             f->devname, f->cfg.port, f->gid_index);
         goto fail;
     }
+    static const uint8_t zero_gid[16];
+    if (f->gid_index >= 0 && memcmp(f->gid.raw, zero_gid, 16) == 0) {
+        /* an empty table entry: a QP addressed with it never connects (the peer's replies go
+         * nowhere), so refuse it here instead of timing out later */
+        rc = rs_error_set(err, RS_ENODEV,
+                          "RDMA device %s port %u: gid_index %d is an empty GID table entry "
+                          "(ibv_devinfo -v lists the valid ones)",
+                          f->devname, f->cfg.port, f->gid_index);
+        goto fail;
+    }
+    fprintf(stderr,
+            "component=rdma_fabric event=device_open device=%s port=%u link_layer=%s "
+            "active_mtu=%d gid_index=%d odp_implicit=%d max_sge=%d max_qp_wr=%d max_cqe=%d "
+            "max_mr_size=%" PRIu64 " software=%d ack_timeout=%u\n",
+            f->devname, f->cfg.port,
+            f->pattr.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand",
+            128 << f->pattr.active_mtu, f->gid_index, f->odp_implicit, dx.orig_attr.max_sge,
+            dx.orig_attr.max_qp_wr, dx.orig_attr.max_cqe, (uint64_t)dx.orig_attr.max_mr_size,
+            f->software, f->ack_timeout);
     *out = f;
     return 0;
 fail:
@@ -171,13 +229,8 @@ static int verbs_reg_local(rs_rc_fabric *f, void *addr, size_t len, rs_rc_region
     struct ibv_mr *mr;
     if (addr == NULL) {
         /* the whole address space: an implicit ODP MR */
-        struct ibv_device_attr_ex attr;
-        memset(&attr, 0, sizeof attr);
-        if (ibv_query_device_ex(f->ctx, NULL, &attr) ||
-            !(attr.odp_caps.general_caps & IBV_ODP_SUPPORT_IMPLICIT))
-            return rs_error_set(err, RS_ENOTSUP,
-                                "%s has no implicit on-demand paging: direct_sg falls back to copy",
-                                f->devname);
+        if (!f->odp_implicit)
+            return rs_error_set(err, RS_ENOTSUP, "%s has no implicit on-demand paging", f->devname);
         mr = ibv_reg_mr(f->pd, NULL, SIZE_MAX, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND);
     } else {
         mr = ibv_reg_mr(f->pd, addr, len, IBV_ACCESS_LOCAL_WRITE);
@@ -204,6 +257,7 @@ static int verbs_ep_create(rs_rc_fabric *f, const rs_rc_region *local, rs_rc_ep 
     if (!ep) return rs_error_set(err, RS_ENOMEM, "verbs fabric: out of memory");
     int rc;
     uint32_t depth = f->cfg.max_send_wr ? f->cfg.max_send_wr : 1024;
+    if (f->max_qp_wr && depth > f->max_qp_wr) depth = f->max_qp_wr; /* the device's limit */
     ep->f = f;
     if (!(ep->cq = ibv_create_cq(f->ctx, (int)depth, NULL, NULL, 0))) {
         rc = rs_error_errno(err, RS_ENOMEM, errno, "ibv_create_cq(%u) on %s", depth, f->devname);
@@ -220,7 +274,18 @@ static int verbs_ep_create(rs_rc_fabric *f, const rs_rc_region *local, rs_rc_ep 
         .qp_type = IBV_QPT_RC,
         .sq_sig_all = 0,
     };
-    if (!(ep->qp = ibv_create_qp(f->pd, &ia))) {
+    ep->qp = ibv_create_qp(f->pd, &ia);
+    if (!ep->qp && ia.cap.max_inline_data) {
+        /* the device cannot inline that much: go on without inline writes, and say so once */
+        fprintf(stderr,
+                "component=rdma_fabric event=inline_unavailable device=%s inline_bytes=%u "
+                "reason=\"ibv_create_qp refused max_inline_data %u: writes are not inlined\"\n",
+                f->devname, f->cfg.inline_bytes, f->cfg.inline_bytes);
+        f->cfg.inline_bytes = 0;
+        ia.cap.max_inline_data = 0;
+        ep->qp = ibv_create_qp(f->pd, &ia);
+    }
+    if (!ep->qp) {
         rc = rs_error_errno(err, RS_ENOMEM, errno, "ibv_create_qp on %s (too many QPs or slots?)",
                             f->devname);
         goto fail;
@@ -288,7 +353,7 @@ static int verbs_ep_connect(rs_rc_ep *ep, const rs_rc_ep_meta *peer, rs_error *e
                               f->devname);
     struct ibv_qp_attr b = {
         .qp_state = IBV_QPS_RTS,
-        .timeout = 14,
+        .timeout = f->ack_timeout,
         .retry_cnt = 7,
         .rnr_retry = 7,
         .sq_psn = ep->psn,
@@ -313,6 +378,11 @@ static void verbs_ep_destroy(rs_rc_ep *ep) {
 static int verbs_write(rs_rc_ep *ep, const rs_rc_sge *sg, int n, uint64_t remote_addr,
                        uint32_t rkey, unsigned flags, uint64_t wr_id, rs_error *err) {
     if (!ep->connected) return rs_error_set(err, RS_ECONN, "verbs fabric: endpoint not connected");
+    if (ep->failed)
+        return rs_error_set(err, RS_ECONN,
+                            "verbs fabric: QP %u on %s is in error since a '%s' completion",
+                            ep->qp->qp_num, ep->f->devname,
+                            ibv_wc_status_str((enum ibv_wc_status)(ep->failed - 1)));
     if (n < 1 || n > RS_RC_MAX_SGE)
         return rs_error_set(err, RS_EINVAL, "verbs fabric: %d SGEs (1..%d)", n, RS_RC_MAX_SGE);
     struct ibv_sge s[RS_RC_MAX_SGE];
@@ -359,6 +429,15 @@ static int verbs_poll(rs_rc_ep *ep, rs_rc_wc *wc, int max) {
         for (int i = 0; i < k; i++) {
             wc[got + i].wr_id = w[i].wr_id;
             wc[got + i].status = (int)w[i].status;
+            if (w[i].status != IBV_WC_SUCCESS && !ep->failed) {
+                /* the QP is in error now: every later write fails; say why, once */
+                ep->failed = (int)w[i].status + 1;
+                fprintf(stderr,
+                        "component=rdma_fabric event=completion_error device=%s qpn=%u "
+                        "peer_qpn=%u status=\"%s\" vendor_err=%u\n",
+                        ep->f->devname, ep->qp->qp_num, ep->peer.qpn,
+                        ibv_wc_status_str(w[i].status), w[i].vendor_err);
+            }
         }
         got += k;
         if (k < want) break;

@@ -128,6 +128,7 @@ static void *poller_main(void *arg) {
     while (!atomic_load_explicit(&s->stop, memory_order_relaxed)) {
         if (atomic_load_explicit(&s->gen, memory_order_acquire) != p->gen_seen) poller_refresh(p);
         if (p->nlanes == 0) {
+            atomic_store_explicit(&p->idle_state, RC_POLLER_PARKED, memory_order_relaxed);
             pthread_mutex_lock(&s->lock);
             while (s->plen[p->idx] == 0 && !atomic_load(&s->stop)) {
                 atomic_store(&p->acked_gen, atomic_load(&s->gen));
@@ -176,9 +177,17 @@ static void *poller_main(void *arg) {
         if (t0) BUMP(pf->poll_loop_ns, rs_now_ns() - t0);
         if (ready) {
             rs_rc_backoff_busy(&bo);
+            atomic_store_explicit(&p->idle_state, RC_POLLER_WORKING, memory_order_relaxed);
         } else {
             BUMP(pf->empty_scan_rounds, 1);
             rs_rc_backoff_idle(&bo);
+            if (rs_rc_backoff_sleeping(&bo)) {
+                atomic_store_explicit(&p->naps, bo.sleeps, memory_order_relaxed);
+                atomic_store_explicit(&p->idle_state, RC_POLLER_NAPPING, memory_order_relaxed);
+            } else {
+                atomic_fetch_add_explicit(&p->awake_idle_rounds, 1, memory_order_relaxed);
+                atomic_store_explicit(&p->idle_state, RC_POLLER_SPINNING, memory_order_relaxed);
+            }
         }
     }
     /* a poller that is gone acknowledges every later generation: retirement never waits on it */
@@ -222,18 +231,7 @@ int rs_rc_server_start(const rs_rc_fabric_ops *fab, const char *host, uint16_t p
                               .inline_bytes = opts->inline_bytes,
                               .numa_node = opts->numa_node};
     if ((rc = fab->open(&fc, &s->f, err))) goto fail;
-    if (h->kv) {
-        /* direct_sg sources are value-store rows anywhere in memory: register the whole address
-         * space (verbs: an implicit on-demand-paging MR). Without it direct_sg falls back to copy.
-         */
-        rs_error e2 = {0};
-        if (fab->reg_local(s->f, NULL, SIZE_MAX, &s->kv_mr, &e2) == 0)
-            s->kv_mr_ok = 1;
-        else
-            fprintf(stderr,
-                    "component=rdma_rc_server event=direct_sg_unavailable shard=%u reason=\"%s\"\n",
-                    h->shard_id, e2.msg);
-    }
+    rs_rc_kv_mr_open(s); /* direct_sg sources: implicit ODP, else pinned value-store MRs */
     s->pollers = calloc(num_threads, sizeof *s->pollers);
     s->workers = calloc(opts->get_workers ? opts->get_workers : 1, sizeof *s->workers);
     s->plist = calloc(num_threads, sizeof *s->plist);
@@ -318,6 +316,14 @@ void rs_rc_server_get_stats(rs_rc_server *s, rs_rc_server_stats *out) {
     out->bytes_out = t.response_payload_bytes;
     out->direct_sg = t.get_direct_sg;
     out->direct_sg_fallback = t.get_direct_sg_fallback;
+    for (uint32_t i = 0; s->pollers && i < s->nthreads; i++) {
+        poller *p = &s->pollers[i];
+        out->pollers_sleeping +=
+            atomic_load_explicit(&p->idle_state, memory_order_relaxed) >= RC_POLLER_NAPPING;
+        out->poller_naps += atomic_load_explicit(&p->naps, memory_order_relaxed);
+        out->poller_awake_idle_rounds +=
+            atomic_load_explicit(&p->awake_idle_rounds, memory_order_relaxed);
+    }
 }
 
 void rs_rc_server_stop(rs_rc_server *s) {
@@ -351,7 +357,7 @@ void rs_rc_server_stop(rs_rc_server *s) {
     free(s->pcap);
     free(s->pollers);
     free(s->workers);
-    if (s->kv_mr_ok) s->fab->dereg_local(s->f, &s->kv_mr);
+    if (s->f) rs_rc_kv_mr_close(s);
     if (s->f) s->fab->close(s->f);
     pthread_mutex_destroy(&s->lock);
     pthread_cond_destroy(&s->cond);

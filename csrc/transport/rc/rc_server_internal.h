@@ -90,7 +90,12 @@ typedef struct poller {
     uint64_t gen_seen;
     _Atomic uint64_t acked_gen;
     rc_prof prof;
+    /* idle behaviour, exported in the server stats: where the backoff is, naps taken, idle
+     * rounds spent spinning or yielding (a poller asleep for good adds naps, never those) */
+    _Atomic int idle_state; /* RC_POLLER_WORKING .. RC_POLLER_PARKED */
+    _Atomic uint64_t naps, awake_idle_rounds;
 } poller;
+enum { RC_POLLER_WORKING = 0, RC_POLLER_SPINNING = 1, RC_POLLER_NAPPING = 2, RC_POLLER_PARKED = 3 };
 
 typedef struct task {
     srv_lane *lane;
@@ -106,13 +111,31 @@ typedef struct worker {
     rc_prof prof;
 } worker;
 
+/* The value store as a direct_sg write source (rc_kv_mr.c). */
+#define RC_KV_MR_CHUNKS 64
+enum { RC_KV_MR_NONE = 0, RC_KV_MR_ODP = 1, RC_KV_MR_PINNED = 2 };
+typedef struct rc_kv_mr {
+    int mode;
+    rs_rc_region odp;     /* RC_KV_MR_ODP: the implicit MR */
+    pthread_mutex_t lock; /* registration of a new chunk */
+    _Atomic uint32_t n;   /* RC_KV_MR_PINNED: chunks registered (published with release) */
+    struct {
+        uintptr_t lo, hi;
+        rs_rc_region r;
+    } chunk[RC_KV_MR_CHUNKS];
+} rc_kv_mr;
+int rs_rc_kv_mr_open(rs_rc_server *s);
+/* 0 and *lkey when [p, p+len) is registered (registering newly grown store memory if needed);
+ * 1 when direct_sg cannot source it. */
+int rs_rc_kv_mr_lkey(rs_rc_server *s, const void *p, uint32_t len, uint32_t *lkey);
+void rs_rc_kv_mr_close(rs_rc_server *s);
+
 struct rs_rc_server {
     const rs_rc_fabric_ops *fab;
     rs_rc_fabric *f;
     rs_rc_options o;
     rs_rc_handler h;
-    rs_rc_region kv_mr; /* the value store as a write source (direct_sg) */
-    int kv_mr_ok;
+    rc_kv_mr kv_mr; /* the value store as a write source (direct_sg) */
     uint32_t nthreads;
     int listen_fd;
     int ctrl_spare; /* reserved descriptor for shedding connections when out of them (ctrl_main) */

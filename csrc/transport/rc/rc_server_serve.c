@@ -32,6 +32,8 @@ static int lane_write(rs_rc_server *s, srv_lane *ln, const rs_rc_sge *sg, int n,
 
 /* Write `hdr_len` bytes at src (rows then header, already in staging) unless they are already in
  * place (window), then publish the status word. */
+/* in_place: 0 the response is in the staging slot, 1 already in the client's slot (shm window),
+ * 2 in the client's slot, its rows gathered from the value store (direct_sg: DONE_SG). */
 static void finish(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq, int32_t status,
                    const uint8_t *src, uint32_t bytes, uint32_t msg_bytes, int in_place,
                    rc_prof *pf) {
@@ -43,7 +45,7 @@ static void finish(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq, i
     *w = (rs_rc_status_word){.status = status,
                              .response_bytes = bytes,
                              .msg_bytes = msg_bytes,
-                             .state = RS_RC_STATE_DONE,
+                             .state = in_place == 2 ? RS_RC_STATE_DONE_SG : RS_RC_STATE_DONE,
                              .seq = seq};
     rs_rc_wc wc[16];
     pthread_spin_lock(&ln->wlock);
@@ -101,7 +103,8 @@ static void respond(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq, 
 static int get_direct_sg(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq,
                          const rs_ps_request *req, size_t room, rc_prof *pf) {
     /* a server configured with get_response_mode=staging_copy serves every GET by copy */
-    if (!s->h.kv || !s->kv_mr_ok || s->o.get_mode == RS_RC_GET_STAGING_COPY) return 1;
+    if (!s->h.kv || s->kv_mr.mode == RC_KV_MR_NONE || s->o.get_mode == RS_RC_GET_STAGING_COPY)
+        return 1;
     uint32_t n = req->num_keys, vs = s->h.value_size;
     uint64_t t0 = s->o.profile_interval_ms ? rs_now_ns() : 0;
     const void **refs = malloc((size_t)(n ? n : 1) * sizeof *refs);
@@ -123,13 +126,24 @@ static int get_direct_sg(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t 
         free(keys);
         return 1;
     }
+    /* keys are looked up: their buffer holds the rows' lkeys now (resolved before the lane lock,
+     * since registering newly grown value-store memory is a syscall) */
+    uint32_t *lkeys = (uint32_t *)keys;
+    for (uint32_t i = 0; i < n; i++)
+        if (rs_rc_kv_mr_lkey(s, refs[i], vs, &lkeys[i]) != 0) {
+            free(refs);
+            free(keys);
+            return 1; /* not registered: the staging copy serves this GET */
+        }
     uint64_t raddr = lane_resp_addr(ln, slot);
     rs_rc_sge sg[RS_RC_MAX_SGE];
     int k = 0, wrs = 0, failed = 0;
     uint64_t off = 0, wr_off = 0;
     pthread_spin_lock(&ln->wlock);
     for (uint32_t i = 0; i < n && !failed; i++) {
-        if (k > 0 && (const uint8_t *)sg[k - 1].addr + sg[k - 1].len == refs[i]) {
+        uint32_t lkey = lkeys[i];
+        if (k > 0 && (const uint8_t *)sg[k - 1].addr + sg[k - 1].len == refs[i] &&
+            sg[k - 1].lkey == lkey) {
             sg[k - 1].len += vs; /* adjacent rows merge into one SGE */
         } else {
             if (k == RS_RC_MAX_SGE) {
@@ -138,7 +152,7 @@ static int get_direct_sg(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t 
                 wr_off = off;
                 k = 0;
             }
-            sg[k++] = (rs_rc_sge){refs[i], vs, s->kv_mr.lkey};
+            sg[k++] = (rs_rc_sge){refs[i], vs, lkey};
         }
         off += vs;
     }
@@ -173,7 +187,7 @@ static int get_direct_sg(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t 
     lane_write(s, ln, &hs, 1, raddr + r.rows_len, hl <= s->o.inline_bytes ? RS_RC_WR_INLINE : 0);
     pthread_spin_unlock(&ln->wlock);
     BUMP(pf->response_payload_writes, 1);
-    finish(s, ln, slot, seq, RS_PS_OK, NULL, (uint32_t)(r.rows_len + hl), (uint32_t)hl, 1, pf);
+    finish(s, ln, slot, seq, RS_PS_OK, NULL, (uint32_t)(r.rows_len + hl), (uint32_t)hl, 2, pf);
     return 0;
 }
 

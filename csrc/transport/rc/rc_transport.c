@@ -101,6 +101,9 @@ static void rc_stats(void *state, rs_ps_transport_stats *out) {
     out->auth_failures = s.auth_failures;
     out->bytes_in = s.bytes_in;
     out->bytes_out = s.bytes_out;
+    out->pollers_sleeping = s.pollers_sleeping;
+    out->poller_naps = s.poller_naps;
+    out->poller_awake_idle_rounds = s.poller_awake_idle_rounds;
 }
 
 const rs_ps_server_ops rs_shm_server_ops = {.name = "shm",

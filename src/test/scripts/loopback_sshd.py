@@ -14,6 +14,7 @@ import tempfile
 import threading
 
 from recbench import launch
+from recbench.sshd_config import sshd_config
 
 SSHD = "/usr/sbin/sshd"
 ALIASES = ("client-a", "client-b", "server-a")
@@ -52,24 +53,8 @@ class LoopbackSshd:
         self.port = launch.free_port()
         config = os.path.join(self.dir, "sshd_config")
         with open(config, "w") as f:
-            f.write(f"""Port {self.port}
-ListenAddress 127.0.0.1
-ListenAddress 127.0.0.2
-HostKey {host_key}
-AuthorizedKeysFile {self.dir}/authorized_keys
-PidFile {self.dir}/sshd.pid
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PubkeyAuthentication yes
-PermitRootLogin prohibit-password
-StrictModes no
-UsePAM no
-X11Forwarding no
-PrintMotd no
-MaxSessions 64
-MaxStartups 64:30:128
-LogLevel INFO
-""")
+            f.write(sshd_config(self.port, ["127.0.0.1", "127.0.0.2"], host_key,
+                                f"{self.dir}/authorized_keys", f"{self.dir}/sshd.pid"))
         user = os.environ.get("USER") or "root"
         with open(self.ssh_config, "w") as f:
             f.write(f"""Host {' '.join(ALIASES)}

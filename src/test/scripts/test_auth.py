@@ -84,6 +84,16 @@ class AuthToken(unittest.TestCase):
             self.assertIn("authentication failed", refused.stdout + refused.stderr)
             for out in (ok.stdout, ok.stderr, refused.stdout, refused.stderr):
                 self.assertNotIn(TOKEN, out)
+            if transport in ("brpc", "grpc"):  # RecStore's wire on the same port: same door
+                rs = bench + [
+                    "--wire", "recstore"]
+                ok = subprocess.run(rs + ["--auth_token_file", self.good], capture_output=True,
+                                    text=True, env=python_env(), timeout=120)
+                self.assertEqual(ok.returncode, 0, ok.stderr)
+                refused = subprocess.run(rs, capture_output=True, text=True, env=python_env(),
+                                         timeout=120)
+                self.assertNotEqual(refused.returncode, 0)
+                self.assertIn("authentication failed", refused.stdout + refused.stderr)
         finally:
             srv.stop()
         final = srv.final_lines[0]

@@ -4,6 +4,7 @@ leave the running shard untouched (a damaged file, another shard count)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -155,3 +156,49 @@ class LoadAtStart(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class RecStoreWireCheckpoint(unittest.TestCase):
+    """RecStore's SAVE_CHECKPOINT / LOAD_CHECKPOINT (PSCommand 4, 5) through its gRPC wire, with
+    a real grpcio client: arg1 = [directory in the checkpoint root], arg2 = [metadata JSON]."""
+
+    def test_save_load_and_refusals(self):
+        require_transport(self, "grpc")
+        import grpc
+        from recstore_wire_py import stubs
+
+        pb, pb_grpc = stubs("recstore_ps")
+        tmp = tempfile.mkdtemp(prefix="rs_ckpt_rs_")
+        meta = json.dumps({"identity": {"model": "m"}, "checkpoint_id": "c1"}).encode()
+        try:
+            with PSServerProcess("grpc", value_size=VS,
+                                 extra_args=["--checkpoint_root", tmp]) as srv, \
+                    recbench.PSClient(srv.uri) as ps, \
+                    grpc.insecure_channel(f"127.0.0.1:{srv.ports[0]}") as ch:
+                stub = pb_grpc.ParameterServiceStub(ch)
+                keys = np.arange(1, 1001, dtype=np.uint64)
+                put_all(ps, keys, rows_for(keys, 4.0))
+                r = stub.Command(pb.CommandRequest(command=pb.SAVE_CHECKPOINT, arg1=[b"c1"],
+                                                   arg2=[meta]), timeout=600)
+                self.assertEqual(r.reply, b"ok")
+                self.assertTrue(os.path.exists(os.path.join(tmp, "c1", "shard_0.rsckpt")))
+                ps.clear()
+                r = stub.Command(pb.CommandRequest(command=pb.LOAD_CHECKPOINT, arg1=[b"c1"],
+                                                   arg2=[meta]), timeout=600)
+                self.assertEqual(r.reply, b"ok")
+                np.testing.assert_array_equal(get_all(ps, keys), rows_for(keys, 4.0))
+                for arg1, arg2, code, words in (
+                        ([b"c1"], [b"[]"], grpc.StatusCode.INVALID_ARGUMENT, "JSON object"),
+                        ([b"c1"], [b'{"identity": {}}'], grpc.StatusCode.INVALID_ARGUMENT,
+                         "checkpoint_id"),
+                        ([b"/etc"], [meta], grpc.StatusCode.INVALID_ARGUMENT,
+                         "inside the checkpoint root"),
+                        ([b"missing"], [meta], grpc.StatusCode.FAILED_PRECONDITION,
+                         "shard_0.rsckpt")):
+                    with self.assertRaises(grpc.RpcError) as cm:
+                        stub.Command(pb.CommandRequest(command=pb.LOAD_CHECKPOINT, arg1=arg1,
+                                                       arg2=arg2), timeout=60)
+                    self.assertEqual(cm.exception.code(), code, cm.exception.details())
+                    self.assertIn(words, cm.exception.details())
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)

@@ -1,22 +1,39 @@
-"""Integration test of the ``rdma`` transport (RC slot protocol on libibverbs).
+"""Integration tests of the ``rdma`` transport (RC slot protocol on libibverbs).
 
-It runs where a verbs device with an ACTIVE port exists (a NIC, or soft-RoCE ``rxe``), and skips
-with the reason the verbs fabric gives where not (no device, kernel without RDMA support, or a
-build without libibverbs-dev). Device, port and GID index come from RECBENCH_RDMA_DEVICE,
-RECBENCH_RDMA_PORT and RECBENCH_RDMA_GID_INDEX when set.
+They run where a verbs device with an ACTIVE port exists (a NIC, or soft-RoCE ``rxe``: the lab's
+guests, see docs/lab.md and test_lab.py, run this file), and skip with the reason the verbs fabric
+gives where not (no device, kernel without RDMA support, or a build without libibverbs-dev).
+Device, port and GID index come from RECBENCH_RDMA_DEVICE, RECBENCH_RDMA_PORT and
+RECBENCH_RDMA_GID_INDEX when set.
+
+Sizes are consistent: the server takes at most 1000 keys per request, every PUT/GET here sends at
+most that many, and the slots hold such a request (1000 x 64 B rows + keys + header < 256 KiB).
+The direct_sg cases assert the path the server took (its get_direct_sg / fallback counters in the
+profile lines), so a device without on-demand paging cannot pass them through the copy fallback.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
 import unittest
+from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ps_testlib import PSServerProcess
+
 import recbench
 from recbench import _ps, errors
+from recbench.launch import python_env
+from recbench.records import parse_kv as parse_kv_line
 
-CLIENT = "qps_per_client_per_shard=2;request_slot_bytes=65536;response_slot_bytes=131072"
+ROOT = Path(__file__).resolve().parents[3]
+MAX_KEYS = 1000
+SLOTS = "qps_per_client_per_shard=2;request_slot_bytes=262144;response_slot_bytes=262144"
 
 
 def fabric_options() -> str:
@@ -28,30 +45,162 @@ def fabric_options() -> str:
     return ";".join(parts)  # server and client both select the device
 
 
+def client_options(*more: str) -> str:
+    return ";".join(x for x in (fabric_options(), SLOTS, *more) if x)
+
+
+def rows_for(keys: np.ndarray, dim: int = 16) -> np.ndarray:
+    return keys.astype(np.float32)[:, None] + np.arange(dim, dtype=np.float32)[None, :]
+
+
+def require_device(test: unittest.TestCase) -> None:
+    reason = _ps.transports().get("rdma")
+    if reason is not None:
+        raise unittest.SkipTest(f"rdma transport not built: {reason}")
+    from recbench import rdma
+
+    found, why = rdma.devices_status()
+    if not any(p["state"] == "ACTIVE" for d in found for p in d["ports"]):
+        raise unittest.SkipTest(f"no RDMA verbs device with an ACTIVE port: {why or found}")
+
+
+def server(index_type: str = "DRAM_PET_HASH", *extra: str) -> PSServerProcess:
+    args = ["--rdma_rc_profile_interval_ms", "100"]
+    if fabric_options():
+        args += ["--transport_options", fabric_options()]
+    return PSServerProcess("rdma", value_size=64, capacity=20000, max_keys_per_request=MAX_KEYS,
+                           index_type=index_type, extra_args=args + list(extra),
+                           ready_timeout=120.0)
+
+
+def profile_totals(srv: PSServerProcess, want: dict[str, int], timeout: float = 60.0) -> dict:
+    """Sums of the server's rdma_rc_server_profile counters once each `want` key reaches its
+    value (the profile lines are per-interval deltas)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        tot: dict[str, int] = {}
+        for line in list(srv.stdout_lines) + list(srv.stderr_lines):
+            if "component=rdma_rc_server_profile" in line:
+                for k, v in parse_kv_line(line).items():
+                    if v.isdigit():
+                        tot[k] = tot.get(k, 0) + int(v)
+        if all(tot.get(k, 0) >= v for k, v in want.items()) or time.monotonic() > deadline:
+            return tot
+        time.sleep(0.05)  # the server prints a profile line every 100 ms: wait for the next
+
+
+def run_bench(port: int, *extra: str) -> subprocess.CompletedProcess:
+    args = [sys.executable, "-m", "recbench.ps_bench", "--transport", "rdma", "--host",
+            "127.0.0.1", "--port", str(port), "--no_barrier", "--value_size", "64",
+            "--record_count", "2000", "--batch_keys", "100", "--running_seconds", "0.5",
+            "--prefetch_depth", "2", "--rdma_rc_qps_per_client_per_shard", "2"]
+    if fabric_options():
+        args += ["--transport_options", fabric_options()]
+    return subprocess.run(args + list(extra), capture_output=True, text=True, env=python_env(),
+                          cwd=str(ROOT), timeout=600)
+
+
+def result(stdout: str, phase: str) -> dict:
+    for line in stdout.splitlines():
+        if line.startswith("PS_BENCHMARK_RESULT") and f"phase={phase}" in line:
+            return parse_kv_line(line)
+    raise AssertionError(f"no {phase} result line in:\n{stdout}")
+
+
 class VerbsIntegrationTest(unittest.TestCase):
-    def test_get_put_over_verbs(self):
-        reason = _ps.transports().get("rdma")
-        if reason is not None:
-            self.skipTest(f"rdma transport not built: {reason}")
-        opts = fabric_options()
+    @classmethod
+    def setUpClass(cls):
+        require_device(cls)
+
+    def test_get_put_over_verbs_in_server_sized_batches(self):
         try:
             srv = _ps.Server(transport="rdma", host="127.0.0.1", port=0, shard=0, num_shards=1,
-                             index_type="DRAM_PET_HASH", value_size=64, capacity=10000, num_threads=1,
-                             max_keys_per_request=1000, extra=opts or None)
+                             index_type="DRAM_PET_HASH", value_size=64, capacity=10000,
+                             num_threads=1, max_keys_per_request=MAX_KEYS,
+                             extra=fabric_options() or None)
         except errors.DeviceUnavailable as e:
             self.skipTest(f"no usable RDMA verbs device: {e}")
         try:
             keys = np.arange(1, 2001, dtype=np.uint64)
-            rows = keys.astype(np.float32)[:, None] + np.arange(16, dtype=np.float32)[None, :]
             for mode in ("staging_copy", "direct_sg"):
                 with recbench.PSClient(f"rdma://127.0.0.1:{srv.port}", prefetch_depth=2,
-                                       transport_options=f"{opts};{CLIENT};get_response_mode={mode}"
-                                       .lstrip(";")) as ps:
-                    ps.put(keys, rows)
-                    np.testing.assert_array_equal(ps.get(keys), rows)
+                                       transport_options=client_options(
+                                           f"get_response_mode={mode}")) as ps:
+                    for lo in range(0, len(keys), MAX_KEYS):
+                        ps.put(keys[lo:lo + MAX_KEYS], rows_for(keys[lo:lo + MAX_KEYS]))
+                    for lo in range(0, len(keys), MAX_KEYS):
+                        np.testing.assert_array_equal(ps.get(keys[lo:lo + MAX_KEYS]),
+                                                      rows_for(keys[lo:lo + MAX_KEYS]))
                     self.assertFalse(ps.get(np.array([10**9], dtype=np.uint64)).any())
         finally:
             srv.stop()
+
+    def test_direct_sg_takes_the_scatter_gather_path(self):
+        """On a device without implicit ODP the server pins the value store, so direct_sg GETs
+        are served by scatter-gather writes, not by the copy fallback."""
+        with server("DRAM_EXTENDIBLE_HASH") as srv:
+            keys = np.arange(1, 801, dtype=np.uint64)
+            with recbench.PSClient(srv.uri, prefetch_depth=2,
+                                   transport_options=client_options(
+                                       "get_response_mode=direct_sg")) as ps:
+                ps.put(keys, rows_for(keys))
+                for _ in range(3):
+                    np.testing.assert_array_equal(ps.get(keys), rows_for(keys))
+            tot = profile_totals(srv, {"get_direct_sg": 3})
+            self.assertGreaterEqual(tot.get("get_direct_sg", 0), 3, tot)
+            self.assertEqual(tot.get("get_direct_sg_fallback", 0), 0, tot)
+            self.assertGreaterEqual(tot.get("get_direct_sg_wr", 0), 3, tot)
+            err = "\n".join(srv.stderr_lines)
+            self.assertIn("component=rdma_fabric event=device_open", err)
+            if "odp_implicit=0" in err:
+                self.assertIn("event=direct_sg_pinned", err)
+            # ps_bench reports the path its GETs took, per row
+            for mode, path in (("direct_sg", "direct_sg"), ("staging_copy", "staging_copy")):
+                r = run_bench(srv.ports[0], "--rdma_get_response_mode", mode,
+                              "--verify_deterministic_values")
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                self.assertEqual(result(r.stdout, "run")["get_path"], path, mode)
+
+    def test_ps_bench_verifies_rows_in_each_response_mode(self):
+        for index, modes in (("DRAM_EXTENDIBLE_HASH", ("staging_copy", "direct_sg", "auto")),
+                             ("DRAM_PET_HASH", ("auto",))):
+            with server(index) as srv:
+                for mode in modes:
+                    r = run_bench(srv.ports[0], "--verify_deterministic_values",
+                                  "--rdma_get_response_mode", mode, "--fetch_key_space", "2500")
+                    self.assertEqual(r.returncode, 0, f"{index} {mode}: {r.stdout}{r.stderr}")
+                    res = result(r.stdout, "run")
+                    self.assertGreater(int(res["key_ops"]), 0)
+                    self.assertEqual(res["transport"], "rdma")
+
+    def test_fake_get_modes_and_skip_copy_are_diagnostic_paths(self):
+        for fake in ("status_only", "payload_memset"):  # server-side knobs
+            with server("DRAM_PET_HASH", "--rdma_rc_fake_get_mode", fake) as srv:
+                r = run_bench(srv.ports[0])
+                self.assertEqual(r.returncode, 0, f"{fake}: {r.stdout}{r.stderr}")
+                self.assertGreater(int(result(r.stdout, "run")["key_ops"]), 0, fake)
+        with server() as srv:  # client-side knob
+            r = run_bench(srv.ports[0], "--rdma_rc_skip_client_copy")
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertGreater(int(result(r.stdout, "run")["key_ops"]), 0)
+
+    def test_empty_gid_index_is_refused_with_its_reason(self):
+        """rxe's GID table has many slots and two entries: an empty one used to be accepted, and
+        a QP addressed with it never connects (the lab found this)."""
+        with self.assertRaises(errors.DeviceUnavailable) as cm:
+            _ps.Server(transport="rdma", host="127.0.0.1", port=0, shard=0, num_shards=1,
+                       index_type="DRAM_PET_HASH", value_size=64, capacity=100, num_threads=1,
+                       extra=";".join(x for x in (fabric_options(), "gid_index=250") if x))
+        self.assertIn("gid_index 250", str(cm.exception))
+
+    def test_profile_lines_and_device_line(self):
+        with server() as srv:
+            r = run_bench(srv.ports[0], "--rdma_rc_profile_interval_ms", "100")
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            tot = profile_totals(srv, {"handled_get": 1})
+            for field in ("handled_get", "get_rows", "scan_rounds"):
+                self.assertIn(field, tot)
+            self.assertIn("component=rdma_rc_client_profile", r.stdout + r.stderr)
 
 
 if __name__ == "__main__":

@@ -149,7 +149,7 @@ class RecStoreGrpcServerTest(NoLeftoverServers, unittest.TestCase):
         missing = self.stub.InitEmbeddingTable(self.pb.InitEmbeddingTableRequest(
             table_name="no_payload"), timeout=10)
         self.assertFalse(missing.success)
-        self.assertTrue(any("update_refused" in line for line in self.server.stderr_lines))
+        self.server.wait_stderr("update_refused")
         self.assert_still_serving()
 
     def test_wrong_dims_zero_keys_malformed_blocks(self):

@@ -93,14 +93,15 @@ class TestResults(unittest.TestCase):
             lines = Path(path).read_text().splitlines()
             self.assertTrue(lines[0].startswith("transport,status,phase,client_index"))
             self.assertEqual(lines[0].split(","), results.SUMMARY_COLUMNS)
-            self.assertEqual(len(results.SUMMARY_COLUMNS), 41)  # 25 RecStore + 16 new
+            self.assertEqual(len(results.SUMMARY_COLUMNS), 44)  # 25 RecStore + 19 new
             self.assertEqual(results.SUMMARY_COLUMNS[33:35], ["measured_seconds", "wire"])
-            self.assertEqual(results.SUMMARY_COLUMNS[35:], results.OPEN_LOOP_COLUMNS)
+            self.assertEqual(results.SUMMARY_COLUMNS[35:41], results.OPEN_LOOP_COLUMNS)
+            self.assertEqual(results.SUMMARY_COLUMNS[41:], results.LAB_COLUMNS)
             self.assertEqual(results.SUMMARY_COLUMNS[:25], results.RECSTORE_COLUMNS)
             self.assertTrue(lines[2].startswith("GRPC,success,run,0"))
             for line in lines:  # no quoted cells: awk -F, sees fixed columns
                 self.assertNotIn('"', line)
-                self.assertEqual(len(line.split(",")), 41)
+                self.assertEqual(len(line.split(",")), len(results.SUMMARY_COLUMNS))
             cells = lines[2].split(",")
             self.assertEqual(cells[7], "10.0.0.1;10.0.0.2")
             self.assertEqual(cells[17], "64000.000")

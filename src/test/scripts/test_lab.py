@@ -1,0 +1,176 @@
+"""recbench.lab: its pieces here, and the real thing in CI: two qemu guests with soft-RoCE.
+
+The fast tests check what the lab builds without booting anything (accelerator choice, the qemu
+command line's network isolation, the initramfs archive, the facts that label rows). The lab test
+boots two guests (TCG here) and runs the suite's CI steps: recbench.rdma in a guest, the verbs
+tests in a guest, perftest between the guests and the runner's two-host rdma run over its ssh
+backend, then checks the rows. It skips, with the reason, where the machine cannot run qemu
+guests (no qemu, not root, no kernel package reachable); a guest that fails to boot is a failure.
+Set RECBENCH_LAB_TESTS=0 to skip it deliberately (it takes a few minutes under TCG).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import json
+import os
+import shutil
+import tempfile
+import unittest
+from pathlib import Path
+
+from recbench.lab import facts, initramfs, qemu, suite
+from recbench.lab.guests import Lab
+from recbench.lab.kernel import LabError, cached_kernel, fetch_kernel
+
+
+class AccelTest(unittest.TestCase):
+    def write(self, text: str) -> str:
+        fd, path = tempfile.mkstemp()
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        self.addCleanup(os.unlink, path)
+        return path
+
+    def test_no_vmx_or_svm_means_tcg_without_probing(self):
+        cpu = self.write("processor\t: 0\nflags\t\t: fpu sse2 avx2 hypervisor\n")
+        accel, why = qemu.choose_accel("auto", cpuinfo=cpu, kvm_dev="/dev/null")
+        self.assertEqual(accel, "tcg")
+        self.assertIn("vmx/svm", why)
+        with self.assertRaisesRegex(ValueError, "kvm impossible"):
+            qemu.choose_accel("kvm", cpuinfo=cpu, kvm_dev="/dev/null")
+
+    def test_vmx_and_a_usable_device_means_kvm(self):
+        cpu = self.write("flags\t\t: fpu vmx sse2\n")
+        dev = self.write("")  # a writable file stands in for the device node's permission check
+        self.assertEqual(qemu.choose_accel("auto", cpuinfo=cpu, kvm_dev=dev)[0], "kvm")
+        self.assertEqual(qemu.choose_accel("tcg", cpuinfo=cpu, kvm_dev=dev)[0], "tcg")
+        with self.assertRaises(ValueError):
+            qemu.choose_accel("hvf")
+
+
+class QemuCommandTest(unittest.TestCase):
+    def spec(self, index: int, peers: int) -> qemu.GuestSpec:
+        return qemu.GuestSpec(f"lab-{'ab'[index]}", index, 40000 + index, 2048, 2, 9000,
+                              Path("/run/lab"), Path("/run/lab/share"), peers)
+
+    def test_nothing_leaves_the_machine(self):
+        argv = qemu.qemu_argv(self.spec(0, 2), Path("vmlinuz"), Path("initrd"), Path("mods"), "tcg")
+        user = [a for a in argv if a.startswith("user,")]
+        self.assertEqual(len(user), 1)
+        self.assertIn("restrict=on", user[0])  # no routing from the guest to the host or beyond
+        self.assertIn("hostfwd=tcp:127.0.0.1:40000-10.0.2.15:22", user[0])
+        dgram = next(a for a in argv if a.startswith("dgram,"))
+        self.assertIn("local.type=unix", dgram)
+        self.assertIn("remote.path=/run/lab/link-1.sock", dgram)
+        self.assertNotIn("-nic", argv)
+        append = argv[argv.index("-append") + 1]
+        self.assertIn("recbench_lab.ip=198.18.0.1", append)
+        self.assertIn("recbench_lab.accel=tcg", append)
+        self.assertIn("readonly=on", argv[argv.index("-virtfs") + 1])
+
+    def test_single_guest_link_is_an_unconnected_hub(self):
+        argv = qemu.qemu_argv(self.spec(0, 1), Path("v"), Path("i"), Path("m"), "kvm")
+        self.assertIn("hubport,id=link,hubid=0", argv)
+        self.assertEqual(argv[argv.index("-accel") + 1], "kvm")
+
+    def test_lab_refuses_bad_sizes(self):
+        with self.assertRaisesRegex(ValueError, "1 to 2"):
+            Lab(guests=3, accel="tcg")
+        with self.assertRaisesRegex(ValueError, "mtu"):
+            Lab(guests=1, accel="tcg", mtu=10000)
+
+
+class NewcTest(unittest.TestCase):
+    def test_archive_lists_its_entries(self):
+        a = initramfs._Newc()
+        a.directory("dev")
+        a.chardev("dev/console", 5, 1)
+        a.file("init", b"#!/bin/sh\n", 0o755)
+        data = a.finish()
+        names, off = [], 0
+        while True:  # walk the newc headers as the kernel does
+            self.assertEqual(data[off:off + 6], b"070701")
+            fields = [int(data[off + 6 + 8 * i:off + 14 + 8 * i], 16) for i in range(13)]
+            namesize, filesize = fields[11], fields[6]
+            name = data[off + 110:off + 110 + namesize - 1].decode()
+            off += 110 + namesize
+            off += -off % 4
+            off += filesize + (-filesize % 4)
+            if name == "TRAILER!!!":
+                break
+            names.append((name, fields[1] >> 12))
+        self.assertEqual(names, [("dev", 0o04), ("dev/console", 0o02), ("init", 0o10)])
+        self.assertEqual(gzip.decompress(gzip.compress(data)), data)
+
+
+class FactsTest(unittest.TestCase):
+    def test_guest_cmdline_and_row_labels(self):
+        fd, path = tempfile.mkstemp()
+        with os.fdopen(fd, "w") as f:
+            f.write("console=ttyS0 recbench_lab.name=lab-b recbench_lab.accel=tcg quiet\n")
+        self.addCleanup(os.unlink, path)
+        g = facts.guest_facts(path)
+        self.assertEqual(g, {"guest": "lab-b", "accel": "tcg"})
+        self.assertIsNone(facts.guest_facts("/nonexistent"))
+        hosts = [{"lab": g, "rdma_devices": [{"name": "rxe0", "kind": "rxe"}]}] * 2
+        self.assertEqual(facts.row_labels("RDMA", hosts), {"fabric": "rxe", "accelerator": "tcg"})
+        self.assertEqual(facts.row_labels("BRPC", hosts)["fabric"], "tcp")
+        self.assertEqual(facts.row_labels("SHM", [{}]), {"fabric": "shm", "accelerator": "native"})
+
+
+def lab_unavailable() -> str | None:
+    if os.environ.get("RECBENCH_LAB_TESTS") == "0":
+        return "RECBENCH_LAB_TESTS=0"
+    if not shutil.which("qemu-system-x86_64"):
+        return "qemu-system-x86_64 is not installed (make deps installs qemu-system-x86)"
+    if os.geteuid() != 0:
+        return "the lab needs root (qemu's 9p passthrough of the host root)"
+    for tool in ("busybox", "ssh", "ssh-keygen", "modprobe", "depmod", "dpkg", "apt-get"):
+        if not shutil.which(tool) and not os.path.exists(f"/sbin/{tool}"):
+            return f"{tool} is not installed (make deps)"
+    try:
+        fetch_kernel()
+    except LabError as exc:
+        if cached_kernel() is None:
+            return f"no guest kernel: {exc}"
+    return None
+
+
+class LabTwoGuestsTest(unittest.TestCase):
+    """One boot of two guests for every real-verbs check CI runs (minutes under TCG)."""
+
+    def test_verbs_and_two_host_rdma_in_the_lab(self):
+        reason = lab_unavailable()
+        if reason:
+            self.skipTest(f"lab: {reason}")
+        out = Path(tempfile.mkdtemp(prefix="rblab-"))
+        self.addCleanup(shutil.rmtree, out, True)
+        a = argparse.Namespace(out=str(out), only="", rpc=False, local_smoke=False,
+                               runtime_seconds=1.0)
+        run_dir = Path(tempfile.mkdtemp(prefix="rblab-run-"))  # its own: a lab may be up
+        self.addCleanup(shutil.rmtree, run_dir, True)
+        rc = suite.run_suite(Lab(guests=2, accel="auto", run_dir=run_dir), a)
+        report = json.loads((out / "lab.json").read_text())
+        steps = {s["name"]: s for s in report["steps"]}
+        self.assertEqual(rc, 0, json.dumps(report["steps"], indent=1)[-4000:])
+        for name in suite.DEFAULT_STEPS:
+            self.assertEqual(steps[name]["status"], "PASS", steps[name])
+        with open(out / "runner_rdma" / "summary.csv") as f:
+            rows = list(csv.DictReader(f))
+        self.assertTrue(rows)
+        for r in rows:
+            self.assertEqual((r["transport"], r["status"], r["fabric"]), ("RDMA", "success", "rxe"))
+            self.assertIn(r["accelerator"], ("tcg", "kvm"))
+        run = [r for r in rows if r["phase"] == "run"]
+        self.assertEqual(run[0]["get_path"], "staging_copy")  # auto on DRAM_PET_HASH
+        self.assertIn("not NIC performance", (out / "lab.md").read_text())
+        cmp_ = report["comparison"]
+        self.assertGreater(cmp_["ib_write_bw_gbps"], 0)
+        self.assertGreater(cmp_["get_payload_over_write_bw"], 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
