@@ -166,6 +166,17 @@ def build_case(plan: Plan, transport: Transport, repeat: int, topo: Topology,
     def place_of(ssh_host: str | None) -> HostPlace:
         return places[host_of[ssh_host or ""]]
 
+    def spec(role: str, index: int, place: HostPlace, cmd: list[str], offset: int | None,
+             module: str, stdout_log: Path, stderr_log: Path | None,
+             markers: tuple[str, ...]) -> ProcSpec:
+        cmd = cmd + secret_flags(place, transport, role)
+        cmd, drop = filter_flags(cmd, place.program_flags.get(module), module, plan.explicit)
+        dropped.extend(drop)
+        return ProcSpec(f"{role}_{index}", role, index, place.label, tuple(cmd),
+                        process_env(place, cwd_local, offset), str(stdout_log),
+                        None if stderr_log is None else str(stderr_log), markers,
+                        None if place.remote else cwd_local)
+
     servers = []
     for s in topo.servers:
         place = place_of(s.ssh_host)
@@ -176,15 +187,9 @@ def build_case(plan: Plan, transport: Transport, repeat: int, topo: Topology,
                                offset)
         # one data directory per shard process (file-backed indexes must not share files)
         cmd.append(f"--data_path={place.data_base}/shard_{s.shard}")
-        cmd += secret_flags(place, transport, "server")
-        cmd, drop = filter_flags(cmd, place.program_flags.get(SERVER_MODULE), SERVER_MODULE,
-                                 plan.explicit)
-        dropped += drop
-        name = f"server_{s.server_index}"
-        servers.append(ProcSpec(name, "server", s.server_index, place.label, tuple(cmd),
-                                process_env(place, cwd_local, offset),
-                                str(logs / "server" / f"{name}.log"), None, (READY_MARKER,),
-                                None if place.remote else cwd_local))
+        servers.append(spec("server", s.server_index, place, cmd, offset, SERVER_MODULE,
+                            logs / "server" / f"server_{s.server_index}.log", None,
+                            (READY_MARKER,)))
     clients = []
     for c in topo.clients:
         place = place_of(c.ssh_host)
@@ -192,14 +197,8 @@ def build_case(plan: Plan, transport: Transport, repeat: int, topo: Topology,
                         local_python)
         offset = bind_core_offset(plan, transport, "client", c.client_index, place.cores)
         cmd = build_benchmark_cmd(plan, transport, topo, c, place.config_path, prog, offset)
-        cmd += secret_flags(place, transport, "client")
-        cmd, drop = filter_flags(cmd, place.program_flags.get(CLIENT_MODULE), CLIENT_MODULE,
-                                 plan.explicit)
-        dropped += drop
         name = f"client_{c.client_index}"
-        clients.append(ProcSpec(name, "client", c.client_index, place.label, tuple(cmd),
-                                process_env(place, cwd_local, offset),
-                                str(logs / f"{name}.stdout.log"), str(logs / f"{name}.stderr.log"),
-                                (LOADED_MARKER, RESULT_PREFIX),
-                                None if place.remote else cwd_local))
+        clients.append(spec("client", c.client_index, place, cmd, offset, CLIENT_MODULE,
+                            logs / f"{name}.stdout.log", logs / f"{name}.stderr.log",
+                            (LOADED_MARKER, RESULT_PREFIX)))
     return Case(transport, repeat, topo, tuple(servers), tuple(clients), tuple(dropped))
