@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Any
 
 CURVE_COLUMNS = ["transport", "offered_rate", "achieved_rate", "key_ops_per_sec", "p50_us",
                  "p99_us", "p999_us", "service_p50_us", "service_p99_us", "service_p999_us",
@@ -51,8 +52,8 @@ def knee(points: list[CurvePoint], slo_p99_us: float) -> CurvePoint | None:
     point meets the SLO)."""
     if not slo_p99_us > 0:
         raise ValueError(f"--slo-p99-us {slo_p99_us} must be > 0")
-    meets = [p for p in points if p.ok and p.p99_us <= slo_p99_us]
-    return max(meets, key=lambda p: p.achieved_rate) if meets else None
+    meets = [p for p in points if p.ok and (p.p99_us or 0.0) <= slo_p99_us]
+    return max(meets, key=lambda p: p.achieved_rate or 0.0) if meets else None
 
 
 def knees(points: list[CurvePoint], slo_p99_us: float) -> dict[str, CurvePoint | None]:
@@ -82,7 +83,7 @@ def read_csv(path) -> list[CurvePoint]:
     out = []
     with open(path, newline="") as f:
         for lineno, row in enumerate(csv.DictReader(f), start=2):
-            kw = {}
+            kw: dict[str, Any] = {}
             for col, text in row.items():
                 if col not in types:
                     continue

@@ -31,8 +31,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 import recbench
-from recbench.launch import LineProcess
-from recbench.records import parse_kv
+from recbench.launch import PSServerLauncher
 
 log = logging.getLogger("recbench.bench.checkpoint")
 
@@ -203,13 +202,13 @@ def run(records: int = 1_000_000, value_size: int = 512, repeats: int = 3,
         cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")),
                    "unknown")
     res = Result(records, value_size, base, cpu)
-    srv = LineProcess([sys.executable, "-m", "recbench.ps_server", "--transport", "brpc",
-                       "--host", "127.0.0.1", "--port", "0", "--value_size", str(value_size),
-                       "--capacity", str(records + records // 10), "--num_threads",
-                       str(num_threads), "--max_keys_per_request", "500",
-                       "--checkpoint_root", base])
+    srv = PSServerLauncher([sys.executable, "-m", "recbench.ps_server", "--transport", "brpc",
+                            "--host", "127.0.0.1", "--port", "0", "--value_size", str(value_size),
+                            "--capacity", str(records + records // 10), "--num_threads",
+                            str(num_threads), "--max_keys_per_request", "500",
+                            "--checkpoint_root", base])
     try:
-        ready = parse_kv(srv.wait_line("event=ready", 60))
+        ready = srv.wait_ready(60)[0]
         uri = f"brpc://127.0.0.1:{ready['port']}"
         log.info("filling %d rows of %d B", records, value_size)
         fill(uri, records, value_size)

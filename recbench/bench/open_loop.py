@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from recbench import _ps, latency_curve, procfs, records
-from recbench.launch import LineProcess
+from recbench.launch import LineProcess, PSServerLauncher
 from recbench.ps_server import SKIP_EXIT_CODE
 
 DEFAULT_FRACTIONS = "0.1,0.25,0.5,0.75,0.9,1.0,1.1,1.2"
@@ -105,17 +105,17 @@ def start_server(args, transport: str):
     reason = _ps.transports().get(transport, "unknown transport")
     if reason is not None:
         return None, None, reason
-    srv = LineProcess([sys.executable, "-m", "recbench.ps_server", "--transport", transport,
-                       "--host", "127.0.0.1", "--port", "0", "--num_threads",
-                       str(args.server_threads), "--value_size", str(args.value_size),
-                       "--capacity", str(args.record_count), "--max_keys_per_request",
-                       str(max(args.batch_keys, 500)), "--index_type", args.index_type])
+    srv = PSServerLauncher([sys.executable, "-m", "recbench.ps_server", "--transport", transport,
+                            "--host", "127.0.0.1", "--port", "0", "--num_threads",
+                            str(args.server_threads), "--value_size", str(args.value_size),
+                            "--capacity", str(args.record_count), "--max_keys_per_request",
+                            str(max(args.batch_keys, 500)), "--index_type", args.index_type])
     try:
-        return srv, records.parse_kv(srv.wait_line("event=ready", 30))["port"], None
+        return srv, srv.wait_ready(30)[0]["port"], None
     except RuntimeError:
         srv.stop()
         if srv.proc.returncode == SKIP_EXIT_CODE:
-            return None, None, " ".join(srv.lines)
+            return None, None, " ".join(srv.lines + srv.err_lines)
         raise
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from recbench import _ps, procfs, records
 from recbench.bench.tls_pki import make_test_pki
-from recbench.launch import SOURCE_ROOT, LineProcess, free_port
+from recbench.launch import SOURCE_ROOT, LineProcess, PSServerLauncher, free_port
 from recbench.ps_server import SKIP_EXIT_CODE
 
 ROOT = SOURCE_ROOT
@@ -73,18 +73,19 @@ def run_transport(args, system: str, repeat: int, pki=None) -> dict:
     py = sys.executable
     srv_tls = ["--tls_cert", pki.cert, "--tls_key", pki.key] if tls else []
     cli_tls = ["--tls_ca", pki.ca] if tls else []
-    srv = LineProcess([py, "-m", "recbench.ps_server", "--transport", transport, "--host",
-                       "127.0.0.1", "--port", "0", "--num_threads", str(args.server_threads),
-                       "--value_size", str(args.value_size), "--capacity",
-                       str(args.record_count), "--max_keys_per_request",
-                       str(max(args.batch_keys, 500)), "--index_type", args.index_type] + srv_tls)
+    srv = PSServerLauncher([py, "-m", "recbench.ps_server", "--transport", transport, "--host",
+                            "127.0.0.1", "--port", "0", "--num_threads", str(args.server_threads),
+                            "--value_size", str(args.value_size), "--capacity",
+                            str(args.record_count), "--max_keys_per_request",
+                            str(max(args.batch_keys, 500)), "--index_type", args.index_type] + srv_tls)
     bench = None
     try:
         try:
-            ready = records.parse_kv(srv.wait_line("event=ready", 30))
+            ready = srv.wait_ready(30)[0]
         except RuntimeError:
             if srv.proc.poll() == SKIP_EXIT_CODE:
-                return {"system": system, "status": "skipped", "reason": " ".join(srv.lines)}
+                return {"system": system, "status": "skipped",
+                        "reason": " ".join(srv.lines + srv.err_lines)}
             raise
         # idle check: nothing connected, nothing to do
         i0 = procfs.cpu_seconds(srv.proc.pid)

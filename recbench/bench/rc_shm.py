@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from recbench import procfs, records
-from recbench.launch import SOURCE_ROOT, python_env
+from recbench.launch import SOURCE_ROOT, PSServerLauncher, python_env
 
 ROOT = SOURCE_ROOT
 
@@ -81,17 +81,14 @@ def ps_case(a, name: str, transport: str, server_flags: list[str], client_flags:
                "--capacity", str(a.record_count), "--index_type", a.index_type,
                "--max_keys_per_request", str(max(a.batch_keys, 500)), "--num_threads", "1",
                *server_flags]
-    srv = subprocess.Popen(srv_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           env=python_env(), cwd=str(ROOT))
+    srv = PSServerLauncher(srv_cmd, cwd=ROOT)
     cli = None
     try:
-        port = None
-        for line in srv.stdout:
-            if "component=ps_server event=ready" in line:
-                port = int(records.parse_kv(line)["port"])
-                break
-        if port is None:
-            raise RuntimeError(f"{name}: server did not start: {srv.stderr.read()}")
+        try:
+            port = int(srv.wait_ready(60)[0]["port"])
+        except RuntimeError:
+            srv.stop()
+            raise RuntimeError(f"{name}: server did not start: {' '.join(srv.err_lines)}") from None
         cli_cmd = [sys.executable, "-m", "recbench.ps_bench", "--transport", transport,
                    "--host", "127.0.0.1", "--port", str(port), "--record_count", str(a.record_count),
                    "--value_size", str(a.value_size), "--batch_keys", str(a.batch_keys),
@@ -103,14 +100,14 @@ def ps_case(a, name: str, transport: str, server_flags: list[str], client_flags:
         for line in cli.stdout:
             if line.startswith("PS_BENCHMARK_LOADED"):
                 break
-        cpu0 = procfs.cpu_seconds(srv.pid)
+        cpu0 = procfs.cpu_seconds(srv.proc.pid)
         cli.stdin.write("go\n")
         cli.stdin.flush()
         run = None
         for line in cli.stdout:
             if line.startswith("PS_BENCHMARK_RESULT") and "phase=run" in line:
                 run = records.parse_kv(line)
-        cpu1 = procfs.cpu_seconds(srv.pid)
+        cpu1 = procfs.cpu_seconds(srv.proc.pid)
         cli.wait(timeout=60)
         if run is None:
             raise RuntimeError(f"{name}: no run result (exit {cli.returncode}): {cli.stderr.read()}")
@@ -119,14 +116,14 @@ def ps_case(a, name: str, transport: str, server_flags: list[str], client_flags:
                 "server_cpu_s": cpu1 - cpu0,
                 "p50_us": float(run.get("p50_us", 0)), "p99_us": float(run.get("p99_us", 0))}
     finally:
-        for p in (cli, srv):
-            if p is not None and p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+        if cli is not None and cli.poll() is None:
+            cli.terminate()
+            try:
+                cli.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                cli.kill()
+                cli.wait()
+        srv.stop(10)
 
 
 def main(argv=None) -> int:

@@ -28,7 +28,6 @@ import argparse
 import json
 import logging
 import os
-import queue
 import select
 import signal
 import subprocess
@@ -39,8 +38,8 @@ import time
 
 import numpy as np
 
-from recbench import _ps, procfs, records
-from recbench.launch import python_env
+from recbench import _ps, procfs
+from recbench.launch import PSServerLauncher, python_env
 from recbench.ps_client import PSClient
 
 log = logging.getLogger("recbench.bench.soak_ps")
@@ -64,66 +63,36 @@ class ShardServer:
                      "--local_shard_id", str(shard), "--value_size", str(VALUE_SIZE),
                      "--capacity", "400000", "--num_threads", "2",
                      "--max_keys_per_request", "1000"]
-        self.proc: subprocess.Popen | None = None
+        self.launcher: PSServerLauncher | None = None
         self.port = 0
         self.final: dict = {}
         self.stderr: list[str] = []
 
     def start(self, timeout: float = 60) -> ShardServer:
-        self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     stdin=subprocess.DEVNULL, text=True, env=python_env())
-        lines: queue.Queue = queue.Queue()
-
-        def pump(stream, sink, q):
-            for raw in iter(stream.readline, ""):
-                sink.append(raw.rstrip("\n"))
-                if q is not None:
-                    q.put(raw)
-            if q is not None:
-                q.put(None)
-
-        self.stdout: list[str] = []
-        self._threads = [threading.Thread(target=pump, args=(self.proc.stdout, self.stdout, lines),
-                                          daemon=True),
-                         threading.Thread(target=pump, args=(self.proc.stderr, self.stderr, None),
-                                          daemon=True)]
-        for t in self._threads:
-            t.start()
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                line = lines.get(timeout=max(0.01, deadline - time.monotonic()))
-            except queue.Empty:
-                line = None
-            if line is None:
-                self.stop()
-                raise RuntimeError(f"{self.transport} shard {self.shard} server did not start "
-                                   f"(exit {self.proc.returncode}): {' | '.join(self.stderr[-3:])}")
-            if "event=ready" in line:
-                self.port = int(records.parse_kv(line)["port"])
-                return self
+        self.launcher = PSServerLauncher(self.args, 1)
+        self.stderr = self.launcher.err_lines
+        try:
+            ready = self.launcher.wait_ready(timeout)
+        except RuntimeError:
+            code = self.stop()
+            raise RuntimeError(f"{self.transport} shard {self.shard} server did not start "
+                               f"(exit {code}): {' | '.join(self.stderr[-3:])}") from None
+        self.port = int(ready[0]["port"])
+        return self
 
     @property
     def pid(self) -> int:
-        return self.proc.pid
+        assert self.launcher is not None
+        return self.launcher.proc.pid
 
     def stop(self) -> int | None:
-        if self.proc is None:
+        if self.launcher is None:
             return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        for t in self._threads:
-            t.join(5)
-        for line in self.stdout:
-            if "event=stopped" in line:
-                self.final = records.parse_kv(line)
-        return self.proc.returncode
-
+        code = self.launcher.stop(15)
+        stopped = self.launcher.stopped_lines()
+        if stopped:
+            self.final = stopped[-1]
+        return code
 
 
 # ---- client workers ---------------------------------------------------------------------------

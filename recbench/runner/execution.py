@@ -19,6 +19,8 @@ The `ProcessRegistry` holds every live Proc; `stop_all()` runs at the end of eac
 on Ctrl-C/SIGTERM (the runner turns SIGTERM into KeyboardInterrupt) and at interpreter exit.
 """
 
+from __future__ import annotations
+
 import atexit
 import logging
 import os
@@ -28,6 +30,8 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import IO, Any
 
 from recbench import procfs
 
@@ -37,11 +41,11 @@ REMOTE_PID_MARKER = "RECBENCH_REMOTE_PID="
 STOP_GRACE_SECONDS = 5.0
 
 
-def shell_join(argv):
+def shell_join(argv: Iterable[object]) -> str:
     return " ".join(shlex.quote(str(a)) for a in argv)
 
 
-def env_command(argv, env=None):
+def env_command(argv: Sequence[object], env: Mapping[str, object] | None = None) -> str:
     """`exec env K=V ... argv` as one shell string (env reaches the process on any host)."""
     parts = ["exec"]
     if env:
@@ -51,7 +55,8 @@ def env_command(argv, env=None):
     return " ".join(parts)
 
 
-def remote_shell_command(repo, command, container=None, interactive=False):
+def remote_shell_command(repo: str | None, command: str, container: str | None = None,
+                         interactive: bool = False) -> str:
     """The string the remote login shell runs: `cd REPO && CMD`, wrapped in `docker exec` when a
     container is given."""
     inner = f"cd {shlex.quote(repo)} && {command}" if repo else command
@@ -64,15 +69,16 @@ def remote_shell_command(repo, command, container=None, interactive=False):
 class Ssh:
     """OpenSSH client settings shared by every remote command of a run."""
 
-    def __init__(self, ssh_config=None, ssh_options=(), control_persist=60, connect_timeout=10):
+    def __init__(self, ssh_config: str | None = None, ssh_options: Iterable[str] = (),
+                 control_persist: int = 60, connect_timeout: int = 10) -> None:
         self.ssh_config = ssh_config
         self.ssh_options = list(ssh_options or ())
         self.control_dir = tempfile.mkdtemp(prefix="rbssh-")
         self.control_persist = control_persist
         self.connect_timeout = connect_timeout
-        self.hosts = set()
+        self.hosts: set[str] = set()
 
-    def base_args(self, ssh_host):
+    def base_args(self, ssh_host: str) -> list[str]:
         args = ["ssh"]
         if self.ssh_config:
             args += ["-F", self.ssh_config]
@@ -84,7 +90,7 @@ class Ssh:
         self.hosts.add(ssh_host)
         return args + [ssh_host]
 
-    def close(self):
+    def close(self) -> None:
         for host in sorted(self.hosts):
             args = ["ssh"] + (["-F", self.ssh_config] if self.ssh_config else [])
             args += ["-o", f"ControlPath={self.control_dir}/%C", "-O", "exit", host]
@@ -99,7 +105,9 @@ class Ssh:
             pass
 
 
-def build_remote_exec_cmd(ssh_host, repo, command, container=None, ssh=None, interactive=False):
+def build_remote_exec_cmd(ssh_host: str, repo: str | None, command: str,
+                          container: str | None = None, ssh: Ssh | None = None,
+                          interactive: bool = False) -> list[str]:
     """argv of one remote command: [ssh, opts..., HOST, bash, -lc, '<quoted remote command>']."""
     base = ssh.base_args(ssh_host) if ssh is not None else ["ssh", ssh_host]
     remote = remote_shell_command(repo, command, container, interactive)
@@ -109,22 +117,24 @@ def build_remote_exec_cmd(ssh_host, repo, command, container=None, ssh=None, int
 class Host:
     """Where a process runs: local, or an ssh target with its repo and optional container."""
 
-    def __init__(self, ssh_host=None, ssh=None, repo=None, container=None):
+    def __init__(self, ssh_host: str | None = None, ssh: Ssh | None = None,
+                 repo: str | None = None, container: str | None = None) -> None:
         self.ssh_host = ssh_host
         self.ssh = ssh
         self.repo = repo
         self.container = container
 
     @property
-    def remote(self):
+    def remote(self) -> bool:
         return self.ssh_host is not None
 
-    def label(self):
+    def label(self) -> str:
         return self.ssh_host or "local"
 
-    def run(self, command, input_text=None, timeout=60):
+    def run(self, command: str, input_text: str | None = None,
+            timeout: float = 60) -> subprocess.CompletedProcess[str]:
         """Run a shell command on this host and return CompletedProcess (text)."""
-        if self.remote:
+        if self.ssh_host is not None:
             argv = build_remote_exec_cmd(self.ssh_host, self.repo, command, self.container,
                                          self.ssh, interactive=input_text is not None)
         else:
@@ -138,7 +148,9 @@ class Host:
 class Proc:
     """One started process (local, or the local ssh process carrying a remote one)."""
 
-    def __init__(self, name, host, popen, stdout_log, stderr_log, cond, markers):
+    def __init__(self, name: str, host: Host, popen: subprocess.Popen[bytes], stdout_log: str,
+                 stderr_log: str | None, cond: threading.Condition,
+                 markers: list[str]) -> None:
         self.name = name
         self.host = host
         self.popen = popen
@@ -146,22 +158,23 @@ class Proc:
         self.stderr_log = stderr_log
         self.cond = cond
         self.markers = markers          # {marker text: first line containing it}
-        self.seen = {}
-        self.lines = []
-        self.remote_pid = None
+        self.seen: dict[str, str] = {}
+        self.lines: list[str] = []
+        self.remote_pid: int | None = None
         self.stdout_closed = False
-        self.returncode = None
-        self._threads = []
+        self.returncode: int | None = None
+        self._threads: list[threading.Thread] = []
 
     @property
-    def pid(self):
+    def pid(self) -> int:
         return self.popen.pid
 
-    def target_pid(self):
+    def target_pid(self) -> int | None:
         """PID of the program itself (remote PID for ssh processes)."""
         return self.remote_pid if self.host.remote else self.popen.pid
 
-    def _read_stdout(self, log_file):
+    def _read_stdout(self, log_file: IO[str]) -> None:
+        assert self.popen.stdout is not None
         for raw in iter(self.popen.stdout.readline, b""):
             line = raw.decode("utf-8", "replace")
             if self.host.remote and self.remote_pid is None and line.startswith(REMOTE_PID_MARKER):
@@ -187,24 +200,25 @@ class Proc:
             self.returncode = self.popen.returncode
             self.cond.notify_all()
 
-    def start_reader(self, log_file):
+    def start_reader(self, log_file: IO[str]) -> None:
         t = threading.Thread(target=self._read_stdout, args=(log_file,), daemon=True,
                              name=f"reader-{self.name}")
         t.start()
         self._threads.append(t)
 
-    def exited(self):
+    def exited(self) -> bool:
         return self.stdout_closed
 
-    def send_line(self, text):
+    def send_line(self, text: str) -> bool:
         try:
+            assert self.popen.stdin is not None
             self.popen.stdin.write((text + "\n").encode())
             self.popen.stdin.flush()
             return True
         except (BrokenPipeError, OSError, ValueError):
             return False
 
-    def cpu_seconds(self):
+    def cpu_seconds(self) -> float | None:
         """utime+stime of the program from /proc (None if it is gone or unreadable)."""
         pid = self.target_pid()
         if pid is None:
@@ -223,7 +237,7 @@ class Proc:
                 return None
         return procfs.stat_cpu_seconds(text)
 
-    def signal(self, sig):
+    def signal(self, sig: signal.Signals) -> None:
         if self.host.remote:
             if self.remote_pid is not None and not self.exited():
                 try:
@@ -236,7 +250,7 @@ class Proc:
         else:
             _killpg(self.popen.pid, sig)
 
-    def stop(self, grace=STOP_GRACE_SECONDS):
+    def stop(self, grace: float = STOP_GRACE_SECONDS) -> int | None:
         """SIGTERM, wait up to `grace` seconds, then SIGKILL; always reaps."""
         if not self.exited():
             self.signal(signal.SIGTERM)
@@ -250,12 +264,13 @@ class Proc:
         for t in self._threads:
             t.join(timeout=grace)
         try:
-            self.popen.stdin.close()
+            if self.popen.stdin is not None:
+                self.popen.stdin.close()
         except (OSError, ValueError):
             pass
         return self.returncode
 
-    def wait(self, timeout):
+    def wait(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         with self.cond:
             while not self.stdout_closed:
@@ -266,7 +281,7 @@ class Proc:
         return True
 
 
-def _killpg(pid, sig):
+def _killpg(pid: int, sig: signal.Signals) -> None:
     try:
         os.killpg(pid, sig)
     except (ProcessLookupError, PermissionError):
@@ -276,23 +291,24 @@ def _killpg(pid, sig):
 class ProcessRegistry:
     """Every Proc started by this runner, so that they can all be stopped from anywhere."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.live = []
-        self.history = []  # dicts recorded in run_config.json: role, host, pid, remote_pid
+        self.live: list[Proc] = []
+        # dicts recorded in run_config.json: role, host, pid, remote_pid
+        self.history: list[dict[str, Any]] = []
 
-    def add(self, proc):
+    def add(self, proc: Proc) -> None:
         with self._lock:
             self.live.append(proc)
 
-    def remove(self, proc):
+    def remove(self, proc: Proc) -> None:
         with self._lock:
             if proc in self.live:
                 self.live.remove(proc)
             self.history.append({"name": proc.name, "host": proc.host.label(), "pid": proc.pid,
                                  "remote_pid": proc.remote_pid, "returncode": proc.returncode})
 
-    def stop_all(self):
+    def stop_all(self) -> None:
         with self._lock:
             procs = list(self.live)
         for p in procs:
@@ -304,15 +320,17 @@ REGISTRY = ProcessRegistry()
 atexit.register(REGISTRY.stop_all)
 
 
-def start_process(name, host, argv, env, stdout_log, stderr_log=None, cond=None, markers=(),
-                  registry=REGISTRY, cwd=None):
+def start_process(name: str, host: Host, argv: Sequence[object], env: Mapping[str, object] | None,
+                  stdout_log: str, stderr_log: str | None = None,
+                  cond: threading.Condition | None = None, markers: Iterable[str] = (),
+                  registry: ProcessRegistry = REGISTRY, cwd: str | None = None) -> Proc:
     """Start `argv` on `host` with `env` added to its environment. stdout goes to `stdout_log`
     (via the reader thread); stderr to `stderr_log`, or merged into stdout when None."""
     cond = cond or threading.Condition()
     os.makedirs(os.path.dirname(stdout_log), exist_ok=True)
     err_file = open(stderr_log, "wb") if stderr_log else None  # noqa: SIM115 — closed below
     stderr = err_file if err_file else subprocess.STDOUT
-    if host.remote:
+    if host.ssh_host is not None:
         command = f"echo {REMOTE_PID_MARKER}$$ && {env_command(argv, env)}"
         full = build_remote_exec_cmd(host.ssh_host, host.repo, command, host.container, host.ssh,
                                      interactive=True)

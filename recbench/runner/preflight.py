@@ -7,6 +7,8 @@ devices, and whether the server ports are free.
 local one (`compare_with_local`) for `--remote-sync check`.
 """
 
+from __future__ import annotations
+
 import argparse
 import errno
 import json
@@ -14,13 +16,15 @@ import os
 import platform
 import socket
 import sys
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from recbench import transports
 
 PREFLIGHT_MARKER = "RECBENCH_PREFLIGHT="
 
 
-def cpu_model():
+def cpu_model() -> str:
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
@@ -31,7 +35,7 @@ def cpu_model():
     return platform.processor() or "unknown"
 
 
-def port_state(host, port):
+def port_state(host: str, port: int) -> str:
     """'free', 'in use', 'not a local address' or 'unresolvable' (an ssh alias, say) for host:port,
     by binding it now with SO_REUSEADDR as servers do."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -48,16 +52,16 @@ def port_state(host, port):
         s.close()
 
 
-def port_free(host, port):
+def port_free(host: str, port: int) -> bool:
     return port_state(host, port) == "free"
 
 
-def recbench_build():
+def recbench_build() -> dict[str, Any]:
     """build_info() of the recbench importable here, or {'error': ...}."""
     try:
         import recbench
 
-        info = recbench.build_info()
+        info: dict[str, Any] = recbench.build_info()
         info["package_version"] = recbench.__version__
         info["package_path"] = os.path.dirname(os.path.abspath(recbench.__file__))
         return info
@@ -65,23 +69,23 @@ def recbench_build():
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
-def transport_availability():
+def transport_availability() -> dict[str, str | None]:
     """{transport: None when this build of recbench has it, else the reason it does not}, for every
     transport of recbench.transports."""
     try:
         from recbench import _ps
     except ImportError as exc:
         return {t: f"recbench._ps is not built ({exc})" for t in transports.NAMES}
-    built = _ps.transports()
+    built: dict[str, str | None] = _ps.transports()
     return {t: built.get(t, "unknown to this build of recbench") for t in transports.NAMES}
 
 
-def host_facts(ports=()):
+def host_facts(ports: Iterable[tuple[str, int]] = ()) -> dict[str, Any]:
     from recbench import rdma
     from recbench.lab.facts import guest_facts
 
     devices, reason = rdma.devices_status()
-    facts = {
+    facts: dict[str, Any] = {
         "hostname": socket.gethostname(),
         "python": sys.version.split()[0],
         "cpu_model": cpu_model(),
@@ -98,7 +102,7 @@ def host_facts(ports=()):
     return facts
 
 
-def parse_ports(text):
+def parse_ports(text: str | None) -> list[tuple[str, int]]:
     out = []
     for item in (text or "").split(","):
         item = item.strip()
@@ -109,7 +113,8 @@ def parse_ports(text):
     return out
 
 
-def compare_with_local(local, remote, host_label, check_commit=True):
+def compare_with_local(local: dict[str, Any], remote: dict[str, Any], host_label: str,
+                       check_commit: bool = True) -> list[str]:
     """Problems (list of sentences) that make a remote host unfit for the run."""
     problems = []
     rb = remote.get("recbench", {})
@@ -125,7 +130,7 @@ def compare_with_local(local, remote, host_label, check_commit=True):
     return problems
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Print this host's recbench/RDMA/port facts as JSON.")
     ap.add_argument("--ports", default="", help="host:port,... to test for being free")
     args = ap.parse_args(argv)

@@ -30,7 +30,7 @@ from recbench.runner.plan import Plan
 log = logging.getLogger("recbench.runner.rate_sweep")
 
 
-def _num(text):
+def _num(text: str | None) -> float | None:
     return None if text in (None, "") else float(text)
 
 
@@ -94,7 +94,7 @@ def points_of(run_dir: Path, rate: float, transports: list[str]) -> list[latency
     return out
 
 
-def _plot(points, path: Path, slo_p99_us: float | None) -> Path | None:
+def _plot(points: list[latency_curve.CurvePoint], path: Path, slo_p99_us: float | None) -> Path | None:
     """plots/latency_vs_rate.png, or None (logged) without a successful point or without the
     analysis extra (pandas, matplotlib)."""
     if not any(p.ok for p in points):
@@ -107,7 +107,8 @@ def _plot(points, path: Path, slo_p99_us: float | None) -> Path | None:
     return analysis.plot_latency_vs_rate(points, path, slo_p99_us)
 
 
-def render(plan: Plan, argv, points, rate_dirs, out_dir: Path, plot_path: Path | None) -> str:
+def render(plan: Plan, argv: list[str], points: list[latency_curve.CurvePoint],
+           rate_dirs: list[Path], out_dir: Path, plot_path: Path | None) -> str:
     w = plan.workload
     labels = [t.label for t in plan.transports]
     lines = [session.git_state()["commit"], socket.gethostname(), "",
@@ -124,7 +125,7 @@ def render(plan: Plan, argv, points, rate_dirs, out_dir: Path, plot_path: Path |
     return "\n".join(lines) + "\n"
 
 
-def run(plan: Plan, argv) -> int:
+def run(plan: Plan, argv: list[str]) -> int:
     """Every rate through session.run, then curve.csv, the plot and summary.md."""
     w = plan.workload
     out_dir = Path(plan.execution.output_dir or os.path.join(

@@ -11,8 +11,12 @@ run phases share one window because the runner releases them together through th
 and one `mean` row per transport x phase over the repeats with the spread.
 """
 
+from __future__ import annotations
+
 import math
 import statistics
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from recbench import latency_hist, records
@@ -60,7 +64,7 @@ FLOAT_FIELDS = ("zipfian_alpha", "runtime_s", "throughput_batches_sec", "through
                 "service_p95_us", "service_p99_us", "service_p999_us", "service_max_us")
 
 
-def parse_result_line(line):
+def parse_result_line(line: str) -> dict[str, Any] | None:
     """One `PS_BENCHMARK_RESULT k=v ...` line -> dict with typed numbers, or None."""
     line = line.strip()
     if not line.startswith(RESULT_PREFIX):
@@ -78,7 +82,7 @@ def parse_result_line(line):
     return fields
 
 
-def collect_ps_result_rows(text):
+def collect_ps_result_rows(text: str) -> list[dict[str, Any]]:
     """Every result line of a client's stdout, in order (load before run)."""
     rows = []
     for line in text.splitlines():
@@ -88,7 +92,7 @@ def collect_ps_result_rows(text):
     return rows
 
 
-def collect_summary_rows(text):
+def collect_summary_rows(text: str) -> list[dict[str, Any]]:
     """RecStore's `micro` summary lines (`transport=X op=Y phase=Z summary ...`): keep
     phase=measure (warmup is dropped), typed. A --benchmark-binary that prints them gets the run
     row's mean/p50/p95/p99 from its `op=get` line (apply_get_summary)."""
@@ -115,7 +119,7 @@ GET_SUMMARY_LATENCY = {"mean_us": "elapsed_us_mean", "p50_us": "elapsed_us_p50",
                        "p95_us": "elapsed_us_p95", "p99_us": "elapsed_us_p99"}
 
 
-def apply_get_summary(rows, text):
+def apply_get_summary(rows: list[dict[str, Any]], text: str) -> bool:
     """RecStore's `op=get phase=measure summary` line of a client's output, if it printed one,
     gives the run rows' mean/p50/p95/p99 (the last such line wins; p999/max are left as the
     result line had them). Returns True when a line was applied: the client's latency histogram,
@@ -132,12 +136,12 @@ def apply_get_summary(rows, text):
     return True
 
 
-def payload_gbps(key_ops_per_sec, value_size):
+def payload_gbps(key_ops_per_sec: float, value_size: int) -> float:
     """Value bytes only (no keys, no headers), in GB/s (1e9)."""
     return key_ops_per_sec * value_size / 1e9
 
 
-def fmt(value, digits=3):
+def fmt(value: object, digits: int = 3) -> str:
     """CSV cell text: '' for None, integers as is, floats with fixed digits."""
     if value is None or value == "":
         return ""
@@ -152,14 +156,15 @@ def fmt(value, digits=3):
     return str(value)
 
 
-def join_cell(values):
+def join_cell(values: object) -> str:
     """List-valued cells are ';'-joined so awk -F, column numbers stay fixed."""
     if isinstance(values, (list, tuple)):
         return ";".join(str(v) for v in values)
     return str(values).replace(",", ";")
 
 
-def result_row(base, parsed, server_cpu_s=None):
+def result_row(base: dict[str, Any], parsed: dict[str, Any],
+               server_cpu_s: float | None = None) -> dict[str, Any]:
     """summary.csv row for one parsed result line. `base` holds the case columns; the line's own
     value_size and payload_gbps win (a --benchmark-binary may report them; older lines without
     payload_gbps get it from keys/s x value_size)."""
@@ -193,7 +198,8 @@ def result_row(base, parsed, server_cpu_s=None):
     return row
 
 
-def failure_row(base, status, message, phase="", client_index=-1, log_paths=()):
+def failure_row(base: dict[str, Any], status: str, message: str, phase: str = "", client_index: int = -1,
+                log_paths: Iterable[str | None] = ()) -> dict[str, Any]:
     assert status in STATUSES, status
     row = dict(base)
     row.update({"status": status, "phase": phase, "client_index": client_index,
@@ -201,7 +207,7 @@ def failure_row(base, status, message, phase="", client_index=-1, log_paths=()):
     return row
 
 
-def _cell(col, value):
+def _cell(col: str, value: object) -> str:
     if col in ("server_shard_ips", "client_ips", "log_path"):
         return join_cell(value) if value not in (None, "") else ""
     if col in ("ops_per_sec", "key_ops_per_sec", "keys_per_cpu_sec"):
@@ -213,27 +219,28 @@ def _cell(col, value):
     return fmt(value, 3)
 
 
-def write_summary_csv(path, rows):
+def write_summary_csv(path: str | Path, rows: Sequence[dict[str, Any]]) -> None:
     records.write_csv(path, SUMMARY_COLUMNS, rows, _cell)
 
 
-def read_summary_csv(path):
+def read_summary_csv(path: str | Path) -> list[dict[str, str]]:
     return records.read_csv(path)
 
 
-def _num(value):
+def _num(value: Any) -> float | None:
     if value in (None, ""):
         return None
     return float(value)
 
 
-def _window(row):
+def _window(row: dict[str, Any]) -> float:
     """The seconds a row's rates were measured over (the configured runtime when the line did
     not say)."""
     return _num(row.get("measured_seconds")) or _num(row.get("runtime_seconds")) or 0.0
 
 
-def case_totals(rows, transport, repeat_index, phase, server_cpu_s=None, case_status=""):
+def case_totals(rows: Sequence[dict[str, Any]], transport: str, repeat_index: int | str, phase: str,
+                server_cpu_s: float | None = None, case_status: str = "") -> dict[str, Any]:
     """Total of one transport x repeat x phase over its clients' rows (the run total equals the
     awk sum of summary.csv's column 18). Latency: mean_us is the batch-weighted mean (exact). A
     row's `_hist` is the client's latency_hist.Hist (its PS_BENCHMARK_HIST line): when every
@@ -244,7 +251,7 @@ def case_totals(rows, transport, repeat_index, phase, server_cpu_s=None, case_st
             str(repeat_index) and r["phase"] == phase]
     ok = [r for r in mine if r["status"] == "success"]
     failed = [r for r in mine if r["status"] in FAILURE_STATUSES]
-    out = {"transport": transport, "repeat_index": repeat_index, "phase": phase,
+    out: dict[str, Any] = {"transport": transport, "repeat_index": repeat_index, "phase": phase,
            "row_kind": mine[0].get("row_kind", "") if mine else "",
            "clients_ok": len(ok), "clients_failed": len(failed),
            "status": "success" if ok and not failed else (failed[0]["status"] if failed else
@@ -253,28 +260,29 @@ def case_totals(rows, transport, repeat_index, phase, server_cpu_s=None, case_st
            "repeats": 1}
     if not ok:
         return out
-    key_ops = sum(_num(r["key_ops_per_sec"]) for r in ok)
+    key_ops = sum(_num(r["key_ops_per_sec"]) or 0.0 for r in ok)
     out["key_ops_per_sec"] = key_ops
-    out["ops_per_sec"] = sum(_num(r["ops_per_sec"]) for r in ok)
-    out["payload_gbps"] = sum(_num(r["payload_gbps"]) for r in ok)
+    out["ops_per_sec"] = sum(_num(r["ops_per_sec"]) or 0.0 for r in ok)
+    out["payload_gbps"] = sum(_num(r["payload_gbps"]) or 0.0 for r in ok)
     windows = [_window(r) for r in ok]
     out["window_seconds"] = min(windows)
     weights = [(_num(r["ops_per_sec"]) or 0.0) * w for r, w in zip(ok, windows)]
-    means = [_num(r["mean_us"]) for r in ok]
-    if all(m is not None for m in means) and sum(weights) > 0:
+    means = [m for m in (_num(r["mean_us"]) for r in ok) if m is not None]
+    if len(means) == len(ok) and sum(weights) > 0:
         out["mean_us"] = sum(m * w for m, w in zip(means, weights)) / sum(weights)
     mine_hists = [r.get("_hist") for r in ok]
     if mine_hists and all(h is not None and h.count for h in mine_hists):
         merged = latency_hist.Hist()
         for h in mine_hists:
-            merged.merge(h)
+            if h is not None:
+                merged.merge(h)
         for col, p in (("p50_us", 50), ("p95_us", 95), ("p99_us", 99), ("p999_us", 99.9)):
             out[col] = merged.percentile_ns(p) / 1e3
         out["max_us"] = merged.max_ns / 1e3
         out["latency_merge"] = "exact"
     else:
         for col in ("p50_us", "p95_us", "p99_us", "p999_us", "max_us"):
-            vals = [_num(r[col]) for r in ok if _num(r[col]) is not None]
+            vals = [v for v in (_num(r[col]) for r in ok) if v is not None]
             if vals:
                 out[col] = max(vals)
         out["latency_merge"] = "worst_client"
@@ -289,11 +297,11 @@ def case_totals(rows, transport, repeat_index, phase, server_cpu_s=None, case_st
     return out
 
 
-def mean_row(case_rows, transport, phase):
+def mean_row(case_rows: Sequence[dict[str, Any]], transport: str, phase: str) -> dict[str, Any]:
     """Mean and spread of key_ops_per_sec over the repeats of one transport x phase."""
     vals = [r for r in case_rows if r["transport"] == transport and r["phase"] == phase
             and r.get("key_ops_per_sec") is not None and r["status"] == "success"]
-    out = {"transport": transport, "repeat_index": "mean", "phase": phase,
+    out: dict[str, Any] = {"transport": transport, "repeat_index": "mean", "phase": phase,
            "row_kind": vals[0]["row_kind"] if vals else "", "repeats": len(vals),
            "status": "success" if vals else "no_success"}
     if not vals:
@@ -316,11 +324,12 @@ def mean_row(case_rows, transport, phase):
     return out
 
 
-def build_totals(rows, cases):
+def build_totals(rows: Sequence[dict[str, Any]],
+                 cases: Iterable[tuple[str, int, float | None, str]]) -> list[dict[str, Any]]:
     """All totals rows. `rows` are the summary rows (with their `_hist`); `cases` is a list of
     (transport, repeat_index, server_cpu_s, case_status)."""
-    out = []
-    transports = []
+    out: list[dict[str, Any]] = []
+    transports: list[str] = []
     for transport, repeat_index, server_cpu, status in cases:
         if transport not in transports:
             transports.append(transport)
@@ -332,6 +341,6 @@ def build_totals(rows, cases):
     return out
 
 
-def write_totals_csv(path, totals):
+def write_totals_csv(path: str | Path, totals: Sequence[dict[str, Any]]) -> None:
     records.write_csv(path, TOTALS_COLUMNS, totals,
                       lambda col, v: fmt(v, 6 if col == "payload_gbps" else 3))

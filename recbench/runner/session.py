@@ -23,45 +23,42 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Union
+from types import FrameType
+from typing import Any
 
 from recbench import latency_hist
 from recbench.lab import facts as lab_facts
 from recbench.launch import SOURCE_ROOT
+from recbench.runner import case as case_procs
 from recbench.runner import preflight, report, results
-from recbench.runner.config import (
-    bind_core_offset,
-    build_benchmark_cmd,
-    build_runtime_config,
-    build_server_cmd,
-    flag_name,
+from recbench.runner.case import (
+    LOADED_MARKER,
+    READY_MARKER,
+    SECURITY_FILES,
+    Case,
+    HostPlace,
+    PreflightError,
+    ProcSpec,
+    ProgramFlags,
 )
-from recbench.runner.execution import REGISTRY, Host, Ssh, shell_join, start_process
+from recbench.runner.config import build_runtime_config
+from recbench.runner.execution import REGISTRY, Host, Proc, Ssh, shell_join, start_process
 from recbench.runner.plan import Plan
-from recbench.runner.topology import Topology, format_hostport
+from recbench.runner.topology import ClientSpec, ServerSpec, Topology, format_hostport
 from recbench.transports import Transport
 
 log = logging.getLogger("recbench.runner")
 
-READY_MARKER = "event=ready"
-LOADED_MARKER = "PS_BENCHMARK_LOADED"
 SKIP_EXIT_CODE = 77
 REPO_ROOT = SOURCE_ROOT
 RUNNER_VERSION = 1
-# the flags a program's --help lists, {"__error__": why} when --help failed, None when unknown
-ProgramFlags = Union[set[str], dict[str, str], None]
 RESULT_DIR_PREFIX = "benchmark_ps_"
-# program flag -> (Execution field, file name of a remote host's copy beside its config.json)
-SECURITY_FILES = {"auth_token_file": ("auth_token_file", "auth_token"),
-                  "tls_cert": ("grpc_tls_cert", "tls_cert.pem"),
-                  "tls_key": ("grpc_tls_key", "tls_key.pem"),
-                  "tls_ca": ("grpc_tls_ca", "tls_ca.pem")}
-SECURITY_ROLE_FLAGS = {"server": ("tls_cert", "tls_key"), "client": ("tls_ca",)}
 
 
-def git_state(root=REPO_ROOT):
+def git_state(root: Path = REPO_ROOT) -> dict[str, Any]:
     try:
         commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
                                 text=True, check=True, timeout=10).stdout.strip()
@@ -73,7 +70,9 @@ def git_state(root=REPO_ROOT):
         return {"commit": "unknown", "dirty": False}
 
 
-def _tail(path, n=3):
+def _tail(path: str | None, n: int = 3) -> str:
+    if path is None:
+        return ""
     try:
         with open(path, errors="replace") as f:
             lines = [line.strip() for line in f if line.strip()]
@@ -107,7 +106,7 @@ class Session:
         self.secret_paths: dict[str, dict[str, str]] = {}
 
     # ---- setup ---------------------------------------------------------------------------
-    def _output_dir(self):
+    def _output_dir(self) -> Path:
         out = self.plan.execution.output_dir or os.path.join(
             "results", RESULT_DIR_PREFIX + time.strftime("%m%d%H%M"))
         path = Path(out)
@@ -116,7 +115,7 @@ class Session:
         path.mkdir(parents=True, exist_ok=True)
         return path
 
-    def host(self, ssh_host):
+    def host(self, ssh_host: str | None) -> Host:
         if self.plan.execution.execution_backend == "local":
             ssh_host = None
         key = ssh_host or "local"
@@ -133,28 +132,13 @@ class Session:
                                        self.plan.execution.remote_container or None)
         return self.hosts[key]
 
-    def launcher(self, host, module, binary):
-        if binary:
-            if host.remote:
-                return [binary if os.path.isabs(binary) else f"{self.remote_repo}/{binary}"]
-            return [str(self._local_binary(binary))]
-        if host.remote:
-            return [self.remote_python, "-m", module]
-        return [sys.executable, "-m", module]
-
-    def _local_binary(self, binary):
-        path = Path(binary)
-        return path if path.is_absolute() else REPO_ROOT / path
-
-    def process_env(self, host, config_path, bind_offset=None):
-        env = {"PYTHONPATH": host.repo if host.remote else str(REPO_ROOT),
-               "RECSTORE_CONFIG": config_path, "RECBENCH_CONFIG": config_path}
-        if bind_offset is not None:
-            env["RECSTORE_BIND_CORE_OFFSET"] = str(bind_offset)
-        return env
+    def launcher(self, host: Host, module: str, binary: str) -> list[str]:
+        return case_procs.launcher(host.remote, self.remote_repo, self.remote_python, module,
+                                   binary, REPO_ROOT, sys.executable)
 
     # ---- preflight -----------------------------------------------------------------------
-    def _remote_facts(self, host, ports):
+    def _remote_facts(self, host: Host,
+                      ports: Sequence[tuple[str, int]]) -> tuple[dict[str, Any] | None, str | None]:
         port_arg = ",".join(f"{h}:{p}" for h, p in ports)
         cmd = (f"PYTHONPATH={host.repo} {shell_join([self.remote_python])} -m recbench.runner.preflight"
                f" --ports {shell_join([port_arg])}" if port_arg else
@@ -173,7 +157,7 @@ class Session:
         """--remote-sync rsync: copy the source tree (not .venv, builds, results) and build it."""
         plan = self.plan
         ssh = self.ssh
-        assert ssh is not None, "rsync needs the ssh backend"
+        assert ssh is not None and host.ssh_host is not None, "rsync needs the ssh backend"
         excludes = ["/.venv", "/build", "/results", "*.so", "__pycache__", "/.git",
                     "/csrc/proto/gen", ".pytest_cache"]
         if plan.execution.remote_container:
@@ -210,7 +194,7 @@ class Session:
                     f"{(res.stderr or res.stdout).strip()[-300:]}")
         return None
 
-    def preflight_hosts(self, topologies):
+    def preflight_hosts(self, topologies: Mapping[str, Topology]) -> None:
         plan = self.plan
         ports_by_host: dict[str, set[tuple[str, int]]] = {}
         for topo in topologies.values():
@@ -240,13 +224,14 @@ class Session:
             for f in helps:
                 f.result()
 
-    def _check_remote(self, label, local_facts, ports):
+    def _check_remote(self, label: str, local_facts: dict[str, Any],
+                      ports: Sequence[tuple[str, int]]) -> list[str]:
         """Facts and problems of one remote host; also reads its programs' --help once."""
         plan = self.plan
         host = self.hosts[label]
         facts, err = self._remote_facts(host, ports)
-        if err:
-            return [err]
+        if err or facts is None:
+            return [err or f"{label}: preflight gave no facts"]
         self.facts[label] = facts
         problems = []
         if plan.execution.remote_sync in ("check", "rsync"):
@@ -259,7 +244,7 @@ class Session:
                 self.program_flags(host, self.launcher(host, module, binary))
         return problems
 
-    def _build_problems(self, label, facts):
+    def _build_problems(self, label: str, facts: dict[str, Any]) -> list[str]:
         info = facts.get("recbench", {})
         if "error" in info:
             return [f"{label}: recbench does not import: {info['error']}"]
@@ -275,7 +260,7 @@ class Session:
                          "(run make build, or pass --allow-debug-build to run and label the rows)")]
         return []
 
-    def program_flags(self, host, launcher):
+    def program_flags(self, host: Host, launcher: Sequence[str]) -> ProgramFlags:
         """Flags a program accepts, from its --help (None when it cannot tell). recbench's own
         modules on a remote host are the local ones (preflight compares version and commit), so
         their --help is read locally, once."""
@@ -289,7 +274,7 @@ class Session:
             if host.remote:
                 res = host.run(f"PYTHONPATH={host.repo} {shell_join(launcher)} --help", timeout=60)
             else:
-                res = subprocess.run(launcher + ["--help"], capture_output=True, text=True,
+                res = subprocess.run(list(launcher) + ["--help"], capture_output=True, text=True,
                                      timeout=60, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
                                      cwd=str(REPO_ROOT), stdin=subprocess.DEVNULL, check=False)
             if res.returncode == 0:
@@ -302,22 +287,10 @@ class Session:
         self.help_cache[key] = flags
         return flags
 
-    def filter_flags(self, argv, supported, program):
+    def filter_flags(self, argv: list[str], supported: ProgramFlags, program: str) -> list[str]:
         """Drop derived-default flags the program does not accept; raise for flags the user set."""
-        if not supported or "__error__" in supported:
-            return argv
-        out = []
-        explicit = self.plan.explicit
-        for arg in argv:
-            name = flag_name(arg)
-            if name is None or name in supported or name not in OPTIONAL_PROCESS_FLAGS:
-                out.append(arg)
-                continue
-            source = _runner_dest_for(name)
-            if source in explicit:
-                raise PreflightError(f"{program} does not accept --{name} (from --"
-                                     f"{source.replace('_', '-')}); drop that option")
-            self.not_forwarded.add(f"{program}: --{name}")
+        out, dropped = case_procs.filter_flags(argv, supported, program, self.plan.explicit)
+        self.not_forwarded.update(dropped)
         return out
 
     # ---- cases ---------------------------------------------------------------------------
@@ -340,16 +313,16 @@ class Session:
                                                      for lbl in self._topo_labels(topo)]),
         }
 
-    def _topo_labels(self, topo):
+    def _topo_labels(self, topo: Topology) -> list[str]:
         return sorted({self.host(s.ssh_host).label() for s in topo.servers}
                       | {self.host(c.ssh_host).label() for c in topo.clients})
 
-    def _build_type(self, topo):
+    def _build_type(self, topo: Topology) -> str:
         types = sorted({self.facts.get(lbl, {}).get("recbench", {}).get("build_type", "unknown")
                         for lbl in self._topo_labels(topo)})
         return ";".join(types)
 
-    def case_skip_reason(self, transport, topo):
+    def case_skip_reason(self, transport: Transport, topo: Topology) -> str | None:
         labels = sorted({self.host(s.ssh_host).label() for s in topo.servers}
                         | {self.host(c.ssh_host).label() for c in topo.clients})
         for lbl in labels if not self.plan.execution.server_binary else ():
@@ -365,7 +338,7 @@ class Session:
                     return f"no RDMA verbs device on {lbl}: {reason}"
         return None
 
-    def host_level_problems(self, topo):
+    def host_level_problems(self, topo: Topology) -> list[str]:
         labels = sorted({self.host(s.ssh_host).label() for s in topo.servers}
                         | {self.host(c.ssh_host).label() for c in topo.clients})
         problems = []
@@ -373,7 +346,7 @@ class Session:
             problems += self.host_problems.get(lbl, [])
         return problems
 
-    def fabric_problems(self, transport, topo):
+    def fabric_problems(self, transport: Transport, topo: Topology) -> list[str]:
         """--rdma-fabric-plan: each process's device and port exist on its host, with the link
         layer its mode needs."""
         from recbench.runner.topology import EXPECTED_LINK_LAYER
@@ -383,7 +356,7 @@ class Session:
             return problems
         for role, specs in (("server", topo.servers), ("client", topo.clients)):
             for spec in specs:
-                index = spec.server_index if role == "server" else spec.client_index
+                index = spec.server_index if isinstance(spec, ServerSpec) else spec.client_index
                 entry = self.plan.rc.fabric.get((role, index))
                 label = self.host(spec.ssh_host).label()
                 devices = self.facts.get(label, {}).get("rdma_devices") or []
@@ -404,7 +377,7 @@ class Session:
                                     f"{entry.port} on {label} is {port['link_layer']}")
         return problems
 
-    def case_problems(self, topo, transport=None):
+    def case_problems(self, topo: Topology, transport: Transport | None = None) -> list[str]:
         problems = self.fabric_problems(transport, topo) if transport else []
         for spec, module, binary in ([(s, "recbench.ps_server", self.plan.execution.server_binary)
                                       for s in topo.servers]
@@ -414,7 +387,7 @@ class Session:
             if host.label() in self.host_problems and self.host_problems[host.label()]:
                 continue
             flags = self.program_flags(host, self.launcher(host, module, binary))
-            if flags is not None and "__error__" in flags:
+            if isinstance(flags, dict) and "__error__" in flags:
                 msg = f"{binary or module} cannot run on {host.label()}: {flags['__error__']}"
                 if msg not in problems:
                     problems.append(msg)
@@ -475,13 +448,14 @@ class Session:
         try:
             try:
                 config_paths = self._place_configs(topo, config, case["config_path"], remote_dir)
-                servers = self._start_servers(transport, topo, config_paths, logs, cond)
+                procs = self.build_case(transport, repeat, topo, config_paths, logs)
+                servers = self._start(procs.servers, cond)
                 err = self._wait_servers_ready(topo, servers, cond)
                 log.info("%s repeat %s: servers %s", t, repeat, err or "ready")
                 if err:
                     case["status"] = "startup_failure"
                     return [results.failure_row(base, "startup_failure", err, log_paths=server_logs)], None
-                clients = self._start_clients(transport, topo, config_paths, logs, cond)
+                clients = self._start(procs.clients, cond)
             except PreflightError as exc:
                 case["status"] = "preflight_failure"
                 return [results.failure_row(base, "preflight_failure", str(exc))], None
@@ -508,7 +482,8 @@ class Session:
             if self.ssh is not None and any(p.host.remote for p in servers + clients):
                 self._remove_remote_dir(topo, remote_dir)
 
-    def _place_configs(self, topo, config, local_path, remote_dir):
+    def _place_configs(self, topo: Topology, config: dict[str, Any], local_path: str,
+                       remote_dir: str) -> dict[str, str]:
         """Config path per host label; remote hosts get the config through ssh stdin, with data
         paths under the remote runtime directory (not this host's paths)."""
         paths = {}
@@ -554,16 +529,7 @@ class Session:
                 staged[flag] = rpath
         return paths
 
-    def _secret_flags(self, host, transport, role: str) -> list[str]:
-        """--auth_token_file for every process; the TLS files for grpc servers / clients."""
-        out = []
-        for flag, path in self.secret_paths.get(host.label(), {}).items():
-            if flag == "auth_token_file" or (transport.name == "grpc" and
-                                             flag in SECURITY_ROLE_FLAGS[role]):
-                out.append(f"--{flag}={path}")
-        return out
-
-    def _remove_remote_dir(self, topo, remote_dir):
+    def _remove_remote_dir(self, topo: Topology, remote_dir: str) -> None:
         for label in sorted({self.host(s.ssh_host).label() for s in topo.servers + topo.clients}):
             host = self.hosts[label]
             if host.remote:
@@ -572,34 +538,48 @@ class Session:
                 except subprocess.TimeoutExpired:
                     log.warning("removing %s on %s timed out", remote_dir, label)
 
-    def _cores(self, host):
+    def _cores(self, host: Host) -> int | None:
         return self.facts.get(host.label(), {}).get("cpu_cores") or (
             None if host.remote else os.cpu_count())
 
-    def _start_servers(self, transport, topo, config_paths, logs, cond):
+    def build_case(self, transport: Transport, repeat: int, topo: Topology,
+                   config_paths: dict[str, str], logs: Path) -> Case:
+        """The case's processes as values (case.py), from what this session knows of each host."""
+        places: dict[str, HostPlace] = {}
+        host_of: dict[str, str] = {}
+        flags: dict[str, dict[str, ProgramFlags]] = {}
+        ex = self.plan.execution
+        for module, binary, specs in ((case_procs.SERVER_MODULE, ex.server_binary, topo.servers),
+                                      (case_procs.CLIENT_MODULE, ex.benchmark_binary, topo.clients)):
+            for spec in specs:
+                host = self.host(spec.ssh_host)
+                host_of[spec.ssh_host or ""] = host.label()
+                seen = flags.setdefault(host.label(), {})
+                if module not in seen:  # only the programs a host runs
+                    seen[module] = self.program_flags(host, self.launcher(host, module, binary))
+        for label, programs in flags.items():
+            host = self.hosts[label]
+            places[label] = HostPlace(
+                label=label, remote=host.remote, repo=str(host.repo), python=self.remote_python,
+                config_path=config_paths[label], data_base=self.data_bases[label],
+                cores=self._cores(host), secrets=dict(self.secret_paths.get(label, {})),
+                program_flags=programs)
+        built = case_procs.build_case(self.plan, transport, repeat, topo, places, host_of, logs,
+                                      REPO_ROOT, sys.executable)
+        self.not_forwarded.update(built.not_forwarded)
+        return built
+
+    def _start(self, specs: tuple[ProcSpec, ...], cond: threading.Condition) -> list[Proc]:
         procs = []
-        for s in topo.servers:
-            host = self.host(s.ssh_host)
-            launcher = self.launcher(host, "recbench.ps_server", self.plan.execution.server_binary)
-            offset = bind_core_offset(self.plan, transport, "server", s.server_index,
-                                      self._cores(host))
-            cmd = build_server_cmd(self.plan, transport, s, len(topo.servers),
-                                   config_paths[host.label()], launcher, offset)
-            # one data directory per shard process (file-backed indexes must not share files)
-            cmd.append(f"--data_path={self.data_bases[host.label()]}/shard_{s.shard}")
-            cmd += self._secret_flags(host, transport, "server")
-            cmd = self.filter_flags(cmd, self.program_flags(host, launcher), "recbench.ps_server")
-            env = self.process_env(host, config_paths[host.label()], offset)
-            self.cases[-1].setdefault("commands", []).append(
-                {"name": f"server_{s.server_index}", "host": host.label(), "env": env,
-                 "argv": cmd})
-            procs.append(start_process(f"server_{s.server_index}", host, cmd, env,
-                                       str(logs / "server" / f"server_{s.server_index}.log"),
-                                       None, cond, [READY_MARKER], cwd=None if host.remote
-                                       else str(REPO_ROOT)))
+        for spec in specs:
+            self.cases[-1].setdefault("commands", []).append(spec.record())
+            procs.append(start_process(spec.name, self.hosts[spec.host], list(spec.argv),
+                                       dict(spec.env), spec.stdout_log, spec.stderr_log, cond,
+                                       list(spec.markers), cwd=spec.cwd))
         return procs
 
-    def _wait_servers_ready(self, topo, servers, cond):
+    def _wait_servers_ready(self, topo: Topology, servers: list[Proc],
+                            cond: threading.Condition) -> str | None:
         plan = self.plan
         start = time.monotonic()
         deadline = start + plan.execution.cluster_timeout
@@ -628,35 +608,14 @@ class Session:
                     if i not in ready and _port_accepts(s.host, s.port):
                         ready.add(i)
 
-    def _start_clients(self, transport, topo, config_paths, logs, cond):
-        procs = []
-        for c in topo.clients:
-            host = self.host(c.ssh_host)
-            launcher = self.launcher(host, "recbench.ps_bench", self.plan.execution.benchmark_binary)
-            offset = bind_core_offset(self.plan, transport, "client", c.client_index,
-                                      self._cores(host))
-            cmd = build_benchmark_cmd(self.plan, transport, topo, c, config_paths[host.label()],
-                                      launcher, offset)
-            cmd += self._secret_flags(host, transport, "client")
-            cmd = self.filter_flags(cmd, self.program_flags(host, launcher), "recbench.ps_bench")
-            env = self.process_env(host, config_paths[host.label()], offset)
-            self.cases[-1].setdefault("commands", []).append(
-                {"name": f"client_{c.client_index}", "host": host.label(), "env": env,
-                 "argv": cmd})
-            procs.append(start_process(
-                f"client_{c.client_index}", host, cmd, env,
-                str(logs / f"client_{c.client_index}.stdout.log"),
-                str(logs / f"client_{c.client_index}.stderr.log"), cond,
-                [LOADED_MARKER, results.RESULT_PREFIX], cwd=None if host.remote
-                else str(REPO_ROOT)))
-        return procs
-
-    def _drive_clients(self, base, topo, servers, clients, cond, server_logs):
+    def _drive_clients(self, base: dict[str, Any], topo: Topology, servers: list[Proc], clients: list[Proc],
+                       cond: threading.Condition,
+                       server_logs: list[str]) -> tuple[list[dict[str, Any]], float | None]:
         plan = self.plan
         deadline = time.monotonic() + plan.execution.client_timeout
         dead_server = None
 
-        def server_down():
+        def server_down() -> int | None:
             for i, p in enumerate(servers):
                 if p.exited():
                     return i
@@ -688,7 +647,7 @@ class Session:
         cpu_end = [p.cpu_seconds() for p in servers]
         server_cpu = None
         if all(x is not None for x in cpu_start + cpu_end) and servers:
-            server_cpu = sum(e - s for s, e in zip(cpu_start, cpu_end))
+            server_cpu = sum((e or 0.0) - (s or 0.0) for s, e in zip(cpu_start, cpu_end))
         grace_deadline = time.monotonic() + 5.0
         if dead_server is not None:  # give clients a moment to report the broken connection
             with cond:
@@ -706,8 +665,9 @@ class Session:
                                       server_cpu, server_logs)
         return rows, server_cpu
 
-    def _client_rows(self, base, spec, proc, timed_out, dead_server, servers, server_cpu,
-                     server_logs):
+    def _client_rows(self, base: dict[str, Any], spec: ClientSpec, proc: Proc, timed_out: bool,
+                     dead_server: int | None, servers: list[Proc], server_cpu: float | None,
+                     server_logs: list[str]) -> list[dict[str, Any]]:
         plan = self.plan
         b = dict(base, client_index=spec.client_index,
                  log_path=[proc.stdout_log, proc.stderr_log])
@@ -729,13 +689,13 @@ class Session:
                 if r.get("phase") == "run":
                     r["_hist"] = None
         have_run = any(r.get("phase") == "run" for r in parsed)
-        logs = [proc.stdout_log, proc.stderr_log]
+        logs: list[str | None] = [proc.stdout_log, proc.stderr_log]
         if timed_out and dead_server is not None:
             srv = servers[dead_server]
             rows.append(results.failure_row(
                 b, "client_failure", f"stopped: server_{dead_server} exited with code "
                 f"{srv.returncode} during the run", "run", spec.client_index,
-                logs + server_logs))
+                [*logs, *server_logs]))
         elif timed_out:
             rows.append(results.failure_row(b, "timeout", f"client timeout after "
                                             f"{plan.execution.client_timeout:g}s", "run" if parsed else "",
@@ -748,7 +708,7 @@ class Session:
             rows.append(results.failure_row(
                 b, "client_failure", f"client exited with code {proc.returncode}: "
                 f"{_tail(proc.stderr_log, 2)}", "run" if parsed else "load", spec.client_index,
-                logs + (server_logs if dead_server is not None else [])))
+                [*logs, *(server_logs if dead_server is not None else [])]))
         elif not have_run:
             rows.append(results.failure_row(b, "client_failure", "client exited 0 without a run "
                                             "result line", "run", spec.client_index, logs))
@@ -797,7 +757,8 @@ class Session:
         return paths
 
 
-def print_table(transports, totals, rows):
+def print_table(transports: Sequence[str], totals: Sequence[dict[str, Any]],
+                rows: Sequence[dict[str, Any]]) -> None:
     """The run's headline on stdout: per transport, the mean over repeats of the run total."""
     print(f"{'transport':<10} {'status':<18} {'run M keys/s':>12} {'stdev':>8} {'p99 us':>9} "
           f"{'repeats':>7}")
@@ -815,21 +776,7 @@ def print_table(transports, totals, rows):
         print(f"{t:<10} {status:<18} {' '.join(cells)} {mean.get('repeats', 0):>7}")
 
 
-class PreflightError(RuntimeError):
-    pass
-
-
-# Process flags that only some builds of ps_bench know (RecStore's report/profile options). Every
-# other flag is always passed.
-OPTIONAL_PROCESS_FLAGS = {"report_mode": "report_mode",
-                          "transaction_profile": "transaction_profile"}
-
-
-def _runner_dest_for(flag):
-    return OPTIONAL_PROCESS_FLAGS.get(flag, flag)
-
-
-def _port_accepts(host, port):
+def _port_accepts(host: str, port: int) -> bool:
     try:
         with socket.create_connection((host, port), timeout=1.0):
             return True
@@ -837,7 +784,7 @@ def _port_accepts(host, port):
         return False
 
 
-def _raise_interrupt(signum, frame):
+def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 

@@ -17,6 +17,7 @@ endpoint. Every error names the offending entry.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -77,19 +78,19 @@ def _plan_host(target: str) -> str:
     return f"{user}{at}[{host}]" if ":" in host else target
 
 
-def parse_csv_list(text):
+def parse_csv_list(text: str | Iterable[str] | None) -> list[str]:
     """Split a comma list, strip items and drop empty ones: "grpc, brpc,,rdma" -> [grpc, brpc, rdma]."""
     if text is None:
         return []
     if isinstance(text, (list, tuple)):
-        items = []
+        items: list[str] = []
         for t in text:
             items.extend(parse_csv_list(t))
         return items
     return [item.strip() for item in str(text).split(",") if item.strip()]
 
 
-def normalize_transport_list(items):
+def normalize_transport_list(items: str | Iterable[str] | None) -> list[str]:
     """Upper-case labels, de-duplicated (first occurrence wins), of the transports named."""
     out = []
     for item in parse_csv_list(items):
@@ -105,7 +106,7 @@ def normalize_transport_list(items):
     return out
 
 
-def split_fields(entry):
+def split_fields(entry: str) -> list[str]:
     """Split a plan entry on ':' outside [brackets], so `0:user@[::1]:25000:0` has 4 fields."""
     fields: list[str] = []
     cur: list[str] = []
@@ -128,7 +129,7 @@ def split_fields(entry):
     return fields
 
 
-def split_target(text, entry=None):
+def split_target(text: str, entry: str | None = None) -> tuple[str, str]:
     """`user@host` -> (endpoint host, ssh target). Brackets around an IPv6 literal are removed from
     both (ssh takes `user@::1` as it is)."""
     entry = entry if entry is not None else text
@@ -163,7 +164,8 @@ def split_target(text, entry=None):
     return host, ssh_host
 
 
-def _int_field(value, what, entry, minimum=0, maximum=None):
+def _int_field(value: str, what: str, entry: str, minimum: int = 0,
+               maximum: int | None = None) -> int:
     try:
         n = int(value)
     except ValueError:
@@ -174,7 +176,7 @@ def _int_field(value, what, entry, minimum=0, maximum=None):
     return n
 
 
-def parse_server_plan(text):
+def parse_server_plan(text: str) -> list[ServerSpec]:
     """`[server_index:]host:port:shard,...` -> ServerSpec list sorted by server_index."""
     specs = []
     entries = parse_csv_list(text)
@@ -196,7 +198,7 @@ def parse_server_plan(text):
     return sorted(specs, key=lambda s: s.server_index)
 
 
-def parse_client_plan(text):
+def parse_client_plan(text: str) -> list[ClientSpec]:
     """`[client_index:]host,...` -> ClientSpec list sorted by client_index; hosts may repeat."""
     specs = []
     entries = parse_csv_list(text)
@@ -215,11 +217,12 @@ def parse_client_plan(text):
     return sorted(specs, key=lambda c: c.client_index)
 
 
-def _ipv6_hint(fields):
+def _ipv6_hint(fields: Sequence[str]) -> str:
     return " (write IPv6 hosts in brackets, e.g. [fe80::1])" if len(fields) > 4 or "" in fields else ""
 
 
-def _check_unique(values, what, entries, specs):
+def _check_unique(values: Iterable[int], what: str, entries: Iterable[str],
+                  specs: object) -> None:
     seen: dict[int, str] = {}
     for value, entry in zip(values, entries):
         if value in seen:
@@ -227,7 +230,7 @@ def _check_unique(values, what, entries, specs):
         seen[value] = entry
 
 
-def resolve_base_port(transport, num_shards, rc_port=None):
+def resolve_base_port(transport: str, num_shards: int, rc_port: int | None = None) -> int:
     """Port of shard 0 when the topology comes from simple lists (recbench.transports' rule);
     the RC transports' control planes start at `rc_port` when one is given."""
     try:
@@ -239,9 +242,10 @@ def resolve_base_port(transport, num_shards, rc_port=None):
     return t.default_port(0, num_shards)
 
 
-def build_topology_plan(transport, server_shard_ips="127.0.0.1", client_ips="127.0.0.1",
-                        client_processes_per_ip=1, server_plan="", client_plan="", base_port=None,
-                        rc_port=None):
+def build_topology_plan(transport: str, server_shard_ips: str = "127.0.0.1",
+                        client_ips: str = "127.0.0.1", client_processes_per_ip: int = 1,
+                        server_plan: str = "", client_plan: str = "",
+                        base_port: int | None = None, rc_port: int | None = None) -> Topology:
     """Servers and clients of one case. An explicit plan wins over the simple list of its side."""
     if int(client_processes_per_ip) < 1:
         raise ValueError(f"client_processes_per_ip must be >= 1, got {client_processes_per_ip}")
@@ -272,7 +276,7 @@ def build_topology_plan(transport, server_shard_ips="127.0.0.1", client_ips="127
     return Topology(tuple(servers), tuple(clients))
 
 
-def _check_endpoints(servers):
+def _check_endpoints(servers: Iterable[ServerSpec]) -> None:
     seen: dict[tuple[str, int], int] = {}
     for s in servers:
         key = (s.host, s.port)
@@ -282,11 +286,11 @@ def _check_endpoints(servers):
         seen[key] = s.server_index
 
 
-def format_hostport(host, port):
+def format_hostport(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def is_local_host(host):
+def is_local_host(host: str) -> bool:
     return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
 
 
@@ -309,11 +313,11 @@ class FabricEntry:
     flow_label: int = 0
 
 
-def parse_rdma_fabric_plan(text, node_ids):
+def parse_rdma_fabric_plan(text: str, node_ids: Iterable[int]) -> dict[int, FabricEntry]:
     """`node_id:device:port:gid_index:mode[:hop_limit:traffic_class:flow_label],...` -> {node_id:
     FabricEntry}. Servers are nodes 0..S-1 (by server_index), clients S+client_index; the plan must
     cover every node of `node_ids`; rocev2 entries need all 8 fields."""
-    plan = {}
+    plan: dict[int, FabricEntry] = {}
     for entry in parse_csv_list(text):
         f = entry.split(":")
         if len(f) not in (5, 8):
@@ -354,7 +358,7 @@ def parse_rdma_fabric_plan(text, node_ids):
     return plan
 
 
-def fabric_node_ids(topo):
+def fabric_node_ids(topo: Topology) -> list[tuple[str, int, int]]:
     """Node ids of a topology: servers 0..S-1 in server_index order, then clients at
     S + client_index. (Servers are numbered by rank, not by their index: with a sparse
     --server-plan such as "1:h:p:0", index 1 as a node id would collide with client 0.)"""

@@ -7,16 +7,15 @@ happened), and stalling a process for a known time.
 from __future__ import annotations
 
 import os
-import queue
 import signal
 import subprocess
 import sys
-import threading
 import time
 
-from ps_testlib import ROOT, python_env
+from ps_testlib import ROOT
 
 from recbench import _ps
+from recbench.launch import LineProcess
 
 # Transports whose server runs on this host without hardware (rdma needs a verbs device).
 HOST_TRANSPORTS = ("brpc", "grpc", "shm")
@@ -65,37 +64,18 @@ class BenchProcess:
         self.proc: subprocess.Popen | None = None
         self.stdout: list[str] = []
         self.stderr: list[str] = []
-        self._lines: queue.Queue = queue.Queue()
-
-    def _pump(self, stream, sink, q):
-        for raw in iter(stream.readline, ""):
-            sink.append(raw.rstrip("\n"))
-            if q is not None:
-                q.put(raw.rstrip("\n"))
-        if q is not None:
-            q.put(None)
+        self._lp: LineProcess | None = None
 
     def start(self, timeout: float = 60) -> BenchProcess:
-        self.proc = subprocess.Popen(self.args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, env=python_env(),
-                                     cwd=str(ROOT))
-        self._t = [threading.Thread(target=self._pump, args=(self.proc.stdout, self.stdout,
-                                                              self._lines), daemon=True),
-                   threading.Thread(target=self._pump, args=(self.proc.stderr, self.stderr, None),
-                                    daemon=True)]
-        for t in self._t:
-            t.start()
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                line = self._lines.get(timeout=max(0.01, deadline - time.monotonic()))
-            except queue.Empty:
-                line = None
-            if line == "PS_BENCHMARK_LOADED":
-                return self
-            if line is None:
-                self.kill()
-                raise AssertionError(f"ps_bench did not finish loading: {self.stderr[-5:]}")
+        self._lp = LineProcess(self.args, stdin=subprocess.PIPE, separate_stderr=True, cwd=ROOT)
+        self.proc, self.stdout, self.stderr = self._lp.proc, self._lp.lines, self._lp.err_lines
+        try:
+            self._lp.wait_for(lambda: True if "PS_BENCHMARK_LOADED" in self.stdout else None,
+                              "PS_BENCHMARK_LOADED", timeout)
+        except RuntimeError:
+            self.kill()
+            raise AssertionError(f"ps_bench did not finish loading: {self.stderr[-5:]}") from None
+        return self
 
     def go(self) -> None:
         self.proc.stdin.write("go\n")
@@ -103,7 +83,7 @@ class BenchProcess:
 
     def wait(self, timeout: float) -> int:
         rc = self.proc.wait(timeout)
-        for t in self._t:
+        for t in self._lp.readers:
             t.join(5)
         return rc
 
@@ -112,7 +92,7 @@ class BenchProcess:
             os.kill(self.proc.pid, signal.SIGKILL)
         if self.proc:
             self.proc.wait()
-            for t in self._t:
+            for t in self._lp.readers:
                 t.join(5)
             for s in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
                 try:

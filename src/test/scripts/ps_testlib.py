@@ -8,7 +8,7 @@
         ...
     srv.final_lines                                    # the 'event=stopped' lines, by shard
 
-Servers bind port 0 (a free ephemeral port, read back from the ready line), so tests can run
+Servers are started by recbench.launch.PSServerLauncher (the one launcher of PS servers) and bind port 0 (a free ephemeral port, read back from the ready line), so tests can run
 concurrently. Readiness is the server's own ready line, awaited with a deadline (no sleeps). Every
 started process is stopped with SIGTERM (SIGKILL if it does not exit within the timeout) by stop(),
 by the context manager, and at interpreter exit as a last resort, so no test leaves one behind.
@@ -18,17 +18,13 @@ Exit code 77 (the transport's device is missing) becomes unittest.SkipTest with 
 from __future__ import annotations
 
 import atexit
-import queue
-import signal
 import subprocess
 import sys
-import threading
-import time
 import unittest
 from pathlib import Path
 
 from recbench import records
-from recbench.launch import python_env
+from recbench.launch import PSServerLauncher, python_env
 
 ROOT = Path(__file__).resolve().parents[3]
 SKIP_EXIT_CODE = 77
@@ -42,21 +38,6 @@ def require_transport(test: unittest.TestCase | None, name: str) -> None:
     reason = _ps.transports().get(name, f"unknown transport {name}")
     if reason is not None:
         raise unittest.SkipTest(f"transport {name} unavailable: {reason}")
-
-
-class _LineReader(threading.Thread):
-    def __init__(self, stream, sink: list):
-        super().__init__(daemon=True)
-        self.stream = stream
-        self.lines: queue.Queue = queue.Queue()
-        self.sink = sink
-
-    def run(self):
-        for raw in iter(self.stream.readline, ""):
-            line = raw.rstrip("\n")
-            self.sink.append(line)
-            self.lines.put(line)
-        self.lines.put(None)
 
 
 class PSServerProcess:
@@ -87,73 +68,38 @@ class PSServerProcess:
 
     # ---- lifecycle --------------------------------------------------------------------------
     def start(self) -> PSServerProcess:
-        self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     stdin=subprocess.DEVNULL, text=True, env=python_env(),
-                                     cwd=str(ROOT))
+        self._launcher = PSServerLauncher(self.args, self.num_shards, cwd=ROOT)
+        self.proc = self._launcher.proc
+        self.stdout_lines = self._launcher.lines
+        self.stderr_lines = self._launcher.err_lines
         _live.add(self)
-        self._out = _LineReader(self.proc.stdout, self.stdout_lines)
-        self._err = _LineReader(self.proc.stderr, self.stderr_lines)
-        self._out.start()
-        self._err.start()
-        deadline = time.monotonic() + self.ready_timeout
-        by_shard = {}
-        while len(by_shard) < self.num_shards:
-            left = deadline - time.monotonic()
-            try:
-                line = self._out.lines.get(timeout=max(left, 0.01)) if left > 0 else None
-            except queue.Empty:
-                line = None
-            if line is None:
-                self.stop()
-                if self.returncode == SKIP_EXIT_CODE:
-                    raise unittest.SkipTest(f"{self.transport}: " + " ".join(self.stderr_lines))
-                raise RuntimeError(
-                    f"ps_server ({self.transport}) not ready within {self.ready_timeout}s "
-                    f"(exit {self.returncode}): stderr: {' | '.join(self.stderr_lines[-5:])}")
-            if "component=ps_server" in line and "event=ready" in line:
-                kv = records.parse_kv(line)
-                by_shard[int(kv["shard"])] = kv
-        self.ready_lines = [by_shard[s] for s in sorted(by_shard)]
+        try:
+            self.ready_lines = self._launcher.wait_ready(self.ready_timeout)
+        except RuntimeError:
+            self.stop()
+            if self.returncode == SKIP_EXIT_CODE:
+                raise unittest.SkipTest(f"{self.transport}: " + " ".join(self.stderr_lines)) from None
+            raise RuntimeError(
+                f"ps_server ({self.transport}) not ready within {self.ready_timeout}s "
+                f"(exit {self.returncode}): stderr: {' | '.join(self.stderr_lines[-5:])}") from None
         self.ports = [int(kv["port"]) for kv in self.ready_lines]
         return self
 
     def wait_stderr(self, text: str, timeout: float = 30.0) -> str:
         """The first stderr line containing `text` (stderr is read by its own thread, so a line the
         server wrote before its ready line may not have been read yet when start() returns)."""
-        for line in self.stderr_lines:
-            if text in line:
-                return line
-        deadline = time.monotonic() + timeout
-        while (left := deadline - time.monotonic()) > 0:
-            try:
-                line = self._err.lines.get(timeout=left)
-            except queue.Empty:
-                break
-            if line is None:
-                break
-            if text in line:
-                return line
-        raise AssertionError(f"no stderr line containing {text!r} within {timeout}s: "
-                             + " | ".join(self.stderr_lines[-5:]))
+        try:
+            return self._launcher.wait_err_line(text, timeout)
+        except RuntimeError:
+            raise AssertionError(f"no stderr line containing {text!r} within {timeout}s: "
+                                 + " | ".join(self.stderr_lines[-5:])) from None
 
     def stop(self, timeout: float = 10.0) -> int | None:
         """SIGTERM, wait up to timeout, SIGKILL if needed; returns the exit code."""
         if self.proc is None:
             return self.returncode
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._out.join(5)
-        self._err.join(5)
-        self.returncode = self.proc.returncode
-        for s in (self.proc.stdout, self.proc.stderr):
-            s.close()
-        self.final_lines = [records.parse_kv(line) for line in self.stdout_lines
-                            if "component=ps_server" in line and "event=stopped" in line]
+        self.returncode = self._launcher.stop(timeout)
+        self.final_lines = self._launcher.stopped_lines()
         _live.discard(self)
         self.proc = None
         return self.returncode

@@ -28,6 +28,7 @@ from ps_testlib import PSServerProcess, python_env, require_transport
 
 import recbench
 from recbench import _ps, rc_options
+from recbench.launch import PSServerLauncher
 
 ROOT = Path(__file__).resolve().parents[3]
 SMALL = "qps_per_client_per_shard=2;request_slot_bytes=1048576;response_slot_bytes=1048576"
@@ -324,20 +325,21 @@ class ShmEndToEndTest(unittest.TestCase):
         reason = _ps.transports().get("rdma")
         if reason is not None:
             self.skipTest(f"rdma not built: {reason}")
-        p = subprocess.Popen([sys.executable, "-m", "recbench.ps_server", "--transport", "rdma",
-                              "--host", "127.0.0.1", "--port", "0", "--value_size", "64",
-                              "--capacity", "1000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, env=python_env(), cwd=str(ROOT))
-        ready = any("event=ready" in line for line in p.stdout)  # EOF when the server exits
-        if ready:  # a device exists and the server runs: test_rc_verbs covers that host
-            p.terminate()
-            p.communicate(timeout=30)
+        srv = PSServerLauncher([sys.executable, "-m", "recbench.ps_server", "--transport", "rdma",
+                                "--host", "127.0.0.1", "--port", "0", "--value_size", "64",
+                                "--capacity", "1000"], cwd=ROOT)
+        try:
+            srv.wait_ready(60)  # raises when the server exits first
+        except RuntimeError:
+            pass
+        else:  # a device exists and the server runs: test_rc_verbs covers that host
+            srv.stop(30)
             self.skipTest("this host has an RDMA device (see test_rc_verbs)")
-        out, err = p.communicate(timeout=60)
-        r = subprocess.CompletedProcess(p.args, p.returncode, out, err)
-        self.assertEqual(r.returncode, 77, r.stderr)
-        lines = [x for x in r.stderr.splitlines() if x.strip()]
-        self.assertEqual(len(lines), 1, r.stderr)
+        code = srv.stop(60)
+        stderr = "\n".join(srv.err_lines)
+        self.assertEqual(code, 77, stderr)
+        lines = [x for x in srv.err_lines if x.strip()]
+        self.assertEqual(len(lines), 1, stderr)
         self.assertIn("RDMA", lines[0])
 
 
