@@ -7,7 +7,7 @@ import importlib
 
 def build_info():
     """Return a dict: version, commit, dirty, build_type (Release/Debug/ASan), compiler, cflags,
-    features (optional libraries compiled in), row_kernel ("avx512" or "plain": the build of the
+    features (optional libraries compiled in), row_kernel ("avx512", "avx2" or "plain": the build of the
     KV batch-read loops this CPU runs), huge_pages (what this machine offers the KV engine's
     regions: the transparent-huge-page mode and the hugetlb pool's free 2 MiB pages) and modules
     (extension modules that import)."""
