@@ -78,7 +78,7 @@ class LineProcess:
 
     def wait_for(self, find: Callable[[], T | None], what: str, timeout: float) -> T:
         """The first non-None `find()` (called under the lock whenever a line arrives); raises
-        RuntimeError when the deadline passes or the process has exited with its output read."""
+        RuntimeError when the deadline passes or the process has exited with all its output read."""
         deadline = time.monotonic() + timeout
         with self.cv:
             while True:
@@ -86,7 +86,8 @@ class LineProcess:
                 if found is not None:
                     return found
                 left = deadline - time.monotonic()
-                if left <= 0 or (self.proc.poll() is not None and not self.reader.is_alive()):
+                done = self.proc.poll() is not None and not any(t.is_alive() for t in self.readers)
+                if left <= 0 or done:  # every reader, not only stdout's: stderr may lag behind
                     break
                 self.cv.wait(min(left, 0.5))
         for t in self.readers[1:]:  # the whole stderr, for the message and the caller

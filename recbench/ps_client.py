@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from recbench import _ps, errors
+from recbench import _ps, errors, records
 from recbench.cli_flags import tls_options
 
 
@@ -87,11 +87,7 @@ def _ckpt_dir(directory) -> str:
 
 def parse_stats(reply: str) -> dict:
     """'shard=0 keys=10 index_type=X' -> {'shard': 0, 'keys': 10, 'index_type': 'X'}."""
-    out = {}
-    for tok in reply.split():
-        k, _, v = tok.partition("=")
-        out[k] = int(v) if v.isdigit() else v
-    return out
+    return {k: int(v) if v.isdigit() else v for k, v in records.parse_kv(reply).items()}
 
 
 class PSClient:

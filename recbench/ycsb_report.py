@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import re
 
+from recbench import records
+
 PHASES = (("load", "Load"), ("run", "Run"))
 _PCTS = (("p50", "p50_us"), ("p90", "p90_us"), ("p99", "p99_us"), ("p99.9", "p999_us"))
 
@@ -89,8 +91,7 @@ def parse_report(text: str) -> dict:
         if m:
             ph = out.setdefault(m.group(1).lower(), {"ops": {}})
             fields = {}
-            for part in m.group(3).split():
-                k, _, v = part.partition("=")
+            for k, v in records.parse_kv(m.group(3)).items():
                 k = k.replace("(us)", "").lower()
                 k = {"count": "count", "p99.9": "p999_us"}.get(k, k if k == "count" else k + "_us")
                 fields[k] = int(v) if k == "count" else float(v)

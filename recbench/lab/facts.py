@@ -10,6 +10,8 @@ NIC results.
 
 from __future__ import annotations
 
+from recbench import records
+
 CMDLINE = "/proc/cmdline"
 
 
@@ -17,10 +19,9 @@ def guest_facts(cmdline: str = CMDLINE) -> dict | None:
     """{"guest": name, "accel": tcg|kvm} when this kernel was booted by recbench.lab, else None."""
     try:
         with open(cmdline) as f:
-            words = f.read().split()
+            kv = records.parse_kv(f.read())
     except OSError:
         return None
-    kv = dict(w.split("=", 1) for w in words if w.startswith("recbench_lab.") and "=" in w)
     if "recbench_lab.accel" not in kv:
         return None
     return {"guest": kv.get("recbench_lab.name", ""), "accel": kv["recbench_lab.accel"]}

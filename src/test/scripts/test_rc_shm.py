@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ps_testlib import PSServerProcess, python_env, require_transport
 
 import recbench
-from recbench import _ps, rc_options
+from recbench import _ps, rc_options, records
 from recbench.launch import PSServerLauncher
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -50,7 +50,7 @@ def run_bench(target: list[str], *extra: str, timeout: float = 120.0) -> subproc
 def result(stdout: str, phase: str) -> dict:
     for line in stdout.splitlines():
         if line.startswith("PS_BENCHMARK_RESULT") and f"phase={phase}" in line:
-            return dict(t.split("=", 1) for t in line.split()[1:] if "=" in t)
+            return records.parse_kv(line)
     raise AssertionError(f"no {phase} result line in:\n{stdout}")
 
 
@@ -254,7 +254,7 @@ class ShmEndToEndTest(unittest.TestCase):
                 def profile_with_gets():
                     for line in list(srv.stdout_lines):
                         if "component=rdma_rc_server_profile" in line:
-                            kv = dict(t.split("=", 1) for t in line.split() if "=" in t)
+                            kv = records.parse_kv(line)
                             if int(kv.get("handled_get", 0)) >= 1:
                                 return kv
                     return None
