@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "kv_internal.h"
+#include "recstore/bytes.h"
 #include "recstore/clock.h"
 #include "recstore/crc32c.h"
 #include "recstore/kv_checkpoint.h"
@@ -48,23 +49,6 @@
 #define CKPT_TRAILER      32u
 #define CKPT_BLOCK_TARGET (1u << 20)   /* payload bytes per block, about */
 #define CKPT_IO_WINDOW    (8ull << 20) /* write-back started / read-ahead asked in these steps */
-
-static void put32(uint8_t *p, uint32_t v) {
-    memcpy(p, &v, 4);
-}
-static void put64(uint8_t *p, uint64_t v) {
-    memcpy(p, &v, 8);
-}
-static uint32_t get32(const uint8_t *p) {
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
-static uint64_t get64(const uint8_t *p) {
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return v;
-}
 
 int rs_kv_checkpoint_path(const char *dir, uint32_t shard_id, char *out, size_t cap,
                           rs_error *err) {
@@ -123,11 +107,11 @@ static int flush_block(saver *sv) {
     uint32_t vsz = sv->kv->value_size;
     size_t kbytes = (size_t)sv->n * 8, rbytes = (size_t)sv->n * vsz;
     uint8_t hdr[CKPT_BLOCK_HDR] = {0};
-    put32(hdr, CKPT_BLOCK_MAGIC);
-    put32(hdr + 4, sv->n);
-    put64(hdr + 8, sv->blocks);
-    put32(hdr + 16, rs_crc32c(rs_crc32c(0, sv->keys, kbytes), sv->rows, rbytes));
-    put32(hdr + 28, rs_crc32c(0, hdr, 28));
+    rs_put32(hdr, CKPT_BLOCK_MAGIC);
+    rs_put32(hdr + 4, sv->n);
+    rs_put64(hdr + 8, sv->blocks);
+    rs_put32(hdr + 16, rs_crc32c(rs_crc32c(0, sv->keys, kbytes), sv->rows, rbytes));
+    rs_put32(hdr + 28, rs_crc32c(0, hdr, 28));
     struct iovec iov[3] = {{hdr, sizeof hdr}, {sv->keys, kbytes}, {sv->rows, rbytes}};
     int rc = write_all(sv->fd, iov, 3, sv->offset, sv->file, sv->err);
     if (rc) return rc;
@@ -166,19 +150,19 @@ static int save_entry(void *ctx, const rs_kv_slot *s) {
 static void header_encode(uint8_t *h, const rs_kv_ckpt_info *in) {
     memset(h, 0, CKPT_HEADER_BYTES);
     memcpy(h, CKPT_MAGIC, 8);
-    put32(h + 8, in->format);
-    put32(h + 12, CKPT_HEADER_BYTES);
-    put32(h + 16, in->index_type);
-    put32(h + 20, in->value_size);
-    put64(h + 24, in->records);
-    put32(h + 32, in->shard_id);
-    put32(h + 36, in->num_shards);
+    rs_put32(h + 8, in->format);
+    rs_put32(h + 12, CKPT_HEADER_BYTES);
+    rs_put32(h + 16, in->index_type);
+    rs_put32(h + 20, in->value_size);
+    rs_put64(h + 24, in->records);
+    rs_put32(h + 32, in->shard_id);
+    rs_put32(h + 36, in->num_shards);
     memcpy(h + 40, in->hash_method, strnlen(in->hash_method, 16));
-    put32(h + 56, in->rows_per_block);
-    put64(h + 64, in->blocks);
-    put64(h + 72, in->created_unix_ns);
-    put64(h + 80, in->file_bytes);
-    put32(h + CKPT_HEADER_BYTES - 4, rs_crc32c(0, h, CKPT_HEADER_BYTES - 4));
+    rs_put32(h + 56, in->rows_per_block);
+    rs_put64(h + 64, in->blocks);
+    rs_put64(h + 72, in->created_unix_ns);
+    rs_put64(h + 80, in->file_bytes);
+    rs_put32(h + CKPT_HEADER_BYTES - 4, rs_crc32c(0, h, CKPT_HEADER_BYTES - 4));
 }
 
 static int fsync_dir(const char *dir, rs_error *err) {
@@ -245,9 +229,9 @@ int rs_kv_checkpoint_save(rs_kv *kv, const char *dir, uint32_t shard_id, uint32_
     snprintf(in.hash_method, sizeof in.hash_method, "%s", RS_KV_CKPT_HASH_METHOD);
     uint8_t trailer[CKPT_TRAILER] = {0};
     memcpy(trailer, CKPT_END_MAGIC, 8);
-    put64(trailer + 8, sv.blocks);
-    put64(trailer + 16, sv.records);
-    put32(trailer + 28, rs_crc32c(0, trailer, 28));
+    rs_put64(trailer + 8, sv.blocks);
+    rs_put64(trailer + 16, sv.records);
+    rs_put32(trailer + 28, rs_crc32c(0, trailer, 28));
     header_encode(hdr, &in);
     struct iovec tv[1] = {{trailer, sizeof trailer}}, hv[1] = {{hdr, CKPT_HEADER_BYTES}};
     if ((rc = write_all(sv.fd, tv, 1, sv.offset, tmp, err)) ||
@@ -309,14 +293,15 @@ static int header_decode(const uint8_t *h, const char *file, rs_kv_ckpt_info *o,
     if (memcmp(h, CKPT_MAGIC, 8) != 0)
         return rs_error_set(err, RS_EPROTO,
                             "%s: not a recbench checkpoint (no RSKVCKPT magic at offset 0)", file);
-    uint32_t fmt = get32(h + 8);
+    uint32_t fmt = rs_get32(h + 8);
     if (fmt > RS_KV_CKPT_FORMAT)
         return rs_error_set(err, RS_ENOTSUP,
                             "%s: checkpoint format version %u is newer than this build reads "
                             "(up to %u); load it with a newer recbench",
                             file, fmt, RS_KV_CKPT_FORMAT);
     if (fmt == 0) return rs_error_set(err, RS_EPROTO, "%s: format version 0 at offset 8", file);
-    uint32_t want = get32(h + CKPT_HEADER_BYTES - 4), got = rs_crc32c(0, h, CKPT_HEADER_BYTES - 4);
+    uint32_t want = rs_get32(h + CKPT_HEADER_BYTES - 4),
+             got = rs_crc32c(0, h, CKPT_HEADER_BYTES - 4);
     if (want != got)
         return rs_error_set(err, RS_EPROTO,
                             "%s: header checksum mismatch (offset 0..%u: stored 0x%08x, computed "
@@ -324,18 +309,18 @@ static int header_decode(const uint8_t *h, const char *file, rs_kv_ckpt_info *o,
                             file, CKPT_HEADER_BYTES - 1, want, got);
     memset(o, 0, sizeof *o);
     o->format = fmt;
-    o->index_type = get32(h + 16);
-    o->value_size = get32(h + 20);
-    o->records = get64(h + 24);
-    o->shard_id = get32(h + 32);
-    o->num_shards = get32(h + 36);
+    o->index_type = rs_get32(h + 16);
+    o->value_size = rs_get32(h + 20);
+    o->records = rs_get64(h + 24);
+    o->shard_id = rs_get32(h + 32);
+    o->num_shards = rs_get32(h + 36);
     memcpy(o->hash_method, h + 40, 16);
     o->hash_method[16] = 0;
-    o->rows_per_block = get32(h + 56);
-    o->blocks = get64(h + 64);
-    o->created_unix_ns = get64(h + 72);
-    o->file_bytes = get64(h + 80);
-    if (get32(h + 12) != CKPT_HEADER_BYTES || o->value_size == 0 ||
+    o->rows_per_block = rs_get32(h + 56);
+    o->blocks = rs_get64(h + 64);
+    o->created_unix_ns = rs_get64(h + 72);
+    o->file_bytes = rs_get64(h + 80);
+    if (rs_get32(h + 12) != CKPT_HEADER_BYTES || o->value_size == 0 ||
         o->value_size > RS_KV_MAX_VALUE || o->rows_per_block == 0 ||
         o->rows_per_block > (1u << 24) || o->records > o->blocks * (uint64_t)o->rows_per_block)
         return rs_error_set(err, RS_EPROTO,
@@ -363,7 +348,7 @@ static int open_checked(const char *file, rs_kv_ckpt_info *info, int *fd_out, rs
     /* magic and version are read first, so that a newer format is named even if shorter */
     if ((rc = read_at(fd, h, st.st_size < 12 ? (size_t)st.st_size : 12, 0, file, "header", err)))
         goto out;
-    if (st.st_size >= 12 && memcmp(h, CKPT_MAGIC, 8) == 0 && get32(h + 8) > RS_KV_CKPT_FORMAT) {
+    if (st.st_size >= 12 && memcmp(h, CKPT_MAGIC, 8) == 0 && rs_get32(h + 8) > RS_KV_CKPT_FORMAT) {
         rc = header_decode(h, file, info, err);
         goto out;
     }
@@ -452,9 +437,9 @@ static int load_impl(const char *dir, uint32_t shard_id, uint32_t num_shards, ui
         }
         uint8_t *bh = buf;
         if ((rc = read_at(fd, bh, CKPT_BLOCK_HDR, off, file, "block header", err))) goto out;
-        uint32_t n = get32(bh + 4);
-        if (get32(bh) != CKPT_BLOCK_MAGIC || get32(bh + 28) != rs_crc32c(0, bh, 28) ||
-            get64(bh + 8) != b || n == 0 || n > hi.rows_per_block) {
+        uint32_t n = rs_get32(bh + 4);
+        if (rs_get32(bh) != CKPT_BLOCK_MAGIC || rs_get32(bh + 28) != rs_crc32c(0, bh, 28) ||
+            rs_get64(bh + 8) != b || n == 0 || n > hi.rows_per_block) {
             rc = rs_error_set(err, RS_EPROTO,
                               "%s: block %llu at offset %llu: damaged block header (checksum, "
                               "magic, index or row count %u)",
@@ -466,7 +451,7 @@ static int load_impl(const char *dir, uint32_t shard_id, uint32_t num_shards, ui
         uint8_t *keys = buf + CKPT_BLOCK_HDR;
         if ((rc = read_at(fd, keys, payload, off + CKPT_BLOCK_HDR, file, "block payload", err)))
             goto out;
-        uint32_t want = get32(bh + 16), got = rs_crc32c(0, keys, payload);
+        uint32_t want = rs_get32(bh + 16), got = rs_crc32c(0, keys, payload);
         if (want != got) {
             rc = rs_error_set(err, RS_EPROTO,
                               "%s: block %llu at offset %llu (payload bytes %llu..%llu): checksum "
@@ -487,8 +472,8 @@ static int load_impl(const char *dir, uint32_t shard_id, uint32_t num_shards, ui
     }
     uint8_t tr[CKPT_TRAILER];
     if ((rc = read_at(fd, tr, CKPT_TRAILER, off, file, "trailer", err))) goto out;
-    if (memcmp(tr, CKPT_END_MAGIC, 8) != 0 || get32(tr + 28) != rs_crc32c(0, tr, 28) ||
-        get64(tr + 8) != hi.blocks || get64(tr + 16) != rows || rows != hi.records ||
+    if (memcmp(tr, CKPT_END_MAGIC, 8) != 0 || rs_get32(tr + 28) != rs_crc32c(0, tr, 28) ||
+        rs_get64(tr + 8) != hi.blocks || rs_get64(tr + 16) != rows || rows != hi.records ||
         off + CKPT_TRAILER != hi.file_bytes) {
         rc = rs_error_set(err, RS_EPROTO,
                           "%s: damaged trailer at offset %llu (or counts disagree: %llu rows "

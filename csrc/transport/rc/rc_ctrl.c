@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "recstore/bytes.h"
 #include "recstore/clock.h"
 #include "recstore/rc.h"
 #include "transport/net.h"
@@ -26,43 +27,26 @@
 /* how long a client-side send waits for a server that does not read before giving up */
 #define CTRL_SEND_TIMEOUT_NS (30ull * 1000000000ull)
 
-static void put32(uint8_t *p, uint32_t v) {
-    memcpy(p, &v, 4);
-}
-static void put64(uint8_t *p, uint64_t v) {
-    memcpy(p, &v, 8);
-}
-static uint32_t get32(const uint8_t *p) {
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
-static uint64_t get64(const uint8_t *p) {
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return v;
-}
-
 void rs_rc_ctrl_put_header(uint8_t *h, uint16_t type, uint32_t body_len) {
     uint16_t ver = RS_RC_CTRL_VERSION;
-    put32(h, RS_RC_CTRL_MAGIC);
+    rs_put32(h, RS_RC_CTRL_MAGIC);
     memcpy(h + 4, &ver, 2);
     memcpy(h + 6, &type, 2);
-    put32(h + 8, body_len);
-    put32(h + 12, 0);
+    rs_put32(h + 8, body_len);
+    rs_put32(h + 12, 0);
 }
 
 int rs_rc_ctrl_check_header(const uint8_t *h, uint16_t *type, uint32_t *body_len, rs_error *err) {
     uint16_t ver;
-    if (get32(h) != RS_RC_CTRL_MAGIC)
-        return rs_error_set(err, RS_EPROTO, "control frame magic 0x%08x, expected 0x%08x", get32(h),
-                            RS_RC_CTRL_MAGIC);
+    if (rs_get32(h) != RS_RC_CTRL_MAGIC)
+        return rs_error_set(err, RS_EPROTO, "control frame magic 0x%08x, expected 0x%08x",
+                            rs_get32(h), RS_RC_CTRL_MAGIC);
     memcpy(&ver, h + 4, 2);
     if (ver != RS_RC_CTRL_VERSION)
         return rs_error_set(err, RS_EPROTO, "control frame version %u, this side speaks %u", ver,
                             RS_RC_CTRL_VERSION);
     memcpy(type, h + 6, 2);
-    *body_len = get32(h + 8);
+    *body_len = rs_get32(h + 8);
     if (*body_len > RS_RC_CTRL_MAX_BODY)
         return rs_error_set(err, RS_EPROTO,
                             "control frame body of %u bytes exceeds the %u-byte limit", *body_len,
@@ -72,11 +56,11 @@ int rs_rc_ctrl_check_header(const uint8_t *h, uint16_t *type, uint32_t *body_len
 
 static void meta_put(uint8_t *p, const rs_rc_ep_meta *m) {
     memset(p, 0, META_REC);
-    put64(p, m->region_addr);
-    put64(p + 8, m->region_len);
-    put32(p + 16, m->rkey);
-    put32(p + 20, m->qpn);
-    put32(p + 24, m->psn);
+    rs_put64(p, m->region_addr);
+    rs_put64(p + 8, m->region_len);
+    rs_put32(p + 16, m->rkey);
+    rs_put32(p + 20, m->qpn);
+    rs_put32(p + 24, m->psn);
     memcpy(p + 28, &m->lid, 2);
     p[30] = m->port;
     p[31] = m->link_layer;
@@ -88,11 +72,11 @@ static void meta_put(uint8_t *p, const rs_rc_ep_meta *m) {
 
 static int meta_get(const uint8_t *p, rs_rc_ep_meta *m, rs_error *err) {
     memset(m, 0, sizeof *m);
-    m->region_addr = get64(p);
-    m->region_len = get64(p + 8);
-    m->rkey = get32(p + 16);
-    m->qpn = get32(p + 20);
-    m->psn = get32(p + 24);
+    m->region_addr = rs_get64(p);
+    m->region_len = rs_get64(p + 8);
+    m->rkey = rs_get32(p + 16);
+    m->qpn = rs_get32(p + 20);
+    m->psn = rs_get32(p + 24);
     memcpy(&m->lid, p + 28, 2);
     m->port = p[30];
     m->link_layer = p[31];
@@ -118,15 +102,15 @@ int rs_rc_ctrl_encode_attach_req(const rs_rc_attach_req *r, uint8_t *buf, size_t
     uint8_t *p = buf + RS_RC_CTRL_HDR;
     memset(p, 0, 16);
     memcpy(p, r->fabric, strnlen(r->fabric, 15));
-    put32(p + 16, r->qps);
-    put32(p + 20, r->slots);
-    put32(p + 24, r->request_slot_bytes);
-    put32(p + 28, r->response_slot_bytes);
-    put32(p + 32, r->shard_id);
+    rs_put32(p + 16, r->qps);
+    rs_put32(p + 20, r->slots);
+    rs_put32(p + 24, r->request_slot_bytes);
+    rs_put32(p + 28, r->response_slot_bytes);
+    rs_put32(p + 32, r->shard_id);
     for (uint32_t i = 0; i < r->qps; i++)
         meta_put(p + REQ_FIXED + i * META_REC, &r->lanes[i]);
     if (r->token_len) {
-        put32(p + lanes_end, r->token_len);
+        rs_put32(p + lanes_end, r->token_len);
         memcpy(p + lanes_end + 4, r->token, r->token_len);
     }
     return (int)(RS_RC_CTRL_HDR + body);
@@ -138,18 +122,18 @@ int rs_rc_ctrl_decode_attach_req(const uint8_t *b, size_t len, rs_rc_attach_req 
     memset(r, 0, offsetof(rs_rc_attach_req, lanes));
     memcpy(r->fabric, b, 15);
     r->fabric[15] = '\0';
-    r->qps = get32(b + 16);
-    r->slots = get32(b + 20);
-    r->request_slot_bytes = get32(b + 24);
-    r->response_slot_bytes = get32(b + 28);
-    r->shard_id = get32(b + 32);
+    r->qps = rs_get32(b + 16);
+    r->slots = rs_get32(b + 20);
+    r->request_slot_bytes = rs_get32(b + 24);
+    r->response_slot_bytes = rs_get32(b + 28);
+    r->shard_id = rs_get32(b + 32);
     if (r->qps == 0 || r->qps > RS_RC_CTRL_MAX_QPS)
         return rs_error_set(err, RS_EPROTO, "attach request asks for %u QPs (1..%u)", r->qps,
                             RS_RC_CTRL_MAX_QPS);
     size_t lanes_end = REQ_FIXED + (size_t)r->qps * META_REC;
     r->token_len = 0;
     if (len > lanes_end + 4) {
-        uint32_t tl = get32(b + lanes_end);
+        uint32_t tl = rs_get32(b + lanes_end);
         if (tl == 0 || tl > RS_AUTH_TOKEN_MAX || len != lanes_end + 4 + tl)
             return rs_error_set(err, RS_EPROTO,
                                 "attach request of %zu bytes: bad token field of %u bytes", len,
@@ -174,14 +158,14 @@ int rs_rc_ctrl_encode_attach_rep(const rs_rc_attach_rep *r, uint8_t *buf, size_t
     if (RS_RC_CTRL_HDR + body > cap) return RS_EINVAL;
     rs_rc_ctrl_put_header(buf, RS_RC_MSG_ATTACH_REP, (uint32_t)body);
     uint8_t *p = buf + RS_RC_CTRL_HDR;
-    put32(p, (uint32_t)r->status);
+    rs_put32(p, (uint32_t)r->status);
     memset(p + 4, 0, 256);
     memcpy(p + 4, r->reason, strnlen(r->reason, 255));
-    put32(p + 260, r->client_id);
-    put32(p + 264, r->shard_id);
-    put32(p + 268, r->value_size);
-    put32(p + 272, r->max_keys);
-    put32(p + 276, qps);
+    rs_put32(p + 260, r->client_id);
+    rs_put32(p + 264, r->shard_id);
+    rs_put32(p + 268, r->value_size);
+    rs_put32(p + 272, r->max_keys);
+    rs_put32(p + 276, qps);
     for (uint32_t i = 0; i < qps; i++)
         meta_put(p + REP_FIXED + i * META_REC, &r->lanes[i]);
     return (int)(RS_RC_CTRL_HDR + body);
@@ -191,14 +175,14 @@ int rs_rc_ctrl_decode_attach_rep(const uint8_t *b, size_t len, rs_rc_attach_rep 
     if (len < REP_FIXED)
         return rs_error_set(err, RS_EPROTO, "attach reply of %zu bytes is truncated", len);
     memset(r, 0, offsetof(rs_rc_attach_rep, lanes));
-    r->status = (int32_t)get32(b);
+    r->status = (int32_t)rs_get32(b);
     memcpy(r->reason, b + 4, 255);
     r->reason[255] = '\0';
-    r->client_id = get32(b + 260);
-    r->shard_id = get32(b + 264);
-    r->value_size = get32(b + 268);
-    r->max_keys = get32(b + 272);
-    r->qps = get32(b + 276);
+    r->client_id = rs_get32(b + 260);
+    r->shard_id = rs_get32(b + 264);
+    r->value_size = rs_get32(b + 268);
+    r->max_keys = rs_get32(b + 272);
+    r->qps = rs_get32(b + 276);
     if (r->qps > RS_RC_CTRL_MAX_QPS || len != REP_FIXED + (size_t)r->qps * META_REC)
         return rs_error_set(err, RS_EPROTO, "attach reply of %zu bytes does not hold %u lanes", len,
                             r->qps);
