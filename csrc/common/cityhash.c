@@ -12,23 +12,12 @@
 #include <string.h>
 #include <strings.h>
 
+#include "recstore/bytes.h"
 #include "recstore/recstore_wire.h"
 
 static const uint64_t K0 = 0xc3a5c85c97cb3127ull;
 static const uint64_t K1 = 0xb492b66fbe98f273ull;
 static const uint64_t K2 = 0x9ae16a3b2f90404full;
-
-static inline uint64_t load64(const uint8_t *p) {
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return v;
-}
-
-static inline uint64_t load32(const uint8_t *p) {
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
 
 static inline uint64_t ror(uint64_t v, unsigned s) {
     return s == 0 ? v : (v >> s) | (v << (64 - s));
@@ -54,16 +43,16 @@ static inline uint64_t hash16(uint64_t u, uint64_t v) {
 static uint64_t hash_0_to_16(const uint8_t *s, size_t len) {
     if (len >= 8) {
         uint64_t mul = K2 + len * 2;
-        uint64_t a = load64(s) + K2;
-        uint64_t b = load64(s + len - 8);
+        uint64_t a = rs_get64(s) + K2;
+        uint64_t b = rs_get64(s + len - 8);
         uint64_t c = ror(b, 37) * mul + a;
         uint64_t d = (ror(a, 25) + b) * mul;
         return hash16_mul(c, d, mul);
     }
     if (len >= 4) {
         uint64_t mul = K2 + len * 2;
-        uint64_t a = load32(s);
-        return hash16_mul(len + (a << 3), load32(s + len - 4), mul);
+        uint64_t a = (uint64_t)rs_get32(s);
+        return hash16_mul(len + (a << 3), (uint64_t)rs_get32(s + len - 4), mul);
     }
     if (len > 0) {
         uint32_t y = (uint32_t)s[0] + ((uint32_t)s[len >> 1] << 8);
@@ -75,23 +64,23 @@ static uint64_t hash_0_to_16(const uint8_t *s, size_t len) {
 
 static uint64_t hash_17_to_32(const uint8_t *s, size_t len) {
     uint64_t mul = K2 + len * 2;
-    uint64_t a = load64(s) * K1;
-    uint64_t b = load64(s + 8);
-    uint64_t c = load64(s + len - 8) * mul;
-    uint64_t d = load64(s + len - 16) * K2;
+    uint64_t a = rs_get64(s) * K1;
+    uint64_t b = rs_get64(s + 8);
+    uint64_t c = rs_get64(s + len - 8) * mul;
+    uint64_t d = rs_get64(s + len - 16) * K2;
     return hash16_mul(ror(a + b, 43) + ror(c, 30) + d, a + ror(b + K2, 18) + c, mul);
 }
 
 static uint64_t hash_33_to_64(const uint8_t *s, size_t len) {
     uint64_t mul = K2 + len * 2;
-    uint64_t a = load64(s) * K2;
-    uint64_t b = load64(s + 8);
-    uint64_t c = load64(s + len - 24);
-    uint64_t d = load64(s + len - 32);
-    uint64_t e = load64(s + 16) * K2;
-    uint64_t f = load64(s + 24) * 9;
-    uint64_t g = load64(s + len - 8);
-    uint64_t h = load64(s + len - 16) * mul;
+    uint64_t a = rs_get64(s) * K2;
+    uint64_t b = rs_get64(s + 8);
+    uint64_t c = rs_get64(s + len - 24);
+    uint64_t d = rs_get64(s + len - 32);
+    uint64_t e = rs_get64(s + 16) * K2;
+    uint64_t f = rs_get64(s + 24) * 9;
+    uint64_t g = rs_get64(s + len - 8);
+    uint64_t h = rs_get64(s + len - 16) * mul;
     uint64_t u = ror(a + g, 43) + (ror(b, 30) + c) * 9;
     uint64_t v = ((a + g) ^ d) + f + 1;
     uint64_t w = __builtin_bswap64((u + v) * mul) + h;
@@ -109,7 +98,7 @@ typedef struct pair64 {
 
 /* 32 bytes at s mixed into seeds a, b. */
 static inline pair64 weak32(const uint8_t *s, uint64_t a, uint64_t b) {
-    uint64_t w = load64(s), x = load64(s + 8), y = load64(s + 16), z = load64(s + 24);
+    uint64_t w = rs_get64(s), x = rs_get64(s + 8), y = rs_get64(s + 16), z = rs_get64(s + 24);
     a += w;
     b = ror(b + a + z, 21);
     uint64_t c = a;
@@ -126,21 +115,21 @@ uint64_t rs_cityhash64(const void *data, size_t len) {
     if (len <= 64) return hash_33_to_64(s, len);
 
     /* state seeded from the last 64 bytes, then every 64-byte chunk from the start */
-    uint64_t x = load64(s + len - 40);
-    uint64_t y = load64(s + len - 16) + load64(s + len - 56);
-    uint64_t z = hash16(load64(s + len - 48) + len, load64(s + len - 24));
+    uint64_t x = rs_get64(s + len - 40);
+    uint64_t y = rs_get64(s + len - 16) + rs_get64(s + len - 56);
+    uint64_t z = hash16(rs_get64(s + len - 48) + len, rs_get64(s + len - 24));
     pair64 v = weak32(s + len - 64, len, z);
     pair64 w = weak32(s + len - 32, y + K1, x);
-    x = x * K1 + load64(s);
+    x = x * K1 + rs_get64(s);
     size_t left = (len - 1) & ~(size_t)63;
     do {
-        x = ror(x + y + v.first + load64(s + 8), 37) * K1;
-        y = ror(y + v.second + load64(s + 48), 42) * K1;
+        x = ror(x + y + v.first + rs_get64(s + 8), 37) * K1;
+        y = ror(y + v.second + rs_get64(s + 48), 42) * K1;
         x ^= w.second;
-        y += v.first + load64(s + 40);
+        y += v.first + rs_get64(s + 40);
         z = ror(z + w.first, 33) * K1;
         v = weak32(s, v.second * K1, x + w.first);
-        w = weak32(s + 32, z + w.second, y + load64(s + 16));
+        w = weak32(s + 32, z + w.second, y + rs_get64(s + 16));
         uint64_t t = z;
         z = x;
         x = t;
