@@ -179,8 +179,8 @@ class PSClient:
     def _checkpoint(self, op: str, directory, timeout_s: float,
                     shards: list[int] | None) -> list[str]:
         d = _ckpt_dir(directory)
-        todo = list(range(self.num_shards)) if shards is None else list(shards)
-        for s in todo:
+        wanted = list(range(self.num_shards)) if shards is None else list(shards)
+        for s in wanted:
             if not 0 <= s < self.num_shards:
                 raise ValueError(f"shard {s} is out of range for {self.num_shards} shards")
             self._c.command(f"{op} {d}", s)
@@ -188,7 +188,7 @@ class PSClient:
         failures: dict[int, str] = {}
         deadline = time.monotonic() + timeout_s
         while True:
-            for s in todo:
+            for s in wanted:
                 if s in results or s in failures:
                     continue
                 st = self._c.command("checkpoint_status", s)
@@ -198,14 +198,14 @@ class PSClient:
                     failures[s] = st[len("failed: "):]
                 elif not st.startswith("running: "):
                     failures[s] = f"shard {s}: checkpoint {op} ended unexpectedly ({st})"
-            if len(results) + len(failures) == len(todo):
+            if len(results) + len(failures) == len(wanted):
                 break
             if time.monotonic() > deadline:
                 raise errors.Timeout(f"PSClient.{op}: not finished after {timeout_s} s")
             time.sleep(0.01)  # the job runs on the server; its status is polled
         if failures:
             raise errors.ServerError(f"PSClient.{op} {d}: " + "; ".join(failures.values()))
-        return [results[s] for s in todo]
+        return [results[s] for s in wanted]
 
     def close(self) -> None:
         self._c.close()
