@@ -18,7 +18,13 @@ from recbench.transports import RC_NAMES as RC_TRANSPORTS
 # (flag, extra key, type, help) shared by server and client
 _COMMON = [
     ("--poll_mode", "poll_mode", str,
-     "busy | adaptive (default): adaptive spins, then yields, then sleeps up to 1 ms when idle"),
+     ("busy | adaptive (default): adaptive spins, then yields, then sleeps when idle (shm: until "
+      "the peer wakes it; verbs: naps up to 1 ms)")),
+    ("--rdma_rc_idle_spin_rounds", "idle_spin_rounds", int,
+     "adaptive poll mode: idle rounds spent spinning before yielding (default 2000)"),
+    ("--rdma_rc_idle_yield_rounds", "idle_yield_rounds", int,
+     ("adaptive poll mode: idle rounds spent yielding before sleeping (shm: a futex sleep the "
+      "peer ends; verbs: naps) (default 256)")),
     ("--rdma_rc_profile_interval_ms", "profile_interval_ms", int,
      "print rdma_rc_*_profile lines every N ms (0 = off; profiling costs throughput)"),
     ("--rdma_rc_inline_bytes", "inline_bytes", int, "writes up to N bytes go inline (verbs; default 64)"),

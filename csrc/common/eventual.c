@@ -4,21 +4,13 @@
 #define _GNU_SOURCE
 #include "recstore/eventual.h"
 
-#include <errno.h>
-#include <linux/futex.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "recstore/cpu.h"
 
 #include "recstore/clock.h"
 #include "recstore/error.h"
-
-static long futex(uint32_t *addr, int op, uint32_t val, const struct timespec *ts) {
-    return syscall(SYS_futex, addr, op, val, ts, NULL, 0);
-}
+#include "recstore/futex.h"
 
 int rs_wait_mode_parse(const char *s, rs_wait_mode *out) {
     if (strcmp(s, "block") == 0) {
@@ -40,7 +32,7 @@ void rs_eventual_init(rs_eventual *e) {
 void rs_eventual_set(rs_eventual *e, int64_t value) {
     e->value = value;
     uint32_t old = __atomic_exchange_n(&e->state, 1, __ATOMIC_ACQ_REL);
-    if (old == 2) futex(&e->state, FUTEX_WAKE_PRIVATE, 1, NULL);
+    if (old == 2) rs_futex_wake(&e->state, 1, 0);
 }
 
 int rs_eventual_test(rs_eventual *e, int64_t *value) {
@@ -67,18 +59,14 @@ int rs_eventual_wait(rs_eventual *e, rs_wait_mode mode, uint64_t timeout_ns, int
         if (s == 0 &&
             !__atomic_compare_exchange_n(&e->state, &s, 2, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
             continue; /* raced with set() or another state change: re-read */
-        struct timespec ts, *tsp = NULL;
+        uint64_t left = UINT64_MAX;
         if (deadline != UINT64_MAX) {
             uint64_t now = rs_now_ns();
             if (now >= deadline) return RS_ETIMEDOUT;
-            uint64_t left = deadline - now;
-            ts.tv_sec = (time_t)(left / 1000000000ull);
-            ts.tv_nsec = (long)(left % 1000000000ull);
-            tsp = &ts;
+            left = deadline - now;
         }
-        if (futex(&e->state, FUTEX_WAIT_PRIVATE, 2, tsp) != 0 && errno != EAGAIN &&
-            errno != EINTR && errno != ETIMEDOUT)
-            return RS_EIO;
+        int rc = rs_futex_wait(&e->state, 2, left, 0);
+        if (rc == RS_EIO || rc == RS_EINVAL) return RS_EIO;
     }
     if (value) *value = e->value;
     return RS_OK;

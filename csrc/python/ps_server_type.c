@@ -162,7 +162,7 @@ static PyObject *Server_stats(ServerObject *self, PyObject *noargs) {
     rs_ps_shard_get_stats(self->shard, &st);
     self->ops->stats(self->state, &ts);
     return Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
         "handled_get", (unsigned long long)st.handled_get, "handled_put",
         (unsigned long long)st.handled_put, "handled_update", (unsigned long long)st.handled_update,
         "handled_command", (unsigned long long)st.handled_command, "handled_error",
@@ -175,7 +175,10 @@ static PyObject *Server_stats(ServerObject *self, PyObject *noargs) {
         (unsigned long long)ts.bytes_in, "bytes_out", (unsigned long long)ts.bytes_out,
         "auth_failures", (unsigned long long)ts.auth_failures, "pollers_sleeping",
         (unsigned long long)ts.pollers_sleeping, "poller_naps", (unsigned long long)ts.poller_naps,
-        "poller_awake_idle_rounds", (unsigned long long)ts.poller_awake_idle_rounds);
+        "poller_awake_idle_rounds", (unsigned long long)ts.poller_awake_idle_rounds,
+        "poller_blocks", (unsigned long long)ts.poller_blocks, "poller_doorbell_wakes",
+        (unsigned long long)ts.poller_doorbell_wakes, "client_wakes",
+        (unsigned long long)ts.client_wakes);
 }
 
 static PyObject *Server_enter(ServerObject *self, PyObject *noargs) {

@@ -42,10 +42,17 @@ typedef struct thandler {
     uint64_t calls;
 } thandler;
 
+/* A GET whose first key is SLOW_KEY takes SLOW_NS in the handler: a response the client surely
+ * waits long enough for to fall asleep (stands for slow work, synchronises nothing). */
+#define SLOW_KEY 4999u
+#define SLOW_NS  50000000ull
+
 static int th_handle(void *ctx, const rs_ps_request *req, rs_ps_response *resp, void *rows_out,
                      size_t rows_cap, unsigned slot) {
     thandler *t = ctx;
     __atomic_add_fetch(&t->calls, 1, __ATOMIC_RELAXED);
+    if (req->op == RS_PS_GET && req->num_keys && rs_ps_key(req->keys, 0) == SLOW_KEY)
+        rs_sleep_ns(SLOW_NS);
     memset(resp, 0, offsetof(rs_ps_response, error));
     resp->error[0] = resp->reply[0] = '\0';
     resp->value_size = VS;
@@ -696,6 +703,169 @@ static void test_client_binds_submitting_thread(void) {
     fx_stop(&fx);
 }
 
+/* ---- sleeping waiters (shm futex) ------------------------------------------------------------ */
+
+typedef struct stress_arg {
+    fixture *fx;
+    const char *extra;
+    int id, rounds, bad;
+    rs_rc_client_stats cs;
+} stress_arg;
+
+/* One client thread: many short GETs (2 in flight), every row checked. */
+static void *stress_thread(void *arg) {
+    stress_arg *a = arg;
+    char extra[256];
+    snprintf(extra, sizeof extra,
+             "qps_per_client_per_shard=2;request_slot_bytes=16384;response_slot_bytes=16384;%s",
+             a->extra);
+    rs_rc_client *c = connect_client(a->fx, extra, 2);
+    rs_ps_response *resp = malloc(sizeof *resp);
+    uint64_t keys[2][8];
+    float rows[2][8 * DIM];
+    rs_error e = {0};
+    for (int r = 0; r < a->rounds && !a->bad; r++) {
+        for (int t = 0; t < 2; t++) {
+            for (int i = 0; i < 8; i++)
+                keys[t][i] = (uint64_t)((a->id * 7919 + r * 31 + t * 17 + i * 3) % 4990 + 1);
+            rs_ps_request q = get_req(keys[t], 8);
+            if (rs_rc_client_submit(c, &q, (uint64_t)t, rows[t], sizeof rows[t], &e)) a->bad = 1;
+        }
+        for (int t = 0; t < 2 && !a->bad; t++) {
+            uint64_t tag = 99;
+            if (rs_rc_client_next(c, &tag, resp, &e) || tag != (uint64_t)t ||
+                resp->status != RS_PS_OK || !rows_ok(keys[t], 8, rows[t])) {
+                fprintf(stderr, "stress client %d round %d: %s\n", a->id, r, e.msg);
+                a->bad = 1;
+            }
+        }
+    }
+    rs_rc_client_get_stats(c, &a->cs);
+    rs_rc_client_close(c);
+    free(resp);
+    return NULL;
+}
+
+/* NT client threads (more than this machine's cores) x 400 rounds of 2 GETs in flight against
+ * one poller: rows verified, and no answer is lost: every sleep ends by a wake, none runs out its
+ * 1 s slice. Returns the client sleeps. */
+static uint64_t stress(fixture *fx, const char *client_extra) {
+    enum { NT = 8 };
+    pthread_t th[NT];
+    stress_arg a[NT];
+    for (int i = 0; i < NT; i++) {
+        a[i] = (stress_arg){.fx = fx, .extra = client_extra, .id = i, .rounds = 400};
+        RS_CHECK(pthread_create(&th[i], NULL, stress_thread, &a[i]) == 0);
+    }
+    uint64_t blocks = 0, timeouts = 0;
+    for (int i = 0; i < NT; i++) {
+        pthread_join(th[i], NULL);
+        RS_CHECK_EQ(a[i].bad, 0);
+        blocks += a[i].cs.wait_blocks;
+        timeouts += a[i].cs.wait_sleep_timeouts;
+    }
+    RS_CHECK_EQ(timeouts, 0);
+    wait_lanes(fx, 0);
+    return blocks;
+}
+
+/* Waiters that sleep at once (no spinning or yielding) on both sides: every wait and every idle
+ * poller goes through the futex, the stress must still lose nothing. */
+static void test_immediate_sleepers_lose_nothing(void) {
+    fixture fx;
+    fx_start(&fx, "idle_spin_rounds=0;idle_yield_rounds=0", 1);
+    uint64_t blocks = stress(&fx, "idle_spin_rounds=0;idle_yield_rounds=0");
+    rs_rc_server_stats st;
+    rs_rc_server_get_stats(fx.srv, &st);
+    RS_CHECK(blocks > 0);
+    RS_CHECK(st.client_wakes > 0);
+    RS_CHECK(st.poller_blocks > 0);
+    RS_CHECK(st.poller_doorbell_wakes > 0);
+    fprintf(stderr,
+            "  immediate: %llu client sleeps; server %llu client wakes, %llu poller sleeps, "
+            "%llu doorbell wakes\n",
+            (unsigned long long)blocks, (unsigned long long)st.client_wakes,
+            (unsigned long long)st.poller_blocks, (unsigned long long)st.poller_doorbell_wakes);
+    fx_stop(&fx);
+}
+
+/* The default backoff under the same stress; then a client asleep in its wait is woken by the
+ * response, and an idle poller's sleep is reached and ended by a request's doorbell. */
+static void test_sleepers_woken_without_loss(void) {
+    fixture fx;
+    fx_start(&fx, "", 1);
+    uint64_t blocks = stress(&fx, "");
+
+    /* a client asleep in its wait is woken by the response (it sleeps at once: spinning through a
+     * default backoff can outlast the slow request on a slow build, e.g. under TSan) */
+    rs_rc_client *c =
+        connect_client(&fx, "qps_per_client_per_shard=1;idle_spin_rounds=0;idle_yield_rounds=0", 1);
+    rs_ps_response *resp = malloc(sizeof *resp);
+    float *rows = malloc(8 * VS);
+    uint64_t keys[8] = {SLOW_KEY, 1, 2, 3, 4, 5, 6, 7};
+    rs_rc_server_stats st0, st1;
+    rs_rc_server_get_stats(fx.srv, &st0);
+    RS_CHECK_EQ(do_get(c, keys, 8, rows, resp), RS_PS_OK);
+    RS_CHECK(rows_ok(keys, 8, rows));
+    rs_rc_client_stats cs;
+    rs_rc_client_get_stats(c, &cs);
+    RS_CHECK(cs.wait_blocks >= 1);
+    RS_CHECK_EQ(cs.wait_sleep_timeouts, 0);
+    /* the server counts the wake after making it: the woken client can read the stats first */
+    uint64_t deadline = rs_now_ns() + 10000000000ull;
+    do
+        rs_rc_server_get_stats(fx.srv, &st1);
+    while (st1.client_wakes == st0.client_wakes && rs_now_ns() < deadline);
+    RS_CHECK(st1.client_wakes > st0.client_wakes);
+
+    /* the idle poller blocks on the doorbells, and a request's doorbell wakes it */
+    deadline = rs_now_ns() + 10000000000ull;
+    do {
+        rs_rc_server_get_stats(fx.srv, &st0);
+        if (st0.pollers_sleeping == 1 && st0.poller_blocks > st1.poller_blocks) break;
+        rs_sleep_ns(1000000); /* polling a condition, bounded by the deadline */
+    } while (rs_now_ns() < deadline);
+    RS_CHECK_EQ(st0.pollers_sleeping, 1);
+    RS_CHECK(st0.poller_blocks > st1.poller_blocks);
+    keys[0] = 9;
+    RS_CHECK_EQ(do_get(c, keys, 8, rows, resp), RS_PS_OK);
+    RS_CHECK(rows_ok(keys, 8, rows));
+    rs_rc_server_get_stats(fx.srv, &st1);
+    RS_CHECK(st1.poller_doorbell_wakes > st0.poller_doorbell_wakes);
+    rs_rc_client_get_stats(c, &cs);
+    RS_CHECK(cs.doorbell_rings >= 1);
+    fprintf(stderr, "  stress: %llu client sleeps; server %llu client wakes, %llu poller sleeps\n",
+            (unsigned long long)blocks, (unsigned long long)st1.client_wakes,
+            (unsigned long long)st1.poller_blocks);
+    rs_rc_client_close(c);
+    free(resp);
+    free(rows);
+    wait_lanes(&fx, 0);
+    fx_stop(&fx);
+}
+
+/* Busy mode never sleeps: no doorbell is armed, no client sleeps. */
+static void test_busy_mode_never_blocks(void) {
+    fixture fx;
+    fx_start(&fx, "poll_mode=busy", 1);
+    rs_rc_client *c = connect_client(&fx, "qps_per_client_per_shard=1;poll_mode=busy", 1);
+    rs_ps_response *resp = malloc(sizeof *resp);
+    float *rows = malloc(8 * VS);
+    uint64_t keys[8] = {SLOW_KEY, 1, 2, 3, 4, 5, 6, 7};
+    RS_CHECK_EQ(do_get(c, keys, 8, rows, resp), RS_PS_OK);
+    rs_rc_client_stats cs;
+    rs_rc_client_get_stats(c, &cs);
+    RS_CHECK_EQ(cs.wait_blocks, 0);
+    rs_rc_server_stats st;
+    rs_rc_server_get_stats(fx.srv, &st);
+    RS_CHECK_EQ(st.poller_blocks, 0);
+    RS_CHECK_EQ(st.client_wakes, 0);
+    rs_rc_client_close(c);
+    free(resp);
+    free(rows);
+    fx_stop(&fx);
+}
+
 static void test_no_shm_leftovers(void) {
     char prefix[64];
     snprintf(prefix, sizeof prefix, "recbench-rc-%d-", (int)getpid());
@@ -715,4 +885,7 @@ RS_TEST_MAIN(RS_TEST(test_get_put_command), RS_TEST(test_status_codes),
              RS_TEST(test_response_modes), RS_TEST(test_fake_modes), RS_TEST(test_skip_client_copy),
              RS_TEST(test_workers_and_profile), RS_TEST(test_ctrl_rejects_bad_frames),
              RS_TEST(test_ctrl_partial_frame_does_not_block),
-             RS_TEST(test_client_binds_submitting_thread), RS_TEST(test_no_shm_leftovers))
+             RS_TEST(test_client_binds_submitting_thread),
+             RS_TEST(test_sleepers_woken_without_loss),
+             RS_TEST(test_immediate_sleepers_lose_nothing), RS_TEST(test_busy_mode_never_blocks),
+             RS_TEST(test_no_shm_leftovers))

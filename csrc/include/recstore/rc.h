@@ -28,6 +28,16 @@
  * one QP are placed in order). A reader that sees the expected seq with an acquire load therefore
  * sees the whole word and everything written before it on that lane.
  *
+ * Sleep words (shm only, rs_rc_fabric_ops.shared_futex; rc_poll.c): the first 4 bytes of a tail.
+ *   response slot tail [slot-64, slot-60)  waiter: 1 while the client sleeps on the futex of the
+ *                      status seq's low half; the server, after publishing the status, wakes it
+ *   request slot 0's tail [slot-64, slot-60)  the lane's doorbell: 1 while the lane's poller
+ *                      sleeps; a client that commits a request and finds it 1 clears it and wakes
+ *                      the poller (futex on the doorbell)
+ * Both sides publish, fence (seq_cst), then read the other's word, so one of them always sees the
+ * other: a wake-up cannot be lost. Verbs peers never touch these words (a NIC cannot wake a futex);
+ * their waiters spin, then nap.
+ *
  * Sequence numbers are per lane (one client QP), start at 1 and grow by one per request. The
  * server answers a slot when its commit seq is non-zero and differs from the last seq it saw in
  * that slot; a seq lower than the last one handled in the slot is a duplicate: counted, ignored.
@@ -195,6 +205,10 @@ typedef struct rs_rc_fabric_ops {
      * [remote_addr, remote_addr+len) in my address space, else NULL. Writing through it and then
      * publishing with write() is equivalent to a write whose source was built in place. */
     void *(*remote_window)(rs_rc_ep *ep, uint64_t remote_addr, size_t len);
+    /* 1 when a peer's write is a CPU store into a shared mapping on this host (shm), so a thread
+     * may sleep on a futex word of a region and the peer wakes it (the sleep words above); 0 for
+     * verbs, whose writes a NIC places without waking anyone. */
+    int shared_futex;
 } rs_rc_fabric_ops;
 
 extern const rs_rc_fabric_ops rs_rc_fabric_shm;
@@ -229,6 +243,8 @@ typedef struct rs_rc_options {
     uint32_t inline_bytes;        /* 64 */
     uint32_t wait_timeout_ms;     /* 60000 */
     uint32_t wait_spin_iterations;
+    uint32_t idle_spin_rounds;    /* adaptive backoff: idle rounds of cpu pause (2000) */
+    uint32_t idle_yield_rounds;   /* then rounds of sched_yield (256), then sleep or nap */
     uint32_t profile_interval_ms; /* 0 = off */
     uint32_t get_workers;         /* server GET workers (0) */
     uint32_t max_keys;            /* server: largest key_count accepted (0 = slot-limited) */
@@ -268,14 +284,17 @@ const char *rs_rc_fake_get_name(rs_rc_fake_get m);
 
 /* Idle backoff: spin, then yield, then sleep with growing naps up to 1 ms. idle() is called after
  * a round that found nothing, busy() after one that found work. */
+#define RS_RC_IDLE_SPIN_ROUNDS  2000u
+#define RS_RC_IDLE_YIELD_ROUNDS 256u
 typedef struct rs_rc_backoff {
     rs_rc_poll_mode mode;
+    uint32_t spin_rounds, yield_rounds; /* from the options */
     uint32_t idle_rounds;
     uint64_t sleep_ns;
     uint64_t max_nap_ns; /* longest nap (1 ms; waiters with a request in flight use less) */
     uint64_t sleeps;     /* counters for profiles */
 } rs_rc_backoff;
-void rs_rc_backoff_init(rs_rc_backoff *b, rs_rc_poll_mode mode);
+void rs_rc_backoff_init(rs_rc_backoff *b, const rs_rc_options *o);
 void rs_rc_backoff_idle(rs_rc_backoff *b);
 static inline void rs_rc_backoff_busy(rs_rc_backoff *b) {
     b->idle_rounds = 0;
@@ -285,6 +304,25 @@ static inline void rs_rc_backoff_busy(rs_rc_backoff *b) {
 static inline int rs_rc_backoff_sleeping(const rs_rc_backoff *b) {
     return b->sleep_ns != 0;
 }
+
+/* Spinning and yielding done: the next idle round would nap; a waiter that can sleep on a futex
+ * blocks instead (adaptive mode only). */
+int rs_rc_backoff_should_block(const rs_rc_backoff *b);
+
+/* Offsets of the sleep words inside a slot (see the layout at the top). */
+#define RS_RC_SLEEP_WORD_OFFSET(slot_bytes) ((size_t)(slot_bytes)-RS_RC_TAIL_BYTES)
+
+/* Client: sleep until the status seq word `seq` equals `want` or timeout_ns passes, announcing
+ * the sleep in `waiter` (both in the client's region of a shared_futex fabric). Returns 0 when the
+ * seq arrived before the sleep, 1 after a sleep that ended early (woken), 2 after one that timed
+ * out. */
+int rs_rc_wait_seq_block(const uint64_t *seq, uint64_t want, uint32_t *waiter, uint64_t timeout_ns);
+/* Server: after publishing a status word whose seq is at `seq` (the peer's mapping), wake the
+ * client if `waiter` says it sleeps. One fence and one load when nobody sleeps; 1 if it woke. */
+int rs_rc_wake_waiter(uint32_t *waiter, uint64_t *seq);
+/* Client: after committing a request, wake the lane's poller if its doorbell says it sleeps.
+ * One fence and one load when the poller is awake; 1 if it woke it. */
+int rs_rc_doorbell_ring(uint32_t *bell);
 
 /* Bind the calling thread to core `offset + index * stride` (mod online CPUs) when offset >= 0,
  * else to the CPUs of numa_node when >= 0. Returns the core or -1. */
@@ -363,6 +401,9 @@ typedef struct rs_rc_server_stats {
         auth_failures;
     /* idle pollers: napping or parked now; naps taken; idle rounds spent spinning/yielding */
     uint64_t pollers_sleeping, poller_naps, poller_awake_idle_rounds;
+    /* shm futex sleeps: pollers blocked on their lanes' doorbells (entries), of those ended by a
+     * client's doorbell; responses after which the server woke a sleeping client */
+    uint64_t poller_blocks, poller_doorbell_wakes, client_wakes;
 } rs_rc_server_stats;
 
 /* Start the control plane on host:port (0 = free port), num_threads pollers. */
@@ -390,6 +431,12 @@ int rs_rc_client_submit(rs_rc_client *c, const rs_ps_request *req, uint64_t tag,
  * next submit). */
 int rs_rc_client_next(rs_rc_client *c, uint64_t *tag, rs_ps_response *resp, rs_error *err);
 uint32_t rs_rc_client_id(const rs_rc_client *c);
+/* How this client's waits went (shm sleeps; zero on verbs): futex sleeps entered, of those the ones
+ * that ran out their time slice (without a wake), doorbells that woke a sleeping poller. */
+typedef struct rs_rc_client_stats {
+    uint64_t wait_blocks, wait_sleep_timeouts, doorbell_rings;
+} rs_rc_client_stats;
+void rs_rc_client_get_stats(const rs_rc_client *c, rs_rc_client_stats *out);
 /* Per-request bounds of this client (transport.h): the server's max_keys, the slots in flight, and
  * what a request / response slot holds after the descriptor, tail and message header. */
 struct rs_ps_conn_limits;

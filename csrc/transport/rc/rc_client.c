@@ -6,10 +6,12 @@
  * a request staging slot. Submit: take the first idle (qp, slot), build descriptor + encoded
  * PSRequest + keys + rows in the staging slot, write it to the server's request slot (unsignaled),
  * then write the commit word {READY, seq} to the slot's tail (signaled, published, inline when
- * small). Next: wait until the response slot's status seq equals the request's seq (spin, then the
- * poll-mode backoff; while sleeping the control socket is checked, so a dead server is reported
- * instead of waiting out the timeout), decode the PSResponse header that follows the rows, and
- * copy the rows to the caller (unless skip_client_copy).
+ * small); on shm, then ring the lane's doorbell in case its poller sleeps. Next: wait until the
+ * response slot's status seq equals the request's seq (spin, then the poll-mode backoff; past its
+ * spinning, on shm the thread sleeps on the seq word's futex until the server wakes it, elsewhere
+ * it naps; between sleeps the control socket is checked, so a dead server is reported instead of
+ * waiting out the timeout), decode the PSResponse header that follows the rows, and copy the rows
+ * to the caller (unless skip_client_copy).
  *
  * Invariants: seq is per QP, starts at 1 and grows by one per request; a slot is reused only
  * after its response was consumed; at most max_in_flight (<= qps x slots) requests are pending.
@@ -42,8 +44,11 @@ static void bind_submitting_thread(const rs_rc_options *o) {
     rs_rc_bind_thread(o->bind_core_offset, o->bind_core_stride, i, o->numa_node);
 }
 
-/* Longest nap of a client waiting for an answer it has in flight (adaptive mode). */
+/* Longest nap of a client waiting for an answer it has in flight (adaptive mode, verbs). */
 #define RS_RC_CLIENT_NAP_NS 50000ull
+/* Longest futex sleep (shm) before the deadline and the control socket are checked again: the
+ * server wakes the sleeper, so this only bounds how late a dead server is noticed. */
+#define RS_RC_CLIENT_SLEEP_NS 1000000000ull
 
 typedef struct cl_slot {
     int busy;
@@ -56,7 +61,7 @@ typedef struct cl_slot {
 typedef struct cl_prof {
     uint64_t submit_count, wait_count, acquire_qp_count, acquire_qp_failures, submit_ns, wait_ns,
         copy_ns, copied_bytes, pending_peak, pending_sum, descriptor_writes, commit_writes,
-        drain_count, drain_ns;
+        drain_count, drain_ns, wait_blocks, wait_sleep_timeouts, doorbell_rings;
 } cl_prof;
 
 struct rs_rc_client {
@@ -72,6 +77,7 @@ struct rs_rc_client {
     rs_rc_ep **eps;
     rs_rc_ep_meta *peers;
     uint64_t *next_seq; /* per QP */
+    uint32_t **bell;    /* per QP: the lane's doorbell in the server's region (shm), else NULL */
     cl_slot *slot;      /* qps x slots */
     uint32_t *fifo;     /* pending (qp * slots + slot) in submission order */
     uint32_t f_head, f_tail;
@@ -159,7 +165,9 @@ int rs_rc_client_connect(const rs_rc_fabric_ops *fab, const char *host, uint16_t
     c->next_seq = calloc(c->qps, sizeof *c->next_seq);
     c->slot = calloc((size_t)c->qps * c->slots, sizeof *c->slot);
     c->fifo = calloc(max_in_flight, sizeof *c->fifo);
-    if (!rq || !rp || !c->regions || !c->eps || !c->peers || !c->next_seq || !c->slot || !c->fifo) {
+    c->bell = calloc(c->qps, sizeof *c->bell);
+    if (!rq || !rp || !c->regions || !c->eps || !c->peers || !c->next_seq || !c->slot || !c->fifo ||
+        !c->bell) {
         rc = rs_error_set(err, RS_ENOMEM, "RC client: out of memory");
         goto fail;
     }
@@ -235,6 +243,9 @@ int rs_rc_client_connect(const rs_rc_fabric_ops *fab, const char *host, uint16_t
         }
         if ((rc = fab->ep_connect(c->eps[q], &rp->lanes[q], err))) goto fail;
         c->peers[q] = rp->lanes[q];
+        if (fab->shared_futex && fab->remote_window && c->o.poll_mode == RS_RC_POLL_ADAPTIVE)
+            c->bell[q] = fab->remote_window(
+                c->eps[q], rp->lanes[q].region_addr + RS_RC_SLEEP_WORD_OFFSET(c->req_bytes), 4);
     }
     c->client_id = rp->client_id;
     if ((rc = rs_rc_ctrl_send(c->fd, RS_RC_MSG_ATTACHED, NULL, 0, err))) goto fail;
@@ -256,6 +267,12 @@ fail:
 
 uint32_t rs_rc_client_id(const rs_rc_client *c) {
     return c->client_id;
+}
+
+void rs_rc_client_get_stats(const rs_rc_client *c, rs_rc_client_stats *out) {
+    out->wait_blocks = c->prof.wait_blocks;
+    out->wait_sleep_timeouts = c->prof.wait_sleep_timeouts;
+    out->doorbell_rings = c->prof.doorbell_rings;
 }
 
 /* Room left in a slot for keys and rows: the encoded PSRequest / PSResponse header (a few dozen
@@ -354,6 +371,7 @@ int rs_rc_client_submit(rs_rc_client *c, const rs_ps_request *req, uint64_t tag,
                            (sizeof *cw <= c->o.inline_bytes ? RS_RC_WR_INLINE : 0),
                        seq, err);
     if (rc) return rs_error_prefix(err, "RC client %s: commit write", c->peer);
+    if (c->bell[q] && rs_rc_doorbell_ring(c->bell[q])) c->prof.doorbell_rings++;
     cl_slot *sl = &c->slot[q * c->slots + k];
     sl->busy = 1;
     sl->seq = seq;
@@ -400,11 +418,12 @@ static void maybe_profile(rs_rc_client *c) {
         " wait_count=%" PRIu64 " acquire_qp_count=%" PRIu64 " acquire_qp_failures=%" PRIu64
         " submit_avg_ns=%.1f wait_status_avg_ns=%.1f copy_response_avg_ns=%.1f "
         "copied_bytes=%" PRIu64 " pending_rpc_peak=%" PRIu64
-        " pending_rpc_avg=%.2f pending_rpc_last=%u\n",
+        " pending_rpc_avg=%.2f pending_rpc_last=%u wait_blocks=%" PRIu64 " doorbell_rings=%" PRIu64
+        "\n",
         c->fab->name, c->shard_id, c->client_id, d.submit_count, d.wait_count, d.acquire_qp_count,
         d.acquire_qp_failures, AV(d.submit_ns, d.submit_count), AV(d.wait_ns, d.wait_count),
         AV(d.copy_ns, d.wait_count), d.copied_bytes, d.pending_peak,
-        AV(d.pending_sum, d.submit_count), c->f_tail - c->f_head);
+        AV(d.pending_sum, d.submit_count), c->f_tail - c->f_head, d.wait_blocks, d.doorbell_rings);
     printf("component=rdma_rc_transport_profile role=client transport=%s shard=%u client_id=%u "
            "submit_count=%" PRIu64 " submit_descriptor_writes=%" PRIu64
            " submit_commit_writes=%" PRIu64 " submit_avg_ns=%.1f"
@@ -426,16 +445,28 @@ int rs_rc_client_next(rs_rc_client *c, uint64_t *tag, rs_ps_response *resp, rs_e
     uint64_t t0 = rs_now_ns();
     uint64_t deadline = t0 + (uint64_t)c->o.wait_timeout_ms * 1000000ull;
     rs_rc_backoff bo;
-    rs_rc_backoff_init(&bo, c->o.poll_mode);
+    rs_rc_backoff_init(&bo, &c->o);
     bo.max_nap_ns = RS_RC_CLIENT_NAP_NS;
+    uint32_t *waiter =
+        c->bell[q] ? (uint32_t *)(uintptr_t)(rsl + RS_RC_SLEEP_WORD_OFFSET(c->resp_bytes)) : NULL;
     uint32_t spins = 0;
     while (__atomic_load_n(seqp, __ATOMIC_ACQUIRE) != sl->seq) {
         if (spins < c->o.wait_spin_iterations) {
             spins++;
             continue;
         }
-        rs_rc_backoff_idle(&bo);
-        if ((bo.idle_rounds & 1023) == 0 || rs_rc_backoff_sleeping(&bo)) {
+        int slept = 0;
+        if (waiter && rs_rc_backoff_should_block(&bo)) {
+            uint64_t now = rs_now_ns(), left = now < deadline ? deadline - now : 0;
+            slept = rs_rc_wait_seq_block(
+                seqp, sl->seq, waiter, left < RS_RC_CLIENT_SLEEP_NS ? left : RS_RC_CLIENT_SLEEP_NS);
+            c->prof.wait_blocks += slept != 0;
+            c->prof.wait_sleep_timeouts += slept == 2;
+            if (__atomic_load_n(seqp, __ATOMIC_ACQUIRE) == sl->seq) break; /* woken by it */
+        } else {
+            rs_rc_backoff_idle(&bo);
+        }
+        if (slept || (bo.idle_rounds & 1023) == 0 || rs_rc_backoff_sleeping(&bo)) {
             if (rs_now_ns() > deadline)
                 return rs_error_set(
                     err, RS_ETIMEDOUT,
@@ -508,11 +539,14 @@ int rs_rc_client_debug_inject(rs_rc_client *c, uint32_t qp, uint32_t slot, const
         rc = c->fab->write(c->eps[qp], &cs, 1, raddr + c->req_bytes - sizeof *cw, c->peers[qp].rkey,
                            RS_RC_WR_SIGNALED | RS_RC_WR_PUBLISH, seq, err);
     if (rc) return rc;
+    if (c->bell[qp]) rs_rc_doorbell_ring(c->bell[qp]);
     uint8_t *rsl = resp_slot(c, qp, slot);
     const uint64_t *seqp = (const uint64_t *)(rsl + c->resp_bytes - 8);
     uint64_t deadline = rs_now_ns() + (uint64_t)timeout_ms * 1000000ull;
     rs_rc_backoff bo;
-    rs_rc_backoff_init(&bo, RS_RC_POLL_ADAPTIVE);
+    rs_rc_options adaptive = c->o;
+    adaptive.poll_mode = RS_RC_POLL_ADAPTIVE;
+    rs_rc_backoff_init(&bo, &adaptive);
     while (__atomic_load_n(seqp, __ATOMIC_ACQUIRE) != seq) {
         if (rs_now_ns() > deadline)
             return rs_error_set(err, RS_ETIMEDOUT, "debug_inject: no status for seq %" PRIu64, seq);
@@ -540,8 +574,10 @@ int rs_rc_client_debug_commit(rs_rc_client *c, uint32_t qp, uint32_t slot, uint6
     rs_rc_sge cs = {cw, sizeof *cw, c->regions[qp].lkey};
     uint64_t raddr = c->peers[qp].region_addr + (uint64_t)slot * c->req_bytes;
     drain(c, qp);
-    return c->fab->write(c->eps[qp], &cs, 1, raddr + c->req_bytes - sizeof *cw, c->peers[qp].rkey,
-                         RS_RC_WR_SIGNALED | RS_RC_WR_PUBLISH, seq, NULL);
+    int rc = c->fab->write(c->eps[qp], &cs, 1, raddr + c->req_bytes - sizeof *cw, c->peers[qp].rkey,
+                           RS_RC_WR_SIGNALED | RS_RC_WR_PUBLISH, seq, NULL);
+    if (rc == 0 && c->bell[qp]) rs_rc_doorbell_ring(c->bell[qp]);
+    return rc;
 }
 
 /* Test hook: the seq the next request on qp will carry (without taking it). */
@@ -563,5 +599,6 @@ void rs_rc_client_close(rs_rc_client *c) {
     free(c->next_seq);
     free(c->slot);
     free(c->fifo);
+    free(c->bell);
     free(c);
 }

@@ -10,6 +10,8 @@
  * checked against the peer region's bounds and rkey, as a NIC would. Completions of signaled
  * writes are immediate: they wait in a per-endpoint ring for poll(); a full ring is a full send
  * queue (RS_EBUSY). An endpoint is used by one thread at a time (callers serialise per lane).
+ * Because a write is a CPU store into a MAP_SHARED mapping, both processes may sleep on futex
+ * words of a region and wake each other (shared_futex; the sleep words of rc.h, rc_poll.c).
  * Both mappings of every region are guarded against a peer that truncates the shm object
  * (rc_shm_guard.c): the process survives, and writes into a truncated peer region fail RS_ECONN.
  */
@@ -294,6 +296,7 @@ const rs_rc_fabric_ops rs_rc_fabric_shm = {
     .write = shm_write,
     .poll = shm_poll,
     .remote_window = shm_remote_window,
+    .shared_futex = 1,
 };
 
 const rs_rc_fabric_ops *rs_rc_fabric_find(const char *name) {

@@ -29,6 +29,8 @@ void rs_rc_options_default(rs_rc_options *o) {
     o->bind_core_stride = 1;
     o->numa_node = -1;
     o->poll_mode = RS_RC_POLL_ADAPTIVE;
+    o->idle_spin_rounds = RS_RC_IDLE_SPIN_ROUNDS;
+    o->idle_yield_rounds = RS_RC_IDLE_YIELD_ROUNDS;
     o->get_mode = RS_RC_GET_AUTO;
     o->fake_get = RS_RC_FAKE_NONE;
     o->ib_port = 1;
@@ -119,6 +121,8 @@ static int apply(rs_rc_options *o, const char *k, const char *v, rs_error *err) 
     U32("inline_bytes", inline_bytes, 0, 1024);
     U32("wait_timeout_ms", wait_timeout_ms, 1, RS_TRANSPORT_OPTION_MAX_MS);
     U32("wait_spin_iterations", wait_spin_iterations, 0, 1u << 30);
+    U32("idle_spin_rounds", idle_spin_rounds, 0, 1u << 30);
+    U32("idle_yield_rounds", idle_yield_rounds, 0, 1u << 30);
     U32("profile_interval_ms", profile_interval_ms, 0, RS_TRANSPORT_OPTION_MAX_MS);
     U32("server_get_workers", get_workers, 0, 64);
     U32("max_keys_per_request", max_keys, 0, 1u << 24);
@@ -182,14 +186,16 @@ static int apply(rs_rc_options *o, const char *k, const char *v, rs_error *err) 
                                 v);
         return 0;
     }
-    return rs_error_set(err, RS_EINVAL,
-                        "unknown RC option '%s' (known: qps_per_client_per_shard, slots_per_qp, "
-                        "request_slot_bytes, response_slot_bytes, inline_bytes, wait_timeout_ms, "
-                        "wait_spin_iterations, profile_interval_ms, server_get_workers, "
-                        "max_keys_per_request, control_plane_timeout_ms, bind_core_offset, "
-                        "bind_core_stride, numa_id, device, ib_port, gid_index, skip_client_copy, "
-                        "poll_mode, get_response_mode, fake_get_mode)",
-                        k);
+    return rs_error_set(
+        err, RS_EINVAL,
+        "unknown RC option '%s' (known: qps_per_client_per_shard, slots_per_qp, "
+        "request_slot_bytes, response_slot_bytes, inline_bytes, wait_timeout_ms, "
+        "wait_spin_iterations, idle_spin_rounds, idle_yield_rounds, profile_interval_ms, "
+        "server_get_workers, "
+        "max_keys_per_request, control_plane_timeout_ms, bind_core_offset, "
+        "bind_core_stride, numa_id, device, ib_port, gid_index, skip_client_copy, "
+        "poll_mode, get_response_mode, fake_get_mode)",
+        k);
 }
 
 static int apply_item(void *ctx, const char *key, const char *val, rs_error *err) {

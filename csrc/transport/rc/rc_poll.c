@@ -2,13 +2,22 @@
  * rc_poll.c — how RC pollers and waiters spend idle time, and where their threads run.
  *
  * Adaptive backoff (the default): after an idle round the caller spins (cpu pause) for
- * RS_RC_SPIN_ROUNDS rounds, then yields for RS_RC_YIELD_ROUNDS rounds, then sleeps with naps
- * that double from 2 us up to 1 ms. Work found resets it. So a loaded poller never sleeps, an idle
- * one costs about a thousand short wake-ups per second (well under 0.02 CPU-s/s), and new work is
- * seen within one nap (<= 1 ms, microseconds while the backoff is still spinning or yielding).
+ * idle_spin_rounds rounds (2000), then yields for idle_yield_rounds rounds (256), then sleeps with
+ * naps that double from 2 us up to 1 ms. Work found resets it. So a loaded poller never sleeps, an
+ * idle one costs about a thousand short wake-ups per second (well under 0.02 CPU-s/s), and new work
+ * is seen within one nap (<= 1 ms, microseconds while the backoff is still spinning or yielding).
  * A client waiting for a request it has in flight caps its naps lower (RS_RC_CLIENT_NAP_NS in
  * rc_client.c): the answer is coming, and a 1 ms nap there would be pure latency.
  * Busy mode only pauses.
+ *
+ * On a fabric whose peers can wake a futex (shm), the nap phase is replaced by a real sleep:
+ * a client waiting for a response sleeps on the status seq word (rs_rc_wait_seq_block, woken by
+ * the server's rs_rc_wake_waiter), a poller on its lanes' doorbells (rc_server.c, woken by the
+ * client's rs_rc_doorbell_ring). Each pair publishes its own word, fences, then reads the other's
+ * (Dekker): either the sleeper sees the work or the waker sees the sleeper, and the futex compares
+ * the word in the kernel, so a wake that comes before the sleep makes the sleep return at once.
+ * The awake fast path of a waker is one fence and one load. When threads outnumber cores this
+ * hands the core to a thread with work instead of to a napping thread's timer.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -17,18 +26,19 @@
 
 #include "recstore/clock.h"
 #include "recstore/cpu.h"
+#include "recstore/futex.h"
 #include "recstore/rc.h"
 #ifdef RS_HAVE_NUMA
 #include <numa.h>
 #endif
 
-#define RS_RC_SPIN_ROUNDS  2000u
-#define RS_RC_YIELD_ROUNDS 256u
-#define RS_RC_NAP_MIN_NS   2000ull
-#define RS_RC_NAP_MAX_NS   1000000ull
+#define RS_RC_NAP_MIN_NS 2000ull
+#define RS_RC_NAP_MAX_NS 1000000ull
 
-void rs_rc_backoff_init(rs_rc_backoff *b, rs_rc_poll_mode mode) {
-    b->mode = mode;
+void rs_rc_backoff_init(rs_rc_backoff *b, const rs_rc_options *o) {
+    b->mode = o->poll_mode;
+    b->spin_rounds = o->idle_spin_rounds;
+    b->yield_rounds = o->idle_yield_rounds;
     b->idle_rounds = 0;
     b->sleep_ns = 0;
     b->max_nap_ns = RS_RC_NAP_MAX_NS;
@@ -41,9 +51,9 @@ void rs_rc_backoff_idle(rs_rc_backoff *b) {
         rs_cpu_relax();
         return;
     }
-    if (r <= RS_RC_SPIN_ROUNDS) {
+    if (r <= b->spin_rounds) {
         rs_cpu_relax();
-    } else if (r <= RS_RC_SPIN_ROUNDS + RS_RC_YIELD_ROUNDS) {
+    } else if (r <= b->spin_rounds + b->yield_rounds) {
         sched_yield();
     } else {
         b->sleep_ns = b->sleep_ns ? b->sleep_ns * 2 : RS_RC_NAP_MIN_NS;
@@ -51,6 +61,46 @@ void rs_rc_backoff_idle(rs_rc_backoff *b) {
         b->sleeps++;
         rs_sleep_ns(b->sleep_ns);
     }
+}
+
+int rs_rc_backoff_should_block(const rs_rc_backoff *b) {
+    return b->mode == RS_RC_POLL_ADAPTIVE &&
+           (uint64_t)b->idle_rounds >= (uint64_t)b->spin_rounds + b->yield_rounds;
+}
+
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the futex on a seq word sleeps on its low half, the first 4 bytes on little-endian hosts"
+#endif
+
+int rs_rc_wait_seq_block(const uint64_t *seq, uint64_t want, uint32_t *waiter,
+                         uint64_t timeout_ns) {
+    __atomic_store_n(waiter, 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    uint64_t seen = __atomic_load_n(seq, __ATOMIC_ACQUIRE);
+    int slept = 0;
+    if (seen != want) {
+        /* sleeps only while the low half still holds what we saw (a seq written meanwhile makes
+         * the kernel return at once); woken by the server or by the timeout */
+        int rc = rs_futex_wait((uint32_t *)(uintptr_t)seq, (uint32_t)seen, timeout_ns, 1);
+        slept = rc == RS_ETIMEDOUT ? 2 : 1;
+    }
+    __atomic_store_n(waiter, 0, __ATOMIC_RELAXED);
+    return slept;
+}
+
+int rs_rc_wake_waiter(uint32_t *waiter, uint64_t *seq) {
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (!__atomic_load_n(waiter, __ATOMIC_RELAXED)) return 0;
+    rs_futex_wake((uint32_t *)seq, 1, 1);
+    return 1;
+}
+
+int rs_rc_doorbell_ring(uint32_t *bell) {
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (!__atomic_load_n(bell, __ATOMIC_RELAXED)) return 0;
+    if (!__atomic_exchange_n(bell, 0, __ATOMIC_RELAXED)) return 0; /* another client rang it */
+    rs_futex_wake(bell, 1, 1);
+    return 1;
 }
 
 int rs_rc_bind_thread(int offset, int stride, unsigned index, int numa_node) {

@@ -18,7 +18,11 @@
  * a duplicate (counted, not answered). Every answer is: optional payload write, then the status
  * word (seq last) as a signaled publish write to the client's response slot, whose address the
  * server derives from the lane geometry and checks against the descriptor. A poller with no lanes
- * sleeps on a condition variable; an idle one backs off (rc_poll.c).
+ * sleeps on a condition variable; an idle one backs off (rc_poll.c): it spins, yields, then on shm
+ * sleeps in futex_waitv on the doorbells of all its lanes plus a private kick word (lane changes
+ * and stop bump it), after setting each doorbell to 1 and rescanning once; a client that commits
+ * a request to a lane whose doorbell is 1 wakes it (rc_client.c). With more lanes than
+ * futex_waitv takes, on verbs, or on a kernel without futex_waitv it naps instead.
  *
  * Hot-path counters are per poller/worker (cache-line separated); the profile thread reads them
  * racily and prints interval deltas.
@@ -38,6 +42,7 @@
 #include <unistd.h>
 
 #include "recstore/clock.h"
+#include "recstore/futex.h"
 #include "recstore/rc.h"
 
 #include "transport/accept_shed.h"
@@ -107,6 +112,68 @@ static void poller_refresh(poller *p) {
     pthread_mutex_unlock(&s->lock);
 }
 
+/* Longest doorbell sleep: a safety net only (clients ring, lane changes and stop kick). */
+#define RS_RC_POLLER_SLEEP_NS 100000000ull
+
+void rs_rc_server_kick_pollers(rs_rc_server *s) {
+    for (uint32_t i = 0; s->pollers && i < s->nthreads; i++) {
+        poller *p = &s->pollers[i];
+        /* seq_cst against poller_block's state store and fence: it sees the new kick or we see it
+         * blocked */
+        __atomic_fetch_add(&p->kick, 1, __ATOMIC_SEQ_CST);
+        if (atomic_load_explicit(&p->idle_state, memory_order_seq_cst) == RC_POLLER_BLOCKED)
+            rs_futex_wake(&p->kick, 1, 0);
+    }
+}
+
+/* 1 when some slot of the poller's lanes holds a seq it has not taken yet. */
+static int poller_has_work(const poller *p) {
+    for (uint32_t i = 0; i < p->nlanes; i++) {
+        const srv_lane *ln = p->lanes[i];
+        for (uint32_t k = 0; k < ln->slots; k++) {
+            const uint8_t *tail = ln->region.addr + (size_t)(k + 1) * ln->req_bytes - 8;
+            uint64_t seq = __atomic_load_n((const uint64_t *)tail, __ATOMIC_ACQUIRE);
+            if (seq != 0 && seq != ln->seen[k]) return 1;
+        }
+    }
+    return 0;
+}
+
+/* Sleep on every lane's doorbell and the kick word (the protocol is in rc_poll.c). Returns 1 when
+ * work may be there (a doorbell rang, a request raced the sleep), 0 after a timeout or a kick. */
+static int poller_block(poller *p) {
+    rs_rc_server *s = p->s;
+    uint32_t *words[RS_FUTEX_WAITV_MAX];
+    uint32_t expect[RS_FUTEX_WAITV_MAX];
+    uint8_t shared[RS_FUTEX_WAITV_MAX];
+    uint32_t n = p->nlanes;
+    uint32_t kick = __atomic_load_n(&p->kick, __ATOMIC_ACQUIRE);
+    for (uint32_t i = 0; i < n; i++) {
+        words[i] = lane_doorbell(p->lanes[i]);
+        expect[i] = 1;
+        shared[i] = 1;
+        __atomic_store_n(words[i], 1, __ATOMIC_RELAXED);
+    }
+    words[n] = &p->kick;
+    expect[n] = kick;
+    shared[n] = 0;
+    atomic_store_explicit(&p->idle_state, RC_POLLER_BLOCKED, memory_order_relaxed);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    int work = 1;
+    if (!atomic_load(&s->stop) && atomic_load(&s->gen) == p->gen_seen && !poller_has_work(p)) {
+        atomic_fetch_add_explicit(&p->blocks, 1, memory_order_relaxed);
+        int rc = rs_futex_waitv(words, expect, shared, (int)n + 1, RS_RC_POLLER_SLEEP_NS);
+        if (rc == RS_ENOTSUP || rc == RS_EINVAL || rc == RS_EIO) p->waitv_absent = 1;
+        if (rc >= 0 && (uint32_t)rc < n)
+            atomic_fetch_add_explicit(&p->doorbell_wakes, 1, memory_order_relaxed);
+        work = (rc >= 0 && (uint32_t)rc < n) || rc == RS_EBUSY;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        __atomic_store_n(words[i], 0, __ATOMIC_RELAXED);
+    if (work) atomic_store_explicit(&p->idle_state, RC_POLLER_SPINNING, memory_order_relaxed);
+    return work;
+}
+
 static void *poller_main(void *arg) {
     poller *p = arg;
     rs_rc_server *s = p->s;
@@ -123,8 +190,9 @@ static void *poller_main(void *arg) {
     pthread_cond_broadcast(&s->ack);
     pthread_mutex_unlock(&s->lock);
     rs_rc_backoff bo;
-    rs_rc_backoff_init(&bo, s->o.poll_mode);
+    rs_rc_backoff_init(&bo, &s->o);
     int workers = s->o.get_workers > 0;
+    int can_block = s->fab->shared_futex && s->o.poll_mode == RS_RC_POLL_ADAPTIVE;
     while (!atomic_load_explicit(&s->stop, memory_order_relaxed)) {
         if (atomic_load_explicit(&s->gen, memory_order_acquire) != p->gen_seen) poller_refresh(p);
         if (p->nlanes == 0) {
@@ -180,6 +248,12 @@ static void *poller_main(void *arg) {
             atomic_store_explicit(&p->idle_state, RC_POLLER_WORKING, memory_order_relaxed);
         } else {
             BUMP(pf->empty_scan_rounds, 1);
+            if (can_block && !p->waitv_absent && p->nlanes < RS_FUTEX_WAITV_MAX &&
+                rs_rc_backoff_should_block(&bo)) {
+                /* after a doorbell, spin again; after a timeout or a kick, sleep again at once */
+                if (poller_block(p)) rs_rc_backoff_busy(&bo);
+                continue;
+            }
             rs_rc_backoff_idle(&bo);
             if (rs_rc_backoff_sleeping(&bo)) {
                 atomic_store_explicit(&p->naps, bo.sleeps, memory_order_relaxed);
@@ -316,6 +390,7 @@ void rs_rc_server_get_stats(rs_rc_server *s, rs_rc_server_stats *out) {
     out->bytes_out = t.response_payload_bytes;
     out->direct_sg = t.get_direct_sg;
     out->direct_sg_fallback = t.get_direct_sg_fallback;
+    out->client_wakes = t.client_wakes;
     for (uint32_t i = 0; s->pollers && i < s->nthreads; i++) {
         poller *p = &s->pollers[i];
         out->pollers_sleeping +=
@@ -323,6 +398,9 @@ void rs_rc_server_get_stats(rs_rc_server *s, rs_rc_server_stats *out) {
         out->poller_naps += atomic_load_explicit(&p->naps, memory_order_relaxed);
         out->poller_awake_idle_rounds +=
             atomic_load_explicit(&p->awake_idle_rounds, memory_order_relaxed);
+        out->poller_blocks += atomic_load_explicit(&p->blocks, memory_order_relaxed);
+        out->poller_doorbell_wakes +=
+            atomic_load_explicit(&p->doorbell_wakes, memory_order_relaxed);
     }
 }
 
@@ -334,6 +412,7 @@ void rs_rc_server_stop(rs_rc_server *s) {
     pthread_cond_broadcast(&s->tasks_cv);
     pthread_cond_broadcast(&s->ack);
     pthread_mutex_unlock(&s->lock);
+    rs_rc_server_kick_pollers(s);
     if (s->wake[1] >= 0) (void)!write(s->wake[1], "x", 1);
     if (s->prof_started) pthread_join(s->prof_th, NULL);
     for (uint32_t i = 0; s->pollers && i < s->nthreads; i++)

@@ -55,6 +55,7 @@ static void client_retire(rs_rc_server *s, srv_client *cl) {
         }
         uint64_t g = atomic_fetch_add(&s->gen, 1) + 1;
         pthread_cond_broadcast(&s->cond);
+        rs_rc_server_kick_pollers(s); /* a blocked poller must see the generation to ack it */
         for (;;) {
             int all = 1;
             for (uint32_t i = 0; i < s->nthreads; i++)
@@ -210,6 +211,7 @@ static int client_attach(rs_rc_server *s, srv_client *cl, const uint8_t *body, u
     atomic_fetch_add(&s->clients_open, 1);
     atomic_fetch_add(&s->lanes_open, cl->qps);
     pthread_cond_broadcast(&s->cond);
+    rs_rc_server_kick_pollers(s); /* its new lanes have no doorbell set yet */
     pthread_mutex_unlock(&s->lock);
     free(out);
     free(rq);

@@ -32,6 +32,7 @@ typedef struct rc_prof {
     uint64_t found_get; /* GET requests a poller found (served itself or handed to a worker) */
     uint64_t response_payload_writes, response_payload_sg_writes, response_payload_sg_wrs,
         response_status_writes, response_payload_bytes, bytes_in;
+    uint64_t client_wakes; /* responses after which a sleeping client was woken (shm) */
 } __attribute__((aligned(64))) rc_prof;
 
 /* Per-thread counters: written by their one thread, read by the profile thread. Relaxed atomic
@@ -92,10 +93,20 @@ typedef struct poller {
     rc_prof prof;
     /* idle behaviour, exported in the server stats: where the backoff is, naps taken, idle
      * rounds spent spinning or yielding (a poller asleep for good adds naps, never those) */
-    _Atomic int idle_state; /* RC_POLLER_WORKING .. RC_POLLER_PARKED */
+    _Atomic int idle_state; /* RC_POLLER_WORKING .. RC_POLLER_BLOCKED */
     _Atomic uint64_t naps, awake_idle_rounds;
+    /* shm: futex sleeps on the lanes' doorbells entered, and those a client's doorbell ended */
+    _Atomic uint64_t blocks, doorbell_wakes;
+    uint32_t kick;    /* futex word (private, __atomic): bumped to wake a blocked poller */
+    int waitv_absent; /* the kernel has no futex_waitv: nap instead */
 } poller;
-enum { RC_POLLER_WORKING = 0, RC_POLLER_SPINNING = 1, RC_POLLER_NAPPING = 2, RC_POLLER_PARKED = 3 };
+enum {
+    RC_POLLER_WORKING = 0,
+    RC_POLLER_SPINNING = 1,
+    RC_POLLER_NAPPING = 2,
+    RC_POLLER_PARKED = 3,
+    RC_POLLER_BLOCKED = 4
+};
 
 typedef struct task {
     srv_lane *lane;
@@ -178,6 +189,14 @@ static inline uint8_t *lane_staging(const srv_lane *ln, uint32_t slot) {
  * the caller's thread slot for the shard handler; counters go to pf. */
 void rs_rc_server_serve_slot(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq,
                              unsigned tslot, rc_prof *pf);
+
+/* Wake every poller blocked on its doorbells (lanes changed, stop): rc_server.c. */
+void rs_rc_server_kick_pollers(rs_rc_server *s);
+
+/* The lane's doorbell: the first tail word of its request slot 0 (rc.h). */
+static inline uint32_t *lane_doorbell(const srv_lane *ln) {
+    return (uint32_t *)(uintptr_t)(ln->region.addr + RS_RC_SLEEP_WORD_OFFSET(ln->req_bytes));
+}
 
 /* The control plane thread (rc_server_ctrl.c); arg is the rs_rc_server. */
 void *rs_rc_server_ctrl_main(void *arg);

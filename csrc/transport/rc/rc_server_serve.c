@@ -3,7 +3,8 @@
  * (rs_rc_server_serve_slot, called by the pollers and the GET workers of rc_server.c): check the
  * descriptor against the lane, decode the PSRequest, run the shard handler or one of the GET paths
  * (staging_copy into the response staging slot, direct_sg straight from the value store, the fake
- * GET modes), and answer: optional payload write, then the status word with the seq last.
+ * GET modes), and answer: optional payload write, then the status word with the seq last, then
+ * (shm) a wake of the client when its waiter word says it sleeps.
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
@@ -61,6 +62,12 @@ static void finish(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq, i
         BUMP(pf->response_status_writes, 1);
     s->fab->poll(ln->ep, wc, 16);
     pthread_spin_unlock(&ln->wlock);
+    if (s->fab->shared_futex) {
+        uint32_t *waiter = s->fab->remote_window(
+            ln->ep, raddr + RS_RC_SLEEP_WORD_OFFSET(ln->resp_bytes), sizeof *waiter);
+        uint64_t *seqw = s->fab->remote_window(ln->ep, raddr + ln->resp_bytes - 8, 8);
+        if (waiter && seqw && rs_rc_wake_waiter(waiter, seqw)) BUMP(pf->client_wakes, 1);
+    }
     BUMP(pf->response_payload_bytes, bytes);
     if (t0) {
         BUMP(pf->complete_ns, rs_now_ns() - t0);

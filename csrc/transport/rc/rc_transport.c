@@ -104,6 +104,9 @@ static void rc_stats(void *state, rs_ps_transport_stats *out) {
     out->pollers_sleeping = s.pollers_sleeping;
     out->poller_naps = s.poller_naps;
     out->poller_awake_idle_rounds = s.poller_awake_idle_rounds;
+    out->poller_blocks = s.poller_blocks;
+    out->poller_doorbell_wakes = s.poller_doorbell_wakes;
+    out->client_wakes = s.client_wakes;
 }
 
 const rs_ps_server_ops rs_shm_server_ops = {.name = "shm",

@@ -282,8 +282,9 @@ class ShmEndToEndTest(unittest.TestCase):
 
     def test_idle_adaptive_pollers_fall_asleep_and_stay_asleep(self):
         """Behaviour, not CPU seconds (which measure the machine): once the lanes go idle, every
-        adaptive poller reaches its napping (or parked) state, and while the server stays idle
-        none of them wakes to spin or yield again, yet they keep taking naps (still polling)."""
+        adaptive poller reaches its sleeping state (on shm: blocked on its lanes' doorbells), and
+        while the server stays idle none of them wakes to spin or yield again; a request then
+        rings the doorbell, wakes its poller and is answered."""
         srv = _ps.Server(transport="shm", host="127.0.0.1", port=0, shard=0, num_shards=1,
                          index_type="DRAM_PET_HASH", value_size=64, capacity=1000, num_threads=2,
                          max_keys_per_request=1000, extra="")
@@ -297,10 +298,15 @@ class ShmEndToEndTest(unittest.TestCase):
                 self.assertEqual(before["pollers_sleeping"], 2, before)
                 time.sleep(0.5)  # an idle interval under observation, not synchronisation
                 after = srv.stats()
-            self.assertEqual(after["pollers_sleeping"], 2, after)
-            self.assertEqual(after["poller_awake_idle_rounds"], before["poller_awake_idle_rounds"],
-                             "an idle poller woke up to spin or yield")
-            self.assertGreater(after["poller_naps"], before["poller_naps"], "pollers stopped polling")
+                self.assertEqual(after["pollers_sleeping"], 2, after)
+                self.assertEqual(after["poller_awake_idle_rounds"],
+                                 before["poller_awake_idle_rounds"],
+                                 "an idle poller woke up to spin or yield")
+                self.assertGreaterEqual(after["poller_blocks"], 2, after)  # futex, not naps
+                rows = ps.get(np.arange(1, 5, dtype=np.uint64))
+                woken = srv.stats()
+            self.assertEqual(rows.shape[0], 4)
+            self.assertGreater(woken["poller_doorbell_wakes"], after["poller_doorbell_wakes"], woken)
         finally:
             srv.stop()
 
