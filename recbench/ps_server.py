@@ -27,6 +27,7 @@ import sys
 
 from recbench import _ps, errors, rc_options
 from recbench.cli_flags import tls_options
+from recbench.kv_bench import HUGE_PAGES
 from recbench.ps_config import ConfigError, PSConfig, load_config
 from recbench.transports import default_port
 
@@ -63,6 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "SSD_EXTENDIBLE_HASH")
     p.add_argument("--value_size", type=int, default=None, help="row bytes (default 512)")
     p.add_argument("--capacity", type=int, default=None, help="keys per shard (default 1000000)")
+    p.add_argument("--huge_pages", default="auto", choices=HUGE_PAGES,
+                   help="pages of the shard's index and value slab: auto (default: explicit 2 MiB "
+                   "pages when the hugetlb pool has room, else transparent huge pages advised), "
+                   "explicit (hugetlb or fail), thp, off (4 KiB)")
     p.add_argument("--num_threads", type=int, default=None,
                    help="transport worker threads per shard (default 1)")
     p.add_argument("--max_keys_per_request", type=int, default=None,
@@ -154,6 +159,7 @@ def resolve(args, cfg: PSConfig | None) -> list[dict]:
             "load_checkpoint": args.load_checkpoint, "sync": args.sync,
             "auth_token_file": args.auth_token_file,
             "checkpoint_root": args.checkpoint_root,
+            "huge_pages": args.huge_pages,
         })
     rc_options.apply_server(args, transport, out)
     tls = tls_options(transport, {"tls_cert": args.tls_cert, "tls_key": args.tls_key})
@@ -210,11 +216,14 @@ def serve(settings: list[dict], out=sys.stdout) -> int:
                     os.makedirs(d, exist_ok=True)
             srv = _ps.Server(**{k: v for k, v in s.items() if k != "shard_label"})
             servers.append((srv, s.get("shard_label", s["shard"])))
+            st = srv.stats()
             print(f"component=ps_server event=ready transport={s['transport']} "
                   f"shard={s.get('shard_label', s['shard'])} "
                   f"host={s['host']} port={srv.port} num_shards={s['num_shards']} "
                   f"value_size={s['value_size']} index_type={s['index_type']} "
-                  f"num_threads={s['num_threads']} pid={os.getpid()}", file=out, flush=True)
+                  f"num_threads={s['num_threads']} pid={os.getpid()} "
+                  f"huge_pages={s['huge_pages']} index_pages={st['index_pages']} "
+                  f"slab_pages={st['slab_pages']}", file=out, flush=True)
         sig = wait_for_stop()
         log.info("received signal %s, stopping", sig)
     finally:

@@ -6,8 +6,11 @@
  *          index_type="DRAM_PET_HASH", value_size=512, capacity=1000000, num_threads=1,
  *          max_keys_per_request=500, path=None, max_body_bytes=0, extra=None,
  *          max_connections=0, load_checkpoint=None, sync="none", auth_token_file=None,
- *          checkpoint_root=None)
+ *          checkpoint_root=None, huge_pages="auto")
  *   .port  .transport  .shard  .value_size   .stats() -> dict   .stop()   context manager
+ *
+ * huge_pages (auto | explicit | thp | off) picks the pages of the engine's DRAM regions (kv.h);
+ * stats() reports it with the pages the index and the value slab got (index_pages, slab_pages).
  *
  * Ownership: the object owns the shard and the transport state; stop() (or dealloc) stops the
  * transport first (joining its threads) and then closes the shard, so no thread touches a closed
@@ -28,6 +31,7 @@ typedef struct {
     uint16_t port;
     uint32_t shard_id, value_size;
     char transport[16];
+    rs_kv_huge_pages huge_pages; /* what the shard's engine was asked for */
 } ServerObject;
 
 static void Server_close(ServerObject *self) {
@@ -62,18 +66,19 @@ static int Server_init(ServerObject *self, PyObject *args, PyObject *kwds) {
                              "sync",
                              "auth_token_file",
                              "checkpoint_root",
+                             "huge_pages",
                              NULL};
     const char *transport = "brpc", *host = "127.0.0.1", *index_type = "DRAM_PET_HASH";
     const char *path = NULL, *extra = NULL, *load_dir = NULL, *sync = "none", *token_file = NULL;
-    const char *ckpt_root = NULL;
+    const char *ckpt_root = NULL, *huge = "auto";
     unsigned int port = 0, shard = 0, num_shards = 1, value_size = RS_PS_DEFAULT_VALUE_SIZE;
     unsigned int num_threads = 1;
     unsigned int max_keys = RS_PS_DEFAULT_BATCH_KEYS, max_conns = 0;
     unsigned long long capacity = 1000000, max_body = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|ssIIIsIKIIzKzIzszz", kwlist, &transport, &host,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|ssIIIsIKIIzKzIzszzs", kwlist, &transport, &host,
                                      &port, &shard, &num_shards, &index_type, &value_size,
                                      &capacity, &num_threads, &max_keys, &path, &max_body, &extra,
-                                     &max_conns, &load_dir, &sync, &token_file, &ckpt_root))
+                                     &max_conns, &load_dir, &sync, &token_file, &ckpt_root, &huge))
         return -1;
     if (self->state || self->shard) {
         PyErr_SetString(PyExc_RuntimeError, "Server is already started");
@@ -98,6 +103,8 @@ static int Server_init(ServerObject *self, PyObject *args, PyObject *kwds) {
         .checkpoint_root = ckpt_root};
     rc = rs_kv_sync_parse(sync, &sc.kv.sync, &sc.kv.sync_interval_ms, &err);
     if (rc) return rs_py_raise_int(rc, "sync", &err);
+    rc = rs_kv_huge_pages_parse(huge, &sc.kv.huge_pages, &err);
+    if (rc) return rs_py_raise_int(rc, "huge_pages", &err);
     rs_auth_token token = {0};
     if (token_file && (rc = rs_auth_token_load(token_file, &token, &err)))
         return rs_py_raise_int(rc, "auth_token_file", &err);
@@ -138,6 +145,7 @@ static int Server_init(ServerObject *self, PyObject *args, PyObject *kwds) {
     self->port = ops->bound_port(state);
     self->shard_id = shard;
     self->value_size = value_size;
+    self->huge_pages = sc.kv.huge_pages;
     snprintf(self->transport, sizeof self->transport, "%s", ops->name);
     memset(&token, 0, sizeof token); /* the transport keeps its own copy */
     return 0;
@@ -161,8 +169,11 @@ static PyObject *Server_stats(ServerObject *self, PyObject *noargs) {
     rs_ps_transport_stats ts;
     rs_ps_shard_get_stats(self->shard, &st);
     self->ops->stats(self->state, &ts);
+    rs_kv_memory mem;
+    rs_kv_get_memory(rs_ps_shard_kv(self->shard), &mem);
     return Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,"
+        "s:s,s:s,s:s}",
         "handled_get", (unsigned long long)st.handled_get, "handled_put",
         (unsigned long long)st.handled_put, "handled_update", (unsigned long long)st.handled_update,
         "handled_command", (unsigned long long)st.handled_command, "handled_error",
@@ -178,7 +189,9 @@ static PyObject *Server_stats(ServerObject *self, PyObject *noargs) {
         "poller_awake_idle_rounds", (unsigned long long)ts.poller_awake_idle_rounds,
         "poller_blocks", (unsigned long long)ts.poller_blocks, "poller_doorbell_wakes",
         (unsigned long long)ts.poller_doorbell_wakes, "client_wakes",
-        (unsigned long long)ts.client_wakes);
+        (unsigned long long)ts.client_wakes, "huge_pages", rs_kv_huge_pages_name(self->huge_pages),
+        "index_pages", mem.index_pages ? mem.index_pages : "?", "slab_pages",
+        mem.slab_pages ? mem.slab_pages : "?");
 }
 
 static PyObject *Server_enter(ServerObject *self, PyObject *noargs) {
