@@ -770,11 +770,13 @@ static uint64_t stress(fixture *fx, const char *client_extra) {
 }
 
 /* Waiters that sleep at once (no spinning or yielding) on both sides: every wait and every idle
- * poller goes through the futex, the stress must still lose nothing. */
+ * poller goes through the futex, the stress must still lose nothing. Two pollers and three QPs per
+ * client: a client's lanes 0 and 2 share a poller and lane 0's doorbell. */
 static void test_immediate_sleepers_lose_nothing(void) {
     fixture fx;
-    fx_start(&fx, "idle_spin_rounds=0;idle_yield_rounds=0", 1);
-    uint64_t blocks = stress(&fx, "idle_spin_rounds=0;idle_yield_rounds=0");
+    fx_start(&fx, "idle_spin_rounds=0;idle_yield_rounds=0", 2);
+    uint64_t blocks =
+        stress(&fx, "idle_spin_rounds=0;idle_yield_rounds=0;qps_per_client_per_shard=3");
     rs_rc_server_stats st;
     rs_rc_server_get_stats(fx.srv, &st);
     RS_CHECK(blocks > 0);

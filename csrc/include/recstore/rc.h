@@ -34,6 +34,9 @@
  *   request slot 0's tail [slot-64, slot-60)  the lane's doorbell: 1 while the lane's poller
  *                      sleeps; a client that commits a request and finds it 1 clears it and wakes
  *                      the poller (futex on the doorbell)
+ *                      [slot-60, slot-56)  bell lane: the QP index of the client's lane whose
+ *                      doorbell stands for this one (its poller watches one doorbell per client;
+ *                      written by the server before the attach reply, read by the client once)
  * Both sides publish, fence (seq_cst), then read the other's word, so one of them always sees the
  * other: a wake-up cannot be lost. Verbs peers never touch these words (a NIC cannot wake a futex);
  * their waiters spin, then nap.
@@ -311,6 +314,7 @@ int rs_rc_backoff_should_block(const rs_rc_backoff *b);
 
 /* Offsets of the sleep words inside a slot (see the layout at the top). */
 #define RS_RC_SLEEP_WORD_OFFSET(slot_bytes) ((size_t)(slot_bytes)-RS_RC_TAIL_BYTES)
+#define RS_RC_BELL_LANE_OFFSET(slot_bytes)  (RS_RC_SLEEP_WORD_OFFSET(slot_bytes) + 4)
 
 /* Client: sleep until the status seq word `seq` equals `want` or timeout_ns passes, announcing
  * the sleep in `waiter` (both in the client's region of a shared_futex fabric). Returns 0 when the

@@ -77,7 +77,8 @@ struct rs_rc_client {
     rs_rc_ep **eps;
     rs_rc_ep_meta *peers;
     uint64_t *next_seq; /* per QP */
-    uint32_t **bell;    /* per QP: the lane's doorbell in the server's region (shm), else NULL */
+    uint32_t **bell;    /* per QP: the doorbell to ring after a commit on it, in the server's
+                         * region (shm; the one of the lane named by its bell lane word), or NULL */
     cl_slot *slot;      /* qps x slots */
     uint32_t *fifo;     /* pending (qp * slots + slot) in submission order */
     uint32_t f_head, f_tail;
@@ -243,11 +244,21 @@ int rs_rc_client_connect(const rs_rc_fabric_ops *fab, const char *host, uint16_t
         }
         if ((rc = fab->ep_connect(c->eps[q], &rp->lanes[q], err))) goto fail;
         c->peers[q] = rp->lanes[q];
-        if (fab->shared_futex && fab->remote_window && c->o.poll_mode == RS_RC_POLL_ADAPTIVE)
-            c->bell[q] = fab->remote_window(
-                c->eps[q], rp->lanes[q].region_addr + RS_RC_SLEEP_WORD_OFFSET(c->req_bytes), 4);
     }
     c->client_id = rp->client_id;
+    if (fab->shared_futex && fab->remote_window && c->o.poll_mode == RS_RC_POLL_ADAPTIVE)
+        for (uint32_t q = 0; q < c->qps; q++) {
+            const uint32_t *w = fab->remote_window(
+                c->eps[q], c->peers[q].region_addr + RS_RC_BELL_LANE_OFFSET(c->req_bytes), 4);
+            uint32_t k = w ? __atomic_load_n(w, __ATOMIC_RELAXED) : UINT32_MAX;
+            if (k >= c->qps) {
+                rc = rs_error_set(err, RS_EPROTO, "RC server %s: lane %u names bell lane %u of %u",
+                                  c->peer, q, k, c->qps);
+                goto fail;
+            }
+            c->bell[q] = fab->remote_window(
+                c->eps[k], c->peers[k].region_addr + RS_RC_SLEEP_WORD_OFFSET(c->req_bytes), 4);
+        }
     if ((rc = rs_rc_ctrl_send(c->fd, RS_RC_MSG_ATTACHED, NULL, 0, err))) goto fail;
     c->prof_last_ns = rs_now_ns();
     free(rq);

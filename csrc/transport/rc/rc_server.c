@@ -21,8 +21,9 @@
  * sleeps on a condition variable; an idle one backs off (rc_poll.c): it spins, yields, then on shm
  * sleeps in futex_waitv on the doorbells of all its lanes plus a private kick word (lane changes
  * and stop bump it), after setting each doorbell to 1 and rescanning once; a client that commits
- * a request to a lane whose doorbell is 1 wakes it (rc_client.c). With more lanes than
- * futex_waitv takes, on verbs, or on a kernel without futex_waitv it naps instead.
+ * a request to a lane whose doorbell is 1 wakes it (rc_client.c); a client's lanes on one poller
+ * share one doorbell. With more clients than futex_waitv takes (127), on verbs, or on a kernel
+ * without futex_waitv it naps instead.
  *
  * Hot-path counters are per poller/worker (cache-line separated); the profile thread reads them
  * racily and prints interval deltas.
@@ -146,13 +147,22 @@ static int poller_block(poller *p) {
     uint32_t *words[RS_FUTEX_WAITV_MAX];
     uint32_t expect[RS_FUTEX_WAITV_MAX];
     uint8_t shared[RS_FUTEX_WAITV_MAX];
-    uint32_t n = p->nlanes;
+    uint32_t n = 0;
     uint32_t kick = __atomic_load_n(&p->kick, __ATOMIC_ACQUIRE);
-    for (uint32_t i = 0; i < n; i++) {
-        words[i] = lane_doorbell(p->lanes[i]);
-        expect[i] = 1;
-        shared[i] = 1;
-        __atomic_store_n(words[i], 1, __ATOMIC_RELAXED);
+    for (uint32_t i = 0; i < p->nlanes; i++) {
+        const srv_lane *ln = p->lanes[i];
+        if (ln->qp != lane_bell_qp(ln, s->nthreads)) continue; /* rings its client's first lane */
+        if (n == RS_FUTEX_WAITV_MAX - 1) { /* more clients than futex_waitv takes: nap instead */
+            for (uint32_t k = 0; k < n; k++)
+                __atomic_store_n(words[k], 0, __ATOMIC_RELAXED);
+            p->waitv_full = 1;
+            return 0;
+        }
+        words[n] = lane_doorbell(ln);
+        expect[n] = 1;
+        shared[n] = 1;
+        __atomic_store_n(words[n], 1, __ATOMIC_RELAXED);
+        n++;
     }
     words[n] = &p->kick;
     expect[n] = kick;
@@ -194,7 +204,10 @@ static void *poller_main(void *arg) {
     int workers = s->o.get_workers > 0;
     int can_block = s->fab->shared_futex && s->o.poll_mode == RS_RC_POLL_ADAPTIVE;
     while (!atomic_load_explicit(&s->stop, memory_order_relaxed)) {
-        if (atomic_load_explicit(&s->gen, memory_order_acquire) != p->gen_seen) poller_refresh(p);
+        if (atomic_load_explicit(&s->gen, memory_order_acquire) != p->gen_seen) {
+            poller_refresh(p);
+            p->waitv_full = 0; /* count the clients again at the next sleep */
+        }
         if (p->nlanes == 0) {
             atomic_store_explicit(&p->idle_state, RC_POLLER_PARKED, memory_order_relaxed);
             pthread_mutex_lock(&s->lock);
@@ -248,7 +261,7 @@ static void *poller_main(void *arg) {
             atomic_store_explicit(&p->idle_state, RC_POLLER_WORKING, memory_order_relaxed);
         } else {
             BUMP(pf->empty_scan_rounds, 1);
-            if (can_block && !p->waitv_absent && p->nlanes < RS_FUTEX_WAITV_MAX &&
+            if (can_block && !p->waitv_absent && !p->waitv_full &&
                 rs_rc_backoff_should_block(&bo)) {
                 /* after a doorbell, spin again; after a timeout or a kick, sleep again at once */
                 if (poller_block(p)) rs_rc_backoff_busy(&bo);

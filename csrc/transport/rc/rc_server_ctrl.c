@@ -171,6 +171,10 @@ static int client_attach(rs_rc_server *s, srv_client *cl, const uint8_t *body, u
             goto reject;
         }
         if ((rc = s->fab->alloc_region(s->f, lane_len, &ln->region, &err))) goto reject;
+        if (s->fab->shared_futex) /* before the reply: the client reads it once, after */
+            __atomic_store_n(
+                (uint32_t *)(uintptr_t)(ln->region.addr + RS_RC_BELL_LANE_OFFSET(ln->req_bytes)),
+                lane_bell_qp(ln, s->nthreads), __ATOMIC_RELAXED);
         if ((rc = s->fab->ep_create(s->f, &ln->region, &ln->ep, &rp->lanes[q], &err))) goto reject;
         if ((rc = s->fab->ep_connect(ln->ep, &rq->lanes[q], &err))) goto reject;
         ln->peer = rq->lanes[q];

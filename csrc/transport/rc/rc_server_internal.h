@@ -99,6 +99,7 @@ typedef struct poller {
     _Atomic uint64_t blocks, doorbell_wakes;
     uint32_t kick;    /* futex word (private, __atomic): bumped to wake a blocked poller */
     int waitv_absent; /* the kernel has no futex_waitv: nap instead */
+    int waitv_full;   /* more clients than futex_waitv takes (until the lanes change): nap */
 } poller;
 enum {
     RC_POLLER_WORKING = 0,
@@ -193,9 +194,14 @@ void rs_rc_server_serve_slot(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint6
 /* Wake every poller blocked on its doorbells (lanes changed, stop): rc_server.c. */
 void rs_rc_server_kick_pollers(rs_rc_server *s);
 
-/* The lane's doorbell: the first tail word of its request slot 0 (rc.h). */
+/* The lane's doorbell: the first tail word of its request slot 0 (rc.h). A client's lanes on one
+ * poller share the doorbell of the first of them, QP index qp % thread_num (lanes go to poller
+ * (client_id + qp) % thread_num): a poller sleeps on one word per client, not per lane. */
 static inline uint32_t *lane_doorbell(const srv_lane *ln) {
     return (uint32_t *)(uintptr_t)(ln->region.addr + RS_RC_SLEEP_WORD_OFFSET(ln->req_bytes));
+}
+static inline uint32_t lane_bell_qp(const srv_lane *ln, uint32_t nthreads) {
+    return ln->qp % nthreads;
 }
 
 /* The control plane thread (rc_server_ctrl.c); arg is the rs_rc_server. */
