@@ -7,23 +7,15 @@ import unittest
 
 from ps_testlib import ROOT, NoLeftoverServers, PSServerProcess, python_env
 
-from recbench import _ps, errors
+from recbench import _ps, build, errors
 
 
 def hugetlb_free_pages() -> int:
-    with open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("HugePages_Free:"):
-                return int(line.split()[1])
-    return 0
+    return build.huge_pages()["hugetlb_free_2m"] or 0
 
 
 def thp_enabled() -> bool:
-    try:
-        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
-            return "[never]" not in f.read()
-    except OSError:
-        return False
+    return build.huge_pages()["thp"] in ("always", "madvise")
 
 
 class HugePagesTest(NoLeftoverServers, unittest.TestCase):
