@@ -25,6 +25,9 @@ _COMMON = [
     ("--rdma_rc_idle_yield_rounds", "idle_yield_rounds", int,
      ("adaptive poll mode: idle rounds spent yielding before sleeping (shm: a futex sleep the "
       "peer ends; verbs: naps) (default 256)")),
+    ("--rdma_rc_idle_spin_us", "idle_spin_us", int,
+     ("adaptive poll mode: spinning and yielding end this many microseconds into an idle streak "
+      "(default 100; 0 = only the round counts)")),
     ("--rdma_rc_profile_interval_ms", "profile_interval_ms", int,
      "print rdma_rc_*_profile lines every N ms (0 = off; profiling costs throughput)"),
     ("--rdma_rc_inline_bytes", "inline_bytes", int, "writes up to N bytes go inline (verbs; default 64)"),

@@ -248,6 +248,7 @@ typedef struct rs_rc_options {
     uint32_t wait_spin_iterations;
     uint32_t idle_spin_rounds;    /* adaptive backoff: idle rounds of cpu pause (2000) */
     uint32_t idle_yield_rounds;   /* then rounds of sched_yield (256), then sleep or nap */
+    uint32_t idle_spin_us;        /* ... or once this long idle (100 us; 0 = rounds only) */
     uint32_t profile_interval_ms; /* 0 = off */
     uint32_t get_workers;         /* server GET workers (0) */
     uint32_t max_keys;            /* server: largest key_count accepted (0 = slot-limited) */
@@ -289,9 +290,11 @@ const char *rs_rc_fake_get_name(rs_rc_fake_get m);
  * a round that found nothing, busy() after one that found work. */
 #define RS_RC_IDLE_SPIN_ROUNDS  2000u
 #define RS_RC_IDLE_YIELD_ROUNDS 256u
+#define RS_RC_IDLE_SPIN_US      100u
 typedef struct rs_rc_backoff {
     rs_rc_poll_mode mode;
     uint32_t spin_rounds, yield_rounds; /* from the options */
+    uint64_t budget_ns, idle_t0;        /* idle_spin_us; when the idle streak began */
     uint32_t idle_rounds;
     uint64_t sleep_ns;
     uint64_t max_nap_ns; /* longest nap (1 ms; waiters with a request in flight use less) */

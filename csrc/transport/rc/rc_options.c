@@ -31,6 +31,7 @@ void rs_rc_options_default(rs_rc_options *o) {
     o->poll_mode = RS_RC_POLL_ADAPTIVE;
     o->idle_spin_rounds = RS_RC_IDLE_SPIN_ROUNDS;
     o->idle_yield_rounds = RS_RC_IDLE_YIELD_ROUNDS;
+    o->idle_spin_us = RS_RC_IDLE_SPIN_US;
     o->get_mode = RS_RC_GET_AUTO;
     o->fake_get = RS_RC_FAKE_NONE;
     o->ib_port = 1;
@@ -123,6 +124,7 @@ static int apply(rs_rc_options *o, const char *k, const char *v, rs_error *err) 
     U32("wait_spin_iterations", wait_spin_iterations, 0, 1u << 30);
     U32("idle_spin_rounds", idle_spin_rounds, 0, 1u << 30);
     U32("idle_yield_rounds", idle_yield_rounds, 0, 1u << 30);
+    U32("idle_spin_us", idle_spin_us, 0, 10000000u);
     U32("profile_interval_ms", profile_interval_ms, 0, RS_TRANSPORT_OPTION_MAX_MS);
     U32("server_get_workers", get_workers, 0, 64);
     U32("max_keys_per_request", max_keys, 0, 1u << 24);
@@ -186,16 +188,16 @@ static int apply(rs_rc_options *o, const char *k, const char *v, rs_error *err) 
                                 v);
         return 0;
     }
-    return rs_error_set(
-        err, RS_EINVAL,
-        "unknown RC option '%s' (known: qps_per_client_per_shard, slots_per_qp, "
-        "request_slot_bytes, response_slot_bytes, inline_bytes, wait_timeout_ms, "
-        "wait_spin_iterations, idle_spin_rounds, idle_yield_rounds, profile_interval_ms, "
-        "server_get_workers, "
-        "max_keys_per_request, control_plane_timeout_ms, bind_core_offset, "
-        "bind_core_stride, numa_id, device, ib_port, gid_index, skip_client_copy, "
-        "poll_mode, get_response_mode, fake_get_mode)",
-        k);
+    return rs_error_set(err, RS_EINVAL,
+                        "unknown RC option '%s' (known: qps_per_client_per_shard, slots_per_qp, "
+                        "request_slot_bytes, response_slot_bytes, inline_bytes, wait_timeout_ms, "
+                        "wait_spin_iterations, idle_spin_rounds, idle_yield_rounds, idle_spin_us, "
+                        "profile_interval_ms, "
+                        "server_get_workers, "
+                        "max_keys_per_request, control_plane_timeout_ms, bind_core_offset, "
+                        "bind_core_stride, numa_id, device, ib_port, gid_index, skip_client_copy, "
+                        "poll_mode, get_response_mode, fake_get_mode)",
+                        k);
 }
 
 static int apply_item(void *ctx, const char *key, const char *val, rs_error *err) {

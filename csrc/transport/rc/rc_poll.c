@@ -2,7 +2,8 @@
  * rc_poll.c — how RC pollers and waiters spend idle time, and where their threads run.
  *
  * Adaptive backoff (the default): after an idle round the caller spins (cpu pause) for
- * idle_spin_rounds rounds (2000), then yields for idle_yield_rounds rounds (256), then sleeps with
+ * idle_spin_rounds rounds (2000), then yields for idle_yield_rounds rounds (256), both within
+ * idle_spin_us (100 us) of the first idle round, then sleeps with
  * naps that double from 2 us up to 1 ms. Work found resets it. So a loaded poller never sleeps, an
  * idle one costs about a thousand short wake-ups per second (well under 0.02 CPU-s/s), and new work
  * is seen within one nap (<= 1 ms, microseconds while the backoff is still spinning or yielding).
@@ -39,6 +40,8 @@ void rs_rc_backoff_init(rs_rc_backoff *b, const rs_rc_options *o) {
     b->mode = o->poll_mode;
     b->spin_rounds = o->idle_spin_rounds;
     b->yield_rounds = o->idle_yield_rounds;
+    b->budget_ns = (uint64_t)o->idle_spin_us * 1000u;
+    b->idle_t0 = 0;
     b->idle_rounds = 0;
     b->sleep_ns = 0;
     b->max_nap_ns = RS_RC_NAP_MAX_NS;
@@ -50,6 +53,15 @@ void rs_rc_backoff_idle(rs_rc_backoff *b) {
     if (b->mode == RS_RC_POLL_BUSY) {
         rs_cpu_relax();
         return;
+    }
+    uint32_t awake = b->spin_rounds + b->yield_rounds;
+    if (b->budget_ns && r <= awake) {
+        /* the time budget ends spinning and yielding early: a round of a poller with many lanes
+         * is long, and a yield on a busy CPU lasts another thread's time slice */
+        if (r == 1)
+            b->idle_t0 = rs_now_ns();
+        else if ((r & 15) == 0 && rs_now_ns() - b->idle_t0 >= b->budget_ns)
+            r = b->idle_rounds = awake;
     }
     if (r <= b->spin_rounds) {
         rs_cpu_relax();
