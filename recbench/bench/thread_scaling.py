@@ -1,0 +1,203 @@
+"""Thread scaling of the PS transports on one host: keys/s, CPU seconds and p99 against client
+threads (1, 2, 4, 8, 16) and server threads (1, 2, 4), with the issue-16 goals evaluated.
+
+`tools/benchmarks/bench_thread_scaling.py [--transports brpc,grpc,shm] [--out-dir DIR] ...` runs,
+for each server thread count S, the parameter sweep of recbench.bench.sweep_ps over
+`--client-threads-per-process` (the runner, tools/benchmarks/run_benchmark_ps.py, once per point,
+every transport in the same run, with `--server-worker-threads S --server-rdma-threads S`). It
+writes DIR/server_threads_S/ (the sweep's points, sweep.csv, sweep.rate.png, sweep.cpu.png),
+DIR/thread_scaling.csv (one row per transport, server threads and client threads) and
+DIR/thread_scaling_goals.csv (one row per transport and server threads), and prints the goals.
+
+Goals (issue 16), per transport and server thread count:
+* throughput: at the largest client thread count keys/s >= 90 % of the best keys/s over the range;
+* p99 within Little's law: a closed loop with N requests in flight completing X requests/s has a
+  mean latency of W = N / X (Little's law); requests served in turn all see about W, so a p99 far
+  above W means some threads wait while others are served (starvation, the symptom of spinning
+  waiters on oversubscribed cores). The goal is p99 <= LITTLE_P99_FACTOR x W at the largest
+  client thread count; both numbers are reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+
+from recbench import analysis, records
+from recbench.bench import sweep_ps
+from recbench.launch import SOURCE_ROOT
+
+log = logging.getLogger("recbench.bench.thread_scaling")
+
+THROUGHPUT_GOAL = 0.90
+LITTLE_P99_FACTOR = 2.0
+
+SCALING_COLUMNS = ["transport", "server_threads", "client_threads", "status", "key_ops_per_sec",
+                   "frac_of_best", "p99_us", "little_us", "p99_over_little", "in_flight_requests",
+                   "client_cpu_s", "server_cpu_s", "keys_per_cpu_sec", "summary_csv"]
+GOAL_COLUMNS = ["transport", "server_threads", "best_key_ops_per_sec", "best_client_threads",
+                "max_client_threads", "key_ops_per_sec_at_max", "frac_of_best_at_max",
+                "throughput_goal_met", "p99_us_at_max", "little_us_at_max", "p99_over_little_at_max",
+                "p99_goal_met"]
+
+
+def parse_ints(text: str, what: str) -> list[int]:
+    try:
+        vals = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"{what} '{text}' is not a comma list of integers (e.g. 1,2,4)") from None
+    if not vals or any(v < 1 for v in vals) or len(set(vals)) != len(vals):
+        raise ValueError(f"{what} '{text}' needs distinct integers >= 1")
+    return sorted(vals)
+
+
+def scaling_rows(sweep_rows: list[dict], server_threads: int, prefetch_depth: int,
+                 batch_keys: int) -> list[dict]:
+    """thread_scaling.csv rows of one server thread count from its sweep rows (param
+    client-threads-per-process): fraction of the transport's best keys/s, Little's-law latency of
+    the in-flight count (client threads x prefetch depth requests of batch_keys keys)."""
+    best: dict[str, float] = {}
+    for r in sweep_rows:
+        if r.get("status") == "success":
+            best[r["transport"]] = max(best.get(r["transport"], 0.0), r["key_ops_per_sec"])
+    out = []
+    for r in sweep_rows:
+        threads = int(r["value"])
+        row = dict(transport=r["transport"], server_threads=server_threads, client_threads=threads,
+                   status=r["status"], in_flight_requests=threads * prefetch_depth,
+                   summary_csv=r.get("summary_csv", ""))
+        if r.get("status") == "success":
+            rate = r["key_ops_per_sec"]
+            little = row["in_flight_requests"] * batch_keys / rate * 1e6 if rate > 0 else None
+            row.update(key_ops_per_sec=rate, frac_of_best=rate / best[r["transport"]],
+                       p99_us=r["p99_us"], little_us=little,
+                       p99_over_little=r["p99_us"] / little if little else None,
+                       client_cpu_s=r["client_cpu_s"], server_cpu_s=r["server_cpu_s"],
+                       keys_per_cpu_sec=r["keys_per_cpu_sec"])
+        out.append(row)
+    return out
+
+
+def goal_rows(rows: list[dict]) -> list[dict]:
+    """One row per (transport, server threads): the goals at the largest client thread count."""
+    out = []
+    keys = sorted({(r["transport"], r["server_threads"]) for r in rows})
+    for transport, st in keys:
+        g = [r for r in rows if r["transport"] == transport and r["server_threads"] == st]
+        ok = [r for r in g if r["status"] == "success"]
+        top = max(r["client_threads"] for r in g)
+        at = [r for r in ok if r["client_threads"] == top]
+        row = dict(transport=transport, server_threads=st, max_client_threads=top)
+        if ok:
+            b = max(ok, key=lambda r: r["key_ops_per_sec"])
+            row.update(best_key_ops_per_sec=b["key_ops_per_sec"], best_client_threads=b["client_threads"])
+        if at:
+            a = at[0]
+            row.update(key_ops_per_sec_at_max=a["key_ops_per_sec"], frac_of_best_at_max=a["frac_of_best"],
+                       throughput_goal_met=a["frac_of_best"] >= THROUGHPUT_GOAL,
+                       p99_us_at_max=a["p99_us"], little_us_at_max=a["little_us"],
+                       p99_over_little_at_max=a["p99_over_little"],
+                       p99_goal_met=a["p99_over_little"] is not None
+                       and a["p99_over_little"] <= LITTLE_P99_FACTOR)
+        else:
+            row.update(throughput_goal_met=False, p99_goal_met=False)
+        out.append(row)
+    return out
+
+
+def _fmt(_col, v):
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return "" if v is None else str(v)
+
+
+def goals_text(goals: list[dict]) -> str:
+    head = (f"goals at the largest client thread count: keys/s >= {THROUGHPUT_GOAL:.0%} of the best; "
+            f"p99 <= {LITTLE_P99_FACTOR:g} x Little's-law latency (in-flight requests / request rate)")
+    cols = (f"{'transport':<10} {'srv thr':>7} {'best M/s':>9} {'@thr':>5} {'M/s @max':>9} {'frac':>6} "
+            f"{'goal':>5} {'p99 ms':>8} {'W ms':>8} {'p99/W':>6} {'goal':>5}")
+    lines = [head, cols]
+    for g in goals:
+        if "key_ops_per_sec_at_max" not in g:
+            lines.append(f"{g['transport']:<10} {g['server_threads']:>7} (no successful run at "
+                         f"{g['max_client_threads']} client threads)")
+            continue
+        lines.append(
+            f"{g['transport']:<10} {g['server_threads']:>7} {g['best_key_ops_per_sec'] / 1e6:>9.3f} "
+            f"{g['best_client_threads']:>5} {g['key_ops_per_sec_at_max'] / 1e6:>9.3f} "
+            f"{g['frac_of_best_at_max']:>6.2f} {_fmt(0, g['throughput_goal_met']):>5} "
+            f"{g['p99_us_at_max'] / 1e3:>8.1f} {g['little_us_at_max'] / 1e3:>8.1f} "
+            f"{g['p99_over_little_at_max']:>6.2f} {_fmt(0, g['p99_goal_met']):>5}")
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="bench_thread_scaling.py", allow_abbrev=False,
+        description="PS keys/s, CPU seconds and p99 against client and server threads, per transport; "
+                    "flags not listed here are passed to run_benchmark_ps.py unchanged.")
+    ap.add_argument("--transports", default="brpc,grpc,shm")
+    ap.add_argument("--client-threads", default="1,2,4,8,16")
+    ap.add_argument("--server-threads", default="1,2,4")
+    ap.add_argument("--record-count", type=int, default=100000)
+    ap.add_argument("--value-size", type=int, default=512)
+    ap.add_argument("--batch-keys", type=int, default=500)
+    ap.add_argument("--prefetch-depth", type=int, default=4)
+    ap.add_argument("--runtime-seconds", type=float, default=4.0)
+    ap.add_argument("--warmup-seconds", type=float, default=1.0)
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--out-dir", type=Path, default=None,
+                    help="output directory (default results/thread_scaling_MMDDHHMM)")
+    ap.add_argument("--runner", type=Path, default=sweep_ps.DEFAULT_RUNNER)
+    return ap
+
+
+def main(argv=None) -> int:
+    logging.basicConfig(level=logging.INFO, format="[thread_scaling] %(message)s")
+    ap = build_parser()
+    args, passthrough = ap.parse_known_args(argv)
+    try:
+        client_threads = parse_ints(args.client_threads, "--client-threads")
+        server_threads = parse_ints(args.server_threads, "--server-threads")
+    except ValueError as e:
+        ap.error(str(e))
+    for name in ("--client-threads-per-process", "--server-worker-threads", "--server-rdma-threads"):
+        if any(a.split("=", 1)[0] == name for a in passthrough):
+            ap.error(f"{name} is set per point; give --client-threads / --server-threads")
+    out = args.out_dir or SOURCE_ROOT / "results" / f"thread_scaling_{time.strftime('%m%d%H%M')}"
+    out.mkdir(parents=True, exist_ok=True)
+    common = ["--transports", args.transports, "--record-count", str(args.record_count),
+              "--value-size", str(args.value_size), "--batch-keys", str(args.batch_keys),
+              "--prefetch-depth", str(args.prefetch_depth),
+              "--runtime-seconds", str(args.runtime_seconds),
+              "--warmup-seconds", str(args.warmup_seconds), "--repeat", str(args.repeat),
+              "--client-load-threads-per-process", "2", *passthrough]
+    rows, failed = [], 0
+    for st in server_threads:
+        d = out / f"server_threads_{st}"
+        sweep, bad = sweep_ps.run_sweep(
+            "client-threads-per-process", [str(t) for t in client_threads], d,
+            common + ["--server-worker-threads", str(st), "--server-rdma-threads", str(st)],
+            runner=args.runner)
+        failed += bad
+        rows += scaling_rows(sweep, st, args.prefetch_depth, args.batch_keys)
+        records.write_csv(out / "thread_scaling.csv", SCALING_COLUMNS, rows, _fmt)
+        df = analysis.load_sweep(d / "sweep.csv")
+        if (df["status"] == "success").any():
+            rate, cpu = analysis.plot_sweep(df, d / "sweep.rate.png", d / "sweep.cpu.png")
+            print(f"[output] server_threads={st} rate_png={rate} cpu_png={cpu}")
+    goals = goal_rows(rows)
+    records.write_csv(out / "thread_scaling_goals.csv", GOAL_COLUMNS, goals, _fmt)
+    print(goals_text(goals))
+    print(f"[output] thread_scaling_csv={out / 'thread_scaling.csv'}")
+    print(f"[output] goals_csv={out / 'thread_scaling_goals.csv'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""tools/benchmarks/bench_thread_scaling.py: the goal arithmetic (fraction of the best keys/s,
+Little's-law latency of the in-flight count) on known sweep rows, argument checks, and a small
+end-to-end run through the real PS runner (brpc, 1 and 2 client threads, 1 server thread)."""
+
+import csv
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+from recbench.bench import thread_scaling as ts
+
+ROOT = Path(__file__).resolve().parents[3]
+TOOL = ROOT / "tools" / "benchmarks" / "bench_thread_scaling.py"
+
+
+def sweep_row(transport, threads, rate, p99):
+    return dict(param="client-threads-per-process", value=str(threads), transport=transport,
+                status="success", repeats=1, key_ops_per_sec=rate, key_ops_per_sec_std=0.0,
+                p99_us=p99, client_cpu_s=1.0, server_cpu_s=2.0, keys_per_cpu_sec=rate / 3,
+                summary_csv="x")
+
+
+class GoalArithmeticTest(unittest.TestCase):
+    def test_fraction_and_littles_law(self):
+        # 100 keys per request, depth 2: 16 threads keep 32 requests in flight; at 1.6M keys/s
+        # (16000 requests/s) Little's law gives W = 32 / 16000 s = 2000 us
+        rows = ts.scaling_rows([sweep_row("SHM", 1, 1.0e6, 300.0), sweep_row("SHM", 16, 1.6e6, 3000.0),
+                                sweep_row("SHM", 4, 2.0e6, 900.0), sweep_row("BRPC", 1, 1.0e6, 100.0),
+                                sweep_row("BRPC", 16, 0.5e6, 20000.0)],
+                               server_threads=2, prefetch_depth=2, batch_keys=100)
+        at16 = {r["transport"]: r for r in rows if r["client_threads"] == 16}
+        self.assertEqual(at16["SHM"]["in_flight_requests"], 32)
+        self.assertAlmostEqual(at16["SHM"]["little_us"], 2000.0)
+        self.assertAlmostEqual(at16["SHM"]["frac_of_best"], 0.8)
+        self.assertAlmostEqual(at16["SHM"]["p99_over_little"], 1.5)
+        goals = {g["transport"]: g for g in ts.goal_rows(rows)}
+        self.assertEqual(goals["SHM"]["best_client_threads"], 4)
+        self.assertFalse(goals["SHM"]["throughput_goal_met"])  # 0.8 < 0.9
+        self.assertTrue(goals["SHM"]["p99_goal_met"])          # 1.5 <= 2
+        self.assertFalse(goals["BRPC"]["throughput_goal_met"])
+        self.assertFalse(goals["BRPC"]["p99_goal_met"])        # W = 6400 us, p99 3.1 x W
+        self.assertIn("SHM", ts.goals_text(ts.goal_rows(rows)))
+
+    def test_failed_point_fails_the_goal(self):
+        rows = ts.scaling_rows([sweep_row("GRPC", 1, 1.0e6, 100.0),
+                                dict(param="client-threads-per-process", value="16", transport="GRPC",
+                                     status="failed", repeats=0)],
+                               server_threads=1, prefetch_depth=1, batch_keys=10)
+        (g,) = ts.goal_rows(rows)
+        self.assertFalse(g["throughput_goal_met"])
+        self.assertFalse(g["p99_goal_met"])
+        self.assertIn("no successful run", ts.goals_text([g]))
+
+    def test_bad_thread_lists(self):
+        for text in ("", "0,1", "1,1", "a"):
+            with self.assertRaises(ValueError):
+                ts.parse_ints(text, "--client-threads")
+        self.assertEqual(ts.parse_ints("4,1,2", "--server-threads"), [1, 2, 4])
+
+    def test_swept_flags_are_refused(self):
+        r = subprocess.run([sys.executable, str(TOOL), "--client-threads-per-process", "3"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--client-threads", r.stderr)
+
+
+class ThreadScalingEndToEndTest(unittest.TestCase):
+    def test_small_run_through_the_runner(self):
+        out = Path(tempfile.mkdtemp(prefix="rb_scaling_"))
+        try:
+            r = subprocess.run([sys.executable, str(TOOL), "--transports", "brpc", "--client-threads",
+                                "1,2", "--server-threads", "1", "--runtime-seconds", "1",
+                                "--warmup-seconds", "0", "--record-count", "2000", "--batch-keys", "16",
+                                "--prefetch-depth", "2", "--out-dir", str(out)],
+                               capture_output=True, text=True, timeout=300)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            with open(out / "thread_scaling.csv") as f:
+                rows = list(csv.DictReader(f))
+            self.assertEqual(sorted(int(x["client_threads"]) for x in rows), [1, 2])
+            self.assertEqual({x["transport"] for x in rows}, {"BRPC"})
+            for x in rows:
+                self.assertEqual(int(x["in_flight_requests"]), 2 * int(x["client_threads"]))
+                if x["status"] == "success":
+                    self.assertGreater(float(x["key_ops_per_sec"]), 0)
+                    self.assertAlmostEqual(float(x["little_us"]),
+                                           int(x["in_flight_requests"]) * 16
+                                           / float(x["key_ops_per_sec"]) * 1e6, delta=1.0)
+            with open(out / "thread_scaling_goals.csv") as f:
+                (goal,) = list(csv.DictReader(f))
+            self.assertEqual((goal["transport"], goal["max_client_threads"]), ("BRPC", "2"))
+            self.assertIn(goal["throughput_goal_met"], ("yes", "no"))
+            self.assertIn("goals at the largest client thread count", r.stdout)
+            if any(x["status"] == "success" for x in rows):  # a point may fail under load
+                self.assertIn("rate_png=", r.stdout)
+                self.assertTrue((out / "server_threads_1" / "sweep.rate.png").read_bytes()
+                                .startswith(b"\x89PNG"), r.stdout)
+        finally:
+            shutil.rmtree(out)
+
+
+if __name__ == "__main__":
+    unittest.main()
