@@ -20,6 +20,7 @@ from typing import Any, Union
 from recbench.runner.config import (
     bind_core_offset,
     build_benchmark_cmd,
+    build_recstore_server_cmd,
     build_server_cmd,
     flag_name,
 )
@@ -29,6 +30,9 @@ from recbench.runner.topology import Topology
 from recbench.transports import Transport
 
 READY_MARKER = "event=ready"
+# RecStore's ps_server: `Server [shard <k>] listening on <addr>` (gRPC), `bRPC Server ... listening
+# on ...`; what its own launcher waits for
+RECSTORE_READY_MARKER = "listening on"
 LOADED_MARKER = "PS_BENCHMARK_LOADED"
 SERVER_MODULE = "recbench.ps_server"
 CLIENT_MODULE = "recbench.ps_bench"
@@ -178,18 +182,26 @@ def build_case(plan: Plan, transport: Transport, repeat: int, topo: Topology,
                         None if place.remote else cwd_local)
 
     servers = []
-    for s in topo.servers:
+    binary = plan.execution.server_binary
+    for s in topo.launched_servers():
         place = place_of(s.ssh_host)
-        prog = _program(place, SERVER_MODULE, plan.execution.server_binary, local_root,
-                        local_python)
+        prog = _program(place, SERVER_MODULE, binary, local_root, local_python)
         offset = bind_core_offset(plan, transport, "server", s.server_index, place.cores)
+        log_path = logs / "server" / f"server_{s.server_index}.log"
+        if binary:  # a RecStore-compatible ps_server: RecStore's flags, its ready line too
+            cmd = build_recstore_server_cmd(plan, transport, s, place.config_path, prog)
+            servers.append(ProcSpec(f"server_{s.server_index}", "server", s.server_index,
+                                    place.label, tuple(cmd),
+                                    process_env(place, cwd_local, offset), str(log_path), None,
+                                    (READY_MARKER, RECSTORE_READY_MARKER),
+                                    None if place.remote else cwd_local))
+            continue
         cmd = build_server_cmd(plan, transport, s, len(topo.servers), place.config_path, prog,
                                offset)
         # one data directory per shard process (file-backed indexes must not share files)
         cmd.append(f"--data_path={place.data_base}/shard_{s.shard}")
         servers.append(spec("server", s.server_index, place, cmd, offset, SERVER_MODULE,
-                            logs / "server" / f"server_{s.server_index}.log", None,
-                            (READY_MARKER,)))
+                            log_path, None, (READY_MARKER,)))
     clients = []
     for c in topo.clients:
         place = place_of(c.ssh_host)

@@ -36,7 +36,6 @@ from recbench.runner import case as case_procs
 from recbench.runner import preflight, report, results
 from recbench.runner.case import (
     LOADED_MARKER,
-    READY_MARKER,
     SECURITY_FILES,
     Case,
     HostPlace,
@@ -198,7 +197,7 @@ class Session:
         plan = self.plan
         ports_by_host: dict[str, set[tuple[str, int]]] = {}
         for topo in topologies.values():
-            for s in topo.servers:
+            for s in topo.launched_servers():
                 ports_by_host.setdefault(self.host(s.ssh_host).label(), set()).add((s.host, s.port))
             for c in topo.clients:
                 ports_by_host.setdefault(self.host(c.ssh_host).label(), set())
@@ -241,6 +240,8 @@ class Session:
         if not problems:
             for module, binary in (("recbench.ps_server", plan.execution.server_binary),
                                    ("recbench.ps_bench", plan.execution.benchmark_binary)):
+                if module == "recbench.ps_server" and binary:
+                    continue  # a RecStore-compatible binary: its --help is not asked (gflags)
                 self.program_flags(host, self.launcher(host, module, binary))
         return problems
 
@@ -307,14 +308,14 @@ class Session:
             "runtime_seconds": plan.workload.runtime_seconds,
             "distribution": plan.workload.distribution, "mode": plan.workload.mode,
             "index_type": plan.servers.index_type, "row_kind": plan.row_kind,
-            "wire": plan.workload.wire,
+            "wire": plan.workload.wire, "server_impl": plan.server_impl,
             "build_type": self._build_type(topo), "client_index": -1, "phase": "",
             **lab_facts.row_labels(transport.label, [self.facts.get(lbl, {})
                                                      for lbl in self._topo_labels(topo)]),
         }
 
     def _topo_labels(self, topo: Topology) -> list[str]:
-        return sorted({self.host(s.ssh_host).label() for s in topo.servers}
+        return sorted({self.host(s.ssh_host).label() for s in topo.launched_servers()}
                       | {self.host(c.ssh_host).label() for c in topo.clients})
 
     def _build_type(self, topo: Topology) -> str:
@@ -323,9 +324,13 @@ class Session:
         return ";".join(types)
 
     def case_skip_reason(self, transport: Transport, topo: Topology) -> str | None:
-        labels = sorted({self.host(s.ssh_host).label() for s in topo.servers}
-                        | {self.host(c.ssh_host).label() for c in topo.clients})
-        for lbl in labels if not self.plan.execution.server_binary else ():
+        labels = self._topo_labels(topo)
+        # recbench's transports are needed where recbench's programs run: every client, and the
+        # servers unless a --server-binary serves
+        ours = sorted({self.host(c.ssh_host).label() for c in topo.clients}
+                      | ({self.host(s.ssh_host).label() for s in topo.launched_servers()}
+                         if not self.plan.execution.server_binary else set()))
+        for lbl in ours:
             missing = self.facts.get(lbl, {}).get("transports", {}).get(transport.name)
             if missing:
                 return f"recbench on {lbl} has no {transport.name} transport: {missing}"
@@ -339,8 +344,7 @@ class Session:
         return None
 
     def host_level_problems(self, topo: Topology) -> list[str]:
-        labels = sorted({self.host(s.ssh_host).label() for s in topo.servers}
-                        | {self.host(c.ssh_host).label() for c in topo.clients})
+        labels = self._topo_labels(topo)
         problems = []
         for lbl in labels:
             problems += self.host_problems.get(lbl, [])
@@ -379,8 +383,10 @@ class Session:
 
     def case_problems(self, topo: Topology, transport: Transport | None = None) -> list[str]:
         problems = self.fabric_problems(transport, topo) if transport else []
-        for spec, module, binary in ([(s, "recbench.ps_server", self.plan.execution.server_binary)
-                                      for s in topo.servers]
+        # a --server-binary is RecStore's kind of program (gflags: --help exits 1), so its
+        # --help is not asked; recbench's own programs must answer theirs
+        for spec, module, binary in ([(s, "recbench.ps_server", "") for s in topo.launched_servers()
+                                      if not self.plan.execution.server_binary]
                                      + [(c, "recbench.ps_bench", self.plan.execution.benchmark_binary)
                                         for c in topo.clients]):
             host = self.host(spec.ssh_host)
@@ -391,7 +397,11 @@ class Session:
                 msg = f"{binary or module} cannot run on {host.label()}: {flags['__error__']}"
                 if msg not in problems:
                     problems.append(msg)
-        for s in topo.servers:
+        for s in topo.servers if topo.external else ():
+            if not _port_accepts(s.host, s.port):
+                problems.append(f"--server-endpoints: {format_hostport(s.host, s.port)} does not "
+                                "accept TCP connections from this host (is the deployment up?)")
+        for s in topo.launched_servers():
             facts = self.facts.get(self.host(s.ssh_host).label(), {})
             state = facts.get("ports", {}).get(f"{s.host}:{s.port}")
             if state == "in use":
@@ -444,7 +454,8 @@ class Session:
         (data_root / "value").mkdir(parents=True, exist_ok=True)
         cond = threading.Condition()
         servers, clients = [], []
-        server_logs = [str(logs / "server" / f"server_{s.server_index}.log") for s in topo.servers]
+        server_logs = [str(logs / "server" / f"server_{s.server_index}.log")
+                       for s in topo.launched_servers()]
         try:
             try:
                 config_paths = self._place_configs(topo, config, case["config_path"], remote_dir)
@@ -487,7 +498,7 @@ class Session:
         """Config path per host label; remote hosts get the config through ssh stdin, with data
         paths under the remote runtime directory (not this host's paths)."""
         paths = {}
-        for spec in topo.servers + topo.clients:
+        for spec in topo.launched_servers() + topo.clients:
             host = self.host(spec.ssh_host)
             if host.label() in paths:
                 continue
@@ -530,7 +541,7 @@ class Session:
         return paths
 
     def _remove_remote_dir(self, topo: Topology, remote_dir: str) -> None:
-        for label in sorted({self.host(s.ssh_host).label() for s in topo.servers + topo.clients}):
+        for label in self._topo_labels(topo):
             host = self.hosts[label]
             if host.remote:
                 try:
@@ -549,14 +560,17 @@ class Session:
         host_of: dict[str, str] = {}
         flags: dict[str, dict[str, ProgramFlags]] = {}
         ex = self.plan.execution
-        for module, binary, specs in ((case_procs.SERVER_MODULE, ex.server_binary, topo.servers),
+        for module, binary, specs in ((case_procs.SERVER_MODULE, ex.server_binary,
+                                       topo.launched_servers()),
                                       (case_procs.CLIENT_MODULE, ex.benchmark_binary, topo.clients)):
             for spec in specs:
                 host = self.host(spec.ssh_host)
                 host_of[spec.ssh_host or ""] = host.label()
                 seen = flags.setdefault(host.label(), {})
                 if module not in seen:  # only the programs a host runs
-                    seen[module] = self.program_flags(host, self.launcher(host, module, binary))
+                    seen[module] = (None if module == case_procs.SERVER_MODULE and binary
+                                    else self.program_flags(host,
+                                                            self.launcher(host, module, binary)))
         for label, programs in flags.items():
             host = self.hosts[label]
             places[label] = HostPlace(
@@ -584,27 +598,28 @@ class Session:
         start = time.monotonic()
         deadline = start + plan.execution.cluster_timeout
         ready = set()
+        launched = topo.launched_servers()
         while True:
             with cond:
                 for i, p in enumerate(servers):
-                    if READY_MARKER in p.seen:
+                    if any(m in p.seen for m in p.markers):  # its ready line (spec.markers)
                         ready.add(i)
                     elif p.exited():
-                        return (f"server {topo.servers[i].server_index} on {p.host.label()} exited "
+                        return (f"server {launched[i].server_index} on {p.host.label()} exited "
                                 f"with code {p.returncode} before it was ready: "
                                 f"{_tail(p.stdout_log)}")
                 if len(ready) == len(servers):
                     return None
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    missing = [topo.servers[i].server_index for i in range(len(servers))
+                    missing = [launched[i].server_index for i in range(len(servers))
                                if i not in ready]
                     return (f"servers {missing} not ready within --cluster-timeout "
                             f"{plan.execution.cluster_timeout:g}s")
                 probing = time.monotonic() - start >= plan.execution.startup_delay
                 cond.wait(min(left, 0.25) if probing else min(left, plan.execution.startup_delay))
             if time.monotonic() - start >= plan.execution.startup_delay:
-                for i, s in enumerate(topo.servers):
+                for i, s in enumerate(launched):
                     if i not in ready and _port_accepts(s.host, s.port):
                         ready.add(i)
 
@@ -742,6 +757,9 @@ class Session:
             "client_plan": {t.label: self.plan.topology(t).client_plan()
                             for t in self.plan.transports},
             "rdma_get_response_mode": self.plan.rc.get_response_mode,
+            # what the rows measured: the clients' wire and the servers' implementation
+            "wire": self.plan.workload.wire, "server_impl": self.plan.server_impl,
+            "server_endpoints": self.plan.execution.server_endpoints,
             "hosts": self.facts, "host_problems": self.host_problems,
             "not_forwarded_derived_flags": sorted(self.not_forwarded),
             "cases": self.cases, "processes": REGISTRY.history,
