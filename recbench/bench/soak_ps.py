@@ -36,7 +36,7 @@ import time
 
 import numpy as np
 
-from recbench import _ps, procfs
+from recbench import _ps, procfs, transports
 from recbench.launch import LineProcess, PSServerLauncher
 from recbench.ps_client import PSClient
 
@@ -236,7 +236,7 @@ def soak_transport(transport: str, seconds: float, args, out=sys.stdout) -> dict
         uri = f"{transport}://" + ",".join(f"127.0.0.1:{s.port}" for s in servers)
         idle_fds = [procfs.open_fds(s.pid) for s in servers]
         opts = {"timeout_ms": 10000, "prefetch_depth": 2}
-        if transport in ("shm", "rdma"):  # small lanes: many clients attach and detach
+        if transports.get(transport).rc:  # small lanes: many clients attach and detach
             opts["transport_options"] = ("qps_per_client_per_shard=2;slots_per_qp=2;"
                                          "request_slot_bytes=65536;response_slot_bytes=65536")
         base = 1 << 40

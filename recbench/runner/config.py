@@ -152,10 +152,12 @@ def scoped_transport_options(text: str, transport: str) -> str:
             continue
         head, sep, rest = item.partition(":")
         if sep and "=" not in head:
-            if head.lower() not in transports.NAMES:
+            try:
+                scope = transports.get(head).name
+            except transports.UnknownTransport:
                 raise ValueError(f"--transport-options item '{item}': unknown transport "
-                                 f"'{head}' (known: {', '.join(transports.NAMES)})")
-            if head.lower() == transport.lower():
+                                 f"'{head}' (known: {', '.join(transports.NAMES)})") from None
+            if transport and scope == transports.get(transport).name:
                 out.append(rest)
         else:
             out.append(item)

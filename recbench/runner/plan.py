@@ -519,7 +519,7 @@ def build_plan(a: argparse.Namespace, explicit: frozenset[str] = frozenset()) ->
         raise PlanError(f"client_processes_per_ip must be >= 1, got {a.client_processes_per_ip}")
     names = normalize_transport_list(a.transports)
     ts = tuple(transports.get(n) for n in names)
-    other = [n for n in names if n not in ("BRPC", "GRPC")]
+    other = [t.label for t in ts if not t.recstore_wire]
     if getattr(a, "wire", "native") == "recstore" and other:
         raise PlanError(f"--wire recstore: RecStore's wire exists on brpc and grpc only, not "
                         f"{', '.join(other)}")

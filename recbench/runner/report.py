@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from recbench import records
+from recbench import records, transports
 from recbench.runner.results import FAILURE_STATUSES
 
 log = logging.getLogger("recbench.runner.report")
@@ -291,8 +291,9 @@ def render(run_config: Mapping[str, Any], rows: Sequence[Row], totals: Sequence[
     means = {t["transport"]: t for t in totals if t.get("repeat_index") == "mean"
              and t.get("phase") == "run" and _num(t.get("key_ops_per_sec")) is not None}
     if means:
-        base_rate = _num(means["BRPC"]["key_ops_per_sec"]) if "BRPC" in means else None
-        out.append("| transport | run M keys/s (repeat 均值) | 标准差 | payload GB/s | 相对 BRPC "
+        base = transports.get("brpc").label
+        base_rate = _num(means[base]["key_ops_per_sec"]) if base in means else None
+        out.append(f"| transport | run M keys/s (repeat 均值) | 标准差 | payload GB/s | 相对 {base} "
                    "| row_kind |")
         out.append("|---|---:|---:|---:|---:|---|")
         for name, t in means.items():

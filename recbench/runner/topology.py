@@ -100,14 +100,10 @@ def parse_csv_list(text: str | Iterable[str] | None) -> list[str]:
 
 def normalize_transport_list(items: str | Iterable[str] | None) -> list[str]:
     """Upper-case labels, de-duplicated (first occurrence wins), of the transports named."""
-    out = []
-    for item in parse_csv_list(items):
-        try:
-            name = transports.get(item).label
-        except transports.UnknownTransport as e:
-            raise TopologyError(str(e)) from None
-        if name not in out:
-            out.append(name)
+    try:
+        out = [t.label for t in transports.parse_list(",".join(parse_csv_list(items)))]
+    except transports.UnknownTransport as e:
+        raise TopologyError(str(e)) from None
     if not out:
         raise TopologyError("no transport given: --transports needs at least one of "
                             f"{', '.join(transports.NAMES)}")
