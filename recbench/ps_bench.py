@@ -48,7 +48,7 @@ log = logging.getLogger("recbench.ps_bench")
 
 SKIP_EXIT_CODE = 77
 DEFAULT_SEED = 0x9E3779B97F4A7C15
-MAX_TARGET_RATE = 1e7  # RS_PACING_MAX_RATE (csrc/include/recstore/pacing.h)
+MAX_TARGET_RATE = _ps.PACING_MAX_RATE  # RS_PACING_MAX_RATE (csrc/include/recstore/pacing.h)
 RC_TRANSPORTS = transports.RC_NAMES
 
 

@@ -38,10 +38,11 @@ from recbench.runner.topology import (
 )
 from recbench.transports import RC_SSH_CONTROL_PLANE_PORT, Transport
 
-try:  # the C bench loops' row limit (RS_PS_BENCH_MAX_VALUE_SIZE)
-    from recbench._ps import BENCH_MAX_VALUE_SIZE
-except ImportError:  # no build here: preflight reports that; only the C side can check the limit
+try:  # the C bench loops' limits: row size (RS_PS_BENCH_MAX_VALUE_SIZE), open-loop rate
+    from recbench._ps import BENCH_MAX_VALUE_SIZE, PACING_MAX_RATE  # (RS_PACING_MAX_RATE)
+except ImportError:  # no build here: preflight reports that; only the C side can check the limits
     BENCH_MAX_VALUE_SIZE = None
+    PACING_MAX_RATE = float("inf")
 
 DEFAULT_RDMA_FETCH_QPS = 16
 DEFAULT_RDMA_FETCH_SLOTS = 1
@@ -54,7 +55,7 @@ RESPONSE_MODES = ("auto", "direct_sg", "staging_copy")
 # --report-mode values recbench's ps_bench implements (it prints one summary per phase); the
 # others are forwarded only to a --benchmark-binary, whose --help must list the flag.
 PS_BENCH_REPORT_MODES = ("summary",)
-MAX_TARGET_RATE = 1e7  # RS_PACING_MAX_RATE (csrc/include/recstore/pacing.h): batches/s per process
+MAX_TARGET_RATE: float = PACING_MAX_RATE  # batches/s per client process (recbench._ps)
 
 
 class PlanError(ValueError):
