@@ -5,7 +5,8 @@ Steps, each PASS/FAIL/SKIP with a one-line detail, all labelled with the acceler
   verbs_tests   src/test/scripts/test_rc_verbs.py in guest A (the RC protocol over rxe)
   perftest      ib_write_bw / ib_write_lat, server in guest A, client in guest B: the reference
   runner_rdma   run_benchmark_ps.py --execution-backend ssh --remote-sync check, server in guest
-                A, client in guest B ("Canonical two-host RDMA PET_HASH run", scaled down)
+                A, a client in each other guest (B; B and C with 3 guests, through the lab's
+                switch) ("Canonical two-host RDMA PET_HASH run", scaled down)
   runner_rpc    the same for grpc,brpc ("Canonical two-host GRPC/BRPC smoke")     [--rpc]
   local_smoke   "Local RDMA smoke" run by the runner inside guest A               [--local-smoke]
 Then it writes lab.json and lab.md in --out: the steps, the runner's rdma GET figures beside
@@ -15,6 +16,7 @@ results under emulation, not NIC performance.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import datetime
@@ -33,7 +35,7 @@ from recbench.lab.kernel import LabError
 log = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parents[2]
 PY = REPO / ".venv" / "bin" / "python"
-PERFTEST_BW = "ib_write_bw -d rxe0 -x {gid} -F -s 65536 -D 3 --report_gbits"
+PERFTEST_BW = "ib_write_bw -d rxe0 -x {gid} -F -s 65536 -n 256 --report_gbits"
 PERFTEST_LAT = "ib_write_lat -d rxe0 -x {gid} -F -s 64 -n 1000"
 # RC settings a 2-vCPU emulated guest holds (the seed's capacity shapes scaled down)
 RC_SMALL = ["--prefetch-depth", "4", "--rdma-rc-qps-per-client-per-shard", "4",
@@ -182,10 +184,10 @@ class Suite:
                 "--runtime-seconds", str(self.runtime_s), "--repeat", "1",
                 "--cluster-timeout", "240", "--client-timeout", "600", "--output-dir", str(out)]
         if ssh:
-            a, b = (self.lab.guest(n).spec.ip for n in ("lab-a", "lab-b"))
             argv += ["--execution-backend", "ssh", "--remote-sync", "check",
                      "--ssh-config", str(self.lab.ssh_config)]
-            argv = [str(x).replace("{A}", a).replace("{B}", b) for x in argv]
+            for g in self.lab.guests:  # {A} -> lab-a's link address, ...
+                argv = [str(x).replace("{" + g.name[-1].upper() + "}", g.spec.ip) for x in argv]
             res = subprocess.run([sys.executable, *argv], cwd=REPO, capture_output=True, text=True,
                                  timeout=1500, stdin=subprocess.DEVNULL, check=False)
             text = res.stdout + res.stderr
@@ -213,9 +215,12 @@ class Suite:
     def runner_rdma(self):
         if self.lab.n < 2:
             return "SKIP", "needs two guests", {}
+        # one client guest per guest after A: with 3-4 guests they share the link's switch
+        clients = ",".join(f"{i}:root@{{{g.name[-1].upper()}}}"
+                           for i, g in enumerate(self.lab.guests[1:]))
         return self._runner("runner_rdma", [
             "--transports", "rdma", "--server-plan", "0:root@{A}:25000:0",
-            "--client-plan", "0:root@{B}", "--record-count", "20000", "--value-size", "512",
+            "--client-plan", clients, "--record-count", "20000", "--value-size", "512",
             "--batch-keys", "500", "--index-type", "DRAM_PET_HASH", *RC_SMALL,
             "--rdma-rc-profile-interval-ms", "0", "--rdma-control-plane-port", "25100"])
 
@@ -271,7 +276,7 @@ class Suite:
                   "**not NIC performance**."),
                  "", "| step | status | detail | s |", "|---|---|---|---|"]
         lines += [f"| {s.name} | {s.status} | {s.detail} | {s.seconds} |" for s in self.steps]
-        if cmp_:
+        if cmp_ and None not in cmp_.values():
             lines += ["", "## recbench rdma GET beside perftest (same link, same run)", "",
                       (f"- GET payload {cmp_['rdma_get_payload_gbps']:.4f} Gb/s vs ib_write_bw "
                        f"{cmp_['ib_write_bw_gbps']:.3f} Gb/s: ratio "
@@ -296,7 +301,8 @@ def run_suite(lab: Lab, a) -> int:
     unknown = [n for n in names if n not in (*DEFAULT_STEPS, "runner_rpc", "local_smoke")]
     if unknown:
         raise ValueError(f"--only {','.join(unknown)}: unknown step")
-    with lab:
+    # a lab that is already up (a test's, or `lab up`'s) stays up; otherwise booted and stopped
+    with contextlib.nullcontext(lab) if lab.guests else lab:
         s = Suite(lab, out, a.runtime_seconds)
         print(f"[lab] accel={lab.accel} ({lab.accel_reason}) fabric=rxe netem_rtt_ms="
               f"{lab.netem_rtt_ms} guests="
