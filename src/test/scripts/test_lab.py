@@ -4,9 +4,9 @@ The fast tests check what the lab builds without booting anything (accelerator c
 command line's network isolation, the initramfs archive, the facts that label rows) and the
 switch between real sockets. The lab tests boot three guests once (TCG here; the third makes the
 link go through the lab's switch) and run the suite's CI steps: recbench.rdma in a guest, the
-verbs tests in a guest, perftest between two guests and the
+verbs tests and the RC protocol suite over verbs in a guest, perftest between two guests and the
 runner's rdma run over its ssh backend with the server in lab-a and clients in lab-b and lab-c,
-then check the rows. They skip, with the
+then check the rows; then the network-cut fault test across two kernels. They skip, with the
 reason, where the machine cannot run qemu guests (no qemu, not root, no kernel package
 reachable); a guest that fails to boot is a failure. Set RECBENCH_LAB_TESTS=0 to skip them
 deliberately (they take about ten minutes under TCG).
@@ -19,9 +19,12 @@ import csv
 import gzip
 import json
 import os
+import shlex
 import shutil
 import socket
+import subprocess
 import tempfile
+import time
 import unittest
 from pathlib import Path
 
@@ -197,6 +200,17 @@ def lab_unavailable() -> str | None:
     return None
 
 
+AGAIN = """
+import sys, numpy as np, recbench
+keys = np.arange(1, 101, dtype=np.uint64)
+rows = np.tile(np.arange(16, dtype=np.float32), (100, 1)) + 1
+with recbench.PSClient(sys.argv[1], timeout_ms=int(sys.argv[2])) as c:
+    c.put(keys, rows)
+    assert (c.get(keys) == rows).all()
+print("served again", flush=True)
+"""
+
+
 class LabGuestsTest(unittest.TestCase):
     """One boot of three guests (two on a qemu dgram pair would not need the switch) for every
     real-verbs check CI runs: minutes under TCG."""
@@ -248,6 +262,71 @@ class LabGuestsTest(unittest.TestCase):
         cmp_ = report["comparison"]
         self.assertGreater(cmp_["ib_write_bw_gbps"], 0)
         self.assertGreater(cmp_["get_payload_over_write_bw"], 0)
+
+    def _link_state(self, guest: str) -> str:
+        return self.lab.ssh(guest, "rdma link show rxe0/1", timeout=60).stdout
+
+    def test_2_network_cut_between_two_kernels(self):
+        """The link of lab-b cut (its NIC down: nothing in or out) while an rdma client there is
+        being served by lab-a: the client fails with a timeout naming the server, within its own
+        timeout, no hang; the server lives on and serves lab-b again once the link is back."""
+        from ps_testlib import ROOT, PSServerProcess
+        from test_faults_netcut import CLIENT
+
+        server_ip = self.lab.guest("lab-a").spec.ip
+        nic = self.lab.ssh("lab-b", f"ip -o -4 addr show to {self.lab.guest('lab-b').spec.ip}/32"
+                           " | awk '{print $2}'", timeout=60).stdout.strip()
+        self.assertTrue(nic, "no link NIC in lab-b")
+        timeout_ms = 5000
+        for transport in ("rdma",):  # brpc/grpc cuts: test_faults_netcut.py (one kernel)
+            with self.subTest(transport=transport):
+                srv = PSServerProcess(transport, value_size=64, ready_timeout=180,
+                                      extra_args=["--host", server_ip])
+                srv.args = self.lab.ssh_argv("lab-a", f"cd {ROOT} && exec {shlex.join(srv.args)}")
+                srv.start()
+                self.addCleanup(srv.stop)
+                pid = srv.ready_lines[0]["pid"]  # in lab-a: stopping the local ssh would not stop it
+                self.addCleanup(self.lab.ssh, "lab-a", f"kill -TERM {pid} 2>/dev/null; true", 60,
+                                False)
+                uri = f"{transport}://{server_ip}:{srv.ports[0]}"
+                client = subprocess.Popen(
+                    self.lab.ssh_argv("lab-b", f"cd {ROOT} && exec {suite.PY} -c "
+                                      f"{shlex.quote(CLIENT)} {uri} {timeout_ms}"),
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                    stdin=subprocess.DEVNULL)
+                try:
+                    first = client.stdout.readline()
+                    self.assertTrue(first.startswith("served"),
+                                    f"client in lab-b not served by lab-a: {first!r} "
+                                    f"{client.stderr.read() if client.poll() is not None else ''}")
+                    for line in client.stdout:  # keep going until it has done real work
+                        if line.startswith("served 10"):
+                            break
+                    self.lab.ssh("lab-b", f"ip link set {nic} down", timeout=60)
+                    self.assertIn("state DOWN", self._link_state("lab-b"))
+                    # its timeout is 5 s; ssh and emulation add seconds, not a minute
+                    out, err = client.communicate(timeout=90)
+                finally:
+                    if client.poll() is None:
+                        client.kill()
+                        client.communicate()
+                    self.lab.ssh("lab-b", f"ip link set {nic} up", timeout=60)
+                self.assertEqual(client.returncode, 3, out + err)
+                last = out.strip().splitlines()[-1]
+                net = server_ip.replace(".", r"\.")
+                self.assertRegex(last, rf"^error Timeout: .*{net}:{srv.ports[0]}")
+                self.assertIsNone(srv.proc.poll(), "the server died with the link")
+                deadline = time.monotonic() + 60
+                while "ACTIVE" not in self._link_state("lab-b"):  # rxe follows its netdev up
+                    self.assertLess(time.monotonic(), deadline, "rxe0 in lab-b not ACTIVE again")
+                    time.sleep(0.5)
+                again = self.lab.ssh("lab-b", f"cd {ROOT} && timeout 120 {suite.PY} -c "
+                                     f"{shlex.quote(AGAIN)} {uri} 20000", timeout=180, check=False)
+                self.assertEqual((again.returncode, again.stdout.strip()), (0, "served again"),
+                                 again.stderr[-1000:])
+                self.lab.ssh("lab-a", f"kill -TERM {pid}", timeout=60)
+                srv.proc.wait(timeout=120)  # ssh exits with the server's status
+                self.assertEqual(srv.stop(timeout=60), 0, " | ".join(srv.stderr_lines[-5:]))
 
 
 if __name__ == "__main__":
