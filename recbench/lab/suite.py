@@ -9,6 +9,8 @@ Steps, each PASS/FAIL/SKIP with a one-line detail, all labelled with the acceler
                 switch) ("Canonical two-host RDMA PET_HASH run", scaled down)
   runner_rpc    the same for grpc,brpc ("Canonical two-host GRPC/BRPC smoke")     [--rpc]
   local_smoke   "Local RDMA smoke" run by the runner inside guest A               [--local-smoke]
+  fair_small    "Fair local small matrix across RDMA/GRPC/BRPC" inside guest A    [--seeds]
+  rdma_capacity "Local optimized RDMA GET capacity", scaled down, inside guest A  [--seeds]
 Then it writes lab.json and lab.md in --out: the steps, the runner's rdma GET figures beside
 perftest's as ratios, the accelerator, the kernel and the CPU. These are protocol/correctness
 results under emulation, not NIC performance.
@@ -62,6 +64,9 @@ def add_arguments(p) -> None:
     p.add_argument("--rpc", action="store_true", help="also the two-host grpc,brpc smoke")
     p.add_argument("--local-smoke", action="store_true",
                    help="also the runner's Local RDMA smoke inside guest A")
+    p.add_argument("--seeds", action="store_true",
+                   help="also the seed's fair local rdma,grpc,brpc matrix and the local RDMA GET "
+                        "capacity shape (scaled down) inside guest A")
     p.add_argument("--runtime-seconds", type=float, default=2.0, help="runner run phase")
 
 
@@ -238,6 +243,35 @@ class Suite:
             "--batch-keys", "64", "--rdma-wait-timeout-ms", "8000", *RC_SMALL,
             "--execution-backend", "local"], ssh=False)
 
+    def fair_small(self):
+        """The seed's "Fair local small matrix across RDMA/GRPC/BRPC", as written: it fits."""
+        return self._runner("fair_small", [
+            "--transports", "rdma,grpc,brpc", "--client-ips", "127.0.0.1",
+            "--server-shard-ips", "127.0.0.1", "--client-processes-per-ip", "1",
+            "--record-count", "10000", "--value-size", "128", "--batch-keys", "64",
+            "--client-threads-per-process", "1", "--client-load-threads-per-process", "1",
+            "--execution-backend", "local", "--server-worker-threads", "4",
+            "--server-rdma-threads", "1", "--rdma-rc-server-get-workers", "0",
+            "--rdma-rc-server-coroutines-per-thread", "1", "--rdma-get-response-mode", "auto"],
+            ssh=False)
+
+    def rdma_capacity(self):
+        """The seed's "Local optimized RDMA GET capacity" scaled to a 2-vCPU, 2 GiB guest: its
+        PET_HASH / 512 B / 500-key batches / depth 16 / 16 QPs / 1 slot / no profile / NUMA 0,
+        with 100k records (not 1M), 2 client processes x 1 thread (not 4 x 3), 2 server RDMA
+        threads (not 16) and no core binding (its offsets name cores 0..22)."""
+        return self._runner("rdma_capacity", [
+            "--transports", "rdma", "--client-ips", "127.0.0.1", "--server-shard-ips", "127.0.0.1",
+            "--client-processes-per-ip", "2", "--record-count", "100000", "--value-size", "512",
+            "--batch-keys", "500", "--index-type", "DRAM_PET_HASH",
+            "--client-threads-per-process", "1", "--client-load-threads-per-process", "1",
+            "--execution-backend", "local", "--prefetch-depth", "16",
+            "--rdma-rc-qps-per-client-per-shard", "16", "--rdma-rc-slots-per-qp", "1",
+            "--server-rdma-threads", "2", "--rdma-rc-server-get-workers", "0",
+            "--rdma-rc-server-coroutines-per-thread", "1", "--rdma-get-response-mode", "auto",
+            "--rdma-rc-profile-interval-ms", "0", "--rdma-rc-server-numa-id", "0",
+            "--rdma-rc-client-numa-id", "0"], ssh=False)
+
     # ---- report ---------------------------------------------------------------------------
     def comparison(self) -> dict:
         perf = next((s.data for s in self.steps if s.name == "perftest" and s.status == "PASS"), None)
@@ -288,6 +322,7 @@ class Suite:
 
 
 DEFAULT_STEPS = ("devices", "verbs_tests", "perftest", "runner_rdma")
+SEED_STEPS = ("fair_small", "rdma_capacity")
 
 
 def run_suite(lab: Lab, a) -> int:
@@ -298,7 +333,11 @@ def run_suite(lab: Lab, a) -> int:
         names.append("runner_rpc")
     if a.local_smoke and "local_smoke" not in names:
         names.append("local_smoke")
-    unknown = [n for n in names if n not in (*DEFAULT_STEPS, "runner_rpc", "local_smoke")]
+    for n in SEED_STEPS if getattr(a, "seeds", False) else ():
+        if n not in names:
+            names.append(n)
+    unknown = [n for n in names if n not in (*DEFAULT_STEPS, "runner_rpc", "local_smoke",
+                                             *SEED_STEPS)]
     if unknown:
         raise ValueError(f"--only {','.join(unknown)}: unknown step")
     # a lab that is already up (a test's, or `lab up`'s) stays up; otherwise booted and stopped
