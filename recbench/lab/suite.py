@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import selectors
+import statistics
 import subprocess
 import sys
 import time
@@ -68,6 +69,10 @@ def add_arguments(p) -> None:
                    help="also the seed's fair local rdma,grpc,brpc matrix and the local RDMA GET "
                         "capacity shape (scaled down) inside guest A")
     p.add_argument("--runtime-seconds", type=float, default=2.0, help="runner run phase")
+    p.add_argument("--netem-sweep", default="",
+                   help="comma list of added RTTs in ms (e.g. 0,0.1,1): at each, the two-host "
+                        "rdma run at prefetch depth 1 and 4 and grpc,brpc; medians in lab.md")
+    p.add_argument("--netem-repeats", type=int, default=3, help="runner repeats per RTT")
 
 
 def wait_for_line(proc: subprocess.Popen, needle: str, timeout: float) -> str | None:
@@ -183,10 +188,11 @@ class Suite:
                         f"{typical:.1f} us"), {"write_bw_gbps": gbps, "write_lat_typical_us": typical,
                                                "bw_row": bw, "lat_row": lat}
 
-    def _runner(self, name: str, args: list[str], ssh: bool = True) -> tuple[str, str, dict]:
+    def _runner(self, name: str, args: list[str], ssh: bool = True,
+                repeat: int = 1) -> tuple[str, str, dict]:
         out = self.out / name
         argv = ["tools/benchmarks/run_benchmark_ps.py", *args,
-                "--runtime-seconds", str(self.runtime_s), "--repeat", "1",
+                "--runtime-seconds", str(self.runtime_s), "--repeat", str(repeat),
                 "--cluster-timeout", "240", "--client-timeout", "600", "--output-dir", str(out)]
         if ssh:
             argv += ["--execution-backend", "ssh", "--remote-sync", "check",
@@ -242,6 +248,49 @@ class Suite:
             "--client-processes-per-ip", "1", "--record-count", "10000", "--value-size", "128",
             "--batch-keys", "64", "--rdma-wait-timeout-ms", "8000", *RC_SMALL,
             "--execution-backend", "local"], ssh=False)
+
+    def netem(self, rtt_ms: float, repeat: int) -> tuple[str, str, dict]:
+        """At rtt_ms added round trip (tc netem on both guests' link NICs): the two-host rdma run
+        at prefetch depth 1 and 4, and grpc,brpc, `repeat` times each; medians per row kind."""
+        if self.lab.n < 2:
+            return "SKIP", "needs two guests", {}
+        self.lab.set_netem(rtt_ms)
+        tag = f"{rtt_ms:g}".replace(".", "p")
+        rc = list(RC_SMALL)
+        runs = {}
+        for depth in (1, 4):
+            rc[rc.index("--prefetch-depth") + 1] = str(depth)
+            runs[f"rdma d{depth}"] = self._runner(f"netem_{tag}ms_rdma_d{depth}", [
+                "--transports", "rdma", "--server-plan", "0:root@{A}:25000:0",
+                "--client-plan", "0:root@{B}", "--record-count", "20000", "--value-size", "512",
+                "--batch-keys", "500", "--index-type", "DRAM_PET_HASH", *rc,
+                "--rdma-rc-profile-interval-ms", "0", "--rdma-control-plane-port", "25100"],
+                repeat=repeat)
+        runs["grpc,brpc"] = self._runner(f"netem_{tag}ms_rpc", [
+            "--transports", "grpc,brpc", "--server-plan", "0:root@{A}:15000:0",
+            "--client-plan", "0:root@{B}", "--record-count", "20000", "--value-size", "512",
+            "--batch-keys", "500", "--index-type", "DRAM_PET_HASH",
+            "--client-threads-per-process", "1", "--client-load-threads-per-process", "1",
+            "--server-worker-threads", "2"], repeat=repeat)
+        table = []
+        for kind, (_, _, data) in runs.items():
+            by_t: dict[str, list[dict]] = {}
+            for r in data.get("rows", []):
+                if r["phase"] == "run" and r["status"] == "success":
+                    by_t.setdefault(r["transport"], []).append(r)
+            for t, rows in sorted(by_t.items()):
+                table.append({"rtt_ms": rtt_ms, "transport": t,
+                              "prefetch_depth": kind[-1] if kind.startswith("rdma") else "",
+                              "runs": len(rows),
+                              "median_keys_per_s": statistics.median(
+                                  float(r["key_ops_per_sec"]) for r in rows),
+                              "median_p50_us": statistics.median(float(r["p50_us"]) for r in rows)})
+        failed = [k for k, (st, _, _) in runs.items() if st != "PASS"]
+        detail = "; ".join(f"{x['transport']}{' d' + x['prefetch_depth'] if x['prefetch_depth'] else ''}"
+                           f" {x['median_keys_per_s'] / 1e3:.1f} k keys/s p50 "
+                           f"{x['median_p50_us'] / 1e3:.1f} ms" for x in table)
+        return ("FAIL" if failed else "PASS",
+                (f"failed: {', '.join(failed)}; " if failed else "") + detail, {"table": table})
 
     def fair_small(self):
         """The seed's "Fair local small matrix across RDMA/GRPC/BRPC", as written: it fits."""
@@ -318,6 +367,15 @@ class Suite:
                       (f"- GET p50 {cmp_['rdma_get_p50_us']:.0f} us per {cmp_['batch_keys']}-key "
                        f"batch vs ib_write_lat typical {cmp_['ib_write_lat_typical_us']:.1f} us: "
                        f"ratio {cmp_['get_p50_over_write_lat']:.1f}")]
+        sweep = [row for st in self.steps if st.name.startswith("netem_")
+                 for row in st.data.get("table", [])]
+        if sweep:
+            lines += ["", "## Added round trip (tc netem on the link), run phase, medians", "",
+                      ("| added RTT ms | transport | prefetch depth | runs | median keys/s | "
+                       "median p50 ms |"), "|---|---|---|---|---|---|"]
+            lines += [f"| {x['rtt_ms']:g} | {x['transport']} | {x['prefetch_depth']} | "
+                      f"{x['runs']} | {x['median_keys_per_s']:.0f} | "
+                      f"{x['median_p50_us'] / 1e3:.1f} |" for x in sweep]
         (self.out / "lab.md").write_text("\n".join(lines) + "\n")
 
 
@@ -328,6 +386,9 @@ SEED_STEPS = ("fair_small", "rdma_capacity")
 def run_suite(lab: Lab, a) -> int:
     out = Path(a.out) if a.out else REPO / "results" / datetime.datetime.now().strftime("lab_%m%d%H%M")
     out.mkdir(parents=True, exist_ok=True)
+    sweep = [float(x) for x in getattr(a, "netem_sweep", "").split(",") if x.strip()]
+    if any(not 0 <= x <= 10000 for x in sweep):
+        raise ValueError(f"--netem-sweep {a.netem_sweep}: RTTs in 0..10000 ms")
     names = [n for n in (a.only.split(",") if a.only else DEFAULT_STEPS) if n]
     if a.rpc and "runner_rpc" not in names:
         names.append("runner_rpc")
@@ -350,6 +411,10 @@ def run_suite(lab: Lab, a) -> int:
         for n in names:
             if n != "devices":
                 s.step(n, getattr(s, n))
+        for rtt in sweep:
+            s.step(f"netem_{rtt:g}ms", lambda rtt=rtt: s.netem(rtt, a.netem_repeats))
+        if sweep:
+            lab.set_netem(0)
         s.write_report()
     failed = [x.name for x in s.steps if x.status == "FAIL"]
     print(f"[lab] accel={lab.accel}: {len(s.steps) - len(failed)} ok, {len(failed)} failed"
