@@ -195,8 +195,13 @@ class Suite:
                 "--runtime-seconds", str(self.runtime_s), "--repeat", str(repeat),
                 "--cluster-timeout", "240", "--client-timeout", "600", "--output-dir", str(out)]
         if ssh:
+            # --startup-delay: only the servers' ready lines count. After it the runner probes
+            # the endpoint (198.18.0.x:port) from this host, which cannot reach the guests' link;
+            # where an egress proxy accepts any connect (this machine's does) the probe
+            # "succeeded" before a slow guest's server listened, and grpc/brpc clients got
+            # "connection refused" (docs/lab.md).
             argv += ["--execution-backend", "ssh", "--remote-sync", "check",
-                     "--ssh-config", str(self.lab.ssh_config)]
+                     "--ssh-config", str(self.lab.ssh_config), "--startup-delay", "240"]
             for g in self.lab.guests:  # {A} -> lab-a's link address, ...
                 argv = [str(x).replace("{" + g.name[-1].upper() + "}", g.spec.ip) for x in argv]
             res = subprocess.run([sys.executable, *argv], cwd=REPO, capture_output=True, text=True,
