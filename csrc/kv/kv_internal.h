@@ -207,6 +207,10 @@ extern const rs_kv_index_ops rs_kv_eh_ops;
 extern const rs_kv_index_ops rs_kv_cceh_ops;
 
 int rs_kv_pet_open(uint64_t capacity, rs_kv_huge_pages huge, void **out, rs_error *err);
+#define RS_KV_PET_CHUNK_BYTES 128
+/* Number of RS_KV_PET_CHUNK_BYTES chunks DRAM_PET_HASH allocates for `capacity` keys (a power of
+ * two). */
+uint64_t rs_kv_pet_chunks(uint64_t capacity);
 int rs_kv_eh_open(uint64_t capacity, void **out, rs_error *err);
 /* dir: directory holding cceh.index; reopened if it exists. */
 int rs_kv_cceh_open(const char *dir, uint64_t capacity, void **out, rs_error *err);
@@ -226,6 +230,12 @@ int rs_kv_cceh_verify(void *ix, const rs_kv_vs *vs, char *report, size_t cap, rs
  * tools/benchmarks/bench_kv_indexes.py: prefetchnta (locality 0) and prefetcht0 (3) keep far
  * fewer misses in flight; the no-index ceiling was 16.9 M keys/s with nta against 26 M with t1. */
 #define RS_KV_ROW_LOCALITY 2
+#endif
+
+#ifndef RS_KV_CHUNK_LOCALITY
+/* PET's chunk lines (and the ceiling's stand-in for them, kv_bench.c) are fetched with the same
+ * prefetcht1. */
+#define RS_KV_CHUNK_LOCALITY 2
 #endif
 
 /* Prefetch the `bytes` bytes at p (whole cache lines). */

@@ -50,6 +50,11 @@ typedef struct rs_kv_bench_config {
     uint64_t seed;
     int bind_core;               /* pin run thread i to CPU i % online CPUs */
     rs_kv_huge_pages huge_pages; /* ceiling mode: pages of the flat row array (kv.h) */
+    /* ceiling mode: before gathering a batch's rows, touch this many lines (0, 1 or 2) of a random
+     * 128-byte chunk per key in an array the size of DRAM_PET_HASH's chunk array: the memory
+     * traffic of a one-chunk index lookup with no work in it, i.e. what bounds an index that
+     * touches that many lines per key */
+    uint32_t ceiling_index_lines;
 } rs_kv_bench_config;
 
 typedef struct rs_kv_bench_phase {
