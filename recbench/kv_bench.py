@@ -205,6 +205,8 @@ def format_lines(config: dict, result: dict) -> list[str]:
         f += _memory_fields(result.get("memory"))
         if result.get("row_kernel"):
             f += [("row_kernel", result["row_kernel"])]
+        if result.get("rows_huge_share", -1) >= 0:
+            f += [("rows_huge_pct", round(100.0 * result["rows_huge_share"], 1))]
         lines.append(_line("YCSB_RESULT", f))
     return lines
 
@@ -261,11 +263,12 @@ def compare_indexes(record_count=1_000_000, value_size=512, batch_keys=500, thre
                                   "keys_per_cpu_sec": r["ops"] / cpu if cpu > 0 else 0.0,
                                   "batch_p50_us": r["read"]["p50_us"],
                                   "batch_p99_us": r["read"]["p99_us"],
-                                  "not_found": r["not_found"]})
-            log.info("repeat %d %s: %.2f M keys/s, %.2f M keys per CPU-second (pages %s/%s)", rep,
-                     name, samples[name][-1]["keys_per_sec"] / 1e6,
+                                  "not_found": r["not_found"],
+                                  "rows_huge_pct": 100.0 * res.get("rows_huge_share", -1.0)})
+            log.info("repeat %d %s: %.2f M keys/s, %.2f M keys per CPU-second (pages %s/%s, rows "
+                     "%.0f %% on huge pages)", rep, name, samples[name][-1]["keys_per_sec"] / 1e6,
                      samples[name][-1]["keys_per_cpu_sec"] / 1e6, mem["index_pages"],
-                     mem["slab_pages"])
+                     mem["slab_pages"], samples[name][-1]["rows_huge_pct"])
     med = {name: {k: statistics.median(s[k] for s in runs) for k in runs[0]}
            for name, runs in samples.items()}
     for name, _mode, _it, hp, _lines in cases:
@@ -298,16 +301,19 @@ def format_comparison(res: dict) -> str:
             "",
             (f"| {'case':<27} | {'M keys/s':>9} | {'% of ceiling':>12} | {'M keys/CPU-s':>12} | "
              f"{'% of ceiling (CPU)':>18} | {'batch p50 us':>12} | {'% of ceiling (p50)':>18} | "
-             f"{'batch p99 us':>12} | {'B/key':>7} | {'pages (index/slab)':>18} |"),
+             f"{'batch p99 us':>12} | {'B/key':>7} | {'pages (index/slab)':>18} | "
+             f"{'rows on huge pages':>18} |"),
             (f"|{'-' * 29}|{'-' * 11}|{'-' * 14}|{'-' * 14}|{'-' * 20}|{'-' * 14}|{'-' * 20}|"
-             f"{'-' * 14}|{'-' * 9}|{'-' * 20}|")]
+             f"{'-' * 14}|{'-' * 9}|{'-' * 20}|{'-' * 20}|")]
     for name, m in res["median"].items():
         pg = f"{m.get('index_pages', '?')}/{m.get('slab_pages', '?')}"
+        huge = m.get("rows_huge_pct", -100.0)
+        hp = f"{huge:.0f} %" if huge >= 0 else "?"
         rows.append(f"| {name:<27} | {m['keys_per_sec'] / 1e6:>9.2f} | {m['pct_of_ceiling']:>11.1f}% | "
                     f"{m['keys_per_cpu_sec'] / 1e6:>12.2f} | {m['pct_of_ceiling_cpu']:>17.1f}% | "
                     f"{m['batch_p50_us']:>12.1f} | {m['pct_of_ceiling_p50']:>17.1f}% | "
                     f"{m['batch_p99_us']:>12.1f} | "
-                    f"{m.get('bytes_per_key', 0):>7.1f} | {pg:>18} |")
+                    f"{m.get('bytes_per_key', 0):>7.1f} | {pg:>18} | {hp:>18} |")
     if p.get("system_huge_pages"):
         rows += ["", f"system huge pages: {p['system_huge_pages']}"]
     if "pet_over_eh" in res:

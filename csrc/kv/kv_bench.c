@@ -146,6 +146,13 @@ void rs_kv_bench_memory(const rs_kv_bench *b, rs_kv_memory *out) {
     out->slab_pages = b->flat ? b->flat_region.pages : "?";
 }
 
+double rs_kv_bench_rows_huge_share(const rs_kv_bench *b) {
+    if (b->flat) return rs_kv_region_huge_share(&b->flat_region);
+    if (b->cfg.kv && !b->cfg.kv->vs.variable && b->cfg.kv->vs.region.fd < 0)
+        return rs_kv_region_huge_share(&b->cfg.kv->vs.region);
+    return b->cfg.kv ? 0.0 : -1.0;
+}
+
 void rs_kv_bench_close(rs_kv_bench *b) {
     if (!b) return;
     if (b->flat) rs_kv_region_close(&b->flat_region);

@@ -92,6 +92,11 @@ int rs_kv_region_grow(rs_kv_region *r, size_t need, rs_error *err);
 /* Flush a file region to disk (msync). */
 int rs_kv_region_sync(rs_kv_region *r, rs_error *err);
 void rs_kv_region_close(rs_kv_region *r);
+/* Share (0..1) of the region's backed bytes that sit on huge pages now: 1 for hugetlb, what
+ * /proc/self/smaps counts as AnonHugePages for THP-advised memory (the kernel grants THP only
+ * where it finds free 2 MiB pages, so "advised" can mean anything from 0 to 1), 0 for 4 KiB and
+ * file regions; -1 if smaps cannot be read. */
+double rs_kv_region_huge_share(const rs_kv_region *r);
 
 /* ---- value store: fixed-size rows (slab) or size-classed blocks --------------------------- */
 

@@ -16,6 +16,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -160,4 +161,26 @@ void rs_kv_region_close(rs_kv_region *r) {
     if (r->fd >= 0) close(r->fd);
     r->base = NULL;
     r->fd = -1;
+}
+
+/* /proc/self/smaps: the AnonHugePages of the mappings inside the region, over its backed bytes. */
+double rs_kv_region_huge_share(const rs_kv_region *r) {
+    if (!r->base || !r->backed) return 0.0;
+    if (strcmp(r->pages, "hugetlb") == 0) return 1.0;
+    if (strcmp(r->pages, "thp") != 0) return 0.0;
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return -1.0;
+    uintptr_t lo = (uintptr_t)r->base, hi = lo + r->reserved;
+    unsigned long long start, end, kb, huge = 0;
+    int inside = 0;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "%llx-%llx ", &start, &end) == 2 && strchr(line, '-') < strchr(line, ' '))
+            inside = start >= lo && end <= hi;
+        else if (inside && sscanf(line, "AnonHugePages: %llu kB", &kb) == 1)
+            huge += kb << 10;
+    }
+    fclose(f);
+    double share = (double)huge / (double)r->backed;
+    return share > 1.0 ? 1.0 : share;
 }

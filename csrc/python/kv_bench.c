@@ -112,6 +112,7 @@ static PyObject *kv_bench_run(PyObject *self, PyObject *args, PyObject *kwds) {
     if ((rc = rs_kv_row_kernel_select(kernel, &err))) return rs_py_raise(rc, "row_kernel", &err);
     const char *kernel_used = rs_kv_row_kernel();
     rs_kv_memory mem = {0};
+    double rows_huge = -1.0;
     if (cfg.read_mode != RS_KV_BENCH_CEILING) {
         rc = rs_kv_index_type_parse(index_type, &kcfg.index_type, &err);
         if (rc) return PyErr_Format(PyExc_ValueError, "index_type: %s", err.msg);
@@ -142,7 +143,10 @@ static PyObject *kv_bench_run(PyObject *self, PyObject *args, PyObject *kwds) {
         rc = rs_kv_bench_run(b, rp, &err);
         if (rc) failed = "rs_kv_bench_run";
     }
-    if (b) rs_kv_bench_memory(b, &mem);
+    if (b) {
+        rs_kv_bench_memory(b, &mem);
+        rows_huge = rs_kv_bench_rows_huge_share(b);
+    }
     rs_kv_bench_close(b);
     rs_kv_close(kv);
     rs_kv_row_kernel_select("auto", NULL);
@@ -160,8 +164,8 @@ static PyObject *kv_bench_run(PyObject *self, PyObject *args, PyObject *kwds) {
         mem.overhead_per_key, "index_pages", mem.index_pages ? mem.index_pages : "?", "slab_pages",
         mem.slab_pages ? mem.slab_pages : "?");
     if (l && r && m)
-        ret = Py_BuildValue("{s:N,s:N,s:N,s:s}", "load", l, "run", r, "memory", m, "row_kernel",
-                            kernel_used);
+        ret = Py_BuildValue("{s:N,s:N,s:N,s:s,s:d}", "load", l, "run", r, "memory", m, "row_kernel",
+                            kernel_used, "rows_huge_share", rows_huge);
     else {
         Py_XDECREF(l);
         Py_XDECREF(r);
@@ -179,7 +183,7 @@ static PyMethodDef kv_bench_methods[] = {
      "distribution, zipfian_alpha, read_mode, batch_keys, running_seconds, operation_count, seed, "
      "bind_core, path, load, run, huge_pages, row_kernel, ceiling_index_lines) -> {'load': "
      "phase|None, "
-     "'run': phase|None, 'memory': {...}, 'row_kernel': name}"},
+     "'run': phase|None, 'memory': {...}, 'row_kernel': name, 'rows_huge_share': 0..1 or -1}"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -87,6 +87,10 @@ int rs_kv_bench_run(rs_kv_bench *b, rs_kv_bench_phase *out, rs_error *err);
 /* Memory of what is measured: the engine's (rs_kv_get_memory), or in ceiling mode the flat row
  * array (slab_* fields, index_bytes 0, index_pages "none"). */
 void rs_kv_bench_memory(const rs_kv_bench *b, rs_kv_memory *out);
+/* Share (0..1) of the rows' memory (the engine's fixed-row slab, or the ceiling's flat array) on
+ * huge pages now (/proc/self/smaps; THP-advised memory gets them only where the kernel had free
+ * 2 MiB pages); -1 if unknown. Two cases compare fairly only if both are near 1 (or both 0). */
+double rs_kv_bench_rows_huge_share(const rs_kv_bench *b);
 /* Ask a running phase to stop early (safe from any thread). */
 void rs_kv_bench_stop(rs_kv_bench *b);
 

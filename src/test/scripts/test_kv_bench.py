@@ -122,6 +122,21 @@ class KVBenchOutputTest(unittest.TestCase):
                 self.assertEqual(run["ops"], "5000")
                 self.assertEqual(run["not_found"], "0")
 
+    def test_rows_huge_pct_reports_the_rows_pages(self):
+        for mode in ("ceiling", "batch_get_flat"):
+            for pages in ("off", "thp"):
+                with self.subTest(mode=mode, pages=pages):
+                    out = self.lines(f"--read_mode={mode}", "--index_type=DRAM_PET_HASH",
+                                     f"--huge_pages={pages}", "--value_size=512",
+                                     "--record_count=16384", "--operation_count=5000")
+                    _, run = self.check_common(out)
+                    pct = float(run["rows_huge_pct"])
+                    if pages == "off":
+                        self.assertEqual(pct, 0.0)
+                    else:  # what the kernel granted: anything from none to all
+                        self.assertGreaterEqual(pct, 0.0)
+                        self.assertLessEqual(pct, 100.0)
+
     def test_ceiling_index_lines_errors(self):
         for flags, word in ((["--read_mode=ceiling", "--ceiling_index_lines=3"], "ceiling_index_lines"),
                             (["--read_mode=batch_get_flat", "--ceiling_index_lines=1"],
