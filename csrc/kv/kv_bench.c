@@ -77,16 +77,16 @@ int rs_kv_bench_open(const rs_kv_bench_config *cfg, rs_kv_bench **out, rs_error 
         return rs_error_set(err, RS_EINVAL, "read_mode %d is unknown", (int)cfg->read_mode);
     if (cfg->read_mode != RS_KV_BENCH_GET && cfg->batch_keys == 0)
         return rs_error_set(err, RS_EINVAL, "batch_keys must be >= 1 for batch reads");
-    if (cfg->read_mode != RS_KV_BENCH_CEILING && !cfg->kv)
-        return rs_error_set(err, RS_EINVAL, "kv engine is required unless read_mode is ceiling");
-    if (cfg->kv && rs_kv_value_size(cfg->kv) != cfg->value_size)
-        return rs_error_set(err, RS_EINVAL, "value_size %u differs from the engine's %u",
-                            cfg->value_size, rs_kv_value_size(cfg->kv));
     if (cfg->ceiling_index_lines > 2)
         return rs_error_set(err, RS_EINVAL, "ceiling_index_lines must be 0, 1 or 2 (got %u)",
                             cfg->ceiling_index_lines);
     if (cfg->ceiling_index_lines && cfg->read_mode != RS_KV_BENCH_CEILING)
         return rs_error_set(err, RS_EINVAL, "ceiling_index_lines needs read_mode ceiling");
+    if (cfg->read_mode != RS_KV_BENCH_CEILING && !cfg->kv)
+        return rs_error_set(err, RS_EINVAL, "kv engine is required unless read_mode is ceiling");
+    if (cfg->kv && rs_kv_value_size(cfg->kv) != cfg->value_size)
+        return rs_error_set(err, RS_EINVAL, "value_size %u differs from the engine's %u",
+                            cfg->value_size, rs_kv_value_size(cfg->kv));
     if (cfg->running_seconds <= 0 && cfg->operation_count == 0)
         return rs_error_set(err, RS_EINVAL, "set running_seconds > 0 or operation_count > 0");
     rs_kv_bench *b = calloc(1, sizeof *b);

@@ -150,9 +150,11 @@ int rs_kv_region_grow(rs_kv_region *r, size_t need, rs_error *err) {
 }
 
 int rs_kv_region_sync(rs_kv_region *r, rs_error *err) {
-    if (r->fd < 0 || !r->base || !r->backed) return 0;
-    if (msync(r->base, r->backed, MS_SYNC) < 0)
-        return rs_error_errno(err, RS_EIO, errno, "msync of %zu bytes", r->backed);
+    /* a syncer thread runs this while a writer may grow the region: read `backed` once */
+    size_t backed = __atomic_load_n(&r->backed, __ATOMIC_ACQUIRE);
+    if (r->fd < 0 || !r->base || !backed) return 0;
+    if (msync(r->base, backed, MS_SYNC) < 0)
+        return rs_error_errno(err, RS_EIO, errno, "msync of %zu bytes", backed);
     return 0;
 }
 
@@ -165,7 +167,8 @@ void rs_kv_region_close(rs_kv_region *r) {
 
 /* /proc/self/smaps: the AnonHugePages of the mappings inside the region, over its backed bytes. */
 double rs_kv_region_huge_share(const rs_kv_region *r) {
-    if (!r->base || !r->backed) return 0.0;
+    size_t backed = __atomic_load_n(&r->backed, __ATOMIC_ACQUIRE);
+    if (!r->base || !backed) return 0.0;
     if (strcmp(r->pages, "hugetlb") == 0) return 1.0;
     if (strcmp(r->pages, "thp") != 0) return 0.0;
     FILE *f = fopen("/proc/self/smaps", "r");
@@ -181,6 +184,6 @@ double rs_kv_region_huge_share(const rs_kv_region *r) {
             huge += kb << 10;
     }
     fclose(f);
-    double share = (double)huge / (double)r->backed;
+    double share = (double)huge / (double)backed;
     return share > 1.0 ? 1.0 : share;
 }
