@@ -637,9 +637,16 @@ static int read_one(brpc_cconn *c, uint64_t deadline, rs_error *err) {
     static const uint8_t placeholder[1];
     if (rs_ps_response_decode(msg, msg_len, att ? placeholder : NULL, att, resp, &perr))
         return mark_broken(c, err, RS_EPROTO, "bad PSResponse: %s", perr.msg);
+    if (!att && resp->rows_len) { /* rows in PSResponse.rows (a server not using attachments) */
+        if (p->op != RS_PS_GET || resp->rows_len > p->rows_cap || !p->rows_out)
+            return mark_broken(c, err, RS_EPROTO,
+                               "response carries %zu bytes of rows; %zu expected for %s",
+                               resp->rows_len, p->rows_cap, rs_ps_op_method(p->op));
+        memcpy(p->rows_out, resp->rows, resp->rows_len); /* before the buffer is reused */
+    }
     c->in_start += RS_BRPC_HEADER_BYTES + hdr.meta_size + raw_len;
     c->in_len -= RS_BRPC_HEADER_BYTES + hdr.meta_size + raw_len;
-    resp->rows = NULL;
+    resp->rows = !att && resp->rows_len ? p->rows_out : NULL;
     if (att) {
         if (p->op != RS_PS_GET || att > p->rows_cap || !p->rows_out)
             return mark_broken(c, err, RS_EPROTO,

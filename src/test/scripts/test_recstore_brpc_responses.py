@@ -58,6 +58,17 @@ class BrpcClientResponsesTest(NoLeftoverServers, unittest.TestCase):
         np.testing.assert_array_equal(got[:3], rows_for(KEYS[:3]))
         np.testing.assert_array_equal(got[3], np.zeros(DIM, np.float32))
 
+    def test_compressed_responses_are_inflated(self):
+        for ctype in (1, 2, 3):
+            for rows_in in ("message", "attachment"):
+                server = FixtureServer("--compress", str(ctype), "--rows_in", rows_in)
+                try:
+                    for wire in ("brpc", "recstore+brpc"):
+                        with self.subTest(compress_type=ctype, rows_in=rows_in, wire=wire):
+                            self.roundtrip(server.uri(wire))
+                finally:
+                    server.stop()
+
     def test_checksummed_responses_are_verified(self):
         for mode in ("crc32c", "crc32c_attachment"):
             server = FixtureServer("--checksum", mode, "--rows_in", "attachment", "--compress", "2")
