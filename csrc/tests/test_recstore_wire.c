@@ -172,6 +172,18 @@ static rs_ps_shard *open_shard(uint32_t value_size) {
     return s;
 }
 
+/* A ParameterService on a fresh shard of dim-float rows (NULL after a failed check). */
+static rs_rsps *open_service(uint32_t dim, rs_ps_shard **sh) {
+    *sh = open_shard(dim * 4);
+    RS_CHECK(*sh != NULL);
+    if (!*sh) return NULL;
+    rs_rsps *s = NULL;
+    rs_error e = {0};
+    RS_CHECK_EQ(rs_rsps_create(*sh, NULL, &s, &e), 0);
+    if (!s) rs_ps_shard_close(*sh);
+    return s;
+}
+
 /* A block of n items of dim d: key keys[i], values base + i + j/10. */
 static size_t make_block(uint8_t *out, const uint64_t *keys, uint32_t n, uint32_t d, float base) {
     float *rows = malloc(sizeof(float) * n * d + 4);
@@ -191,12 +203,10 @@ static size_t make_block(uint8_t *out, const uint64_t *keys, uint32_t n, uint32_
 
 static void test_service_get_put_update(void) {
     enum { D = 4, N = 600 };
-    rs_ps_shard *sh = open_shard(D * 4);
-    RS_CHECK(sh != NULL);
-    if (!sh) return;
-    rs_rsps *s = NULL;
+    rs_ps_shard *sh = NULL;
+    rs_rsps *s = open_service(D, &sh);
+    if (!s) return;
     rs_error e = {0};
-    RS_CHECK_EQ(rs_rsps_create(sh, NULL, &s, &e), 0);
     static uint64_t keys[N];
     for (int i = 0; i < N; i++)
         keys[i] = 1000 + (uint64_t)i;
@@ -383,12 +393,10 @@ static void test_kv_batch_get_strided(void) {
  * item holds its own key, dim and row (checked item by item, not against the writer). */
 static void test_service_get_interleaved_misses(void) {
     enum { D = 128, N = 700 };
-    rs_ps_shard *sh = open_shard(D * 4);
-    RS_CHECK(sh != NULL);
-    if (!sh) return;
-    rs_rsps *s = NULL;
+    rs_ps_shard *sh = NULL;
+    rs_rsps *s = open_service(D, &sh);
+    if (!s) return;
     rs_error e = {0};
-    RS_CHECK_EQ(rs_rsps_create(sh, NULL, &s, &e), 0);
     static uint64_t keys[N];
     static float rows[N][D];
     static uint8_t found[N];
