@@ -39,7 +39,7 @@ import signal
 import sys
 import threading
 
-from recbench import _ps, errors, latency_hist, rc_options
+from recbench import _ps, errors, latency_hist, rc_options, transports
 from recbench.cli_flags import add_bool_flag, tls_options
 from recbench.ps_config import HASH_METHODS, ConfigError, load_config
 from recbench.transports import default_port
@@ -48,8 +48,8 @@ log = logging.getLogger("recbench.ps_bench")
 
 SKIP_EXIT_CODE = 77
 DEFAULT_SEED = 0x9E3779B97F4A7C15
-MAX_TARGET_RATE = 1e7  # RS_PACING_MAX_RATE (csrc/include/recstore/pacing.h)
-RC_TRANSPORTS = ("rdma", "shm")
+MAX_TARGET_RATE = _ps.PACING_MAX_RATE  # RS_PACING_MAX_RATE (csrc/include/recstore/pacing.h)
+RC_TRANSPORTS = transports.RC_NAMES
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -123,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
 def resolve(args) -> dict:
     """Keyword arguments of _ps.bench_load/bench_run from flags and config."""
     cfg = load_config(args.config_path) if args.config_path else None
-    transport = (args.transport or (cfg.transport if cfg else None) or "brpc").lower()
+    transport = transports.get(args.transport or (cfg.transport if cfg else None) or "brpc").name
     num_shards = args.num_shards or (cfg.num_shards if cfg else None) or 1
     endpoints = []
     # a config listing every shard gives the endpoints in shard-id order (ids may be sparse,
@@ -155,7 +155,7 @@ def resolve(args) -> dict:
                          "batches/s (0 = closed loop)")
     depth = args.prefetch_depth or (16 if transport in RC_TRANSPORTS else 1)
     if args.wire == "recstore":
-        if transport not in ("brpc", "grpc"):
+        if not transports.get(transport).recstore_wire:
             raise ValueError(f"--wire recstore needs --transport brpc or grpc, not {transport}")
         transport = f"recstore+{transport}"  # the client connections of RecStore's wire
     return {
