@@ -186,9 +186,10 @@ typedef struct rs_kv_index_ops {
     void (*release)(void *ix, rs_kv_slot *s);
     /* Remove the acquired entry (lock still held; release follows). */
     void (*remove)(void *ix, rs_kv_slot *s);
-    /* Pipelined batch read of fixed rows (NULL: the engine loops over find). */
+    /* Pipelined batch read of fixed rows (NULL: the engine loops over find); row i goes to
+     * out + i * out_stride (out_stride == value_size: contiguous). */
     void (*batch_get_flat)(void *ix, const rs_kv_vs *vs, const uint64_t *keys, size_t n,
-                           uint8_t *out, uint8_t *found, size_t *n_found);
+                           uint8_t *out, size_t out_stride, uint8_t *found, size_t *n_found);
     /* Optional: start fetching the index lines a write of key will touch (batch_put runs it a
      * few keys ahead, so a bulk load overlaps its misses). */
     void (*prefetch)(void *ix, uint64_t key);
@@ -335,10 +336,11 @@ typedef struct rs_kv_hit {
 
 #define RS_KV_ROWS_AHEAD 12
 
-/* Copy the rows of hits q[0..cnt) into out (misses: zero rows), fall back to ops' slow read for
- * keys a writer disturbed; fills found[0..cnt) if not NULL and returns the number found. */
+/* Copy the rows of hits q[0..cnt) into out, row k at out + k * out_stride (misses: zero rows),
+ * fall back to ops' slow read for keys a writer disturbed; fills found[0..cnt) if not NULL and
+ * returns the number found. out_stride == value_size is the contiguous (flat) case. */
 size_t rs_kv_rows(const rs_kv_index_ops *ops, void *ix, const rs_kv_vs *vs, const uint64_t *kk,
-                  size_t cnt, const rs_kv_hit *q, uint8_t *out, uint8_t *found);
+                  size_t cnt, const rs_kv_hit *q, uint8_t *out, size_t out_stride, uint8_t *found);
 
 /* After an unclean close of a file-backed engine: rebuild the free list from the rows the index
  * references (kv_verify.c). */

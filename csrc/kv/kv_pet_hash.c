@@ -344,7 +344,7 @@ static void pet_lookup_segment(const pet *p, const uint64_t *kk, size_t cnt, con
 }
 
 static void pet_batch_get_flat(void *ix, const rs_kv_vs *vs, const uint64_t *keys, size_t n,
-                               uint8_t *out, uint8_t *found, size_t *n_found) {
+                               uint8_t *out, size_t out_stride, uint8_t *found, size_t *n_found) {
     const pet *p = ix;
     const pet_chunk *ch[PET_SEG];
     uint8_t tag[PET_SEG];
@@ -353,8 +353,8 @@ static void pet_batch_get_flat(void *ix, const rs_kv_vs *vs, const uint64_t *key
     for (size_t base = 0; base < n; base += PET_SEG) {
         size_t cnt = n - base < PET_SEG ? n - base : PET_SEG;
         pet_lookup_segment(p, keys + base, cnt, ch, tag, q);
-        hits += rs_kv_rows(&rs_kv_pet_ops, ix, vs, keys + base, cnt, q, out + base * vs->value_size,
-                           found ? found + base : NULL);
+        hits += rs_kv_rows(&rs_kv_pet_ops, ix, vs, keys + base, cnt, q, out + base * out_stride,
+                           out_stride, found ? found + base : NULL);
     }
     if (n_found) *n_found = hits;
 }
