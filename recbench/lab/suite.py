@@ -195,11 +195,11 @@ class Suite:
                 "--runtime-seconds", str(self.runtime_s), "--repeat", str(repeat),
                 "--cluster-timeout", "240", "--client-timeout", "600", "--output-dir", str(out)]
         if ssh:
-            # --startup-delay: only the servers' ready lines count. After it the runner probes
-            # the endpoint (198.18.0.x:port) from this host, which cannot reach the guests' link;
-            # where an egress proxy accepts any connect (this machine's does) the probe
-            # "succeeded" before a slow guest's server listened, and grpc/brpc clients got
-            # "connection refused" (docs/lab.md).
+            # only the servers' ready lines count over ssh: the runner used to probe the
+            # endpoint (198.18.0.x:port) from this host, which cannot reach the guests' link;
+            # an egress proxy accepting any connect made that probe "succeed" before a slow
+            # guest's server listened (docs/lab.md). The runner no longer probes remote ports;
+            # --startup-delay 240 stays as a belt for runners older than that fix.
             argv += ["--execution-backend", "ssh", "--remote-sync", "check",
                      "--ssh-config", str(self.lab.ssh_config), "--startup-delay", "240"]
             for g in self.lab.guests:  # {A} -> lab-a's link address, ...
