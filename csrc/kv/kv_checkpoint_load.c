@@ -3,17 +3,18 @@
  * verification of every byte, and a load into an engine. The layout is in kv_checkpoint.c.
  *
  * The header fixes where every block starts (all blocks but the last are full), so blocks can be
- * read independently. Verify cuts the blocks into CKPT_READERS contiguous ranges read and
- * checksummed by that many threads at once (the caller and helpers), each through its own
- * descriptor of the file so the kernel's read-ahead sees one sequential stream per thread: one
- * thread alone leaves the disk idle while it copies and checksums. The error reported is the
- * one of the lowest damaged block, as a sequential reader would report it: a thread stops early
- * only at blocks past a failure already found.
+ * read independently. Verify runs CKPT_READERS threads (the caller and helpers) that claim chunks
+ * of CKPT_CHUNK blocks in turn, ask the kernel to read their chunk and the next one ahead, and
+ * read and checksum them: one thread alone leaves the disk idle while it copies and checksums.
+ * The error reported is the one of the lowest damaged block, as a sequential reader would report
+ * it: a thread stops early only at chunks past a failure already found. Claiming chunks instead
+ * of fixed halves keeps both threads busy to the end even when one of them is scheduled late.
  *
- * Load pipelines: a reader thread reads and checks the blocks in order into a small ring of
- * buffers while the caller inserts the checked ones (rs_kv_batch_put, in file order, so the later
- * copy of a key saved twice wins). A block is inserted only after its checksum matched; a
- * failure stops the load with the rows of the blocks before it in the engine.
+ * Load inserts the blocks in file order (rs_kv_batch_put, so the later copy of a key saved twice
+ * wins) from a ring of CKPT_RING block buffers that a helper thread fills ahead; when the next
+ * block is not claimed yet the inserter reads it itself, so it never waits for a helper that is
+ * not running. A block is inserted only after its checksum matched; a failure stops the load with
+ * the rows of the blocks before it in the engine.
  *
  * I/O is buffered on purpose: rs_ps_shard verifies first and loads second, and the second pass
  * then reads from the page cache the first one filled.
@@ -35,7 +36,8 @@
 #include "recstore/kv_checkpoint.h"
 
 #define CKPT_READERS 2 /* threads reading and checksumming during verify */
-#define CKPT_RING    4 /* blocks in flight between the reader and the inserter during load */
+#define CKPT_CHUNK   8 /* blocks a verify thread claims at a time, and read ahead in these steps */
+#define CKPT_RING    8 /* blocks read ahead of the inserter during load */
 
 /* An open checkpoint whose header has been checked. */
 typedef struct ckfile {
@@ -213,30 +215,17 @@ static int block_read(const ckfile *c, int fd, uint64_t b, uint8_t *buf, rs_erro
     return 0;
 }
 
-/* Ask the kernel to read [off, off + 2 windows) ahead once `off` passes the last hint: its own
- * read-ahead issues small reads one after another, at a fraction of what the disk streams. */
-static void read_ahead(int fd, uint64_t off, uint64_t end, uint64_t *hinted) {
-    if (off + CKPT_IO_WINDOW > *hinted && *hinted < end) {
-        if (*hinted < off) *hinted = off;
-        posix_fadvise(fd, (off_t)*hinted, (off_t)(2 * CKPT_IO_WINDOW), POSIX_FADV_WILLNEED);
-        *hinted += 2 * CKPT_IO_WINDOW;
+/* Ask the kernel to read blocks [lo, hi) now (POSIX_FADV_WILLNEED: its own read-ahead issues
+ * small reads one after another, at a fraction of what the disk streams). Linux reads at most
+ * read_ahead_kb per call, so the range is asked for in steps of 4 blocks (about 4 MiB). */
+static void read_ahead(const ckfile *c, uint64_t lo, uint64_t hi) {
+    if (hi > c->hi.blocks) hi = c->hi.blocks;
+    for (uint64_t b = lo; b < hi; b += 4) {
+        uint64_t e = b + 4 < hi ? b + 4 : hi;
+        uint64_t end = e == c->hi.blocks ? c->hi.file_bytes : block_offset(c, e);
+        posix_fadvise(c->fd, (off_t)block_offset(c, b), (off_t)(end - block_offset(c, b)),
+                      POSIX_FADV_WILLNEED);
     }
-}
-
-/* A second descriptor of the same file (its own read-ahead state); refused if the name now
- * points at another file. */
-static int reopen(const ckfile *c, int *out, rs_error *err) {
-    struct stat a, b;
-    int fd = open(c->path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return rs_error_errno(err, RS_EIO, errno, "checkpoint %s: open", c->path);
-    if (fstat(c->fd, &a) != 0 || fstat(fd, &b) != 0 || a.st_dev != b.st_dev ||
-        a.st_ino != b.st_ino) {
-        close(fd);
-        return rs_error_set(err, RS_EIO, "checkpoint %s: replaced by another file while read",
-                            c->path);
-    }
-    *out = fd;
-    return 0;
 }
 
 static int trailer_check(const ckfile *c, rs_error *err) {
@@ -254,177 +243,192 @@ static int trailer_check(const ckfile *c, rs_error *err) {
     return 0;
 }
 
-/* ---- verify: CKPT_READERS threads over contiguous block ranges ----------------------------- */
+/* ---- verify: CKPT_READERS threads claiming chunks of blocks ------------------------------- */
 
-typedef struct vrange {
+typedef struct vshared {
     const ckfile *c;
-    uint64_t lo, hi;    /* blocks [lo, hi) */
-    uint64_t *low_fail; /* the lowest block found damaged so far (shared) */
-    uint64_t failed;    /* this range's damaged block, UINT64_MAX if none */
+    uint64_t next;     /* the next unclaimed chunk */
+    uint64_t low_fail; /* the lowest block found damaged so far */
+} vshared;
+
+typedef struct vworker {
+    vshared *sh;
+    uint64_t failed; /* this worker's damaged block, UINT64_MAX if none */
     int rc;
     rs_error err;
-} vrange;
+} vworker;
 
-static void *verify_range(void *arg) {
-    vrange *r = arg;
-    const ckfile *c = r->c;
-    int fd = -1;
+static void *verify_worker(void *arg) {
+    vworker *w = arg;
+    vshared *sh = w->sh;
+    const ckfile *c = sh->c;
+    uint64_t nchunks = (c->hi.blocks + CKPT_CHUNK - 1) / CKPT_CHUNK;
+    w->failed = UINT64_MAX;
     uint8_t *buf = malloc(c->block_bytes);
-    r->failed = UINT64_MAX;
-    if (!buf)
-        r->rc = rs_error_set(&r->err, RS_ENOMEM, "checkpoint block buffer (%llu bytes)",
+    if (!buf) {
+        w->rc = rs_error_set(&w->err, RS_ENOMEM, "checkpoint block buffer (%llu bytes)",
                              (unsigned long long)c->block_bytes);
-    else if (r->lo < r->hi)
-        r->rc = reopen(c, &fd, &r->err);
-    if (r->rc) {
-        r->failed = r->lo;
-        goto out;
+        w->failed = 0;
+        return NULL;
     }
-    posix_fadvise(fd, (off_t)block_offset(c, r->lo),
-                  (off_t)(block_offset(c, r->hi) - block_offset(c, r->lo)), POSIX_FADV_SEQUENTIAL);
-    uint64_t hinted = 0, end = r->hi == c->hi.blocks ? c->hi.file_bytes : block_offset(c, r->hi);
-    for (uint64_t b = r->lo; b < r->hi; b++) {
-        if (b > __atomic_load_n(r->low_fail, __ATOMIC_RELAXED)) break; /* a lower one failed */
-        read_ahead(fd, block_offset(c, b), end, &hinted);
-        if ((r->rc = block_read(c, fd, b, buf, &r->err))) {
-            r->failed = b;
-            uint64_t cur = __atomic_load_n(r->low_fail, __ATOMIC_RELAXED);
-            while (b < cur && !__atomic_compare_exchange_n(r->low_fail, &cur, b, 0,
+    for (;;) {
+        uint64_t k = __atomic_fetch_add(&sh->next, 1, __ATOMIC_RELAXED);
+        if (k >= nchunks) break;
+        uint64_t lo = k * CKPT_CHUNK, hi = lo + CKPT_CHUNK;
+        if (hi > c->hi.blocks) hi = c->hi.blocks;
+        if (lo > __atomic_load_n(&sh->low_fail, __ATOMIC_RELAXED)) break; /* a lower one failed */
+        read_ahead(c, lo, hi + CKPT_CHUNK); /* this chunk and the one after it */
+        for (uint64_t b = lo; b < hi && !w->rc; b++) {
+            if ((w->rc = block_read(c, c->fd, b, buf, &w->err)) == 0) continue;
+            w->failed = b;
+            uint64_t cur = __atomic_load_n(&sh->low_fail, __ATOMIC_RELAXED);
+            while (b < cur && !__atomic_compare_exchange_n(&sh->low_fail, &cur, b, 0,
                                                            __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
             }
-            break;
         }
+        if (w->rc) break;
     }
-out:
-    if (fd >= 0) close(fd);
     free(buf);
     return NULL;
 }
 
 static int verify_blocks(const ckfile *c, rs_error *err) {
-    uint64_t nb = c->hi.blocks, low_fail = UINT64_MAX;
-    int nt = nb >= CKPT_READERS ? CKPT_READERS : 1;
-    vrange r[CKPT_READERS];
+    vshared sh = {.c = c, .low_fail = UINT64_MAX};
+    vworker w[CKPT_READERS];
     pthread_t tid[CKPT_READERS];
     int started[CKPT_READERS] = {0};
-    for (int t = 0; t < nt; t++)
-        r[t] = (vrange){.c = c, .lo = nb * t / nt, .hi = nb * (t + 1) / nt, .low_fail = &low_fail};
-    /* helpers take ranges 1.., the caller range 0; a helper that cannot start runs here after */
-    for (int t = 1; t < nt; t++)
-        started[t] = pthread_create(&tid[t], NULL, verify_range, &r[t]) == 0;
-    verify_range(&r[0]);
-    for (int t = 1; t < nt; t++) {
-        if (started[t])
-            pthread_join(tid[t], NULL);
-        else
-            verify_range(&r[t]);
-    }
-    vrange *first = NULL;
-    for (int t = 0; t < nt; t++)
-        if (r[t].rc && (!first || r[t].failed < first->failed)) first = &r[t];
+    memset(w, 0, sizeof w);
+    for (int t = 0; t < CKPT_READERS; t++)
+        w[t].sh = &sh;
+    /* the helpers and the caller claim chunks until none is left; if a helper cannot start,
+     * the others take its share */
+    for (int t = 1; t < CKPT_READERS; t++)
+        started[t] = pthread_create(&tid[t], NULL, verify_worker, &w[t]) == 0;
+    verify_worker(&w[0]);
+    for (int t = 1; t < CKPT_READERS; t++)
+        if (started[t]) pthread_join(tid[t], NULL);
+    vworker *first = NULL;
+    for (int t = 0; t < CKPT_READERS; t++)
+        if (w[t].rc && (!first || w[t].failed < first->failed)) first = &w[t];
     if (!first) return 0;
     if (err) *err = first->err;
     return first->rc;
 }
 
-/* ---- load: a reader thread and the inserting caller ---------------------------------------- */
+/* ---- load: blocks read into a ring by a helper and the inserter, inserted in order ---------- */
 
-typedef struct lpipe {
+enum { SLOT_FREE = 0, SLOT_READING, SLOT_READY, SLOT_FAILED };
+
+typedef struct lring {
     const ckfile *c;
-    uint8_t *slot[CKPT_RING];
-    uint64_t produced; /* blocks read and checked */
-    uint64_t consumed; /* blocks inserted (their slots are free again) */
-    int stop;          /* the inserter gave up */
-    int done;          /* the reader finished or failed */
-    int rc;            /* the reader's failure, at block `produced` */
+    uint8_t *buf[CKPT_RING];
+    int state[CKPT_RING]; /* of block `consumed + i`'s slot; under mu */
+    uint64_t next;        /* the next block nobody has claimed to read */
+    uint64_t consumed;    /* blocks inserted; block b may be read once b < consumed + CKPT_RING */
+    int stop;             /* the inserter is done (finished or failed) */
+    int rc;               /* the first read failure, at block fail_block */
+    uint64_t fail_block;
     rs_error err;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-} lpipe;
+} lring;
 
-static void *load_reader(void *arg) {
-    lpipe *p = arg;
-    const ckfile *c = p->c;
-    int fd = -1, rc = reopen(c, &fd, &p->err);
-    uint64_t hinted = 0;
-    if (!rc) posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-    for (uint64_t b = 0; !rc && b < c->hi.blocks; b++) {
-        pthread_mutex_lock(&p->mu);
-        while (b - p->consumed >= CKPT_RING && !p->stop)
-            pthread_cond_wait(&p->cv, &p->mu);
-        int stop = p->stop;
-        pthread_mutex_unlock(&p->mu);
-        if (stop) break;
-        read_ahead(fd, block_offset(c, b), c->hi.file_bytes, &hinted);
-        rc = block_read(c, fd, b, p->slot[b % CKPT_RING], &p->err);
-        if (!rc) {
-            pthread_mutex_lock(&p->mu);
-            p->produced = b + 1;
-            pthread_cond_broadcast(&p->cv);
-            pthread_mutex_unlock(&p->mu);
-        }
+/* Under r->mu: claim block `next` for reading if its slot is free; returns the block or
+ * UINT64_MAX. */
+static uint64_t ring_claim(lring *r) {
+    uint64_t b = r->next;
+    if (r->stop || b >= r->c->hi.blocks || b >= r->consumed + CKPT_RING || b > r->fail_block)
+        return UINT64_MAX;
+    r->state[b % CKPT_RING] = SLOT_READING;
+    r->next = b + 1;
+    return b;
+}
+
+/* Called with r->mu held, returns with it held: read and check block b into its slot. */
+static void ring_read(lring *r, uint64_t b) {
+    pthread_mutex_unlock(&r->mu);
+    rs_error e = {0};
+    if (b % CKPT_CHUNK == 0) read_ahead(r->c, b + CKPT_CHUNK, b + 2 * CKPT_CHUNK);
+    int rc = block_read(r->c, r->c->fd, b, r->buf[b % CKPT_RING], &e);
+    pthread_mutex_lock(&r->mu);
+    r->state[b % CKPT_RING] = rc ? SLOT_FAILED : SLOT_READY;
+    if (rc && b < r->fail_block) {
+        r->fail_block = b;
+        r->rc = rc;
+        r->err = e;
     }
-    if (fd >= 0) close(fd);
-    pthread_mutex_lock(&p->mu);
-    p->rc = rc;
-    p->done = 1;
-    pthread_cond_broadcast(&p->cv);
-    pthread_mutex_unlock(&p->mu);
+    pthread_cond_broadcast(&r->cv);
+}
+
+static void *ring_helper(void *arg) {
+    lring *r = arg;
+    pthread_mutex_lock(&r->mu);
+    while (!r->stop) {
+        uint64_t b = ring_claim(r);
+        if (b == UINT64_MAX) {
+            if (r->next >= r->c->hi.blocks || r->next > r->fail_block) break;
+            pthread_cond_wait(&r->cv, &r->mu); /* the ring is full */
+            continue;
+        }
+        ring_read(r, b);
+    }
+    pthread_mutex_unlock(&r->mu);
     return NULL;
 }
 
 static int load_blocks(const ckfile *c, rs_kv *into, rs_error *err) {
-    lpipe p = {.c = c};
-    int rc = 0, nslots = 0;
-    for (; nslots < CKPT_RING; nslots++)
-        if (!(p.slot[nslots] = malloc(c->block_bytes))) break;
-    if (nslots < CKPT_RING) {
+    lring r = {.c = c, .fail_block = UINT64_MAX};
+    int rc = 0, nbuf = 0;
+    for (; nbuf < CKPT_RING; nbuf++)
+        if (!(r.buf[nbuf] = malloc(c->block_bytes))) break;
+    if (nbuf < CKPT_RING) {
         rc = rs_error_set(err, RS_ENOMEM, "checkpoint block buffers (%d x %llu bytes)", CKPT_RING,
                           (unsigned long long)c->block_bytes);
         goto out_free;
     }
-    pthread_mutex_init(&p.mu, NULL);
-    pthread_cond_init(&p.cv, NULL);
+    pthread_mutex_init(&r.mu, NULL);
+    pthread_cond_init(&r.cv, NULL);
+    read_ahead(c, 0, 2 * CKPT_CHUNK);
     pthread_t tid;
-    if (pthread_create(&tid, NULL, load_reader, &p) != 0) {
-        rc = rs_error_set(err, RS_ENOMEM, "checkpoint %s: cannot start the reader thread", c->path);
-        goto out_sync;
-    }
+    int helper = pthread_create(&tid, NULL, ring_helper, &r) == 0; /* without one: alone */
+    pthread_mutex_lock(&r.mu);
     for (uint64_t b = 0; b < c->hi.blocks; b++) {
-        pthread_mutex_lock(&p.mu);
-        while (p.produced <= b && !p.done)
-            pthread_cond_wait(&p.cv, &p.mu);
-        int ready = p.produced > b;
-        pthread_mutex_unlock(&p.mu);
-        if (!ready) break; /* the reader failed at block b: its error below */
-        const uint8_t *blk = p.slot[b % CKPT_RING];
+        int *st = &r.state[b % CKPT_RING];
+        /* the inserter reads the block itself when nobody has claimed it yet, so it never waits
+         * for a helper that is not running */
+        while (*st != SLOT_READY && *st != SLOT_FAILED) {
+            uint64_t mine = *st == SLOT_FREE && r.next == b ? ring_claim(&r) : UINT64_MAX;
+            if (mine != UINT64_MAX)
+                ring_read(&r, mine);
+            else
+                pthread_cond_wait(&r.cv, &r.mu);
+        }
+        if (*st == SLOT_FAILED) break; /* the error is in r.err */
+        pthread_mutex_unlock(&r.mu);
+        const uint8_t *blk = r.buf[b % CKPT_RING];
         uint32_t n = rs_get32(blk + 4);
         const uint8_t *keys = blk + CKPT_BLOCK_HDR; /* 8-aligned after the 32-byte header */
-        if ((rc = rs_kv_batch_put(into, (const uint64_t *)keys, n, keys + (size_t)n * 8, NULL,
-                                  err))) {
-            rs_error_prefix(err, "%s: block %llu: ", c->path, (unsigned long long)b);
-            break;
-        }
-        pthread_mutex_lock(&p.mu);
-        p.consumed = b + 1;
-        pthread_cond_broadcast(&p.cv);
-        pthread_mutex_unlock(&p.mu);
+        rc = rs_kv_batch_put(into, (const uint64_t *)keys, n, keys + (size_t)n * 8, NULL, err);
+        if (rc) rs_error_prefix(err, "%s: block %llu: ", c->path, (unsigned long long)b);
+        pthread_mutex_lock(&r.mu);
+        if (rc) break;
+        *st = SLOT_FREE;
+        r.consumed = b + 1;
+        pthread_cond_broadcast(&r.cv);
     }
-    pthread_mutex_lock(&p.mu);
-    p.stop = 1;
-    pthread_cond_broadcast(&p.cv);
-    pthread_mutex_unlock(&p.mu);
-    pthread_join(tid, NULL);
-    if (!rc && p.rc) {
-        rc = p.rc;
-        if (err) *err = p.err;
+    r.stop = 1;
+    pthread_cond_broadcast(&r.cv);
+    pthread_mutex_unlock(&r.mu);
+    if (helper) pthread_join(tid, NULL);
+    if (!rc && r.rc) {
+        rc = r.rc;
+        if (err) *err = r.err;
     }
-out_sync:
-    pthread_cond_destroy(&p.cv);
-    pthread_mutex_destroy(&p.mu);
+    pthread_cond_destroy(&r.cv);
+    pthread_mutex_destroy(&r.mu);
 out_free:
-    for (int i = 0; i < nslots; i++)
-        free(p.slot[i]);
+    for (int i = 0; i < nbuf; i++)
+        free(r.buf[i]);
     return rc;
 }
 
