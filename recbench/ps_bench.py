@@ -39,17 +39,17 @@ import signal
 import sys
 import threading
 
-from recbench import _ps, errors, latency_hist, rc_options
+from recbench import _ps, errors, latency_hist, rc_options, transports
 from recbench.cli_flags import add_bool_flag, tls_options
-from recbench.ps_config import ConfigError, load_config
+from recbench.ps_config import HASH_METHODS, ConfigError, load_config
 from recbench.transports import default_port
 
 log = logging.getLogger("recbench.ps_bench")
 
 SKIP_EXIT_CODE = 77
 DEFAULT_SEED = 0x9E3779B97F4A7C15
-MAX_TARGET_RATE = 1e7  # RS_PACING_MAX_RATE (csrc/include/recstore/pacing.h)
-RC_TRANSPORTS = ("rdma", "shm")
+MAX_TARGET_RATE = _ps.PACING_MAX_RATE  # RS_PACING_MAX_RATE (csrc/include/recstore/pacing.h)
+RC_TRANSPORTS = transports.RC_NAMES
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,7 +61,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="native: recbench's recstore.PSService; recstore: RecStore's own "
                    "ParameterService (brpc and grpc; keys routed by CityHash64, 500 keys per "
                    "request), e.g. against RecStore's ps_server")
-    p.add_argument("--config_path", help="RecStore config JSON: servers, shards, value size")
+    p.add_argument("--hash_method", default=None, choices=list(HASH_METHODS),
+                   help="shard routing (default: the config's distributed_client.hash_method, "
+                   "else the wire's own: rs_mix64 native, city_hash on RecStore's wire; "
+                   "simple_mod = key mod shards, RecStore's wire only)")
+    p.add_argument("--config_path", help="RecStore config JSON: servers, shards, value size, "
+                   "hash method")
     p.add_argument("--host", default=None, help="server host when no config (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=None,
                    help="port of shard 0 when no config; shard i is at port+i "
@@ -118,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
 def resolve(args) -> dict:
     """Keyword arguments of _ps.bench_load/bench_run from flags and config."""
     cfg = load_config(args.config_path) if args.config_path else None
-    transport = (args.transport or (cfg.transport if cfg else None) or "brpc").lower()
+    transport = transports.get(args.transport or (cfg.transport if cfg else None) or "brpc").name
     num_shards = args.num_shards or (cfg.num_shards if cfg else None) or 1
     endpoints = []
     # a config listing every shard gives the endpoints in shard-id order (ids may be sparse,
@@ -150,7 +155,7 @@ def resolve(args) -> dict:
                          "batches/s (0 = closed loop)")
     depth = args.prefetch_depth or (16 if transport in RC_TRANSPORTS else 1)
     if args.wire == "recstore":
-        if transport not in ("brpc", "grpc"):
+        if not transports.get(transport).recstore_wire:
             raise ValueError(f"--wire recstore needs --transport brpc or grpc, not {transport}")
         transport = f"recstore+{transport}"  # the client connections of RecStore's wire
     return {
@@ -169,6 +174,7 @@ def resolve(args) -> dict:
         "target_rate": args.target_rate, "arrival": args.arrival,
         "arrival_seed": args.arrival_seed,
         "auth_token_file": args.auth_token_file,
+        "hash_method": args.hash_method or (cfg.hash_method if cfg else None),
     }
 
 

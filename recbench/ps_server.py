@@ -25,7 +25,7 @@ import select
 import signal
 import sys
 
-from recbench import _ps, errors, rc_options
+from recbench import _ps, errors, rc_options, transports
 from recbench.cli_flags import tls_options
 from recbench.ps_config import ConfigError, PSConfig, load_config
 from recbench.transports import default_port
@@ -104,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
 def resolve(args, cfg: PSConfig | None) -> list[dict]:
     """One settings dict per shard to serve; ValueError naming the flag on inconsistencies."""
     cfg = cfg or PSConfig()
-    transport = (args.transport or cfg.transport or "brpc").lower()
+    transport = transports.get(args.transport or cfg.transport or "brpc").name
     num_shards = args.num_shards or cfg.num_shards or 1
     shard_id = args.local_shard_id if args.local_shard_id is not None else args.grpc_local_shard_id
     # shard ids are labels (RecStore's plans use ids such as 3 and 8): a config that lists every

@@ -5,6 +5,7 @@
  */
 #include "ps_module.h"
 
+#include "recstore/pacing.h"
 #include "recstore/ps_bench.h"
 #include "recstore/transport.h"
 
@@ -30,6 +31,20 @@ static PyObject *ps_transports(PyObject *self, PyObject *noargs) {
     return d;
 }
 
+/* The limits of the bench loops that the runner checks at parse time (recbench.runner.plan), so
+ * that Python never repeats the numbers: the row size of ps_bench and the open-loop rate. */
+static int add_bench_limits(PyObject *m) {
+    if (PyModule_AddIntConstant(m, "BENCH_MAX_VALUE_SIZE", RS_PS_BENCH_MAX_VALUE_SIZE) < 0)
+        return -1;
+    PyObject *rate = PyFloat_FromDouble(RS_PACING_MAX_RATE);
+    if (!rate) return -1;
+    if (PyModule_AddObject(m, "PACING_MAX_RATE", rate) < 0) {
+        Py_DECREF(rate);
+        return -1;
+    }
+    return 0;
+}
+
 static PyMethodDef ps_methods[] = {
     {"build_info", rs_py_build_info, METH_NOARGS, "Build type, compiler, flags and features."},
     {"transports", ps_transports, METH_NOARGS,
@@ -50,8 +65,7 @@ PyMODINIT_FUNC PyInit__ps(void) {
     if (!m) return NULL;
     if (PyModule_AddFunctions(m, rs_py_ps_bench_methods) < 0 ||
         PyModule_AddFunctions(m, rs_py_ps_rc_methods) < 0 || rs_py_ps_server_type_init(m) < 0 ||
-        rs_py_ps_client_type_init(m) < 0 ||
-        PyModule_AddIntConstant(m, "BENCH_MAX_VALUE_SIZE", RS_PS_BENCH_MAX_VALUE_SIZE) < 0) {
+        rs_py_ps_client_type_init(m) < 0 || add_bench_limits(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -13,6 +13,7 @@
 #include "recstore/ps.h"
 #include "recstore/transport.h"
 #include "rs_test.h"
+#include "support/ps_conn_checks.h"
 #include "transport/net.h"
 
 #if RS_HAVE_GRPC
@@ -607,37 +608,11 @@ static void test_recstore_wire_and_health(void) {
         fixture_down(&f);
         return;
     }
-    enum { N = 1200, G = 1300 };
-    uint64_t *keys = malloc(G * 8);
-    float *rows = malloc((size_t)N * VS), *got = malloc((size_t)G * VS);
-    for (uint64_t i = 0; i < G; i++) {
-        keys[i] = 5000 + i;
-        if (i < N) fill_row(keys[i], rows + i * (VS / 4));
-    }
+    char why[256];
+    int rc = rs_test_recstore_put_get(ops, c, 5000, 1200, 1300, VS, fill_row, why, sizeof why);
+    if (rc) fprintf(stderr, "recstore+grpc put/get: %s\n", why);
+    RS_CHECK_EQ(rc, 0);
     rs_ps_completion out;
-    rs_ps_request put = {.op = RS_PS_PUT,
-                         .num_keys = N,
-                         .keys = (const uint8_t *)keys,
-                         .rows = (const uint8_t *)rows,
-                         .rows_len = (size_t)N * VS};
-    RS_CHECK_EQ(ops->submit(c, &put, 1, NULL, 0, &e), 0);
-    rs_ps_request get = {.op = RS_PS_GET, .num_keys = G, .keys = (const uint8_t *)keys};
-    RS_CHECK_EQ(ops->submit(c, &get, 2, got, (size_t)G * VS, &e), 0);
-    RS_CHECK_EQ(ops->submit(c, &get, 3, got, (size_t)G * VS, &e), RS_EBUSY);
-    RS_CHECK_EQ(ops->next(c, &out, &e), 0);
-    RS_CHECK(out.tag == 1 && out.resp.status == RS_PS_OK);
-    RS_CHECK_EQ(ops->next(c, &out, &e), 0);
-    RS_CHECK(out.tag == 2 && out.resp.status == RS_PS_OK);
-    RS_CHECK_EQ(out.resp.num_found, N);
-    RS_CHECK(memcmp(got, rows, (size_t)N * VS) == 0);
-    int zero = 1;
-    for (size_t i = (size_t)N * (VS / 4); i < (size_t)G * (VS / 4); i++)
-        zero &= got[i] == 0.0f;
-    RS_CHECK(zero);
-    rs_ps_request upd = put; /* no table "default": success=false, a status */
-    upd.op = RS_PS_UPDATE;
-    RS_CHECK_EQ(call1(c, &upd, NULL, 0, &out, &e), 0);
-    RS_CHECK_EQ(out.resp.status, RS_PS_INVALID_PAYLOAD);
     rs_ps_request ping = {.op = RS_PS_COMMAND, .command = "ping", .command_len = 4};
     rs_ps_request stats = {.op = RS_PS_COMMAND, .command = "stats", .command_len = 5};
     RS_CHECK_EQ(ops->submit(c, &ping, 9, NULL, 0, &e), 0);
@@ -666,9 +641,6 @@ static void test_recstore_wire_and_health(void) {
                          5, &reply, details, sizeof details),
                 GRPC_STATUS_NOT_FOUND);
     if (reply) grpc_byte_buffer_destroy(reply);
-    free(keys);
-    free(rows);
-    free(got);
     fixture_down(&f);
 }
 

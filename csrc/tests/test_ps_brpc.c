@@ -10,6 +10,7 @@
 
 #include "recstore/transport.h"
 #include "rs_test.h"
+#include "support/ps_conn_checks.h"
 #include "transport/net.h"
 
 #if RS_HAVE_PROTOBUF_C
@@ -338,39 +339,14 @@ static void test_recstore_wire(void) {
     void *c = NULL;
     rs_ps_client_opts co = {.timeout_ms = 5000, .max_in_flight = 2};
     RS_CHECK_EQ(ops->connect("127.0.0.1", f.port, &co, &c, &e), 0);
-    enum { N = 1100, G = 1200 };
-    uint64_t *keys = malloc(G * 8);
-    float *rows = malloc((size_t)N * VS), *got = malloc((size_t)G * VS);
-    for (uint64_t i = 0; i < G; i++) {
-        keys[i] = 900 + i;
-        if (i < N) row_for(keys[i], rows + i * (VS / 4));
-    }
-    rs_ps_completion out;
-    rs_ps_request put = {.op = RS_PS_PUT,
-                         .num_keys = N,
-                         .keys = (const uint8_t *)keys,
-                         .rows = (const uint8_t *)rows,
-                         .rows_len = (size_t)N * VS};
-    rs_ps_request get = {.op = RS_PS_GET, .num_keys = G, .keys = (const uint8_t *)keys};
-    RS_CHECK_EQ(ops->submit(c, &put, 1, NULL, 0, &e), 0);
-    RS_CHECK_EQ(ops->submit(c, &get, 2, got, (size_t)G * VS, &e), 0);
-    RS_CHECK_EQ(ops->next(c, &out, &e), 0);
-    RS_CHECK(out.tag == 1 && out.resp.status == RS_PS_OK);
-    RS_CHECK_EQ(ops->next(c, &out, &e), 0);
-    RS_CHECK(out.tag == 2 && out.resp.status == RS_PS_OK && out.resp.num_found == N);
-    RS_CHECK(memcmp(got, rows, (size_t)N * VS) == 0);
-    RS_CHECK(got[(size_t)G * (VS / 4) - 1] == 0.0f);
-    rs_ps_request upd = put;
-    upd.op = RS_PS_UPDATE;
-    RS_CHECK_EQ(ops->submit(c, &upd, 3, NULL, 0, &e), 0);
-    RS_CHECK_EQ(ops->next(c, &out, &e), 0);
-    RS_CHECK_EQ(out.resp.status, RS_PS_INVALID_PAYLOAD); /* no table "default" */
+    char why[256];
+    int rc = rs_test_recstore_put_get(ops, c, 900, 1100, 1200, VS, row_for, why, sizeof why);
+    if (rc) fprintf(stderr, "recstore+brpc put/get: %s\n", why);
+    RS_CHECK_EQ(rc, 0);
+    float got[VS / 4];
     rs_ps_request zero = {.op = RS_PS_GET, .num_keys = 0};
-    RS_CHECK_EQ(ops->submit(c, &zero, 4, got, 0, &e), RS_EINVAL);
+    RS_CHECK_EQ(ops->submit(c, &zero, 5, got, 0, &e), RS_EINVAL);
     ops->close(c);
-    free(keys);
-    free(rows);
-    free(got);
     fx_stop(&f);
 }
 

@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from recbench import _ps, latency_curve, procfs, records
+from recbench import _ps, latency_curve, procfs, records, transports
 from recbench.launch import LineProcess, PSServerLauncher
 from recbench.ps_server import SKIP_EXIT_CODE
 
@@ -253,15 +253,18 @@ def main(argv=None) -> int:
         ap.error("--closed_repeat and --repeat must be >= 1")
     out = args.out_dir or Path("results") / f"open_loop_{time.strftime('%m%d%H%M')}"
     out.mkdir(parents=True, exist_ok=True)
-    transports = [t.strip().lower() for t in args.transports.split(",") if t.strip()]
+    try:
+        names = [t.name for t in transports.parse_list(args.transports)]
+    except transports.UnknownTransport as e:
+        ap.error(str(e))
     closed, points = [], []
-    for t in transports:
+    for t in names:
         c, p = bench_transport(args, t, fractions)
         closed += c
         points += p
     latency_curve.write_csv(points, out / "curve.csv")
     records.write_csv(out / "closed_loop.csv", CLOSED_COLUMNS, closed)
-    cost = pacing_cost(args, transports[0], out) if args.pacing_cost and transports else []
+    cost = pacing_cost(args, names[0], out) if args.pacing_cost and names else []
     if cost:
         records.write_csv(out / "pacing_cost.csv", list(cost[0]), cost)
     md = latency_curve.markdown_lines(points, args.slo_p99_us, args.batch_keys)

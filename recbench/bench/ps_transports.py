@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from recbench import _ps, procfs, records
+from recbench import _ps, procfs, records, transports
 from recbench.bench.tls_pki import make_test_pki
 from recbench.launch import SOURCE_ROOT, LineProcess, PSServerLauncher, free_port
 from recbench.ps_server import SKIP_EXIT_CODE
@@ -179,7 +179,7 @@ def format_table(summary: list[dict], args) -> str:
 def goal_lines(summary: list[dict], args) -> list[str]:
     by = {s["system"]: s for s in summary if s["status"] == "ok"}
     out = []
-    for system in ("brpc", "grpc"):  # RecStore's wire >= 80 % of the native wire's keys/s
+    for system in transports.RECSTORE_WIRE_NAMES:  # RecStore's wire >= 80 % of the native's keys/s
         rs = f"recstore+{system}"
         if system in by and rs in by:
             r = by[rs]["keys_s"] / by[system]["keys_s"]

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from recbench import procfs, records
-from recbench.launch import SOURCE_ROOT, PSServerLauncher, python_env
+from recbench.launch import SOURCE_ROOT, LineProcess, PSServerLauncher, python_env
 
 ROOT = SOURCE_ROOT
 
@@ -95,34 +95,27 @@ def ps_case(a, name: str, transport: str, server_flags: list[str], client_flags:
                    "--thread_num", "1", "--load_thread_num", "1",
                    "--running_seconds", str(a.running_seconds),
                    "--prefetch_depth", str(a.prefetch_depth), *client_flags]
-        cli = subprocess.Popen(cli_cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, env=python_env(), cwd=str(ROOT))
-        for line in cli.stdout:
-            if line.startswith("PS_BENCHMARK_LOADED"):
-                break
+        cli = LineProcess(cli_cmd, stdin=subprocess.PIPE, separate_stderr=True, cwd=ROOT)
+        cli.wait_line("PS_BENCHMARK_LOADED", 120)
         cpu0 = procfs.cpu_seconds(srv.proc.pid)
-        cli.stdin.write("go\n")
-        cli.stdin.flush()
-        run = None
-        for line in cli.stdout:
-            if line.startswith("PS_BENCHMARK_RESULT") and "phase=run" in line:
-                run = records.parse_kv(line)
+        cli.send_line("go")
+        try:
+            line = cli.wait_for(lambda: next((x for x in cli.lines if x.startswith(
+                "PS_BENCHMARK_RESULT") and "phase=run" in x), None), "run result",
+                a.running_seconds + 60)
+        except RuntimeError:
+            raise RuntimeError(f"{name}: no run result (exit {cli.proc.poll()}): "
+                               f"{' '.join(cli.err_lines[-5:])}") from None
         cpu1 = procfs.cpu_seconds(srv.proc.pid)
-        cli.wait(timeout=60)
-        if run is None:
-            raise RuntimeError(f"{name}: no run result (exit {cli.returncode}): {cli.stderr.read()}")
+        run = records.parse_kv(line)
+        cli.wait(60)
         return {"case": name, "keys_per_sec": float(run["throughput_keys_sec"]),
                 "client_cpu_s": float(run["cpu_user_s"]) + float(run["cpu_sys_s"]),
                 "server_cpu_s": cpu1 - cpu0,
                 "p50_us": float(run.get("p50_us", 0)), "p99_us": float(run.get("p99_us", 0))}
     finally:
-        if cli is not None and cli.poll() is None:
-            cli.terminate()
-            try:
-                cli.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                cli.kill()
-                cli.wait()
+        if cli is not None:
+            cli.stop(10)
         srv.stop(10)
 
 

@@ -28,9 +28,7 @@ import argparse
 import json
 import logging
 import os
-import select
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -38,8 +36,8 @@ import time
 
 import numpy as np
 
-from recbench import _ps, procfs
-from recbench.launch import PSServerLauncher, python_env
+from recbench import _ps, procfs, transports
+from recbench.launch import LineProcess, PSServerLauncher
 from recbench.ps_client import PSClient
 
 log = logging.getLogger("recbench.bench.soak_ps")
@@ -185,25 +183,19 @@ def _killer(transport, servers, stop: threading.Event, counters: Counters, every
                 transport, "--mode", "mixed", "--record_count", "2000", "--batch_keys", "100",
                 "--thread_num", "1", "--prefetch_depth", "2", "--running_seconds", "600",
                 "--no_barrier", "--value_size", str(VALUE_SIZE)]
-        p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                             stdin=subprocess.DEVNULL, text=True, env=python_env())
+        p = LineProcess(args)
         try:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and not stop.is_set():
-                # PS_BENCHMARK_LOADED: load done, run phase starting (bounded wait, stop-aware)
-                if not select.select([p.stdout], [], [], 0.5)[0]:
-                    continue
-                line = p.stdout.readline()
-                if not line or line.startswith("PS_BENCHMARK_LOADED"):
-                    break
+            try:  # PS_BENCHMARK_LOADED: load done, run phase starting
+                p.wait_line("PS_BENCHMARK_LOADED", 60)
+            except RuntimeError:
+                pass  # it exited or is slow: kill it all the same
             stop.wait(0.5)  # let it run a little (no synchronisation depends on this)
         finally:
-            if p.poll() is None:
-                p.send_signal(signal.SIGKILL)
+            if p.proc.poll() is None:
+                p.signal(signal.SIGKILL)
                 with counters.lock:
                     counters.injected_kills += 1
-            p.wait()
-            p.stdout.close()
+            p.stop()
 
 
 # ---- one transport ------------------------------------------------------------------------------
@@ -244,7 +236,7 @@ def soak_transport(transport: str, seconds: float, args, out=sys.stdout) -> dict
         uri = f"{transport}://" + ",".join(f"127.0.0.1:{s.port}" for s in servers)
         idle_fds = [procfs.open_fds(s.pid) for s in servers]
         opts = {"timeout_ms": 10000, "prefetch_depth": 2}
-        if transport in ("shm", "rdma"):  # small lanes: many clients attach and detach
+        if transports.get(transport).rc:  # small lanes: many clients attach and detach
             opts["transport_options"] = ("qps_per_client_per_shard=2;slots_per_qp=2;"
                                          "request_slot_bytes=65536;response_slot_bytes=65536")
         base = 1 << 40

@@ -1,16 +1,20 @@
-"""A case as a value: every process of one transport x repeat, built from the plan before anything
-starts.
+"""A case as a value: every process of one transport x repeat, and its config, built from the
+plan before anything starts.
 
-`build_case` is pure: from the plan, the case's topology and what the session learned of each host
-(`HostPlace`: where its copy of the config is, its core count, its copies of the security files,
-the flags its programs accept) it gives a `Case` whose `ProcSpec`s hold the exact argv, env and
-log paths of every shard server and client. The session (session.py) places the config files,
-builds the case, then starts the specs in order; tests check the commands of any plan without
-starting a process.
+`build_case` is pure: from the plan, the case's topology, its config and what the session learned
+of each host (`HostPlace`: where its copy of the config is, its core count, its copies of the
+security files, the flags its programs accept) it gives a `Case` whose `ProcSpec`s hold the exact
+argv, env and log paths of every shard server and client, and whose `RemoteFile`s are the files
+each remote host gets through ssh stdin (its config.json with that host's data paths, the token
+and TLS copies). The session (session.py) builds every case of the run once, after preflight and
+before the first starts, then executes them in order: it writes the files the case names and
+starts its specs. A case that cannot run says so in `status`/`message` (skipped or a preflight
+failure) and still has its config. Tests check the commands of any plan without starting a process.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +24,7 @@ from typing import Any, Union
 from recbench.runner.config import (
     bind_core_offset,
     build_benchmark_cmd,
+    build_recstore_server_cmd,
     build_server_cmd,
     flag_name,
 )
@@ -29,6 +34,9 @@ from recbench.runner.topology import Topology
 from recbench.transports import Transport
 
 READY_MARKER = "event=ready"
+# RecStore's ps_server: `Server [shard <k>] listening on <addr>` (gRPC), `bRPC Server ... listening
+# on ...`; what its own launcher waits for
+RECSTORE_READY_MARKER = "listening on"
 LOADED_MARKER = "PS_BENCHMARK_LOADED"
 SERVER_MODULE = "recbench.ps_server"
 CLIENT_MODULE = "recbench.ps_bench"
@@ -86,6 +94,16 @@ class ProcSpec:
 
 
 @dataclass(frozen=True)
+class RemoteFile:
+    """A file a remote host gets through ssh stdin before the case starts."""
+    host: str                   # HostPlace.label
+    path: str
+    text: str
+    private: bool = False       # written with umask 077 (the token, TLS key and roots)
+    mkdir: str = ""             # a directory made first (the host's data directory)
+
+
+@dataclass(frozen=True)
 class Case:
     transport: Transport
     repeat: int
@@ -93,10 +111,63 @@ class Case:
     servers: tuple[ProcSpec, ...]
     clients: tuple[ProcSpec, ...]
     not_forwarded: tuple[str, ...] = ()   # "program: --flag" derived flags a program lacks
+    config: Mapping[str, Any] = field(default_factory=dict)  # configs/<t>_repeat_<i>.json's text
+    config_path: str = ""                 # that file (the local hosts' copy)
+    logs: str = ""                        # logs/<t>/repeat_<i>
+    data_root: str = ""                   # local scratch data directory (removed after the case)
+    remote_dir: str = ""                  # each remote host's directory of this case
+    remote_files: tuple[RemoteFile, ...] = ()
+    status: str = ""                      # "": runs; skipped / preflight_failure: does not
+    message: str = ""                     # why it does not run
 
     @property
     def procs(self) -> tuple[ProcSpec, ...]:
         return self.servers + self.clients
+
+    def record(self) -> dict[str, Any]:
+        """run_config.json's entry of this case (the session adds status, commands, processes)."""
+        out: dict[str, Any] = {
+            "transport": self.transport.label, "repeat_index": self.repeat,
+            "topology": self.topology.to_dict(), "server_plan": self.topology.server_plan(),
+            "client_plan": self.topology.client_plan(), "config_path": self.config_path}
+        rdma = self.config.get("rdma")
+        if self.transport.rc and rdma:
+            out.update({"rdma_namespace": rdma["namespace"],
+                        "rdma_control_plane_host": rdma["control_plane_host"],
+                        "rdma_control_plane_port": self.topology.servers[0].port,
+                        "rdma_get_response_mode": rdma["get_response_mode"]})
+        return out
+
+
+def remote_config(config: Mapping[str, Any], data_dir: str) -> dict[str, Any]:
+    """A remote host's copy of a case config: the value store's paths under `data_dir` there (not
+    this host's paths)."""
+    out: dict[str, Any] = json.loads(json.dumps(config))
+    value = out["cache_ps"]["base_kv_config"]["value"]
+    if "path" in value:
+        value["path"] = data_dir
+    for alloc in ("dram_allocator", "ssd_allocator"):
+        if alloc in value and "path" in value[alloc]:
+            value[alloc]["path"] = f"{data_dir}/{os.path.basename(value[alloc]['path'])}"
+    return out
+
+
+def remote_files(plan: Plan, config: Mapping[str, Any], places: Mapping[str, HostPlace],
+                 labels: Sequence[str]) -> tuple[RemoteFile, ...]:
+    """What each remote host of `labels` gets: its config.json (data paths under its data_base)
+    and its copies of the security files (read here from the local files the plan names)."""
+    out = []
+    for label in labels:
+        place = places[label]
+        if not place.remote:
+            continue
+        text = json.dumps(remote_config(config, place.data_base), indent=2)
+        out.append(RemoteFile(label, place.config_path, text, mkdir=place.data_base))
+        for flag, rpath in place.secrets.items():
+            with open(getattr(plan.execution, SECURITY_FILES[flag][0]), encoding="ascii",
+                      errors="replace") as f:
+                out.append(RemoteFile(label, rpath, f.read(), private=True))
+    return tuple(out)
 
 
 def launcher(remote: bool, remote_repo: str, remote_python: str, module: str, binary: str,
@@ -157,9 +228,11 @@ def _program(place: HostPlace, module: str, binary: str, local_root: Path,
 
 def build_case(plan: Plan, transport: Transport, repeat: int, topo: Topology,
                places: Mapping[str, HostPlace], host_of: Mapping[str, str], logs: Path,
-               local_root: Path, local_python: str) -> Case:
-    """Every process of one case. `host_of` maps a spec's ssh_host (or "" for none) to the label
-    of its HostPlace; `logs` is the case's log directory."""
+               local_root: Path, local_python: str, *, config: Mapping[str, Any] | None = None,
+               config_path: str = "", data_root: str = "", remote_dir: str = "") -> Case:
+    """Every process of one case, and with `config` the files its remote hosts get. `host_of`
+    maps a spec's ssh_host (or "" for none) to the label of its HostPlace; `logs` is the case's
+    log directory."""
     dropped: list[str] = []
     cwd_local = str(local_root)
 
@@ -178,18 +251,26 @@ def build_case(plan: Plan, transport: Transport, repeat: int, topo: Topology,
                         None if place.remote else cwd_local)
 
     servers = []
-    for s in topo.servers:
+    binary = plan.execution.server_binary
+    for s in topo.launched_servers():
         place = place_of(s.ssh_host)
-        prog = _program(place, SERVER_MODULE, plan.execution.server_binary, local_root,
-                        local_python)
+        prog = _program(place, SERVER_MODULE, binary, local_root, local_python)
         offset = bind_core_offset(plan, transport, "server", s.server_index, place.cores)
+        log_path = logs / "server" / f"server_{s.server_index}.log"
+        if binary:  # a RecStore-compatible ps_server: RecStore's flags, its ready line too
+            cmd = build_recstore_server_cmd(plan, transport, s, place.config_path, prog)
+            servers.append(ProcSpec(f"server_{s.server_index}", "server", s.server_index,
+                                    place.label, tuple(cmd),
+                                    process_env(place, cwd_local, offset), str(log_path), None,
+                                    (READY_MARKER, RECSTORE_READY_MARKER),
+                                    None if place.remote else cwd_local))
+            continue
         cmd = build_server_cmd(plan, transport, s, len(topo.servers), place.config_path, prog,
                                offset)
         # one data directory per shard process (file-backed indexes must not share files)
         cmd.append(f"--data_path={place.data_base}/shard_{s.shard}")
         servers.append(spec("server", s.server_index, place, cmd, offset, SERVER_MODULE,
-                            logs / "server" / f"server_{s.server_index}.log", None,
-                            (READY_MARKER,)))
+                            log_path, None, (READY_MARKER,)))
     clients = []
     for c in topo.clients:
         place = place_of(c.ssh_host)
@@ -201,4 +282,8 @@ def build_case(plan: Plan, transport: Transport, repeat: int, topo: Topology,
         clients.append(spec("client", c.client_index, place, cmd, offset, CLIENT_MODULE,
                             logs / f"{name}.stdout.log", logs / f"{name}.stderr.log",
                             (LOADED_MARKER, RESULT_PREFIX)))
-    return Case(transport, repeat, topo, tuple(servers), tuple(clients), tuple(dropped))
+    labels = sorted({spec.host for spec in servers + clients})
+    files = remote_files(plan, config, places, labels) if config is not None else ()
+    return Case(transport, repeat, topo, tuple(servers), tuple(clients), tuple(dropped),
+                config=dict(config or {}), config_path=config_path, logs=str(logs),
+                data_root=data_root, remote_dir=remote_dir, remote_files=files)

@@ -170,7 +170,16 @@ def build_parser() -> argparse.ArgumentParser:
     a("--benchmark-binary", default="",
       help="client program (default: python -m recbench.ps_bench); relative to the repo root")
     a("--server-binary", default="",
-      help="server program (default: python -m recbench.ps_server); relative to the repo root")
+      help="a RecStore-compatible ps_server to start per server entry instead of recbench's "
+           "(RecStore's flags: --config_path, --grpc_local_shard_id | --local_shard_id "
+           "--brpc_server_port); relative to the repo root; the rows say server_impl=its name")
+    a("--server-args", default="",
+      help="more arguments for every --server-binary command (one shell-quoted string, e.g. "
+           "'--brpc_server_num_threads=8')")
+    a("--server-endpoints", default="",
+      help="host:port,... of an already-running deployment (shard i = entry i): no server is "
+           "started, the clients get these endpoints; one transport (grpc or brpc); the rows "
+           "say server_impl=external")
     a("--build-dir", default="build",
       help="local build; a name containing 'release' (build_release) demands a Release build")
     a("--output-dir", default="", help="default results/benchmark_ps_MMDDHHMM under the repo root")

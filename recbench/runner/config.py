@@ -47,7 +47,8 @@ def build_runtime_config(plan: Plan, transport: Transport, topology: Topology,
     cfg = build_config(transport.name, [(s.host, s.port, s.shard) for s in topology.servers],
                        num_threads=srv.threads(transport), capacity=capacity,
                        index_type=srv.index_type, value_size=w.value_size,
-                       max_keys_per_request=max(w.batch_keys, srv.max_keys_per_request))
+                       max_keys_per_request=max(w.batch_keys, srv.max_keys_per_request),
+                       hash_method="city_hash" if w.wire == "recstore" else "rs_mix64")
     cfg["cache_ps"]["base_kv_config"]["value"] = {
         "type": srv.value_store_type,
         "default_value_size_hint": w.value_size,
@@ -152,10 +153,12 @@ def scoped_transport_options(text: str, transport: str) -> str:
             continue
         head, sep, rest = item.partition(":")
         if sep and "=" not in head:
-            if head.lower() not in transports.NAMES:
+            try:
+                scope = transports.get(head).name
+            except transports.UnknownTransport:
                 raise ValueError(f"--transport-options item '{item}': unknown transport "
-                                 f"'{head}' (known: {', '.join(transports.NAMES)})")
-            if head.lower() == transport.lower():
+                                 f"'{head}' (known: {', '.join(transports.NAMES)})") from None
+            if transport and scope == transports.get(transport).name:
                 out.append(rest)
         else:
             out.append(item)
@@ -192,6 +195,20 @@ def build_server_cmd(plan: Plan, transport: Transport, server: ServerSpec, num_s
     if options:
         cmd.append(f"--transport_options={options}")
     return cmd
+
+
+def build_recstore_server_cmd(plan: Plan, transport: Transport, server: ServerSpec,
+                              config_path: str, launcher: Sequence[str]) -> list[str]:
+    """argv of one shard of a RecStore-compatible ps_server (--server-binary) with RecStore's own
+    flags: the config (its cache_ps.ps_type picks grpc or brpc, cache_ps.servers the listen
+    addresses), the shard to serve (`--grpc_local_shard_id` for gRPC, `--local_shard_id` and
+    `--brpc_server_port` for bRPC, as RecStore's runner passes them), then --server-args."""
+    cmd = list(launcher) + [f"--config_path={config_path}"]
+    if transport.name == "grpc":
+        cmd.append(f"--grpc_local_shard_id={server.shard}")
+    else:
+        cmd += [f"--local_shard_id={server.shard}", f"--brpc_server_port={server.port}"]
+    return cmd + list(plan.execution.server_args)
 
 
 def build_benchmark_cmd(plan: Plan, transport: Transport, topology: Topology, client: ClientSpec,

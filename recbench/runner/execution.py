@@ -1,11 +1,12 @@
 """Starting, watching and stopping the runner's processes, locally or over ssh (optionally inside
 `docker exec`).
 
-Every process is a `Proc`: its stdout is read by a thread that copies each line into the log file
-and notices the marker lines the runner waits for (a server's ready line, a client's
-`PS_BENCHMARK_LOADED`, result lines); the owner waits on one condition variable that those threads
-notify, so nothing polls with sleeps. stdin stays a pipe, which is how the `go` barrier reaches
-clients, even through ssh and `docker exec -i`.
+Every process is a `Proc`, a recbench.launch.LineProcess (the one launcher of PS processes, also
+used by the harnesses and the tests) with the ssh/docker layer on top: its stdout is read by a
+thread that copies each line into the log file and notices the marker lines the runner waits
+for (a server's ready line, a client's `PS_BENCHMARK_LOADED`, result lines); the owner waits on
+one condition variable that those threads notify, so nothing polls with sleeps. stdin stays a
+pipe, which is how the `go` barrier reaches clients, even through ssh and `docker exec -i`.
 
 Remote commands run as `ssh [opts] HOST bash -lc '<cd REPO && CMD>'`; with a container,
 `ssh [opts] HOST bash -lc 'docker exec [-i] C bash -lc "<cd REPO && CMD>"'` (quoted with shlex, so
@@ -29,16 +30,15 @@ import signal
 import subprocess
 import tempfile
 import threading
-import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import IO, Any
+from typing import Any
 
 from recbench import procfs
+from recbench.launch import LineProcess
 
 log = logging.getLogger(__name__)
 
 REMOTE_PID_MARKER = "RECBENCH_REMOTE_PID="
-STOP_GRACE_SECONDS = 5.0
 
 
 def shell_join(argv: Iterable[object]) -> str:
@@ -145,78 +145,39 @@ class Host:
                               else subprocess.DEVNULL, check=False)
 
 
-class Proc:
-    """One started process (local, or the local ssh process carrying a remote one)."""
+class Proc(LineProcess):
+    """One started process (local, or the local ssh process carrying a remote one): recbench's
+    one launcher (recbench.launch.LineProcess) plus where it runs, the remote PID, its CPU time
+    from /proc, and signals that reach a remote program through ssh."""
 
-    def __init__(self, name: str, host: Host, popen: subprocess.Popen[bytes], stdout_log: str,
-                 stderr_log: str | None, cond: threading.Condition,
-                 markers: list[str]) -> None:
+    def __init__(self, name: str, host: Host, argv: Sequence[str], env: Mapping[str, str],
+                 stdout_log: str, stderr_log: str | None, cond: threading.Condition,
+                 markers: Iterable[str], cwd: str | None = None) -> None:
         self.name = name
         self.host = host
-        self.popen = popen
-        self.stdout_log = stdout_log
-        self.stderr_log = stderr_log
-        self.cond = cond
-        self.markers = markers          # {marker text: first line containing it}
-        self.seen: dict[str, str] = {}
-        self.lines: list[str] = []
         self.remote_pid: int | None = None
-        self.stdout_closed = False
-        self.returncode: int | None = None
-        self._threads: list[threading.Thread] = []
+        super().__init__(argv, stdin=subprocess.PIPE, cwd=cwd, env=env, stdout_log=stdout_log,
+                         stderr_log=stderr_log, cond=cond, markers=markers,
+                         line_hook=self._remote_pid_line if host.remote else None,
+                         new_session=True)
+        self.cond = self.cv
 
     @property
-    def pid(self) -> int:
-        return self.popen.pid
+    def popen(self) -> subprocess.Popen[str]:
+        return self.proc
+
+    def _remote_pid_line(self, line: str) -> bool:
+        if self.remote_pid is None and line.startswith(REMOTE_PID_MARKER):
+            try:
+                self.remote_pid = int(line[len(REMOTE_PID_MARKER):].strip())
+            except ValueError:
+                return False
+            return True
+        return False
 
     def target_pid(self) -> int | None:
         """PID of the program itself (remote PID for ssh processes)."""
-        return self.remote_pid if self.host.remote else self.popen.pid
-
-    def _read_stdout(self, log_file: IO[str]) -> None:
-        assert self.popen.stdout is not None
-        for raw in iter(self.popen.stdout.readline, b""):
-            line = raw.decode("utf-8", "replace")
-            if self.host.remote and self.remote_pid is None and line.startswith(REMOTE_PID_MARKER):
-                try:
-                    self.remote_pid = int(line[len(REMOTE_PID_MARKER):].strip())
-                except ValueError:
-                    pass
-                with self.cond:
-                    self.cond.notify_all()
-                continue
-            log_file.write(line)
-            log_file.flush()
-            with self.cond:
-                self.lines.append(line.rstrip("\n"))
-                for marker in self.markers:
-                    if marker not in self.seen and marker in line:
-                        self.seen[marker] = line.rstrip("\n")
-                self.cond.notify_all()
-        log_file.close()
-        self.popen.wait()
-        with self.cond:
-            self.stdout_closed = True
-            self.returncode = self.popen.returncode
-            self.cond.notify_all()
-
-    def start_reader(self, log_file: IO[str]) -> None:
-        t = threading.Thread(target=self._read_stdout, args=(log_file,), daemon=True,
-                             name=f"reader-{self.name}")
-        t.start()
-        self._threads.append(t)
-
-    def exited(self) -> bool:
-        return self.stdout_closed
-
-    def send_line(self, text: str) -> bool:
-        try:
-            assert self.popen.stdin is not None
-            self.popen.stdin.write((text + "\n").encode())
-            self.popen.stdin.flush()
-            return True
-        except (BrokenPipeError, OSError, ValueError):
-            return False
+        return self.remote_pid if self.host.remote else self.proc.pid
 
     def cpu_seconds(self) -> float | None:
         """utime+stime of the program from /proc (None if it is gone or unreadable)."""
@@ -238,54 +199,17 @@ class Proc:
         return procfs.stat_cpu_seconds(text)
 
     def signal(self, sig: signal.Signals) -> None:
-        if self.host.remote:
-            if self.remote_pid is not None and not self.exited():
-                try:
-                    self.host.run(f"kill -{sig.name[3:]} {int(self.remote_pid)} 2>/dev/null || true",
-                                  timeout=15)
-                except subprocess.TimeoutExpired:
-                    log.warning("ssh kill of %s on %s timed out", self.name, self.host.label())
-            if sig == signal.SIGKILL:
-                _killpg(self.popen.pid, signal.SIGKILL)
-        else:
-            _killpg(self.popen.pid, sig)
-
-    def stop(self, grace: float = STOP_GRACE_SECONDS) -> int | None:
-        """SIGTERM, wait up to `grace` seconds, then SIGKILL; always reaps."""
-        if not self.exited():
-            self.signal(signal.SIGTERM)
-            self.wait(grace)
-        if not self.exited():
-            self.signal(signal.SIGKILL)
-            self.wait(grace)
-        if self.popen.poll() is None:  # the local ssh process for a vanished remote
-            _killpg(self.popen.pid, signal.SIGKILL)
-            self.popen.wait()
-        for t in self._threads:
-            t.join(timeout=grace)
-        try:
-            if self.popen.stdin is not None:
-                self.popen.stdin.close()
-        except (OSError, ValueError):
-            pass
-        return self.returncode
-
-    def wait(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while not self.stdout_closed:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self.cond.wait(left)
-        return True
-
-
-def _killpg(pid: int, sig: signal.Signals) -> None:
-    try:
-        os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
+        if not self.host.remote:
+            super().signal(sig)
+            return
+        if self.remote_pid is not None and not self.exited():
+            try:
+                self.host.run(f"kill -{sig.name[3:]} {int(self.remote_pid)} 2>/dev/null || true",
+                              timeout=15)
+            except subprocess.TimeoutExpired:
+                log.warning("ssh kill of %s on %s timed out", self.name, self.host.label())
+        if sig == signal.SIGKILL:
+            super().signal(signal.SIGKILL)  # the local ssh process too
 
 
 class ProcessRegistry:
@@ -325,28 +249,20 @@ def start_process(name: str, host: Host, argv: Sequence[object], env: Mapping[st
                   cond: threading.Condition | None = None, markers: Iterable[str] = (),
                   registry: ProcessRegistry = REGISTRY, cwd: str | None = None) -> Proc:
     """Start `argv` on `host` with `env` added to its environment. stdout goes to `stdout_log`
-    (via the reader thread); stderr to `stderr_log`, or merged into stdout when None."""
-    cond = cond or threading.Condition()
-    os.makedirs(os.path.dirname(stdout_log), exist_ok=True)
-    err_file = open(stderr_log, "wb") if stderr_log else None  # noqa: SIM115 — closed below
-    stderr = err_file if err_file else subprocess.STDOUT
+    (via the reader thread); stderr to `stderr_log`, or merged into stdout when None. A remote
+    command is wrapped in ssh (and docker exec) here; the process itself is recbench's one
+    launcher (Proc, a recbench.launch.LineProcess)."""
     if host.ssh_host is not None:
         command = f"echo {REMOTE_PID_MARKER}$$ && {env_command(argv, env)}"
         full = build_remote_exec_cmd(host.ssh_host, host.repo, command, host.container, host.ssh,
                                      interactive=True)
-        proc_env = None
+        proc_env = dict(os.environ)
     else:
         full = [str(a) for a in argv]
         proc_env = dict(os.environ)
         proc_env.update({k: str(v) for k, v in (env or {}).items()})
     log.debug("start %s on %s: %s", name, host.label(), shell_join(full))
-    try:
-        popen = subprocess.Popen(full, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-                                 env=proc_env, cwd=cwd, start_new_session=True)
-    finally:
-        if err_file:
-            err_file.close()
-    proc = Proc(name, host, popen, stdout_log, stderr_log, cond, list(markers))
+    proc = Proc(name, host, full, proc_env, stdout_log, stderr_log, cond or threading.Condition(),
+                markers, cwd=cwd)
     registry.add(proc)
-    proc.start_reader(open(stdout_log, "w"))  # noqa: SIM115 — the reader thread closes it
     return proc

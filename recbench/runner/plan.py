@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,10 +38,11 @@ from recbench.runner.topology import (
 )
 from recbench.transports import RC_SSH_CONTROL_PLANE_PORT, Transport
 
-try:  # the C bench loops' row limit (RS_PS_BENCH_MAX_VALUE_SIZE)
-    from recbench._ps import BENCH_MAX_VALUE_SIZE
-except ImportError:  # no build here: preflight reports that; only the C side can check the limit
+try:  # the C bench loops' limits: row size (RS_PS_BENCH_MAX_VALUE_SIZE), open-loop rate
+    from recbench._ps import BENCH_MAX_VALUE_SIZE, PACING_MAX_RATE  # (RS_PACING_MAX_RATE)
+except ImportError:  # no build here: preflight reports that; only the C side can check the limits
     BENCH_MAX_VALUE_SIZE = None
+    PACING_MAX_RATE = float("inf")
 
 DEFAULT_RDMA_FETCH_QPS = 16
 DEFAULT_RDMA_FETCH_SLOTS = 1
@@ -53,7 +55,7 @@ RESPONSE_MODES = ("auto", "direct_sg", "staging_copy")
 # --report-mode values recbench's ps_bench implements (it prints one summary per phase); the
 # others are forwarded only to a --benchmark-binary, whose --help must list the flag.
 PS_BENCH_REPORT_MODES = ("summary",)
-MAX_TARGET_RATE = 1e7  # RS_PACING_MAX_RATE (csrc/include/recstore/pacing.h): batches/s per process
+MAX_TARGET_RATE: float = PACING_MAX_RATE  # batches/s per client process (recbench._ps)
 
 
 class PlanError(ValueError):
@@ -151,7 +153,7 @@ class Execution:
     cluster_timeout: float
     allow_debug_build: bool
     benchmark_binary: str
-    server_binary: str
+    server_binary: str         # a RecStore-compatible ps_server started instead of recbench's
     build_dir: str
     output_dir: str
     show_runner_logs: bool
@@ -159,6 +161,8 @@ class Execution:
     grpc_tls_cert: str = ""    # gRPC over TLS: server certificate chain, key, clients' roots
     grpc_tls_key: str = ""
     grpc_tls_ca: str = ""
+    server_args: tuple[str, ...] = ()  # --server-args, appended to every --server-binary command
+    server_endpoints: str = ""         # an already-running deployment: no server is started
 
     @property
     def remote(self) -> bool:
@@ -184,6 +188,7 @@ class Plan:
     topologies: Mapping[str, Topology]  # transport name -> topology (ports decided)
     explicit: frozenset[str]          # dests the user gave (profile values do not override them)
     flags: Mapping[str, Any] = field(default_factory=dict)  # the parsed flags, as given
+    server_impl: str = "recbench"     # recbench, external (--server-endpoints) or the binary's name
 
     def topology(self, transport: Transport) -> Topology:
         return self.topologies[transport.name]
@@ -351,6 +356,53 @@ def _check_execution(a: argparse.Namespace) -> None:
                 raise PlanError(f"{_flag(dest)} {path}: no executable file at {full}")
 
 
+def server_impl(server_binary: str, server_endpoints: str) -> str:
+    """What serves the rows: `external` (an already-running deployment), the --server-binary's
+    file name, or `recbench` (python -m recbench.ps_server)."""
+    if server_endpoints.strip():
+        return "external"
+    if server_binary:
+        return os.path.basename(server_binary.rstrip("/")) or server_binary
+    return "recbench"
+
+
+def _check_servers(a: argparse.Namespace, ts: tuple[Transport, ...],
+                   explicit: frozenset[str]) -> tuple[str, ...]:
+    """--server-endpoints and --server-binary/--server-args (a RecStore deployment); returns the
+    parsed --server-args."""
+    endpoints = str(getattr(a, "server_endpoints", "") or "").strip()
+    args_text = str(getattr(a, "server_args", "") or "")
+    try:
+        server_args = tuple(shlex.split(args_text))
+    except ValueError as e:
+        raise PlanError(f"--server-args {args_text!r}: {e}") from None
+    if server_args and not a.server_binary:
+        raise PlanError("--server-args are arguments of --server-binary; give --server-binary too")
+    if not endpoints and not a.server_binary:
+        return server_args
+    rc = [t.label for t in ts if t.rc]
+    if endpoints:
+        if a.server_binary:
+            raise PlanError("--server-endpoints names servers that run already, --server-binary "
+                            "starts them: give one of the two")
+        if a.server_plan.strip() or "server_shard_ips" in explicit:
+            raise PlanError("--server-endpoints replaces --server-plan and --server-shard-ips "
+                            "(the endpoints are the servers); drop those")
+        if len(ts) != 1 or rc:
+            raise PlanError("--server-endpoints: a running deployment serves one transport; give "
+                            "--transports grpc or --transports brpc (got "
+                            f"{','.join(t.label for t in ts)})")
+    elif rc:
+        raise PlanError(f"--server-binary starts a RecStore-compatible ps_server (grpc, brpc), "
+                        f"which has no {', '.join(rc)} transport; drop it from --transports")
+    if a.server_binary:
+        for dest in ("auth_token_file", "grpc_tls_cert"):
+            if getattr(a, dest, ""):
+                raise PlanError(f"{_flag(dest)}: a --server-binary gets RecStore's ps_server "
+                                "flags only, which have no deployment token or TLS files")
+    return server_args
+
+
 def _check_unsupported(a: argparse.Namespace, explicit: frozenset[str]) -> None:
     if a.rdma_rc_server_coroutines_per_thread not in (None, 1):
         raise PlanError(f"--rdma-rc-server-coroutines-per-thread "
@@ -377,7 +429,8 @@ def _topology(a: argparse.Namespace, t: Transport) -> Topology:
             RC_SSH_CONTROL_PLANE_PORT if a.execution_backend == "ssh" else None)
     topo = build_topology_plan(t.label, a.server_shard_ips, a.client_ips,
                                a.client_processes_per_ip, a.server_plan, a.client_plan,
-                               rc_port=rc_port)
+                               rc_port=rc_port,
+                               server_endpoints=getattr(a, "server_endpoints", "") or "")
     if t.rc and a.rdma_control_plane_host and a.rdma_control_plane_host != topo.servers[0].host:
         raise TopologyError(f"--rdma-control-plane-host {a.rdma_control_plane_host}: in "
                             "recbench each shard's control plane is that shard's own endpoint, "
@@ -467,7 +520,7 @@ def build_plan(a: argparse.Namespace, explicit: frozenset[str] = frozenset()) ->
         raise PlanError(f"client_processes_per_ip must be >= 1, got {a.client_processes_per_ip}")
     names = normalize_transport_list(a.transports)
     ts = tuple(transports.get(n) for n in names)
-    other = [n for n in names if n not in ("BRPC", "GRPC")]
+    other = [t.label for t in ts if not t.recstore_wire]
     if getattr(a, "wire", "native") == "recstore" and other:
         raise PlanError(f"--wire recstore: RecStore's wire exists on brpc and grpc only, not "
                         f"{', '.join(other)}")
@@ -476,6 +529,7 @@ def build_plan(a: argparse.Namespace, explicit: frozenset[str] = frozenset()) ->
     _check_workload(a)
     _check_execution(a)
     _check_unsupported(a, explicit)
+    server_args = _check_servers(a, ts, explicit)
     topologies = {t.name: _topology(a, t) for t in ts}
     shards = len(next(iter(topologies.values())).servers)
     rc, prefetch = _rc(a, ts, shards)
@@ -496,6 +550,7 @@ def build_plan(a: argparse.Namespace, explicit: frozenset[str] = frozenset()) ->
         diagnostic_reasons=reasons,
         workload=_fields(Workload, a, prefetch_depth=prefetch),
         servers=_fields(Servers, a), rc=rc,
-        execution=_fields(Execution, a, ssh_option=tuple(a.ssh_option)),
+        execution=_fields(Execution, a, ssh_option=tuple(a.ssh_option), server_args=server_args),
         topologies=topologies, explicit=explicit,
-        flags={k: v for k, v in vars(a).items() if k != "explicit_set"})
+        flags={k: v for k, v in vars(a).items() if k != "explicit_set"},
+        server_impl=server_impl(a.server_binary, getattr(a, "server_endpoints", "") or ""))

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from recbench import records
+from recbench import records, transports
 from recbench.runner.results import FAILURE_STATUSES
 
 log = logging.getLogger("recbench.runner.report")
@@ -131,6 +131,21 @@ def write_report(run_dir: str | Path) -> Path:
     return path
 
 
+def _server_line(plan: Mapping[str, Any]) -> str:
+    """Who served the rows and on which wire (summary.csv's server_impl and wire columns)."""
+    ex = plan['execution']
+    impl = plan.get('server_impl', "recbench")
+    wire = plan['workload'].get('wire', "native")
+    line = f"- 服务端实现 (server_impl): {impl}；wire: {wire}"
+    if ex.get('server_endpoints'):
+        line += (f"（已在运行的部署 --server-endpoints {ex['server_endpoints']}：runner 未启动"
+                 "服务端，也读不到它的 CPU 时间）")
+    elif ex.get('server_binary'):
+        args = " ".join(ex.get('server_args') or [])
+        line += f"（--server-binary {ex['server_binary']}{' ' + args if args else ''}）"
+    return line
+
+
 def render(run_config: Mapping[str, Any], rows: Sequence[Row], totals: Sequence[Row],
            plots: Mapping[str, str] | None = None) -> str:
     """summary.md's text from run_config.json's content and the CSV rows (strings)."""
@@ -153,6 +168,7 @@ def render(run_config: Mapping[str, Any], rows: Sequence[Row], totals: Sequence[
     out += [
         f"- 模式: {mode}; profile: {_opt(plan['profile'])}; 行类型 (row_kind): {plan['row_kind']}",
         f"- Transports: {', '.join(labels)}",
+        _server_line(plan),
         f"- 服务端 shard 地址: {plan['server_plan'] or plan['server_shard_ips']}"
         + ("（显式 --server-plan）" if plan['server_plan'] else ""),
         f"- 客户端地址: {plan['client_plan'] or plan['client_ips']}"
@@ -275,8 +291,9 @@ def render(run_config: Mapping[str, Any], rows: Sequence[Row], totals: Sequence[
     means = {t["transport"]: t for t in totals if t.get("repeat_index") == "mean"
              and t.get("phase") == "run" and _num(t.get("key_ops_per_sec")) is not None}
     if means:
-        base_rate = _num(means["BRPC"]["key_ops_per_sec"]) if "BRPC" in means else None
-        out.append("| transport | run M keys/s (repeat 均值) | 标准差 | payload GB/s | 相对 BRPC "
+        base = transports.get("brpc").label
+        base_rate = _num(means[base]["key_ops_per_sec"]) if base in means else None
+        out.append(f"| transport | run M keys/s (repeat 均值) | 标准差 | payload GB/s | 相对 {base} "
                    "| row_kind |")
         out.append("|---|---:|---:|---:|---:|---|")
         for name, t in means.items():

@@ -42,6 +42,9 @@ NEW_COLUMNS += OPEN_LOOP_COLUMNS
 # kind or shm/tcp, tcg/kvm on lab guests (else native), ps_bench's get_path
 LAB_COLUMNS = ["fabric", "accelerator", "get_path"]
 NEW_COLUMNS += LAB_COLUMNS
+# what served the row: recbench (its ps_server), external (--server-endpoints, a deployment the
+# runner did not start) or a --server-binary's file name
+NEW_COLUMNS += ["server_impl"]
 SUMMARY_COLUMNS = RECSTORE_COLUMNS + NEW_COLUMNS
 
 TOTALS_COLUMNS = [

@@ -12,6 +12,7 @@ rows with its status and never stops the other cases; the summary files are alwa
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -36,7 +37,6 @@ from recbench.runner import case as case_procs
 from recbench.runner import preflight, report, results
 from recbench.runner.case import (
     LOADED_MARKER,
-    READY_MARKER,
     SECURITY_FILES,
     Case,
     HostPlace,
@@ -100,10 +100,6 @@ class Session:
         self.remote_repo = plan.execution.remote_repo or str(REPO_ROOT)
         self.remote_python = plan.execution.remote_python or f"{self.remote_repo}/.venv/bin/python"
         self.interrupted = False
-        self.data_bases: dict[str, str] = {}
-        # host label -> {flag: where that host's copy of the file is} for the deployment token
-        # and the gRPC TLS files (SECURITY_FILES)
-        self.secret_paths: dict[str, dict[str, str]] = {}
 
     # ---- setup ---------------------------------------------------------------------------
     def _output_dir(self) -> Path:
@@ -198,7 +194,7 @@ class Session:
         plan = self.plan
         ports_by_host: dict[str, set[tuple[str, int]]] = {}
         for topo in topologies.values():
-            for s in topo.servers:
+            for s in topo.launched_servers():
                 ports_by_host.setdefault(self.host(s.ssh_host).label(), set()).add((s.host, s.port))
             for c in topo.clients:
                 ports_by_host.setdefault(self.host(c.ssh_host).label(), set())
@@ -241,6 +237,8 @@ class Session:
         if not problems:
             for module, binary in (("recbench.ps_server", plan.execution.server_binary),
                                    ("recbench.ps_bench", plan.execution.benchmark_binary)):
+                if module == "recbench.ps_server" and binary:
+                    continue  # a RecStore-compatible binary: its --help is not asked (gflags)
                 self.program_flags(host, self.launcher(host, module, binary))
         return problems
 
@@ -307,14 +305,14 @@ class Session:
             "runtime_seconds": plan.workload.runtime_seconds,
             "distribution": plan.workload.distribution, "mode": plan.workload.mode,
             "index_type": plan.servers.index_type, "row_kind": plan.row_kind,
-            "wire": plan.workload.wire,
+            "wire": plan.workload.wire, "server_impl": plan.server_impl,
             "build_type": self._build_type(topo), "client_index": -1, "phase": "",
             **lab_facts.row_labels(transport.label, [self.facts.get(lbl, {})
                                                      for lbl in self._topo_labels(topo)]),
         }
 
     def _topo_labels(self, topo: Topology) -> list[str]:
-        return sorted({self.host(s.ssh_host).label() for s in topo.servers}
+        return sorted({self.host(s.ssh_host).label() for s in topo.launched_servers()}
                       | {self.host(c.ssh_host).label() for c in topo.clients})
 
     def _build_type(self, topo: Topology) -> str:
@@ -323,9 +321,13 @@ class Session:
         return ";".join(types)
 
     def case_skip_reason(self, transport: Transport, topo: Topology) -> str | None:
-        labels = sorted({self.host(s.ssh_host).label() for s in topo.servers}
-                        | {self.host(c.ssh_host).label() for c in topo.clients})
-        for lbl in labels if not self.plan.execution.server_binary else ():
+        labels = self._topo_labels(topo)
+        # recbench's transports are needed where recbench's programs run: every client, and the
+        # servers unless a --server-binary serves
+        ours = sorted({self.host(c.ssh_host).label() for c in topo.clients}
+                      | ({self.host(s.ssh_host).label() for s in topo.launched_servers()}
+                         if not self.plan.execution.server_binary else set()))
+        for lbl in ours:
             missing = self.facts.get(lbl, {}).get("transports", {}).get(transport.name)
             if missing:
                 return f"recbench on {lbl} has no {transport.name} transport: {missing}"
@@ -339,8 +341,7 @@ class Session:
         return None
 
     def host_level_problems(self, topo: Topology) -> list[str]:
-        labels = sorted({self.host(s.ssh_host).label() for s in topo.servers}
-                        | {self.host(c.ssh_host).label() for c in topo.clients})
+        labels = self._topo_labels(topo)
         problems = []
         for lbl in labels:
             problems += self.host_problems.get(lbl, [])
@@ -379,8 +380,10 @@ class Session:
 
     def case_problems(self, topo: Topology, transport: Transport | None = None) -> list[str]:
         problems = self.fabric_problems(transport, topo) if transport else []
-        for spec, module, binary in ([(s, "recbench.ps_server", self.plan.execution.server_binary)
-                                      for s in topo.servers]
+        # a --server-binary is RecStore's kind of program (gflags: --help exits 1), so its
+        # --help is not asked; recbench's own programs must answer theirs
+        for spec, module, binary in ([(s, "recbench.ps_server", "") for s in topo.launched_servers()
+                                      if not self.plan.execution.server_binary]
                                      + [(c, "recbench.ps_bench", self.plan.execution.benchmark_binary)
                                         for c in topo.clients]):
             host = self.host(spec.ssh_host)
@@ -391,7 +394,11 @@ class Session:
                 msg = f"{binary or module} cannot run on {host.label()}: {flags['__error__']}"
                 if msg not in problems:
                     problems.append(msg)
-        for s in topo.servers:
+        for s in topo.servers if topo.external else ():
+            if not _port_accepts(s.host, s.port):
+                problems.append(f"--server-endpoints: {format_hostport(s.host, s.port)} does not "
+                                "accept TCP connections from this host (is the deployment up?)")
+        for s in topo.launched_servers():
             facts = self.facts.get(self.host(s.ssh_host).label(), {})
             state = facts.get("ports", {}).get(f"{s.host}:{s.port}")
             if state == "in use":
@@ -403,70 +410,146 @@ class Session:
                                 "--server-shard-ips and --execution-backend)")
         return problems
 
-    def run_case(self, transport: Transport, repeat: int,
-                 topo: Topology) -> tuple[list[dict[str, Any]], float | None]:
-        """Rows and server CPU seconds of one case. Its config is written first, so every case
-        (a skipped or failed one too) has configs/<transport>_repeat_<i>.json."""
+    # ---- the cases, built once ----------------------------------------------------------
+    def build_cases(self) -> list[Case]:
+        """Every case of the plan, built after preflight and before the first runs: its config,
+        its processes and the files its remote hosts get, or why it cannot run (skipped,
+        preflight_failure). Each case's config is written to configs/ now, so every case (a
+        skipped or failed one too) has configs/<transport>_repeat_<i>.json."""
+        cases = []
+        for transport, repeat in self.plan.cases():
+            topo = self.plan.topology(transport)
+            try:
+                case = self._build_case(transport, repeat, topo)
+            except Exception as exc:  # a runner bug in one case: record it, build the others
+                log.exception("building %s repeat %s", transport, repeat)
+                case = Case(transport, repeat, topo, (), (), status="startup_failure",
+                            message=f"runner error: {type(exc).__name__}: {exc}")
+            if case.config_path:
+                Path(case.config_path).parent.mkdir(parents=True, exist_ok=True)
+                Path(case.config_path).write_text(json.dumps(case.config, indent=2) + "\n")
+            cases.append(case)
+        return cases
+
+    def _build_case(self, transport: Transport, repeat: int, topo: Topology) -> Case:
         plan = self.plan
         t = transport.name
-        base = self.base_row(transport, repeat, topo)
         logs = self.output_dir / "logs" / t / f"repeat_{repeat}"
-        (logs / "server").mkdir(parents=True, exist_ok=True)
-        config_path = self.output_dir / "configs" / f"{t}_repeat_{repeat}.json"
-        case: dict[str, Any] = {
-            "transport": transport.label, "repeat_index": repeat, "topology": topo.to_dict(),
-            "server_plan": topo.server_plan(), "client_plan": topo.client_plan(),
-            "config_path": str(config_path)}
-        if transport.rc:
-            case.update({"rdma_namespace": f"{plan.rc.rdma_namespace}-{repeat}",
-                         "rdma_control_plane_host": plan.rc.rdma_control_plane_host
-                         or topo.servers[0].host,
-                         "rdma_control_plane_port": topo.servers[0].port,
-                         "rdma_get_response_mode": plan.rc.get_response_mode})
-        self.cases.append(case)
+        config_path = str(self.output_dir / "configs" / f"{t}_repeat_{repeat}.json")
         data_root = (Path(plan.execution.local_data_root or self.output_dir / "data")
                      / f"{t}_repeat_{repeat}")
         config = build_runtime_config(plan, transport, topo, str(data_root / "value"))
         if transport.rc:
-            config["rdma"]["namespace"] = case["rdma_namespace"]
-        config_path.parent.mkdir(parents=True, exist_ok=True)
-        config_path.write_text(json.dumps(config, indent=2) + "\n")
+            config["rdma"]["namespace"] = f"{plan.rc.rdma_namespace}-{repeat}"
+        remote_dir = f"{plan.execution.remote_runtime_root}/{self.run_tag}/{t}/repeat_{repeat}"
+        bare = Case(transport, repeat, topo, (), (), config=config, config_path=config_path,
+                    logs=str(logs), data_root=str(data_root), remote_dir=remote_dir)
         problems = self.host_level_problems(topo)
         skip = None if problems else self.case_skip_reason(transport, topo)
         if skip:
-            case["status"] = "skipped"
-            return [results.failure_row(base, "skipped", skip)], None
+            return dataclasses.replace(bare, status="skipped", message=skip)
         problems = problems or self.case_problems(topo, transport)
         if problems:
-            case["status"] = "preflight_failure"
-            return [results.failure_row(base, "preflight_failure", "; ".join(problems))], None
-        remote_dir = f"{plan.execution.remote_runtime_root}/{self.run_tag}/{t}/repeat_{repeat}"
-        (data_root / "value").mkdir(parents=True, exist_ok=True)
+            return dataclasses.replace(bare, status="preflight_failure",
+                                       message="; ".join(problems))
+        try:
+            built = self.case_procs(transport, repeat, topo, config, config_path, logs,
+                                    str(data_root), remote_dir)
+        except PreflightError as exc:
+            return dataclasses.replace(bare, status="preflight_failure", message=str(exc))
+        self.not_forwarded.update(built.not_forwarded)
+        return built
+
+    def _places(self, topo: Topology, config_path: str, data_root: str,
+                remote_dir: str) -> tuple[dict[str, HostPlace], dict[str, str]]:
+        """Each host of a case as its commands see it, and each spec's ssh_host -> host label."""
+        places: dict[str, HostPlace] = {}
+        host_of: dict[str, str] = {}
+        flags: dict[str, dict[str, ProgramFlags]] = {}
+        ex = self.plan.execution
+        for module, binary, specs in ((case_procs.SERVER_MODULE, ex.server_binary,
+                                       topo.launched_servers()),
+                                      (case_procs.CLIENT_MODULE, ex.benchmark_binary, topo.clients)):
+            for spec in specs:
+                host = self.host(spec.ssh_host)
+                host_of[spec.ssh_host or ""] = host.label()
+                seen = flags.setdefault(host.label(), {})
+                if module not in seen:  # only the programs a host runs
+                    seen[module] = (None if module == case_procs.SERVER_MODULE and binary
+                                    else self.program_flags(host,
+                                                            self.launcher(host, module, binary)))
+        files = {flag: getattr(ex, attr) for flag, (attr, _) in SECURITY_FILES.items()
+                 if getattr(ex, attr)}
+        for label, programs in flags.items():
+            host = self.hosts[label]
+            if host.remote:
+                where, data_base = f"{remote_dir}/config.json", f"{remote_dir}/data/value"
+                secrets = {f: f"{remote_dir}/{SECURITY_FILES[f][1]}" for f in files}
+            else:
+                where, data_base = config_path, f"{data_root}/value"
+                secrets = {f: os.path.abspath(p) for f, p in files.items()}
+            places[label] = HostPlace(
+                label=label, remote=host.remote, repo=str(host.repo), python=self.remote_python,
+                config_path=where, data_base=data_base, cores=self._cores(host), secrets=secrets,
+                program_flags=programs)
+        return places, host_of
+
+    def case_procs(self, transport: Transport, repeat: int, topo: Topology,
+                   config: dict[str, Any], config_path: str, logs: Path, data_root: str,
+                   remote_dir: str) -> Case:
+        """The case's processes and remote files as values (case.py), from what this session
+        knows of each host."""
+        places, host_of = self._places(topo, config_path, data_root, remote_dir)
+        return case_procs.build_case(self.plan, transport, repeat, topo, places, host_of, logs,
+                                     REPO_ROOT, sys.executable, config=config,
+                                     config_path=config_path, data_root=data_root,
+                                     remote_dir=remote_dir)
+
+    def _cores(self, host: Host) -> int | None:
+        return self.facts.get(host.label(), {}).get("cpu_cores") or (
+            None if host.remote else os.cpu_count())
+
+    # ---- executing a case -----------------------------------------------------------------
+    def run_case(self, case: Case) -> tuple[list[dict[str, Any]], float | None]:
+        """Rows and server CPU seconds of one built case."""
+        transport, repeat, topo = case.transport, case.repeat, case.topology
+        t = transport.name
+        base = self.base_row(transport, repeat, topo)
+        record = case.record()
+        self.cases.append(record)
+        if case.status:
+            record["status"] = case.status
+            return [results.failure_row(base, case.status, case.message)], None
+        logs = Path(case.logs)
+        (logs / "server").mkdir(parents=True, exist_ok=True)
+        Path(case.data_root, "value").mkdir(parents=True, exist_ok=True)
         cond = threading.Condition()
-        servers, clients = [], []
-        server_logs = [str(logs / "server" / f"server_{s.server_index}.log") for s in topo.servers]
+        servers: list[Proc] = []
+        clients: list[Proc] = []
+        server_logs = [spec.stdout_log for spec in case.servers]
         try:
             try:
-                config_paths = self._place_configs(topo, config, case["config_path"], remote_dir)
-                procs = self.build_case(transport, repeat, topo, config_paths, logs)
-                servers = self._start(procs.servers, cond)
+                self._place_files(case)
+                servers = self._start(case.servers, cond)
                 err = self._wait_servers_ready(topo, servers, cond)
                 log.info("%s repeat %s: servers %s", t, repeat, err or "ready")
                 if err:
-                    case["status"] = "startup_failure"
-                    return [results.failure_row(base, "startup_failure", err, log_paths=server_logs)], None
-                clients = self._start(procs.clients, cond)
+                    record["status"] = "startup_failure"
+                    return [results.failure_row(base, "startup_failure", err,
+                                                log_paths=server_logs)], None
+                clients = self._start(case.clients, cond)
             except PreflightError as exc:
-                case["status"] = "preflight_failure"
+                record["status"] = "preflight_failure"
                 return [results.failure_row(base, "preflight_failure", str(exc))], None
             except (OSError, subprocess.SubprocessError, RuntimeError) as exc:
-                case["status"] = "startup_failure"
-                return [results.failure_row(base, "startup_failure", f"{type(exc).__name__}: {exc}",
+                record["status"] = "startup_failure"
+                return [results.failure_row(base, "startup_failure",
+                                            f"{type(exc).__name__}: {exc}",
                                             log_paths=server_logs)], None
             rows, server_cpu = self._drive_clients(base, topo, servers, clients, cond, server_logs)
             statuses = {r["status"] for r in rows}
-            case["status"] = next((s for s in results.FAILURE_STATUSES if s in statuses),
-                                  "skipped" if statuses == {"skipped"} else "success")
+            record["status"] = next((s for s in results.FAILURE_STATUSES if s in statuses),
+                                    "skipped" if statuses == {"skipped"} else "success")
             return rows, server_cpu
         finally:
             log.debug("%s repeat %s: stopping %d processes", t, repeat,
@@ -475,99 +558,32 @@ class Session:
                 p.stop()
                 REGISTRY.remove(p)
             log.debug("%s repeat %s: stopped", t, repeat)
-            shutil.rmtree(data_root, ignore_errors=True)  # scratch: file-backed indexes
-            case["processes"] = [{"name": p.name, "host": p.host.label(), "pid": p.pid,
-                                  "remote_pid": p.remote_pid, "returncode": p.returncode}
-                                 for p in servers + clients]
-            if self.ssh is not None and any(p.host.remote for p in servers + clients):
-                self._remove_remote_dir(topo, remote_dir)
+            shutil.rmtree(case.data_root, ignore_errors=True)  # scratch: file-backed indexes
+            record["processes"] = [{"name": p.name, "host": p.host.label(), "pid": p.pid,
+                                    "remote_pid": p.remote_pid, "returncode": p.returncode}
+                                   for p in servers + clients]
+            if case.remote_files:
+                self._remove_remote_dir(case)
 
-    def _place_configs(self, topo: Topology, config: dict[str, Any], local_path: str,
-                       remote_dir: str) -> dict[str, str]:
-        """Config path per host label; remote hosts get the config through ssh stdin, with data
-        paths under the remote runtime directory (not this host's paths)."""
-        paths = {}
-        for spec in topo.servers + topo.clients:
-            host = self.host(spec.ssh_host)
-            if host.label() in paths:
-                continue
-            files = {flag: getattr(self.plan.execution, attr)
-                     for flag, (attr, _) in SECURITY_FILES.items()
-                     if getattr(self.plan.execution, attr)}
-            if not host.remote:
-                paths[host.label()] = local_path
-                self.secret_paths[host.label()] = {f: os.path.abspath(p) for f, p in files.items()}
-                self.data_bases[host.label()] = config["cache_ps"]["base_kv_config"]["value"].get(
-                    "path") or str(Path(local_path).parent / "data")
-                continue
-            remote_cfg = json.loads(json.dumps(config))
-            value = remote_cfg["cache_ps"]["base_kv_config"]["value"]
-            rdata = f"{remote_dir}/data/value"
-            if "path" in value:
-                value["path"] = rdata
-            for alloc in ("dram_allocator", "ssd_allocator"):
-                if alloc in value and "path" in value[alloc]:
-                    value[alloc]["path"] = f"{rdata}/{os.path.basename(value[alloc]['path'])}"
-            res = host.run(f"mkdir -p {shell_join([rdata])} && cat > "
-                           f"{shell_join([remote_dir + '/config.json'])}",
-                           input_text=json.dumps(remote_cfg, indent=2), timeout=60)
+    def _place_files(self, case: Case) -> None:
+        """Write the case's remote files (configs, token and TLS copies) through ssh stdin."""
+        for f in case.remote_files:
+            host = self.hosts[f.host]
+            write = f"cat > {shell_join([f.path])}"
+            if f.private:  # readable by its owner only
+                write = f"umask 077 && {write}"
+            if f.mkdir:
+                write = f"mkdir -p {shell_join([f.mkdir])} && {write}"
+            res = host.run(write, input_text=f.text, timeout=60)
             if res.returncode != 0:
-                raise PreflightError(f"{host.label()}: writing {remote_dir}/config.json failed: "
-                                     f"{res.stderr.strip()}")
-            paths[host.label()] = f"{remote_dir}/config.json"
-            self.data_bases[host.label()] = rdata
-            staged = self.secret_paths.setdefault(host.label(), {})
-            for flag, local in files.items():  # through ssh stdin, readable by its owner only
-                rpath = f"{remote_dir}/{SECURITY_FILES[flag][1]}"
-                with open(local, encoding="ascii", errors="replace") as f:
-                    content = f.read()
-                res = host.run(f"umask 077 && cat > {shell_join([rpath])}", input_text=content,
-                               timeout=60)
-                if res.returncode != 0:
-                    raise PreflightError(f"{host.label()}: writing {rpath} failed: "
-                                         f"{res.stderr.strip()}")
-                staged[flag] = rpath
-        return paths
+                raise PreflightError(f"{f.host}: writing {f.path} failed: {res.stderr.strip()}")
 
-    def _remove_remote_dir(self, topo: Topology, remote_dir: str) -> None:
-        for label in sorted({self.host(s.ssh_host).label() for s in topo.servers + topo.clients}):
-            host = self.hosts[label]
-            if host.remote:
-                try:
-                    host.run(f"rm -rf {shell_join([remote_dir])}", timeout=30)
-                except subprocess.TimeoutExpired:
-                    log.warning("removing %s on %s timed out", remote_dir, label)
-
-    def _cores(self, host: Host) -> int | None:
-        return self.facts.get(host.label(), {}).get("cpu_cores") or (
-            None if host.remote else os.cpu_count())
-
-    def build_case(self, transport: Transport, repeat: int, topo: Topology,
-                   config_paths: dict[str, str], logs: Path) -> Case:
-        """The case's processes as values (case.py), from what this session knows of each host."""
-        places: dict[str, HostPlace] = {}
-        host_of: dict[str, str] = {}
-        flags: dict[str, dict[str, ProgramFlags]] = {}
-        ex = self.plan.execution
-        for module, binary, specs in ((case_procs.SERVER_MODULE, ex.server_binary, topo.servers),
-                                      (case_procs.CLIENT_MODULE, ex.benchmark_binary, topo.clients)):
-            for spec in specs:
-                host = self.host(spec.ssh_host)
-                host_of[spec.ssh_host or ""] = host.label()
-                seen = flags.setdefault(host.label(), {})
-                if module not in seen:  # only the programs a host runs
-                    seen[module] = self.program_flags(host, self.launcher(host, module, binary))
-        for label, programs in flags.items():
-            host = self.hosts[label]
-            places[label] = HostPlace(
-                label=label, remote=host.remote, repo=str(host.repo), python=self.remote_python,
-                config_path=config_paths[label], data_base=self.data_bases[label],
-                cores=self._cores(host), secrets=dict(self.secret_paths.get(label, {})),
-                program_flags=programs)
-        built = case_procs.build_case(self.plan, transport, repeat, topo, places, host_of, logs,
-                                      REPO_ROOT, sys.executable)
-        self.not_forwarded.update(built.not_forwarded)
-        return built
+    def _remove_remote_dir(self, case: Case) -> None:
+        for label in sorted({f.host for f in case.remote_files}):
+            try:
+                self.hosts[label].run(f"rm -rf {shell_join([case.remote_dir])}", timeout=30)
+            except subprocess.TimeoutExpired:
+                log.warning("removing %s on %s timed out", case.remote_dir, label)
 
     def _start(self, specs: tuple[ProcSpec, ...], cond: threading.Condition) -> list[Proc]:
         procs = []
@@ -584,27 +600,28 @@ class Session:
         start = time.monotonic()
         deadline = start + plan.execution.cluster_timeout
         ready = set()
+        launched = topo.launched_servers()
         while True:
             with cond:
                 for i, p in enumerate(servers):
-                    if READY_MARKER in p.seen:
+                    if any(m in p.seen for m in p.markers):  # its ready line (spec.markers)
                         ready.add(i)
                     elif p.exited():
-                        return (f"server {topo.servers[i].server_index} on {p.host.label()} exited "
+                        return (f"server {launched[i].server_index} on {p.host.label()} exited "
                                 f"with code {p.returncode} before it was ready: "
                                 f"{_tail(p.stdout_log)}")
                 if len(ready) == len(servers):
                     return None
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    missing = [topo.servers[i].server_index for i in range(len(servers))
+                    missing = [launched[i].server_index for i in range(len(servers))
                                if i not in ready]
                     return (f"servers {missing} not ready within --cluster-timeout "
                             f"{plan.execution.cluster_timeout:g}s")
                 probing = time.monotonic() - start >= plan.execution.startup_delay
                 cond.wait(min(left, 0.25) if probing else min(left, plan.execution.startup_delay))
             if time.monotonic() - start >= plan.execution.startup_delay:
-                for i, s in enumerate(topo.servers):
+                for i, s in enumerate(launched):
                     if i not in ready and _port_accepts(s.host, s.port):
                         ready.add(i)
 
@@ -742,6 +759,9 @@ class Session:
             "client_plan": {t.label: self.plan.topology(t).client_plan()
                             for t in self.plan.transports},
             "rdma_get_response_mode": self.plan.rc.get_response_mode,
+            # what the rows measured: the clients' wire and the servers' implementation
+            "wire": self.plan.workload.wire, "server_impl": self.plan.server_impl,
+            "server_endpoints": self.plan.execution.server_endpoints,
             "hosts": self.facts, "host_problems": self.host_problems,
             "not_forwarded_derived_flags": sorted(self.not_forwarded),
             "cases": self.cases, "processes": REGISTRY.history,
@@ -796,7 +816,6 @@ def run(plan: Plan, argv: list[str]) -> int:
                         format="[runner %(relativeCreated)7.0fms] %(levelname)s %(message)s")
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     session = Session(plan, argv)
-    cases = plan.cases()
     try:
         try:
             try:
@@ -806,17 +825,17 @@ def run(plan: Plan, argv: list[str]) -> int:
                 for label in set(session.hosts) | {"local"}:
                     session.host_problems.setdefault(label, []).append(
                         f"preflight error: {type(exc).__name__}: {exc}")
-            for n, (transport, repeat) in enumerate(cases, 1):
+            cases = session.build_cases()  # every case, built and checked before the first runs
+            for n, case in enumerate(cases, 1):
                 t0 = time.monotonic()
-                topo = plan.topology(transport)
+                transport, repeat, topo = case.transport, case.repeat, case.topology
                 n_cases = len(session.cases)
                 try:
-                    rows, server_cpu = session.run_case(transport, repeat, topo)
+                    rows, server_cpu = session.run_case(case)
                 except Exception as exc:  # a runner bug in one case: record it, go on
                     log.exception("%s repeat %s", transport, repeat)
                     del session.cases[n_cases:]
-                    session.cases.append({"transport": transport.label, "repeat_index": repeat,
-                                          "topology": topo.to_dict(), "status": "startup_failure"})
+                    session.cases.append({**case.record(), "status": "startup_failure"})
                     rows = [results.failure_row(session.base_row(transport, repeat, topo),
                                                 "startup_failure",
                                                 f"runner error: {type(exc).__name__}: {exc}")]

@@ -51,6 +51,11 @@ class ClientSpec:
 class Topology:
     servers: tuple[ServerSpec, ...] = ()
     clients: tuple[ClientSpec, ...] = ()
+    external: bool = False  # --server-endpoints: the servers run already; the runner starts none
+
+    def launched_servers(self) -> tuple[ServerSpec, ...]:
+        """The servers the runner starts (none for an already-running deployment)."""
+        return () if self.external else self.servers
 
     def server_hosts(self) -> list[str]:
         return [s.host for s in self.servers]
@@ -68,8 +73,11 @@ class Topology:
         return ",".join(f"{c.client_index}:{_plan_host(c.ssh_host)}" for c in self.clients)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"servers": [asdict(s) for s in self.servers],
-                "clients": [asdict(c) for c in self.clients]}
+        out: dict[str, Any] = {"servers": [asdict(s) for s in self.servers],
+                               "clients": [asdict(c) for c in self.clients]}
+        if self.external:
+            out["external"] = True
+        return out
 
 
 def _plan_host(target: str) -> str:
@@ -92,14 +100,10 @@ def parse_csv_list(text: str | Iterable[str] | None) -> list[str]:
 
 def normalize_transport_list(items: str | Iterable[str] | None) -> list[str]:
     """Upper-case labels, de-duplicated (first occurrence wins), of the transports named."""
-    out = []
-    for item in parse_csv_list(items):
-        try:
-            name = transports.get(item).label
-        except transports.UnknownTransport as e:
-            raise TopologyError(str(e)) from None
-        if name not in out:
-            out.append(name)
+    try:
+        out = [t.label for t in transports.parse_list(",".join(parse_csv_list(items)))]
+    except transports.UnknownTransport as e:
+        raise TopologyError(str(e)) from None
     if not out:
         raise TopologyError("no transport given: --transports needs at least one of "
                             f"{', '.join(transports.NAMES)}")
@@ -198,6 +202,23 @@ def parse_server_plan(text: str) -> list[ServerSpec]:
     return sorted(specs, key=lambda s: s.server_index)
 
 
+def parse_server_endpoints(text: str) -> list[ServerSpec]:
+    """`host:port,...` of an already-running deployment -> ServerSpec list, shard i = entry i (the
+    order RecStore's clients route in). No `user@`: nothing is started on those hosts."""
+    specs = []
+    for pos, entry in enumerate(parse_csv_list(text)):
+        fields = split_fields(entry)
+        if len(fields) != 2 or "@" in fields[0]:
+            raise TopologyError(f"--server-endpoints entry {entry!r} must be host:port (IPv6 in "
+                                "brackets, e.g. [::1]:15000; no user@: nothing is started there)")
+        host, _ = split_target(fields[0], entry)
+        specs.append(ServerSpec(pos, host, host, _int_field(fields[1], "port", entry, 1, 65535),
+                                pos))
+    if not specs:
+        raise TopologyError(f"--server-endpoints {text!r} names no endpoint")
+    return specs
+
+
 def parse_client_plan(text: str) -> list[ClientSpec]:
     """`[client_index:]host,...` -> ClientSpec list sorted by client_index; hosts may repeat."""
     specs = []
@@ -245,11 +266,15 @@ def resolve_base_port(transport: str, num_shards: int, rc_port: int | None = Non
 def build_topology_plan(transport: str, server_shard_ips: str = "127.0.0.1",
                         client_ips: str = "127.0.0.1", client_processes_per_ip: int = 1,
                         server_plan: str = "", client_plan: str = "",
-                        base_port: int | None = None, rc_port: int | None = None) -> Topology:
-    """Servers and clients of one case. An explicit plan wins over the simple list of its side."""
+                        base_port: int | None = None, rc_port: int | None = None,
+                        server_endpoints: str = "") -> Topology:
+    """Servers and clients of one case. An explicit plan wins over the simple list of its side;
+    `server_endpoints` (an already-running deployment) wins over both."""
     if int(client_processes_per_ip) < 1:
         raise ValueError(f"client_processes_per_ip must be >= 1, got {client_processes_per_ip}")
-    if parse_csv_list(server_plan):
+    if parse_csv_list(server_endpoints):
+        servers = parse_server_endpoints(server_endpoints)
+    elif parse_csv_list(server_plan):
         servers = parse_server_plan(server_plan)
     else:
         shard_ips = parse_csv_list(server_shard_ips)
@@ -273,7 +298,7 @@ def build_topology_plan(transport: str, server_shard_ips: str = "127.0.0.1",
             for _ in range(int(client_processes_per_ip)):
                 clients.append(ClientSpec(len(clients), host, ssh_host))
     _check_endpoints(servers)
-    return Topology(tuple(servers), tuple(clients))
+    return Topology(tuple(servers), tuple(clients), external=bool(parse_csv_list(server_endpoints)))
 
 
 def _check_endpoints(servers: Iterable[ServerSpec]) -> None:

@@ -1,4 +1,6 @@
 """Build and run the C unit tests (csrc/tests/test_*.c) against the core built with ASan+UBSan.
+Every test binary also gets the shared test sources, csrc/tests/support/*.c (checks that several
+tests run the same way, e.g. ps_conn_checks.c).
 
 Usage: python3 tools/build/ctest.py [--build-type ASan|TSan|Debug] [NAME ...]
 Each test binary prints "N passed, N failed"; this script prints the total the same way and exits
@@ -30,6 +32,7 @@ def main() -> int:
     for f in features.values():
         inc += f["cflags"]
     tests = sorted((rsbuild.ROOT / "csrc" / "tests").glob("test_*.c"))
+    support = [str(s) for s in sorted((rsbuild.ROOT / "csrc" / "tests" / "support").glob("*.c"))]
     if args.names:
         tests = [t for t in tests if t.stem in args.names]
     env = dict(os.environ)
@@ -38,7 +41,7 @@ def main() -> int:
     passed = failed = 0
     for t in tests:
         exe = out / t.stem
-        cmd = [rsbuild.cc()] + flags + inc + [str(t), str(lib), "-o", str(exe)] + \
+        cmd = [rsbuild.cc()] + flags + inc + [str(t), *support, str(lib), "-o", str(exe)] + \
             rsbuild.all_libs(features)
         r = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if r.returncode != 0:

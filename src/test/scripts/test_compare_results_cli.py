@@ -31,6 +31,24 @@ def run_inproc(*args):
     return subprocess.CompletedProcess(args, rc, out.getvalue(), err.getvalue())
 
 
+def slowed_copy(src, dst, transport="BRPC", phase="run", factor=0.5):
+    """`src` (a PS summary.csv) with one transport's rates of one phase scaled by `factor`: a
+    regression far outside any noise band, whatever the sample's own noise."""
+    import csv
+
+    with open(src, newline="") as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        if r["transport"] == transport and r["phase"] == phase and r["key_ops_per_sec"]:
+            for col in ("ops_per_sec", "key_ops_per_sec", "payload_gbps"):
+                r[col] = f"{float(r[col]) * factor:.3f}"
+    with open(dst, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return dst
+
+
 class CompareResultsCliTest(unittest.TestCase):
     def setUp(self):
         self.tmp = Path(tempfile.mkdtemp(prefix="rb_cmpcli_"))
@@ -44,10 +62,11 @@ class CompareResultsCliTest(unittest.TestCase):
         self.assertIn("No regression beyond the noise band", r.stdout)
 
     def test_regression_exits_1_and_writes_files(self):
-        r = run(DATA / "ps_baseline_summary.csv", DATA / "ps_candidate_summary.csv", "--out-dir", self.tmp)
+        slow = slowed_copy(DATA / "ps_baseline_summary.csv", self.tmp / "slow.csv")
+        r = run(DATA / "ps_baseline_summary.csv", slow, "--out-dir", self.tmp)
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertIn("## Regressions", r.stdout)
-        self.assertIn("| BRPC load | key_ops_per_sec |", r.stdout)
+        self.assertIn("| BRPC run | key_ops_per_sec |", r.stdout)
         md = (self.tmp / "compare.md").read_text()
         self.assertEqual(md, r.stdout)
         lines = (self.tmp / "compare.csv").read_text().splitlines()
@@ -56,8 +75,14 @@ class CompareResultsCliTest(unittest.TestCase):
         self.assertTrue(any(",regressed," in ln for ln in lines))
 
     def test_threshold_gates(self):
-        # the samples' largest change (a BRPC load p95) is about +1700 %: a 5000 % threshold lets it pass
-        r = run_inproc(DATA / "ps_baseline_summary.csv", DATA / "ps_candidate_summary.csv", "--threshold", "5000")
+        # a -50 % BRPC run rate regresses at the default threshold; a 5000 % threshold lets it
+        # and every noisy change of the samples pass
+        slow = slowed_copy(DATA / "ps_baseline_summary.csv", self.tmp / "slow.csv")
+        self.assertEqual(run_inproc(DATA / "ps_baseline_summary.csv", slow).returncode, 1)
+        r = run_inproc(DATA / "ps_baseline_summary.csv", slow, "--threshold", "5000")
+        self.assertEqual(r.returncode, 0, r.stdout)
+        r = run_inproc(DATA / "ps_baseline_summary.csv", DATA / "ps_candidate_summary.csv",
+                       "--threshold", "5000")
         self.assertEqual(r.returncode, 0, r.stdout)
 
     def test_kv_and_chinese(self):

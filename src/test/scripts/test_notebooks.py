@@ -58,5 +58,31 @@ class NotebookTest(unittest.TestCase):
                 self.assertGreaterEqual(len(images), 1, f"{path.name} shows no plot")
 
 
+class SampleDataTest(unittest.TestCase):
+    """The committed samples have the columns today's tools write (a sample that lags behind its
+    producer shows readers columns that no longer exist, or hides new ones)."""
+
+    def header(self, name):
+        import csv
+
+        with open(ROOT / "notebooks" / "data" / name, newline="") as f:
+            return next(csv.reader(f))
+
+    def test_samples_have_the_producers_columns(self):
+        from recbench import analysis, latency_curve
+        from recbench.bench import kvengine_compare
+        from recbench.runner import results
+
+        for name, columns in (("ps_baseline_summary.csv", results.SUMMARY_COLUMNS),
+                              ("ps_candidate_summary.csv", results.SUMMARY_COLUMNS),
+                              ("ps_baseline_summary_totals.csv", results.TOTALS_COLUMNS),
+                              ("sweep_batch_keys.csv", analysis.SWEEP_COLUMNS),
+                              ("open_loop_curve.csv", latency_curve.CURVE_COLUMNS),
+                              ("kv_baseline_summary.csv", kvengine_compare.COLUMNS),
+                              ("kv_candidate_summary.csv", kvengine_compare.COLUMNS)):
+            with self.subTest(sample=name):
+                self.assertEqual(self.header(name), columns)
+
+
 if __name__ == "__main__":
     unittest.main()

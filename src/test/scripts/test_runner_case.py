@@ -66,6 +66,46 @@ class TestBuildCase(unittest.TestCase):
         self.assertIn(runner_case.LOADED_MARKER, c0.markers)
         self.assertEqual(case.not_forwarded, ())
 
+    def test_case_carries_its_config_and_remote_files(self):
+        import json
+        import tempfile
+
+        from recbench.runner.config import build_runtime_config
+
+        with tempfile.NamedTemporaryFile("w", suffix=".token") as token:
+            token.write("s3cret\n")
+            token.flush()
+            plan = parse("--transports", "brpc", "--execution-backend", "ssh",
+                         "--server-plan", "0:hostA:16000:0", "--client-plan", "0:hostC",
+                         "--auth-token-file", token.name)
+            t = transports.get("brpc")
+            topo = plan.topology(t)
+            config = build_runtime_config(plan, t, topo, "/local/data/value")
+            places = {h: place(h, True, config_path=f"/rt/{h}/config.json",
+                               data_base=f"/rt/{h}/data/value",
+                               secrets={"auth_token_file": f"/rt/{h}/auth_token"})
+                      for h in ("hostA", "hostC")}
+            case = runner_case.build_case(plan, t, 0, topo, places,
+                                          {"hostA": "hostA", "hostC": "hostC"}, LOGS, ROOT, "/py",
+                                          config=config, config_path="/out/configs/brpc_0.json",
+                                          data_root="/local/data", remote_dir="/rt")
+        self.assertEqual(case.config, config)
+        self.assertEqual(case.record()["config_path"], "/out/configs/brpc_0.json")
+        files = {(f.host, f.path): f for f in case.remote_files}
+        self.assertEqual(sorted(files), [("hostA", "/rt/hostA/auth_token"),
+                                         ("hostA", "/rt/hostA/config.json"),
+                                         ("hostC", "/rt/hostC/auth_token"),
+                                         ("hostC", "/rt/hostC/config.json")])
+        cfg = files[("hostA", "/rt/hostA/config.json")]
+        self.assertFalse(cfg.private)
+        self.assertEqual(cfg.mkdir, "/rt/hostA/data/value")
+        value = json.loads(cfg.text)["cache_ps"]["base_kv_config"]["value"]
+        self.assertEqual(value["path"], "/rt/hostA/data/value")  # that host's path, not ours
+        self.assertEqual(config["cache_ps"]["base_kv_config"]["value"]["path"], "/local/data/value")
+        tok = files[("hostC", "/rt/hostC/auth_token")]
+        self.assertEqual((tok.text, tok.private), ("s3cret\n", True))
+        self.assertNotIn("s3cret", json.dumps(case.record()))
+
     def test_local_process_runs_in_the_repo(self):
         plan = parse("--transports", "grpc")
         t = transports.get("grpc")

@@ -82,7 +82,7 @@ class TestLocalProcesses(unittest.TestCase):
         with p.cond:
             self.assertTrue(p.cond.wait_for(lambda: "ready" in p.seen, 20))
         self.assertGreater(p.cpu_seconds(), -1)
-        p.stop(grace=5)
+        p.stop(5)
         self.assertFalse(pid_alive(p.pid))
         # the marker names both the child and the backgrounded grandchild (nothing else on the
         # machine can match it, unlike a bare "sleep 300")
@@ -149,7 +149,7 @@ class TestSshProcesses(unittest.TestCase):
             self.assertTrue(p.cond.wait_for(lambda: "ready" in p.seen, 30))
         self.assertTrue(pid_alive(p.remote_pid))
         self.assertIsNotNone(p.cpu_seconds())  # /proc read over ssh
-        p.stop(grace=5)
+        p.stop(5)
         self.assertFalse(pid_alive(p.remote_pid))
         self.assertFalse(pid_alive(p.pid))
         self.assertEqual(pids_mentioning(marker), [])

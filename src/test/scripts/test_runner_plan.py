@@ -38,6 +38,15 @@ class TestPlan(unittest.TestCase):
         msg = parse_error("--transports", "grpc", "--value-size", str(limit * 2))
         self.assertIn(f"--value-size {limit * 2} exceeds ps_bench's row limit of {limit} bytes", msg)
 
+    def test_target_rate_limit_comes_from_the_c_pacing(self):
+        limit = _ps.PACING_MAX_RATE
+        self.assertEqual(plan.MAX_TARGET_RATE, limit)
+        parse("--transports", "grpc", "--target-rate", f"{limit:g}")
+        self.assertIn(f"is not in [0, {limit:g}] batches/s",
+                      parse_error("--transports", "grpc", "--target-rate", f"{limit * 2:g}"))
+        self.assertIn(f"is not in (0, {limit:g}]",
+                      parse_error("--transports", "grpc", "--target-rates", f"{limit * 2:g}"))
+
     def test_report_mode_per_round_is_refused_without_a_binary_that_has_it(self):
         for mode in ("per_round", "both"):
             self.assertIn(f"--report-mode {mode}: recbench's ps_bench prints one summary",
