@@ -40,11 +40,12 @@ tsan: deps
 bench: build
 	@$(PY) tools/benchmarks/run_benchmark_ps.py
 
-# Two soft-RoCE qemu guests (docs/lab.md): verbs tests, perftest, the runner's two-host rdma and
-# grpc/brpc rows, the Local RDMA smoke; report in results/lab_MMDDHHMM/lab.md. `make test` runs the
-# CI part of it (src/test/scripts/test_lab.py).
+# Three soft-RoCE qemu guests on one switched link (docs/lab.md): verbs tests, perftest, the
+# runner's rdma rows (server in one guest, clients in two) and two-host grpc/brpc rows, the seed's
+# local smoke, fair matrix and (scaled) GET capacity shapes in a guest; report in
+# results/lab_MMDDHHMM/lab.md. `make test` runs the CI part of it (src/test/scripts/test_lab.py).
 lab: build
-	@$(PY) -m recbench.lab check --rpc --local-smoke
+	@$(PY) -m recbench.lab check --guests 3 --rpc --local-smoke --seeds
 
 # C: clang-format (.clang-format) must leave every file unchanged; Python: ruff and mypy (both
 # pinned in the test extra, rules and mypy's files in pyproject.toml). `make format` rewrites C.

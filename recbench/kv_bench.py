@@ -94,6 +94,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--row_kernel", default="auto", choices=ROW_KERNELS,
                    help="build of the batch-read row loops: auto (the best this CPU runs), plain "
                         "(SSE2), avx2 or avx512 — to measure what a CPU without AVX-512 runs")
+    p.add_argument("--ceiling_index_lines", type=int, default=0, choices=(0, 1, 2),
+                   help="ceiling mode: first touch this many lines of a random 128-byte chunk per "
+                        "key in an array the size of DRAM_PET_HASH's chunks (what bounds an index "
+                        "reading that many lines per key)")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
@@ -116,6 +120,8 @@ def config_from_args(args: argparse.Namespace) -> dict:
         running_seconds, operation_count = args.running_seconds or 5.0, 0
     if not 0.0 < args.zipfian_alpha < 1.0:
         raise ValueError(f"--zipfian_alpha must be in (0, 1), got {args.zipfian_alpha}")
+    if args.ceiling_index_lines and args.read_mode != "ceiling":
+        raise ValueError("--ceiling_index_lines needs --read_mode=ceiling")
     if args.load_thread_num < 0:
         raise ValueError(f"--load_thread_num must be >= 0, got {args.load_thread_num}")
     if not args.load and args.run and args.read_mode != "ceiling" and \
@@ -127,7 +133,8 @@ def config_from_args(args: argparse.Namespace) -> dict:
                 read_mode=args.read_mode, batch_keys=args.batch_keys,
                 running_seconds=running_seconds, operation_count=operation_count, seed=args.seed,
                 bind_core=args.bind_core, path=args.ssd_path or None, load=args.load, run=args.run,
-                huge_pages=args.huge_pages, row_kernel=args.row_kernel)
+                huge_pages=args.huge_pages, row_kernel=args.row_kernel,
+                ceiling_index_lines=args.ceiling_index_lines)
 
 
 def run(config: dict) -> dict:
@@ -192,10 +199,14 @@ def format_lines(config: dict, result: dict) -> list[str]:
         for kind in ("read", "update"):
             if rn[kind]["count"]:
                 f += [(f"{kind}_{k}", rn[kind][k]) for k in ("mean_us",) + PERCENTILES]
+        if ceiling and config.get("ceiling_index_lines"):
+            f += [("ceiling_index_lines", config["ceiling_index_lines"])]
         f += _cpu_fields(rn)
         f += _memory_fields(result.get("memory"))
         if result.get("row_kernel"):
             f += [("row_kernel", result["row_kernel"])]
+        if result.get("rows_huge_share", -1) >= 0:
+            f += [("rows_huge_pct", round(100.0 * result["rows_huge_share"], 1))]
         lines.append(_line("YCSB_RESULT", f))
     return lines
 
@@ -214,28 +225,34 @@ def _memory_fields(mem: dict | None) -> list[tuple[str, object]]:
 def compare_indexes(record_count=1_000_000, value_size=512, batch_keys=500, threads=1,
                     running_seconds=3.0, repeats=3, seed=1,
                     index_types=("DRAM_PET_HASH", "DRAM_EXTENDIBLE_HASH"),
-                    huge_pages=("auto",), row_kernel="auto") -> dict:
+                    huge_pages=("auto",), row_kernel="auto", index_lines=()) -> dict:
     """Run the ceiling and each index in batch_get_flat mode, for each huge_pages mode, interleaved
     `repeats` times (the machine's noise hits all of them alike), and return per-case medians and
     ratios. With one mode the cases are named 'ceiling', 'DRAM_PET_HASH', ...; with several,
-    'ceiling/thp', 'DRAM_PET_HASH/off', ... and each is compared with the ceiling of its mode."""
+    'ceiling/thp', 'DRAM_PET_HASH/off', ... and each is compared with the ceiling of its mode.
+    index_lines (1, 2) adds 'ceiling+1 line', 'ceiling+2 lines': the ceiling that first touches
+    that many lines of a random chunk per key (ceiling_index_lines), the bound of an index reading
+    that many lines per key. pct_of_ceiling_p50 compares batch p50 latencies, which time slices
+    lost to other processes on a shared machine do not move."""
     several = len(huge_pages) > 1
     cases = []
     for hp in huge_pages:
         sfx = f"/{hp}" if several else ""
-        cases += [(f"ceiling{sfx}", "ceiling", "DRAM_PET_HASH", hp)]
-        cases += [(f"{it}{sfx}", "batch_get_flat", it, hp) for it in index_types]
+        cases += [(f"ceiling{sfx}", "ceiling", "DRAM_PET_HASH", hp, 0)]
+        cases += [(f"ceiling+{n} line{'s' if n > 1 else ''}{sfx}", "ceiling", "DRAM_PET_HASH", hp, n)
+                  for n in index_lines]
+        cases += [(f"{it}{sfx}", "batch_get_flat", it, hp, 0) for it in index_types]
     samples = {name: [] for name, *_ in cases}
     pages = {}
     kernel = row_kernel
     for rep in range(repeats):
-        for name, mode, it, hp in cases:
+        for name, mode, it, hp, lines in cases:
             cfg = dict(index_type=it, value_size=value_size,
                        record_count=record_count, threads=threads, load_threads=0, workload="c",
                        distribution="uniform", zipfian_alpha=0.99, read_mode=mode,
                        batch_keys=batch_keys, running_seconds=running_seconds, operation_count=0,
                        seed=seed + rep, bind_core=False, path=None, load=True, run=True,
-                       huge_pages=hp, row_kernel=row_kernel)
+                       huge_pages=hp, row_kernel=row_kernel, ceiling_index_lines=lines)
             res = run(cfg)
             kernel = res["row_kernel"]
             r, mem = res["run"], res["memory"]
@@ -246,23 +263,26 @@ def compare_indexes(record_count=1_000_000, value_size=512, batch_keys=500, thre
                                   "keys_per_cpu_sec": r["ops"] / cpu if cpu > 0 else 0.0,
                                   "batch_p50_us": r["read"]["p50_us"],
                                   "batch_p99_us": r["read"]["p99_us"],
-                                  "not_found": r["not_found"]})
-            log.info("repeat %d %s: %.2f M keys/s, %.2f M keys per CPU-second (pages %s/%s)", rep,
-                     name, samples[name][-1]["keys_per_sec"] / 1e6,
+                                  "not_found": r["not_found"],
+                                  "rows_huge_pct": 100.0 * res.get("rows_huge_share", -1.0)})
+            log.info("repeat %d %s: %.2f M keys/s, %.2f M keys per CPU-second (pages %s/%s, rows "
+                     "%.0f %% on huge pages)", rep, name, samples[name][-1]["keys_per_sec"] / 1e6,
                      samples[name][-1]["keys_per_cpu_sec"] / 1e6, mem["index_pages"],
-                     mem["slab_pages"])
+                     mem["slab_pages"], samples[name][-1]["rows_huge_pct"])
     med = {name: {k: statistics.median(s[k] for s in runs) for k in runs[0]}
            for name, runs in samples.items()}
-    for name, _mode, _it, hp in cases:
+    for name, _mode, _it, hp, _lines in cases:
         m, ceil = med[name], med[f"ceiling/{hp}" if several else "ceiling"]
         m["pct_of_ceiling"] = 100.0 * m["keys_per_sec"] / ceil["keys_per_sec"]
         m["pct_of_ceiling_cpu"] = 100.0 * m["keys_per_cpu_sec"] / ceil["keys_per_cpu_sec"]
+        m["pct_of_ceiling_p50"] = 100.0 * ceil["batch_p50_us"] / m["batch_p50_us"]
         m.update(pages[name])
     from recbench.build import build_info
     info = build_info()
     out = {"params": dict(record_count=record_count, value_size=value_size, batch_keys=batch_keys,
                           threads=threads, running_seconds=running_seconds, repeats=repeats,
                           row_kernel=kernel, huge_pages=list(huge_pages),
+                          index_lines=list(index_lines),
                           system_huge_pages=info.get("huge_pages")),
            "median": med, "samples": samples}
     if "DRAM_PET_HASH" in med and "DRAM_EXTENDIBLE_HASH" in med:
@@ -280,16 +300,20 @@ def format_comparison(res: dict) -> str:
              f"row kernel {p.get('row_kernel', '?')}"),
             "",
             (f"| {'case':<27} | {'M keys/s':>9} | {'% of ceiling':>12} | {'M keys/CPU-s':>12} | "
-             f"{'% of ceiling (CPU)':>18} | {'batch p50 us':>12} | {'batch p99 us':>12} | "
-             f"{'B/key':>7} | {'pages (index/slab)':>18} |"),
-            (f"|{'-' * 29}|{'-' * 11}|{'-' * 14}|{'-' * 14}|{'-' * 20}|{'-' * 14}|{'-' * 14}|"
-             f"{'-' * 9}|{'-' * 20}|")]
+             f"{'% of ceiling (CPU)':>18} | {'batch p50 us':>12} | {'% of ceiling (p50)':>18} | "
+             f"{'batch p99 us':>12} | {'B/key':>7} | {'pages (index/slab)':>18} | "
+             f"{'rows on huge pages':>18} |"),
+            (f"|{'-' * 29}|{'-' * 11}|{'-' * 14}|{'-' * 14}|{'-' * 20}|{'-' * 14}|{'-' * 20}|"
+             f"{'-' * 14}|{'-' * 9}|{'-' * 20}|{'-' * 20}|")]
     for name, m in res["median"].items():
         pg = f"{m.get('index_pages', '?')}/{m.get('slab_pages', '?')}"
+        huge = m.get("rows_huge_pct", -100.0)
+        hp = f"{huge:.0f} %" if huge >= 0 else "?"
         rows.append(f"| {name:<27} | {m['keys_per_sec'] / 1e6:>9.2f} | {m['pct_of_ceiling']:>11.1f}% | "
                     f"{m['keys_per_cpu_sec'] / 1e6:>12.2f} | {m['pct_of_ceiling_cpu']:>17.1f}% | "
-                    f"{m['batch_p50_us']:>12.1f} | {m['batch_p99_us']:>12.1f} | "
-                    f"{m.get('bytes_per_key', 0):>7.1f} | {pg:>18} |")
+                    f"{m['batch_p50_us']:>12.1f} | {m['pct_of_ceiling_p50']:>17.1f}% | "
+                    f"{m['batch_p99_us']:>12.1f} | "
+                    f"{m.get('bytes_per_key', 0):>7.1f} | {pg:>18} | {hp:>18} |")
     if p.get("system_huge_pages"):
         rows += ["", f"system huge pages: {p['system_huge_pages']}"]
     if "pet_over_eh" in res:

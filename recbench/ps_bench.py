@@ -41,7 +41,7 @@ import threading
 
 from recbench import _ps, errors, latency_hist, rc_options, transports
 from recbench.cli_flags import add_bool_flag, tls_options
-from recbench.ps_config import ConfigError, load_config
+from recbench.ps_config import HASH_METHODS, ConfigError, load_config
 from recbench.transports import default_port
 
 log = logging.getLogger("recbench.ps_bench")
@@ -61,7 +61,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="native: recbench's recstore.PSService; recstore: RecStore's own "
                    "ParameterService (brpc and grpc; keys routed by CityHash64, 500 keys per "
                    "request), e.g. against RecStore's ps_server")
-    p.add_argument("--config_path", help="RecStore config JSON: servers, shards, value size")
+    p.add_argument("--hash_method", default=None, choices=list(HASH_METHODS),
+                   help="shard routing (default: the config's distributed_client.hash_method, "
+                   "else the wire's own: rs_mix64 native, city_hash on RecStore's wire; "
+                   "simple_mod = key mod shards, RecStore's wire only)")
+    p.add_argument("--config_path", help="RecStore config JSON: servers, shards, value size, "
+                   "hash method")
     p.add_argument("--host", default=None, help="server host when no config (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=None,
                    help="port of shard 0 when no config; shard i is at port+i "
@@ -169,6 +174,7 @@ def resolve(args) -> dict:
         "target_rate": args.target_rate, "arrival": args.arrival,
         "arrival_seed": args.arrival_seed,
         "auth_token_file": args.auth_token_file,
+        "hash_method": args.hash_method or (cfg.hash_method if cfg else None),
     }
 
 

@@ -14,6 +14,12 @@ may be numpy arrays or any buffer; they are passed to C without per-key work in 
 may be of any size: the C client splits it per shard into requests of at most the server's
 max_keys_per_request (and of what one RC request slot holds), sent together. Errors
 are recbench.errors exceptions naming the shard, the server and the cause.
+
+RecStore's wire (``recstore+grpc://`` / ``recstore+brpc://``, docs/recstore-wire.md) routes keys
+as RecStore's clients do: ``hash_method="city_hash"`` (the default, CityHash64 of the key's 8
+little-endian bytes mod shards) or ``"simple_mod"`` (key mod shards). recbench's native wire
+routes by ``rs_mix64`` only. The method a RecStore config names (``distributed_client.hash_method``)
+is ``recbench.ps_config.load_config(path).hash_method``.
 """
 
 from __future__ import annotations
@@ -95,10 +101,14 @@ class PSClient:
 
     def __init__(self, uri: str, value_size: int | None = None, *, prefetch_depth: int = 1,
                  timeout_ms: int = 10000, transport_options: str | None = None,
-                 auth_token_file: str | None = None, tls_ca: str | None = None):
+                 auth_token_file: str | None = None, tls_ca: str | None = None,
+                 hash_method: str | None = None):
         """auth_token_file: send the deployment token read from that file (servers started
         with --auth_token_file require it); the token itself is never an argument.
-        tls_ca: grpc only, connect with TLS trusting these PEM root certificates."""
+        tls_ca: grpc only, connect with TLS trusting these PEM root certificates.
+        hash_method: shard routing, None = the wire's own (native: rs_mix64; recstore+...:
+        city_hash); "simple_mod" on RecStore's wire. A method the wire cannot use (a RecStore
+        method on the native wire, rs_mix64 on RecStore's) raises InvalidArgument."""
         transport, endpoints = parse_uri(uri)
         if tls_ca:
             transport_options = ";".join(
@@ -106,7 +116,9 @@ class PSClient:
         self.uri = uri
         self.transport = transport
         self._c = _ps.Client(transport, endpoints, value_size or 0, prefetch_depth, timeout_ms,
-                             transport_options, auth_token_file)
+                             transport_options, auth_token_file, hash_method)
+        self.hash_method = hash_method or ("city_hash" if transport.startswith("recstore+")
+                                           else "rs_mix64")
 
     @property
     def value_size(self) -> int:

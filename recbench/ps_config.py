@@ -13,7 +13,8 @@ The shape (what RecStore's runner generates and its servers read)::
      "client": {"host": ..., "port": ..., "shard": 0}}
 
 Every field is optional when reading; a field of the wrong type is an error that names the file and
-the field. Ports follow RecStore's defaults (default_port).
+the field. Ports follow RecStore's defaults (default_port). distributed_client.hash_method says how
+clients route keys (HASH_METHODS); ps_bench uses it unless --hash_method is given.
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ from recbench import transports
 
 class ConfigError(ValueError):
     """A config file that cannot be used; the message names the file and the field."""
+
+
+# distributed_client.hash_method: rs_mix64 is recbench's native wire (recstore/hash.h); city_hash
+# and simple_mod are RecStore's, used on RecStore's wire (docs/recstore-wire.md)
+HASH_METHODS = ("rs_mix64", "city_hash", "simple_mod")
 
 
 @dataclass
@@ -50,6 +56,7 @@ class PSConfig:
     value_size: int | None = None
     max_keys_per_request: int | None = None
     data_path: str | None = None
+    hash_method: str | None = None  # distributed_client.hash_method: how clients route keys
 
     def server_for(self, shard: int) -> ServerEntry | None:
         for s in self.servers:
@@ -92,6 +99,10 @@ def parse_config(doc: dict, path: str = "<config>") -> PSConfig:
     mk = _get(dc, "max_keys_per_request", int, "distributed_client", path)
     if mk is not None:
         cfg.max_keys_per_request = max(mk, cfg.max_keys_per_request or 0)
+    cfg.hash_method = _get(dc, "hash_method", str, "distributed_client", path)
+    if cfg.hash_method is not None and cfg.hash_method not in HASH_METHODS:
+        raise ConfigError(f"{path}: distributed_client.hash_method {cfg.hash_method!r} is not "
+                          f"one of {', '.join(HASH_METHODS)}")
     servers = cps.get("servers")
     if servers is None:
         servers = dc.get("servers") if isinstance(dc, dict) else None
@@ -136,9 +147,13 @@ def build_config(transport: str, servers: list[tuple[str, int]] | list[tuple[str
                  num_threads: int = 1,
                  capacity: int = 1000000, index_type: str = "DRAM_PET_HASH",
                  value_size: int = 512, max_keys_per_request: int = 500,
-                 data_path: str | None = None) -> dict:
+                 data_path: str | None = None, hash_method: str = "rs_mix64") -> dict:
     """A config document in RecStore's shape (the one builder of it: the runner adds its blocks to
-    this one): servers[i] = (host, port) serves shard i, (host, port, shard) names the shard."""
+    this one): servers[i] = (host, port) serves shard i, (host, port, shard) names the shard.
+    hash_method is how the clients route keys: rs_mix64 (the native wire), or city_hash /
+    simple_mod for clients on RecStore's wire."""
+    if hash_method not in HASH_METHODS:
+        raise ValueError(f"hash_method {hash_method!r} is not one of {', '.join(HASH_METHODS)}")
     entries = [{"host": s[0], "port": s[1], "shard": s[2] if len(s) > 2 else i}
                for i, s in enumerate(servers)]
     value = {"type": "DRAM_VALUE_STORE", "default_value_size_hint": value_size}
@@ -154,7 +169,7 @@ def build_config(transport: str, servers: list[tuple[str, int]] | list[tuple[str
             "base_kv_config": {"capacity": capacity, "index": {"type": index_type},
                                "value": value},
         },
-        "distributed_client": {"num_shards": len(entries), "hash_method": "rs_mix64",
+        "distributed_client": {"num_shards": len(entries), "hash_method": hash_method,
                                "max_keys_per_request": max_keys_per_request,
                                "servers": entries},
         "client": dict(entries[0]) if entries else {},

@@ -13,6 +13,11 @@
  * row kernels (rs_kv_prefetch_range, rs_kv_row_copy; plain and AVX-512 builds, a 512-byte
  * specialisation), so an index is compared with the best gather this code knows, not a weaker
  * one. CEIL_D = 12 was the best distance on the EPYC VM (8: -6 %, 16: same).
+ *
+ * With ceiling_index_lines 1 or 2 the ceiling first touches that many lines of a random 128-byte
+ * chunk per key (hash as the indexes do, a burst of prefetches over the batch, then one load per
+ * line), in an array the size of DRAM_PET_HASH's chunk array: a lookup's memory traffic with no
+ * work in it. PET reads 2 lines per key, so ceiling+2 lines is what its layout allows at best.
  */
 #define _GNU_SOURCE
 #include "recstore/kv_bench.h"
@@ -38,6 +43,9 @@ struct rs_kv_bench {
     rs_kv_bench_config cfg;
     rs_kv_region flat_region; /* ceiling mode: record_count rows, huge-page backed like the slab */
     uint8_t *flat;
+    rs_kv_region chunk_region; /* ceiling_index_lines > 0: the chunk-array stand-in */
+    uint8_t *chunks;
+    uint64_t chunk_mask;
     rs_zipf_scrambled zipf;
     int stop;       /* atomic: end the phase */
     int go;         /* atomic: start line; threads wait for it after checking in */
@@ -53,6 +61,7 @@ typedef struct bench_thread {
     int rc;
     rs_error err;
     rs_kv_bench_phase r; /* this thread's counters and histograms */
+    uint64_t sink;       /* ceiling_index_lines: what the chunk loads read (keeps them) */
 } bench_thread;
 
 int rs_kv_bench_open(const rs_kv_bench_config *cfg, rs_kv_bench **out, rs_error *err) {
@@ -68,6 +77,11 @@ int rs_kv_bench_open(const rs_kv_bench_config *cfg, rs_kv_bench **out, rs_error 
         return rs_error_set(err, RS_EINVAL, "read_mode %d is unknown", (int)cfg->read_mode);
     if (cfg->read_mode != RS_KV_BENCH_GET && cfg->batch_keys == 0)
         return rs_error_set(err, RS_EINVAL, "batch_keys must be >= 1 for batch reads");
+    if (cfg->ceiling_index_lines > 2)
+        return rs_error_set(err, RS_EINVAL, "ceiling_index_lines must be 0, 1 or 2 (got %u)",
+                            cfg->ceiling_index_lines);
+    if (cfg->ceiling_index_lines && cfg->read_mode != RS_KV_BENCH_CEILING)
+        return rs_error_set(err, RS_EINVAL, "ceiling_index_lines needs read_mode ceiling");
     if (cfg->read_mode != RS_KV_BENCH_CEILING && !cfg->kv)
         return rs_error_set(err, RS_EINVAL, "kv engine is required unless read_mode is ceiling");
     if (cfg->kv && rs_kv_value_size(cfg->kv) != cfg->value_size)
@@ -96,6 +110,21 @@ int rs_kv_bench_open(const rs_kv_bench_config *cfg, rs_kv_bench **out, rs_error 
         }
         b->flat = b->flat_region.base;
     }
+    if (cfg->ceiling_index_lines) {
+        uint64_t chunks = rs_kv_pet_chunks(cfg->record_count);
+        size_t bytes = (size_t)chunks * RS_KV_PET_CHUNK_BYTES;
+        rc = rs_kv_region_open_anon(&b->chunk_region, bytes, bytes, cfg->huge_pages, err);
+        if (rc) {
+            rs_error_prefix(err, "ceiling chunk array of %zu bytes: ", bytes);
+            rs_kv_region_close(&b->flat_region);
+            goto fail;
+        }
+        b->chunks = b->chunk_region.base;
+        b->chunk_mask = chunks - 1;
+        /* written, so that every line is its own memory (untouched anonymous pages all read the
+         * one zero page, which stays in cache) */
+        memset(b->chunks, 0x5a, bytes);
+    }
     *out = b;
     return 0;
 fail:
@@ -109,15 +138,25 @@ void rs_kv_bench_memory(const rs_kv_bench *b, rs_kv_memory *out) {
     out->capacity = b->cfg.record_count;
     out->row_bytes = out->row_stride = b->cfg.value_size;
     out->slab_bytes = out->slab_bytes_at_capacity = b->flat_region.backed;
-    out->bytes_per_key = out->capacity ? (double)out->slab_bytes / (double)out->capacity : 0.0;
+    out->index_bytes = b->chunks ? b->chunk_region.backed : 0; /* ceiling_index_lines' array */
+    out->bytes_per_key =
+        out->capacity ? (double)(out->index_bytes + out->slab_bytes) / (double)out->capacity : 0.0;
     out->overhead_per_key = out->bytes_per_key - (double)out->row_bytes;
-    out->index_pages = "none";
+    out->index_pages = b->chunks ? b->chunk_region.pages : "none";
     out->slab_pages = b->flat ? b->flat_region.pages : "?";
+}
+
+double rs_kv_bench_rows_huge_share(const rs_kv_bench *b) {
+    if (b->flat) return rs_kv_region_huge_share(&b->flat_region);
+    if (b->cfg.kv && !b->cfg.kv->vs.variable && b->cfg.kv->vs.region.fd < 0)
+        return rs_kv_region_huge_share(&b->cfg.kv->vs.region);
+    return b->cfg.kv ? 0.0 : -1.0;
 }
 
 void rs_kv_bench_close(rs_kv_bench *b) {
     if (!b) return;
     if (b->flat) rs_kv_region_close(&b->flat_region);
+    if (b->chunks) rs_kv_region_close(&b->chunk_region);
     free(b);
 }
 
@@ -139,6 +178,24 @@ RS_KV_INLINE size_t ceiling_body(const size_t vs, const uint8_t *flat, size_t ro
         if (i >= CEIL_D) rs_kv_row_copy(out + (i - CEIL_D) * vs, flat + keys[i - CEIL_D] * vs, vs);
     }
     return n;
+}
+
+/* ceiling_index_lines: touch `lines` lines of key's random chunk for every key of the batch, in
+ * two passes as PET's lookup does (a burst of prefetches, then the loads). */
+static uint64_t ceiling_chunks(const rs_kv_bench *b, const uint64_t *keys, size_t n,
+                               const uint8_t **ch) {
+    const uint32_t lines = b->cfg.ceiling_index_lines;
+    for (size_t i = 0; i < n; i++) {
+        ch[i] = b->chunks + (rs_kv_hash(keys[i]) & b->chunk_mask) * RS_KV_PET_CHUNK_BYTES;
+        __builtin_prefetch(ch[i], 0, RS_KV_CHUNK_LOCALITY);
+        if (lines > 1) __builtin_prefetch(ch[i] + 64, 0, RS_KV_CHUNK_LOCALITY);
+    }
+    uint64_t s = 0;
+    for (size_t i = 0; i < n; i++) {
+        s += __atomic_load_n((const uint64_t *)ch[i], __ATOMIC_RELAXED);
+        if (lines > 1) s += __atomic_load_n((const uint64_t *)(ch[i] + 64), __ATOMIC_RELAXED);
+    }
+    return s;
 }
 
 RS_KV_ROW_LOOP(ceiling_gather, ceiling_body, vs,
@@ -176,7 +233,8 @@ static void load_loop(bench_thread *t, uint8_t *row) {
     }
 }
 
-static void run_loop(bench_thread *t, uint8_t *row, uint64_t *keys, uint8_t *out, uint8_t *found) {
+static void run_loop(bench_thread *t, uint8_t *row, uint64_t *keys, uint8_t *out, uint8_t *found,
+                     const uint8_t **chunk_ptrs) {
     rs_kv_bench *b = t->b;
     const rs_kv_bench_config *c = &b->cfg;
     rs_rng rng;
@@ -213,8 +271,10 @@ static void run_loop(bench_thread *t, uint8_t *row, uint64_t *keys, uint8_t *out
         uint64_t t0 = rs_now_ns();
         if (c->read_mode == RS_KV_BENCH_BATCH)
             rs_kv_batch_get_flat(c->kv, keys, n, out, found, &nf);
-        else
+        else {
+            if (b->chunks) t->sink += ceiling_chunks(b, keys, n, chunk_ptrs);
             ceiling_gather(b->flat, vs, keys, n, out);
+        }
         rs_hist_record(&t->r.read, rs_now_ns() - t0);
         t->r.not_found += n - nf;
         t->r.read_ops += n;
@@ -232,7 +292,8 @@ static void *bench_main(void *arg) {
     uint64_t *keys = calloc(n, sizeof *keys);
     uint8_t *out = aligned_alloc(64, (n * vs + 63) & ~(size_t)63);
     uint8_t *found = calloc(n, 1);
-    if (!row || !keys || !out || !found) {
+    const uint8_t **chunk_ptrs = calloc(n, sizeof *chunk_ptrs);
+    if (!row || !keys || !out || !found || !chunk_ptrs) {
         t->rc = rs_error_set(&t->err, RS_ENOMEM, "per-thread buffers");
     } else {
         memset(out, 0, n * vs);
@@ -247,12 +308,13 @@ static void *bench_main(void *arg) {
         if (t->load)
             load_loop(t, row);
         else
-            run_loop(t, row, keys, out, found);
+            run_loop(t, row, keys, out, found, chunk_ptrs);
     }
     free(row);
     free(keys);
     free(out);
     free(found);
+    free(chunk_ptrs);
     return NULL;
 }
 

@@ -662,7 +662,7 @@ static void cceh_lookup_segment(cceh *c, const uint64_t *kk, size_t cnt, uint64_
 }
 
 static void cceh_batch_get_flat(void *ix, const rs_kv_vs *vs, const uint64_t *keys, size_t n,
-                                uint8_t *out, uint8_t *found, size_t *n_found) {
+                                uint8_t *out, size_t out_stride, uint8_t *found, size_t *n_found) {
     uint64_t h[CCEH_SEG];
     cceh_seg *sg[CCEH_SEG];
     rs_kv_hit q[CCEH_SEG];
@@ -670,8 +670,8 @@ static void cceh_batch_get_flat(void *ix, const rs_kv_vs *vs, const uint64_t *ke
     for (size_t base = 0; base < n; base += CCEH_SEG) {
         size_t cnt = n - base < CCEH_SEG ? n - base : CCEH_SEG;
         cceh_lookup_segment(ix, keys + base, cnt, h, sg, q);
-        hits += rs_kv_rows(&rs_kv_cceh_ops, ix, vs, keys + base, cnt, q,
-                           out + base * vs->value_size, found ? found + base : NULL);
+        hits += rs_kv_rows(&rs_kv_cceh_ops, ix, vs, keys + base, cnt, q, out + base * out_stride,
+                           out_stride, found ? found + base : NULL);
     }
     if (n_found) *n_found = hits;
 }

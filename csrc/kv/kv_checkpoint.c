@@ -1,17 +1,17 @@
 /*
- * kv_checkpoint.c — save a KV engine's rows to one checkpoint file and load them back, verified
- * (recstore/kv_checkpoint.h). Little-endian throughout.
+ * kv_checkpoint.c — save a KV engine's rows to one checkpoint file (recstore/kv_checkpoint.h);
+ * kv_checkpoint_load.c reads them back. Little-endian throughout.
  *
- *   offset 0     header, 4096 bytes:
- *                  0 magic "RSKVCKPT"   8 u32 format version   12 u32 header bytes (4096)
- *                 16 u32 index type    20 u32 value_size      24 u64 record count
- *                 32 u32 shard id      36 u32 shard count     40 char[16] hash method ("rs_mix64")
- *                 56 u32 rows per block 60 u32 0              64 u64 block count
- *                 72 u64 created (unix ns) 80 u64 file bytes  ... zero ...  4092 u32 CRC-32C of
- * 0..4091 offset 4096  blocks, each: 0 u32 "RSBK"  4 u32 rows n  8 u64 block index  16 u32 CRC-32C
- * of keys+rows 20 u32 0  24 u32 0  28 u32 CRC-32C of bytes 0..27 32 keys: n x u64, then rows: n x
- * value_size bytes end          trailer, 32 bytes: "RSCKPEND" | u64 block count | u64 record count
- * | u32 0 | u32 CRC-32C of the trailer's first 28 bytes
+ * Header, 4096 bytes at offset 0:
+ *   0 magic "RSKVCKPT" | 8 u32 format version | 12 u32 header bytes (4096) | 16 u32 index type
+ *   20 u32 value_size | 24 u64 record count | 32 u32 shard id | 36 u32 shard count
+ *   40 char[16] hash method ("rs_mix64") | 56 u32 rows per block | 60 u32 0 | 64 u64 block count
+ *   72 u64 created (unix ns) | 80 u64 file bytes | zero | 4092 u32 CRC-32C of bytes 0..4091
+ * Blocks from offset 4096, every one but the last with exactly rows-per-block rows:
+ *   0 u32 "RSBK" | 4 u32 rows n | 8 u64 block index | 16 u32 CRC-32C of keys and rows
+ *   20 u32 0 | 24 u32 0 | 28 u32 CRC-32C of bytes 0..27 | 32 n keys (u64) | n rows of value_size
+ * Trailer, the last 32 bytes:
+ *   "RSCKPEND" | u64 block count | u64 record count | u32 0 | u32 CRC-32C of bytes 0..27
  *
  * The magic and the version sit at fixed offsets in every format version, so a reader refuses a
  * newer file by its version before reading anything else. The header is written last (its counts
@@ -19,36 +19,24 @@
  * after the rename.
  *
  * Save walks the index with its scan op (entries cannot move meanwhile) and reads each row under
- * its seqlock exactly like a GET; a row disturbed by a writer is read again by key. Load (and
- * verify, which is load without inserting) reads blocks sequentially, checks each block's header
- * and payload checksum before inserting its rows, and checks the trailer and the counts at the end.
- * I/O: a save starts write-back every 8 MiB (sync_file_range) so the disk streams during the scan;
- * a load asks for read-ahead 8-16 MiB in front (POSIX_FADV_WILLNEED).
+ * its seqlock exactly like a GET; a row disturbed by a writer is read again by key. It starts
+ * write-back every 8 MiB (sync_file_range) so the disk streams during the scan.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "kv_checkpoint_format.h"
 #include "kv_internal.h"
 #include "recstore/bytes.h"
 #include "recstore/clock.h"
 #include "recstore/crc32c.h"
 #include "recstore/kv_checkpoint.h"
-
-#define CKPT_MAGIC        "RSKVCKPT"
-#define CKPT_END_MAGIC    "RSCKPEND"
-#define CKPT_BLOCK_MAGIC  0x4b425352u /* "RSBK" */
-#define CKPT_HEADER_BYTES 4096u
-#define CKPT_BLOCK_HDR    32u
-#define CKPT_TRAILER      32u
-#define CKPT_BLOCK_TARGET (1u << 20)   /* payload bytes per block, about */
-#define CKPT_IO_WINDOW    (8ull << 20) /* write-back started / read-ahead asked in these steps */
 
 int rs_kv_checkpoint_path(const char *dir, uint32_t shard_id, char *out, size_t cap,
                           rs_error *err) {
@@ -57,11 +45,6 @@ int rs_kv_checkpoint_path(const char *dir, uint32_t shard_id, char *out, size_t 
     if (n < 0 || (size_t)n >= cap)
         return rs_error_set(err, RS_EINVAL, "checkpoint directory '%s' is too long", dir);
     return 0;
-}
-
-static uint32_t rows_per_block(uint32_t value_size) {
-    uint32_t n = CKPT_BLOCK_TARGET / (value_size + 8u);
-    return n ? n : 1;
 }
 
 /* ---- save ------------------------------------------------------------------------------------ */
@@ -198,7 +181,7 @@ int rs_kv_checkpoint_save(rs_kv *kv, const char *dir, uint32_t shard_id, uint32_
     uint64_t t0 = rs_now_ns();
     saver sv = {.kv = kv,
                 .file = tmp,
-                .rpb = rows_per_block(kv->value_size),
+                .rpb = rs_ckpt_rows_per_block(kv->value_size),
                 .offset = CKPT_HEADER_BYTES,
                 .err = err};
     sv.keys = malloc((size_t)sv.rpb * 8);
@@ -263,241 +246,4 @@ out_free:
     free(sv.keys);
     free(sv.rows);
     return rc;
-}
-
-/* ---- load ------------------------------------------------------------------------------------ */
-
-/* Read exactly n bytes at off; a short read is a truncation at the offset where data ended. */
-static int read_at(int fd, void *buf, size_t n, uint64_t off, const char *file, const char *what,
-                   rs_error *err) {
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = pread(fd, (uint8_t *)buf + got, n - got, (off_t)(off + got));
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            return rs_error_errno(err, RS_EIO, errno, "%s: read of the %s at offset %llu", file,
-                                  what, (unsigned long long)(off + got));
-        }
-        if (r == 0)
-            return rs_error_set(err, RS_EPROTO,
-                                "%s: truncated at offset %llu (the %s at offset %llu needs %zu "
-                                "bytes)",
-                                file, (unsigned long long)(off + got), what,
-                                (unsigned long long)off, n);
-        got += (size_t)r;
-    }
-    return 0;
-}
-
-static int header_decode(const uint8_t *h, const char *file, rs_kv_ckpt_info *o, rs_error *err) {
-    if (memcmp(h, CKPT_MAGIC, 8) != 0)
-        return rs_error_set(err, RS_EPROTO,
-                            "%s: not a recbench checkpoint (no RSKVCKPT magic at offset 0)", file);
-    uint32_t fmt = rs_get32(h + 8);
-    if (fmt > RS_KV_CKPT_FORMAT)
-        return rs_error_set(err, RS_ENOTSUP,
-                            "%s: checkpoint format version %u is newer than this build reads "
-                            "(up to %u); load it with a newer recbench",
-                            file, fmt, RS_KV_CKPT_FORMAT);
-    if (fmt == 0) return rs_error_set(err, RS_EPROTO, "%s: format version 0 at offset 8", file);
-    uint32_t want = rs_get32(h + CKPT_HEADER_BYTES - 4),
-             got = rs_crc32c(0, h, CKPT_HEADER_BYTES - 4);
-    if (want != got)
-        return rs_error_set(err, RS_EPROTO,
-                            "%s: header checksum mismatch (offset 0..%u: stored 0x%08x, computed "
-                            "0x%08x): the file is damaged",
-                            file, CKPT_HEADER_BYTES - 1, want, got);
-    memset(o, 0, sizeof *o);
-    o->format = fmt;
-    o->index_type = rs_get32(h + 16);
-    o->value_size = rs_get32(h + 20);
-    o->records = rs_get64(h + 24);
-    o->shard_id = rs_get32(h + 32);
-    o->num_shards = rs_get32(h + 36);
-    memcpy(o->hash_method, h + 40, 16);
-    o->hash_method[16] = 0;
-    o->rows_per_block = rs_get32(h + 56);
-    o->blocks = rs_get64(h + 64);
-    o->created_unix_ns = rs_get64(h + 72);
-    o->file_bytes = rs_get64(h + 80);
-    if (rs_get32(h + 12) != CKPT_HEADER_BYTES || o->value_size == 0 ||
-        o->value_size > RS_KV_MAX_VALUE || o->rows_per_block == 0 ||
-        o->rows_per_block > (1u << 24) || o->records > o->blocks * (uint64_t)o->rows_per_block)
-        return rs_error_set(err, RS_EPROTO,
-                            "%s: inconsistent header (value_size %u, %u rows per block, %llu rows "
-                            "in %llu blocks)",
-                            file, o->value_size, o->rows_per_block, (unsigned long long)o->records,
-                            (unsigned long long)o->blocks);
-    return 0;
-}
-
-static int open_checked(const char *file, rs_kv_ckpt_info *info, int *fd_out, rs_error *err) {
-    uint8_t *h = malloc(CKPT_HEADER_BYTES);
-    if (!h) return rs_error_set(err, RS_ENOMEM, "checkpoint header");
-    int rc, fd = open(file, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        rc = rs_error_errno(err, errno == ENOENT ? RS_ENOTFOUND : RS_EIO, errno,
-                            "checkpoint %s: open", file);
-        goto out;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        rc = rs_error_errno(err, RS_EIO, errno, "checkpoint %s: stat", file);
-        goto out;
-    }
-    /* magic and version are read first, so that a newer format is named even if shorter */
-    if ((rc = read_at(fd, h, st.st_size < 12 ? (size_t)st.st_size : 12, 0, file, "header", err)))
-        goto out;
-    if (st.st_size >= 12 && memcmp(h, CKPT_MAGIC, 8) == 0 && rs_get32(h + 8) > RS_KV_CKPT_FORMAT) {
-        rc = header_decode(h, file, info, err);
-        goto out;
-    }
-    if ((rc = read_at(fd, h, CKPT_HEADER_BYTES, 0, file, "header", err)) ||
-        (rc = header_decode(h, file, info, err)))
-        goto out;
-    if ((uint64_t)st.st_size != info->file_bytes) {
-        rc = rs_error_set(err, RS_EPROTO,
-                          (uint64_t)st.st_size < info->file_bytes
-                              ? "%s: truncated at offset %llu (the header announces %llu bytes)"
-                              : "%s: %llu bytes, but the header announces %llu",
-                          file, (unsigned long long)st.st_size,
-                          (unsigned long long)info->file_bytes);
-        goto out;
-    }
-    *fd_out = fd;
-    fd = -1;
-out:
-    if (fd >= 0) close(fd);
-    free(h);
-    return rc;
-}
-
-int rs_kv_checkpoint_read_header(const char *file, rs_kv_ckpt_info *info, rs_error *err) {
-    int fd = -1;
-    rs_kv_ckpt_info tmp;
-    int rc = open_checked(file, info ? info : &tmp, &fd, err);
-    if (fd >= 0) close(fd);
-    return rc;
-}
-
-/* Read and check every byte; insert the rows into `into` unless it is NULL (verify only). */
-static int load_impl(const char *dir, uint32_t shard_id, uint32_t num_shards, uint32_t value_size,
-                     uint64_t capacity, rs_kv *into, rs_kv_ckpt_info *info, rs_error *err) {
-    char file[4096];
-    rs_kv_ckpt_info hi;
-    int rc, fd = -1;
-    uint8_t *buf = NULL;
-    if (!dir) return rs_error_set(err, RS_EINVAL, "dir must not be NULL");
-    if ((rc = rs_kv_checkpoint_path(dir, shard_id, file, sizeof file, err))) return rc;
-    uint64_t t0 = rs_now_ns();
-    if ((rc = open_checked(file, &hi, &fd, err))) return rc;
-    if (strcmp(hi.hash_method, RS_KV_CKPT_HASH_METHOD) != 0) {
-        rc = rs_error_set(err, RS_ENOTSUP,
-                          "%s: keys were placed with shard hash '%s'; this server routes with "
-                          "'%s'",
-                          file, hi.hash_method, RS_KV_CKPT_HASH_METHOD);
-        goto out;
-    }
-    if (hi.value_size != value_size) {
-        rc = rs_error_set(err, RS_EINVAL,
-                          "%s: checkpoint has value_size %u, this shard has value_size %u", file,
-                          hi.value_size, value_size);
-        goto out;
-    }
-    if (hi.num_shards != num_shards) {
-        rc = rs_error_set(err, RS_EINVAL,
-                          "%s: checkpoint was taken with %u shards (shard count), this "
-                          "deployment has %u",
-                          file, hi.num_shards, num_shards);
-        goto out;
-    }
-    if (hi.shard_id != shard_id) {
-        rc = rs_error_set(err, RS_EINVAL, "%s: checkpoint holds shard id %u, this is shard id %u",
-                          file, hi.shard_id, shard_id);
-        goto out;
-    }
-    if (hi.records > capacity) {
-        rc = rs_error_set(err, RS_EFULL, "%s: %llu rows do not fit a capacity of %llu keys", file,
-                          (unsigned long long)hi.records, (unsigned long long)capacity);
-        goto out;
-    }
-    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-    size_t max_payload = (size_t)hi.rows_per_block * (8u + hi.value_size);
-    if (!(buf = malloc(CKPT_BLOCK_HDR + max_payload))) {
-        rc = rs_error_set(err, RS_ENOMEM, "checkpoint block buffer (%zu bytes)", max_payload);
-        goto out;
-    }
-    uint64_t off = CKPT_HEADER_BYTES, rows = 0, ahead = 0;
-    for (uint64_t b = 0; b < hi.blocks; b++) {
-        /* ask for large read-ahead two windows in front: the default read-ahead issues small
-         * reads one after another, at a fraction of what the disk streams */
-        if (off + CKPT_IO_WINDOW > ahead && ahead < hi.file_bytes) {
-            posix_fadvise(fd, (off_t)ahead, (off_t)(2 * CKPT_IO_WINDOW), POSIX_FADV_WILLNEED);
-            ahead += 2 * CKPT_IO_WINDOW;
-        }
-        uint8_t *bh = buf;
-        if ((rc = read_at(fd, bh, CKPT_BLOCK_HDR, off, file, "block header", err))) goto out;
-        uint32_t n = rs_get32(bh + 4);
-        if (rs_get32(bh) != CKPT_BLOCK_MAGIC || rs_get32(bh + 28) != rs_crc32c(0, bh, 28) ||
-            rs_get64(bh + 8) != b || n == 0 || n > hi.rows_per_block) {
-            rc = rs_error_set(err, RS_EPROTO,
-                              "%s: block %llu at offset %llu: damaged block header (checksum, "
-                              "magic, index or row count %u)",
-                              file, (unsigned long long)b, (unsigned long long)off, n);
-            goto out;
-        }
-        size_t payload = (size_t)n * (8u + hi.value_size);
-        /* keys land 8-aligned right after the 32-byte block header */
-        uint8_t *keys = buf + CKPT_BLOCK_HDR;
-        if ((rc = read_at(fd, keys, payload, off + CKPT_BLOCK_HDR, file, "block payload", err)))
-            goto out;
-        uint32_t want = rs_get32(bh + 16), got = rs_crc32c(0, keys, payload);
-        if (want != got) {
-            rc = rs_error_set(err, RS_EPROTO,
-                              "%s: block %llu at offset %llu (payload bytes %llu..%llu): checksum "
-                              "mismatch (stored 0x%08x, computed 0x%08x)",
-                              file, (unsigned long long)b, (unsigned long long)off,
-                              (unsigned long long)(off + CKPT_BLOCK_HDR),
-                              (unsigned long long)(off + CKPT_BLOCK_HDR + payload - 1), want, got);
-            goto out;
-        }
-        size_t done = 0;
-        if (into && (rc = rs_kv_batch_put(into, (const uint64_t *)keys, n, keys + (size_t)n * 8,
-                                          &done, err))) {
-            rs_error_prefix(err, "%s: block %llu: ", file, (unsigned long long)b);
-            goto out;
-        }
-        rows += n;
-        off += CKPT_BLOCK_HDR + payload;
-    }
-    uint8_t tr[CKPT_TRAILER];
-    if ((rc = read_at(fd, tr, CKPT_TRAILER, off, file, "trailer", err))) goto out;
-    if (memcmp(tr, CKPT_END_MAGIC, 8) != 0 || rs_get32(tr + 28) != rs_crc32c(0, tr, 28) ||
-        rs_get64(tr + 8) != hi.blocks || rs_get64(tr + 16) != rows || rows != hi.records ||
-        off + CKPT_TRAILER != hi.file_bytes) {
-        rc = rs_error_set(err, RS_EPROTO,
-                          "%s: damaged trailer at offset %llu (or counts disagree: %llu rows "
-                          "read, header says %llu)",
-                          file, (unsigned long long)off, (unsigned long long)rows,
-                          (unsigned long long)hi.records);
-        goto out;
-    }
-    hi.seconds = (double)(rs_now_ns() - t0) / 1e9;
-    if (info) *info = hi;
-out:
-    free(buf);
-    if (fd >= 0) close(fd);
-    return rc;
-}
-
-int rs_kv_checkpoint_verify(const char *dir, uint32_t shard_id, uint32_t num_shards,
-                            uint32_t value_size, uint64_t capacity, rs_kv_ckpt_info *info,
-                            rs_error *err) {
-    return load_impl(dir, shard_id, num_shards, value_size, capacity, NULL, info, err);
-}
-
-int rs_kv_checkpoint_load(const char *dir, uint32_t shard_id, uint32_t num_shards, rs_kv *into,
-                          rs_kv_ckpt_info *info, rs_error *err) {
-    if (!into) return rs_error_set(err, RS_EINVAL, "into must not be NULL");
-    return load_impl(dir, shard_id, num_shards, into->value_size, into->capacity, into, info, err);
 }

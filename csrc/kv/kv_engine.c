@@ -422,18 +422,23 @@ int rs_kv_batch_put(rs_kv *kv, const uint64_t *keys, size_t n, const void *rows,
 
 int rs_kv_batch_get_flat(rs_kv *kv, const uint64_t *keys, size_t n, void *out_rows,
                          uint8_t *out_found, size_t *n_found) {
+    return rs_kv_batch_get_strided(kv, keys, n, out_rows, kv ? kv->value_size : 0, out_found,
+                                   n_found);
+}
+
+int rs_kv_batch_get_strided(rs_kv *kv, const uint64_t *keys, size_t n, void *out_rows,
+                            size_t out_stride, uint8_t *out_found, size_t *n_found) {
     if (n_found) *n_found = 0;
-    if (!kv || !kv->value_size) return RS_EINVAL;
+    if (!kv || !kv->value_size || out_stride < kv->value_size) return RS_EINVAL;
     if (n && (!keys || !out_rows)) return RS_EINVAL;
     if (kv->ops->batch_get_flat) {
-        kv->ops->batch_get_flat(kv->ix, &kv->vs, keys, n, out_rows, out_found, n_found);
+        kv->ops->batch_get_flat(kv->ix, &kv->vs, keys, n, out_rows, out_stride, out_found, n_found);
         return 0;
     }
     size_t hits = 0;
     uint8_t *out = out_rows;
     for (size_t i = 0; i < n; i++) {
-        int hit =
-            rs_kv_read_fixed_slow(kv->ops, kv->ix, &kv->vs, keys[i], out + i * kv->value_size);
+        int hit = rs_kv_read_fixed_slow(kv->ops, kv->ix, &kv->vs, keys[i], out + i * out_stride);
         if (out_found) out_found[i] = (uint8_t)hit;
         hits += (size_t)hit;
     }

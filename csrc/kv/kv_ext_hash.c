@@ -396,7 +396,7 @@ static void eh_lookup_segment(const eh_dir *d, const uint64_t *kk, size_t cnt, u
 }
 
 static void eh_batch_get_flat(void *ix, const rs_kv_vs *vs, const uint64_t *keys, size_t n,
-                              uint8_t *out, uint8_t *found, size_t *n_found) {
+                              uint8_t *out, size_t out_stride, uint8_t *found, size_t *n_found) {
     eh *t = ix;
     const eh_dir *d = __atomic_load_n(&t->dir, __ATOMIC_ACQUIRE);
     uint64_t h[EH_SEG];
@@ -406,8 +406,8 @@ static void eh_batch_get_flat(void *ix, const rs_kv_vs *vs, const uint64_t *keys
     for (size_t base = 0; base < n; base += EH_SEG) {
         size_t cnt = n - base < EH_SEG ? n - base : EH_SEG;
         eh_lookup_segment(d, keys + base, cnt, h, b, q);
-        hits += rs_kv_rows(&rs_kv_eh_ops, ix, vs, keys + base, cnt, q, out + base * vs->value_size,
-                           found ? found + base : NULL);
+        hits += rs_kv_rows(&rs_kv_eh_ops, ix, vs, keys + base, cnt, q, out + base * out_stride,
+                           out_stride, found ? found + base : NULL);
     }
     if (n_found) *n_found = hits;
 }

@@ -92,6 +92,11 @@ int rs_kv_region_grow(rs_kv_region *r, size_t need, rs_error *err);
 /* Flush a file region to disk (msync). */
 int rs_kv_region_sync(rs_kv_region *r, rs_error *err);
 void rs_kv_region_close(rs_kv_region *r);
+/* Share (0..1) of the region's backed bytes that sit on huge pages now: 1 for hugetlb, what
+ * /proc/self/smaps counts as AnonHugePages for THP-advised memory (the kernel grants THP only
+ * where it finds free 2 MiB pages, so "advised" can mean anything from 0 to 1), 0 for 4 KiB and
+ * file regions; -1 if smaps cannot be read. */
+double rs_kv_region_huge_share(const rs_kv_region *r);
 
 /* ---- value store: fixed-size rows (slab) or size-classed blocks --------------------------- */
 
@@ -181,9 +186,10 @@ typedef struct rs_kv_index_ops {
     void (*release)(void *ix, rs_kv_slot *s);
     /* Remove the acquired entry (lock still held; release follows). */
     void (*remove)(void *ix, rs_kv_slot *s);
-    /* Pipelined batch read of fixed rows (NULL: the engine loops over find). */
+    /* Pipelined batch read of fixed rows (NULL: the engine loops over find); row i goes to
+     * out + i * out_stride (out_stride == value_size: contiguous). */
     void (*batch_get_flat)(void *ix, const rs_kv_vs *vs, const uint64_t *keys, size_t n,
-                           uint8_t *out, uint8_t *found, size_t *n_found);
+                           uint8_t *out, size_t out_stride, uint8_t *found, size_t *n_found);
     /* Optional: start fetching the index lines a write of key will touch (batch_put runs it a
      * few keys ahead, so a bulk load overlaps its misses). */
     void (*prefetch)(void *ix, uint64_t key);
@@ -207,6 +213,10 @@ extern const rs_kv_index_ops rs_kv_eh_ops;
 extern const rs_kv_index_ops rs_kv_cceh_ops;
 
 int rs_kv_pet_open(uint64_t capacity, rs_kv_huge_pages huge, void **out, rs_error *err);
+#define RS_KV_PET_CHUNK_BYTES 128
+/* Number of RS_KV_PET_CHUNK_BYTES chunks DRAM_PET_HASH allocates for `capacity` keys (a power of
+ * two). */
+uint64_t rs_kv_pet_chunks(uint64_t capacity);
 int rs_kv_eh_open(uint64_t capacity, void **out, rs_error *err);
 /* dir: directory holding cceh.index; reopened if it exists. */
 int rs_kv_cceh_open(const char *dir, uint64_t capacity, void **out, rs_error *err);
@@ -226,6 +236,12 @@ int rs_kv_cceh_verify(void *ix, const rs_kv_vs *vs, char *report, size_t cap, rs
  * tools/benchmarks/bench_kv_indexes.py: prefetchnta (locality 0) and prefetcht0 (3) keep far
  * fewer misses in flight; the no-index ceiling was 16.9 M keys/s with nta against 26 M with t1. */
 #define RS_KV_ROW_LOCALITY 2
+#endif
+
+#ifndef RS_KV_CHUNK_LOCALITY
+/* PET's chunk lines (and the ceiling's stand-in for them, kv_bench.c) are fetched with the same
+ * prefetcht1. */
+#define RS_KV_CHUNK_LOCALITY 2
 #endif
 
 /* Prefetch the `bytes` bytes at p (whole cache lines). */
@@ -320,10 +336,11 @@ typedef struct rs_kv_hit {
 
 #define RS_KV_ROWS_AHEAD 12
 
-/* Copy the rows of hits q[0..cnt) into out (misses: zero rows), fall back to ops' slow read for
- * keys a writer disturbed; fills found[0..cnt) if not NULL and returns the number found. */
+/* Copy the rows of hits q[0..cnt) into out, row k at out + k * out_stride (misses: zero rows),
+ * fall back to ops' slow read for keys a writer disturbed; fills found[0..cnt) if not NULL and
+ * returns the number found. out_stride == value_size is the contiguous (flat) case. */
 size_t rs_kv_rows(const rs_kv_index_ops *ops, void *ix, const rs_kv_vs *vs, const uint64_t *kk,
-                  size_t cnt, const rs_kv_hit *q, uint8_t *out, uint8_t *found);
+                  size_t cnt, const rs_kv_hit *q, uint8_t *out, size_t out_stride, uint8_t *found);
 
 /* After an unclean close of a file-backed engine: rebuild the free list from the rows the index
  * references (kv_verify.c). */

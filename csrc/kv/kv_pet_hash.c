@@ -54,7 +54,7 @@ typedef struct pet_chunk {
     pet_entry e[PET_SLOTS];
 } __attribute__((aligned(128))) pet_chunk;
 
-_Static_assert(sizeof(pet_chunk) == 128, "PET chunk must be two cache lines");
+_Static_assert(sizeof(pet_chunk) == RS_KV_PET_CHUNK_BYTES, "PET chunk must be two cache lines");
 
 typedef struct pet {
     rs_kv_region region; /* the chunk array */
@@ -77,6 +77,14 @@ static inline unsigned pet_match(const pet_chunk *c, uint8_t tag) {
     return (unsigned)_mm_movemask_epi8(m) & ((1u << PET_SLOTS) - 1);
 }
 
+uint64_t rs_kv_pet_chunks(uint64_t capacity) {
+    uint64_t need = (uint64_t)((double)capacity / PET_MAX_LOAD / PET_SLOTS) + 1;
+    uint64_t chunks = 1;
+    while (chunks < need)
+        chunks <<= 1;
+    return chunks;
+}
+
 int rs_kv_pet_open(uint64_t capacity, rs_kv_huge_pages huge, void **out, rs_error *err) {
     int rc;
     if (capacity > RS_KV_HANDLE_MAX)
@@ -84,10 +92,7 @@ int rs_kv_pet_open(uint64_t capacity, rs_kv_huge_pages huge, void **out, rs_erro
                             (unsigned long long)capacity);
     pet *p = calloc(1, sizeof *p);
     if (!p) return rs_error_set(err, RS_ENOMEM, "DRAM_PET_HASH handle");
-    uint64_t need = (uint64_t)((double)capacity / PET_MAX_LOAD / PET_SLOTS) + 1;
-    uint64_t chunks = 1;
-    while (chunks < need)
-        chunks <<= 1;
+    uint64_t chunks = rs_kv_pet_chunks(capacity);
     size_t bytes = (size_t)chunks * sizeof(pet_chunk);
     rc = rs_kv_region_open_anon(&p->region, bytes, bytes, huge, err);
     if (rc) {
@@ -283,15 +288,12 @@ static uint64_t pet_count(void *ix) {
 #ifndef PET_SEG
 #define PET_SEG 512
 #endif
-#ifndef PET_CHUNK_LOCALITY
-#define PET_CHUNK_LOCALITY 2
-#endif
 
 #define PET_PROBE 3 /* lookup-only state next to RS_KV_HIT_*: try the next chunk */
 
 RS_KV_INLINE void pet_prefetch_chunk(const pet_chunk *ch) {
-    __builtin_prefetch(ch, 0, PET_CHUNK_LOCALITY);
-    __builtin_prefetch((const char *)ch + 64, 0, PET_CHUNK_LOCALITY);
+    __builtin_prefetch(ch, 0, RS_KV_CHUNK_LOCALITY);
+    __builtin_prefetch((const char *)ch + 64, 0, RS_KV_CHUNK_LOCALITY);
 }
 
 /* Match key in *chp; returns the state (PET_PROBE: *chp moved on to the next chunk). */
@@ -342,7 +344,7 @@ static void pet_lookup_segment(const pet *p, const uint64_t *kk, size_t cnt, con
 }
 
 static void pet_batch_get_flat(void *ix, const rs_kv_vs *vs, const uint64_t *keys, size_t n,
-                               uint8_t *out, uint8_t *found, size_t *n_found) {
+                               uint8_t *out, size_t out_stride, uint8_t *found, size_t *n_found) {
     const pet *p = ix;
     const pet_chunk *ch[PET_SEG];
     uint8_t tag[PET_SEG];
@@ -351,8 +353,8 @@ static void pet_batch_get_flat(void *ix, const rs_kv_vs *vs, const uint64_t *key
     for (size_t base = 0; base < n; base += PET_SEG) {
         size_t cnt = n - base < PET_SEG ? n - base : PET_SEG;
         pet_lookup_segment(p, keys + base, cnt, ch, tag, q);
-        hits += rs_kv_rows(&rs_kv_pet_ops, ix, vs, keys + base, cnt, q, out + base * vs->value_size,
-                           found ? found + base : NULL);
+        hits += rs_kv_rows(&rs_kv_pet_ops, ix, vs, keys + base, cnt, q, out + base * out_stride,
+                           out_stride, found ? found + base : NULL);
     }
     if (n_found) *n_found = hits;
 }

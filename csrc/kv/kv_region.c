@@ -16,6 +16,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -149,9 +150,11 @@ int rs_kv_region_grow(rs_kv_region *r, size_t need, rs_error *err) {
 }
 
 int rs_kv_region_sync(rs_kv_region *r, rs_error *err) {
-    if (r->fd < 0 || !r->base || !r->backed) return 0;
-    if (msync(r->base, r->backed, MS_SYNC) < 0)
-        return rs_error_errno(err, RS_EIO, errno, "msync of %zu bytes", r->backed);
+    /* a syncer thread runs this while a writer may grow the region: read `backed` once */
+    size_t backed = __atomic_load_n(&r->backed, __ATOMIC_ACQUIRE);
+    if (r->fd < 0 || !r->base || !backed) return 0;
+    if (msync(r->base, backed, MS_SYNC) < 0)
+        return rs_error_errno(err, RS_EIO, errno, "msync of %zu bytes", backed);
     return 0;
 }
 
@@ -160,4 +163,27 @@ void rs_kv_region_close(rs_kv_region *r) {
     if (r->fd >= 0) close(r->fd);
     r->base = NULL;
     r->fd = -1;
+}
+
+/* /proc/self/smaps: the AnonHugePages of the mappings inside the region, over its backed bytes. */
+double rs_kv_region_huge_share(const rs_kv_region *r) {
+    size_t backed = __atomic_load_n(&r->backed, __ATOMIC_ACQUIRE);
+    if (!r->base || !backed) return 0.0;
+    if (strcmp(r->pages, "hugetlb") == 0) return 1.0;
+    if (strcmp(r->pages, "thp") != 0) return 0.0;
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return -1.0;
+    uintptr_t lo = (uintptr_t)r->base, hi = lo + r->reserved;
+    unsigned long long start, end, kb, huge = 0;
+    int inside = 0;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "%llx-%llx ", &start, &end) == 2 && strchr(line, '-') < strchr(line, ' '))
+            inside = start >= lo && end <= hi;
+        else if (inside && sscanf(line, "AnonHugePages: %llu kB", &kb) == 1)
+            huge += kb << 10;
+    }
+    fclose(f);
+    double share = (double)huge / (double)backed;
+    return share > 1.0 ? 1.0 : share;
 }

@@ -5,6 +5,10 @@
  * bucket or segment version, are what the lookup saw (the seqlock read of kv_internal.h spread
  * over the lookup and the copy). Anything else goes to the index's slow single-key read.
  * Compiled plain and for AVX-512 with the 512-byte row as a constant (RS_KV_ROW_LOOP).
+ *
+ * Rows land out_stride bytes apart: the row size for flat output (that instance keeps the stride
+ * a constant with the row), or more for a caller that interleaves rows with its own headers
+ * (RecStore's row block: 12-byte item head + row, so a GET reply needs no second copy).
  */
 #include "kv_internal.h"
 
@@ -12,8 +16,8 @@ RS_KV_INLINE int hit_still_valid(const rs_kv_hit *q) {
     return !q->verp || __atomic_load_n(q->verp, __ATOMIC_RELAXED) == q->ver;
 }
 
-RS_KV_INLINE size_t rows_body(const size_t vsz, const rs_kv_index_ops *ops, void *ix,
-                              const rs_kv_vs *vs, const uint64_t *kk, size_t cnt,
+RS_KV_INLINE size_t rows_body(const size_t vsz, const size_t ostride, const rs_kv_index_ops *ops,
+                              void *ix, const rs_kv_vs *vs, const uint64_t *kk, size_t cnt,
                               const rs_kv_hit *q, uint8_t *out, uint8_t *found) {
     uint8_t *const data = vs->data;
     const size_t stride = vs->stride;
@@ -23,7 +27,7 @@ RS_KV_INLINE size_t rows_body(const size_t vsz, const rs_kv_index_ops *ops, void
             rs_kv_prefetch_range(data + rs_kv_word_handle(q[i].w1) * stride, vsz);
         if (i < RS_KV_ROWS_AHEAD) continue;
         size_t k = i - RS_KV_ROWS_AHEAD;
-        uint8_t *dst = out + k * vsz;
+        uint8_t *dst = out + k * ostride;
         int hit;
         if (__builtin_expect(q[k].st == RS_KV_HIT_ROW, 1)) {
             rs_kv_row_copy(dst, data + rs_kv_word_handle(q[k].w1) * stride, vsz);
@@ -48,12 +52,25 @@ RS_KV_INLINE size_t rows_body(const size_t vsz, const rs_kv_index_ops *ops, void
     return hits;
 }
 
-RS_KV_ROW_LOOP(rows_dispatch, rows_body, vs->value_size,
+/* flat output: the stride is the row size, a constant along with it */
+RS_KV_INLINE size_t rows_flat(const size_t vsz, const rs_kv_index_ops *ops, void *ix,
+                              const rs_kv_vs *vs, const uint64_t *kk, size_t cnt,
+                              const rs_kv_hit *q, uint8_t *out, uint8_t *found) {
+    return rows_body(vsz, vsz, ops, ix, vs, kk, cnt, q, out, found);
+}
+
+RS_KV_ROW_LOOP(rows_dispatch, rows_flat, vs->value_size,
                (const rs_kv_index_ops *ops, void *ix, const rs_kv_vs *vs, const uint64_t *kk,
                 size_t cnt, const rs_kv_hit *q, uint8_t *out, uint8_t *found),
                (ops, ix, vs, kk, cnt, q, out, found))
 
+RS_KV_ROW_LOOP(rows_strided_dispatch, rows_body, vs->value_size,
+               (size_t ostride, const rs_kv_index_ops *ops, void *ix, const rs_kv_vs *vs,
+                const uint64_t *kk, size_t cnt, const rs_kv_hit *q, uint8_t *out, uint8_t *found),
+               (ostride, ops, ix, vs, kk, cnt, q, out, found))
+
 size_t rs_kv_rows(const rs_kv_index_ops *ops, void *ix, const rs_kv_vs *vs, const uint64_t *kk,
-                  size_t cnt, const rs_kv_hit *q, uint8_t *out, uint8_t *found) {
-    return rows_dispatch(ops, ix, vs, kk, cnt, q, out, found);
+                  size_t cnt, const rs_kv_hit *q, uint8_t *out, size_t out_stride, uint8_t *found) {
+    if (out_stride == vs->value_size) return rows_dispatch(ops, ix, vs, kk, cnt, q, out, found);
+    return rows_strided_dispatch(out_stride, ops, ix, vs, kk, cnt, q, out, found);
 }

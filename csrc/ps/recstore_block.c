@@ -4,8 +4,10 @@
  *
  * Validation walks the offset table once and checks every item, so a handler may then read any
  * item through rs_rsblock_item without bounds checks. Errors name the byte offset that does not
- * add up. The writer lays items out in request order straight into the transport's reply buffer:
- * no per-key allocation, one memcpy per found row.
+ * add up. The writer lays items out in request order straight into the transport's reply buffer,
+ * with no per-key allocation. A GET reply's rows are gathered by the engine straight into their
+ * items (rs_kv_batch_get_strided at a stride of one whole item); the writer then writes each
+ * item's key and dim, and only after a miss (a 12-byte dim-0 item) moves the following rows down.
  */
 #include <stdint.h>
 #include <string.h>
@@ -70,24 +72,36 @@ void rs_rsblock_writer_init(rs_rsblock_writer *w, uint8_t *out, uint32_t n) {
     w->pos = 0;
 }
 
-void rs_rsblock_writer_add(rs_rsblock_writer *w, const uint8_t *keys, uint32_t m, uint32_t dim,
-                           const float *rows, const uint8_t *found) {
+void rs_rsblock_writer_add_gathered(rs_rsblock_writer *w, const uint8_t *keys, uint32_t m,
+                                    uint32_t dim, const uint8_t *found) {
     uint8_t *ends = w->out + 4;
     uint8_t *items = w->out + 4 + 4 * (size_t)w->n;
-    uint8_t *item = items + w->pos;
+    uint8_t *item = items + w->pos; /* where item i goes */
+    const uint8_t *gathered = item; /* where item i's row was gathered: a whole item each */
     const size_t row_bytes = 4 * (size_t)dim;
-    for (uint32_t i = 0; i < m; i++) {
+    const size_t full = RS_RSBLOCK_ITEM_HEAD + row_bytes;
+    for (uint32_t i = 0; i < m; i++, gathered += full) {
         int32_t d = found[i] ? (int32_t)dim : 0;
+        /* item <= gathered: neither the move nor the head reaches a later item's row */
+        if (d && item != gathered)
+            memmove(item + RS_RSBLOCK_ITEM_HEAD, gathered + RS_RSBLOCK_ITEM_HEAD, row_bytes);
         memcpy(item, keys + 8 * (size_t)i, 8);
         memcpy(item + 8, &d, 4);
-        item += RS_RSBLOCK_ITEM_HEAD;
-        if (d) {
-            memcpy(item, (const uint8_t *)rows + row_bytes * i, row_bytes);
-            item += row_bytes;
-        }
+        item += d ? full : RS_RSBLOCK_ITEM_HEAD;
         int32_t end = (int32_t)(item - items);
         memcpy(ends + 4 * (size_t)(w->next + i), &end, 4);
     }
     w->next += m;
     w->pos = (size_t)(item - items);
+}
+
+void rs_rsblock_writer_add(rs_rsblock_writer *w, const uint8_t *keys, uint32_t m, uint32_t dim,
+                           const float *rows, const uint8_t *found) {
+    uint8_t *dst = rs_rsblock_writer_next_rows(w);
+    const size_t row_bytes = 4 * (size_t)dim;
+    for (uint32_t i = 0; i < m; i++)
+        if (found[i])
+            memcpy(dst + i * (RS_RSBLOCK_ITEM_HEAD + row_bytes),
+                   (const uint8_t *)rows + row_bytes * i, row_bytes);
+    rs_rsblock_writer_add_gathered(w, keys, m, dim, found);
 }

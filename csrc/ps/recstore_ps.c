@@ -208,13 +208,15 @@ rs_rsps_code rs_rsps_get(rs_rsps *s, const uint8_t *keys, size_t keys_len, uint8
         uint32_t m = n - i < RSPS_CHUNK ? n - i : RSPS_CHUNK;
         size_t nf = 0;
         memcpy(sc->keys, keys + 8 * (size_t)i, 8 * (size_t)m);
-        int rc = rs_kv_batch_get_flat(kv, sc->keys, m, sc->rows, sc->found, &nf);
+        /* rows straight into their items; the writer adds keys and dims around them */
+        int rc = rs_kv_batch_get_strided(kv, sc->keys, m, rs_rsblock_writer_next_rows(&w),
+                                         RS_RSBLOCK_ITEM_HEAD + 4 * (size_t)s->dim, sc->found, &nf);
         if (rc) {
             rs_ps_shard_leave(s->shard, thread_slot);
             rs_ps_shard_count(s->shard, thread_slot, RS_PS_GET, 0, 0, 1);
-            return result(res, RS_RSPS_INTERNAL, "batch_get_flat failed: %s", rs_strerror(rc));
+            return result(res, RS_RSPS_INTERNAL, "batch_get_strided failed: %s", rs_strerror(rc));
         }
-        rs_rsblock_writer_add(&w, keys + 8 * (size_t)i, m, s->dim, sc->rows, sc->found);
+        rs_rsblock_writer_add_gathered(&w, keys + 8 * (size_t)i, m, s->dim, sc->found);
         found_total += nf;
     }
     rs_ps_shard_leave(s->shard, thread_slot);

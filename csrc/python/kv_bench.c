@@ -58,18 +58,19 @@ static PyObject *kv_bench_run(PyObject *self, PyObject *args, PyObject *kwds) {
                              "run",
                              "huge_pages",
                              "row_kernel",
+                             "ceiling_index_lines",
                              NULL};
     const char *index_type = "DRAM_PET_HASH", *workload = "c", *distribution = "uniform",
                *read_mode = "batch_get_flat", *path = NULL, *huge = "auto", *kernel = "auto";
-    unsigned int value_size = 128, threads = 1, load_threads = 0, batch_keys = 500;
+    unsigned int value_size = 128, threads = 1, load_threads = 0, batch_keys = 500, index_lines = 0;
     unsigned long long record_count = 100000, operation_count = 0, seed = 1;
     double zipfian_alpha = 0.99, running_seconds = 0;
     int bind_core = 0, do_load = 1, do_run = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|sIKIIssdsIdKKpzppss:kv_bench", kwlist,
-                                     &index_type, &value_size, &record_count, &threads,
-                                     &load_threads, &workload, &distribution, &zipfian_alpha,
-                                     &read_mode, &batch_keys, &running_seconds, &operation_count,
-                                     &seed, &bind_core, &path, &do_load, &do_run, &huge, &kernel))
+    if (!PyArg_ParseTupleAndKeywords(
+            args, kwds, "|sIKIIssdsIdKKpzppssI:kv_bench", kwlist, &index_type, &value_size,
+            &record_count, &threads, &load_threads, &workload, &distribution, &zipfian_alpha,
+            &read_mode, &batch_keys, &running_seconds, &operation_count, &seed, &bind_core, &path,
+            &do_load, &do_run, &huge, &kernel, &index_lines))
         return NULL;
     rs_kv_bench_config cfg = {
         .record_count = record_count,
@@ -83,6 +84,7 @@ static PyObject *kv_bench_run(PyObject *self, PyObject *args, PyObject *kwds) {
         .operation_count = operation_count,
         .seed = seed,
         .bind_core = bind_core,
+        .ceiling_index_lines = index_lines,
     };
     if (strcmp(distribution, "uniform") == 0)
         cfg.distribution = RS_KV_BENCH_UNIFORM;
@@ -110,6 +112,7 @@ static PyObject *kv_bench_run(PyObject *self, PyObject *args, PyObject *kwds) {
     if ((rc = rs_kv_row_kernel_select(kernel, &err))) return rs_py_raise(rc, "row_kernel", &err);
     const char *kernel_used = rs_kv_row_kernel();
     rs_kv_memory mem = {0};
+    double rows_huge = -1.0;
     if (cfg.read_mode != RS_KV_BENCH_CEILING) {
         rc = rs_kv_index_type_parse(index_type, &kcfg.index_type, &err);
         if (rc) return PyErr_Format(PyExc_ValueError, "index_type: %s", err.msg);
@@ -140,7 +143,10 @@ static PyObject *kv_bench_run(PyObject *self, PyObject *args, PyObject *kwds) {
         rc = rs_kv_bench_run(b, rp, &err);
         if (rc) failed = "rs_kv_bench_run";
     }
-    if (b) rs_kv_bench_memory(b, &mem);
+    if (b) {
+        rs_kv_bench_memory(b, &mem);
+        rows_huge = rs_kv_bench_rows_huge_share(b);
+    }
     rs_kv_bench_close(b);
     rs_kv_close(kv);
     rs_kv_row_kernel_select("auto", NULL);
@@ -158,8 +164,8 @@ static PyObject *kv_bench_run(PyObject *self, PyObject *args, PyObject *kwds) {
         mem.overhead_per_key, "index_pages", mem.index_pages ? mem.index_pages : "?", "slab_pages",
         mem.slab_pages ? mem.slab_pages : "?");
     if (l && r && m)
-        ret = Py_BuildValue("{s:N,s:N,s:N,s:s}", "load", l, "run", r, "memory", m, "row_kernel",
-                            kernel_used);
+        ret = Py_BuildValue("{s:N,s:N,s:N,s:s,s:d}", "load", l, "run", r, "memory", m, "row_kernel",
+                            kernel_used, "rows_huge_share", rows_huge);
     else {
         Py_XDECREF(l);
         Py_XDECREF(r);
@@ -175,8 +181,9 @@ static PyMethodDef kv_bench_methods[] = {
     {"kv_bench", (PyCFunction)(void (*)(void))kv_bench_run, METH_VARARGS | METH_KEYWORDS,
      "kv_bench(index_type, value_size, record_count, threads, load_threads, workload, "
      "distribution, zipfian_alpha, read_mode, batch_keys, running_seconds, operation_count, seed, "
-     "bind_core, path, load, run, huge_pages, row_kernel) -> {'load': phase|None, "
-     "'run': phase|None, 'memory': {...}, 'row_kernel': name}"},
+     "bind_core, path, load, run, huge_pages, row_kernel, ceiling_index_lines) -> {'load': "
+     "phase|None, "
+     "'run': phase|None, 'memory': {...}, 'row_kernel': name, 'rows_huge_share': 0..1 or -1}"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -127,9 +127,10 @@ static PyObject *bench_phase(PyObject *args, PyObject *kwds, int load) {
                              "arrival",
                              "arrival_seed",
                              "auth_token_file",
+                             "hash_method",
                              NULL};
     const char *transport, *extra = NULL, *mode = "fetch", *dist = "uniform", *arrival = "poisson";
-    const char *token_file = NULL;
+    const char *token_file = NULL, *hash_method = NULL;
     PyObject *endpoints;
     unsigned int value_size = RS_PS_DEFAULT_VALUE_SIZE, depth = 1,
                  timeout_ms = RS_PS_DEFAULT_TIMEOUT_MS, batch_keys = RS_PS_DEFAULT_BATCH_KEYS,
@@ -140,10 +141,10 @@ static PyObject *bench_phase(PyObject *args, PyObject *kwds, int load) {
     double running = 5.0, warmup = 0.0, alpha = 0.9, target_rate = 0.0;
     int verify = 0, profile = 0;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kwds, "sO|IIIzsKIIIddsdIKpKpdsKz", kwlist, &transport, &endpoints, &value_size,
+            args, kwds, "sO|IIIzsKIIIddsdIKpKpdsKzz", kwlist, &transport, &endpoints, &value_size,
             &depth, &timeout_ms, &extra, &mode, &record_count, &batch_keys, &threads, &load_threads,
             &running, &warmup, &dist, &alpha, &read_ratio, &key_space, &verify, &seed, &profile,
-            &target_rate, &arrival, &arrival_seed, &token_file))
+            &target_rate, &arrival, &arrival_seed, &token_file, &hash_method))
         return NULL;
     rs_error err = {0};
     rs_auth_token token = {0}; /* lives until the bench returns */
@@ -156,6 +157,7 @@ static PyObject *bench_phase(PyObject *args, PyObject *kwds, int load) {
                                          .prefetch_depth = depth,
                                          .timeout_ms = timeout_ms,
                                          .extra = extra,
+                                         .hash_method = hash_method,
                                          .auth = token.len ? &token : NULL},
                               .record_count = record_count,
                               .batch_keys = batch_keys,

@@ -2,8 +2,11 @@
  * ps_client_type.c — recbench._ps.Client: the C all-shards client (rs_ps_client) for Python.
  *
  *   Client(transport, endpoints, value_size=0, prefetch_depth=1, timeout_ms=DEFAULT_TIMEOUT_MS,
- *          extra=None)        DEFAULT_TIMEOUT_MS: recbench._ps.DEFAULT_TIMEOUT_MS (10000)
+ *          extra=None, auth_token_file=None, hash_method=None)
+ *     DEFAULT_TIMEOUT_MS: recbench._ps.DEFAULT_TIMEOUT_MS (10000)
  *     endpoints: sequence of (host, port), one per shard in shard order
+ *     hash_method: shard routing, None = the wire's own (rs_mix64; "recstore+..." transports:
+ *     city_hash, or "simple_mod"); a method the wire cannot use raises ValueError
  *   .get(keys, out) -> num_found     keys: uint64 buffer; out: writable buffer of n*value_size
  * bytes .put(keys, rows)  .update(keys, deltas)  .command(name, shard=0) -> str  .close()
  *   .value_size  .num_shards
@@ -43,13 +46,15 @@ static int client_enter(ClientObject *self, const char *what) {
 }
 
 static int Client_init(ClientObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"transport",  "endpoints", "value_size",      "prefetch_depth",
-                             "timeout_ms", "extra",     "auth_token_file", NULL};
-    const char *transport, *extra = NULL, *token_file = NULL;
+    static char *kwlist[] = {"transport",       "endpoints",   "value_size",
+                             "prefetch_depth",  "timeout_ms",  "extra",
+                             "auth_token_file", "hash_method", NULL};
+    const char *transport, *extra = NULL, *token_file = NULL, *hash_method = NULL;
     PyObject *endpoints;
     unsigned int value_size = 0, depth = 1, timeout_ms = RS_PS_DEFAULT_TIMEOUT_MS;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sO|IIIzz", kwlist, &transport, &endpoints,
-                                     &value_size, &depth, &timeout_ms, &extra, &token_file))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sO|IIIzzz", kwlist, &transport, &endpoints,
+                                     &value_size, &depth, &timeout_ms, &extra, &token_file,
+                                     &hash_method))
         return -1;
     if (self->client) {
         PyErr_SetString(PyExc_RuntimeError, "Client is already connected");
@@ -70,6 +75,7 @@ static int Client_init(ClientObject *self, PyObject *args, PyObject *kwds) {
                                .prefetch_depth = depth,
                                .timeout_ms = timeout_ms,
                                .extra = extra,
+                               .hash_method = hash_method,
                                .auth = token.len ? &token : NULL};
     rs_error err = {0};
     rs_ps_client *c = NULL;

@@ -95,6 +95,39 @@ static void test_ceiling_timed(void) {
     rs_kv_bench_close(b);
 }
 
+/* ceiling_index_lines: the chunk stand-in is PET's chunk array in size, and the run is whole */
+static void test_ceiling_index_lines(void) {
+    rs_kv_config kc = {.index_type = RS_KV_INDEX_PET_HASH, .value_size = 64, .capacity = 3000};
+    rs_kv *kv = NULL;
+    RS_CHECK_EQ(rs_kv_open(&kc, &kv, NULL), 0);
+    rs_kv_memory pet = {0};
+    rs_kv_get_memory(kv, &pet);
+    rs_kv_close(kv);
+    for (uint32_t lines = 0; lines <= 2; lines++) {
+        rs_kv_bench_config c = {.record_count = 3000,
+                                .value_size = 64,
+                                .threads = 1,
+                                .workload = 'c',
+                                .distribution = RS_KV_BENCH_UNIFORM,
+                                .read_mode = RS_KV_BENCH_CEILING,
+                                .batch_keys = 50,
+                                .operation_count = 5000,
+                                .huge_pages = RS_KV_HUGE_OFF,
+                                .ceiling_index_lines = lines};
+        rs_kv_bench *b = NULL;
+        RS_CHECK_EQ(rs_kv_bench_open(&c, &b, NULL), 0);
+        RS_CHECK_EQ(rs_kv_bench_load(b, &g_load, NULL), 0);
+        RS_CHECK_EQ(rs_kv_bench_run(b, &g_run, NULL), 0);
+        RS_CHECK_EQ(g_run.ops, 5000);
+        RS_CHECK_EQ(g_run.not_found, 0);
+        rs_kv_memory m = {0};
+        rs_kv_bench_memory(b, &m);
+        RS_CHECK_EQ(m.index_bytes, lines ? pet.index_bytes : 0);
+        RS_CHECK(rs_kv_bench_rows_huge_share(b) == 0.0); /* 4 KiB pages asked for */
+        rs_kv_bench_close(b);
+    }
+}
+
 static void test_bad_config(void) {
     rs_error err = {0};
     rs_kv_bench *b = NULL;
@@ -120,7 +153,16 @@ static void test_bad_config(void) {
     c.distribution = RS_KV_BENCH_ZIPFIAN;
     c.zipfian_alpha = 1.5;
     RS_CHECK_EQ(rs_kv_bench_open(&c, &b, &err), RS_EINVAL);
+    c.distribution = RS_KV_BENCH_UNIFORM;
+    c.ceiling_index_lines = 3;
+    RS_CHECK_EQ(rs_kv_bench_open(&c, &b, &err), RS_EINVAL);
+    RS_CHECK(strstr(err.msg, "ceiling_index_lines") != NULL);
+    c.ceiling_index_lines = 1;
+    c.read_mode = RS_KV_BENCH_GET;
+    RS_CHECK_EQ(rs_kv_bench_open(&c, &b, &err), RS_EINVAL);
+    RS_CHECK(strstr(err.msg, "ceiling_index_lines") != NULL);
 }
 
 RS_TEST_MAIN(RS_TEST(test_counted_batch_run), RS_TEST(test_workload_a_zipfian_get),
-             RS_TEST(test_ceiling_timed), RS_TEST(test_bad_config))
+             RS_TEST(test_ceiling_timed), RS_TEST(test_ceiling_index_lines),
+             RS_TEST(test_bad_config))

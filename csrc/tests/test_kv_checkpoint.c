@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "kv_test_cases.h"
+#include "recstore/crc32c.h"
 #include "recstore/kv_checkpoint.h"
 
 static const rs_kv_index_type TYPES[] = {RS_KV_INDEX_PET_HASH, RS_KV_INDEX_EXTENDIBLE_HASH,
@@ -265,6 +266,60 @@ static void test_replace_is_atomic(void) {
     ck_rm(&d);
 }
 
+/* Patch a u32/u64 field and re-seal the checksum over [crc_from, crc_at) as a writer would. */
+static void ck_patch_sealed(const char *file, uint64_t field, const void *v, size_t n,
+                            uint64_t crc_from, uint64_t crc_at) {
+    ck_patch(file, field, v, n);
+    uint8_t buf[4096];
+    int fd = open(file, O_RDONLY);
+    RS_CHECK_EQ(pread(fd, buf, crc_at - crc_from, (off_t)crc_from), (long long)(crc_at - crc_from));
+    close(fd);
+    uint32_t c = rs_crc32c(0, buf, crc_at - crc_from);
+    ck_patch(file, crc_at, &c, 4);
+}
+
+/* Verify reads block ranges on two threads at once: with two damaged blocks in different ranges
+ * the lower one is named, as a sequential reader would; a load stops at the damaged block with
+ * exactly the rows of the blocks before it; a block whose row count is not the header's (sealed
+ * with a valid header checksum) and a header whose counts do not fit its size are refused. */
+static void test_parallel_reads_report_lowest_damage(void) {
+    const uint32_t vs = 4096, rpb = (1u << 20) / (vs + 8), blk = 32 + rpb * (vs + 8);
+    const uint64_t n = 10ull * rpb - 7; /* 10 blocks, the last one short */
+    for (int round = 0; round < 4; round++) {
+        ckdirs d;
+        ck_dirs(&d);
+        rs_error err = {0};
+        rs_kv *kv = ck_filled(RS_KV_INDEX_PET_HASH, vs, n, NULL);
+        RS_CHECK_EQ(rs_kv_checkpoint_save(kv, d.ck, 0, 1, NULL, &err), 0);
+        rs_kv_close(kv);
+        char file[600];
+        rs_kv_checkpoint_path(d.ck, 0, file, sizeof file, &err);
+        const uint64_t b2 = 4096 + 2ull * blk, b7 = 4096 + 7ull * blk;
+        if (round == 0) { /* blocks 2 and 7: block 2 is named */
+            ck_flip(file, b7 + 32 + 999);
+            ck_flip(file, b2 + 32 + 12345);
+            ck_expect_fail(&d, 0, 1, vs, RS_EPROTO, "block 2 at offset", "checksum mismatch");
+        } else if (round == 1) { /* block 7 alone: a load keeps blocks 0..6 */
+            ck_flip(file, b7 + 32 + 999);
+            ck_expect_fail(&d, 0, 1, vs, RS_EPROTO, "block 7 at offset", "checksum mismatch");
+            rs_kv *to = kvt_open(RS_KV_INDEX_PET_HASH, vs, n + 10, NULL);
+            RS_CHECK_EQ(rs_kv_checkpoint_load(d.ck, 0, 1, to, NULL, &err), RS_EPROTO);
+            RS_CHECK_EQ(rs_kv_count(to), 7ull * rpb);
+            rs_kv_close(to);
+        } else if (round == 2) { /* block 3 claims one row less, its header sealed */
+            uint32_t short_n = rpb - 1;
+            ck_patch_sealed(file, 4096 + 3ull * blk + 4, &short_n, 4, 4096 + 3ull * blk,
+                            4096 + 3ull * blk + 28);
+            ck_expect_fail(&d, 0, 1, vs, RS_EPROTO, "block 3 at offset", "row count");
+        } else { /* a header announcing one block more, sealed */
+            uint64_t blocks = 11;
+            ck_patch_sealed(file, 64, &blocks, 8, 0, 4092);
+            ck_expect_fail(&d, 0, 1, vs, RS_EPROTO, "inconsistent header", "11 blocks");
+        }
+        ck_rm(&d);
+    }
+}
+
 /* ---- concurrent writers --------------------------------------------------------------------- */
 
 #define CW_STABLE 20000u /* keys 0..CW_STABLE-1 exist throughout and are rewritten nonstop */
@@ -365,4 +420,5 @@ static void test_concurrent_writers_no_torn_rows(void) {
 RS_TEST_MAIN(RS_TEST(test_round_trip_all_types), RS_TEST(test_corruption_named_with_offset),
              RS_TEST(test_truncation_named_with_offset), RS_TEST(test_refused_by_name),
              RS_TEST(test_shard_id_mismatch), RS_TEST(test_replace_is_atomic),
+             RS_TEST(test_parallel_reads_report_lowest_damage),
              RS_TEST(test_concurrent_writers_no_torn_rows))

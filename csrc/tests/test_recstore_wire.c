@@ -1,11 +1,14 @@
 /* test_recstore_wire.c — RecStore's wire pieces in C: CityHash64 v1.1 against the published test
  * vectors (CityHash v1.1 city-test.cc, first column: CityHash64(data + i*i, i) over its
  * pseudo-random data), RecStore's shard routing, the row block (validation naming offsets, the
- * worked example of docs/recstore-wire.md, the writer), and the ParameterService semantics on a
- * real shard: GET misses as dim 0, SGD updates, tags, tables, commands. */
+ * worked example of docs/recstore-wire.md, the writer), the engine's strided row gather the GET
+ * reply is built with, and the ParameterService semantics on a real shard: GET misses as dim 0
+ * (also between hits), SGD updates, tags, tables, commands. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "recstore/recstore_wire.h"
 #include "rs_test.h"
@@ -169,6 +172,18 @@ static rs_ps_shard *open_shard(uint32_t value_size) {
     return s;
 }
 
+/* A ParameterService on a fresh shard of dim-float rows (NULL after a failed check). */
+static rs_rsps *open_service(uint32_t dim, rs_ps_shard **sh) {
+    *sh = open_shard(dim * 4);
+    RS_CHECK(*sh != NULL);
+    if (!*sh) return NULL;
+    rs_rsps *s = NULL;
+    rs_error e = {0};
+    RS_CHECK_EQ(rs_rsps_create(*sh, NULL, &s, &e), 0);
+    if (!s) rs_ps_shard_close(*sh);
+    return s;
+}
+
 /* A block of n items of dim d: key keys[i], values base + i + j/10. */
 static size_t make_block(uint8_t *out, const uint64_t *keys, uint32_t n, uint32_t d, float base) {
     float *rows = malloc(sizeof(float) * n * d + 4);
@@ -188,12 +203,10 @@ static size_t make_block(uint8_t *out, const uint64_t *keys, uint32_t n, uint32_
 
 static void test_service_get_put_update(void) {
     enum { D = 4, N = 600 };
-    rs_ps_shard *sh = open_shard(D * 4);
-    RS_CHECK(sh != NULL);
-    if (!sh) return;
-    rs_rsps *s = NULL;
+    rs_ps_shard *sh = NULL;
+    rs_rsps *s = open_service(D, &sh);
+    if (!s) return;
     rs_error e = {0};
-    RS_CHECK_EQ(rs_rsps_create(sh, NULL, &s, &e), 0);
     static uint64_t keys[N];
     for (int i = 0; i < N; i++)
         keys[i] = 1000 + (uint64_t)i;
@@ -311,6 +324,115 @@ static void test_service_get_put_update(void) {
     rs_ps_shard_close(sh);
 }
 
+/* rs_kv_batch_get_strided, which the GET reply gathers rows with: every index, every row-loop
+ * build the CPU runs, the 512-byte specialisation and a size with a partial 64-byte block, over
+ * many segments (PET reads 512 keys per segment, EH and CCEH 256), present and absent keys
+ * interleaved. Row i lands at i * stride; the bytes between rows are left as they were. */
+static void strided_one(rs_kv_index_type t, uint32_t vs, const char *kernel) {
+    enum { N = 1300, GAP = 12 };
+    char dir[] = "/tmp/rs_strided_XXXXXX";
+    if (!mkdtemp(dir)) abort();
+    rs_kv_config cfg = {.index_type = t, .value_size = vs, .capacity = 2 * N, .path = dir};
+    rs_kv *kv = NULL;
+    rs_error e = {0};
+    RS_CHECK_EQ(rs_kv_open(&cfg, &kv, &e), 0);
+    if (!kv) return;
+    const size_t stride = vs + GAP;
+    uint8_t *row = malloc(vs), *out = malloc(N * stride), *found = malloc(N);
+    uint64_t *keys = malloc(N * sizeof *keys);
+    for (int i = 0; i < N; i++) {
+        keys[i] = 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1);
+        memset(row, (int)(keys[i] % 251), vs);
+        if (i % 3 == 0) RS_CHECK_EQ(rs_kv_put(kv, keys[i], row, vs, &e), 0);
+    }
+    RS_CHECK_EQ(rs_kv_row_kernel_select(kernel, NULL), 0);
+    memset(out, 0xee, N * stride);
+    size_t nf = 0;
+    RS_CHECK_EQ(rs_kv_batch_get_strided(kv, keys, N, out, stride, found, &nf), 0);
+    RS_CHECK_EQ(nf, (N + 2) / 3);
+    int bad = 0;
+    for (int i = 0; i < N; i++) {
+        const uint8_t *r = out + i * stride;
+        int present = i % 3 == 0;
+        bad += found[i] != present;
+        for (uint32_t j = 0; j < vs; j++)
+            bad += r[j] != (present ? keys[i] % 251 : 0);
+        for (uint32_t j = vs; j < stride; j++)
+            bad += r[j] != 0xee;
+    }
+    RS_CHECK_EQ(bad, 0);
+    RS_CHECK_EQ(rs_kv_batch_get_strided(kv, keys, N, out, vs - 4, found, &nf), RS_EINVAL);
+    rs_kv_row_kernel_select("auto", NULL);
+    free(keys);
+    free(found);
+    free(out);
+    free(row);
+    rs_kv_close(kv);
+    char p[300];
+    snprintf(p, sizeof p, "%s/cceh.index", dir);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/cceh.values", dir);
+    unlink(p);
+    rmdir(dir);
+}
+
+static void test_kv_batch_get_strided(void) {
+    static const rs_kv_index_type types[] = {RS_KV_INDEX_PET_HASH, RS_KV_INDEX_EXTENDIBLE_HASH,
+                                             RS_KV_INDEX_CCEH};
+    static const char *const kernels[] = {"plain", "avx2", "avx512"};
+    for (int t = 0; t < 3; t++)
+        for (int k = 0; k < 3; k++) {
+            if (rs_kv_row_kernel_select(kernels[k], NULL)) continue; /* the CPU lacks it */
+            strided_one(types[t], 512, kernels[k]);
+            strided_one(types[t], 200, kernels[k]);
+        }
+    rs_kv_row_kernel_select("auto", NULL);
+}
+
+/* GET with misses between hits: the rows after each miss are moved down to their items, every
+ * item holds its own key, dim and row (checked item by item, not against the writer). */
+static void test_service_get_interleaved_misses(void) {
+    enum { D = 128, N = 700 };
+    rs_ps_shard *sh = NULL;
+    rs_rsps *s = open_service(D, &sh);
+    if (!s) return;
+    rs_error e = {0};
+    static uint64_t keys[N];
+    static float rows[N][D];
+    static uint8_t found[N];
+    for (int i = 0; i < N; i++) {
+        keys[i] = 50000 + 7 * (uint64_t)i;
+        found[i] = i % 5 != 1 && i % 7 != 3 && (i < 300 || i > 310); /* a run of misses too */
+        for (int j = 0; j < D; j++)
+            rows[i][j] = (float)i + (float)j / 256;
+        if (found[i]) RS_CHECK_EQ(rs_kv_put(rs_ps_shard_kv(sh), keys[i], rows[i], D * 4, &e), 0);
+    }
+    size_t cap = rs_rsblock_max_size(N, D), olen = 0;
+    uint8_t *out = malloc(cap);
+    memset(out, 0x5a, cap);
+    rs_rsps_result res;
+    RS_CHECK_EQ(rs_rsps_get(s, (const uint8_t *)keys, N * 8, out, cap, &olen, 0, &res), RS_RSPS_OK);
+    uint32_t n = 0;
+    RS_CHECK_EQ(rs_rsblock_validate(out, olen, &n, &e), 0);
+    RS_CHECK_EQ(n, N);
+    size_t hits = 0;
+    int bad = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t key;
+        int32_t dim;
+        const uint8_t *v = rs_rsblock_item(out, n, i, &key, &dim);
+        bad += key != keys[i] || dim != (found[i] ? D : 0);
+        if (found[i]) bad += memcmp(v, rows[i], D * 4) != 0;
+        hits += found[i];
+    }
+    RS_CHECK_EQ(bad, 0);
+    RS_CHECK_EQ(olen, 4 + 4 * (size_t)N + 12 * (size_t)N + hits * D * 4);
+    free(out);
+    rs_rsps_destroy(s);
+    rs_ps_shard_close(sh);
+}
+
 RS_TEST_MAIN(RS_TEST(test_cityhash_published_vectors), RS_TEST(test_recstore_shard_routing),
              RS_TEST(test_block_worked_example), RS_TEST(test_block_validation_names_offsets),
-             RS_TEST(test_service_get_put_update))
+             RS_TEST(test_service_get_put_update), RS_TEST(test_kv_batch_get_strided),
+             RS_TEST(test_service_get_interleaved_misses))

@@ -14,6 +14,10 @@
  * client sends them (recstore_msg.c); the ring holds one entry per call (up to RS_BRPC_RS_CHUNKS
  * per request) and next() merges a request's calls, GET blocks decoded into the caller's rows.
  *
+ * A response carrying RpcMeta's CRC32C (a bRPC server set to checksum its responses) is verified
+ * over the message as sent and, when checksum_with_attachment says so, the attachment
+ * (brpc_checksum.c); a mismatch or an unknown checksum type is a malformed frame.
+ *
  * Failure policy: a refused/reset/closed connection, a malformed response frame, or a timeout
  * marks the connection broken; every outstanding and later request then fails with the stored
  * reason (RS_ECONN / RS_ETIMEDOUT / RS_EPROTO), which names the server. Timeouts count from the
@@ -32,6 +36,7 @@
 
 #include "recstore/auth.h"
 #include "recstore/clock.h"
+#include "recstore/crc32c.h"
 #include "recstore/transport.h"
 #include "transport/brpc_frame.h"
 #include "transport/net.h"
@@ -548,7 +553,11 @@ static int read_one(brpc_cconn *c, uint64_t deadline, rs_error *err) {
         snprintf(etext, sizeof etext, "%s", meta->response->error_text);
     int bad_att = meta->has_attachment_size && meta->attachment_size < 0;
     int ctype = meta->has_compress_type ? meta->compress_type : RS_BRPC_COMPRESS_NONE;
+    rs_brpc_checksum ck;
+    int bad_meta =
+        rs_brpc_content_type_check(meta, &perr) || rs_brpc_checksum_read(meta, &ck, &perr);
     rs_brpc_meta_free(&c->arena, meta);
+    if (bad_meta) return mark_broken(c, err, RS_EPROTO, "bad response: %s", perr.msg);
     if (bad_att || att > (size_t)hdr.body_size - hdr.meta_size)
         return mark_broken(c, err, RS_EPROTO, "bad response: attachment_size %zu > body", att);
     pending *p = NULL;
@@ -564,6 +573,7 @@ static int read_one(brpc_cconn *c, uint64_t deadline, rs_error *err) {
                            (long long)cid);
     size_t msg_len = hdr.body_size - hdr.meta_size - att;
     if (p->rs_method == RS_RSMSG_GET && !ecode && msg_len == 0 && p->rows_out && p->rs_vs &&
+        ck.type == RS_BRPC_CHECKSUM_NONE && /* a checksummed block is buffered and verified */
         att == 4 + p->rs_keys * (4 + RS_RSBLOCK_ITEM_HEAD + p->rs_vs)) {
         /* a block with every key found: each item's floats are received straight into its row */
         rc = rs_get_scatter(c, p, hdr.meta_size, deadline, err);
@@ -575,6 +585,8 @@ static int read_one(brpc_cconn *c, uint64_t deadline, rs_error *err) {
         if (rc) return rc;
         const uint8_t *m = c->in + c->in_start + RS_BRPC_HEADER_BYTES + hdr.meta_size;
         size_t mlen = msg_len;
+        if (rs_brpc_checksum_verify(&ck, m, msg_len, m + msg_len, att, &perr))
+            return mark_broken(c, err, RS_EPROTO, "bad response: %s", perr.msg);
         if (ctype != RS_BRPC_COMPRESS_NONE) {
             if (rs_brpc_decompress(ctype, m, msg_len, RS_BRPC_CLIENT_MAX_HEAD, &c->zbuf, &c->zcap,
                                    &mlen, &perr))
@@ -609,6 +621,11 @@ static int read_one(brpc_cconn *c, uint64_t deadline, rs_error *err) {
     if (rc) return rc;
     const uint8_t *msg = c->in + c->in_start + RS_BRPC_HEADER_BYTES + hdr.meta_size;
     size_t raw_len = msg_len;
+    /* the CRC runs over the message as sent, then (if asked) over the rows once received */
+    uint32_t crc = ck.type ? rs_crc32c(0, msg, raw_len) : 0;
+    if (ck.type && !(ck.with_attachment && att) &&
+        rs_brpc_checksum_check(&ck, crc, raw_len, 0, &perr))
+        return mark_broken(c, err, RS_EPROTO, "bad response: %s", perr.msg);
     if (ctype != RS_BRPC_COMPRESS_NONE) { /* a bRPC server that compresses its responses */
         if (rs_brpc_decompress(ctype, msg, raw_len, RS_BRPC_CLIENT_MAX_HEAD, &c->zbuf, &c->zcap,
                                &msg_len, &perr))
@@ -620,9 +637,16 @@ static int read_one(brpc_cconn *c, uint64_t deadline, rs_error *err) {
     static const uint8_t placeholder[1];
     if (rs_ps_response_decode(msg, msg_len, att ? placeholder : NULL, att, resp, &perr))
         return mark_broken(c, err, RS_EPROTO, "bad PSResponse: %s", perr.msg);
+    if (!att && resp->rows_len) { /* rows in PSResponse.rows (a server not using attachments) */
+        if (p->op != RS_PS_GET || resp->rows_len > p->rows_cap || !p->rows_out)
+            return mark_broken(c, err, RS_EPROTO,
+                               "response carries %zu bytes of rows; %zu expected for %s",
+                               resp->rows_len, p->rows_cap, rs_ps_op_method(p->op));
+        memcpy(p->rows_out, resp->rows, resp->rows_len); /* before the buffer is reused */
+    }
     c->in_start += RS_BRPC_HEADER_BYTES + hdr.meta_size + raw_len;
     c->in_len -= RS_BRPC_HEADER_BYTES + hdr.meta_size + raw_len;
-    resp->rows = NULL;
+    resp->rows = !att && resp->rows_len ? p->rows_out : NULL;
     if (att) {
         if (p->op != RS_PS_GET || att > p->rows_cap || !p->rows_out)
             return mark_broken(c, err, RS_EPROTO,
@@ -630,6 +654,9 @@ static int read_one(brpc_cconn *c, uint64_t deadline, rs_error *err) {
                                p->rows_cap, rs_ps_op_method(p->op));
         rc = recv_into(c, p->rows_out, att, deadline, err);
         if (rc) return rc;
+        if (ck.type && ck.with_attachment &&
+            rs_brpc_checksum_check(&ck, rs_crc32c(crc, p->rows_out, att), raw_len, att, &perr))
+            return mark_broken(c, err, RS_EPROTO, "bad response: %s", perr.msg);
         resp->rows = p->rows_out;
     }
     if (ecode) {

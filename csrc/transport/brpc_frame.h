@@ -47,6 +47,28 @@ const char *rs_brpc_compress_name(int type);
 int rs_brpc_decompress(int type, const uint8_t *in, size_t len, uint64_t max_out, uint8_t **buf,
                        size_t *cap, size_t *out_len, rs_error *err);
 
+/* RpcMeta.checksum_type values (bRPC's ChecksumType); brpc_checksum.c */
+#define RS_BRPC_CHECKSUM_NONE   0
+#define RS_BRPC_CHECKSUM_CRC32C 1
+typedef struct rs_brpc_checksum {
+    int type;            /* RS_BRPC_CHECKSUM_NONE: nothing to verify */
+    int with_attachment; /* the CRC covers message || attachment */
+    uint32_t expected;   /* the unmasked CRC32C the frame carries */
+} rs_brpc_checksum;
+/* Read a frame's checksum fields into *ck (copied out of meta). RS_ENOTSUP naming checksum_type
+ * for types other than 0 and 1; RS_EPROTO naming checksum_value when it is not 4 bytes. */
+int rs_brpc_checksum_read(const Brpc__Policy__RpcMeta *meta, rs_brpc_checksum *ck, rs_error *err);
+/* Compare crc (rs_crc32c over the message as sent, continued over the attachment when
+ * ck->with_attachment) with the frame's; RS_EPROTO naming checksum_value and both CRCs. */
+int rs_brpc_checksum_check(const rs_brpc_checksum *ck, uint32_t crc, size_t msg_len, size_t att_len,
+                           rs_error *err);
+/* Both steps over a message and attachment in memory. */
+int rs_brpc_checksum_verify(const rs_brpc_checksum *ck, const uint8_t *msg, size_t msg_len,
+                            const uint8_t *att, size_t att_len, rs_error *err);
+/* RS_ENOTSUP naming RpcMeta.content_type when it is not protobuf (0): bRPC can send JSON or text
+ * bodies, which recbench does not read. */
+int rs_brpc_content_type_check(const Brpc__Policy__RpcMeta *meta, rs_error *err);
+
 /* bRPC error codes used in RpcResponseMeta.error_code */
 #define RS_BRPC_ENOSERVICE 1001
 #define RS_BRPC_ENOMETHOD  1002

@@ -18,7 +18,10 @@
  * PS-level errors travel in PSResponse.status/error. Sizes are checked before allocating.
  * The same port serves RecStore's recstoreps_brpc.ParameterService (brpc_recstore.c). A request
  * whose RpcMeta.compress_type is snappy, gzip or zlib is inflated first (brpc_compress.c) and
- * answered uncompressed; other values get an EREQUEST error naming the value.
+ * answered uncompressed; other values get an EREQUEST error naming the value. A CRC32C in
+ * RpcMeta.checksum_type/checksum_value is verified before that (brpc_checksum.c); a mismatch, a
+ * malformed value, another checksum type or a non-protobuf content_type gets an EREQUEST error
+ * naming the field, and the request is not applied.
  * Backpressure: a connection whose unsent output reaches max_pending_bytes (transport option,
  * default 64 MiB) is not read until it drains, which bounds the requests in flight per connection
  * by their response bytes. Limits:
@@ -362,6 +365,14 @@ static int handle_frame(brpc_sconn *c, const uint8_t *body, const rs_brpc_header
             conn_flush(c);
             ret = -3;
         }
+        goto done;
+    }
+    /* the message as sent (before inflating) and, if asked, the attachment are checksummed */
+    rs_brpc_checksum ck;
+    if (rs_brpc_content_type_check(meta, &err) || rs_brpc_checksum_read(meta, &ck, &err) ||
+        rs_brpc_checksum_verify(&ck, msg, msg_len, attachment, att, &err)) {
+        rs_error_prefix(&err, "request");
+        ret = queue_response(c, cid, RS_BRPC_EREQUEST, err.msg, NULL, base, 0);
         goto done;
     }
     if (meta->has_compress_type && meta->compress_type != RS_BRPC_COMPRESS_NONE) {

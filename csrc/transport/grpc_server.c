@@ -251,8 +251,11 @@ static void slot_serve(rs_grpc_slot *sl) {
     ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
     ops[n].data.send_initial_metadata.count = 0;
     n++;
-    /* every service of this server, RecStore's and health included, needs the token */
-    const char *refusal = auth_refusal(w->srv, &sl->md);
+    /* every service of this server, RecStore's and reflection included, needs the token;
+     * health does not (grpc_services.c: Kubernetes' gRPC probe cannot send metadata) */
+    int open_method = sl->method >= RS_GRPC_NUM_METHODS &&
+                      rs_grpc_extra_methods[sl->method - RS_GRPC_NUM_METHODS].no_token;
+    const char *refusal = open_method ? NULL : auth_refusal(w->srv, &sl->md);
     grpc_status_code fail_status = GRPC_STATUS_OK;
     rs_grpc_unary_reply xr = {.status = GRPC_STATUS_OK};
     if (refusal) {

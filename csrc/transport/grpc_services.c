@@ -19,8 +19,9 @@ const rs_grpc_method_def rs_grpc_extra_methods[] = {
     {"/recstoreps.ParameterService/UpdateParameter", RS_GRPC_UNARY, rs_grpc_rs_update, NULL},
     {"/recstoreps.ParameterService/InitEmbeddingTable", RS_GRPC_UNARY, rs_grpc_rs_init_table, NULL},
     {"/recstoreps.ParameterService/Command", RS_GRPC_UNARY, rs_grpc_rs_command, NULL},
-    {"/grpc.health.v1.Health/Check", RS_GRPC_UNARY, rs_grpc_health_check, NULL},
-    {"/grpc.health.v1.Health/Watch", RS_GRPC_SERVER_STREAM, NULL, rs_grpc_health_watch},
+    /* health answers probes that cannot send a token (docs/security.md) */
+    {"/grpc.health.v1.Health/Check", RS_GRPC_UNARY, rs_grpc_health_check, NULL, 1},
+    {"/grpc.health.v1.Health/Watch", RS_GRPC_SERVER_STREAM, NULL, rs_grpc_health_watch, 1},
 #if RS_HAVE_PROTOBUF_C
     {"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", RS_GRPC_BIDI_STREAM, NULL,
      rs_grpc_reflection_info},

@@ -66,6 +66,7 @@ typedef struct rs_grpc_method_def {
     /* Takes over the call reference (and payload, which may be NULL). Returns 0, or non-zero
      * when it could not start (the caller then cancels and drops the call). */
     int (*stream)(rs_grpc_call_ctx *c, grpc_call *call, grpc_byte_buffer *payload);
+    int no_token; /* served without the deployment token (health: probes cannot send one) */
 } rs_grpc_method_def;
 
 extern const rs_grpc_method_def rs_grpc_extra_methods[];

@@ -1,6 +1,6 @@
 """recbench.lab: real RDMA verbs and real second kernels on a machine without a NIC.
 
-Boots 1-2 qemu guests running Debian's own kernel (which has soft-RoCE, `rdma_rxe`) with this
+Boots 1-4 qemu guests running Debian's own kernel (which has soft-RoCE, `rdma_rxe`) with this
 host's root filesystem over virtio-9p (read-only, tmpfs overlay), so the recbench built here runs
 in them unchanged. Each guest has `rxe0` on a private guest-to-guest link (198.18.0.0/24, MTU
 9000) and an sshd reached from the host through a forwarded loopback port, so the runner's ssh

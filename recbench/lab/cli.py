@@ -1,9 +1,9 @@
 """Command line of the lab (`python -m recbench.lab`, `tools/lab/lab.py`, `make lab`).
 
   fetch                    download/unpack the guest kernel and build the initramfs (cached)
-  up [--guests N]          boot the guests and leave them running (state in build/lab/)
+  up [--guests N]          boot N (1-4) guests and leave them running (state in build/lab/)
   status                   the guests `up` started, and whether they still run
-  ssh NAME -- CMD...       run CMD in guest NAME (lab-a, lab-b)
+  ssh NAME -- CMD...       run CMD in guest NAME (lab-a .. lab-d)
   down                     stop the guests `up` started (by PID)
   netem RTT_MS             added round trip on the link of the lab that is up (0 removes it)
   run [--guests N] -- CMD  boot, run CMD on this host with the lab's ssh config in the
@@ -37,7 +37,8 @@ def _sigterm_to_interrupt(signum, frame):
 
 
 def _lab_args(p: argparse.ArgumentParser, default_guests: int) -> None:
-    p.add_argument("--guests", type=int, default=default_guests, help="1 or 2")
+    p.add_argument("--guests", type=int, default=default_guests,
+                   help="1 to 4 (3-4 share the link through the lab's switch process)")
     p.add_argument("--accel", choices=("auto", "kvm", "tcg"), default="auto",
                    help="auto: KVM only where /proc/cpuinfo has vmx/svm and /dev/kvm is usable")
     p.add_argument("--mtu", type=int, default=9000, help="MTU of the guests' link NIC")
@@ -123,6 +124,11 @@ def _dispatch(a: argparse.Namespace) -> int:
             pid = g.pid
             g.stop()
             print(f"[lab] accel={g.accel} stopped {g.name} (pid {pid})")
+        switch = lab_guests.load_switch()
+        if switch is not None and switch.alive():
+            pid = switch.pid
+            switch.stop()
+            print(f"[lab] stopped the switch (pid {pid})")
         run_dir = lab_guests.default_run_dir()
         (run_dir / "state.json").unlink(missing_ok=True)
         return 0

@@ -20,6 +20,7 @@ import shlex
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -31,7 +32,7 @@ from recbench.sshd_config import sshd_config
 
 log = logging.getLogger(__name__)
 
-NAMES = ("lab-a", "lab-b")
+NAMES = ("lab-a", "lab-b", "lab-c", "lab-d")
 MAX_GUESTS = len(NAMES)
 HOST_KEY_ALIAS = "recbench-lab"
 PR_SET_PDEATHSIG = 1
@@ -63,29 +64,21 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-class Guest:
-    def __init__(self, spec: GuestSpec, accel: str, pid: int | None = None,
+class Proc:
+    """A process of the lab (a guest's qemu, the switch), stopped by PID. Without a Popen (a
+    process `lab up` started, seen from another Python) it counts as alive only while its
+    command line names the lab's run directory, so a reused PID is never signalled."""
+
+    def __init__(self, marker: Path, pid: int | None = None,
                  popen: subprocess.Popen | None = None):
-        self.spec = spec
-        self.accel = accel
+        self.marker = str(marker)
         self.popen = popen
         self.pid = pid if pid is not None else (popen.pid if popen else None)
-        self.ready_line = ""
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
 
     def alive(self) -> bool:
         if self.popen is not None:
             return self.popen.poll() is None
-        return self.pid is not None and str(self.spec.run_dir) in _cmdline(self.pid)
-
-    def console_text(self) -> str:
-        try:
-            return self.spec.console.read_text(errors="replace")
-        except OSError:
-            return ""
+        return self.pid is not None and self.marker in _cmdline(self.pid)
 
     def stop(self, grace: float = 10.0) -> None:
         if self.pid is None:
@@ -109,8 +102,28 @@ class Guest:
         self.pid = None
 
 
+class Guest(Proc):
+    def __init__(self, spec: GuestSpec, accel: str, pid: int | None = None,
+                 popen: subprocess.Popen | None = None):
+        super().__init__(spec.run_dir, pid, popen)
+        self.spec = spec
+        self.accel = accel
+        self.ready_line = ""
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def console_text(self) -> str:
+        try:
+            return self.spec.console.read_text(errors="replace")
+        except OSError:
+            return ""
+
+
 class Lab:
-    """N guests (1 or 2) on one private link, each with rxe0 and an sshd on a loopback port."""
+    """N guests (1 to 4) on one private link, each with rxe0 and an sshd on a loopback port;
+    3-4 guests share it through the lab's switch process (recbench.lab.switch)."""
 
     def __init__(self, guests: int = 2, accel: str = "auto", run_dir: Path | None = None,
                  mem_mb: int | None = None, smp: int | None = None, mtu: int = 9000,
@@ -132,6 +145,7 @@ class Lab:
         self.boot_timeout = boot_timeout
         self.detach = detach
         self.guests: list[Guest] = []
+        self.switch: Proc | None = None
         self.kernel: GuestKernel | None = None
 
     # ---- files ------------------------------------------------------------------------------
@@ -178,6 +192,7 @@ class Lab:
             "accel": self.accel, "accel_reason": self.accel_reason, "mtu": self.mtu,
             "netem_rtt_ms": self.netem_rtt_ms,
             "kernel": self.kernel.version if self.kernel else None,
+            "switch_pid": self.switch.pid if self.switch else None,
             "guests": [{"name": g.name, "pid": g.pid, "ssh_port": g.spec.ssh_port,
                         "ip": g.spec.ip, "mem_mb": g.spec.mem_mb, "smp": g.spec.smp}
                        for g in self.guests]}, indent=1) + "\n")
@@ -192,12 +207,13 @@ class Lab:
         if stale and any(g.alive() for g in stale):
             raise LabError(f"a lab is already up in {self.run_dir} (python -m recbench.lab down)")
         self.share_dir.mkdir(exist_ok=True)
-        for p in self.run_dir.glob("link-*.sock"):
-            p.unlink()
+        self._unlink_sockets()
         self.kernel = fetch_kernel()
         initrd = initramfs.build_initramfs(self.kernel)
         self._keys()
         try:
+            if self.n > 2:
+                self._start_switch()
             for i in range(self.n):
                 spec = GuestSpec(NAMES[i], i, _free_port(), self.mem_mb, self.smp, self.mtu,
                                  self.run_dir, self.share_dir, self.n)
@@ -223,10 +239,37 @@ class Lab:
             raise
         return self
 
+    def _start_switch(self) -> None:
+        """The relay between 3-4 guests' link sockets; its socket is bound here, before any
+        guest sends, and handed over as a descriptor."""
+        path = self.run_dir / "switch.sock"
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        try:
+            sock.bind(str(path))
+            ports = [str(self.run_dir / f"link-{i}.sock") for i in range(self.n)]
+            with open(self.share_dir / "switch.log", "wb") as out:
+                popen = subprocess.Popen(
+                    [sys.executable, "-m", "recbench.lab.switch", "--fd", str(sock.fileno()),
+                     *ports], stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                    pass_fds=(sock.fileno(),), start_new_session=True,
+                    cwd=Path(__file__).resolve().parents[2],
+                    preexec_fn=None if self.detach else _die_with_parent)  # noqa: PLW1509 — prctl only
+        finally:
+            sock.close()
+        self.switch = Proc(self.run_dir, popen=popen)
+        log.info("lab: switch for %d guests, pid %d", self.n, popen.pid)
+
+    def _unlink_sockets(self) -> None:
+        for p in [*self.run_dir.glob("link-*.sock"), self.run_dir / "switch.sock"]:
+            p.unlink(missing_ok=True)
+
     def _wait_ready(self) -> None:
         t0 = time.monotonic()
         pending = list(self.guests)
         while pending:
+            if self.switch is not None and not self.switch.alive():
+                raise LabError("the lab's switch exited: "
+                               + (self.share_dir / "switch.log").read_text(errors="replace")[-300:])
             for g in list(pending):
                 text = g.console_text()
                 if FAIL_MARKER in text or not g.alive():
@@ -288,9 +331,11 @@ class Lab:
         for g in self.guests:
             g.stop()
         self.guests = []
+        if self.switch is not None:
+            self.switch.stop()
+            self.switch = None
         self.state_file.unlink(missing_ok=True)
-        for p in self.run_dir.glob("link-*.sock"):
-            p.unlink()
+        self._unlink_sockets()
 
     def __enter__(self) -> Lab:  # noqa: PYI034
         return self.up()
@@ -326,9 +371,21 @@ class Lab:
         return {"accel": self.accel, "accel_reason": self.accel_reason, "fabric": "rxe",
                 "kernel": self.kernel.version if self.kernel else None, "mtu": self.mtu,
                 "netem_rtt_ms": self.netem_rtt_ms,
+                "link": {1: "unconnected hub port", 2: "qemu dgram pair"}.get(
+                    len(self.guests), f"lab switch (pid {self.switch.pid if self.switch else None})"),
                 "guests": {g.name: {"ssh": f"127.0.0.1:{g.spec.ssh_port}", "ip": g.spec.ip,
                                     "pid": g.pid, "smp": g.spec.smp, "mem_mb": g.spec.mem_mb}
                            for g in self.guests}}
+
+
+def load_switch(run_dir: Path | None = None) -> Proc | None:
+    """The switch `lab up` left running in run_dir (3-4 guests), or None."""
+    run_dir = (run_dir or default_run_dir()).resolve()
+    try:
+        pid = json.loads((run_dir / "state.json").read_text()).get("switch_pid")
+    except (OSError, ValueError):
+        return None
+    return Proc(run_dir, pid=pid) if pid else None
 
 
 def load_state(run_dir: Path | None = None) -> list[Guest]:
@@ -357,6 +414,7 @@ def attach(run_dir: Path | None = None) -> Lab:
     lab = Lab(len(guests), accel=TCG, run_dir=run_dir, mtu=state.get("mtu", 9000))
     lab.accel, lab.accel_reason = state["accel"], state.get("accel_reason", "")
     lab.guests = guests
+    lab.switch = load_switch(run_dir)
     lab.netem_rtt_ms = state.get("netem_rtt_ms", 0.0)
     if state.get("kernel"):
         lab.kernel = GuestKernel(state["kernel"], Path())

@@ -12,9 +12,10 @@ Networking of a guest, two virtio NICs, neither reaching beyond this machine:
               routing to the host or outside) and one forward, 127.0.0.1:<port> -> guest :22, so
               the host's ssh (and the runner's ssh backend) reaches the guest's sshd on loopback.
   link        the private guest-to-guest Ethernet, 198.18.0.0/24 (RFC 2544 benchmarking range),
-              MTU 9000 (rxe then runs a 4096-byte RoCE MTU): a qemu `dgram` netdev over two unix
-              datagram sockets in the run directory for a pair, an unconnected hub port for a
-              single guest (rxe loops back on it).
+              MTU 9000 (rxe then runs a 4096-byte RoCE MTU): a qemu `dgram` netdev over unix
+              datagram sockets in the run directory, sending to the other guest's socket for a
+              pair and to the lab's switch (recbench.lab.switch) for 3-4 guests; an unconnected
+              hub port for a single guest (rxe loops back on it).
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ class GuestSpec:
     mtu: int
     run_dir: Path        # sshd config, keys, sockets (read by the guest through the host root)
     share_dir: Path      # mounted read-write at the same path in the guest
-    peers: int           # guests on the link (1 or 2)
+    peers: int           # guests on the link (1 to 4)
 
     @property
     def ip(self) -> str:
@@ -75,6 +76,10 @@ class GuestSpec:
 
     def link_socket(self, index: int) -> Path:
         return self.run_dir / f"link-{index}.sock"
+
+    @property
+    def switch_socket(self) -> Path:
+        return self.run_dir / "switch.sock"
 
 
 def qemu_argv(spec: GuestSpec, vmlinuz: Path, initrd: Path, modules: Path, accel: str,
@@ -95,9 +100,9 @@ def qemu_argv(spec: GuestSpec, vmlinuz: Path, initrd: Path, modules: Path, accel
     if spec.peers == 1:
         link = ["-netdev", "hubport,id=link,hubid=0"]
     else:
-        peer = 1 - spec.index
+        remote = spec.link_socket(1 - spec.index) if spec.peers == 2 else spec.switch_socket
         link = ["-netdev", (f"dgram,id=link,local.type=unix,local.path={spec.link_socket(spec.index)}"
-                            f",remote.type=unix,remote.path={spec.link_socket(peer)}")]
+                            f",remote.type=unix,remote.path={remote}")]
     return [qemu, *acc, "-m", str(spec.mem_mb), "-smp", str(spec.smp),
             "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
             "-name", f"recbench-lab-{spec.name},process=recbench-lab-{spec.name}",

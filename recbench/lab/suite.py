@@ -5,9 +5,12 @@ Steps, each PASS/FAIL/SKIP with a one-line detail, all labelled with the acceler
   verbs_tests   src/test/scripts/test_rc_verbs.py in guest A (the RC protocol over rxe)
   perftest      ib_write_bw / ib_write_lat, server in guest A, client in guest B: the reference
   runner_rdma   run_benchmark_ps.py --execution-backend ssh --remote-sync check, server in guest
-                A, client in guest B ("Canonical two-host RDMA PET_HASH run", scaled down)
+                A, a client in each other guest (B; B and C with 3 guests, through the lab's
+                switch) ("Canonical two-host RDMA PET_HASH run", scaled down)
   runner_rpc    the same for grpc,brpc ("Canonical two-host GRPC/BRPC smoke")     [--rpc]
   local_smoke   "Local RDMA smoke" run by the runner inside guest A               [--local-smoke]
+  fair_small    "Fair local small matrix across RDMA/GRPC/BRPC" inside guest A    [--seeds]
+  rdma_capacity "Local optimized RDMA GET capacity", scaled down, inside guest A  [--seeds]
 Then it writes lab.json and lab.md in --out: the steps, the runner's rdma GET figures beside
 perftest's as ratios, the accelerator, the kernel and the CPU. These are protocol/correctness
 results under emulation, not NIC performance.
@@ -15,6 +18,7 @@ results under emulation, not NIC performance.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import datetime
@@ -22,6 +26,7 @@ import json
 import logging
 import os
 import selectors
+import statistics
 import subprocess
 import sys
 import time
@@ -33,7 +38,7 @@ from recbench.lab.kernel import LabError
 log = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parents[2]
 PY = REPO / ".venv" / "bin" / "python"
-PERFTEST_BW = "ib_write_bw -d rxe0 -x {gid} -F -s 65536 -D 3 --report_gbits"
+PERFTEST_BW = "ib_write_bw -d rxe0 -x {gid} -F -s 65536 -n 256 --report_gbits"
 PERFTEST_LAT = "ib_write_lat -d rxe0 -x {gid} -F -s 64 -n 1000"
 # RC settings a 2-vCPU emulated guest holds (the seed's capacity shapes scaled down)
 RC_SMALL = ["--prefetch-depth", "4", "--rdma-rc-qps-per-client-per-shard", "4",
@@ -60,7 +65,14 @@ def add_arguments(p) -> None:
     p.add_argument("--rpc", action="store_true", help="also the two-host grpc,brpc smoke")
     p.add_argument("--local-smoke", action="store_true",
                    help="also the runner's Local RDMA smoke inside guest A")
+    p.add_argument("--seeds", action="store_true",
+                   help="also the seed's fair local rdma,grpc,brpc matrix and the local RDMA GET "
+                        "capacity shape (scaled down) inside guest A")
     p.add_argument("--runtime-seconds", type=float, default=2.0, help="runner run phase")
+    p.add_argument("--netem-sweep", default="",
+                   help="comma list of added RTTs in ms (e.g. 0,0.1,1): at each, the two-host "
+                        "rdma run at prefetch depth 1 and 4 and grpc,brpc; medians in lab.md")
+    p.add_argument("--netem-repeats", type=int, default=3, help="runner repeats per RTT")
 
 
 def wait_for_line(proc: subprocess.Popen, needle: str, timeout: float) -> str | None:
@@ -176,16 +188,22 @@ class Suite:
                         f"{typical:.1f} us"), {"write_bw_gbps": gbps, "write_lat_typical_us": typical,
                                                "bw_row": bw, "lat_row": lat}
 
-    def _runner(self, name: str, args: list[str], ssh: bool = True) -> tuple[str, str, dict]:
+    def _runner(self, name: str, args: list[str], ssh: bool = True,
+                repeat: int = 1) -> tuple[str, str, dict]:
         out = self.out / name
         argv = ["tools/benchmarks/run_benchmark_ps.py", *args,
-                "--runtime-seconds", str(self.runtime_s), "--repeat", "1",
+                "--runtime-seconds", str(self.runtime_s), "--repeat", str(repeat),
                 "--cluster-timeout", "240", "--client-timeout", "600", "--output-dir", str(out)]
         if ssh:
-            a, b = (self.lab.guest(n).spec.ip for n in ("lab-a", "lab-b"))
+            # only the servers' ready lines count over ssh: the runner used to probe the
+            # endpoint (198.18.0.x:port) from this host, which cannot reach the guests' link;
+            # an egress proxy accepting any connect made that probe "succeed" before a slow
+            # guest's server listened (docs/lab.md). The runner no longer probes remote ports;
+            # --startup-delay 240 stays as a belt for runners older than that fix.
             argv += ["--execution-backend", "ssh", "--remote-sync", "check",
-                     "--ssh-config", str(self.lab.ssh_config)]
-            argv = [str(x).replace("{A}", a).replace("{B}", b) for x in argv]
+                     "--ssh-config", str(self.lab.ssh_config), "--startup-delay", "240"]
+            for g in self.lab.guests:  # {A} -> lab-a's link address, ...
+                argv = [str(x).replace("{" + g.name[-1].upper() + "}", g.spec.ip) for x in argv]
             res = subprocess.run([sys.executable, *argv], cwd=REPO, capture_output=True, text=True,
                                  timeout=1500, stdin=subprocess.DEVNULL, check=False)
             text = res.stdout + res.stderr
@@ -213,9 +231,12 @@ class Suite:
     def runner_rdma(self):
         if self.lab.n < 2:
             return "SKIP", "needs two guests", {}
+        # one client guest per guest after A: with 3-4 guests they share the link's switch
+        clients = ",".join(f"{i}:root@{{{g.name[-1].upper()}}}"
+                           for i, g in enumerate(self.lab.guests[1:]))
         return self._runner("runner_rdma", [
             "--transports", "rdma", "--server-plan", "0:root@{A}:25000:0",
-            "--client-plan", "0:root@{B}", "--record-count", "20000", "--value-size", "512",
+            "--client-plan", clients, "--record-count", "20000", "--value-size", "512",
             "--batch-keys", "500", "--index-type", "DRAM_PET_HASH", *RC_SMALL,
             "--rdma-rc-profile-interval-ms", "0", "--rdma-control-plane-port", "25100"])
 
@@ -232,6 +253,78 @@ class Suite:
             "--client-processes-per-ip", "1", "--record-count", "10000", "--value-size", "128",
             "--batch-keys", "64", "--rdma-wait-timeout-ms", "8000", *RC_SMALL,
             "--execution-backend", "local"], ssh=False)
+
+    def netem(self, rtt_ms: float, repeat: int) -> tuple[str, str, dict]:
+        """At rtt_ms added round trip (tc netem on both guests' link NICs): the two-host rdma run
+        at prefetch depth 1 and 4, and grpc,brpc, `repeat` times each; medians per row kind."""
+        if self.lab.n < 2:
+            return "SKIP", "needs two guests", {}
+        self.lab.set_netem(rtt_ms)
+        tag = f"{rtt_ms:g}".replace(".", "p")
+        rc = list(RC_SMALL)
+        runs = {}
+        for depth in (1, 4):
+            rc[rc.index("--prefetch-depth") + 1] = str(depth)
+            runs[f"rdma d{depth}"] = self._runner(f"netem_{tag}ms_rdma_d{depth}", [
+                "--transports", "rdma", "--server-plan", "0:root@{A}:25000:0",
+                "--client-plan", "0:root@{B}", "--record-count", "20000", "--value-size", "512",
+                "--batch-keys", "500", "--index-type", "DRAM_PET_HASH", *rc,
+                "--rdma-rc-profile-interval-ms", "0", "--rdma-control-plane-port", "25100"],
+                repeat=repeat)
+        runs["grpc,brpc"] = self._runner(f"netem_{tag}ms_rpc", [
+            "--transports", "grpc,brpc", "--server-plan", "0:root@{A}:15000:0",
+            "--client-plan", "0:root@{B}", "--record-count", "20000", "--value-size", "512",
+            "--batch-keys", "500", "--index-type", "DRAM_PET_HASH",
+            "--client-threads-per-process", "1", "--client-load-threads-per-process", "1",
+            "--server-worker-threads", "2"], repeat=repeat)
+        table = []
+        for kind, (_, _, data) in runs.items():
+            by_t: dict[str, list[dict]] = {}
+            for r in data.get("rows", []):
+                if r["phase"] == "run" and r["status"] == "success":
+                    by_t.setdefault(r["transport"], []).append(r)
+            for t, rows in sorted(by_t.items()):
+                table.append({"rtt_ms": rtt_ms, "transport": t,
+                              "prefetch_depth": kind[-1] if kind.startswith("rdma") else "",
+                              "runs": len(rows),
+                              "median_keys_per_s": statistics.median(
+                                  float(r["key_ops_per_sec"]) for r in rows),
+                              "median_p50_us": statistics.median(float(r["p50_us"]) for r in rows)})
+        failed = [k for k, (st, _, _) in runs.items() if st != "PASS"]
+        detail = "; ".join(f"{x['transport']}{' d' + x['prefetch_depth'] if x['prefetch_depth'] else ''}"
+                           f" {x['median_keys_per_s'] / 1e3:.1f} k keys/s p50 "
+                           f"{x['median_p50_us'] / 1e3:.1f} ms" for x in table)
+        return ("FAIL" if failed else "PASS",
+                (f"failed: {', '.join(failed)}; " if failed else "") + detail, {"table": table})
+
+    def fair_small(self):
+        """The seed's "Fair local small matrix across RDMA/GRPC/BRPC", as written: it fits."""
+        return self._runner("fair_small", [
+            "--transports", "rdma,grpc,brpc", "--client-ips", "127.0.0.1",
+            "--server-shard-ips", "127.0.0.1", "--client-processes-per-ip", "1",
+            "--record-count", "10000", "--value-size", "128", "--batch-keys", "64",
+            "--client-threads-per-process", "1", "--client-load-threads-per-process", "1",
+            "--execution-backend", "local", "--server-worker-threads", "4",
+            "--server-rdma-threads", "1", "--rdma-rc-server-get-workers", "0",
+            "--rdma-rc-server-coroutines-per-thread", "1", "--rdma-get-response-mode", "auto"],
+            ssh=False)
+
+    def rdma_capacity(self):
+        """The seed's "Local optimized RDMA GET capacity" scaled to a 2-vCPU, 2 GiB guest: its
+        PET_HASH / 512 B / 500-key batches / depth 16 / 16 QPs / 1 slot / no profile / NUMA 0,
+        with 100k records (not 1M), 2 client processes x 1 thread (not 4 x 3), 2 server RDMA
+        threads (not 16) and no core binding (its offsets name cores 0..22)."""
+        return self._runner("rdma_capacity", [
+            "--transports", "rdma", "--client-ips", "127.0.0.1", "--server-shard-ips", "127.0.0.1",
+            "--client-processes-per-ip", "2", "--record-count", "100000", "--value-size", "512",
+            "--batch-keys", "500", "--index-type", "DRAM_PET_HASH",
+            "--client-threads-per-process", "1", "--client-load-threads-per-process", "1",
+            "--execution-backend", "local", "--prefetch-depth", "16",
+            "--rdma-rc-qps-per-client-per-shard", "16", "--rdma-rc-slots-per-qp", "1",
+            "--server-rdma-threads", "2", "--rdma-rc-server-get-workers", "0",
+            "--rdma-rc-server-coroutines-per-thread", "1", "--rdma-get-response-mode", "auto",
+            "--rdma-rc-profile-interval-ms", "0", "--rdma-rc-server-numa-id", "0",
+            "--rdma-rc-client-numa-id", "0"], ssh=False)
 
     # ---- report ---------------------------------------------------------------------------
     def comparison(self) -> dict:
@@ -271,7 +364,7 @@ class Suite:
                   "**not NIC performance**."),
                  "", "| step | status | detail | s |", "|---|---|---|---|"]
         lines += [f"| {s.name} | {s.status} | {s.detail} | {s.seconds} |" for s in self.steps]
-        if cmp_:
+        if cmp_ and None not in cmp_.values():
             lines += ["", "## recbench rdma GET beside perftest (same link, same run)", "",
                       (f"- GET payload {cmp_['rdma_get_payload_gbps']:.4f} Gb/s vs ib_write_bw "
                        f"{cmp_['ib_write_bw_gbps']:.3f} Gb/s: ratio "
@@ -279,24 +372,42 @@ class Suite:
                       (f"- GET p50 {cmp_['rdma_get_p50_us']:.0f} us per {cmp_['batch_keys']}-key "
                        f"batch vs ib_write_lat typical {cmp_['ib_write_lat_typical_us']:.1f} us: "
                        f"ratio {cmp_['get_p50_over_write_lat']:.1f}")]
+        sweep = [row for st in self.steps if st.name.startswith("netem_")
+                 for row in st.data.get("table", [])]
+        if sweep:
+            lines += ["", "## Added round trip (tc netem on the link), run phase, medians", "",
+                      ("| added RTT ms | transport | prefetch depth | runs | median keys/s | "
+                       "median p50 ms |"), "|---|---|---|---|---|---|"]
+            lines += [f"| {x['rtt_ms']:g} | {x['transport']} | {x['prefetch_depth']} | "
+                      f"{x['runs']} | {x['median_keys_per_s']:.0f} | "
+                      f"{x['median_p50_us'] / 1e3:.1f} |" for x in sweep]
         (self.out / "lab.md").write_text("\n".join(lines) + "\n")
 
 
 DEFAULT_STEPS = ("devices", "verbs_tests", "perftest", "runner_rdma")
+SEED_STEPS = ("fair_small", "rdma_capacity")
 
 
 def run_suite(lab: Lab, a) -> int:
     out = Path(a.out) if a.out else REPO / "results" / datetime.datetime.now().strftime("lab_%m%d%H%M")
     out.mkdir(parents=True, exist_ok=True)
+    sweep = [float(x) for x in getattr(a, "netem_sweep", "").split(",") if x.strip()]
+    if any(not 0 <= x <= 10000 for x in sweep):
+        raise ValueError(f"--netem-sweep {a.netem_sweep}: RTTs in 0..10000 ms")
     names = [n for n in (a.only.split(",") if a.only else DEFAULT_STEPS) if n]
     if a.rpc and "runner_rpc" not in names:
         names.append("runner_rpc")
     if a.local_smoke and "local_smoke" not in names:
         names.append("local_smoke")
-    unknown = [n for n in names if n not in (*DEFAULT_STEPS, "runner_rpc", "local_smoke")]
+    for n in SEED_STEPS if getattr(a, "seeds", False) else ():
+        if n not in names:
+            names.append(n)
+    unknown = [n for n in names if n not in (*DEFAULT_STEPS, "runner_rpc", "local_smoke",
+                                             *SEED_STEPS)]
     if unknown:
         raise ValueError(f"--only {','.join(unknown)}: unknown step")
-    with lab:
+    # a lab that is already up (a test's, or `lab up`'s) stays up; otherwise booted and stopped
+    with contextlib.nullcontext(lab) if lab.guests else lab:
         s = Suite(lab, out, a.runtime_seconds)
         print(f"[lab] accel={lab.accel} ({lab.accel_reason}) fabric=rxe netem_rtt_ms="
               f"{lab.netem_rtt_ms} guests="
@@ -305,6 +416,10 @@ def run_suite(lab: Lab, a) -> int:
         for n in names:
             if n != "devices":
                 s.step(n, getattr(s, n))
+        for rtt in sweep:
+            s.step(f"netem_{rtt:g}ms", lambda rtt=rtt: s.netem(rtt, a.netem_repeats))
+        if sweep:
+            lab.set_netem(0)
         s.write_report()
     failed = [x.name for x in s.steps if x.status == "FAIL"]
     print(f"[lab] accel={lab.accel}: {len(s.steps) - len(failed)} ok, {len(failed)} failed"

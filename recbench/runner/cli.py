@@ -209,8 +209,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--grpc-tls-ca", default="", help="gRPC over TLS: the PEM roots the clients trust")
     a("--ssh-option", action="append", default=[], metavar="K=V", help="ssh -o K=V (repeatable)")
     a("--startup-delay", type=float, default=2.0,
-      help="after this many seconds without a ready line, a server is also ready once its port "
-           "accepts TCP")
+      help="for a --server-binary on the local backend: after this many seconds without a ready "
+           "line, the server is also ready once its port accepts TCP")
     a("--client-timeout", type=float, default=120, help="wall-clock limit for the client group")
     a("--cluster-timeout", type=float, default=45, help="limit on server readiness")
     a("--allow-debug-build", action="store_true",

@@ -47,7 +47,8 @@ def build_runtime_config(plan: Plan, transport: Transport, topology: Topology,
     cfg = build_config(transport.name, [(s.host, s.port, s.shard) for s in topology.servers],
                        num_threads=srv.threads(transport), capacity=capacity,
                        index_type=srv.index_type, value_size=w.value_size,
-                       max_keys_per_request=max(w.batch_keys, srv.max_keys_per_request))
+                       max_keys_per_request=max(w.batch_keys, srv.max_keys_per_request),
+                       hash_method="city_hash" if w.wire == "recstore" else "rs_mix64")
     cfg["cache_ps"]["base_kv_config"]["value"] = {
         "type": srv.value_store_type,
         "default_value_size_hint": w.value_size,

@@ -3,10 +3,12 @@ ceiling, batch_get_flat of 500 random keys over 512-byte rows (recbench.kv_bench
 
 Usage: python3 tools/benchmarks/bench_kv_indexes.py [--record_count N] [--running_seconds S]
        [--repeats R] [--indexes PET,EH] [--huge_pages auto|thp,off,explicit]
-       [--row_kernel auto|plain|avx2|avx512] [--json FILE]
+       [--row_kernel auto|plain|avx2|avx512] [--line_bounds] [--json FILE]
 
 Several --huge_pages modes run every case once per mode, interleaved, each index compared with the
 ceiling of its own mode (explicit needs a hugetlb pool big enough: /proc/sys/vm/nr_hugepages).
+--line_bounds adds the ceiling that also touches 1 and 2 random lines of a PET-sized chunk array per
+key: what an index reading that many lines per key could reach at best (PET reads 2).
 """
 
 import argparse
@@ -33,6 +35,8 @@ def main() -> int:
                     help=f"comma-separated modes among {', '.join(kv_bench.HUGE_PAGES)}")
     ap.add_argument("--row_kernel", default="auto", choices=kv_bench.ROW_KERNELS,
                     help="row-loop build (plain/avx2 measure a CPU without AVX-512)")
+    ap.add_argument("--line_bounds", action="store_true",
+                    help="also run the ceiling with 1 and 2 random chunk lines per key")
     ap.add_argument("--json", help="also write the medians and every sample to this file")
     args = ap.parse_args()
     modes = tuple(m.strip() for m in args.huge_pages.split(",") if m.strip())
@@ -45,7 +49,8 @@ def main() -> int:
                                    batch_keys=args.batch_keys, threads=args.threads,
                                    running_seconds=args.running_seconds, repeats=args.repeats,
                                    index_types=indexes, huge_pages=modes,
-                                   row_kernel=args.row_kernel)
+                                   row_kernel=args.row_kernel,
+                                   index_lines=(1, 2) if args.line_bounds else ())
     print(kv_bench.format_comparison(res))
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=2))

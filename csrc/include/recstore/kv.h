@@ -120,6 +120,13 @@ int rs_kv_batch_put(rs_kv *kv, const uint64_t *keys, size_t n, const void *rows,
 int rs_kv_batch_get_flat(rs_kv *kv, const uint64_t *keys, size_t n, void *out_rows,
                          uint8_t *out_found, size_t *n_found);
 
+/* The same read with row i at out_rows + i * out_stride (out_stride >= value_size; the bytes
+ * between rows are left alone), for callers that interleave rows with their own headers: the
+ * RecStore GET reply gathers rows straight into its row block items. RS_EINVAL for a smaller
+ * stride. */
+int rs_kv_batch_get_strided(rs_kv *kv, const uint64_t *keys, size_t n, void *out_rows,
+                            size_t out_stride, uint8_t *out_found, size_t *n_found);
+
 /* PS UPDATE: row[key] += deltas (element-wise float32); a missing key starts from a zero row
  * and is inserted. deltas = n * value_size bytes. Atomic per row with respect to other updates. */
 int rs_kv_update_add_f32(rs_kv *kv, const uint64_t *keys, size_t n, const float *deltas,

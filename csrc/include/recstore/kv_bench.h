@@ -50,6 +50,11 @@ typedef struct rs_kv_bench_config {
     uint64_t seed;
     int bind_core;               /* pin run thread i to CPU i % online CPUs */
     rs_kv_huge_pages huge_pages; /* ceiling mode: pages of the flat row array (kv.h) */
+    /* ceiling mode: before gathering a batch's rows, touch this many lines (0, 1 or 2) of a random
+     * 128-byte chunk per key in an array the size of DRAM_PET_HASH's chunk array: the memory
+     * traffic of a one-chunk index lookup with no work in it, i.e. what bounds an index that
+     * touches that many lines per key */
+    uint32_t ceiling_index_lines;
 } rs_kv_bench_config;
 
 typedef struct rs_kv_bench_phase {
@@ -82,6 +87,10 @@ int rs_kv_bench_run(rs_kv_bench *b, rs_kv_bench_phase *out, rs_error *err);
 /* Memory of what is measured: the engine's (rs_kv_get_memory), or in ceiling mode the flat row
  * array (slab_* fields, index_bytes 0, index_pages "none"). */
 void rs_kv_bench_memory(const rs_kv_bench *b, rs_kv_memory *out);
+/* Share (0..1) of the rows' memory (the engine's fixed-row slab, or the ceiling's flat array) on
+ * huge pages now (/proc/self/smaps; THP-advised memory gets them only where the kernel had free
+ * 2 MiB pages); -1 if unknown. Two cases compare fairly only if both are near 1 (or both 0). */
+double rs_kv_bench_rows_huge_share(const rs_kv_bench *b);
 /* Ask a running phase to stop early (safe from any thread). */
 void rs_kv_bench_stop(rs_kv_bench *b);
 

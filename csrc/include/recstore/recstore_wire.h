@@ -54,8 +54,8 @@ static inline size_t rs_rsblock_max_size(uint32_t n, uint32_t dim) {
 
 /* Builds a block of n items in place, in request order, chunk by chunk (out has
  * rs_rsblock_max_size(n, dim) bytes): add() appends m items, item i being key keys[i] (raw LE
- * bytes) with the dim floats of rows + i*dim when found[i], else dim 0. This is the GET reply:
- * one pass, no allocation. */
+ * bytes) with the dim floats of rows + i*dim when found[i], else dim 0 (rows copied to where
+ * add_gathered expects them, then added by it). No allocation. */
 typedef struct rs_rsblock_writer {
     uint8_t *out;
     uint32_t n, next; /* items announced / written */
@@ -64,6 +64,16 @@ typedef struct rs_rsblock_writer {
 void rs_rsblock_writer_init(rs_rsblock_writer *w, uint8_t *out, uint32_t n);
 void rs_rsblock_writer_add(rs_rsblock_writer *w, const uint8_t *keys, uint32_t m, uint32_t dim,
                            const float *rows, const uint8_t *found);
+/* Where the rows of the next items are gathered: the next item's row first, each following row
+ * one whole item (12 + 4*dim bytes) further, as if every key were found. */
+static inline uint8_t *rs_rsblock_writer_next_rows(const rs_rsblock_writer *w) {
+    return w->out + 4 + 4 * (size_t)w->n + w->pos + RS_RSBLOCK_ITEM_HEAD;
+}
+/* Append m items whose rows were gathered at rs_rsblock_writer_next_rows (found[i]: key i's row
+ * is there): writes each item's key (keys[i], raw LE bytes) and dim, dim 0 for a miss, and moves
+ * the rows after a miss down to their items. The GET reply's single pass over the rows. */
+void rs_rsblock_writer_add_gathered(rs_rsblock_writer *w, const uint8_t *keys, uint32_t m,
+                                    uint32_t dim, const uint8_t *found);
 /* Length of the finished block (all n items added). */
 static inline size_t rs_rsblock_writer_len(const rs_rsblock_writer *w) {
     return 4 + 4 * (size_t)w->n + w->pos;

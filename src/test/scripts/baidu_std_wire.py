@@ -5,7 +5,9 @@ A baidu_std frame is "PRPC", u32 body size, u32 meta size (big-endian), then the
 message and the attachment. It also reads frames back (read_frame, parse_fields), calls a server
 (BaiduStdClient, e.g. RecStore's recstoreps_brpc.ParameterService with keys and blocks in the
 attachment) and writes a raw snappy block of literals (snappy_literals), so compressed requests
-can be made without a snappy library."""
+can be made without a snappy library. brpc_crc32c is bRPC's checksum_value (RpcMeta field 12):
+the CRC-32C of the message as sent (then of the attachment when checksum_with_attachment, field
+13, is set), masked as LevelDB masks stored CRCs, in 4 big-endian bytes."""
 
 from __future__ import annotations
 
@@ -31,10 +33,42 @@ def lfield(num: int, data: bytes) -> bytes:
     return varint(num << 3 | 2) + varint(len(data)) + data
 
 
+def _crc32c_table() -> list[int]:
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
+        table.append(c)
+    return table
+
+
+_CRC32C_TABLE = _crc32c_table()
+
+
+def crc32c(data: bytes, crc: int = 0) -> int:
+    """Standard CRC-32C (Castagnoli) of data, continuing crc (a previous result)."""
+    c = crc ^ 0xFFFFFFFF
+    for b in data:
+        c = (c >> 8) ^ _CRC32C_TABLE[(c ^ b) & 0xFF]
+    return c ^ 0xFFFFFFFF
+
+
+def brpc_crc32c(msg: bytes, att: bytes = b"", with_attachment: bool = False) -> bytes:
+    """RpcMeta.checksum_value for checksum_type 1 (CRC32C), as bRPC computes it."""
+    crc = crc32c(msg)
+    if with_attachment:
+        crc = crc32c(att, crc)
+    masked = (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+    return struct.pack(">I", masked)
+
+
 def rpc_meta(cid: int, att: int = 0, service: bytes | None = b"recstore.PSService",
              method: bytes | None = None, error: tuple[int, bytes] | None = None,
-             compress_type: int = 0) -> bytes:
-    """RpcMeta of a request (method given) or a response (error code and text, if any)."""
+             compress_type: int = 0, checksum: tuple[int, bytes, bool] | None = None,
+             content_type: int = 0) -> bytes:
+    """RpcMeta of a request (method given) or a response (error code and text, if any);
+    checksum = (checksum_type, checksum_value, checksum_with_attachment)."""
     m = b""
     if method is not None:
         req = (lfield(1, service) if service is not None else b"") + lfield(2, method)
@@ -49,6 +83,12 @@ def rpc_meta(cid: int, att: int = 0, service: bytes | None = b"recstore.PSServic
     m += vfield(4, cid)
     if att:
         m += vfield(5, att)
+    if content_type:
+        m += vfield(10, content_type)
+    if checksum:
+        m += vfield(11, checksum[0]) + lfield(12, checksum[1])
+        if checksum[2]:
+            m += vfield(13, 1)
     return m
 
 
@@ -138,10 +178,12 @@ class BaiduStdClient:
         self.cid = 0
 
     def call(self, service: str, method: str, message: bytes = b"", attachment: bytes = b"",
-             compress_type: int = 0) -> Reply:
+             compress_type: int = 0, checksum: tuple[int, bytes, bool] | None = None,
+             content_type: int = 0) -> Reply:
         self.cid += 1
         meta = rpc_meta(self.cid, len(attachment), service=service.encode(),
-                        method=method.encode(), compress_type=compress_type)
+                        method=method.encode(), compress_type=compress_type, checksum=checksum,
+                        content_type=content_type)
         self.sock.sendall(frame(meta, message, attachment))
         reply = Reply(*read_frame(self.sock))
         if reply.correlation_id != self.cid:

@@ -128,6 +128,52 @@ class AuthToken(unittest.TestCase):
             srv.stop()
         self.assertEqual(int(srv.final_lines[0]["auth_failures"]), 3)
 
+    def test_grpc_health_needs_no_token_reflection_does(self):
+        """With a token, grpc.health.v1.Health (Check and Watch) answers without one (a Kubernetes
+        gRPC probe cannot send metadata) and is not counted as a refusal; reflection and the PS
+        services still refuse a call without the token."""
+        require_transport(self, "grpc")
+        import grpc
+        from grpc_health.v1 import health_pb2, health_pb2_grpc
+        from grpc_reflection.v1alpha import reflection_pb2 as rpb
+
+        srv = PSServerProcess("grpc", value_size=64,
+                              extra_args=["--auth_token_file", self.good]).start()
+        try:
+            with grpc.insecure_channel(f"127.0.0.1:{srv.ports[0]}") as ch:
+                health = health_pb2_grpc.HealthStub(ch)
+                serving = health_pb2.HealthCheckResponse.SERVING
+                for md in (None, [("authorization", "Bearer wrong")]):
+                    resp = health.Check(health_pb2.HealthCheckRequest(service=""), timeout=10,
+                                        metadata=md)
+                    self.assertEqual(resp.status, serving)
+                watch = health.Watch(health_pb2.HealthCheckRequest(service=""), timeout=10)
+                self.assertEqual(next(watch).status, serving)
+                watch.cancel()
+                refl = ch.stream_stream(
+                    "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+                    request_serializer=rpb.ServerReflectionRequest.SerializeToString,
+                    response_deserializer=rpb.ServerReflectionResponse.FromString)
+                for md in (None, [("authorization", f"Bearer {TOKEN}")]):
+                    call = refl(iter([rpb.ServerReflectionRequest(list_services="")]),
+                                timeout=10, metadata=md)
+                    if md is None:
+                        with self.assertRaises(grpc.RpcError) as cm:
+                            list(call)
+                        self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+                        self.assertIn("requires a token", cm.exception.details())
+                    else:
+                        reply = next(iter(call))
+                        names = {s.name for s in reply.list_services_response.service}
+                        self.assertIn("grpc.health.v1.Health", names)
+                ps_command = ch.unary_unary("/recstore.PSService/Command")
+                with self.assertRaises(grpc.RpcError) as cm:
+                    ps_command(b"", timeout=10)
+                self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+        finally:
+            srv.stop()
+        self.assertEqual(int(srv.final_lines[0]["auth_failures"]), 2)  # reflection + Command
+
     def test_shm(self):
         self._transport("shm")
 

@@ -103,6 +103,52 @@ class KVBenchOutputTest(unittest.TestCase):
         self.assertGreaterEqual(float(run["runtime_s"]), 0.3)
         self.assertGreater(int(run["update_ops"]), 0)
 
+    def test_ceiling_index_lines_touch_a_pet_sized_chunk_array(self):
+        pet = self.lines("--index_type=DRAM_PET_HASH", "--read_mode=batch_get_flat",
+                         "--value_size=64", "--record_count=30000", "--operation_count=5000")
+        _, pet_run = self.check_common(pet)
+        plain = dict(self.lines("--read_mode=ceiling", "--value_size=64", "--record_count=30000",
+                                "--operation_count=5000")["YCSB_RESULT"])
+        self.assertEqual(plain["index_bytes"], "0")
+        self.assertNotIn("ceiling_index_lines", plain)
+        for n in ("1", "2"):
+            with self.subTest(lines=n):
+                out = self.lines("--read_mode=ceiling", f"--ceiling_index_lines={n}",
+                                 "--value_size=64", "--record_count=30000",
+                                 "--operation_count=5000")
+                _, run = self.check_common(out)
+                self.assertEqual(run["ceiling_index_lines"], n)
+                self.assertEqual(run["index_bytes"], pet_run["index_bytes"])
+                self.assertEqual(run["ops"], "5000")
+                self.assertEqual(run["not_found"], "0")
+
+    def test_rows_huge_pct_reports_the_rows_pages(self):
+        for mode in ("ceiling", "batch_get_flat"):
+            for pages in ("off", "thp"):
+                with self.subTest(mode=mode, pages=pages):
+                    out = self.lines(f"--read_mode={mode}", "--index_type=DRAM_PET_HASH",
+                                     f"--huge_pages={pages}", "--value_size=512",
+                                     "--record_count=16384", "--operation_count=5000")
+                    _, run = self.check_common(out)
+                    pct = float(run["rows_huge_pct"])
+                    if pages == "off":
+                        self.assertEqual(pct, 0.0)
+                    else:  # what the kernel granted: anything from none to all
+                        self.assertGreaterEqual(pct, 0.0)
+                        self.assertLessEqual(pct, 100.0)
+
+    def test_ceiling_index_lines_errors(self):
+        for flags, word in ((["--read_mode=ceiling", "--ceiling_index_lines=3"], "ceiling_index_lines"),
+                            (["--read_mode=batch_get_flat", "--ceiling_index_lines=1"],
+                             "ceiling_index_lines")):
+            with self.subTest(flags=flags):
+                r = bench(*flags, "--record_count=10")
+                self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                self.assertIn(word, r.stderr)
+        with self.assertRaisesRegex(ValueError, "ceiling_index_lines"):
+            kv_bench.run(dict(index_type="DRAM_PET_HASH", value_size=64, record_count=10,
+                              read_mode="ceiling", operation_count=10, ceiling_index_lines=3))
+
     def test_bad_flags_name_the_flag(self):
         for flags, word in ((["--workload=z"], "workload"), (["--read_mode=scan"], "read_mode"),
                             (["--zipfian_alpha=1.5"], "zipfian_alpha"), (["--value_size=0"], "value_size"),
@@ -129,6 +175,16 @@ class CompareIndexesTest(unittest.TestCase):
         self.assertIn("PET/EH", table)
         self.assertIn("2.67x", table)
         self.assertEqual(len(re.findall(r"^\| (ceiling|DRAM_)", table, re.MULTILINE)), 3)
+
+    def test_line_bounds_are_ceiling_cases(self):
+        res = kv_bench.compare_indexes(record_count=2000, value_size=64, batch_keys=50,
+                                       running_seconds=0.1, repeats=1, index_types=("DRAM_PET_HASH",),
+                                       index_lines=(1, 2))
+        self.assertEqual(set(res["median"]), {"ceiling", "ceiling+1 line", "ceiling+2 lines",
+                                              "DRAM_PET_HASH"})
+        self.assertAlmostEqual(res["median"]["ceiling"]["pct_of_ceiling_p50"], 100.0)
+        self.assertEqual(res["params"]["index_lines"], [1, 2])
+        self.assertIn("ceiling+2 lines", kv_bench.format_comparison(res))
 
     def test_several_huge_page_modes_compare_within_their_mode(self):
         res = kv_bench.compare_indexes(record_count=2000, value_size=64, batch_keys=50,

@@ -39,9 +39,10 @@ def rows_for(keys: np.ndarray, dim: int) -> np.ndarray:
     return (keys.astype(np.float32)[:, None] + np.arange(dim, dtype=np.float32)[None, :] / 1000.0)
 
 
-def run_bench(target: list[str], *extra: str, timeout: float = 120.0) -> subprocess.CompletedProcess:
+def run_bench(target: list[str], *extra: str, timeout: float = 120.0,
+              transport: str = "shm") -> subprocess.CompletedProcess:
     """ps_bench against target (["--port", p] or a server's bench_args(tmpdir))."""
-    args = [sys.executable, "-m", "recbench.ps_bench", "--transport", "shm", "--no_barrier"] + \
+    args = [sys.executable, "-m", "recbench.ps_bench", "--transport", transport, "--no_barrier"] + \
         list(target) + list(extra)
     return subprocess.run(args, capture_output=True, text=True, env=python_env(), cwd=str(ROOT),
                           timeout=timeout)
@@ -79,13 +80,20 @@ class RCOptionsTest(unittest.TestCase):
         self.assertIsNone(rc_options.client_extra(c.parse_args([])))
 
 
-class ShmEndToEndTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        require_transport(None, "shm")
+class RcEndToEndCases:
+    """The RC protocol's end-to-end cases, for any fabric (`transport`: shm here; rdma over the
+    verbs fabric in test_rc_verbs.py, run on rxe in the lab): one shard, two shards with many
+    clients, ps_bench verify in every response mode, slot limits, descriptor injection, a killed
+    client."""
+
+    transport = "shm"
+    bench_seconds = "0.3"  # a run phase with GETs in it on this fabric
+
+    def bench(self, target: list[str], *extra: str) -> subprocess.CompletedProcess:
+        return run_bench(target, *extra, transport=self.transport)
 
     def test_one_shard_get_put_update(self):
-        with PSServerProcess("shm", num_shards=1, value_size=64) as srv:
+        with PSServerProcess(self.transport, num_shards=1, value_size=64) as srv:
             server_pid = srv.pid
             with recbench.PSClient(srv.uri, transport_options=SMALL, prefetch_depth=2) as ps:
                 keys = np.arange(1, 1001, dtype=np.uint64)
@@ -99,7 +107,7 @@ class ShmEndToEndTest(unittest.TestCase):
         self.assertEqual(shm_names(server_pid), [])
 
     def test_two_shards_several_logical_clients_per_process(self):
-        with PSServerProcess("shm", num_shards=2, value_size=128, num_threads=2) as srv:
+        with PSServerProcess(self.transport, num_shards=2, value_size=128, num_threads=2) as srv:
             keys = np.arange(1, 4001, dtype=np.uint64)
             with recbench.PSClient(srv.uri, transport_options=SMALL) as loader:
                 for lo in range(0, len(keys), 1000):  # max_keys_per_request 1000 per shard
@@ -127,40 +135,43 @@ class ShmEndToEndTest(unittest.TestCase):
         tmp = tempfile.mkdtemp(prefix="rc_bench_")
         self.addCleanup(shutil.rmtree, tmp, True)
         for index in ("DRAM_PET_HASH", "DRAM_EXTENDIBLE_HASH"):
-            with PSServerProcess("shm", num_shards=2, value_size=128, index_type=index,
+            with PSServerProcess(self.transport, num_shards=2, value_size=128, index_type=index,
                                  extra_args=["--thread_num", "2"]) as srv:
                 for mode in ("staging_copy", "direct_sg", "auto"):
-                    r = run_bench(srv.bench_args(tmp), "--record_count", "3000",
-                                  "--value_size", "128", "--batch_keys", "200", "--thread_num", "2",
-                                  "--running_seconds", "0.3", "--verify_deterministic_values",
-                                  "--prefetch_depth", "4", "--rdma_rc_qps_per_client_per_shard", "4",
-                                  "--rdma_get_response_mode", mode, "--fetch_key_space", "3500")
+                    r = self.bench(srv.bench_args(tmp), "--record_count", "3000",
+                                   "--value_size", "128", "--batch_keys", "200", "--thread_num", "2",
+                                   "--running_seconds", self.bench_seconds,
+                                   "--verify_deterministic_values", "--prefetch_depth", "4",
+                                   "--rdma_rc_qps_per_client_per_shard", "4",
+                                   "--rdma_get_response_mode", mode, "--fetch_key_space", "3500")
                     self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
                     res = result(r.stdout, "run")
                     self.assertGreater(int(res["key_ops"]), 0)
-                    self.assertEqual(res["transport"], "shm")
+                    self.assertEqual(res["transport"], self.transport)
                     if mode == "staging_copy":
                         self.assertEqual(res["get_path"], "staging_copy", index)
                 # every key present: direct_sg GETs are all scatter-gathered (a missing key sends
                 # its batch through the copy, which the fetch_key_space above provokes)
-                r = run_bench(srv.bench_args(tmp), "--record_count", "3000", "--value_size", "128",
-                              "--batch_keys", "200", "--running_seconds", "0.3",
-                              "--prefetch_depth", "4", "--rdma_rc_qps_per_client_per_shard", "4",
-                              "--rdma_get_response_mode", "direct_sg", "--fetch_key_space", "3000")
+                r = self.bench(srv.bench_args(tmp), "--record_count", "3000", "--value_size", "128",
+                               "--batch_keys", "200", "--running_seconds", self.bench_seconds,
+                               "--prefetch_depth", "4", "--rdma_rc_qps_per_client_per_shard", "4",
+                               "--rdma_get_response_mode", "direct_sg", "--fetch_key_space", "3000")
                 self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-                self.assertEqual(result(r.stdout, "run")["get_path"], "direct_sg", index)
+                res = result(r.stdout, "run")
+                self.assertGreater(int(res["key_ops"]), 0, index)  # else get_path is "none"
+                self.assertEqual(res["get_path"], "direct_sg", index)
 
     def test_prefetch_depth_beyond_slots_is_refused(self):
-        with PSServerProcess("shm", num_shards=1, value_size=64) as srv:
-            r = run_bench(["--host", "127.0.0.1", "--port", str(srv.ports[0])], "--record_count", "100",
-                          "--value_size", "64",
-                          "--running_seconds", "0.2", "--prefetch_depth", "9",
-                          "--rdma_rc_qps_per_client_per_shard", "4", "--rdma_rc_slots_per_qp", "2")
+        with PSServerProcess(self.transport, num_shards=1, value_size=64) as srv:
+            r = self.bench(["--host", "127.0.0.1", "--port", str(srv.ports[0])],
+                           "--record_count", "100", "--value_size", "64",
+                           "--running_seconds", "0.2", "--prefetch_depth", "9",
+                           "--rdma_rc_qps_per_client_per_shard", "4", "--rdma_rc_slots_per_qp", "2")
             self.assertNotEqual(r.returncode, 0)
             self.assertIn("prefetch_depth 9", r.stderr)
 
     def test_corrupted_descriptor_gets_error_while_others_work(self):
-        with PSServerProcess("shm", num_shards=1, value_size=64) as srv:
+        with PSServerProcess(self.transport, num_shards=1, value_size=64) as srv:
             keys = np.arange(1, 501, dtype=np.uint64)
             stop = threading.Event()
             failures, rounds = [], [0]
@@ -179,12 +190,14 @@ class ShmEndToEndTest(unittest.TestCase):
             t.start()
             try:
                 junk = bytes([0xAB]) * 256
-                status, why = _ps.rc_debug_inject("shm", "127.0.0.1", srv.ports[0], junk, extra=SMALL)
+                status, why = _ps.rc_debug_inject(self.transport, "127.0.0.1", srv.ports[0], junk,
+                                                  extra=SMALL)
                 self.assertEqual(status, RS_PS_INVALID_PAYLOAD)
                 self.assertIn("magic", why)
                 # right magic, lying about its client id
                 desc = struct.pack("<IHHQIII", 0x52435053, 1, 1, 1, 0, 999999, 0) + bytes(164)
-                status, why = _ps.rc_debug_inject("shm", "127.0.0.1", srv.ports[0], desc, extra=SMALL)
+                status, why = _ps.rc_debug_inject(self.transport, "127.0.0.1", srv.ports[0], desc,
+                                                  extra=SMALL)
                 self.assertEqual(status, RS_PS_INVALID_PAYLOAD)
                 self.assertIn("999999", why)
             finally:
@@ -194,13 +207,13 @@ class ShmEndToEndTest(unittest.TestCase):
             self.assertGreaterEqual(rounds[0], 20)
 
     def test_killed_client_does_not_stop_server_or_leak_lanes(self):
-        srv = _ps.Server(transport="shm", host="127.0.0.1", port=0, shard=0, num_shards=1,
-                         index_type="DRAM_PET_HASH", value_size=64, capacity=10000, num_threads=1,
-                         max_keys_per_request=1000, extra="")
+        srv = _ps.Server(transport=self.transport, host="127.0.0.1", port=0, shard=0,
+                         num_shards=1, index_type="DRAM_PET_HASH", value_size=64, capacity=10000,
+                         num_threads=1, max_keys_per_request=1000, extra="")
         try:
-            args = [sys.executable, "-m", "recbench.ps_bench", "--transport", "shm", "--host",
-                    "127.0.0.1", "--port", str(srv.port), "--record_count", "2000", "--value_size",
-                    "64", "--batch_keys", "100", "--running_seconds", "60", "--no_barrier",
+            args = [sys.executable, "-m", "recbench.ps_bench", "--transport", self.transport,
+                    "--host", "127.0.0.1", "--port", str(srv.port), "--record_count", "2000",
+                    "--value_size", "64", "--batch_keys", "100", "--running_seconds", "60", "--no_barrier",
                     "--rdma_rc_qps_per_client_per_shard", "4", "--prefetch_depth", "4",
                     "--rdma_rc_profile_interval_ms", "20"]
             p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -220,7 +233,8 @@ class ShmEndToEndTest(unittest.TestCase):
                 time.sleep(0.01)
             self.assertEqual(srv.stats()["connections_open"], 0)
             self.assertEqual(shm_names(p.pid), [])
-            with recbench.PSClient(f"shm://127.0.0.1:{srv.port}", transport_options=SMALL) as ps:
+            with recbench.PSClient(f"{self.transport}://127.0.0.1:{srv.port}",
+                                   transport_options=SMALL) as ps:
                 keys = np.arange(1, 11, dtype=np.uint64)
                 ps.put(keys, rows_for(keys, 16))
                 np.testing.assert_array_equal(ps.get(keys), rows_for(keys, 16))
@@ -231,6 +245,12 @@ class ShmEndToEndTest(unittest.TestCase):
         finally:
             srv.stop()
         self.assertEqual(shm_names(os.getpid()), [])
+
+
+class ShmEndToEndTest(RcEndToEndCases, unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        require_transport(None, "shm")
 
     def test_poll_threads_report_ready_and_bind_cores(self):
         ncpu = os.cpu_count() or 1

@@ -2,8 +2,10 @@
 called with hand-made frames (baidu_std_wire) exactly as RecStore's bRPC client sends them (keys
 and row blocks in the attachment, empty messages) and in the protobuf-field form; PS-level
 errors as RpcResponseMeta errors (EINVAL 22, EOPNOTSUPP 95) or success=false; requests whose
-RpcMeta.compress_type is snappy, gzip or zlib inflated, others refused; the native service on
-the same port seeing the same rows."""
+RpcMeta.compress_type is snappy, gzip or zlib inflated, others refused; RpcMeta's CRC32C
+(checksum_type/checksum_value, over the message as sent and, with checksum_with_attachment, the
+attachment) verified, mismatches and other checksum types refused naming the field; the native
+service on the same port seeing the same rows."""
 
 import gzip
 import json
@@ -12,7 +14,7 @@ import unittest
 import zlib
 
 import numpy as np
-from baidu_std_wire import BaiduStdClient, snappy_literals
+from baidu_std_wire import BaiduStdClient, brpc_crc32c, crc32c, snappy_literals
 from ps_testlib import NoLeftoverServers, PSServerProcess
 from recstore_wire_py import decode_block, encode_block, keys_bytes, stubs
 
@@ -136,6 +138,56 @@ class RecStoreBrpcServerTest(NoLeftoverServers, unittest.TestCase):
         r = self.c.call(SVC, "PutParameter", b"\x00garbage", compress_type=3)
         self.assertEqual(r.error_code, 1003)
         self.assertIn("zlib", r.error_text)
+
+    def test_checksummed_requests(self):
+        self.assertEqual(crc32c(b"123456789"), 0xE3069283)  # the CRC-32C check value
+        keys = [31, 32]
+        block = encode_block(zip(keys, rows_for(keys)))
+
+        def get():
+            return decode_block(self.ok(self.c.call(SVC, "GetParameter", b"", keys_bytes(keys)))
+                                .attachment)
+
+        # RecStore's form (empty message, block in the attachment), the CRC covering both
+        self.ok(self.c.call(SVC, "PutParameter", b"", block,
+                            checksum=(1, brpc_crc32c(b"", block, True), True)))
+        np.testing.assert_array_equal(np.stack([v for _, v in get()]), rows_for(keys))
+        # a compressed message: the CRC is over the bytes as sent, not the inflated ones
+        self.ok(self.c.call(SVC, "Command", self.pb.CommandRequest().SerializeToString()))
+        put = self.pb.PutParameterRequest(parameter_value=block).SerializeToString()
+        packed = zlib.compress(put)
+        self.ok(self.c.call(SVC, "PutParameter", packed, compress_type=3,
+                            checksum=(1, brpc_crc32c(packed), False)))
+        self.assertEqual(len(get()[0][1]), DIM)
+        # refusals name the field, and the request is not applied
+        self.ok(self.c.call(SVC, "Command", self.pb.CommandRequest().SerializeToString()))
+        wrong = bytearray(brpc_crc32c(b"", block, True))
+        wrong[3] ^= 1
+        refusals = [
+            ((1, bytes(wrong), True), "checksum_value: CRC32C of the message and attachment"),
+            # the attachment is covered only when checksum_with_attachment says so
+            ((1, brpc_crc32c(b""), True), "checksum_value"),
+            ((1, brpc_crc32c(b"", block, True), False), "checksum_value: CRC32C of the message"),
+            ((2, brpc_crc32c(b""), False), "checksum_type 2 is not supported"),
+            ((1, b"\x01\x02\x03", False), "checksum_value holds 3 bytes"),
+        ]
+        for checksum, text in refusals:
+            r = self.c.call(SVC, "PutParameter", b"", block, checksum=checksum)
+            self.assertEqual(r.error_code, 1003, checksum)
+            self.assertIn(text, r.error_text)
+            self.assertEqual([v for _, v in get()], [None, None], checksum)  # not applied
+        r = self.c.call(SVC, "PutParameter", b"", block, content_type=1)
+        self.assertEqual(r.error_code, 1003)
+        self.assertIn("content_type 1 (json)", r.error_text)
+        # type 0 means no checksum, whatever the value; the native service verifies the same way
+        self.ok(self.c.call(SVC, "GetParameter", b"", keys_bytes(keys), checksum=(0, b"x", True)))
+        ping = b"\x2a\x04ping"
+        r = self.ok(self.c.call("recstore.PSService", "Command", ping,
+                                checksum=(1, brpc_crc32c(ping), False)))
+        self.assertIn(b"pong", r.message)
+        r = self.c.call("recstore.PSService", "Command", ping, checksum=(1, bytes(wrong), False))
+        self.assertEqual(r.error_code, 1003)
+        self.assertIn("checksum_value", r.error_text)
 
     def test_native_client_on_the_same_port(self):
         keys = np.array([21, 22], dtype=np.uint64)

@@ -26,7 +26,7 @@ from ps_testlib import (
 )
 
 import recbench
-from recbench import errors
+from recbench import errors, ps_config
 
 HERE = Path(__file__).resolve().parent
 VS = 32
@@ -173,6 +173,50 @@ class RecStoreClientFixtureTest(unittest.TestCase):
         sizes = [len(c["keys"]) for f in self.fixtures for c in f.calls()
                  if c["method"] == "GetParameter"]
         self.assertTrue(sizes and max(sizes) <= 500)
+
+    def test_simple_mod_routing_from_the_keyword_and_from_a_config(self):
+        keys = np.arange(1, 41, dtype=np.uint64)
+        with recbench.PSClient(self.uri, value_size=VS, hash_method="simple_mod") as c:
+            self.assertEqual(c.hash_method, "simple_mod")
+            c.put(keys, rows_for(keys))
+            np.testing.assert_array_equal(c.get(keys[::-1]), rows_for(keys[::-1]))
+        for shard, f in enumerate(self.fixtures):
+            put_keys = [k for call in f.calls() if call["method"] == "PutParameter"
+                        for k in call["keys"]]
+            self.assertEqual(put_keys, [k for k in range(1, 41) if k % 2 == shard])
+            f.log.clear()
+        # ps_bench reads distributed_client.hash_method from a RecStore config
+        cfg = ps_config.build_config("grpc", [("127.0.0.1", f.port) for f in self.fixtures],
+                                     value_size=VS, hash_method="simple_mod")
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as t:
+            json.dump(cfg, t)
+        try:
+            self.assertEqual(ps_config.load_config(t.name).hash_method, "simple_mod")
+            r = run_ps_bench(["--wire", "recstore", "--config_path", t.name, "--record_count",
+                              "600", "--batch_keys", "100", "--running_seconds", "0.3",
+                              "--no_barrier", "--verify_deterministic_values"], timeout=120)
+        finally:
+            os.unlink(t.name)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for shard, f in enumerate(self.fixtures):
+            got = [k for call in f.calls() for k in call["keys"]]
+            self.assertTrue(got)
+            self.assertEqual({k % 2 for k in got}, {shard}, f"shard {shard}")
+        # CityHash64 would have put keys 1..20 elsewhere: the two really differ
+        self.assertNotEqual(SHARD_OF_1_TO_20, [k % 2 for k in range(1, 21)])
+
+    def test_hash_methods_the_wire_cannot_use_are_refused(self):
+        grpc_uri = self.uri.replace("recstore+grpc", "grpc")
+        with self.assertRaises(errors.InvalidArgument) as cm:
+            recbench.PSClient(grpc_uri, value_size=VS, hash_method="simple_mod")
+        self.assertIn("rs_mix64", str(cm.exception))
+        with self.assertRaises(errors.InvalidArgument) as cm:
+            recbench.PSClient(self.uri, value_size=VS, hash_method="murmur")
+        self.assertIn("murmur", str(cm.exception))
+        r = run_ps_bench(["--wire", "recstore", "--hash_method", "rs_mix64", "--port",
+                          str(self.fixtures[0].port), "--no_barrier", "--running_seconds", "0.1"])
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("hash_method 'rs_mix64'", r.stderr)
 
     def test_ps_bench_wire_recstore_refuses_rc_transports(self):
         r = run_ps_bench(["--transport", "shm", "--wire", "recstore", "--no_barrier"])

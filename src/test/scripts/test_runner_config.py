@@ -24,6 +24,11 @@ class TestConfig(unittest.TestCase):
         self.assertEqual(cfg["distributed_client"]["hash_method"], "rs_mix64")
         self.assertEqual(cfg["cache_ps"]["max_batch_keys_size"], 1024)  # max(batch 1024, 500)
 
+    def test_config_of_a_recstore_wire_case_says_city_hash(self):
+        cfg = ps_config.build_runtime_config(sample_args("--wire", "recstore"), T["brpc"],
+                                             self.topo(), "/data/x")
+        self.assertEqual(cfg["distributed_client"]["hash_method"], "city_hash")
+
     def test_build_runtime_config_uses_rdma_ps_type(self):
         args = parse("--transports", "rdma")
         topo = topology.build_topology_plan("RDMA", "127.0.0.1", "127.0.0.1", 1)

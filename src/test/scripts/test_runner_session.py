@@ -46,5 +46,23 @@ class TestBuildTypeCheck(unittest.TestCase):
                       self.problems("ASan", "--allow-debug-build", "--build-dir", "build_release")[0])
 
 
+class TestSshConnectTimeout(unittest.TestCase):
+    def test_ssh_gives_up_after_the_cluster_timeout(self):
+        """A cut-off host must fail within --cluster-timeout (test_faults_netcut cuts one): ssh's
+        ConnectTimeout follows it, clamped to 1..10 s."""
+        from recbench.runner import session as runner_session
+
+        for cluster_timeout, expected in (("3", 3), ("0.2", 1), ("60", 10)):
+            with self.subTest(cluster_timeout=cluster_timeout), tempfile.TemporaryDirectory() as d:
+                session = runner_session.Session(
+                    parse("--transports", "brpc", "--output-dir", d, "--execution-backend", "ssh",
+                          "--cluster-timeout", cluster_timeout), [])
+                host = session.host("user@h")
+                try:
+                    self.assertIn(f"ConnectTimeout={expected}", host.ssh.base_args("user@h"))
+                finally:
+                    host.ssh.close()
+
+
 if __name__ == "__main__":
     unittest.main()
