@@ -140,7 +140,9 @@ int rs_kv_open(const rs_kv_config *cfg, rs_kv **out, rs_error *err) {
     case RS_KV_INDEX_PET_HASH:
         rc = rs_kv_pet_open(cfg->capacity, cfg->huge_pages, &kv->ix, err);
         break;
-    case RS_KV_INDEX_EXTENDIBLE_HASH: rc = rs_kv_eh_open(cfg->capacity, &kv->ix, err); break;
+    case RS_KV_INDEX_EXTENDIBLE_HASH:
+        rc = rs_kv_eh_open(cfg->capacity, cfg->huge_pages, &kv->ix, err);
+        break;
     default: rc = rs_kv_cceh_open(cfg->path, cfg->capacity, &kv->ix, err); break;
     }
     if (rc) goto fail_vs;

@@ -21,7 +21,6 @@
  * are freed only at close, so a reader holding a stale pointer never touches freed memory.
  */
 #include <stdlib.h>
-#include <sys/mman.h>
 
 #include "kv_internal.h"
 
@@ -29,7 +28,7 @@
 #define EH_FULL         ((1u << EH_SLOTS) - 1)
 #define EH_INIT_DEPTH   4
 #define EH_MAX_DEPTH    40
-#define EH_SLAB_BUCKETS 8192 /* 2 MiB: one transparent huge page */
+#define EH_SLAB_BUCKETS 8192 /* 2 MiB: one huge page, on the pages rs_kv_config.huge_pages asks */
 
 typedef struct eh_bucket {
     uint32_t ver;
@@ -54,7 +53,8 @@ typedef struct eh_dir {
 typedef struct eh_slab {
     struct eh_slab *next;
     size_t used;
-    eh_bucket *buckets;
+    rs_kv_region region; /* anonymous, EH_SLAB_BUCKETS buckets */
+    eh_bucket *buckets;  /* = region.base */
 } eh_slab;
 
 typedef struct eh {
@@ -62,19 +62,25 @@ typedef struct eh {
     pthread_mutex_t dir_lock;
     eh_slab *slabs;
     uint64_t capacity;
+    rs_kv_huge_pages huge; /* what every bucket slab is mapped with */
+    const char *pages;     /* what the first slab got: "hugetlb", "thp" or "4k" */
 } eh;
 
-static eh_bucket *eh_new_bucket(eh *t) {
+static eh_bucket *eh_new_bucket(eh *t, rs_error *err) {
     eh_slab *s = t->slabs;
     if (!s || s->used == EH_SLAB_BUCKETS) {
         s = calloc(1, sizeof *s);
-        if (!s) return NULL;
-        s->buckets = aligned_alloc(2u << 20, EH_SLAB_BUCKETS * sizeof(eh_bucket));
-        if (!s->buckets) {
+        if (!s) {
+            rs_error_set(err, RS_ENOMEM, "DRAM_EXTENDIBLE_HASH bucket slab");
+            return NULL;
+        }
+        const size_t bytes = EH_SLAB_BUCKETS * sizeof(eh_bucket);
+        if (rs_kv_region_open_anon(&s->region, bytes, bytes, t->huge, err)) {
             free(s);
             return NULL;
         }
-        madvise(s->buckets, EH_SLAB_BUCKETS * sizeof(eh_bucket), MADV_HUGEPAGE);
+        s->buckets = (eh_bucket *)s->region.base;
+        if (!t->pages) t->pages = s->region.pages;
         s->next = t->slabs;
         t->slabs = s;
     }
@@ -101,7 +107,7 @@ static void eh_free_all(eh *t) {
     eh_slab *s = t->slabs;
     while (s) {
         eh_slab *n = s->next;
-        free(s->buckets);
+        rs_kv_region_close(&s->region);
         free(s);
         s = n;
     }
@@ -114,10 +120,10 @@ static int eh_init(eh *t, rs_error *err) {
     if (!d) return rs_error_set(err, RS_ENOMEM, "DRAM_EXTENDIBLE_HASH directory");
     t->dir = d;
     for (uint64_t i = 0; i <= d->mask; i++) {
-        eh_bucket *b = eh_new_bucket(t);
+        eh_bucket *b = eh_new_bucket(t, err);
         if (!b) {
             eh_free_all(t);
-            return rs_error_set(err, RS_ENOMEM, "DRAM_EXTENDIBLE_HASH buckets");
+            return err ? err->code : RS_ENOMEM;
         }
         b->depth = EH_INIT_DEPTH;
         b->pattern = i;
@@ -126,10 +132,11 @@ static int eh_init(eh *t, rs_error *err) {
     return 0;
 }
 
-int rs_kv_eh_open(uint64_t capacity, void **out, rs_error *err) {
+int rs_kv_eh_open(uint64_t capacity, rs_kv_huge_pages huge, void **out, rs_error *err) {
     eh *t = calloc(1, sizeof *t);
     if (!t) return rs_error_set(err, RS_ENOMEM, "DRAM_EXTENDIBLE_HASH handle");
     t->capacity = capacity;
+    t->huge = huge;
     pthread_mutex_init(&t->dir_lock, NULL);
     int rc = eh_init(t, err);
     if (rc) {
@@ -141,7 +148,7 @@ int rs_kv_eh_open(uint64_t capacity, void **out, rs_error *err) {
     return 0;
 }
 
-/* Bucket slabs (2 MiB each, THP advised) plus the current directory. */
+/* Bucket slabs (2 MiB each, on the pages asked for) plus the current directory. */
 static void eh_memory(void *ix, uint64_t *bytes, const char **pages) {
     eh *t = ix;
     uint64_t n = 0;
@@ -152,7 +159,7 @@ static void eh_memory(void *ix, uint64_t *bytes, const char **pages) {
     n += sizeof *d + (sizeof(eh_bucket *) << d->depth);
     pthread_mutex_unlock(&t->dir_lock);
     *bytes = n;
-    *pages = "thp";
+    *pages = t->pages ? t->pages : "4k";
 }
 
 static void eh_close(void *ix) {
@@ -257,9 +264,9 @@ static int eh_split(eh *t, uint64_t h, rs_error *err) {
         __atomic_store_n(&t->dir, nd, __ATOMIC_RELEASE);
         d = nd;
     }
-    eh_bucket *nb = eh_new_bucket(t);
+    eh_bucket *nb = eh_new_bucket(t, err);
     if (!nb) {
-        rc = rs_error_set(err, RS_ENOMEM, "DRAM_EXTENDIBLE_HASH bucket");
+        rc = err ? err->code : RS_ENOMEM;
         goto out;
     }
     uint8_t depth = b->depth;

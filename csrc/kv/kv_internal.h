@@ -217,7 +217,7 @@ int rs_kv_pet_open(uint64_t capacity, rs_kv_huge_pages huge, void **out, rs_erro
 /* Number of RS_KV_PET_CHUNK_BYTES chunks DRAM_PET_HASH allocates for `capacity` keys (a power of
  * two). */
 uint64_t rs_kv_pet_chunks(uint64_t capacity);
-int rs_kv_eh_open(uint64_t capacity, void **out, rs_error *err);
+int rs_kv_eh_open(uint64_t capacity, rs_kv_huge_pages huge, void **out, rs_error *err);
 /* dir: directory holding cceh.index; reopened if it exists. */
 int rs_kv_cceh_open(const char *dir, uint64_t capacity, void **out, rs_error *err);
 /* 1 if the CCEH files were not closed cleanly before this open (the engine then rebuilds the

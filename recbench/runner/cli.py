@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from recbench import transports
+from recbench.kv_bench import HUGE_PAGES
 from recbench.runner import session
 from recbench.runner.plan import Plan, build_plan
 from recbench.runner.topology import TopologyError
@@ -158,6 +159,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--server-worker-threads", type=int, default=32, help="gRPC/bRPC server threads")
     a("--index-type", default="DRAM_EXTENDIBLE_HASH",
       help="DRAM_PET_HASH, DRAM_EXTENDIBLE_HASH, SSD_EXTENDIBLE_HASH, ...")
+    a("--huge-pages", choices=HUGE_PAGES, default="auto",
+      help="pages for each shard's KV index and value slab (ps_server --huge_pages): auto, "
+           "explicit (2 MiB hugetlb pages, reserved in /proc/sys/vm/nr_hugepages), thp, off")
     a("--value-store-type", choices=("DRAM_VALUE_STORE", "TIERED_VALUE_STORE"),
       default="DRAM_VALUE_STORE")
     a("--dram-allocator", default="PERSIST_LOOP_SLAB")

@@ -191,6 +191,8 @@ def build_server_cmd(plan: Plan, transport: Transport, server: ServerSpec, num_s
     ]
     if transport.name == "brpc":
         cmd.append(f"--brpc_server_port={server.port}")
+    if srv.huge_pages != "auto":
+        cmd.append(f"--huge_pages={srv.huge_pages}")
     options = _transport_options(plan, transport, "server", server.server_index, bind_offset)
     if options:
         cmd.append(f"--transport_options={options}")

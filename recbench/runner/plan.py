@@ -103,6 +103,7 @@ class Servers:
     index_type: str
     value_store_type: str
     dram_allocator: str
+    huge_pages: str            # ps_server --huge_pages (auto = the engine's default)
 
     def threads(self, transport: Transport) -> int:
         return self.server_rdma_threads if transport.rc else self.server_worker_threads
@@ -395,6 +396,12 @@ def _check_servers(a: argparse.Namespace, ts: tuple[Transport, ...],
     elif rc:
         raise PlanError(f"--server-binary starts a RecStore-compatible ps_server (grpc, brpc), "
                         f"which has no {', '.join(rc)} transport; drop it from --transports")
+    if getattr(a, "huge_pages", "auto") != "auto":
+        raise PlanError(f"--huge-pages {a.huge_pages}: "
+                        + ("a --server-binary gets RecStore's ps_server flags only, which have no "
+                           "huge-pages setting" if a.server_binary else
+                           "--server-endpoints servers run already; the runner starts none")
+                        + "; drop it")
     if a.server_binary:
         for dest in ("auth_token_file", "grpc_tls_cert"):
             if getattr(a, dest, ""):

@@ -290,24 +290,29 @@ class MemoryAndPagesTest(unittest.TestCase):
             self.assertGreater(m["index_bytes"], 0)
 
     def test_huge_page_modes(self):
-        for mode, pages in (("off", "4k"), ("thp", "thp")):
-            with self.subTest(mode=mode), recbench.KVEngine(value_size=64, capacity=100000,
-                                                            huge_pages=mode) as kv:
-                m = kv.memory()
-                self.assertEqual((m["index_pages"], m["slab_pages"]), (pages, pages))
-                kv.batch_put(np.arange(1000, dtype=np.uint64), bytes(64000))
-                self.assertEqual(kv.count(), 1000)
+        # every DRAM index honours the mode (extendible hash used to advise THP whatever it was)
+        for index in ("DRAM_PET_HASH", "DRAM_EXTENDIBLE_HASH"):
+            for mode, pages in (("off", "4k"), ("thp", "thp")):
+                with self.subTest(index=index, mode=mode), recbench.KVEngine(
+                        index_type=index, value_size=64, capacity=100000, huge_pages=mode) as kv:
+                    kv.batch_put(np.arange(100000, dtype=np.uint64), bytes(64 * 100000))
+                    m = kv.memory()  # after the splits: every bucket slab on the asked pages
+                    self.assertEqual((m["index_pages"], m["slab_pages"]), (pages, pages))
+                    self.assertEqual(kv.count(), 100000)
         with self.assertRaises(ValueError) as cm:
             recbench.KVEngine(value_size=64, capacity=10, huge_pages="big")
         self.assertIn("auto, explicit, thp or off", str(cm.exception))
         if _hugetlb_free() >= 4:
-            with recbench.KVEngine(value_size=64, capacity=20000, huge_pages="explicit") as kv:
-                self.assertEqual(kv.memory()["slab_pages"], "hugetlb")
-                keys = np.arange(20000, dtype=np.uint64)
-                kv.batch_put(keys, np.repeat(keys.astype(np.float32), 16))
-                out, found = kv.batch_get_flat(keys)
-                self.assertTrue(found.all())
-                self.assertEqual(np.frombuffer(out[19999].tobytes(), np.float32)[0], 19999)
+            for index in ("DRAM_PET_HASH", "DRAM_EXTENDIBLE_HASH"):
+                with recbench.KVEngine(index_type=index, value_size=64, capacity=20000,
+                                       huge_pages="explicit") as kv:
+                    m = kv.memory()
+                    self.assertEqual((m["index_pages"], m["slab_pages"]), ("hugetlb", "hugetlb"))
+                    keys = np.arange(20000, dtype=np.uint64)
+                    kv.batch_put(keys, np.repeat(keys.astype(np.float32), 16))
+                    out, found = kv.batch_get_flat(keys)
+                    self.assertTrue(found.all())
+                    self.assertEqual(np.frombuffer(out[19999].tobytes(), np.float32)[0], 19999)
         else:
             with self.assertRaises(errors.OutOfMemory) as cm:
                 recbench.KVEngine(value_size=64, capacity=20000, huge_pages="explicit")

@@ -125,6 +125,22 @@ class TestCommands(unittest.TestCase):
                      "--num_threads=32", "--max_keys_per_request=1024"):
             self.assertIn(flag, cmd)
 
+    def test_huge_pages_reach_the_servers_and_are_refused_where_no_server_is_ours(self):
+        server = topology.ServerSpec(0, "127.0.0.1", "127.0.0.1", 15000, 0)
+        default = ps_config.build_server_cmd(sample_args(), T["brpc"], server, 1, "/c", ["srv"])
+        self.assertFalse(any(a.startswith("--huge_pages") for a in default))  # auto: ps_server's own
+        for mode in ("explicit", "thp", "off"):
+            cmd = ps_config.build_server_cmd(sample_args("--huge-pages", mode), T["brpc"], server,
+                                             1, "/c", ["srv"])
+            self.assertIn(f"--huge_pages={mode}", cmd)
+        self.assertIn("invalid choice", parse_error("--huge-pages", "always"))
+        self.assertIn("--huge-pages thp: a --server-binary",
+                      parse_error("--transports", "brpc", "--huge-pages", "thp",
+                                  "--server-binary", "/bin/true"))
+        self.assertIn("--huge-pages off: --server-endpoints",
+                      parse_error("--transports", "grpc", "--huge-pages", "off",
+                                  "--server-endpoints", "127.0.0.1:1"))
+
     def test_build_server_cmd_leaves_grpc_single_shard_default_port(self):
         server = topology.ServerSpec(0, "127.0.0.1", "127.0.0.1", 15000, 0)
         cmd = ps_config.build_server_cmd(sample_args(), T["grpc"], server, 1, "/c", ["srv"])
