@@ -94,6 +94,14 @@ class PSServerProcess:
             raise AssertionError(f"no stderr line containing {text!r} within {timeout}s: "
                                  + " | ".join(self.stderr_lines[-5:])) from None
 
+    def wait_for(self, find, what: str, timeout: float = 30.0):
+        """The first non-None `find()`, re-evaluated whenever the server prints a line (stdout or
+        stderr); None at the deadline or once the server has exited."""
+        try:
+            return self._launcher.wait_for(find, what, timeout)
+        except RuntimeError:
+            return None
+
     def stop(self, timeout: float = 10.0) -> int | None:
         """SIGTERM, wait up to timeout, SIGKILL if needed; returns the exit code."""
         if self.proc is None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 import unittest
 from pathlib import Path
 
@@ -78,17 +77,21 @@ def server(index_type: str = "DRAM_PET_HASH", *extra: str) -> PSServerProcess:
 def profile_totals(srv: PSServerProcess, want: dict[str, int], timeout: float = 60.0) -> dict:
     """Sums of the server's rdma_rc_server_profile counters once each `want` key reaches its
     value (the profile lines are per-interval deltas)."""
-    deadline = time.monotonic() + timeout
-    while True:
+    def totals() -> dict[str, int]:
         tot: dict[str, int] = {}
         for line in list(srv.stdout_lines) + list(srv.stderr_lines):
             if "component=rdma_rc_server_profile" in line:
                 for k, v in parse_kv_line(line).items():
                     if v.isdigit():
                         tot[k] = tot.get(k, 0) + int(v)
-        if all(tot.get(k, 0) >= v for k, v in want.items()) or time.monotonic() > deadline:
-            return tot
-        time.sleep(0.05)  # the server prints a profile line every 100 ms: wait for the next
+        return tot
+
+    def complete() -> dict[str, int] | None:
+        tot = totals()
+        return tot if all(tot.get(k, 0) >= v for k, v in want.items()) else None
+
+    # re-read whenever the server prints a line (a profile line comes every interval)
+    return srv.wait_for(complete, f"profile totals {want}", timeout) or totals()
 
 
 def run_bench(port: int, *extra: str) -> subprocess.CompletedProcess:
