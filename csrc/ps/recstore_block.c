@@ -1,6 +1,7 @@
 /*
  * recstore_block.c — RecStore's row block (ParameterCompressor layout, recstore/recstore_wire.h):
- * validation of blocks that arrive from the network and the one-pass writer of GET replies.
+ * validation of blocks that arrive from the network, the client's reader of GET replies into
+ * rows, and the one-pass writer of GET replies.
  *
  * Validation walks the offset table once and checks every item, so a handler may then read any
  * item through rs_rsblock_item without bounds checks. Errors name the byte offset that does not
@@ -8,6 +9,9 @@
  * with no per-key allocation. A GET reply's rows are gathered by the engine straight into their
  * items (rs_kv_batch_get_strided at a stride of one whole item); the writer then writes each
  * item's key and dim, and only after a miss (a 12-byte dim-0 item) moves the following rows down.
+ * The reader first tries the usual reply's layout (every key found at the row's dim): one
+ * branch-free comparison per offset and per dim, made while the rows are copied out; any other
+ * block takes the full validation, so its errors are the validator's, naming the offset.
  */
 #include <stdint.h>
 #include <string.h>
@@ -60,6 +64,58 @@ int rs_rsblock_validate(const uint8_t *block, size_t len, uint32_t *n_items, rs_
                             "row block: items end at byte offset %zu but the block has %zu bytes",
                             area + (size_t)prev, len);
     *n_items = (uint32_t)n;
+    return 0;
+}
+
+/* The usual GET reply: m items of exactly row_bytes floats each, i.e. end[i] = (i + 1) * item for
+ * every i and every dim = row_bytes / 4. Copies the rows while checking; returns 0 when the block
+ * has that layout (it is then valid), 1 when it does not (the rows are then unspecified). */
+static int read_all_found(const uint8_t *block, size_t len, uint32_t m, size_t row_bytes,
+                          uint8_t *rows) {
+    const size_t item = RS_RSBLOCK_ITEM_HEAD + row_bytes, table = 4 + 4 * (size_t)m;
+    if (m == 0 || len != table + (size_t)m * item || len > INT32_MAX) return 1;
+    uint32_t cnt, bad = 0, step = (uint32_t)item, want = step;
+    memcpy(&cnt, block, 4);
+    if (cnt != m) return 1;
+    const uint8_t *ends = block + 4;
+    for (uint32_t i = 0; i < m; i++, want += step) { /* branch-free: one OR per offset */
+        uint32_t e;
+        memcpy(&e, ends + 4 * (size_t)i, 4);
+        bad |= e ^ want;
+    }
+    if (bad) return 1;
+    const uint32_t dim = (uint32_t)(row_bytes / 4);
+    const uint8_t *it = block + table;
+    for (uint32_t i = 0; i < m; i++, it += item) {
+        uint32_t d;
+        memcpy(&d, it + 8, 4);
+        bad |= d ^ dim;
+        memcpy(rows + (size_t)i * row_bytes, it + RS_RSBLOCK_ITEM_HEAD, row_bytes);
+    }
+    return bad != 0;
+}
+
+int rs_rsblock_read_rows(const uint8_t *block, size_t len, uint32_t m, size_t row_bytes,
+                         uint8_t *rows, uint32_t *found, rs_error *err) {
+    *found = 0;
+    if (read_all_found(block, len, m, row_bytes, rows) == 0) {
+        *found = m;
+        return 0;
+    }
+    uint32_t n;
+    if (rs_rsblock_validate(block, len, &n, err)) return RS_EPROTO;
+    if (n != m) return rs_error_set(err, RS_EPROTO, "row block of %u items answers %u keys", n, m);
+    const size_t dim = row_bytes / 4;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t key;
+        int32_t d;
+        const uint8_t *v = rs_rsblock_item(block, n, i, &key, &d);
+        size_t take = (size_t)d < dim ? (size_t)d : dim;
+        uint8_t *row = rows + (size_t)i * row_bytes;
+        memcpy(row, v, 4 * take);
+        if (take < dim) memset(row + 4 * take, 0, 4 * (dim - take));
+        *found += d > 0;
+    }
     return 0;
 }
 

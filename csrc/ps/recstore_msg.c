@@ -339,24 +339,14 @@ int rs_rsmsg_client_decode(rs_rsmsg_method method, const uint8_t *msg, size_t le
         bytes = att;
         bytes_len = att_len;
     }
-    uint32_t n = 0;
     uint8_t *out = rows_out;
     if (bytes_len == 0 || (bytes_len == 4 && memcmp(bytes, "\0\0\0\0", 4) == 0)) {
         memset(out, 0, m * value_size); /* RecStore: an empty block reads as all missing */
     } else {
-        if (rs_rsblock_validate(bytes, bytes_len, &n, err)) return RS_EPROTO;
-        if (n != m)
-            return rs_error_set(err, RS_EPROTO, "GetParameter of %zu keys answered %u items", m, n);
-        size_t dim = value_size / 4;
-        for (uint32_t i = 0; i < n; i++) {
-            uint64_t key;
-            int32_t d;
-            const uint8_t *v = rs_rsblock_item(bytes, n, i, &key, &d);
-            size_t take = (size_t)d < dim ? (size_t)d : dim;
-            memcpy(out + (size_t)i * value_size, v, 4 * take);
-            memset(out + (size_t)i * value_size + 4 * take, 0, 4 * (dim - take));
-            if (d > 0) resp->num_found++;
-        }
+        uint32_t found = 0;
+        if (rs_rsblock_read_rows(bytes, bytes_len, (uint32_t)m, value_size, out, &found, err))
+            return RS_EPROTO;
+        resp->num_found = found;
     }
     resp->rows = rows_out;
     resp->rows_len = m * value_size;

@@ -1,9 +1,9 @@
 /* test_recstore_wire.c — RecStore's wire pieces in C: CityHash64 v1.1 against the published test
  * vectors (CityHash v1.1 city-test.cc, first column: CityHash64(data + i*i, i) over its
  * pseudo-random data), RecStore's shard routing, the row block (validation naming offsets, the
- * worked example of docs/recstore-wire.md, the writer), the engine's strided row gather the GET
- * reply is built with, and the ParameterService semantics on a real shard: GET misses as dim 0
- * (also between hits), SGD updates, tags, tables, commands. */
+ * worked example of docs/recstore-wire.md, the writer, the client's reader), the engine's strided
+ * row gather the GET reply is built with, and the ParameterService semantics on a real shard: GET
+ * misses as dim 0 (also between hits), SGD updates, tags, tables, commands. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,6 +159,70 @@ static void test_block_validation_names_offsets(void) {
     uint8_t empty[4] = {0};
     RS_CHECK_EQ(rs_rsblock_validate(empty, 4, &n, &e), 0);
     RS_CHECK_EQ(n, 0);
+}
+
+/* The client's reader of GET replies: the all-found layout (checked in the copy pass), misses,
+ * other dims (cut / zero-padded), and every fault rs_rsblock_validate names, including faults the
+ * all-found check alone would not see (a dim that disagrees while every offset fits). */
+static void test_block_read_rows(void) {
+    enum { N = 5, D = 3 };
+    uint64_t keys[N] = {11, 12, 13, 14, 15};
+    float src[N * D], rows[N * D];
+    uint8_t found[N] = {1, 1, 1, 1, 1};
+    for (int i = 0; i < N * D; i++)
+        src[i] = (float)i + 0.5f;
+    uint8_t b[4 + N * (4 + 12 + 4 * D)];
+    rs_rsblock_writer w;
+    rs_rsblock_writer_init(&w, b, N);
+    rs_rsblock_writer_add(&w, (const uint8_t *)keys, N, D, src, found);
+    size_t len = rs_rsblock_writer_len(&w);
+    RS_CHECK_EQ(len, sizeof b);
+    uint32_t got = 0;
+    rs_error e = {0};
+    memset(rows, 0xff, sizeof rows);
+    RS_CHECK_EQ(rs_rsblock_read_rows(b, len, N, 4 * D, (uint8_t *)rows, &got, &e), 0);
+    RS_CHECK_EQ(got, N);
+    RS_CHECK(memcmp(rows, src, sizeof rows) == 0);
+    /* another item count than asked for */
+    RS_CHECK_EQ(rs_rsblock_read_rows(b, len, N + 1, 4 * D, (uint8_t *)rows, &got, &e), RS_EPROTO);
+    RS_CHECK(strstr(e.msg, "5 items answers 6 keys") != NULL);
+    /* every offset fits the all-found layout but item 2's dim does not: validate's error */
+    uint8_t bad[sizeof b];
+    memcpy(bad, b, len);
+    size_t item2 = 4 + 4 * N + 2 * (12 + 4 * D);
+    put32(bad + item2 + 8, D - 1);
+    RS_CHECK_EQ(rs_rsblock_read_rows(bad, len, N, 4 * D, (uint8_t *)rows, &got, &e), RS_EPROTO);
+    RS_CHECK(strstr(e.msg, "item 2") != NULL && strstr(e.msg, "dim 2") != NULL);
+    memcpy(bad, b, len);
+    put32(bad + 4 + 4 * 3, 1000); /* end[3] past the block */
+    RS_CHECK_EQ(rs_rsblock_read_rows(bad, len, N, 4 * D, (uint8_t *)rows, &got, &e), RS_EPROTO);
+    RS_CHECK(strstr(e.msg, "byte offset 16") != NULL);
+    RS_CHECK_EQ(rs_rsblock_read_rows(b, len - 1, N, 4 * D, (uint8_t *)rows, &got, &e), RS_EPROTO);
+    /* misses between hits: dim-0 items read as zero rows */
+    uint8_t some[N] = {1, 0, 1, 0, 0};
+    rs_rsblock_writer_init(&w, b, N);
+    rs_rsblock_writer_add(&w, (const uint8_t *)keys, N, D, src, some);
+    len = rs_rsblock_writer_len(&w);
+    memset(rows, 0xff, sizeof rows);
+    RS_CHECK_EQ(rs_rsblock_read_rows(b, len, N, 4 * D, (uint8_t *)rows, &got, &e), 0);
+    RS_CHECK_EQ(got, 2);
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < D; j++)
+            RS_CHECK(rows[i * D + j] == (some[i] ? src[i * D + j] : 0.0f));
+    /* rows of another dim: a wider item is cut to the row, a narrower one zero-padded */
+    rs_rsblock_writer_init(&w, b, N);
+    rs_rsblock_writer_add(&w, (const uint8_t *)keys, N, D, src, found);
+    len = rs_rsblock_writer_len(&w);
+    float wide[N * 2];
+    RS_CHECK_EQ(rs_rsblock_read_rows(b, len, N, 4 * 2, (uint8_t *)wide, &got, &e), 0);
+    for (int i = 0; i < N; i++)
+        RS_CHECK(wide[i * 2] == src[i * D] && wide[i * 2 + 1] == src[i * D + 1]);
+    float pad[N * 4];
+    RS_CHECK_EQ(rs_rsblock_read_rows(b, len, N, 4 * 4, (uint8_t *)pad, &got, &e), 0);
+    for (int i = 0; i < N; i++)
+        RS_CHECK(pad[i * 4] == src[i * D] && pad[i * 4 + 2] == src[i * D + 2] &&
+                 pad[i * 4 + 3] == 0);
+    RS_CHECK_EQ(got, N);
 }
 
 static rs_ps_shard *open_shard(uint32_t value_size) {
@@ -434,5 +498,5 @@ static void test_service_get_interleaved_misses(void) {
 
 RS_TEST_MAIN(RS_TEST(test_cityhash_published_vectors), RS_TEST(test_recstore_shard_routing),
              RS_TEST(test_block_worked_example), RS_TEST(test_block_validation_names_offsets),
-             RS_TEST(test_service_get_put_update), RS_TEST(test_kv_batch_get_strided),
-             RS_TEST(test_service_get_interleaved_misses))
+             RS_TEST(test_block_read_rows), RS_TEST(test_service_get_put_update),
+             RS_TEST(test_kv_batch_get_strided), RS_TEST(test_service_get_interleaved_misses))

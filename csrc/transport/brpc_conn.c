@@ -438,95 +438,6 @@ static int map_error_code(int code) {
     }
 }
 
-/*
- * RecStore's GetParameter reply whose attachment size says every key was found (m items of the
- * row's dim): read the offset table, check it is exactly that layout, then receive the items with
- * one scatter list, the 12-byte item heads into scratch and the floats into the caller's rows, and
- * check every head's dim. The frame is then consumed. Returns 0 when the request is complete,
- * 1 when the table has another layout (nothing consumed: the caller decodes it buffered), or a
- * negative code (connection broken).
- */
-static int rs_get_scatter(brpc_cconn *c, pending *p, uint32_t meta_size, uint64_t deadline,
-                          rs_error *err) {
-    size_t m = p->rs_keys, vs = p->rs_vs, item = RS_RSBLOCK_ITEM_HEAD + vs;
-    size_t head = RS_BRPC_HEADER_BYTES + meta_size, table = 4 + 4 * m;
-    int rc = fill(c, head + table, deadline, err);
-    if (rc) return rc;
-    const uint8_t *t = c->in + c->in_start + head;
-    int32_t n;
-    memcpy(&n, t, 4);
-    if ((size_t)n != m) return 1;
-    for (size_t i = 0; i < m; i++) {
-        int32_t end;
-        memcpy(&end, t + 4 + 4 * i, 4);
-        if ((size_t)end != (i + 1) * item) return 1;
-    }
-    if (c->acap < m * RS_RSBLOCK_ITEM_HEAD) {
-        uint8_t *b = realloc(c->abuf, m * RS_RSBLOCK_ITEM_HEAD);
-        if (!b) return mark_broken(c, err, RS_ENOMEM, "no memory for a reply");
-        c->abuf = b;
-        c->acap = m * RS_RSBLOCK_ITEM_HEAD;
-    }
-    uint8_t *rows = (uint8_t *)p->rows_out + p->rs_from * vs;
-    c->in_start += head + table;
-    c->in_len -= head + table;
-    /* segments: head i, row i, ...; first from the bytes already buffered, then the socket */
-    size_t seg = 0, seg_off = 0, nseg = 2 * m;
-#define SEG_PTR(k) ((k) % 2 ? rows + ((k) / 2) * vs : c->abuf + ((k) / 2) * RS_RSBLOCK_ITEM_HEAD)
-#define SEG_LEN(k) ((k) % 2 ? vs : (size_t)RS_RSBLOCK_ITEM_HEAD)
-    while (seg < nseg && c->in_len) {
-        size_t take = SEG_LEN(seg) - seg_off < c->in_len ? SEG_LEN(seg) - seg_off : c->in_len;
-        memcpy(SEG_PTR(seg) + seg_off, c->in + c->in_start, take);
-        c->in_start += take;
-        c->in_len -= take;
-        seg_off += take;
-        if (seg_off == SEG_LEN(seg)) {
-            seg++;
-            seg_off = 0;
-        }
-    }
-    while (seg < nseg) {
-        struct iovec iov[512];
-        size_t k = 0;
-        for (size_t j = seg; j < nseg && k < 512; j++, k++) {
-            size_t off = j == seg ? seg_off : 0;
-            iov[k] = (struct iovec){SEG_PTR(j) + off, SEG_LEN(j) - off};
-        }
-        ssize_t r = recv_stepv(c, iov, k, deadline, err);
-        if (r < 0) return (int)r;
-        size_t left = (size_t)r;
-        while (left) {
-            size_t rem = SEG_LEN(seg) - seg_off;
-            if (left >= rem) {
-                left -= rem;
-                seg++;
-                seg_off = 0;
-            } else {
-                seg_off += left;
-                left = 0;
-            }
-        }
-    }
-#undef SEG_PTR
-#undef SEG_LEN
-    for (size_t i = 0; i < m; i++) {
-        int32_t d;
-        memcpy(&d, c->abuf + i * RS_RSBLOCK_ITEM_HEAD + 8, 4);
-        if ((size_t)d * 4 != vs)
-            return mark_broken(c, err, RS_EPROTO,
-                               "bad GetParameter reply: item %zu has dim %d but spans %zu bytes", i,
-                               d, item);
-    }
-    rs_ps_response *resp = &p->comp.resp;
-    memset(resp, 0, offsetof(rs_ps_response, error));
-    resp->error[0] = resp->reply[0] = 0;
-    resp->value_size = (uint32_t)vs;
-    resp->num_found = (uint32_t)m;
-    p->comp.tag = p->tag;
-    p->done = 1;
-    return 0;
-}
-
 /* Read one response frame and complete its pending request. */
 static int read_one(brpc_cconn *c, uint64_t deadline, rs_error *err) {
     rs_error perr = {0};
@@ -572,14 +483,12 @@ static int read_one(brpc_cconn *c, uint64_t deadline, rs_error *err) {
         return mark_broken(c, err, RS_EPROTO, "response with unknown correlation id %lld",
                            (long long)cid);
     size_t msg_len = hdr.body_size - hdr.meta_size - att;
-    if (p->rs_method == RS_RSMSG_GET && !ecode && msg_len == 0 && p->rows_out && p->rs_vs &&
-        ck.type == RS_BRPC_CHECKSUM_NONE && /* a checksummed block is buffered and verified */
-        att == 4 + p->rs_keys * (4 + RS_RSBLOCK_ITEM_HEAD + p->rs_vs)) {
-        /* a block with every key found: each item's floats are received straight into its row */
-        rc = rs_get_scatter(c, p, hdr.meta_size, deadline, err);
-        if (rc <= 0) return rc;
-    }
-    if (p->rs_method >= 0) { /* RecStore's wire: message and block are buffered, then decoded */
+    if (p->rs_method >= 0) {
+        /* RecStore's wire: the frame is received whole into the input buffer (one large copy out
+         * of the socket, as the native wire's rows), then the block is checked and its rows copied
+         * to the caller's in one pass (rs_rsblock_read_rows). Receiving each item's floats
+         * straight into its row instead takes two pieces per key (12-byte head, row): the
+         * kernel's per-piece cost made that 3x the copy (docs/recstore-wire.md, Performance). */
         size_t frame = RS_BRPC_HEADER_BYTES + (size_t)hdr.body_size;
         rc = fill(c, frame, deadline, err);
         if (rc) return rc;

@@ -245,34 +245,50 @@ static int reply_rows_direct(grpc_byte_buffer *bb, void *rows_out, size_t rows_l
     return 1;
 }
 
-/* A forward-only reader over a slice buffer (offsets never go back). */
-typedef struct slice_cursor {
+/* A forward-only reader over a slice buffer: the bytes left in the current slice, read in place. */
+typedef struct slice_reader {
     const grpc_slice_buffer *sb;
-    size_t idx, base; /* slice idx starts at byte base of the message */
-} slice_cursor;
+    size_t idx;       /* current slice */
+    const uint8_t *p; /* next byte in it */
+    size_t left;      /* bytes left in it */
+} slice_reader;
 
-static void cursor_copy(slice_cursor *cu, size_t from, size_t n, uint8_t *dst) {
-    while (n && cu->idx < cu->sb->count) {
-        size_t len = GRPC_SLICE_LENGTH(cu->sb->slices[cu->idx]);
-        if (from >= cu->base + len) {
-            cu->base += len;
-            cu->idx++;
+static void reader_init(slice_reader *r, const grpc_slice_buffer *sb) {
+    r->sb = sb;
+    r->idx = 0;
+    r->p = sb->count ? GRPC_SLICE_START_PTR(sb->slices[0]) : NULL;
+    r->left = sb->count ? GRPC_SLICE_LENGTH(sb->slices[0]) : 0;
+}
+
+/* Copy the next n bytes to dst (NULL: skip them), across slices. The caller has checked that the
+ * buffer holds them. */
+static void reader_read(slice_reader *r, uint8_t *dst, size_t n) {
+    while (n) {
+        if (!r->left) {
+            if (++r->idx >= r->sb->count) return;
+            r->p = GRPC_SLICE_START_PTR(r->sb->slices[r->idx]);
+            r->left = GRPC_SLICE_LENGTH(r->sb->slices[r->idx]);
             continue;
         }
-        size_t off = from - cu->base, take = len - off < n ? len - off : n;
-        memcpy(dst, GRPC_SLICE_START_PTR(cu->sb->slices[cu->idx]) + off, take);
-        dst += take;
-        from += take;
+        size_t take = n < r->left ? n : r->left;
+        if (dst) {
+            memcpy(dst, r->p, take);
+            dst += take;
+        }
+        r->p += take;
+        r->left -= take;
         n -= take;
     }
 }
 
 /*
  * RecStore's GetParameterResponse read straight from gRPC's slices into the caller's rows (as
- * reply_rows_direct does for the native wire): the message must be exactly field 1 holding one
- * block of m items; the block is validated as rs_rsblock_validate does (counts, offsets, every
- * item's span against its dim) while its rows are copied. Returns 1 when rows and resp are
- * filled, 0 when the message has another shape (the caller decodes it whole).
+ * reply_rows_direct does for the native wire), in one pass: the message must be exactly field 1
+ * holding one block of m items. The block is checked as rs_rsblock_validate checks it (count,
+ * every offset, every item's span against its dim, the end) while each item's floats are copied
+ * from its slice to its row (cut or zero-padded; a dim-0 item is a zero row). Returns 1 when rows
+ * and resp are filled, 0 when the message has another shape or the block does not add up (the
+ * caller then decodes it whole, which names the offending offset).
  */
 static int rs_get_direct(grpc_byte_buffer *bb, size_t m, size_t vs, uint8_t *rows,
                          rs_grpc_scratch *scratch, rs_ps_response *resp) {
@@ -291,37 +307,53 @@ static int rs_get_direct(grpc_byte_buffer *bb, size_t m, size_t vs, uint8_t *row
         blen |= (uint64_t)(head[h] & 0x7f) << shift;
         if (!(head[h++] & 0x80)) break;
     }
-    if (h + blen != total || blen < 4 + 4 * m) return 0;
     size_t table = 4 + 4 * m;
+    if (h + blen != total || blen < table || blen > INT32_MAX) return 0;
     if (scratch->cap < table) {
         uint8_t *b = realloc(scratch->buf, 8192);
         if (!b) return 0;
         scratch->buf = b;
         scratch->cap = 8192;
     }
-    slice_cursor cu = {sb, 0, 0};
-    cursor_copy(&cu, h, table, scratch->buf);
+    slice_reader rd;
+    reader_init(&rd, sb);
+    reader_read(&rd, NULL, h);
+    reader_read(&rd, scratch->buf, table);
     int32_t n, prev = 0;
     memcpy(&n, scratch->buf, 4);
     if ((size_t)n != m) return 0;
-    size_t items = h + table, dim = vs / 4;
+    const size_t dim = vs / 4, area = blen - table;
     uint32_t found = 0;
     for (size_t i = 0; i < m; i++) {
         int32_t end, d;
-        uint8_t ih[RS_RSBLOCK_ITEM_HEAD];
         memcpy(&end, scratch->buf + 4 + 4 * i, 4);
         int64_t span = (int64_t)end - prev;
-        if (span < RS_RSBLOCK_ITEM_HEAD || (uint64_t)end > blen - table) return 0;
-        cursor_copy(&cu, items + (size_t)prev, RS_RSBLOCK_ITEM_HEAD, ih);
-        memcpy(&d, ih + 8, 4);
+        if (span < RS_RSBLOCK_ITEM_HEAD || (uint64_t)(uint32_t)end > area) return 0;
+        if (rd.left >= RS_RSBLOCK_ITEM_HEAD) { /* the item's head lies in this slice */
+            memcpy(&d, rd.p + 8, 4);
+            rd.p += RS_RSBLOCK_ITEM_HEAD;
+            rd.left -= RS_RSBLOCK_ITEM_HEAD;
+        } else {
+            uint8_t ih[RS_RSBLOCK_ITEM_HEAD];
+            reader_read(&rd, ih, RS_RSBLOCK_ITEM_HEAD);
+            memcpy(&d, ih + 8, 4);
+        }
         if (d < 0 || RS_RSBLOCK_ITEM_HEAD + 4 * (int64_t)d != span) return 0;
         size_t take = (size_t)d < dim ? (size_t)d : dim;
-        cursor_copy(&cu, items + (size_t)prev + RS_RSBLOCK_ITEM_HEAD, 4 * take, rows + i * vs);
-        memset(rows + i * vs + 4 * take, 0, 4 * (dim - take));
+        uint8_t *row = rows + i * vs;
+        if (rd.left >= 4 * take) { /* the floats lie in this slice */
+            memcpy(row, rd.p, 4 * take);
+            rd.p += 4 * take;
+            rd.left -= 4 * take;
+        } else {
+            reader_read(&rd, row, 4 * take);
+        }
+        if (take < (size_t)d) reader_read(&rd, NULL, 4 * ((size_t)d - take));
+        if (take < dim) memset(row + 4 * take, 0, 4 * (dim - take));
         found += d > 0;
         prev = end;
     }
-    if (table + (size_t)prev != blen) return 0;
+    if ((size_t)prev != area) return 0;
     memset(resp, 0, offsetof(rs_ps_response, error));
     resp->error[0] = resp->reply[0] = 0;
     resp->value_size = (uint32_t)vs;

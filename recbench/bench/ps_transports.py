@@ -11,6 +11,15 @@ For each repeat, in one run of this script:
 Server CPU comes from /proc/<pid>/stat over exactly the timed window; client CPU from the
 client's own report. Reported: keys/s, CPU seconds, keys per CPU-second (client + server), p50/p99
 latency per request, medians over repeats, and each row's ratio to Redis.
+
+Each run's shape is checked against the settings from what the processes themselves report (the
+server's ready line: workers, row size; the client's result line: threads, batch, batches in
+flight, requests per batch); a run of another shape is a failure, not a row. The systems of one
+transport (brpc, recstore+brpc, and with --baseline_tree brpc@base, recstore+brpc@base) run back
+to back in every repeat, in an order rotated per repeat, so that every RecStore-wire / native
+pair (and every this-tree / baseline pair) is judged within one repeat: besides the medians of the
+rates, the median and range of those per-repeat ratios are printed. --baseline_tree DIR runs the
+same systems from another built source tree (before/after in one run).
 """
 
 from __future__ import annotations
@@ -61,19 +70,52 @@ def run_redis(args, repeat: int) -> dict:
             "p99_us": r["p99_us"], "idle_cpu_s": None}
 
 
+BASE_SUFFIX = "@base"
+
+
+def module_argv(module: str, tree: str | None) -> list[str]:
+    """argv running `python -m module`, from the recbench of source tree `tree` when given."""
+    if not tree:
+        return [sys.executable, "-m", module]
+    code = (f"import runpy, sys; sys.path.insert(0, {str(tree)!r}); "
+            f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)")
+    return [sys.executable, "-c", code]
+
+
+def shape_error(args, ready: dict, run: dict) -> str | None:
+    """What of the run's shape, as its processes report it, differs from the settings."""
+    batches = int(run.get("batches", 0) or 0)
+    parts = int(run.get("get_parts", batches) or 0)
+    have = {"server workers": int(ready.get("num_threads", -1)),
+            "value_size": int(ready.get("value_size", -1)),
+            "client threads": int(run.get("threads", -1)),
+            "batch keys": int(run.get("batch_size", -1)),
+            "batches in flight": int(run.get("prefetch_depth", -1)),
+            "client requests per batch": round(parts / batches) if batches else -1}
+    want = {"server workers": args.server_threads, "value_size": args.value_size,
+            "client threads": args.client_threads, "batch keys": args.batch_keys,
+            "batches in flight": args.prefetch_depth,
+            "client requests per batch": 1}  # one shard taking the whole batch (RecStore's wire
+    # chunks at 500 keys inside the transport: batches of <= 500 keys are one call)
+    bad = [f"{k} {have[k]} (asked {want[k]})" for k in want if have[k] != want[k]]
+    return "run shape differs: " + ", ".join(bad) if bad else None
+
+
 def run_transport(args, system: str, repeat: int, pki=None) -> dict:
     # "recstore+grpc": the same grpc server, driven over RecStore's wire (ps_bench --wire recstore)
     # "grpc+tls": grpc over TLS with the test PKI `pki`
-    tls = system == "grpc+tls"
-    wire, transport = ("recstore", system[9:]) if system.startswith("recstore+") else \
-        ("native", "grpc" if tls else system)
+    # "brpc@base": brpc from the build in args.baseline_tree
+    tree = args.baseline_tree if system.endswith(BASE_SUFFIX) else None
+    name = system[:-len(BASE_SUFFIX)] if tree else system
+    tls = name == "grpc+tls"
+    wire, transport = ("recstore", name[9:]) if name.startswith("recstore+") else \
+        ("native", "grpc" if tls else name)
     reason = _ps.transports().get(transport, "unknown transport")
     if reason is not None:
         return {"system": system, "status": "skipped", "reason": reason}
-    py = sys.executable
     srv_tls = ["--tls_cert", pki.cert, "--tls_key", pki.key] if tls else []
     cli_tls = ["--tls_ca", pki.ca] if tls else []
-    srv = PSServerLauncher([py, "-m", "recbench.ps_server", "--transport", transport, "--host",
+    srv = PSServerLauncher(module_argv("recbench.ps_server", tree) + ["--transport", transport, "--host",
                             "127.0.0.1", "--port", "0", "--num_threads", str(args.server_threads),
                             "--value_size", str(args.value_size), "--capacity",
                             str(args.record_count), "--max_keys_per_request",
@@ -91,8 +133,8 @@ def run_transport(args, system: str, repeat: int, pki=None) -> dict:
         i0 = procfs.cpu_seconds(srv.proc.pid)
         time.sleep(args.idle_seconds)
         idle = procfs.cpu_seconds(srv.proc.pid) - i0
-        bench = LineProcess([py, "-m", "recbench.ps_bench", "--transport", transport, "--wire",
-                             wire, "--host",
+        bench = LineProcess(module_argv("recbench.ps_bench", tree) + ["--transport", transport,
+                             "--wire", wire, "--host",
                              "127.0.0.1", "--port", ready["port"], "--record_count",
                              str(args.record_count), "--value_size", str(args.value_size),
                              "--batch_keys", str(args.batch_keys), "--thread_num",
@@ -112,6 +154,9 @@ def run_transport(args, system: str, repeat: int, pki=None) -> dict:
             rc = None
         if rc != 0:
             return {"system": system, "status": "failed", "reason": " | ".join(bench.lines[-3:])}
+        bad_shape = shape_error(args, ready, run)
+        if bad_shape:
+            return {"system": system, "status": "failed", "reason": bad_shape}
     finally:
         if bench is not None:
             bench.stop()
@@ -176,15 +221,62 @@ def format_table(summary: list[dict], args) -> str:
     return "\n".join(lines)
 
 
-def goal_lines(summary: list[dict], args) -> list[str]:
+def family(system: str) -> str:
+    """The transport a system runs on: brpc for brpc, recstore+brpc, brpc@base, ..."""
+    return system.removesuffix(BASE_SUFFIX).removeprefix("recstore+")
+
+
+def repeat_order(systems: list[str], rep: int) -> list[str]:
+    """Repeat rep's run order: each transport's systems back to back (so the pairs compared are
+    measured minutes apart at most), the transports and the order inside each rotated by rep."""
+    fams: dict[str, list[str]] = {}
+    for s in systems:
+        fams.setdefault(family(s), []).append(s)
+    groups = list(fams.values())
+    groups = groups[rep % len(groups):] + groups[:rep % len(groups)]
+    return [s for g in groups for s in g[rep % len(g):] + g[:rep % len(g)]]
+
+
+def pair_ratios(rows: list[dict], num: str, den: str, key: str = "keys_s") -> list[float]:
+    """num / den of `key` within each repeat where both ran."""
+    by = {(r["system"], r["repeat"]): r for r in rows if r["status"] == "ok"}
+    reps = sorted({r["repeat"] for r in rows})
+    val = (lambda r: keys_per_cpu_s(r)) if key == "keys_per_cpu_s" else (lambda r: r[key])
+    return [val(by[num, i]) / val(by[den, i]) for i in reps
+            if (num, i) in by and (den, i) in by and val(by[den, i]) > 0]
+
+
+def pair_lines(rows: list[dict]) -> list[str]:
+    """Per-repeat ratios: RecStore wire / native on each tree, this tree / the baseline tree."""
+    systems = list(dict.fromkeys(r["system"] for r in rows))
+    pairs = []
+    for t in transports.RECSTORE_WIRE_NAMES:
+        for suffix in ("", BASE_SUFFIX):
+            pairs.append((f"recstore+{t}{suffix}", f"{t}{suffix}"))
+    pairs += [(s[:-len(BASE_SUFFIX)], s) for s in systems if s.endswith(BASE_SUFFIX)]
+    out = []
+    for num, den in pairs:
+        for key, what in (("keys_s", "keys/s"), ("keys_per_cpu_s", "keys per CPU-s")):
+            rs = pair_ratios(rows, num, den, key)
+            if rs:
+                out.append(f"per repeat {num} / {den} {what}: median {statistics.median(rs):.2f}x "
+                           f"(range {min(rs):.2f}-{max(rs):.2f}x over {len(rs)} pairs: "
+                           f"{', '.join(f'{r:.2f}' for r in rs)})")
+    return out
+
+
+def goal_lines(summary: list[dict], args, rows: list[dict] | None = None) -> list[str]:
     by = {s["system"]: s for s in summary if s["status"] == "ok"}
     out = []
     for system in transports.RECSTORE_WIRE_NAMES:  # RecStore's wire >= 80 % of the native's keys/s
         rs = f"recstore+{system}"
         if system in by and rs in by:
             r = by[rs]["keys_s"] / by[system]["keys_s"]
-            out.append(f"goal {rs} >= 0.8x {system} keys/s: {r:.2f}x "
-                       f"{'met' if r >= 0.8 else 'NOT met'}")
+            pr = pair_ratios(rows or [], rs, system)
+            per = f"; median of per-repeat ratios {statistics.median(pr):.2f}x " \
+                f"{'met' if statistics.median(pr) >= 0.8 else 'NOT met'}" if pr else ""
+            out.append(f"goal {rs} >= 0.8x {system} keys/s: medians {r:.2f}x "
+                       f"{'met' if r >= 0.8 else 'NOT met'}{per}")
     if "redis" not in by:
         return out + ["goals: no Redis baseline"]
     base = by["redis"]["keys_s"]
@@ -220,6 +312,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--running_seconds", type=float, default=5.0)
     p.add_argument("--idle_seconds", type=float, default=3.0)
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--baseline_tree", default=None, metavar="DIR",
+                   help="also run every PS system from the recbench built in DIR (a source tree "
+                   "built in place, e.g. `git archive main | tar -x -C DIR` then `python setup.py "
+                   "build_ext --inplace` there), labelled SYSTEM@base, next to this tree's in "
+                   "every repeat: before/after in one run")
     p.add_argument("--output_json", default=None,
                    help="also write every run and the summary (with the settings) to this file")
     return p
@@ -230,11 +327,18 @@ def main(argv=None) -> int:
     transports = [t.strip().lower() for t in args.transports.split(",") if t.strip()]
     pki_dir = tempfile.mkdtemp(prefix="rs_tls_pki_") if "grpc+tls" in transports else None
     pki = make_test_pki(pki_dir) if pki_dir else None
+    if args.baseline_tree:
+        base = Path(args.baseline_tree).resolve()
+        if not list(base.glob("recbench/_ps*.so")):
+            print(f"--baseline_tree {base}: no built recbench/_ps*.so there", file=sys.stderr)
+            return 2
+        args.baseline_tree = str(base)
+        transports += [t + BASE_SUFFIX for t in transports]
     rows = []
     for rep in range(args.repeat):
+        # each transport's systems back to back, the order rotated so none always runs first
         systems = ([] if args.no_redis else ["redis"]) + transports
-        # rotate the order so no system always runs first
-        systems = systems[rep % len(systems):] + systems[:rep % len(systems)]
+        systems = repeat_order(systems, rep)
         for system in systems:
             row = (run_redis(args, rep) if system == "redis"
                    else run_transport(args, system, rep, pki))
@@ -253,12 +357,14 @@ def main(argv=None) -> int:
     print()
     print(format_table(summary, args))
     print()
-    goals = goal_lines(summary, args)
-    for line in goals:
+    goals = goal_lines(summary, args, rows)
+    pairs = pair_lines(rows)
+    for line in pairs + goals:
         print(line)
     if args.output_json:
         Path(args.output_json).write_text(json.dumps(
             {"settings": vars(args), "runs": rows, "summary": summary, "goals": goals,
+             "pairs": pairs,
              "host": socket.gethostname(), "build": _ps.build_info()}, indent=2))
     return 0 if all(r["status"] in ("ok", "skipped") for r in rows) else 1
 

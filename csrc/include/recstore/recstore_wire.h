@@ -36,6 +36,16 @@ extern "C" {
  * (e.g. "row block: end[3] = 40 at byte offset 16 is not after end[2] = 52"). */
 int rs_rsblock_validate(const uint8_t *block, size_t len, uint32_t *n_items, rs_error *err);
 
+/* Read a GetParameter reply block that must hold exactly m items into m rows of row_bytes (a
+ * multiple of 4) at rows: item i's floats go to rows + i * row_bytes, cut or zero-padded to the
+ * row, and an item of dim 0 (a miss) becomes a zero row; *found counts the items of dim > 0.
+ * The block is checked exactly as rs_rsblock_validate checks it, with the same errors naming the
+ * offset, plus RS_EPROTO when it holds another number of items. The usual reply (every key found,
+ * at the row's dim) is checked in the same pass as its rows are copied: one look at each offset
+ * and each dim, no per-item bounds walk. After an error the rows are unspecified. */
+int rs_rsblock_read_rows(const uint8_t *block, size_t len, uint32_t m, size_t row_bytes,
+                         uint8_t *rows, uint32_t *found, rs_error *err);
+
 /* Item i of a validated block: its key, dim and a (possibly unaligned) view of its floats. */
 static inline const uint8_t *rs_rsblock_item(const uint8_t *block, uint32_t n, uint32_t i,
                                              uint64_t *key, int32_t *dim) {
