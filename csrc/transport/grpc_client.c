@@ -286,7 +286,9 @@ static void reader_read(slice_reader *r, uint8_t *dst, size_t n) {
  * reply_rows_direct does for the native wire), in one pass: the message must be exactly field 1
  * holding one block of m items. The block is checked as rs_rsblock_validate checks it (count,
  * every offset, every item's span against its dim, the end) while each item's floats are copied
- * from its slice to its row (cut or zero-padded; a dim-0 item is a zero row). Returns 1 when rows
+ * from its slice to its row (cut or zero-padded; a dim-0 item is a zero row). The usual reply
+ * (every key found at the row's dim) is checked branch-free, as rs_rsblock_read_rows does: the
+ * offsets against that layout, then each item's dim while its row is copied. Returns 1 when rows
  * and resp are filled, 0 when the message has another shape or the block does not add up (the
  * caller then decodes it whole, which names the offending offset).
  */
@@ -324,6 +326,33 @@ static int rs_get_direct(grpc_byte_buffer *bb, size_t m, size_t vs, uint8_t *row
     if ((size_t)n != m) return 0;
     const size_t dim = vs / 4, area = blen - table;
     uint32_t found = 0;
+    if (area == m * (RS_RSBLOCK_ITEM_HEAD + vs)) { /* the usual reply: every key found at dim */
+        const uint32_t step = (uint32_t)(RS_RSBLOCK_ITEM_HEAD + vs);
+        uint32_t bad = 0, want = step;
+        for (size_t i = 0; i < m; i++, want += step) { /* branch-free: one OR per offset */
+            uint32_t e;
+            memcpy(&e, scratch->buf + 4 + 4 * i, 4);
+            bad |= e ^ want;
+        }
+        for (size_t i = 0; i < m && !bad; i++) {
+            uint8_t ih[RS_RSBLOCK_ITEM_HEAD];
+            uint32_t d;
+            if (rd.left >= step) { /* the whole item lies in this slice */
+                memcpy(&d, rd.p + 8, 4);
+                memcpy(rows + i * vs, rd.p + RS_RSBLOCK_ITEM_HEAD, vs);
+                rd.p += step;
+                rd.left -= step;
+            } else {
+                reader_read(&rd, ih, RS_RSBLOCK_ITEM_HEAD);
+                memcpy(&d, ih + 8, 4);
+                reader_read(&rd, rows + i * vs, vs);
+            }
+            bad |= d ^ (uint32_t)dim;
+        }
+        if (bad) return 0; /* the caller's full decode names what does not add up */
+        found = (uint32_t)m;
+        goto done;
+    }
     for (size_t i = 0; i < m; i++) {
         int32_t end, d;
         memcpy(&end, scratch->buf + 4 + 4 * i, 4);
@@ -354,6 +383,7 @@ static int rs_get_direct(grpc_byte_buffer *bb, size_t m, size_t vs, uint8_t *row
         prev = end;
     }
     if ((size_t)prev != area) return 0;
+done:
     memset(resp, 0, offsetof(rs_ps_response, error));
     resp->error[0] = resp->reply[0] = 0;
     resp->value_size = (uint32_t)vs;

@@ -9,7 +9,12 @@ in request order with dim-0 items for misses; PutParameter stores each item's fl
 applies SGD (w -= 0.01 g, a missing key becomes -0.01 g) for a table registered by
 InitEmbeddingTable, else success=false; Command handles CLEAR_PS and the fake-data commands.
 Prints "Server shard <k> listening on 127.0.0.1:<port>" when ready, then one JSON line per call
-({"method": ..., "keys": [...]}) so tests can see what arrived where. Stops on SIGTERM."""
+({"method": ..., "keys": [...]}) so tests can see what arrived where. Stops on SIGTERM.
+
+For the client's tests of malformed replies, a GetParameter whose keys include BAD_DIM_KEY is
+answered with the right block except that the last item's dim is one less (its offsets still
+add up to the layout of every key found), and one including BAD_END_KEY with end[0] one byte short
+(the offset at byte 4)."""
 
 import argparse
 import json
@@ -23,6 +28,8 @@ import numpy as np
 from recstore_wire_py import decode_block, encode_block, stubs
 
 LR = np.float32(0.01)
+BAD_DIM_KEY = 0xFFFF_FFFF_FFFF_0001
+BAD_END_KEY = 0xFFFF_FFFF_FFFF_0002
 
 
 def main() -> int:
@@ -48,7 +55,17 @@ def main() -> int:
             log("GetParameter", keys)
             with lock:
                 items = [(int(k), store.get(int(k))) for k in keys]
-            return pb.GetParameterResponse(parameter_value=encode_block(items))
+            block = bytearray(encode_block(items))
+            if BAD_DIM_KEY in keys:  # the last item starts at end[n-2], at byte 4 + 4 (n-2)
+                start = struct.unpack_from("<i", block, 4 * (len(keys) - 1))[0] \
+                    if len(keys) > 1 else 0
+                dim_at = 4 + 4 * len(keys) + start + 8
+                (dim,) = struct.unpack_from("<i", block, dim_at)
+                struct.pack_into("<i", block, dim_at, dim - 1)
+            if BAD_END_KEY in keys:
+                (end0,) = struct.unpack_from("<i", block, 4)
+                struct.pack_into("<i", block, 4, end0 - 1)
+            return pb.GetParameterResponse(parameter_value=bytes(block))
 
         def PutParameter(self, request, context):
             items = decode_block(request.parameter_value)

@@ -129,6 +129,40 @@ class RecStoreClientFixtureTest(unittest.TestCase):
             self.assertLessEqual(max(sizes), 500)
             self.assertIn(500, sizes)  # 2600 keys over 2 shards: full chunks were cut
 
+    def test_rows_of_other_dims_and_malformed_blocks(self):
+        """Rows stored at other dims (through grpcio, as any RecStore client may) read cut or
+        zero-padded; the all-found reply whose last dim disagrees with its offsets, and a block
+        whose end[0] is short, are refused naming the byte offset; the servers keep serving."""
+        import grpc
+        from recstore_fixture_server import BAD_DIM_KEY, BAD_END_KEY
+        from recstore_wire_py import encode_block, stubs
+
+        pb, pb_grpc = stubs("recstore_ps")
+        wide = np.arange(DIM + 4, dtype=np.float32) + 0.5
+        narrow = np.array([7.0, 8.0, 9.0], np.float32)
+        for f in self.fixtures:  # key 3 lives on shard 0, key 2 on shard 1 (SHARD_OF_1_TO_20)
+            with grpc.insecure_channel(f"127.0.0.1:{f.port}") as ch:
+                pb_grpc.ParameterServiceStub(ch).PutParameter(pb.PutParameterRequest(
+                    parameter_value=encode_block([(3, wide), (2, narrow)])))
+        keys = np.arange(1, 21, dtype=np.uint64)
+        with recbench.PSClient(self.uri, value_size=VS) as c:
+            c.put(keys[3:], rows_for(keys[3:]))  # keys 4..20 at the row's dim
+            got = c.get(np.array([3, 2, 1] + list(range(4, 21)), dtype=np.uint64))
+            np.testing.assert_array_equal(got[0], wide[:DIM])
+            np.testing.assert_array_equal(got[1], np.r_[narrow, np.zeros(DIM - 3, np.float32)])
+            np.testing.assert_array_equal(got[2], np.zeros(DIM, np.float32))  # never stored
+            np.testing.assert_array_equal(got[3:], rows_for(keys[3:]))
+        for bad, where in ((BAD_DIM_KEY, "item 2 at byte offset 104 has dim 7 but spans 44"),
+                           (BAD_END_KEY, "spans 43 bytes (end[0] at byte offset 4)")):
+            ks = np.array([bad] * 3, dtype=np.uint64)  # one shard: found rows at the dim
+            with recbench.PSClient(self.uri, value_size=VS) as c:
+                c.put(ks[:1], np.ones((1, DIM), np.float32))
+                with self.assertRaises(errors.ProtocolError) as cm:
+                    c.get(ks)  # the connection is then out of step: a new client is needed
+            self.assertIn(where, str(cm.exception))
+        with recbench.PSClient(self.uri, value_size=VS) as c:
+            np.testing.assert_array_equal(c.get(keys[3:]), rows_for(keys[3:]))
+
     def test_update_is_recstores_sgd_on_table_default(self):
         keys = np.array([5, 6, 7], dtype=np.uint64)
         g = np.ones((3, DIM), np.float32)
