@@ -1,6 +1,7 @@
 """tools/benchmarks/bench_ps_transports.py end to end on tiny settings: a real redis-server and
 real PS servers and clients, every requested system reported (measured, or skipped with the
-server's own reason), the JSON and the table agree. Speed is not judged here."""
+server's own reason), the JSON and the table agree; and how runs are paired and their shape
+checked. Speed is not judged here."""
 
 import json
 import shutil
@@ -40,6 +41,49 @@ class BenchPsTransportsTest(unittest.TestCase):
             self.assertIn("| rdma | skipped:", r.stdout)
         self.assertIn("| brpc |", r.stdout)
         self.assertIn("| redis |", r.stdout)
+
+
+class PairingTest(unittest.TestCase):
+    """How runs are ordered and judged: each transport's systems back to back in every repeat,
+    ratios per repeat, the run shape read back from the processes' own lines."""
+
+    def test_each_transports_systems_run_back_to_back_rotated(self):
+        from recbench.bench.ps_transports import repeat_order
+        systems = ["brpc", "recstore+brpc", "grpc", "recstore+grpc", "brpc@base",
+                   "recstore+brpc@base"]
+        seen = set()
+        for rep in range(4):
+            order = repeat_order(systems, rep)
+            self.assertEqual(sorted(order), sorted(systems))
+            fams = [s.removesuffix("@base").removeprefix("recstore+") for s in order]
+            # one block per transport: the family changes exactly once
+            self.assertEqual(sum(a != b for a, b in zip(fams, fams[1:])), 1, order)
+            seen.add(tuple(order))
+        self.assertEqual(len(seen), 4)  # the order is rotated per repeat
+
+    def test_ratios_are_taken_within_each_repeat(self):
+        from recbench.bench.ps_transports import pair_ratios
+        rows = [{"system": "brpc", "repeat": 0, "status": "ok", "keys_s": 10.0},
+                {"system": "recstore+brpc", "repeat": 0, "status": "ok", "keys_s": 9.0},
+                {"system": "brpc", "repeat": 1, "status": "ok", "keys_s": 4.0},
+                {"system": "recstore+brpc", "repeat": 1, "status": "ok", "keys_s": 4.0},
+                {"system": "brpc", "repeat": 2, "status": "ok", "keys_s": 8.0},
+                {"system": "recstore+brpc", "repeat": 2, "status": "failed"}]
+        self.assertEqual(pair_ratios(rows, "recstore+brpc", "brpc"), [0.9, 1.0])
+
+    def test_a_run_of_another_shape_is_named(self):
+        import argparse
+
+        from recbench.bench.ps_transports import shape_error
+        args = argparse.Namespace(server_threads=1, value_size=512, client_threads=1,
+                                  batch_keys=500, prefetch_depth=8)
+        ready = {"num_threads": "1", "value_size": "512"}
+        run = {"threads": "1", "batch_size": "500", "prefetch_depth": "8", "batches": "10",
+               "get_parts": "10"}
+        self.assertIsNone(shape_error(args, ready, run))
+        err = shape_error(args, {**ready, "num_threads": "2"}, {**run, "get_parts": "20"})
+        self.assertIn("server workers 2 (asked 1)", err)
+        self.assertIn("client requests per batch 2 (asked 1)", err)
 
 
 if __name__ == "__main__":
