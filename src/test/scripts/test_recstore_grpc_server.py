@@ -6,12 +6,15 @@ the native recstore.PSService on the same port seeing the same rows. Every error
 server serving."""
 
 import json
+import os
 import struct
+import subprocess
+import sys
 import threading
 import unittest
 
 import numpy as np
-from ps_testlib import NoLeftoverServers, PSServerProcess, require_transport
+from ps_testlib import NoLeftoverServers, PSServerProcess, python_env, require_transport
 from recstore_wire_py import adagrad_reference, decode_block, encode_block, keys_bytes, stubs
 
 import recbench
@@ -344,11 +347,51 @@ class RecStoreAdagradTest(NoLeftoverServers, unittest.TestCase):
     def test_adagrad(self):
         self._run("AdaGrad")
 
-    def test_adamw_refused_by_name(self):
-        import subprocess
-        import sys
+    def test_optimizer_from_recstore_config(self):
+        """cache_ps.optimizer in RecStore's config JSON sets the optimizer (RecStore's spelling
+        RowWiseAdagrad); a non-number learning rate or a transport without the RecStore wire is
+        refused naming the file and field."""
+        import tempfile
 
-        from ps_testlib import python_env
+        require_transport(self, "grpc")
+        import grpc
+        with tempfile.TemporaryDirectory() as d:
+            cfg_path = os.path.join(d, "ps.json")
+            doc = {"cache_ps": {"optimizer": {"type": "RowWiseAdagrad", "learning_rate": 0.2,
+                                              "epsilon": 1e-6}}}
+            with open(cfg_path, "w") as f:
+                json.dump(doc, f)
+            with PSServerProcess("grpc", value_size=VS,
+                                 extra_args=["--config_path", cfg_path]) as srv, \
+                    grpc.insecure_channel(f"127.0.0.1:{srv.ports[0]}") as ch:
+                pb, pb_grpc = stubs("recstore_ps")
+                stub = pb_grpc.ParameterServiceStub(ch)
+                cfg = json.dumps({"embedding_dim": DIM, "num_embeddings": 10, "table_id": 1})
+                r = stub.InitEmbeddingTable(pb.InitEmbeddingTableRequest(
+                    table_name="t", config_payload=cfg.encode()), timeout=15)
+                self.assertEqual(r.tag, 2)
+                g = np.linspace(-1, 1, DIM, dtype=np.float32)
+                key = (2 << 56) | 5
+                self.assertTrue(stub.UpdateParameter(pb.UpdateParameterRequest(
+                    table_name="t", gradients=encode_block([(key, g)])), timeout=15).success)
+                got = dict(decode_block(stub.GetParameter(pb.GetParameterRequest(
+                    keys=keys_bytes([key])), timeout=15).parameter_value))
+                w, _ = adagrad_reference("RowWiseAdaGrad", np.zeros(DIM), np.zeros(DIM), g,
+                                         0.2, 1e-6)
+                np.testing.assert_allclose(got[key], w, rtol=2e-6, atol=1e-7)
+            for opt, transport, words in (({"learning_rate": "fast"}, "grpc",
+                                           "cache_ps.optimizer.learning_rate must be a number"),
+                                          ({"type": "SGD"}, "shm", "does not serve")):
+                with open(cfg_path, "w") as f:
+                    json.dump({"cache_ps": {"optimizer": opt}}, f)
+                p = subprocess.run([sys.executable, "-m", "recbench.ps_server", "--transport",
+                                    transport, "--port", "0", "--config_path", cfg_path],
+                                   capture_output=True, text=True, env=python_env(), timeout=60)
+                self.assertNotEqual(p.returncode, 0)
+                self.assertIn(cfg_path, p.stderr)
+                self.assertIn(words, p.stderr)
+
+    def test_adamw_refused_by_name(self):
         p = subprocess.run([sys.executable, "-m", "recbench.ps_server", "--transport", "grpc",
                             "--host", "127.0.0.1", "--port", "0", "--transport_options",
                             "optimizer=AdamW"], capture_output=True, text=True, env=python_env(),
