@@ -285,7 +285,11 @@ static int load_empty(rs_ps_shard *s, const char *dir, char *reply, size_t cap, 
     rs_kv_ckpt_info li;
     int rc = rs_kv_checkpoint_load_once(dir, s->shard_id, s->num_shards, s->kv, &li, err);
     if (rc) {
-        rs_kv_clear(s->kv);
+        if (rs_kv_clear(s->kv) != 0)
+            return rs_error_prefix(err,
+                                   "shard %u: load failed and the %llu rows it inserted could not "
+                                   "be cleared: ",
+                                   s->shard_id, (unsigned long long)rs_kv_count(s->kv));
         return rs_error_prefix(err,
                                "shard %u: load refused, shard unchanged (empty): ", s->shard_id);
     }
