@@ -57,6 +57,8 @@ class PSConfig:
     max_keys_per_request: int | None = None
     data_path: str | None = None
     hash_method: str | None = None  # distributed_client.hash_method: how clients route keys
+    # cache_ps.optimizer as server transport options ("optimizer=...;learning_rate=...")
+    optimizer_options: str | None = None
 
     def server_for(self, shard: int) -> ServerEntry | None:
         for s in self.servers:
@@ -78,6 +80,29 @@ def _get(obj: dict, key: str, kind, where: str, path: str):
     return v
 
 
+def _optimizer_options(cps: dict, path: str) -> str | None:
+    """cache_ps.optimizer {type, learning_rate, epsilon} as the servers' transport options (the
+    server checks the values and names a type it does not implement)."""
+    opt = cps.get("optimizer")
+    if opt is None:
+        return None
+    where = "cache_ps.optimizer"
+    if not isinstance(opt, dict):
+        raise ConfigError(f"{path}: {where} must be an object")
+    parts = []
+    kind = _get(opt, "type", str, where, path)
+    if kind is not None:
+        parts.append(f"optimizer={kind}")
+    for key in ("learning_rate", "epsilon"):
+        v = opt.get(key)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ConfigError(f"{path}: {where}.{key} must be a number, got {v!r}")
+        parts.append(f"{key}={v!r}")
+    return ";".join(parts) or None
+
+
 def parse_config(doc: dict, path: str = "<config>") -> PSConfig:
     """Read the fields recbench uses from a RecStore config document."""
     if not isinstance(doc, dict):
@@ -95,6 +120,7 @@ def parse_config(doc: dict, path: str = "<config>") -> PSConfig:
     cfg.num_threads = _get(cps, "num_threads", int, "cache_ps", path)
     cfg.num_shards = _get(cps, "num_shards", int, "cache_ps", path)
     cfg.max_keys_per_request = _get(cps, "max_batch_keys_size", int, "cache_ps", path)
+    cfg.optimizer_options = _optimizer_options(cps, path)
     dc = doc.get("distributed_client") or {}
     mk = _get(dc, "max_keys_per_request", int, "distributed_client", path)
     if mk is not None:

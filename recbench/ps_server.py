@@ -128,6 +128,9 @@ def resolve(args, cfg: PSConfig | None) -> list[dict]:
         port_flag = args.brpc_server_port
     if args.max_connections < 0:
         raise ValueError(f"--max_connections {args.max_connections} must be >= 0 (0 = default)")
+    if cfg.optimizer_options and not transports.get(transport).recstore_wire:
+        raise ValueError(f"{cfg.path}: cache_ps.optimizer applies to RecStore's UpdateParameter, "
+                         f"which the {transport} transport does not serve (brpc and grpc do)")
     value_size = args.value_size or cfg.value_size or 512
     if value_size % 4:
         raise ValueError(f"--value_size {value_size} is not a multiple of 4 (float32 rows)")
@@ -155,7 +158,9 @@ def resolve(args, cfg: PSConfig | None) -> list[dict]:
             "max_keys_per_request": args.max_keys_per_request or cfg.max_keys_per_request or 500,
             "path": data_path, "max_body_bytes": args.max_body_bytes,
             "max_connections": args.max_connections,
-            "extra": args.transport_options,
+            # the config's optimizer first: an option given in --transport_options wins
+            "extra": ";".join(x for x in (cfg.optimizer_options, args.transport_options)
+                              if x) or None,
             "load_checkpoint": args.load_checkpoint, "sync": args.sync,
             "auth_token_file": args.auth_token_file,
             "checkpoint_root": args.checkpoint_root,

@@ -5,8 +5,12 @@
  *   GetParameter        keys -> one row block in request order, misses as dim-0 items
  *   PutParameter        row block -> rows stored (every item must have the shard's dim)
  *   UpdateParameter     gradient block -> optimizer step for a table registered on this shard,
- *                       every key carrying the table's tag in its top 8 bits (tag << 56)
- *   InitEmbeddingTable  table name + JSON config -> tag (= table_id, 0..255, for SGD)
+ *                       every key carrying the table's tag in its top 8 bits (tag << 56):
+ *                       SGD through the engine's atomic row add; AdaGrad and RowWiseAdaGrad
+ *                       read, step and write the rows and their accumulator rows (tag + 1)
+ *                       under the shard's optimizer lock
+ *   InitEmbeddingTable  table name + JSON config -> tag (table_id x tensors per table: SGD 1,
+ *                       AdaGrad 2; 0..255)
  *   Command             CLEAR_PS, LOAD_FAKE_DATA, DUMP_FAKE_DATA; SAVE_CHECKPOINT /
  *                       LOAD_CHECKPOINT (recbench's checkpoint files, inside the shard's
  *                       checkpoint_root); RELOAD_PS is refused (no RecStore model checkpoints)
@@ -38,15 +42,23 @@
 #define RSPS_MAX_TABLES 256
 #define RSPS_NAME_MAX   128
 
+#define RSPS_TAG_SHIFT 56
+#define RSPS_KEY_MASK  ((1ull << RSPS_TAG_SHIFT) - 1)
+#define RSPS_DUP_SLOTS (2 * RSPS_CHUNK) /* open-addressing table finding repeated keys */
+
 typedef struct rsps_table {
     char name[RSPS_NAME_MAX];
-    int64_t dim, num, table_id;
+    int64_t dim, num, table_id, tag;
 } rsps_table;
 
 typedef struct rsps_scratch {
     uint64_t keys[RSPS_CHUNK];
     uint8_t found[RSPS_CHUNK];
     float *rows; /* RSPS_CHUNK * dim */
+    /* AdaGrad optimizers only: accumulator keys and rows, gradients, first index of each key */
+    uint64_t akeys[RSPS_CHUNK];
+    float *acc, *grad;
+    int16_t first[RSPS_CHUNK];
 } rsps_scratch;
 
 struct rs_rsps {
@@ -54,6 +66,7 @@ struct rs_rsps {
     uint32_t dim;
     rs_rsps_optimizer opt;
     rsps_scratch *scratch[RSPS_SLOTS];
+    pthread_mutex_t opt_lock; /* AdaGrad's read-step-write of rows and accumulators */
     pthread_rwlock_t lock;
     rsps_table tables[RSPS_MAX_TABLES];
     unsigned ntables;
@@ -62,33 +75,50 @@ struct rs_rsps {
 void rs_rsps_optimizer_default(rs_rsps_optimizer *o) {
     o->type = RS_RSPS_SGD;
     o->learning_rate = 0.01f;
+    o->epsilon = 1e-10f;
+}
+
+int rs_rsps_optimizer_tensors(rs_rsps_optimizer_type t) {
+    return t == RS_RSPS_SGD ? 1 : 2;
+}
+
+/* A positive finite float option value into *out, or an RS_EINVAL naming it. */
+static int positive_option(const char *who, const char *key, const char *val, float *out,
+                           rs_error *err) {
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(val, &end);
+    if (errno || !end || *end || end == val || !isfinite(v) || v <= 0 || (float)v <= 0) {
+        rs_error_set(err, RS_EINVAL, "%s option %s=%s: want a positive number", who, key, val);
+        return RS_EINVAL;
+    }
+    *out = (float)v;
+    return 1;
 }
 
 int rs_rsps_optimizer_option(rs_rsps_optimizer *o, const char *who, const char *key,
                              const char *val, rs_error *err) {
+    static const struct {
+        const char *name;
+        rs_rsps_optimizer_type type;
+    } names[] = {{"sgd", RS_RSPS_SGD},
+                 {"adagrad", RS_RSPS_ADAGRAD},
+                 {"rowwiseadagrad", RS_RSPS_ROWWISE_ADAGRAD}};
     if (strcmp(key, "optimizer") == 0) {
-        if (strcasecmp(val, "sgd") == 0) {
-            o->type = RS_RSPS_SGD;
-            return 1;
-        }
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+            if (strcasecmp(val, names[i].name) == 0) {
+                o->type = names[i].type;
+                return 1;
+            }
         rs_error_set(err, RS_EINVAL,
-                     "%s option optimizer=%s: recbench implements SGD (RowWiseAdagrad and AdamW "
-                     "are not implemented)",
+                     "%s option optimizer=%s: recbench implements RecStore's SGD, AdaGrad and "
+                     "RowWiseAdaGrad (RecStore's optimizer sources define no AdamW step to match)",
                      who, val);
         return RS_EINVAL;
     }
-    if (strcmp(key, "learning_rate") == 0) {
-        char *end = NULL;
-        errno = 0;
-        double lr = strtod(val, &end);
-        if (errno || !end || *end || end == val || !isfinite(lr) || lr <= 0) {
-            rs_error_set(err, RS_EINVAL, "%s option learning_rate=%s: want a positive number", who,
-                         val);
-            return RS_EINVAL;
-        }
-        o->learning_rate = (float)lr;
-        return 1;
-    }
+    if (strcmp(key, "learning_rate") == 0)
+        return positive_option(who, key, val, &o->learning_rate, err);
+    if (strcmp(key, "epsilon") == 0) return positive_option(who, key, val, &o->epsilon, err);
     return 0;
 }
 
@@ -107,6 +137,11 @@ int rs_rsps_create(rs_ps_shard *shard, const rs_rsps_optimizer *opt, rs_rsps **o
         free(s);
         return rs_error_errno(err, RS_ENOMEM, rc, "recstore wire: table lock");
     }
+    if ((rc = pthread_mutex_init(&s->opt_lock, NULL))) {
+        pthread_rwlock_destroy(&s->lock);
+        free(s);
+        return rs_error_errno(err, RS_ENOMEM, rc, "recstore wire: optimizer lock");
+    }
     *out = s;
     return 0;
 }
@@ -114,9 +149,14 @@ int rs_rsps_create(rs_ps_shard *shard, const rs_rsps_optimizer *opt, rs_rsps **o
 void rs_rsps_destroy(rs_rsps *s) {
     if (!s) return;
     for (int i = 0; i < RSPS_SLOTS; i++) {
-        if (s->scratch[i]) free(s->scratch[i]->rows);
+        if (s->scratch[i]) {
+            free(s->scratch[i]->rows);
+            free(s->scratch[i]->acc);
+            free(s->scratch[i]->grad);
+        }
         free(s->scratch[i]);
     }
+    pthread_mutex_destroy(&s->opt_lock);
     pthread_rwlock_destroy(&s->lock);
     free(s);
 }
@@ -158,7 +198,13 @@ static rsps_scratch *scratch_of(rs_rsps *s, unsigned slot) {
     if (*p) return *p;
     rsps_scratch *sc = calloc(1, sizeof *sc);
     if (!sc) return NULL;
-    if (posix_memalign((void **)&sc->rows, 64, (size_t)RSPS_CHUNK * s->dim * 4)) {
+    size_t bytes = (size_t)RSPS_CHUNK * s->dim * 4;
+    int adagrad = s->opt.type != RS_RSPS_SGD;
+    if (posix_memalign((void **)&sc->rows, 64, bytes) ||
+        (adagrad && (posix_memalign((void **)&sc->acc, 64, bytes) ||
+                     posix_memalign((void **)&sc->grad, 64, bytes)))) {
+        free(sc->rows);
+        free(sc->acc);
         free(sc);
         return NULL;
     }
@@ -304,6 +350,74 @@ static void log_refusal(rs_rsps *s, const char *event, const rs_rsps_result *res
             rs_ps_shard_id(s->shard), res->msg);
 }
 
+/* Items [i, i+m) of a validated gradient block into sc: keys, their accumulator keys (tag + 1),
+ * gradients, and first[j], the index of key j's first occurrence in the chunk (a key sent twice
+ * is stepped twice on one row, in order, as RecStore's in-place update does). */
+static void adagrad_gather(rs_rsps *s, rsps_scratch *sc, const uint8_t *block, uint32_t n,
+                           uint32_t i, uint32_t m, uint64_t acc_tag) {
+    int16_t slot[RSPS_DUP_SLOTS];
+    memset(slot, -1, sizeof slot);
+    for (uint32_t j = 0; j < m; j++) {
+        int32_t dim;
+        const uint8_t *v = rs_rsblock_item(block, n, i + j, &sc->keys[j], &dim);
+        memcpy(sc->grad + (size_t)j * s->dim, v, 4 * (size_t)s->dim);
+        sc->akeys[j] = (sc->keys[j] & RSPS_KEY_MASK) | (acc_tag << RSPS_TAG_SHIFT);
+        uint32_t h = (uint32_t)((sc->keys[j] * 0x9e3779b97f4a7c15ull) >> 55) % RSPS_DUP_SLOTS;
+        while (slot[h] >= 0 && sc->keys[slot[h]] != sc->keys[j])
+            h = (h + 1) % RSPS_DUP_SLOTS;
+        if (slot[h] < 0) slot[h] = (int16_t)j;
+        sc->first[j] = slot[h];
+    }
+}
+
+/* One AdaGrad step of row w (dim floats) with gradient g and accumulator a: a[d] += g[d]^2
+ * (AdaGrad) or a[0] += mean(g^2) (RowWiseAdaGrad); w[d] -= lr / (sqrt(a) + eps) * g[d]. */
+static void adagrad_step(const rs_rsps_optimizer *o, uint32_t dim, float *w, float *a,
+                         const float *g) {
+    if (o->type == RS_RSPS_ROWWISE_ADAGRAD) {
+        float sq = 0.0f;
+        for (uint32_t d = 0; d < dim; d++)
+            sq += g[d] * g[d];
+        a[0] += sq / (float)dim;
+        float step = o->learning_rate / (sqrtf(a[0]) + o->epsilon);
+        for (uint32_t d = 0; d < dim; d++)
+            w[d] -= step * g[d];
+        return;
+    }
+    for (uint32_t d = 0; d < dim; d++) {
+        a[d] += g[d] * g[d];
+        w[d] -= o->learning_rate / (sqrtf(a[d]) + o->epsilon) * g[d];
+    }
+}
+
+/* Read-step-write of m rows and their accumulators (the caller holds opt_lock): a missing row or
+ * accumulator starts from zeros (RecStore skips such a key, dropping its gradient; here it is
+ * created, as SGD creates its rows). Rows of a key sent twice are written once, after both
+ * steps. */
+static int adagrad_chunk(rs_rsps *s, rs_kv *kv, rsps_scratch *sc, uint32_t m, rs_error *e) {
+    size_t row = s->dim, done = 0;
+    rs_kv_batch_get_flat(kv, sc->keys, m, sc->rows, NULL, NULL);
+    rs_kv_batch_get_flat(kv, sc->akeys, m, sc->acc, NULL, NULL);
+    uint32_t u = 0; /* unique keys, compacted to the front in first-occurrence order */
+    for (uint32_t j = 0; j < m; j++) {
+        uint32_t f = (uint32_t)sc->first[j];
+        adagrad_step(&s->opt, s->dim, sc->rows + f * row, sc->acc + f * row, sc->grad + j * row);
+    }
+    for (uint32_t j = 0; j < m; j++) {
+        if ((uint32_t)sc->first[j] != j) continue;
+        if (u != j) {
+            sc->keys[u] = sc->keys[j];
+            sc->akeys[u] = sc->akeys[j];
+            memcpy(sc->rows + u * row, sc->rows + j * row, 4 * row);
+            memcpy(sc->acc + u * row, sc->acc + j * row, 4 * row);
+        }
+        u++;
+    }
+    int rc = rs_kv_batch_put(kv, sc->akeys, u, sc->acc, &done, e);
+    if (rc == 0) rc = rs_kv_batch_put(kv, sc->keys, u, sc->rows, &done, e);
+    return rc;
+}
+
 rs_rsps_code rs_rsps_update(rs_rsps *s, const char *table, size_t table_len, const uint8_t *block,
                             size_t len, unsigned thread_slot, rs_rsps_result *res) {
     uint32_t n = 0;
@@ -311,7 +425,7 @@ rs_rsps_code rs_rsps_update(rs_rsps *s, const char *table, size_t table_len, con
     char tn[65];
     pthread_rwlock_rdlock(&s->lock);
     const rsps_table *t = find_table(s, table, table_len);
-    if (t) tag = t->table_id;
+    if (t) tag = t->tag;
     pthread_rwlock_unlock(&s->lock);
     if (tag < 0) {
         result(res, RS_RSPS_PRECONDITION,
@@ -325,12 +439,12 @@ rs_rsps_code rs_rsps_update(rs_rsps *s, const char *table, size_t table_len, con
         uint64_t key;
         int32_t dim;
         rs_rsblock_item(block, n, i, &key, &dim);
-        if ((int64_t)(key >> 56) != tag) {
+        if ((int64_t)(key >> RSPS_TAG_SHIFT) != tag) {
             result(res, RS_RSPS_INVALID,
                    "UpdateParameter for table '%s' (tag %lld): key %llu (item %u) carries tag "
                    "%llu in its top 8 bits",
                    printable(tn, table, table_len), (long long)tag, (unsigned long long)key, i,
-                   (unsigned long long)(key >> 56));
+                   (unsigned long long)(key >> RSPS_TAG_SHIFT));
             goto refused;
         }
     }
@@ -340,15 +454,24 @@ rs_rsps_code rs_rsps_update(rs_rsps *s, const char *table, size_t table_len, con
         goto refused;
     }
     rs_kv *kv = rs_ps_shard_kv(s->shard);
+    int adagrad = s->opt.type != RS_RSPS_SGD;
     rs_ps_shard_enter(s->shard, thread_slot);
+    if (adagrad) pthread_mutex_lock(&s->opt_lock);
     for (uint32_t i = 0; i < n; i += RSPS_CHUNK) {
         uint32_t m = n - i < RSPS_CHUNK ? n - i : RSPS_CHUNK;
         rs_error e = {0};
-        /* SGD: w -= lr * g, i.e. add -(lr * g); a missing key starts from 0, so it becomes
-         * -lr * g, exactly RecStore's rule */
-        gather(s, sc, block, n, i, m, &s->opt.learning_rate);
-        int rc = rs_kv_update_add_f32(kv, sc->keys, m, sc->rows, &e);
+        int rc;
+        if (adagrad) {
+            adagrad_gather(s, sc, block, n, i, m, (uint64_t)tag + 1);
+            rc = adagrad_chunk(s, kv, sc, m, &e);
+        } else {
+            /* SGD: w -= lr * g, i.e. add -(lr * g); a missing key starts from 0, so it becomes
+             * -lr * g, exactly RecStore's rule */
+            gather(s, sc, block, n, i, m, &s->opt.learning_rate);
+            rc = rs_kv_update_add_f32(kv, sc->keys, m, sc->rows, &e);
+        }
         if (rc) {
+            if (adagrad) pthread_mutex_unlock(&s->opt_lock);
             rs_ps_shard_leave(s->shard, thread_slot);
             result(res, rc == RS_EFULL ? RS_RSPS_CAPACITY : RS_RSPS_INTERNAL,
                    "UpdateParameter applied %u of %u rows: %s", i, n,
@@ -356,6 +479,7 @@ rs_rsps_code rs_rsps_update(rs_rsps *s, const char *table, size_t table_len, con
             goto refused;
         }
     }
+    if (adagrad) pthread_mutex_unlock(&s->opt_lock);
     rs_ps_shard_leave(s->shard, thread_slot);
     rs_ps_shard_count(s->shard, thread_slot, RS_PS_UPDATE, n, 0, 0);
     return ok(res);
@@ -510,10 +634,12 @@ rs_rsps_code rs_rsps_init_table(rs_rsps *s, const char *table, size_t table_len,
         return result(res, RS_RSPS_INVALID, "InitEmbeddingTable '%s' without config_payload", name);
     if (parse_table_json(json, json_len, &dim, &num, &table_id, why, sizeof why))
         return result(res, RS_RSPS_INVALID, "InitEmbeddingTable '%s': %s", name, why);
-    if (table_id < 0 || table_id > 255)
+    int64_t k = rs_rsps_optimizer_tensors(s->opt.type);
+    if (table_id < 0 || table_id * k + k - 1 > 255)
         return result(res, RS_RSPS_INVALID,
-                      "InitEmbeddingTable '%s': table_id %lld gives a tag outside 0..255", name,
-                      (long long)table_id);
+                      "InitEmbeddingTable '%s': table_id %lld gives tags outside 0..255 (%lld "
+                      "tensors per table with this optimizer)",
+                      name, (long long)table_id, (long long)k);
     if (dim != (int64_t)s->dim)
         return result(res, RS_RSPS_INVALID,
                       "InitEmbeddingTable '%s': embedding_dim %lld, but this server stores rows "
@@ -548,11 +674,12 @@ rs_rsps_code rs_rsps_init_table(rs_rsps *s, const char *table, size_t table_len,
             nt->dim = dim;
             nt->num = num;
             nt->table_id = table_id;
+            nt->tag = table_id * k;
         }
     }
     pthread_rwlock_unlock(&s->lock);
     if (code != RS_RSPS_OK) return code;
-    *tag = (int32_t)table_id;
+    *tag = (int32_t)(table_id * k);
     return ok(res);
 }
 

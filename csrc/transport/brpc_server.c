@@ -95,8 +95,9 @@ typedef struct brpc_server {
     int lfd, stopfd;
     uint16_t port;
     rs_ps_shard *shard;
-    rs_rsps *rsps;         /* recstoreps_brpc.ParameterService on the shard */
-    rs_rsps_optimizer opt; /* its UpdateParameter optimizer (options optimizer=, learning_rate=) */
+    rs_rsps *rsps; /* recstoreps_brpc.ParameterService on the shard */
+    rs_rsps_optimizer
+        opt; /* its UpdateParameter optimizer (optimizer=, learning_rate=, epsilon=) */
     uint64_t max_body;
     uint64_t out_limit; /* max_pending_bytes: unsent reply bytes that pause reading a connection */
     uint32_t max_conns;
@@ -604,8 +605,8 @@ static void server_free(brpc_server *s) {
 
 static void brpc_stop(void *state);
 
-/* brpc server transport options: max_pending_bytes=N (64 KiB .. 4 GiB); optimizer=SGD and
- * learning_rate=X for RecStore's UpdateParameter. */
+/* brpc server transport options: max_pending_bytes=N (64 KiB .. 4 GiB); optimizer=SGD|AdaGrad|
+ * RowWiseAdaGrad, learning_rate=X and epsilon=X for RecStore's UpdateParameter. */
 static int apply_server_option(void *ctx, const char *key, const char *val, rs_error *err) {
     brpc_server *s = ctx;
     int known = rs_rsps_optimizer_option(&s->opt, "brpc server", key, val, err);
@@ -615,7 +616,7 @@ static int apply_server_option(void *ctx, const char *key, const char *val, rs_e
                                        &s->out_limit, err);
     return rs_error_set(err, RS_EINVAL,
                         "unknown brpc server option '%s' (known: max_pending_bytes, optimizer, "
-                        "learning_rate)",
+                        "learning_rate, epsilon)",
                         key);
 }
 

@@ -21,8 +21,9 @@
  *                       with 2 workers served one client at half the rate of 1 worker; with poll
  *                       it did not, and 128 connections were served no slower (docs/grpc.md).
  *   optimizer=SGD       (server) the optimizer RecStore's UpdateParameter applies (RecStore's
- *                       cache_ps.optimizer.type); SGD only
+ *                       cache_ps.optimizer.type): SGD, AdaGrad or RowWiseAdaGrad
  *   learning_rate=X     (server) its learning rate, default 0.01 (RecStore's)
+ *   epsilon=X           (server) AdaGrad's epsilon, default 1e-10 (RecStore's)
  *   malloc_tuning=BOOL  (both) 1 (default): at first use, raise glibc's mmap and trim thresholds
  *                       to 64 MiB for the process. gRPC allocates a buffer per socket read and
  *                       frees it after parsing; with glibc's defaults those frees return memory
@@ -109,10 +110,11 @@ static int apply_option(void *ctx, const char *kv, const char *val, rs_error *er
     }
     return rs_error_set(
         err, RS_EINVAL, "unknown grpc %s option '%s' (known: %s)", c->side, kv,
-        c->server ? "calls_per_method, reply_timeout_ms, max_frame_size, "
-                    "poll_strategy, malloc_tuning, optimizer, learning_rate, tls_cert, tls_key"
-                  : "max_frame_size, max_reply_bytes, poll_strategy, "
-                    "malloc_tuning, tls_ca");
+        c->server
+            ? "calls_per_method, reply_timeout_ms, max_frame_size, "
+              "poll_strategy, malloc_tuning, optimizer, learning_rate, epsilon, tls_cert, tls_key"
+            : "max_frame_size, max_reply_bytes, poll_strategy, "
+              "malloc_tuning, tls_ca");
 }
 
 int rs_grpc_options_parse(const char *extra, int server, rs_grpc_options *out, rs_error *err) {

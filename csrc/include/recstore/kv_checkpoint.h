@@ -45,6 +45,7 @@ typedef struct rs_kv_ckpt_info {
     uint64_t created_unix_ns;
     char hash_method[17];
     double seconds; /* save: scan + write + fsync + rename; load: read + verify + insert */
+    int direct_io;  /* load: the blocks were read with O_DIRECT (rs_kv_checkpoint_load_once) */
 } rs_kv_ckpt_info;
 
 /* "<dir>/shard_<id>.rsckpt" into out (cap bytes). RS_EINVAL if it does not fit. */
@@ -73,6 +74,11 @@ int rs_kv_checkpoint_verify(const char *dir, uint32_t shard_id, uint32_t num_sha
  * with requests held off (docs/durability.md). */
 int rs_kv_checkpoint_load(const char *dir, uint32_t shard_id, uint32_t num_shards, rs_kv *into,
                           rs_kv_ckpt_info *info, rs_error *err);
+/* The same load for a file not read just before (no verify pass filled the page cache): the
+ * blocks are read with direct I/O, several in flight, where the file system allows it (else
+ * buffered, as rs_kv_checkpoint_load). rs_ps_shard uses it to load an empty shard in one pass. */
+int rs_kv_checkpoint_load_once(const char *dir, uint32_t shard_id, uint32_t num_shards, rs_kv *into,
+                               rs_kv_ckpt_info *info, rs_error *err);
 
 #ifdef __cplusplus
 }

@@ -164,9 +164,10 @@ int rs_ps_shard_clear(rs_ps_shard *s, uint64_t *removed);
 /* Checkpoints, synchronous (the COMMAND job thread and ps_server --load_checkpoint call these):
  * the shard's rows to / from <dir>/shard_<id>.rsckpt (recstore/kv_checkpoint.h). Save runs while
  * requests continue.
- * Load reads and verifies the whole file into a private engine first (a damaged or mismatched
- * file is refused, the shard unchanged), then holds requests off while it replaces the shard's
- * rows. reply (cap bytes) gets a one-line summary. */
+ * Load refuses a damaged or mismatched file with the shard unchanged. An empty shard is loaded in
+ * one pass with requests held off (a failure clears what that pass inserted); a shard holding
+ * rows has the whole file verified first, with requests served, then holds requests off while it
+ * replaces its rows from a second pass. reply (cap bytes) gets a one-line summary. */
 int rs_ps_shard_save(rs_ps_shard *s, const char *dir, char *reply, size_t cap, rs_error *err);
 /* A directory a client named (dir[0..len), not NUL-terminated) resolved inside the shard's
  * checkpoint_root: relative to it, or absolute under it, no ".." component. 0 with the path in

@@ -125,20 +125,29 @@ typedef enum rs_rsps_code {
     RS_RSPS_PRECONDITION = 5 /* FAILED_PRECONDITION */
 } rs_rsps_code;
 
+/* RecStore's server optimizers (its src/optimizer: SGD one tensor per table, AdaGrad and
+ * RowWiseAdaGrad two: the table's rows and an accumulator tensor of tag + 1). The accumulator
+ * rows live in the same shard as rows of the shard's width under the key with the accumulator's
+ * tag (key & 2^56-1 | (tag + 1) << 56): AdaGrad uses every float, RowWiseAdaGrad float 0. */
 typedef enum rs_rsps_optimizer_type {
-    RS_RSPS_SGD = 0, /* w -= lr * g; a missing key starts as -lr * g */
+    RS_RSPS_SGD = 0,             /* w -= lr * g; a missing key starts as -lr * g */
+    RS_RSPS_ADAGRAD = 1,         /* a += g*g; w -= lr / (sqrt(a) + eps) * g, per element */
+    RS_RSPS_ROWWISE_ADAGRAD = 2, /* a += mean(g*g) per row; w -= lr / (sqrt(a) + eps) * g */
 } rs_rsps_optimizer_type;
 
 typedef struct rs_rsps_optimizer {
     rs_rsps_optimizer_type type;
     float learning_rate; /* default 0.01, RecStore's */
+    float epsilon;       /* AdaGrad's; default 1e-10, RecStore's */
 } rs_rsps_optimizer;
 
-/* Default optimizer (SGD, lr 0.01). */
+/* Default optimizer (SGD, lr 0.01, epsilon 1e-10). */
 void rs_rsps_optimizer_default(rs_rsps_optimizer *o);
-/* One server option: "optimizer=SGD" (RecStore's spelling, case-insensitive) or
- * "learning_rate=0.05". Returns 1 if the key is one of these (parsed into o, or an RS_EINVAL
- * naming the value), 0 if it is not an optimizer key. */
+/* Tensors per table of an optimizer (the tag stride: tag = table_id * this). */
+int rs_rsps_optimizer_tensors(rs_rsps_optimizer_type t);
+/* One server option: "optimizer=SGD|AdaGrad|RowWiseAdaGrad" (RecStore's spellings,
+ * case-insensitive), "learning_rate=0.05" or "epsilon=1e-8". Returns 1 if the key is one of these
+ * (parsed into o, or an RS_EINVAL naming the value), 0 if it is not an optimizer key. */
 int rs_rsps_optimizer_option(rs_rsps_optimizer *o, const char *who, const char *key,
                              const char *val, rs_error *err);
 
@@ -172,8 +181,8 @@ rs_rsps_code rs_rsps_put(rs_rsps *s, const uint8_t *block, size_t len, unsigned 
 rs_rsps_code rs_rsps_update(rs_rsps *s, const char *table, size_t table_len, const uint8_t *block,
                             size_t len, unsigned thread_slot, rs_rsps_result *res);
 /* InitEmbeddingTable: register table with its JSON config ({"embedding_dim":D,
- * "num_embeddings":N,"table_id":T}); *tag = T on success (same config again: same tag), -1 when
- * refused (res says why). */
+ * "num_embeddings":N,"table_id":T}); *tag = T * rs_rsps_optimizer_tensors(optimizer) on success
+ * (same config again: same tag), -1 when refused (res says why). */
 rs_rsps_code rs_rsps_init_table(rs_rsps *s, const char *table, size_t table_len,
                                 const uint8_t *json, size_t json_len, int have_json, int32_t *tag,
                                 rs_rsps_result *res);

@@ -67,3 +67,20 @@ def decode_block(data: bytes) -> list[tuple[int, np.ndarray | None]]:
 
 def keys_bytes(keys) -> bytes:
     return np.asarray(keys, dtype="<u8").tobytes()
+
+
+def adagrad_reference(kind: str, w, a, g, lr, eps):
+    """One step of RecStore's AdaGrad / RowWiseAdaGrad in float32 (src/optimizer/optimizer.cpp):
+    the new (w, a). a is the accumulator row (RowWiseAdaGrad uses a[0] only)."""
+    w, a, g = (np.array(x, dtype=np.float32) for x in (w, a, g))
+    lr, eps = np.float32(lr), np.float32(eps)
+    if kind == "RowWiseAdaGrad":
+        sq = np.float32(0)
+        for x in g:                      # the server sums in index order, in float
+            sq = np.float32(sq + x * x)
+        a[0] = np.float32(a[0] + np.float32(sq / np.float32(len(g))))
+        step = np.float32(lr / np.float32(np.sqrt(a[0]) + eps))
+        return (w - step * g).astype(np.float32), a
+    a = (a + g * g).astype(np.float32)
+    return (w - (lr / (np.sqrt(a) + eps)).astype(np.float32) * g).astype(np.float32), a
+

@@ -26,13 +26,16 @@ class BenchCheckpoint(unittest.TestCase):
                                 "--json", out], capture_output=True, text=True, env=env,
                                timeout=300)
             self.assertEqual(p.returncode, 0, p.stderr[-2000:])
-            for words in ("dd write (fdatasync)", "% of dd write", "% of the faster dd read",
+            for words in ("dd write (fdatasync)", "% of dd write", "load into an empty shard (one pass)",
+                          "reload of the full shard", "% of the faster dd read",
                           "GET during save", "GET during load"):
                 self.assertIn(words, p.stdout)
             res = json.loads(Path(out).read_text())
             rep = res["result"]["repeats"][0]
             self.assertEqual(rep["file_bytes"], 4096 + 32 + 5000 * (8 + 512) + 3 * 32)
             self.assertGreater(rep["save_s"], 0)
+            self.assertGreater(rep["load_empty_s"], 0)
+            self.assertGreater(rep["load_read_verify_s"], 0)
             self.assertEqual(sorted(os.listdir(tmp)), ["r.json"])  # its scratch dir is gone
         finally:
             shutil.rmtree(tmp, ignore_errors=True)

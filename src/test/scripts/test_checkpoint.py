@@ -120,6 +120,40 @@ class CheckpointTransports(unittest.TestCase):
     def test_cceh(self):
         self._round_trip("grpc", "SSD_EXTENDIBLE_HASH")
 
+    def test_empty_shard_loads_in_one_pass_and_a_failure_leaves_it_empty(self):
+        """An emptied shard loads in one pass (direct I/O); a block damaged after good ones
+        clears what that pass inserted, so the shard is empty again and keeps serving."""
+        ck = os.path.join(self.tmp, "ck")
+        keys = np.arange(1, 40001, dtype=np.uint64)  # 72-byte rows: 3 blocks of 14563 rows
+        with PSServerProcess("brpc", value_size=VS,
+                             extra_args=["--checkpoint_root", self.tmp]) as srv, \
+                recbench.PSClient(srv.uri) as ps:
+            put_all(ps, keys, rows_for(keys, 3.0))
+            ps.save(ck)
+            ps.clear()
+            reply = ps.load(ck)[0]
+            self.assertIn("into the empty shard", reply)
+            self.assertIn("one pass", reply)
+            self.assertIn("direct I/O", reply)   # the test dir is on ext4, which takes O_DIRECT
+            np.testing.assert_array_equal(get_all(ps, keys), rows_for(keys, 3.0))
+            ps.clear()
+            block_bytes = 32 + ((1 << 20) // (8 + VS)) * (8 + VS)
+            path = os.path.join(ck, "shard_0.rsckpt")
+            with open(path, "r+b") as f:   # a payload byte of block 2: blocks 0 and 1 go in first
+                f.seek(4096 + 2 * block_bytes + 32 + 100)
+                b = f.read(1)
+                f.seek(4096 + 2 * block_bytes + 32 + 100)
+                f.write(bytes([b[0] ^ 0xFF]))
+            with self.assertRaises(errors.ServerError) as cm:
+                ps.load(ck)
+            msg = str(cm.exception)
+            self.assertIn("shard unchanged (empty)", msg)
+            self.assertIn(f"block 2 at offset {4096 + 2 * block_bytes}", msg)
+            self.assertEqual(ps.stats()[0]["keys"], 0)
+            self.assertFalse(ps.get(keys[:500]).any())
+            put_all(ps, keys[:500], rows_for(keys[:500], 6.0))
+            np.testing.assert_array_equal(ps.get(keys[:500]), rows_for(keys[:500], 6.0))
+
 
 class LoadAtStart(unittest.TestCase):
     def setUp(self):

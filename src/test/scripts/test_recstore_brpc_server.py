@@ -16,7 +16,7 @@ import zlib
 import numpy as np
 from baidu_std_wire import BaiduStdClient, brpc_crc32c, crc32c, snappy_literals
 from ps_testlib import NoLeftoverServers, PSServerProcess
-from recstore_wire_py import decode_block, encode_block, keys_bytes, stubs
+from recstore_wire_py import adagrad_reference, decode_block, encode_block, keys_bytes, stubs
 
 import recbench
 
@@ -195,6 +195,38 @@ class RecStoreBrpcServerTest(NoLeftoverServers, unittest.TestCase):
                                                                        rows_for(keys)))))
         with recbench.PSClient(self.server.uri, value_size=VS) as client:
             np.testing.assert_array_equal(client.get(keys), rows_for(keys))
+
+
+class RecStoreBrpcRowWiseAdagradTest(NoLeftoverServers, unittest.TestCase):
+    """The brpc server takes the same optimizer options: RowWiseAdaGrad steps through
+    recstoreps_brpc.UpdateParameter match the float32 reference; tags are table_id x 2."""
+
+    def test_rowwise_adagrad_steps(self):
+        pb, _ = stubs("recstore_ps_brpc")
+        opts = "optimizer=RowWiseAdaGrad;learning_rate=0.1;epsilon=1e-6"
+        with PSServerProcess("brpc", value_size=VS, extra_args=["--transport_options", opts]) \
+                as srv:
+            c = BaiduStdClient(srv.ports[0])
+            try:
+                cfg = json.dumps({"embedding_dim": DIM, "num_embeddings": 10, "table_id": 2})
+                r = c.call(SVC, "InitEmbeddingTable", pb.InitEmbeddingTableRequest(
+                    table_name="t", config_payload=cfg.encode()).SerializeToString())
+                init = pb.InitEmbeddingTableResponse.FromString(r.message)
+                self.assertTrue(init.success)
+                self.assertEqual(init.tag, 4)
+                key = (4 << 56) | 9
+                w, a = np.zeros(DIM, np.float32), np.zeros(DIM, np.float32)
+                req = pb.UpdateParameterRequest(table_name="t").SerializeToString()
+                for step in range(3):
+                    g = (np.arange(DIM, dtype=np.float32) - step * 3) / 7
+                    up = pb.UpdateParameterResponse.FromString(c.call(
+                        SVC, "UpdateParameter", req, encode_block([(key, g)])).message)
+                    self.assertTrue(up.success)
+                    w, a = adagrad_reference("RowWiseAdaGrad", w, a, g, 0.1, 1e-6)
+                got = decode_block(c.call(SVC, "GetParameter", b"", keys_bytes([key])).attachment)
+                np.testing.assert_allclose(got[0][1], w, rtol=2e-6, atol=1e-7)
+            finally:
+                c.close()
 
 
 if __name__ == "__main__":

@@ -6,13 +6,16 @@ the native recstore.PSService on the same port seeing the same rows. Every error
 server serving."""
 
 import json
+import os
 import struct
+import subprocess
+import sys
 import threading
 import unittest
 
 import numpy as np
-from ps_testlib import NoLeftoverServers, PSServerProcess, require_transport
-from recstore_wire_py import decode_block, encode_block, keys_bytes, stubs
+from ps_testlib import NoLeftoverServers, PSServerProcess, python_env, require_transport
+from recstore_wire_py import adagrad_reference, decode_block, encode_block, keys_bytes, stubs
 
 import recbench
 
@@ -253,6 +256,149 @@ class RecStoreGrpcServerTest(NoLeftoverServers, unittest.TestCase):
             np.testing.assert_array_equal(client.get(keys), rows_for(keys))
             client.put(np.array([80], dtype=np.uint64), rows_for([80]))
         np.testing.assert_array_equal(self.get([80])[0][1], rows_for([80])[0])
+
+
+class RecStoreAdagradTest(NoLeftoverServers, unittest.TestCase):
+    """`--transport_options optimizer=AdaGrad|RowWiseAdaGrad;learning_rate=;epsilon=`: every
+    UpdateParameter checked against a float32 reference of RecStore's rule, the accumulator rows
+    under tag + 1 (read back through GetParameter), missing rows and accumulators starting from
+    zero, a key sent twice in one block stepped twice, tags table_id x 2, and concurrent
+    updaters of the same keys losing no step."""
+
+    LR, EPS = 0.05, 1e-8
+
+    def _run(self, kind):
+        require_transport(self, "grpc")
+        import grpc
+        opts = f"optimizer={kind};learning_rate={self.LR};epsilon={self.EPS}"
+        with PSServerProcess("grpc", value_size=VS,
+                             extra_args=["--transport_options", opts]) as srv, \
+                grpc.insecure_channel(f"127.0.0.1:{srv.ports[0]}") as ch:
+            pb, pb_grpc = stubs("recstore_ps")
+            self._steps(kind, pb, pb_grpc.ParameterServiceStub(ch))
+
+    def _steps(self, kind, pb, stub):
+        def init(name, table_id):
+            cfg = json.dumps({"embedding_dim": DIM, "num_embeddings": 100, "table_id": table_id})
+            return stub.InitEmbeddingTable(pb.InitEmbeddingTableRequest(
+                table_name=name, config_payload=cfg.encode()), timeout=15)
+
+        def get(keys):
+            return dict(decode_block(stub.GetParameter(
+                pb.GetParameterRequest(keys=keys_bytes(keys)), timeout=15).parameter_value))
+
+        r = init("emb", 3)
+        self.assertTrue(r.success)
+        self.assertEqual(r.tag, 6)                       # table_id x 2 tensors per table
+        self.assertFalse(init("big", 128).success)       # 256, 257: outside 0..255
+        tag = 6 << 56
+        keys = [tag | 10, tag | 11, tag | 12, tag | 10]  # 10 twice: two steps on one row
+        stub.PutParameter(pb.PutParameterRequest(parameter_value=encode_block(
+            zip(keys[:2], rows_for(keys[:2])))), timeout=15)   # 12 is missing: starts at 0
+        rng = np.random.default_rng(7)
+        w = {k: v for k, v in zip(keys[:2], rows_for(keys[:2]))}
+        w[keys[2]] = np.zeros(DIM, np.float32)
+        acc = {k: np.zeros(DIM, np.float32) for k in keys[:3]}
+        for _ in range(3):
+            grads = rng.standard_normal((4, DIM)).astype(np.float32)
+            resp = stub.UpdateParameter(pb.UpdateParameterRequest(
+                table_name="emb", gradients=encode_block(zip(keys, grads))), timeout=15)
+            self.assertTrue(resp.success)
+            for k, g in zip(keys, grads):
+                w[k], acc[k] = adagrad_reference(kind, w[k], acc[k], g, self.LR, self.EPS)
+            got = get(keys[:3])
+            for k in keys[:3]:
+                np.testing.assert_allclose(got[k], w[k], rtol=2e-6, atol=1e-7)
+            acc_keys = [(k & ((1 << 56) - 1)) | (7 << 56) for k in keys[:3]]
+            got_acc = get(acc_keys)
+            for k, ak in zip(keys[:3], acc_keys):
+                want = acc[k] if kind == "AdaGrad" else np.r_[acc[k][:1], np.zeros(DIM - 1)]
+                np.testing.assert_allclose(got_acc[ak], want, rtol=2e-6, atol=1e-7)
+        # a key of the accumulator's tag is not the table's: refused
+        resp = stub.UpdateParameter(pb.UpdateParameterRequest(
+            table_name="emb", gradients=encode_block([(7 << 56 | 1, np.ones(DIM, np.float32))])),
+            timeout=15)
+        self.assertFalse(resp.success)
+        # concurrent updaters of the same keys: every step lands (the updates are serialised)
+        ck = [tag | k for k in range(100, 140)]
+        g = np.full((len(ck), DIM), 0.25, np.float32)
+        blk = encode_block(zip(ck, g))
+
+        def worker():
+            for _ in range(10):
+                self.assertTrue(stub.UpdateParameter(pb.UpdateParameterRequest(
+                    table_name="emb", gradients=blk), timeout=30).success)
+
+        ts = [threading.Thread(target=worker) for _ in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        wr, ar = np.zeros(DIM, np.float32), np.zeros(DIM, np.float32)
+        for _ in range(40):
+            wr, ar = adagrad_reference(kind, wr, ar, g[0], self.LR, self.EPS)
+        got = get(ck)
+        for k in ck:
+            np.testing.assert_allclose(got[k], wr, rtol=2e-5, atol=1e-6)
+
+    def test_rowwise_adagrad(self):
+        self._run("RowWiseAdaGrad")
+
+    def test_adagrad(self):
+        self._run("AdaGrad")
+
+    def test_optimizer_from_recstore_config(self):
+        """cache_ps.optimizer in RecStore's config JSON sets the optimizer (RecStore's spelling
+        RowWiseAdagrad); a non-number learning rate or a transport without the RecStore wire is
+        refused naming the file and field."""
+        import tempfile
+
+        require_transport(self, "grpc")
+        import grpc
+        with tempfile.TemporaryDirectory() as d:
+            cfg_path = os.path.join(d, "ps.json")
+            doc = {"cache_ps": {"optimizer": {"type": "RowWiseAdagrad", "learning_rate": 0.2,
+                                              "epsilon": 1e-6}}}
+            with open(cfg_path, "w") as f:
+                json.dump(doc, f)
+            with PSServerProcess("grpc", value_size=VS,
+                                 extra_args=["--config_path", cfg_path]) as srv, \
+                    grpc.insecure_channel(f"127.0.0.1:{srv.ports[0]}") as ch:
+                pb, pb_grpc = stubs("recstore_ps")
+                stub = pb_grpc.ParameterServiceStub(ch)
+                cfg = json.dumps({"embedding_dim": DIM, "num_embeddings": 10, "table_id": 1})
+                r = stub.InitEmbeddingTable(pb.InitEmbeddingTableRequest(
+                    table_name="t", config_payload=cfg.encode()), timeout=15)
+                self.assertEqual(r.tag, 2)
+                g = np.linspace(-1, 1, DIM, dtype=np.float32)
+                key = (2 << 56) | 5
+                self.assertTrue(stub.UpdateParameter(pb.UpdateParameterRequest(
+                    table_name="t", gradients=encode_block([(key, g)])), timeout=15).success)
+                got = dict(decode_block(stub.GetParameter(pb.GetParameterRequest(
+                    keys=keys_bytes([key])), timeout=15).parameter_value))
+                w, _ = adagrad_reference("RowWiseAdaGrad", np.zeros(DIM), np.zeros(DIM), g,
+                                         0.2, 1e-6)
+                np.testing.assert_allclose(got[key], w, rtol=2e-6, atol=1e-7)
+            for opt, transport, words in (({"learning_rate": "fast"}, "grpc",
+                                           "cache_ps.optimizer.learning_rate must be a number"),
+                                          ({"type": "SGD"}, "shm", "does not serve")):
+                with open(cfg_path, "w") as f:
+                    json.dump({"cache_ps": {"optimizer": opt}}, f)
+                p = subprocess.run([sys.executable, "-m", "recbench.ps_server", "--transport",
+                                    transport, "--port", "0", "--config_path", cfg_path],
+                                   capture_output=True, text=True, env=python_env(), timeout=60)
+                self.assertNotEqual(p.returncode, 0)
+                self.assertIn(cfg_path, p.stderr)
+                self.assertIn(words, p.stderr)
+
+    def test_adamw_refused_by_name(self):
+        p = subprocess.run([sys.executable, "-m", "recbench.ps_server", "--transport", "grpc",
+                            "--host", "127.0.0.1", "--port", "0", "--transport_options",
+                            "optimizer=AdamW"], capture_output=True, text=True, env=python_env(),
+                           timeout=60)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("optimizer=AdamW", p.stderr)
+        self.assertIn("no AdamW", p.stderr)
 
 
 if __name__ == "__main__":
