@@ -2,7 +2,8 @@
  * fuzz_recstore_wire.c — libFuzzer target for RecStore's wire as recbench's servers and clients
  * read it: one ParameterService call on a real shard (rs_rsmsg_call: the request codec, row-block
  * validation, the service semantics, the reply writer), and the client's reply decoder
- * (rs_rsmsg_client_decode) on the same bytes.
+ * (rs_rsmsg_client_decode) on the same bytes, and the client's block reader (rs_rsblock_read_rows)
+ * against the validator: each accepts exactly what the other accepts.
  *
  * Input layout: byte 0 picks the method (mod 5) and whether the bytes after the message are the
  * baidu_std attachment (bit 3); bytes 1-2 (u16) the attachment length, taken from the end of the
@@ -71,6 +72,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (rs_rsmsg_client_decode(m, msg, msg_len, att, att_len, keys, VS, rows, &resp, NULL) == 0 &&
         m == RS_RSMSG_GET)
         fuzz_touch(rows, keys * VS);
+    /* the reader's check of the usual layout accepts exactly what the validator accepts */
+    if (att_len) {
+        uint32_t n = 0, found = 0;
+        int valid = rs_rsblock_validate(att, att_len, &n, NULL) == 0 && n == keys;
+        int read = rs_rsblock_read_rows(att, att_len, (uint32_t)keys, VS, (uint8_t *)rows, &found,
+                                        NULL) == 0;
+        FUZZ_CHECK(valid == read);
+        FUZZ_CHECK(found <= keys);
+    }
     free(msg);
     free(att);
     return 0;
