@@ -846,6 +846,59 @@ static void test_sleepers_woken_without_loss(void) {
     fx_stop(&fx);
 }
 
+/* Adaptive spinning: a client whose waits keep ending asleep (slow requests) begins the next ones
+ * with the short spin (wait_quick), every answer still right; a poller that keeps blocking while
+ * idle begins its next idle stretch after work with the short spin (poller_quick_idles). */
+static void test_adaptive_spin_after_sleeps(void) {
+    fixture fx;
+    fx_start(&fx, "", 1);
+    /* no yields: on a loaded machine a yield can last longer than the slow request */
+    rs_rc_client *c = connect_client(&fx, "qps_per_client_per_shard=1;idle_yield_rounds=0", 1);
+    rs_ps_response *resp = malloc(sizeof *resp);
+    float *rows = malloc(8 * VS);
+    uint64_t keys[8] = {SLOW_KEY, 1, 2, 3, 4, 5, 6, 7};
+    rs_rc_client_stats cs;
+    for (unsigned i = 0; i < RS_RC_QUICK_BLOCK_AFTER + 2; i++) {
+        RS_CHECK_EQ(do_get(c, keys, 8, rows, resp), RS_PS_OK);
+        RS_CHECK(rows_ok(keys, 8, rows));
+        rs_rc_client_get_stats(c, &cs);
+        /* the waits up to the streak spin in full, the ones after it begin short */
+        RS_CHECK_EQ(cs.wait_quick,
+                    i < RS_RC_QUICK_BLOCK_AFTER ? 0 : i - RS_RC_QUICK_BLOCK_AFTER + 1);
+    }
+    RS_CHECK(cs.wait_blocks >= RS_RC_QUICK_BLOCK_AFTER + 2);
+    RS_CHECK_EQ(cs.wait_sleep_timeouts, 0);
+    /* the idle poller blocks again and again (each sleep ends by its timeout, no work between):
+     * after the next request its idle stretch begins short (bounded polling of a condition) */
+    rs_rc_server_stats st;
+    rs_rc_server_get_stats(fx.srv, &st);
+    uint64_t blocks0 = st.poller_blocks, deadline = rs_now_ns() + 10000000000ull;
+    do {
+        rs_rc_server_get_stats(fx.srv, &st);
+        if (st.poller_blocks >= blocks0 + RS_RC_QUICK_BLOCK_AFTER + 1) break;
+        rs_sleep_ns(1000000);
+    } while (rs_now_ns() < deadline);
+    RS_CHECK(st.poller_blocks >= blocks0 + RS_RC_QUICK_BLOCK_AFTER + 1);
+    keys[0] = 9;
+    uint64_t quick0 = st.poller_quick_idles;
+    for (int i = 0; i < 4; i++) {
+        RS_CHECK_EQ(do_get(c, keys, 8, rows, resp), RS_PS_OK);
+        RS_CHECK(rows_ok(keys, 8, rows));
+    }
+    deadline = rs_now_ns() + 10000000000ull;
+    do {
+        rs_rc_server_get_stats(fx.srv, &st);
+        if (st.poller_quick_idles > quick0) break;
+        rs_sleep_ns(1000000);
+    } while (rs_now_ns() < deadline);
+    RS_CHECK(st.poller_quick_idles > quick0);
+    rs_rc_client_close(c);
+    free(resp);
+    free(rows);
+    wait_lanes(&fx, 0);
+    fx_stop(&fx);
+}
+
 /* Busy mode never sleeps: no doorbell is armed, no client sleeps. */
 static void test_busy_mode_never_blocks(void) {
     fixture fx;
@@ -888,6 +941,6 @@ RS_TEST_MAIN(RS_TEST(test_get_put_command), RS_TEST(test_status_codes),
              RS_TEST(test_workers_and_profile), RS_TEST(test_ctrl_rejects_bad_frames),
              RS_TEST(test_ctrl_partial_frame_does_not_block),
              RS_TEST(test_client_binds_submitting_thread),
-             RS_TEST(test_sleepers_woken_without_loss),
+             RS_TEST(test_sleepers_woken_without_loss), RS_TEST(test_adaptive_spin_after_sleeps),
              RS_TEST(test_immediate_sleepers_lose_nothing), RS_TEST(test_busy_mode_never_blocks),
              RS_TEST(test_no_shm_leftovers))

@@ -291,6 +291,16 @@ const char *rs_rc_fake_get_name(rs_rc_fake_get m);
 #define RS_RC_IDLE_SPIN_ROUNDS  2000u
 #define RS_RC_IDLE_YIELD_ROUNDS 256u
 #define RS_RC_IDLE_SPIN_US      100u
+/* Adaptive spinning (futex-capable fabrics): after RS_RC_QUICK_BLOCK_AFTER waits (client) or idle
+ * stretches (poller) in a row that ended asleep, the next spins 1/2^RS_RC_QUICK_SPIN_SHIFT of its
+ * rounds and yields none before it sleeps; one answered (or given work) while spinning halves the
+ * count, and every 8th spins in full anyway (a probe: without it a thread whose work now arrives
+ * between the short and the full budget would never find out), so a thread whose work comes back
+ * quickly spins in full again. When threads outnumber
+ * cores, a spinning thread takes the CPU the thread it waits for needs. */
+#define RS_RC_QUICK_BLOCK_AFTER 4u
+#define RS_RC_QUICK_SPIN_SHIFT  4u
+#define RS_RC_QUICK_PROBE_MASK  7u /* every 8th of those spins in full, to notice work came back */
 typedef struct rs_rc_backoff {
     rs_rc_poll_mode mode;
     uint32_t spin_rounds, yield_rounds; /* from the options */
@@ -314,6 +324,9 @@ static inline int rs_rc_backoff_sleeping(const rs_rc_backoff *b) {
 /* Spinning and yielding done: the next idle round would nap; a waiter that can sleep on a futex
  * blocks instead (adaptive mode only). */
 int rs_rc_backoff_should_block(const rs_rc_backoff *b);
+/* Spin 1/2^shift of the rounds (and of *extra_spins, a caller's own spin count), yield none:
+ * for a waiter whose recent waits all ended asleep. */
+void rs_rc_backoff_shorten(rs_rc_backoff *b, unsigned shift, uint32_t *extra_spins);
 
 /* Offsets of the sleep words inside a slot (see the layout at the top). */
 #define RS_RC_SLEEP_WORD_OFFSET(slot_bytes) ((size_t)(slot_bytes)-RS_RC_TAIL_BYTES)
@@ -411,6 +424,8 @@ typedef struct rs_rc_server_stats {
     /* shm futex sleeps: pollers blocked on their lanes' doorbells (entries), of those ended by a
      * client's doorbell; responses after which the server woke a sleeping client */
     uint64_t poller_blocks, poller_doorbell_wakes, client_wakes;
+    /* idle stretches a poller began with the short spin of adaptive spinning */
+    uint64_t poller_quick_idles;
 } rs_rc_server_stats;
 
 /* Start the control plane on host:port (0 = free port), num_threads pollers. */
@@ -439,9 +454,10 @@ int rs_rc_client_submit(rs_rc_client *c, const rs_ps_request *req, uint64_t tag,
 int rs_rc_client_next(rs_rc_client *c, uint64_t *tag, rs_ps_response *resp, rs_error *err);
 uint32_t rs_rc_client_id(const rs_rc_client *c);
 /* How this client's waits went (shm sleeps; zero on verbs): futex sleeps entered, of those the ones
- * that ran out their time slice (without a wake), doorbells that woke a sleeping poller. */
+ * that ran out their time slice (without a wake), doorbells that woke a sleeping poller, waits
+ * begun with the short spin of adaptive spinning. */
 typedef struct rs_rc_client_stats {
-    uint64_t wait_blocks, wait_sleep_timeouts, doorbell_rings;
+    uint64_t wait_blocks, wait_sleep_timeouts, doorbell_rings, wait_quick;
 } rs_rc_client_stats;
 void rs_rc_client_get_stats(const rs_rc_client *c, rs_rc_client_stats *out);
 /* Per-request bounds of this client (transport.h): the server's max_keys, the slots in flight, and

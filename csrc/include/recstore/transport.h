@@ -48,7 +48,7 @@ typedef struct rs_ps_transport_stats {
     uint64_t pollers_sleeping, poller_naps, poller_awake_idle_rounds;
     /* shm futex sleeps (0 elsewhere): poller doorbell sleeps entered, those a client's doorbell
      * ended, responses after which a sleeping client was woken */
-    uint64_t poller_blocks, poller_doorbell_wakes, client_wakes;
+    uint64_t poller_blocks, poller_doorbell_wakes, client_wakes, poller_quick_idles;
 } rs_ps_transport_stats;
 
 typedef struct rs_ps_server_ops {

@@ -46,6 +46,7 @@ static void bind_submitting_thread(const rs_rc_options *o) {
 
 /* Longest nap of a client waiting for an answer it has in flight (adaptive mode, verbs). */
 #define RS_RC_CLIENT_NAP_NS 50000ull
+
 /* Longest futex sleep (shm) before the deadline and the control socket are checked again: the
  * server wakes the sleeper, so this only bounds how late a dead server is noticed. */
 #define RS_RC_CLIENT_SLEEP_NS 1000000000ull
@@ -61,7 +62,7 @@ typedef struct cl_slot {
 typedef struct cl_prof {
     uint64_t submit_count, wait_count, acquire_qp_count, acquire_qp_failures, submit_ns, wait_ns,
         copy_ns, copied_bytes, pending_peak, pending_sum, descriptor_writes, commit_writes,
-        drain_count, drain_ns, wait_blocks, wait_sleep_timeouts, doorbell_rings;
+        drain_count, drain_ns, wait_blocks, wait_sleep_timeouts, doorbell_rings, wait_quick;
 } cl_prof;
 
 struct rs_rc_client {
@@ -84,6 +85,8 @@ struct rs_rc_client {
     uint32_t f_head, f_tail;
     cl_prof prof, prof_prev;
     uint64_t prof_last_ns;
+    uint32_t blocked_streak; /* waits in a row that ended asleep (adaptive spinning, rc.h) */
+    uint32_t quick_waits;    /* waits begun with that count high */
 };
 
 static inline uint8_t *resp_slot(rs_rc_client *c, uint32_t q, uint32_t k) {
@@ -284,6 +287,7 @@ void rs_rc_client_get_stats(const rs_rc_client *c, rs_rc_client_stats *out) {
     out->wait_blocks = c->prof.wait_blocks;
     out->wait_sleep_timeouts = c->prof.wait_sleep_timeouts;
     out->doorbell_rings = c->prof.doorbell_rings;
+    out->wait_quick = c->prof.wait_quick;
 }
 
 /* Room left in a slot for keys and rows: the encoded PSRequest / PSResponse header (a few dozen
@@ -460,9 +464,16 @@ int rs_rc_client_next(rs_rc_client *c, uint64_t *tag, rs_ps_response *resp, rs_e
     bo.max_nap_ns = RS_RC_CLIENT_NAP_NS;
     uint32_t *waiter =
         c->bell[q] ? (uint32_t *)(uintptr_t)(rsl + RS_RC_SLEEP_WORD_OFFSET(c->resp_bytes)) : NULL;
-    uint32_t spins = 0;
+    uint32_t spins = 0, spin_limit = c->o.wait_spin_iterations;
+    int quick = waiter && c->blocked_streak >= RS_RC_QUICK_BLOCK_AFTER &&
+                (++c->quick_waits & RS_RC_QUICK_PROBE_MASK);
+    if (quick) {
+        rs_rc_backoff_shorten(&bo, RS_RC_QUICK_SPIN_SHIFT, &spin_limit);
+        c->prof.wait_quick++;
+    }
+    int blocked = 0;
     while (__atomic_load_n(seqp, __ATOMIC_ACQUIRE) != sl->seq) {
-        if (spins < c->o.wait_spin_iterations) {
+        if (spins < spin_limit) {
             spins++;
             continue;
         }
@@ -472,6 +483,7 @@ int rs_rc_client_next(rs_rc_client *c, uint64_t *tag, rs_ps_response *resp, rs_e
             slept = rs_rc_wait_seq_block(
                 seqp, sl->seq, waiter, left < RS_RC_CLIENT_SLEEP_NS ? left : RS_RC_CLIENT_SLEEP_NS);
             c->prof.wait_blocks += slept != 0;
+            blocked |= slept != 0;
             c->prof.wait_sleep_timeouts += slept == 2;
             if (__atomic_load_n(seqp, __ATOMIC_ACQUIRE) == sl->seq) break; /* woken by it */
         } else {
@@ -491,6 +503,11 @@ int rs_rc_client_next(rs_rc_client *c, uint64_t *tag, rs_ps_response *resp, rs_e
         }
     }
     uint64_t t1 = rs_now_ns();
+    if (blocked)
+        c->blocked_streak += c->blocked_streak < 2 * RS_RC_QUICK_BLOCK_AFTER;
+    else if (spins || bo.idle_rounds) /* answered while spinning; an answer already there counts
+                                       * for nothing */
+        c->blocked_streak /= 2;
     rs_rc_status_word w;
     memcpy(&w, rsl + c->resp_bytes - sizeof w, sizeof w);
     uint32_t room = c->resp_bytes - RS_RC_TAIL_BYTES;

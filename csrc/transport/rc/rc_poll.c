@@ -75,6 +75,12 @@ void rs_rc_backoff_idle(rs_rc_backoff *b) {
     }
 }
 
+void rs_rc_backoff_shorten(rs_rc_backoff *b, unsigned shift, uint32_t *extra_spins) {
+    b->spin_rounds >>= shift;
+    b->yield_rounds = 0;
+    if (extra_spins) *extra_spins >>= shift;
+}
+
 int rs_rc_backoff_should_block(const rs_rc_backoff *b) {
     return b->mode == RS_RC_POLL_ADAPTIVE &&
            (uint64_t)b->idle_rounds >= (uint64_t)b->spin_rounds + b->yield_rounds;

@@ -203,6 +203,8 @@ static void *poller_main(void *arg) {
     rs_rc_backoff_init(&bo, &s->o);
     int workers = s->o.get_workers > 0;
     int can_block = s->fab->shared_futex && s->o.poll_mode == RS_RC_POLL_ADAPTIVE;
+    /* idle stretches in a row that ended asleep, and those begun in quick mode (rc.h) */
+    uint32_t blocked_streak = 0, quick_stretches = 0;
     while (!atomic_load_explicit(&s->stop, memory_order_relaxed)) {
         if (atomic_load_explicit(&s->gen, memory_order_acquire) != p->gen_seen) {
             poller_refresh(p);
@@ -257,13 +259,24 @@ static void *poller_main(void *arg) {
             __atomic_store_n(&pf->max_ready_per_round, ready, __ATOMIC_RELAXED);
         if (t0) BUMP(pf->poll_loop_ns, rs_now_ns() - t0);
         if (ready) {
+            if (bo.idle_rounds) blocked_streak /= 2; /* work came while spinning */
             rs_rc_backoff_busy(&bo);
             atomic_store_explicit(&p->idle_state, RC_POLLER_WORKING, memory_order_relaxed);
         } else {
             BUMP(pf->empty_scan_rounds, 1);
+            if (bo.idle_rounds == 0 && can_block) { /* an idle stretch begins: its spin budget */
+                bo.spin_rounds = s->o.idle_spin_rounds;
+                bo.yield_rounds = s->o.idle_yield_rounds;
+                if (blocked_streak >= RS_RC_QUICK_BLOCK_AFTER &&
+                    (++quick_stretches & RS_RC_QUICK_PROBE_MASK)) {
+                    rs_rc_backoff_shorten(&bo, RS_RC_QUICK_SPIN_SHIFT, NULL);
+                    atomic_fetch_add_explicit(&p->quick_idles, 1, memory_order_relaxed);
+                }
+            }
             if (can_block && !p->waitv_absent && !p->waitv_full &&
                 rs_rc_backoff_should_block(&bo)) {
                 /* after a doorbell, spin again; after a timeout or a kick, sleep again at once */
+                blocked_streak += blocked_streak < 2 * RS_RC_QUICK_BLOCK_AFTER;
                 if (poller_block(p)) rs_rc_backoff_busy(&bo);
                 continue;
             }
@@ -414,6 +427,7 @@ void rs_rc_server_get_stats(rs_rc_server *s, rs_rc_server_stats *out) {
         out->poller_blocks += atomic_load_explicit(&p->blocks, memory_order_relaxed);
         out->poller_doorbell_wakes +=
             atomic_load_explicit(&p->doorbell_wakes, memory_order_relaxed);
+        out->poller_quick_idles += atomic_load_explicit(&p->quick_idles, memory_order_relaxed);
     }
 }
 

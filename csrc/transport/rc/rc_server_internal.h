@@ -97,6 +97,7 @@ typedef struct poller {
     _Atomic uint64_t naps, awake_idle_rounds;
     /* shm: futex sleeps on the lanes' doorbells entered, and those a client's doorbell ended */
     _Atomic uint64_t blocks, doorbell_wakes;
+    _Atomic uint64_t quick_idles; /* idle stretches begun with the short spin (rc.h) */
     uint32_t kick;    /* futex word (private, __atomic): bumped to wake a blocked poller */
     int waitv_absent; /* the kernel has no futex_waitv: nap instead */
     int waitv_full;   /* more clients than futex_waitv takes (until the lanes change): nap */
