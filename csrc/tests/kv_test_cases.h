@@ -18,6 +18,7 @@
 #include "kv/kv_internal.h" /* rs_kv_cpu_supports */
 #include "recstore/kv.h"
 #include "rs_test.h"
+#include "support/engine_dir.h"
 
 static char kvt_dir[256];
 
@@ -29,12 +30,7 @@ static const char *kvt_fresh_dir(void) {
 }
 
 static void kvt_rm_dir(const char *d) {
-    char p[512];
-    snprintf(p, sizeof p, "%s/cceh.index", d);
-    unlink(p);
-    snprintf(p, sizeof p, "%s/cceh.values", d);
-    unlink(p);
-    rmdir(d);
+    rs_test_rm_engine_dir(d);
 }
 
 static rs_kv *kvt_open(rs_kv_index_type t, uint32_t vs, uint64_t cap, const char *dir) {

@@ -12,6 +12,7 @@
 
 #include "recstore/recstore_wire.h"
 #include "rs_test.h"
+#include "support/engine_dir.h"
 
 /* CityHash64 of city-test.cc's data at offset i*i, length i, for i = 0..82 (the v1.1 test table's
  * first column; covers the 0..16, 17..32, 33..64 and > 64 byte paths). */
@@ -432,12 +433,7 @@ static void strided_one(rs_kv_index_type t, uint32_t vs, const char *kernel) {
     free(out);
     free(row);
     rs_kv_close(kv);
-    char p[300];
-    snprintf(p, sizeof p, "%s/cceh.index", dir);
-    unlink(p);
-    snprintf(p, sizeof p, "%s/cceh.values", dir);
-    unlink(p);
-    rmdir(dir);
+    rs_test_rm_engine_dir(dir);
 }
 
 static void test_kv_batch_get_strided(void) {
