@@ -38,8 +38,17 @@
  *                      doorbell stands for this one (its poller watches one doorbell per client;
  *                      written by the server before the attach reply, read by the client once)
  * Both sides publish, fence (seq_cst), then read the other's word, so one of them always sees the
- * other: a wake-up cannot be lost. Verbs peers never touch these words (a NIC cannot wake a futex);
- * their waiters spin, then nap.
+ * other: a wake-up cannot be lost. Verbs peers never touch these words (a NIC cannot wake a futex).
+ *
+ * Completion events (verbs, rs_rc_fabric_ops.notify_events): a client whose recent waits ended in
+ * naps sets RS_RC_FLAG_NOTIFY in a request's descriptor; the server then writes that response's
+ * status word with an immediate (RDMA WRITE WITH IMM), which consumes one of the zero-length
+ * receives the client keeps posted on the QP and puts a completion on the QP's receive CQ, so the
+ * client can block on the CQ's completion channel instead of napping. The data is placed before
+ * the completion, so the status seq is visible once the event is. A server that ignores the flag
+ * (one built before it) costs the client a 1 ms slice per wait, after which it stops asking.
+ * Server pollers on verbs still spin, yield, then nap: a NIC places requests without telling the
+ * poller, and a doorbell would need every request to carry an immediate.
  *
  * Sequence numbers are per lane (one client QP), start at 1 and grow by one per request. The
  * server answers a slot when its commit seq is non-zero and differs from the last seq it saw in
@@ -72,6 +81,7 @@ extern "C" {
     3u /* DONE; the GET rows were gathered from the value store (direct_sg) */
 #define RS_RC_FLAG_GET_DIRECT_SG           (1u << 0)
 #define RS_RC_FLAG_GET_ALLOW_FALLBACK_COPY (1u << 1)
+#define RS_RC_FLAG_NOTIFY                  (1u << 2) /* verbs: answer with an immediate */
 #define RS_RC_MAX_SGE                      32
 #define RS_RC_RESP_HDR_ROOM                64 /* response room a GET keeps for its PSResponse header */
 
@@ -171,6 +181,8 @@ enum {
     RS_RC_WR_SIGNALED = 1u << 0, /* produce a completion for poll() */
     RS_RC_WR_INLINE = 1u << 1,   /* verbs: IBV_SEND_INLINE (caller checks inline_bytes) */
     RS_RC_WR_PUBLISH = 1u << 2,  /* the write ends with a seq word: store its last 8 bytes last */
+    RS_RC_WR_NOTIFY = 1u << 3,   /* notify_events fabrics: the write carries an immediate, which
+                                  * completes one of the peer's posted receives */
 };
 
 typedef struct rs_rc_fabric_config {
@@ -180,6 +192,9 @@ typedef struct rs_rc_fabric_config {
     uint32_t max_send_wr; /* per endpoint send queue depth */
     uint32_t inline_bytes;
     int numa_node; /* -1 = no memory policy; else regions are bound to this node */
+    /* notify_events fabrics: > 0 gives every endpoint a receive CQ on its own completion channel
+     * with this many zero-length receives posted, for the peer's RS_RC_WR_NOTIFY writes */
+    uint32_t recv_events;
 } rs_rc_fabric_config;
 
 typedef struct rs_rc_fabric_ops {
@@ -212,6 +227,16 @@ typedef struct rs_rc_fabric_ops {
      * may sleep on a futex word of a region and the peer wakes it (the sleep words above); 0 for
      * verbs, whose writes a NIC places without waking anyone. */
     int shared_futex;
+    /* 1 when a write can carry RS_RC_WR_NOTIFY and an endpoint opened with recv_events can wait
+     * for it (verbs: WRITE WITH IMM and a completion channel); 0 for shm. */
+    int notify_events;
+    /* notify_events: take the receive completions that arrived (each re-posts its receive);
+     * returns how many, or a negative code. */
+    int (*drain_events)(rs_rc_ep *ep);
+    /* notify_events: block up to timeout_ns for a receive completion (armed, then checked again,
+     * so one that arrives meanwhile is not missed). Returns the completions taken (>= 1), 0 on
+     * timeout, or a negative code. */
+    int (*wait_event)(rs_rc_ep *ep, uint64_t timeout_ns);
 } rs_rc_fabric_ops;
 
 extern const rs_rc_fabric_ops rs_rc_fabric_shm;
@@ -422,7 +447,8 @@ typedef struct rs_rc_server_stats {
     /* idle pollers: napping or parked now; naps taken; idle rounds spent spinning/yielding */
     uint64_t pollers_sleeping, poller_naps, poller_awake_idle_rounds;
     /* shm futex sleeps: pollers blocked on their lanes' doorbells (entries), of those ended by a
-     * client's doorbell; responses after which the server woke a sleeping client */
+     * client's doorbell; responses after which the server woke a sleeping client (shm), or that
+     * it wrote with an immediate for a client that asked (verbs, RS_RC_FLAG_NOTIFY) */
     uint64_t poller_blocks, poller_doorbell_wakes, client_wakes;
     /* idle stretches a poller began with the short spin of adaptive spinning */
     uint64_t poller_quick_idles;
@@ -453,11 +479,12 @@ int rs_rc_client_submit(rs_rc_client *c, const rs_ps_request *req, uint64_t tag,
  * next submit). */
 int rs_rc_client_next(rs_rc_client *c, uint64_t *tag, rs_ps_response *resp, rs_error *err);
 uint32_t rs_rc_client_id(const rs_rc_client *c);
-/* How this client's waits went (shm sleeps; zero on verbs): futex sleeps entered, of those the ones
- * that ran out their time slice (without a wake), doorbells that woke a sleeping poller, waits
- * begun with the short spin of adaptive spinning. */
+/* How this client's waits went: blocking sleeps entered (shm: on the status word's futex; verbs:
+ * on the QP's completion channel, for requests sent with RS_RC_FLAG_NOTIFY), of those the ones
+ * that ran out their time slice (without a wake), doorbells that woke a sleeping poller (shm),
+ * waits begun with the short spin of adaptive spinning, requests sent with RS_RC_FLAG_NOTIFY. */
 typedef struct rs_rc_client_stats {
-    uint64_t wait_blocks, wait_sleep_timeouts, doorbell_rings, wait_quick;
+    uint64_t wait_blocks, wait_sleep_timeouts, doorbell_rings, wait_quick, notify_requests;
 } rs_rc_client_stats;
 void rs_rc_client_get_stats(const rs_rc_client *c, rs_rc_client_stats *out);
 /* Per-request bounds of this client (transport.h): the server's max_keys, the slots in flight, and

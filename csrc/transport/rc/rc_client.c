@@ -8,10 +8,18 @@
  * then write the commit word {READY, seq} to the slot's tail (signaled, published, inline when
  * small); on shm, then ring the lane's doorbell in case its poller sleeps. Next: wait until the
  * response slot's status seq equals the request's seq (spin, then the poll-mode backoff; past its
- * spinning, on shm the thread sleeps on the seq word's futex until the server wakes it, elsewhere
- * it naps; between sleeps the control socket is checked, so a dead server is reported instead of
- * waiting out the timeout), decode the PSResponse header that follows the rows, and copy the rows
- * to the caller (unless skip_client_copy).
+ * spinning, on shm the thread sleeps on the seq word's futex until the server wakes it; on verbs
+ * it naps, or, for a request sent with RS_RC_FLAG_NOTIFY, blocks on its QP's completion channel
+ * until the server's immediate arrives; between sleeps the control socket is checked, so a dead
+ * server is reported instead of waiting out the timeout), decode the PSResponse header that
+ * follows the rows, and copy the rows to the caller (unless skip_client_copy).
+ *
+ * Verbs notify (adaptive mode): once RS_RC_QUICK_BLOCK_AFTER waits in a row ended in naps, the
+ * client asks for an immediate on its next requests (every 8th is sent without, and spun for in
+ * full: the probe of adaptive spinning), keeping at most `2 x slots` such requests per QP whose
+ * receive completion it has not taken, which is how many receives each QP keeps posted. A server
+ * that never answers with one (a recbench from before the flag) is noticed after
+ * RS_RC_NOTIFY_MISSES slices that ended with the answer there but no event, and not asked again.
  *
  * Invariants: seq is per QP, starts at 1 and grows by one per request; a slot is reused only
  * after its response was consumed; at most max_in_flight (<= qps x slots) requests are pending.
@@ -47,6 +55,11 @@ static void bind_submitting_thread(const rs_rc_options *o) {
 /* Longest nap of a client waiting for an answer it has in flight (adaptive mode, verbs). */
 #define RS_RC_CLIENT_NAP_NS 50000ull
 
+/* Verbs notify: a blocking wait's slice (the answer is looked for in memory after each), and how
+ * many slices ending with the answer but no event make the client stop asking for immediates. */
+#define RS_RC_CLIENT_EVENT_SLICE_NS 1000000ull
+#define RS_RC_NOTIFY_MISSES         8u
+
 /* Longest futex sleep (shm) before the deadline and the control socket are checked again: the
  * server wakes the sleeper, so this only bounds how late a dead server is noticed. */
 #define RS_RC_CLIENT_SLEEP_NS 1000000000ull
@@ -57,12 +70,14 @@ typedef struct cl_slot {
     void *rows_out;
     size_t rows_cap;
     uint16_t op;
+    int notify; /* sent with RS_RC_FLAG_NOTIFY */
 } cl_slot;
 
 typedef struct cl_prof {
     uint64_t submit_count, wait_count, acquire_qp_count, acquire_qp_failures, submit_ns, wait_ns,
         copy_ns, copied_bytes, pending_peak, pending_sum, descriptor_writes, commit_writes,
-        drain_count, drain_ns, wait_blocks, wait_sleep_timeouts, doorbell_rings, wait_quick;
+        drain_count, drain_ns, wait_blocks, wait_sleep_timeouts, doorbell_rings, wait_quick,
+        notify_requests;
 } cl_prof;
 
 struct rs_rc_client {
@@ -87,6 +102,12 @@ struct rs_rc_client {
     uint64_t prof_last_ns;
     uint32_t blocked_streak; /* waits in a row that ended asleep (adaptive spinning, rc.h) */
     uint32_t quick_waits;    /* waits begun with that count high */
+    /* verbs notify: receives posted per QP (0: off), per QP the notify requests whose receive
+     * completion is not taken yet, slices that ended with the answer but without its event */
+    uint32_t recvs;
+    uint32_t *notify_out;
+    uint32_t notify_misses;
+    uint32_t notify_asks; /* requests submitted with blocked_streak high (every 8th: a probe) */
 };
 
 static inline uint8_t *resp_slot(rs_rc_client *c, uint32_t q, uint32_t k) {
@@ -170,8 +191,9 @@ int rs_rc_client_connect(const rs_rc_fabric_ops *fab, const char *host, uint16_t
     c->slot = calloc((size_t)c->qps * c->slots, sizeof *c->slot);
     c->fifo = calloc(max_in_flight, sizeof *c->fifo);
     c->bell = calloc(c->qps, sizeof *c->bell);
+    c->notify_out = calloc(c->qps, sizeof *c->notify_out);
     if (!rq || !rp || !c->regions || !c->eps || !c->peers || !c->next_seq || !c->slot || !c->fifo ||
-        !c->bell) {
+        !c->bell || !c->notify_out) {
         rc = rs_error_set(err, RS_ENOMEM, "RC client: out of memory");
         goto fail;
     }
@@ -180,6 +202,8 @@ int rs_rc_client_connect(const rs_rc_fabric_ops *fab, const char *host, uint16_t
                               .gid_index = opts->gid_index,
                               .inline_bytes = opts->inline_bytes,
                               .numa_node = opts->numa_node};
+    if (fab->notify_events && opts->poll_mode == RS_RC_POLL_ADAPTIVE)
+        fc.recv_events = c->recvs = 2 * c->slots;
     if ((rc = fab->open(&fc, &c->f, err))) goto fail;
     if ((rc = fetch_ready(c, host, port, err))) goto fail;
     c->get_mode = opts->get_mode;
@@ -288,6 +312,7 @@ void rs_rc_client_get_stats(const rs_rc_client *c, rs_rc_client_stats *out) {
     out->wait_sleep_timeouts = c->prof.wait_sleep_timeouts;
     out->doorbell_rings = c->prof.doorbell_rings;
     out->wait_quick = c->prof.wait_quick;
+    out->notify_requests = c->prof.notify_requests;
 }
 
 /* Room left in a slot for keys and rows: the encoded PSRequest / PSResponse header (a few dozen
@@ -307,6 +332,22 @@ static void drain(rs_rc_client *c, uint32_t q) {
     rs_rc_wc wc[16];
     while (c->fab->poll(c->eps[q], wc, 16) > 0)
         c->prof.drain_count++;
+}
+
+/* Verbs notify: count the receive completions taken on q (by drain_events or wait_event). */
+static void events_taken(rs_rc_client *c, uint32_t q, int n) {
+    if (n <= 0) return;
+    c->notify_out[q] = (uint32_t)n >= c->notify_out[q] ? 0 : c->notify_out[q] - (uint32_t)n;
+}
+
+/* Ask for an immediate on this request? Recent waits ended in naps, this is not a probe, and q
+ * has a receive for it (see the top of the file). */
+static int want_notify(rs_rc_client *c, uint32_t q) {
+    if (!c->recvs || c->blocked_streak < RS_RC_QUICK_BLOCK_AFTER ||
+        !(++c->notify_asks & RS_RC_QUICK_PROBE_MASK))
+        return 0;
+    events_taken(c, q, c->fab->drain_events(c->eps[q]));
+    return c->notify_out[q] < c->recvs;
 }
 
 int rs_rc_client_submit(rs_rc_client *c, const rs_ps_request *req, uint64_t tag, void *rows_out,
@@ -368,6 +409,8 @@ int rs_rc_client_submit(rs_rc_client *c, const rs_ps_request *req, uint64_t tag,
     d->client_status_addr = resp_addr + c->resp_bytes - sizeof(rs_rc_status_word);
     if (req->op == RS_PS_GET && c->get_mode == RS_RC_GET_DIRECT_SG)
         d->flags = RS_RC_FLAG_GET_DIRECT_SG | RS_RC_FLAG_GET_ALLOW_FALLBACK_COPY;
+    int notify = want_notify(c, q);
+    if (notify) d->flags |= RS_RC_FLAG_NOTIFY;
     rs_ps_request_encode(req, 1, st + RS_RC_DESC_BYTES);
     if (keys_len) memcpy(st + RS_RC_DESC_BYTES + msg, req->keys, keys_len);
     if (req->rows_len) memcpy(st + RS_RC_DESC_BYTES + msg + keys_len, req->rows, req->rows_len);
@@ -395,6 +438,11 @@ int rs_rc_client_submit(rs_rc_client *c, const rs_ps_request *req, uint64_t tag,
     sl->rows_cap = rows_cap;
     sl->op = (uint16_t)req->op;
     sl->t_submit = t0;
+    sl->notify = notify;
+    if (notify) {
+        c->notify_out[q]++;
+        c->prof.notify_requests++;
+    }
     c->fifo[c->f_tail++ % c->max_in_flight] = q * c->slots + k;
     uint64_t pend = c->f_tail - c->f_head;
     c->prof.submit_count++;
@@ -434,11 +482,12 @@ static void maybe_profile(rs_rc_client *c) {
         " submit_avg_ns=%.1f wait_status_avg_ns=%.1f copy_response_avg_ns=%.1f "
         "copied_bytes=%" PRIu64 " pending_rpc_peak=%" PRIu64
         " pending_rpc_avg=%.2f pending_rpc_last=%u wait_blocks=%" PRIu64 " doorbell_rings=%" PRIu64
-        "\n",
+        " notify_requests=%" PRIu64 "\n",
         c->fab->name, c->shard_id, c->client_id, d.submit_count, d.wait_count, d.acquire_qp_count,
         d.acquire_qp_failures, AV(d.submit_ns, d.submit_count), AV(d.wait_ns, d.wait_count),
         AV(d.copy_ns, d.wait_count), d.copied_bytes, d.pending_peak,
-        AV(d.pending_sum, d.submit_count), c->f_tail - c->f_head, d.wait_blocks, d.doorbell_rings);
+        AV(d.pending_sum, d.submit_count), c->f_tail - c->f_head, d.wait_blocks, d.doorbell_rings,
+        d.notify_requests);
     printf("component=rdma_rc_transport_profile role=client transport=%s shard=%u client_id=%u "
            "submit_count=%" PRIu64 " submit_descriptor_writes=%" PRIu64
            " submit_commit_writes=%" PRIu64 " submit_avg_ns=%.1f"
@@ -467,7 +516,8 @@ int rs_rc_client_next(rs_rc_client *c, uint64_t *tag, rs_ps_response *resp, rs_e
     uint32_t spins = 0, spin_limit = c->o.wait_spin_iterations;
     int quick = waiter && c->blocked_streak >= RS_RC_QUICK_BLOCK_AFTER &&
                 (++c->quick_waits & RS_RC_QUICK_PROBE_MASK);
-    if (quick) {
+    int event = sl->notify && c->recvs; /* the answer comes with an immediate: block for it */
+    if (quick || event) {
         rs_rc_backoff_shorten(&bo, RS_RC_QUICK_SPIN_SHIFT, &spin_limit);
         c->prof.wait_quick++;
     }
@@ -486,6 +536,34 @@ int rs_rc_client_next(rs_rc_client *c, uint64_t *tag, rs_ps_response *resp, rs_e
             blocked |= slept != 0;
             c->prof.wait_sleep_timeouts += slept == 2;
             if (__atomic_load_n(seqp, __ATOMIC_ACQUIRE) == sl->seq) break; /* woken by it */
+        } else if (event && rs_rc_backoff_should_block(&bo)) {
+            uint64_t now = rs_now_ns(), left = now < deadline ? deadline - now : 0;
+            int n = c->fab->wait_event(
+                c->eps[q], left < RS_RC_CLIENT_EVENT_SLICE_NS ? left : RS_RC_CLIENT_EVENT_SLICE_NS);
+            if (n < 0)
+                return rs_error_set(err, RS_EIO,
+                                    "RC client %s: waiting on the completion channel of qp %u "
+                                    "failed (%s)",
+                                    c->peer, q, rs_strerror(n));
+            slept = 1;
+            blocked = 1;
+            c->prof.wait_blocks++;
+            events_taken(c, q, n);
+            int there = __atomic_load_n(seqp, __ATOMIC_ACQUIRE) == sl->seq;
+            if (n > 0) {
+                c->notify_misses = 0;
+            } else {
+                c->prof.wait_sleep_timeouts++;
+                if (there && ++c->notify_misses == RS_RC_NOTIFY_MISSES) {
+                    c->recvs = 0; /* the server does not answer with immediates */
+                    fprintf(stderr,
+                            "component=rdma_rc_client event=notify_off server=%s shard=%u "
+                            "reason=\"%u answers came without their immediate: the server "
+                            "ignores RS_RC_FLAG_NOTIFY; napping instead\"\n",
+                            c->peer, c->shard_id, RS_RC_NOTIFY_MISSES);
+                }
+            }
+            if (there) break;
         } else {
             rs_rc_backoff_idle(&bo);
         }
@@ -503,7 +581,8 @@ int rs_rc_client_next(rs_rc_client *c, uint64_t *tag, rs_ps_response *resp, rs_e
         }
     }
     uint64_t t1 = rs_now_ns();
-    if (blocked)
+    /* verbs: a wait that reached the naps counts as one that ended asleep */
+    if (blocked || (c->fab->notify_events && rs_rc_backoff_sleeping(&bo)))
         c->blocked_streak += c->blocked_streak < 2 * RS_RC_QUICK_BLOCK_AFTER;
     else if (spins || bo.idle_rounds) /* answered while spinning; an answer already there counts
                                        * for nothing */
@@ -628,5 +707,6 @@ void rs_rc_client_close(rs_rc_client *c) {
     free(c->slot);
     free(c->fifo);
     free(c->bell);
+    free(c->notify_out);
     free(c);
 }

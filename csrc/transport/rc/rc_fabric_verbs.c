@@ -14,11 +14,17 @@
  * (elsewhere the server pins the value store instead, rc_kv_mr.c). open() reads the device limits
  * (max_sge, max_qp_wr, implicit ODP) and prints them as one component=rdma_fabric line; a device
  * that cannot inline gets QPs without inline data rather than an error.
+ * Completion events: with recv_events, an endpoint's QP gets its own receive CQ on its own
+ * completion channel and that many zero-length receives; a peer's RS_RC_WR_NOTIFY write is an
+ * RDMA WRITE WITH IMM, which consumes one and completes it on that CQ, and wait_event() blocks on
+ * the channel's fd for it (arm, poll the CQ again, then poll(2) the fd), re-posting every receive
+ * it takes.
  * Built without libibverbs, open() fails with RS_ENOTSUP.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +57,9 @@ struct rs_rc_fabric {
 struct rs_rc_ep {
     rs_rc_fabric *f;
     struct ibv_cq *cq;
+    struct ibv_comp_channel *chan; /* recv_events: the receive CQ's completion channel */
+    struct ibv_cq *rcq;            /* recv_events: receive CQ (else receives share cq) */
+    uint32_t recvs;                /* zero-length receives kept posted (recv_events) */
     struct ibv_qp *qp;
     uint32_t psn;
     rs_rc_ep_meta peer;
@@ -251,6 +260,21 @@ static void verbs_dereg_local(rs_rc_fabric *f, rs_rc_region *r) {
     if (r) memset(r, 0, sizeof *r);
 }
 
+/* One zero-length receive: a WRITE WITH IMM consumes it and places nothing in it. */
+static int post_recv(rs_rc_ep *ep) {
+    struct ibv_recv_wr wr = {.wr_id = 0, .sg_list = NULL, .num_sge = 0}, *bad = NULL;
+    return ibv_post_recv(ep->qp, &wr, &bad);
+}
+
+/* Events are acknowledged as they are taken (wait_event), so the CQs can be destroyed here. */
+static void ep_release(rs_rc_ep *ep) {
+    if (ep->qp) ibv_destroy_qp(ep->qp);
+    if (ep->rcq) ibv_destroy_cq(ep->rcq);
+    if (ep->chan) ibv_destroy_comp_channel(ep->chan);
+    if (ep->cq) ibv_destroy_cq(ep->cq);
+    free(ep);
+}
+
 static int verbs_ep_create(rs_rc_fabric *f, const rs_rc_region *local, rs_rc_ep **out,
                            rs_rc_ep_meta *meta, rs_error *err) {
     rs_rc_ep *ep = calloc(1, sizeof *ep);
@@ -263,11 +287,24 @@ static int verbs_ep_create(rs_rc_fabric *f, const rs_rc_region *local, rs_rc_ep 
         rc = rs_error_errno(err, RS_ENOMEM, errno, "ibv_create_cq(%u) on %s", depth, f->devname);
         goto fail;
     }
+    ep->recvs = f->cfg.recv_events;
+    if (ep->recvs && f->max_qp_wr && ep->recvs > f->max_qp_wr) ep->recvs = f->max_qp_wr;
+    if (ep->recvs) {
+        if (!(ep->chan = ibv_create_comp_channel(f->ctx))) {
+            rc = rs_error_errno(err, RS_ENOMEM, errno, "ibv_create_comp_channel on %s", f->devname);
+            goto fail;
+        }
+        if (!(ep->rcq = ibv_create_cq(f->ctx, (int)ep->recvs, NULL, ep->chan, 0))) {
+            rc = rs_error_errno(err, RS_ENOMEM, errno, "ibv_create_cq(%u, receive) on %s",
+                                ep->recvs, f->devname);
+            goto fail;
+        }
+    }
     struct ibv_qp_init_attr ia = {
         .send_cq = ep->cq,
-        .recv_cq = ep->cq,
+        .recv_cq = ep->rcq ? ep->rcq : ep->cq,
         .cap = {.max_send_wr = depth,
-                .max_recv_wr = 1,
+                .max_recv_wr = ep->recvs ? ep->recvs : 1,
                 .max_send_sge = RS_RC_MAX_SGE,
                 .max_recv_sge = 1,
                 .max_inline_data = f->cfg.inline_bytes},
@@ -302,6 +339,12 @@ static int verbs_ep_create(rs_rc_fabric *f, const rs_rc_region *local, rs_rc_ep 
         rc = rs_error_errno(err, RS_EIO, errno, "ibv_modify_qp(INIT) on %s", f->devname);
         goto fail;
     }
+    for (uint32_t i = 0; i < ep->recvs; i++)
+        if ((rc = post_recv(ep)) != 0) {
+            rc = rs_error_errno(err, RS_EIO, rc, "ibv_post_recv (%u of %u receives) on %s", i + 1,
+                                ep->recvs, f->devname);
+            goto fail;
+        }
     ep->psn = (uint32_t)(rs_mix64((uint64_t)getpid() ^ ep->qp->qp_num ^ (uintptr_t)ep) & 0xffffff);
     memset(meta, 0, sizeof *meta);
     meta->region_addr = (uint64_t)(uintptr_t)local->addr;
@@ -318,9 +361,7 @@ static int verbs_ep_create(rs_rc_fabric *f, const rs_rc_region *local, rs_rc_ep 
     *out = ep;
     return 0;
 fail:
-    if (ep->qp) ibv_destroy_qp(ep->qp);
-    if (ep->cq) ibv_destroy_cq(ep->cq);
-    free(ep);
+    ep_release(ep);
     return rc;
 }
 
@@ -369,10 +410,7 @@ static int verbs_ep_connect(rs_rc_ep *ep, const rs_rc_ep_meta *peer, rs_error *e
 }
 
 static void verbs_ep_destroy(rs_rc_ep *ep) {
-    if (!ep) return;
-    if (ep->qp) ibv_destroy_qp(ep->qp);
-    if (ep->cq) ibv_destroy_cq(ep->cq);
-    free(ep);
+    if (ep) ep_release(ep);
 }
 
 static int verbs_write(rs_rc_ep *ep, const rs_rc_sge *sg, int n, uint64_t remote_addr,
@@ -404,7 +442,9 @@ static int verbs_write(rs_rc_ep *ep, const rs_rc_sge *sg, int n, uint64_t remote
                                .wr_id = wr_id,
                                .sg_list = s,
                                .num_sge = n,
-                               .opcode = IBV_WR_RDMA_WRITE,
+                               .opcode = (flags & RS_RC_WR_NOTIFY) ? IBV_WR_RDMA_WRITE_WITH_IMM
+                                                                   : IBV_WR_RDMA_WRITE,
+                               .imm_data = 0,
                                .send_flags =
                                    ((flags & RS_RC_WR_SIGNALED) ? IBV_SEND_SIGNALED : 0u) |
                                    ((flags & RS_RC_WR_INLINE) && total <= ep->f->cfg.inline_bytes
@@ -445,6 +485,44 @@ static int verbs_poll(rs_rc_ep *ep, rs_rc_wc *wc, int max) {
     return got;
 }
 
+static int verbs_drain_events(rs_rc_ep *ep) {
+    if (!ep->rcq) return 0;
+    struct ibv_wc w[16];
+    int got = 0;
+    for (;;) {
+        int k = ibv_poll_cq(ep->rcq, 16, w);
+        if (k < 0) return RS_EIO;
+        for (int i = 0; i < k; i++) {
+            if (w[i].status != IBV_WC_SUCCESS) {
+                /* flushed (the QP is in error): nothing to re-post into */
+                if (!ep->failed) ep->failed = (int)w[i].status + 1;
+                continue;
+            }
+            if (post_recv(ep) != 0) return RS_EIO;
+            got++;
+        }
+        if (k < 16) return got;
+    }
+}
+
+static int verbs_wait_event(rs_rc_ep *ep, uint64_t timeout_ns) {
+    if (!ep->rcq) return RS_EINVAL;
+    int got = verbs_drain_events(ep);
+    if (got) return got;
+    if (ibv_req_notify_cq(ep->rcq, 0)) return RS_EIO;
+    if ((got = verbs_drain_events(ep)) != 0) return got; /* arrived before the arm took */
+    struct pollfd p = {.fd = ep->chan->fd, .events = POLLIN};
+    int ms = (int)((timeout_ns + 999999) / 1000000);
+    int r = poll(&p, 1, ms);
+    if (r < 0) return errno == EINTR ? 0 : RS_EIO;
+    if (r == 0) return 0;
+    struct ibv_cq *cq;
+    void *ctx;
+    if (ibv_get_cq_event(ep->chan, &cq, &ctx)) return RS_EIO;
+    ibv_ack_cq_events(cq, 1);
+    return verbs_drain_events(ep);
+}
+
 static void *verbs_remote_window(rs_rc_ep *ep, uint64_t remote_addr, size_t len) {
     (void)ep;
     (void)remote_addr;
@@ -466,6 +544,9 @@ const rs_rc_fabric_ops rs_rc_fabric_verbs = {
     .write = verbs_write,
     .poll = verbs_poll,
     .remote_window = verbs_remote_window,
+    .notify_events = 1,
+    .drain_events = verbs_drain_events,
+    .wait_event = verbs_wait_event,
 };
 
 #else /* !RS_HAVE_VERBS */

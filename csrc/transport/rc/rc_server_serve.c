@@ -4,7 +4,9 @@
  * descriptor against the lane, decode the PSRequest, run the shard handler or one of the GET paths
  * (staging_copy into the response staging slot, direct_sg straight from the value store, the fake
  * GET modes), and answer: optional payload write, then the status word with the seq last, then
- * (shm) a wake of the client when its waiter word says it sleeps.
+ * (shm) a wake of the client when its waiter word says it sleeps; on verbs, the status word goes
+ * with an immediate when the request asked for it (RS_RC_FLAG_NOTIFY: the client blocks on its
+ * completion channel).
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
@@ -58,8 +60,14 @@ static void finish(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq, i
     rs_rc_sge sw = {w, sizeof *w, ln->region.lkey};
     unsigned fl = RS_RC_WR_SIGNALED | RS_RC_WR_PUBLISH |
                   (sizeof *w <= s->o.inline_bytes ? RS_RC_WR_INLINE : 0);
-    if (lane_write(s, ln, &sw, 1, raddr + ln->resp_bytes - sizeof *w, fl) == 0)
+    /* the request's descriptor is still in its slot: the client rewrites it only after this */
+    const rs_rc_desc *d = (const rs_rc_desc *)(ln->region.addr + (size_t)slot * ln->req_bytes);
+    int notify = s->fab->notify_events && (d->flags & RS_RC_FLAG_NOTIFY);
+    if (notify) fl |= RS_RC_WR_NOTIFY;
+    if (lane_write(s, ln, &sw, 1, raddr + ln->resp_bytes - sizeof *w, fl) == 0) {
         BUMP(pf->response_status_writes, 1);
+        if (notify) BUMP(pf->client_wakes, 1);
+    }
     s->fab->poll(ln->ep, wc, 16);
     pthread_spin_unlock(&ln->wlock);
     if (s->fab->shared_futex) {

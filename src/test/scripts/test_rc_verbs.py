@@ -74,17 +74,23 @@ def server(index_type: str = "DRAM_PET_HASH", *extra: str) -> PSServerProcess:
                            ready_timeout=120.0)
 
 
-def profile_totals(srv: PSServerProcess, want: dict[str, int], timeout: float = 60.0) -> dict:
-    """Sums of the server's rdma_rc_server_profile counters once each `want` key reaches its
-    value (the profile lines are per-interval deltas)."""
+def line_totals(lines, component: str) -> dict[str, int]:
+    """Sums of the integer counters of every `component=...` profile line (per-interval deltas)."""
+    tot: dict[str, int] = {}
+    for line in lines:
+        if f"component={component}" in line:
+            for k, v in parse_kv_line(line).items():
+                if v.isdigit():
+                    tot[k] = tot.get(k, 0) + int(v)
+    return tot
+
+
+def profile_totals(srv: PSServerProcess, want: dict[str, int], timeout: float = 60.0,
+                   component: str = "rdma_rc_server_profile") -> dict:
+    """Sums of the server's profile counters (rdma_rc_server_profile unless `component` names
+    another line) once each `want` key reaches its value."""
     def totals() -> dict[str, int]:
-        tot: dict[str, int] = {}
-        for line in list(srv.stdout_lines) + list(srv.stderr_lines):
-            if "component=rdma_rc_server_profile" in line:
-                for k, v in parse_kv_line(line).items():
-                    if v.isdigit():
-                        tot[k] = tot.get(k, 0) + int(v)
-        return tot
+        return line_totals(list(srv.stdout_lines) + list(srv.stderr_lines), component)
 
     def complete() -> dict[str, int] | None:
         tot = totals()
@@ -194,6 +200,28 @@ class VerbsIntegrationTest(unittest.TestCase):
             for field in ("handled_get", "get_rows", "scan_rounds"):
                 self.assertIn(field, tot)
             self.assertIn("component=rdma_rc_client_profile", r.stdout + r.stderr)
+
+    def test_oversubscribed_clients_block_on_completion_events(self):
+        """Eight client threads on the guest's two vCPUs and one poller: waits that keep ending
+        in naps make the clients ask for immediates (RS_RC_FLAG_NOTIFY), and they block on their
+        QPs' completion channels until the server's WRITE WITH IMM arrives. Every row verified,
+        no timeout, and the server counts the immediates it sent."""
+        with server("DRAM_PET_HASH", "--thread_num", "1") as srv:
+            r = run_bench(srv.ports[0], "--thread_num", "8", "--running_seconds", "2",
+                          "--verify_deterministic_values=true", "--rdma_wait_timeout_ms", "30000",
+                          "--rdma_rc_profile_interval_ms", "100")
+            self.assertEqual(r.returncode, 0, r.stdout[-2000:] + r.stderr[-2000:])
+            self.assertNotIn("PS_BENCHMARK_VERIFY_FAILED", r.stdout)
+            self.assertNotIn("wait timeout", r.stderr)
+            run = result(r.stdout, "run")
+            self.assertEqual((run["threads"], run["keys_missing"]), ("8", "0"))
+            self.assertGreater(int(run["key_ops"]), 0)
+            cl = line_totals((r.stdout + r.stderr).splitlines(), "rdma_rc_client_profile")
+            self.assertGreater(cl.get("notify_requests", 0), 0, cl)
+            self.assertGreater(cl.get("wait_blocks", 0), 0, cl)
+            st = profile_totals(srv, {"client_wakes": 1}, component="rdma_rc_transport_profile")
+            self.assertGreater(st.get("client_wakes", 0), 0, st)
+            self.assertLessEqual(st["client_wakes"], st["response_status_writes"])
 
 
 class RcProtocolOverVerbsTest(test_rc_shm.RcEndToEndCases, unittest.TestCase):
