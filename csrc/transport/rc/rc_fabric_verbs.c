@@ -396,7 +396,11 @@ static int verbs_ep_connect(rs_rc_ep *ep, const rs_rc_ep_meta *peer, rs_error *e
         .qp_state = IBV_QPS_RTS,
         .timeout = f->ack_timeout,
         .retry_cnt = 7,
-        .rnr_retry = 7,
+        /* RNR NAKs come only for a WRITE WITH IMM to a peer with no receive posted: our clients
+         * never let that happen (rc_client.c), so a peer that does misbehaves, and a finite count
+         * (6 x min_rnr_timer 0.64 ms) puts only its own QP in error; 7 would retry forever while
+         * this side's send queue fills */
+        .rnr_retry = 6,
         .sq_psn = ep->psn,
         .max_rd_atomic = 1,
     };

@@ -223,6 +223,28 @@ class VerbsIntegrationTest(unittest.TestCase):
             self.assertGreater(st.get("client_wakes", 0), 0, st)
             self.assertLessEqual(st["client_wakes"], st["response_status_writes"])
 
+    def test_notify_without_receives_breaks_only_that_clients_qp(self):
+        """A client that sets RS_RC_FLAG_NOTIFY without posting receives (busy poll mode posts
+        none): the server's WRITE WITH IMM is refused by its NIC (RNR), so it never gets an
+        answer and times out, while the server lives on and another client is served throughout
+        and after. (Only that client's QP is stalled; the finite rnr_retry of
+        rc_fabric_verbs.c then puts it in error rather than retrying forever.)"""
+        with server() as srv:
+            keys = np.arange(1, 201, dtype=np.uint64)
+            with recbench.PSClient(srv.uri, transport_options=client_options()) as ps:
+                ps.put(keys, rows_for(keys))
+                # the bad descriptor is refused (bad magic) in a response written with the IMM
+                junk = bytearray([0xAB]) * 256
+                junk[80:84] = (1 << 2).to_bytes(4, "little")  # flags: RS_RC_FLAG_NOTIFY
+                with self.assertRaisesRegex(errors.Timeout, "no status"):
+                    _ps.rc_debug_inject("rdma", "127.0.0.1", srv.ports[0], bytes(junk),
+                                        timeout_ms=3000,
+                                        extra=client_options("poll_mode=busy"))
+                for _ in range(20):
+                    np.testing.assert_array_equal(ps.get(keys), rows_for(keys))
+            with recbench.PSClient(srv.uri, transport_options=client_options()) as fresh:
+                np.testing.assert_array_equal(fresh.get(keys), rows_for(keys))
+
 
 class RcProtocolOverVerbsTest(test_rc_shm.RcEndToEndCases, unittest.TestCase):
     """test_rc_shm's end-to-end cases, the same code, over the verbs fabric: two shards with many
