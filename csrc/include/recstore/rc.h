@@ -316,8 +316,9 @@ const char *rs_rc_fake_get_name(rs_rc_fake_get m);
 #define RS_RC_IDLE_SPIN_ROUNDS  2000u
 #define RS_RC_IDLE_YIELD_ROUNDS 256u
 #define RS_RC_IDLE_SPIN_US      100u
-/* Adaptive spinning (futex-capable fabrics): after RS_RC_QUICK_BLOCK_AFTER waits (client) or idle
- * stretches (poller) in a row that ended asleep, the next spins 1/2^RS_RC_QUICK_SPIN_SHIFT of its
+/* Adaptive spinning (adaptive poll mode): after RS_RC_QUICK_BLOCK_AFTER waits (client) or idle
+ * stretches (poller) in a row that ended asleep (blocked on a futex or a completion channel, or,
+ * where a poller cannot block, in naps), the next spins 1/2^RS_RC_QUICK_SPIN_SHIFT of its
  * rounds and yields none before it sleeps; one answered (or given work) while spinning halves the
  * count, and every 8th spins in full anyway (a probe: without it a thread whose work now arrives
  * between the short and the full budget would never find out), so a thread whose work comes back

@@ -202,8 +202,10 @@ static void *poller_main(void *arg) {
     rs_rc_backoff bo;
     rs_rc_backoff_init(&bo, &s->o);
     int workers = s->o.get_workers > 0;
-    int can_block = s->fab->shared_futex && s->o.poll_mode == RS_RC_POLL_ADAPTIVE;
-    /* idle stretches in a row that ended asleep, and those begun in quick mode (rc.h) */
+    int adaptive = s->o.poll_mode == RS_RC_POLL_ADAPTIVE;
+    int can_block = s->fab->shared_futex && adaptive;
+    /* idle stretches in a row that ended asleep (blocked, or napping where the poller cannot
+     * block: verbs, or shm without futex_waitv), and those begun in quick mode (rc.h) */
     uint32_t blocked_streak = 0, quick_stretches = 0;
     while (!atomic_load_explicit(&s->stop, memory_order_relaxed)) {
         if (atomic_load_explicit(&s->gen, memory_order_acquire) != p->gen_seen) {
@@ -259,12 +261,15 @@ static void *poller_main(void *arg) {
             __atomic_store_n(&pf->max_ready_per_round, ready, __ATOMIC_RELAXED);
         if (t0) BUMP(pf->poll_loop_ns, rs_now_ns() - t0);
         if (ready) {
-            if (bo.idle_rounds) blocked_streak /= 2; /* work came while spinning */
+            if (rs_rc_backoff_sleeping(&bo)) /* the idle stretch ended in naps */
+                blocked_streak += blocked_streak < 2 * RS_RC_QUICK_BLOCK_AFTER;
+            else if (bo.idle_rounds)
+                blocked_streak /= 2; /* work came while spinning */
             rs_rc_backoff_busy(&bo);
             atomic_store_explicit(&p->idle_state, RC_POLLER_WORKING, memory_order_relaxed);
         } else {
             BUMP(pf->empty_scan_rounds, 1);
-            if (bo.idle_rounds == 0 && can_block) { /* an idle stretch begins: its spin budget */
+            if (bo.idle_rounds == 0 && adaptive) { /* an idle stretch begins: its spin budget */
                 bo.spin_rounds = s->o.idle_spin_rounds;
                 bo.yield_rounds = s->o.idle_yield_rounds;
                 if (blocked_streak >= RS_RC_QUICK_BLOCK_AFTER &&
