@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,6 +188,19 @@ static void wait_lanes(fixture *fx, uint64_t want) {
         rs_sleep_ns(1000000);
     } while (rs_now_ns() < deadline);
     RS_CHECK_EQ(st.lanes_open, want);
+}
+
+/* Poll the server's stats until the uint64_t counter at `field` (offsetof) reaches at least
+ * `min`, bounded by 10 s; *st holds the last stats read, for the caller's check. */
+static void wait_server_counter(fixture *fx, size_t field, uint64_t min, rs_rc_server_stats *st) {
+    uint64_t deadline = rs_now_ns() + 10000000000ull;
+    for (;;) {
+        rs_rc_server_get_stats(fx->srv, st);
+        uint64_t v;
+        memcpy(&v, (const char *)st + field, sizeof v);
+        if (v >= min || rs_now_ns() >= deadline) return;
+        rs_sleep_ns(1000000); /* polling a condition, bounded by the deadline */
+    }
 }
 
 /* ---- units --------------------------------------------------------------------------------------
@@ -814,14 +828,12 @@ static void test_sleepers_woken_without_loss(void) {
     RS_CHECK(cs.wait_blocks >= 1);
     RS_CHECK_EQ(cs.wait_sleep_timeouts, 0);
     /* the server counts the wake after making it: the woken client can read the stats first */
-    uint64_t deadline = rs_now_ns() + 10000000000ull;
-    do
-        rs_rc_server_get_stats(fx.srv, &st1);
-    while (st1.client_wakes == st0.client_wakes && rs_now_ns() < deadline);
+    wait_server_counter(&fx, offsetof(rs_rc_server_stats, client_wakes), st0.client_wakes + 1,
+                        &st1);
     RS_CHECK(st1.client_wakes > st0.client_wakes);
 
     /* the idle poller blocks on the doorbells, and a request's doorbell wakes it */
-    deadline = rs_now_ns() + 10000000000ull;
+    uint64_t deadline = rs_now_ns() + 10000000000ull;
     do {
         rs_rc_server_get_stats(fx.srv, &st0);
         if (st0.pollers_sleeping == 1 && st0.poller_blocks > st1.poller_blocks) break;
@@ -872,12 +884,9 @@ static void test_adaptive_spin_after_sleeps(void) {
      * after the next request its idle stretch begins short (bounded polling of a condition) */
     rs_rc_server_stats st;
     rs_rc_server_get_stats(fx.srv, &st);
-    uint64_t blocks0 = st.poller_blocks, deadline = rs_now_ns() + 10000000000ull;
-    do {
-        rs_rc_server_get_stats(fx.srv, &st);
-        if (st.poller_blocks >= blocks0 + RS_RC_QUICK_BLOCK_AFTER + 1) break;
-        rs_sleep_ns(1000000);
-    } while (rs_now_ns() < deadline);
+    uint64_t blocks0 = st.poller_blocks;
+    wait_server_counter(&fx, offsetof(rs_rc_server_stats, poller_blocks),
+                        blocks0 + RS_RC_QUICK_BLOCK_AFTER + 1, &st);
     RS_CHECK(st.poller_blocks >= blocks0 + RS_RC_QUICK_BLOCK_AFTER + 1);
     keys[0] = 9;
     uint64_t quick0 = st.poller_quick_idles;
@@ -885,12 +894,7 @@ static void test_adaptive_spin_after_sleeps(void) {
         RS_CHECK_EQ(do_get(c, keys, 8, rows, resp), RS_PS_OK);
         RS_CHECK(rows_ok(keys, 8, rows));
     }
-    deadline = rs_now_ns() + 10000000000ull;
-    do {
-        rs_rc_server_get_stats(fx.srv, &st);
-        if (st.poller_quick_idles > quick0) break;
-        rs_sleep_ns(1000000);
-    } while (rs_now_ns() < deadline);
+    wait_server_counter(&fx, offsetof(rs_rc_server_stats, poller_quick_idles), quick0 + 1, &st);
     RS_CHECK(st.poller_quick_idles > quick0);
     rs_rc_client_close(c);
     free(resp);
