@@ -28,6 +28,7 @@ import tempfile
 
 from recbench import _kv
 from recbench.cli_flags import parse_bool
+from recbench.cpuinfo import cpu_model
 
 log = logging.getLogger("recbench.kv_bench")
 
@@ -283,7 +284,7 @@ def compare_indexes(record_count=1_000_000, value_size=512, batch_keys=500, thre
                           threads=threads, running_seconds=running_seconds, repeats=repeats,
                           row_kernel=kernel, huge_pages=list(huge_pages),
                           index_lines=list(index_lines),
-                          system_huge_pages=info.get("huge_pages")),
+                          system_huge_pages=info.get("huge_pages"), cpu=cpu_model()),
            "median": med, "samples": samples}
     if "DRAM_PET_HASH" in med and "DRAM_EXTENDIBLE_HASH" in med:
         pet, eh = med["DRAM_PET_HASH"], med["DRAM_EXTENDIBLE_HASH"]
@@ -297,7 +298,7 @@ def format_comparison(res: dict) -> str:
     rows = [(f"batch_get_flat, batch_keys={p['batch_keys']}, value_size={p['value_size']}, "
              f"record_count={p['record_count']}, threads={p['threads']}, uniform keys, "
              f"{p['running_seconds']:g} s per run, median of {p['repeats']} interleaved repeats, "
-             f"row kernel {p.get('row_kernel', '?')}"),
+             f"row kernel {p.get('row_kernel', '?')}, CPU {p.get('cpu', '?')}"),
             "",
             (f"| {'case':<27} | {'M keys/s':>9} | {'% of ceiling':>12} | {'M keys/CPU-s':>12} | "
              f"{'% of ceiling (CPU)':>18} | {'batch p50 us':>12} | {'% of ceiling (p50)':>18} | "

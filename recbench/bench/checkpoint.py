@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 import recbench
+from recbench.cpuinfo import cpu_model
 from recbench.launch import PSServerLauncher
 
 log = logging.getLogger("recbench.bench.checkpoint")
@@ -207,10 +208,7 @@ def fill(uri: str, records: int, value_size: int, batch: int = 500) -> None:
 def run(records: int = 1_000_000, value_size: int = 512, repeats: int = 3,
         directory: str | None = None, num_threads: int = 2, settle_s: float = 1.0) -> Result:
     base = tempfile.mkdtemp(prefix="rs_ckpt_bench_", dir=directory)
-    with open("/proc/cpuinfo") as f:
-        cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")),
-                   "unknown")
-    res = Result(records, value_size, base, cpu)
+    res = Result(records, value_size, base, cpu_model())
     srv = PSServerLauncher([sys.executable, "-m", "recbench.ps_server", "--transport", "brpc",
                             "--host", "127.0.0.1", "--port", "0", "--value_size", str(value_size),
                             "--capacity", str(records + records // 10), "--num_threads",

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from recbench import analysis, records
 from recbench.bench import sweep_ps
+from recbench.cpuinfo import cpu_model
 from recbench.launch import SOURCE_ROOT
 
 log = logging.getLogger("recbench.bench.thread_scaling")
@@ -116,9 +117,10 @@ def _fmt(_col, v):
     return "" if v is None else str(v)
 
 
-def goals_text(goals: list[dict]) -> str:
+def goals_text(goals: list[dict], cpu: str | None = None) -> str:
     head = (f"goals at the largest client thread count: keys/s >= {THROUGHPUT_GOAL:.0%} of the best; "
-            f"p99 <= {LITTLE_P99_FACTOR:g} x Little's-law latency (in-flight requests / request rate)")
+            f"p99 <= {LITTLE_P99_FACTOR:g} x Little's-law latency (in-flight requests / request rate)"
+            + (f"; CPU {cpu}" if cpu else ""))
     cols = (f"{'transport':<10} {'srv thr':>7} {'best M/s':>9} {'@thr':>5} {'M/s @max':>9} {'frac':>6} "
             f"{'goal':>5} {'p99 ms':>8} {'W ms':>8} {'p99/W':>6} {'goal':>5}")
     lines = [head, cols]
@@ -193,7 +195,7 @@ def main(argv=None) -> int:
             print(f"[output] server_threads={st} rate_png={rate} cpu_png={cpu}")
     goals = goal_rows(rows)
     records.write_csv(out / "thread_scaling_goals.csv", GOAL_COLUMNS, goals, _fmt)
-    print(goals_text(goals))
+    print(goals_text(goals, cpu_model()))
     print(f"[output] thread_scaling_csv={out / 'thread_scaling.csv'}")
     print(f"[output] goals_csv={out / 'thread_scaling_goals.csv'}")
     return 1 if failed else 0

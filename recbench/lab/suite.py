@@ -348,7 +348,7 @@ class Suite:
                 "batch_keys": int(rows[0]["batch_keys"]), "value_size": int(rows[0]["value_size"])}
 
     def write_report(self) -> None:
-        from recbench.runner.preflight import cpu_model
+        from recbench.cpuinfo import cpu_model
 
         cmp_ = self.comparison()
         doc = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

@@ -13,26 +13,15 @@ import argparse
 import errno
 import json
 import os
-import platform
 import socket
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from recbench import transports
+from recbench.cpuinfo import cpu_model
 
 PREFLIGHT_MARKER = "RECBENCH_PREFLIGHT="
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def port_state(host: str, port: int) -> str:

@@ -146,6 +146,15 @@ def _server_line(plan: Mapping[str, Any]) -> str:
     return line
 
 
+def _cpu_line(run_config: Mapping[str, Any]) -> str:
+    """The CPU the figures were measured on: this host's, then any other host's that differs."""
+    local = run_config.get("cpu_model") or "unknown"
+    others = sorted({(label, f["cpu_model"]) for label, f in run_config.get("hosts", {}).items()
+                     if f.get("cpu_model") and f["cpu_model"] != local})
+    return (f"- CPU: {local} ({run_config.get('cpu_cores') or '?'} 核)"
+            + "".join(f"; {label}: {cpu}" for label, cpu in others))
+
+
 def render(run_config: Mapping[str, Any], rows: Sequence[Row], totals: Sequence[Row],
            plots: Mapping[str, str] | None = None) -> str:
     """summary.md's text from run_config.json's content and the CSV rows (strings)."""
@@ -180,6 +189,7 @@ def render(run_config: Mapping[str, Any], rows: Sequence[Row], totals: Sequence[
         f"- 构建类型: {', '.join(build_types)} (build dir {ex['build_dir']}"
         + (f", remote {ex['remote_build_dir']}" if ex['execution_backend'] == "ssh" else "") + ")",
         f"- 输出目录: {output_dir}",
+        _cpu_line(run_config),
     ]
     if any(t != "Release" for t in build_types):
         out.append("- **注意: 存在非 Release 构建，本报告中的吞吐量不能作为性能结论。**")

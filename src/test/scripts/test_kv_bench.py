@@ -11,6 +11,7 @@ import unittest
 from pathlib import Path
 
 from recbench import kv_bench
+from recbench.cpuinfo import cpu_model
 
 ROOT = Path(__file__).resolve().parents[3]
 LOAD_KEYS = ["records", "threads", "seconds", "ops", "throughput_ops_sec"]
@@ -174,6 +175,7 @@ class CompareIndexesTest(unittest.TestCase):
         table = kv_bench.format_comparison(res)
         self.assertIn("PET/EH", table)
         self.assertIn("2.67x", table)
+        self.assertIn(f"CPU {cpu_model()}", table.splitlines()[0])
         self.assertEqual(len(re.findall(r"^\| (ceiling|DRAM_)", table, re.MULTILINE)), 3)
 
     def test_line_bounds_are_ceiling_cases(self):

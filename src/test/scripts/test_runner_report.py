@@ -105,6 +105,17 @@ class TestReport(unittest.TestCase):
         self.assertIn("no RDMA verbs device", text)
         self.assertIn("只完成了构建与单元层面的验证", text)
 
+    def test_names_the_cpu_of_each_host_that_differs(self):
+        args = parse("--transports", "brpc")
+        run_config = {"plan": args.record(), "git": {"commit": "abc123"}, "hostname": "myhost",
+                      "run_config_path": "/out/run_config.json", "cpu_cores": 2,
+                      "cpu_model": "AMD EPYC (family 25 model 17, AVX-512)",
+                      "hosts": {"local": {"cpu_model": "AMD EPYC (family 25 model 17, AVX-512)"},
+                                "node1": {"cpu_model": "AMD EPYC (family 25 model 1, no AVX-512)"}}}
+        text = report.render(run_config, [], [])
+        self.assertIn("- CPU: AMD EPYC (family 25 model 17, AVX-512) (2 核); "
+                      "node1: AMD EPYC (family 25 model 1, no AVX-512)\n", text)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -43,6 +43,8 @@ class GoalArithmeticTest(unittest.TestCase):
         self.assertFalse(goals["BRPC"]["throughput_goal_met"])
         self.assertFalse(goals["BRPC"]["p99_goal_met"])        # W = 6400 us, p99 3.1 x W
         self.assertIn("SHM", ts.goals_text(ts.goal_rows(rows)))
+        self.assertIn("; CPU AMD EPYC (family 25 model 1)",
+                      ts.goals_text(ts.goal_rows(rows), "AMD EPYC (family 25 model 1)"))
 
     def test_failed_point_fails_the_goal(self):
         rows = ts.scaling_rows([sweep_row("GRPC", 1, 1.0e6, 100.0),
