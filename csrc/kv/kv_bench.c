@@ -138,7 +138,9 @@ void rs_kv_bench_memory(const rs_kv_bench *b, rs_kv_memory *out) {
     out->capacity = b->cfg.record_count;
     out->row_bytes = out->row_stride = b->cfg.value_size;
     out->slab_bytes = out->slab_bytes_at_capacity = b->flat_region.backed;
-    out->index_bytes = b->chunks ? b->chunk_region.backed : 0; /* ceiling_index_lines' array */
+    /* ceiling_index_lines' array, counted as PET counts its chunks (pet_memory): the array's
+     * size, not the huge pages it was rounded up to */
+    out->index_bytes = b->chunks ? (b->chunk_mask + 1) * RS_KV_PET_CHUNK_BYTES : 0;
     out->bytes_per_key =
         out->capacity ? (double)(out->index_bytes + out->slab_bytes) / (double)out->capacity : 0.0;
     out->overhead_per_key = out->bytes_per_key - (double)out->row_bytes;

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from recbench import _ps, latency_curve, procfs, records, transports
+from recbench.cpuinfo import cpu_model
 from recbench.launch import LineProcess, PSServerLauncher
 from recbench.ps_server import SKIP_EXIT_CODE
 
@@ -275,8 +276,10 @@ def main(argv=None) -> int:
         analysis.plot_latency_vs_rate(points, out / "latency_vs_rate.png", args.slo_p99_us)
     (out / "bench.json").write_text(json.dumps(
         {"settings": {k: str(v) for k, v in vars(args).items()}, "host": socket.gethostname(),
+         "cpu": cpu_model(),
          "build": _ps.build_info(), "closed_loop": closed, "pacing_cost": cost,
          "curve": [p.__dict__ for p in points]}, indent=2))
+    print(f"CPU {cpu_model()}")
     print("\n".join(md))
     print(f"[output] {out}")
     return 0

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from recbench import _ps, procfs, records, transports
 from recbench.bench.tls_pki import make_test_pki
+from recbench.cpuinfo import cpu_model
 from recbench.launch import SOURCE_ROOT, LineProcess, PSServerLauncher, free_port
 from recbench.ps_server import SKIP_EXIT_CODE
 
@@ -203,7 +204,8 @@ def format_table(summary: list[dict], args) -> str:
     lines = [(f"# {args.record_count} records x {args.value_size} B, batch {args.batch_keys}, "
               f"uniform; PS: {args.server_threads} server worker(s), {args.client_threads} client "
               f"thread(s), {args.prefetch_depth} requests in flight; Redis: {args.connections} "
-              f"connections; {args.running_seconds}s runs, median of {args.repeat}"),
+              f"connections; {args.running_seconds}s runs, median of {args.repeat}; CPU "
+              f"{cpu_model()}"),
              ("| system | keys/s (median) | range | client CPU s | server CPU s | keys per CPU-s "
               "| p50 us | p99 us | vs Redis keys/s | idle server CPU s / "
               f"{args.idle_seconds:g}s |"),

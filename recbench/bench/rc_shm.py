@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 from recbench import procfs, records
+from recbench.cpuinfo import cpu_model
 from recbench.launch import SOURCE_ROOT, LineProcess, PSServerLauncher, python_env
 
 ROOT = SOURCE_ROOT
@@ -155,7 +156,7 @@ def main(argv=None) -> int:
     med = {c: statistics.median(r["keys_per_sec"] for r in rows if r["case"] == c) for c in names}
     print(f"GET {a.batch_keys} x {a.value_size} B, {a.index_type}, {a.record_count} records, "
           f"1 server poll thread, 1 client thread, depth {a.prefetch_depth}, "
-          f"{a.running_seconds}s x {a.repeats} (median)")
+          f"{a.running_seconds}s x {a.repeats} (median); CPU {cpu_model()}")
     print(f"{'case':<14}{'M keys/s':>10}{'vs storage':>12}{'vs brpc':>9}{'client CPU-s':>14}"
           f"{'server CPU-s':>14}{'M keys/CPU-s':>14}{'server-only':>13}")
     for c in names:
