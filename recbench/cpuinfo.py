@@ -6,7 +6,7 @@ Zen 4 differ in AVX-512; an Intel host had a quarter of the random-gather ceilin
 So the name is followed by the vendor's family and model numbers, whether AVX-512 is there, and
 the L3 size: enough to tell the machines apart in a table.
 
-    cpu_model()  ->  'AMD EPYC (family 25 model 17, AVX-512, L3 32 MiB)'
+    cpu_model()  ->  'Intel(R) Xeon(R) Processor (family 6 model 167, AVX-512, L3 105 MiB)'
 """
 
 from __future__ import annotations

@@ -47,9 +47,6 @@ class TestCpuInfo(unittest.TestCase):
             self.assertEqual(cpuinfo.cpu_model(str(info), str(Path(d, "none"))),
                              "AMD EPYC (family 25 model 1, no AVX-512)")
 
-    def test_this_machine_has_a_name(self):
-        self.assertTrue(cpuinfo.cpu_model().strip())
-
 
 if __name__ == "__main__":
     unittest.main()
