@@ -140,6 +140,7 @@ static void test_ctrl_frames(void) {
     rq.lanes[2].region_addr = 0x1234;
     rq.lanes[2].rkey = 99;
     snprintf(rq.lanes[2].shm_name, RS_RC_NAME_MAX, "/recbench-rc-1-2-3");
+    rq.lanes[1].caps = RS_RC_CAP_RING;
     uint8_t buf[4096];
     int n = rs_rc_ctrl_encode_attach_req(&rq, buf, sizeof buf);
     RS_CHECK(n > RS_RC_CTRL_HDR);
@@ -152,6 +153,10 @@ static void test_ctrl_frames(void) {
     RS_CHECK_EQ(back.qps, 3);
     RS_CHECK_EQ(back.lanes[2].region_addr, 0x1234);
     RS_CHECK(strcmp(back.lanes[2].shm_name, "/recbench-rc-1-2-3") == 0);
+    /* the caps byte is record byte 34, which encoders before it left zero */
+    RS_CHECK_EQ(back.lanes[1].caps, RS_RC_CAP_RING);
+    RS_CHECK_EQ(back.lanes[2].caps, 0);
+    RS_CHECK_EQ(buf[RS_RC_CTRL_HDR + 36 + 128 + 34], RS_RC_CAP_RING);
     /* truncated body, bad magic, bad version, oversized body */
     RS_CHECK(rs_rc_ctrl_decode_attach_req(buf + RS_RC_CTRL_HDR, len - 1, &back, &e) == RS_EPROTO);
     uint8_t h[RS_RC_CTRL_HDR];

@@ -47,8 +47,14 @@
  * client can block on the CQ's completion channel instead of napping. The data is placed before
  * the completion, so the status seq is visible once the event is. A server that ignores the flag
  * (one built before it) costs the client a 1 ms slice per wait, after which it stops asking.
- * Server pollers on verbs still spin, yield, then nap: a NIC places requests without telling the
- * poller, and a doorbell would need every request to carry an immediate.
+ * Doorbells on verbs (RS_RC_CAP_RING): a server lane that keeps zero-length receives posted on its
+ * QP says so in its endpoint record's caps; a client that announced the same in its own record
+ * then writes every request's commit word with an immediate (RDMA WRITE WITH IMM), which
+ * completes one of those receives on the lane's receive CQ. A poller all of whose lanes ring can
+ * therefore block on one completion channel (shared by its lanes' receive CQs) after arming every
+ * lane's CQ, draining it and rescanning the slots once, instead of napping. Peers that do not
+ * know the caps byte leave it 0 (the encoder zeroes the record), so old clients and old servers
+ * keep napping pollers. A client rings in either poll mode (as it rings shm doorbells).
  *
  * Sequence numbers are per lane (one client QP), start at 1 and grow by one per request. The
  * server answers a slot when its commit seq is non-zero and differs from the last seq it saw in
@@ -143,6 +149,7 @@ int rs_rc_desc_check(const rs_rc_desc *d, const rs_rc_slot_expect *x, char *why,
 
 typedef struct rs_rc_fabric rs_rc_fabric;
 typedef struct rs_rc_ep rs_rc_ep;
+typedef struct rs_rc_evch rs_rc_evch; /* notify_events: a completion channel shared by endpoints */
 
 /* Registered memory. alloc_region memory can be written by a connected peer; reg_local memory is
  * only a source of local writes (verbs needs an lkey for it, shm does not). */
@@ -163,8 +170,13 @@ typedef struct rs_rc_ep_meta {
     uint16_t lid;                             /* verbs (IB) */
     uint8_t gid[16];                          /* verbs (RoCE, or IB with GRH) */
     uint8_t port, link_layer, mtu, gid_index; /* verbs */
+    uint8_t caps;                             /* RS_RC_CAP_* (record byte 34; 0 from old peers) */
     char shm_name[RS_RC_NAME_MAX];            /* shm: POSIX shm object holding the region */
 } rs_rc_ep_meta;
+
+/* caps: server lane — its QP keeps receives posted, so requests may ring (carry an immediate);
+ * client lane — it rings every request on a lane whose server record says so. */
+#define RS_RC_CAP_RING 0x01u
 
 typedef struct rs_rc_sge {
     const void *addr;
@@ -237,6 +249,21 @@ typedef struct rs_rc_fabric_ops {
      * so one that arrives meanwhile is not missed). Returns the completions taken (>= 1), 0 on
      * timeout, or a negative code. */
     int (*wait_event)(rs_rc_ep *ep, uint64_t timeout_ns);
+    /* notify_events, for a thread that waits on many endpoints (a server poller): a completion
+     * channel; endpoints made by ep_create_on report their receive completions to it. */
+    int (*evch_open)(rs_rc_fabric *f, rs_rc_evch **out, rs_error *err);
+    void (*evch_close)(rs_rc_evch *ch); /* after every endpoint on it is destroyed */
+    /* ep_create with a receive CQ of its own holding `recvs` zero-length receives, whose events
+     * go to ch. */
+    int (*ep_create_on)(rs_rc_fabric *f, const rs_rc_region *local, rs_rc_evch *ch, uint32_t recvs,
+                        rs_rc_ep **out, rs_rc_ep_meta *meta, rs_error *err);
+    /* Ask for an event at ep's next receive completion, then take those that came already (each
+     * re-posts its receive): returns how many (> 0: do not sleep), or a negative code. */
+    int (*arm_events)(rs_rc_ep *ep);
+    /* Block up to timeout_ns until ch has an event or wake_fd (-1: none) is readable; takes and
+     * acknowledges ch's events (the CQs they name must be armed again). Returns a mask: 1 ch had
+     * events, 2 wake_fd is readable (the caller reads it); 0 on timeout; negative on error. */
+    int (*evch_wait)(rs_rc_evch *ch, int wake_fd, uint64_t timeout_ns);
 } rs_rc_fabric_ops;
 
 extern const rs_rc_fabric_ops rs_rc_fabric_shm;
@@ -447,12 +474,16 @@ typedef struct rs_rc_server_stats {
         auth_failures;
     /* idle pollers: napping or parked now; naps taken; idle rounds spent spinning/yielding */
     uint64_t pollers_sleeping, poller_naps, poller_awake_idle_rounds;
-    /* shm futex sleeps: pollers blocked on their lanes' doorbells (entries), of those ended by a
-     * client's doorbell; responses after which the server woke a sleeping client (shm), or that
-     * it wrote with an immediate for a client that asked (verbs, RS_RC_FLAG_NOTIFY) */
+    /* poller sleeps: blocked on their lanes' doorbells (shm futexes, or verbs completion events
+     * of ringing lanes; entries), of those ended by a client's doorbell; responses after which the
+     * server woke a sleeping client (shm), or that it wrote with an immediate for a client that
+     * asked (verbs, RS_RC_FLAG_NOTIFY) */
     uint64_t poller_blocks, poller_doorbell_wakes, client_wakes;
     /* idle stretches a poller began with the short spin of adaptive spinning */
     uint64_t poller_quick_idles;
+    /* open lanes whose client rings (verbs, RS_RC_CAP_RING): a poller all of whose lanes ring
+     * blocks on their completion events (poller_blocks / poller_doorbell_wakes count those too) */
+    uint64_t lanes_ringing;
 } rs_rc_server_stats;
 
 /* Start the control plane on host:port (0 = free port), num_threads pollers. */

@@ -46,9 +46,11 @@ typedef struct rs_ps_transport_stats {
     /* RC (rdma/shm) poll threads; 0 elsewhere: napping or parked now, naps taken, idle rounds
      * spent spinning or yielding */
     uint64_t pollers_sleeping, poller_naps, poller_awake_idle_rounds;
-    /* shm futex sleeps (0 elsewhere): poller doorbell sleeps entered, those a client's doorbell
-     * ended, responses after which a sleeping client was woken */
+    /* RC poller sleeps (0 elsewhere): doorbell sleeps entered (shm futexes, verbs completion
+     * events), those a client's doorbell ended, responses after which a sleeping client was woken
+     * (or that carried the immediate it asked for) */
     uint64_t poller_blocks, poller_doorbell_wakes, client_wakes, poller_quick_idles;
+    uint64_t lanes_ringing; /* verbs: open lanes whose client rings (RS_RC_CAP_RING) */
 } rs_ps_transport_stats;
 
 typedef struct rs_ps_server_ops {

@@ -95,6 +95,7 @@ struct rs_rc_client {
     uint64_t *next_seq; /* per QP */
     uint32_t **bell;    /* per QP: the doorbell to ring after a commit on it, in the server's
                          * region (shm; the one of the lane named by its bell lane word), or NULL */
+    uint8_t *rings;     /* per QP: commit words carry an immediate (verbs, RS_RC_CAP_RING) */
     cl_slot *slot;      /* qps x slots */
     uint32_t *fifo;     /* pending (qp * slots + slot) in submission order */
     uint32_t f_head, f_tail;
@@ -192,8 +193,9 @@ int rs_rc_client_connect(const rs_rc_fabric_ops *fab, const char *host, uint16_t
     c->fifo = calloc(max_in_flight, sizeof *c->fifo);
     c->bell = calloc(c->qps, sizeof *c->bell);
     c->notify_out = calloc(c->qps, sizeof *c->notify_out);
-    if (!rq || !rp || !c->regions || !c->eps || !c->peers || !c->next_seq || !c->slot || !c->fifo ||
-        !c->bell || !c->notify_out) {
+    c->rings = calloc(c->qps, sizeof *c->rings);
+    if (!c->rings || !rq || !rp || !c->regions || !c->eps || !c->peers || !c->next_seq ||
+        !c->slot || !c->fifo || !c->bell || !c->notify_out) {
         rc = rs_error_set(err, RS_ENOMEM, "RC client: out of memory");
         goto fail;
     }
@@ -222,6 +224,9 @@ int rs_rc_client_connect(const rs_rc_fabric_ops *fab, const char *host, uint16_t
     for (uint32_t q = 0; q < c->qps; q++) {
         if ((rc = fab->alloc_region(c->f, lane_len, &c->regions[q], err))) goto fail;
         if ((rc = fab->ep_create(c->f, &c->regions[q], &c->eps[q], &rq->lanes[q], err))) goto fail;
+        /* offer to ring, so the lane's poller can sleep until a request comes (rc.h); in either
+         * poll mode: that decides how this client waits, not how the server may */
+        if (fab->notify_events) rq->lanes[q].caps |= RS_RC_CAP_RING;
         c->next_seq[q] = 1;
     }
     size_t cap = RS_RC_CTRL_HDR + 64 + (size_t)c->qps * 128 + 4 + RS_AUTH_TOKEN_MAX;
@@ -271,9 +276,12 @@ int rs_rc_client_connect(const rs_rc_fabric_ops *fab, const char *host, uint16_t
         }
         if ((rc = fab->ep_connect(c->eps[q], &rp->lanes[q], err))) goto fail;
         c->peers[q] = rp->lanes[q];
+        c->rings[q] = (rq->lanes[q].caps & rp->lanes[q].caps & RS_RC_CAP_RING) != 0;
     }
     c->client_id = rp->client_id;
-    if (fab->shared_futex && fab->remote_window && c->o.poll_mode == RS_RC_POLL_ADAPTIVE)
+    /* the doorbells, in either poll mode: a busy-mode client that did not ring left a sleeping
+     * poller to find its request at the end of its 100 ms safety sleep */
+    if (fab->shared_futex && fab->remote_window)
         for (uint32_t q = 0; q < c->qps; q++) {
             const uint32_t *w = fab->remote_window(
                 c->eps[q], c->peers[q].region_addr + RS_RC_BELL_LANE_OFFSET(c->req_bytes), 4);
@@ -342,6 +350,11 @@ static void events_taken(rs_rc_client *c, uint32_t q, int n) {
 
 /* Ask for an immediate on this request? Recent waits ended in naps, this is not a probe, and q
  * has a receive for it (see the top of the file). */
+/* Flags of the write that publishes a commit word on QP q: it rings where the lane asked. */
+static unsigned commit_flags(const rs_rc_client *c, uint32_t q) {
+    return RS_RC_WR_SIGNALED | RS_RC_WR_PUBLISH | (c->rings[q] ? RS_RC_WR_NOTIFY : 0u);
+}
+
 static int want_notify(rs_rc_client *c, uint32_t q) {
     if (!c->recvs || c->blocked_streak < RS_RC_QUICK_BLOCK_AFTER ||
         !(++c->notify_asks & RS_RC_QUICK_PROBE_MASK))
@@ -425,8 +438,7 @@ int rs_rc_client_submit(rs_rc_client *c, const rs_ps_request *req, uint64_t tag,
     *cw = (rs_rc_commit_word){.state = RS_RC_STATE_READY, .checksum = 0, .seq = seq};
     rs_rc_sge cs = {cw, sizeof *cw, c->regions[q].lkey};
     rc = c->fab->write(c->eps[q], &cs, 1, raddr + c->req_bytes - sizeof *cw, c->peers[q].rkey,
-                       RS_RC_WR_SIGNALED | RS_RC_WR_PUBLISH |
-                           (sizeof *cw <= c->o.inline_bytes ? RS_RC_WR_INLINE : 0),
+                       commit_flags(c, q) | (sizeof *cw <= c->o.inline_bytes ? RS_RC_WR_INLINE : 0),
                        seq, err);
     if (rc) return rs_error_prefix(err, "RC client %s: commit write", c->peer);
     if (c->bell[q] && rs_rc_doorbell_ring(c->bell[q])) c->prof.doorbell_rings++;
@@ -644,7 +656,7 @@ int rs_rc_client_debug_inject(rs_rc_client *c, uint32_t qp, uint32_t slot, const
     rs_rc_sge cs = {cw, sizeof *cw, c->regions[qp].lkey};
     if (rc == 0)
         rc = c->fab->write(c->eps[qp], &cs, 1, raddr + c->req_bytes - sizeof *cw, c->peers[qp].rkey,
-                           RS_RC_WR_SIGNALED | RS_RC_WR_PUBLISH, seq, err);
+                           commit_flags(c, qp), seq, err);
     if (rc) return rc;
     if (c->bell[qp]) rs_rc_doorbell_ring(c->bell[qp]);
     uint8_t *rsl = resp_slot(c, qp, slot);
@@ -682,7 +694,7 @@ int rs_rc_client_debug_commit(rs_rc_client *c, uint32_t qp, uint32_t slot, uint6
     uint64_t raddr = c->peers[qp].region_addr + (uint64_t)slot * c->req_bytes;
     drain(c, qp);
     int rc = c->fab->write(c->eps[qp], &cs, 1, raddr + c->req_bytes - sizeof *cw, c->peers[qp].rkey,
-                           RS_RC_WR_SIGNALED | RS_RC_WR_PUBLISH, seq, NULL);
+                           commit_flags(c, qp), seq, NULL);
     if (rc == 0 && c->bell[qp]) rs_rc_doorbell_ring(c->bell[qp]);
     return rc;
 }
@@ -708,5 +720,6 @@ void rs_rc_client_close(rs_rc_client *c) {
     free(c->fifo);
     free(c->bell);
     free(c->notify_out);
+    free(c->rings);
     free(c);
 }

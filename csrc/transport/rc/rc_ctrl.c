@@ -66,6 +66,7 @@ static void meta_put(uint8_t *p, const rs_rc_ep_meta *m) {
     p[31] = m->link_layer;
     p[32] = m->mtu;
     p[33] = m->gid_index;
+    p[34] = m->caps;
     memcpy(p + 36, m->gid, 16);
     memcpy(p + 52, m->shm_name, RS_RC_NAME_MAX);
 }
@@ -82,6 +83,7 @@ static int meta_get(const uint8_t *p, rs_rc_ep_meta *m, rs_error *err) {
     m->link_layer = p[31];
     m->mtu = p[32];
     m->gid_index = p[33];
+    m->caps = p[34];
     memcpy(m->gid, p + 36, 16);
     memcpy(m->shm_name, p + 52, RS_RC_NAME_MAX);
     if (m->shm_name[RS_RC_NAME_MAX - 1] != '\0')

@@ -18,11 +18,14 @@
  * completion channel and that many zero-length receives; a peer's RS_RC_WR_NOTIFY write is an
  * RDMA WRITE WITH IMM, which consumes one and completes it on that CQ, and wait_event() blocks on
  * the channel's fd for it (arm, poll the CQ again, then poll(2) the fd), re-posting every receive
- * it takes.
+ * it takes. ep_create_on() gives an endpoint such a CQ on a channel shared with others
+ * (evch_open): a server poller arms each of its lanes' CQs (arm_events: arm, then drain once
+ * more) and sleeps in evch_wait() on the one channel fd plus a wake-up fd of its own.
  * Built without libibverbs, open() fails with RS_ENOTSUP.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
@@ -275,8 +278,15 @@ static void ep_release(rs_rc_ep *ep) {
     free(ep);
 }
 
-static int verbs_ep_create(rs_rc_fabric *f, const rs_rc_region *local, rs_rc_ep **out,
-                           rs_rc_ep_meta *meta, rs_error *err) {
+struct rs_rc_evch {
+    rs_rc_fabric *f;
+    struct ibv_comp_channel *chan; /* non-blocking fd: evch_wait polls it, then reads it dry */
+};
+
+/* An endpoint; with recvs > 0 its QP gets a receive CQ holding that many zero-length receives,
+ * whose events go to ch, or to a channel of the endpoint's own when ch is NULL. */
+static int ep_create(rs_rc_fabric *f, const rs_rc_region *local, rs_rc_evch *ch, uint32_t recvs,
+                     rs_rc_ep **out, rs_rc_ep_meta *meta, rs_error *err) {
     rs_rc_ep *ep = calloc(1, sizeof *ep);
     if (!ep) return rs_error_set(err, RS_ENOMEM, "verbs fabric: out of memory");
     int rc;
@@ -287,14 +297,14 @@ static int verbs_ep_create(rs_rc_fabric *f, const rs_rc_region *local, rs_rc_ep 
         rc = rs_error_errno(err, RS_ENOMEM, errno, "ibv_create_cq(%u) on %s", depth, f->devname);
         goto fail;
     }
-    ep->recvs = f->cfg.recv_events;
+    ep->recvs = recvs;
     if (ep->recvs && f->max_qp_wr && ep->recvs > f->max_qp_wr) ep->recvs = f->max_qp_wr;
     if (ep->recvs) {
-        if (!(ep->chan = ibv_create_comp_channel(f->ctx))) {
+        if (!ch && !(ep->chan = ibv_create_comp_channel(f->ctx))) {
             rc = rs_error_errno(err, RS_ENOMEM, errno, "ibv_create_comp_channel on %s", f->devname);
             goto fail;
         }
-        if (!(ep->rcq = ibv_create_cq(f->ctx, (int)ep->recvs, NULL, ep->chan, 0))) {
+        if (!(ep->rcq = ibv_create_cq(f->ctx, (int)ep->recvs, ep, ch ? ch->chan : ep->chan, 0))) {
             rc = rs_error_errno(err, RS_ENOMEM, errno, "ibv_create_cq(%u, receive) on %s",
                                 ep->recvs, f->devname);
             goto fail;
@@ -363,6 +373,19 @@ static int verbs_ep_create(rs_rc_fabric *f, const rs_rc_region *local, rs_rc_ep 
 fail:
     ep_release(ep);
     return rc;
+}
+
+static int verbs_ep_create(rs_rc_fabric *f, const rs_rc_region *local, rs_rc_ep **out,
+                           rs_rc_ep_meta *meta, rs_error *err) {
+    return ep_create(f, local, NULL, f->cfg.recv_events, out, meta, err);
+}
+
+static int verbs_ep_create_on(rs_rc_fabric *f, const rs_rc_region *local, rs_rc_evch *ch,
+                              uint32_t recvs, rs_rc_ep **out, rs_rc_ep_meta *meta, rs_error *err) {
+    if (!ch || !recvs)
+        return rs_error_set(err, RS_EINVAL,
+                            "verbs fabric: ep_create_on needs a channel and receives");
+    return ep_create(f, local, ch, recvs, out, meta, err);
 }
 
 static int verbs_ep_connect(rs_rc_ep *ep, const rs_rc_ep_meta *peer, rs_error *err) {
@@ -509,12 +532,17 @@ static int verbs_drain_events(rs_rc_ep *ep) {
     }
 }
 
+static int verbs_arm_events(rs_rc_ep *ep) {
+    if (!ep->rcq) return RS_EINVAL;
+    if (ibv_req_notify_cq(ep->rcq, 0)) return RS_EIO;
+    return verbs_drain_events(ep); /* those that completed before the arm took raise no event */
+}
+
 static int verbs_wait_event(rs_rc_ep *ep, uint64_t timeout_ns) {
     if (!ep->rcq) return RS_EINVAL;
     int got = verbs_drain_events(ep);
     if (got) return got;
-    if (ibv_req_notify_cq(ep->rcq, 0)) return RS_EIO;
-    if ((got = verbs_drain_events(ep)) != 0) return got; /* arrived before the arm took */
+    if ((got = verbs_arm_events(ep)) != 0) return got; /* arrived before the arm took */
     struct pollfd p = {.fd = ep->chan->fd, .events = POLLIN};
     int ms = (int)((timeout_ns + 999999) / 1000000);
     int r = poll(&p, 1, ms);
@@ -525,6 +553,49 @@ static int verbs_wait_event(rs_rc_ep *ep, uint64_t timeout_ns) {
     if (ibv_get_cq_event(ep->chan, &cq, &ctx)) return RS_EIO;
     ibv_ack_cq_events(cq, 1);
     return verbs_drain_events(ep);
+}
+
+static int verbs_evch_open(rs_rc_fabric *f, rs_rc_evch **out, rs_error *err) {
+    rs_rc_evch *ch = calloc(1, sizeof *ch);
+    if (!ch) return rs_error_set(err, RS_ENOMEM, "verbs fabric: out of memory");
+    ch->f = f;
+    if (!(ch->chan = ibv_create_comp_channel(f->ctx))) {
+        free(ch);
+        return rs_error_errno(err, RS_ENOMEM, errno, "ibv_create_comp_channel on %s", f->devname);
+    }
+    int fl = fcntl(ch->chan->fd, F_GETFL);
+    if (fl < 0 || fcntl(ch->chan->fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+        int e = errno;
+        ibv_destroy_comp_channel(ch->chan);
+        free(ch);
+        return rs_error_errno(err, RS_EIO, e, "completion channel of %s: O_NONBLOCK", f->devname);
+    }
+    *out = ch;
+    return 0;
+}
+
+static void verbs_evch_close(rs_rc_evch *ch) {
+    if (!ch) return;
+    ibv_destroy_comp_channel(ch->chan);
+    free(ch);
+}
+
+static int verbs_evch_wait(rs_rc_evch *ch, int wake_fd, uint64_t timeout_ns) {
+    struct pollfd p[2] = {{.fd = ch->chan->fd, .events = POLLIN},
+                          {.fd = wake_fd, .events = POLLIN}};
+    int ms = (int)((timeout_ns + 999999) / 1000000);
+    int r = poll(p, wake_fd >= 0 ? 2 : 1, ms);
+    if (r < 0) return errno == EINTR ? 0 : RS_EIO;
+    int mask = (wake_fd >= 0 && (p[1].revents & POLLIN)) ? 2 : 0;
+    if (p[0].revents & POLLIN) {
+        struct ibv_cq *cq;
+        void *ctx;
+        while (ibv_get_cq_event(ch->chan, &cq, &ctx) == 0) { /* until EAGAIN: fd is non-blocking */
+            ibv_ack_cq_events(cq, 1);
+            mask |= 1;
+        }
+    }
+    return mask;
 }
 
 static void *verbs_remote_window(rs_rc_ep *ep, uint64_t remote_addr, size_t len) {
@@ -551,6 +622,11 @@ const rs_rc_fabric_ops rs_rc_fabric_verbs = {
     .notify_events = 1,
     .drain_events = verbs_drain_events,
     .wait_event = verbs_wait_event,
+    .evch_open = verbs_evch_open,
+    .evch_close = verbs_evch_close,
+    .ep_create_on = verbs_ep_create_on,
+    .arm_events = verbs_arm_events,
+    .evch_wait = verbs_evch_wait,
 };
 
 #else /* !RS_HAVE_VERBS */

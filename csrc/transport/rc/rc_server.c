@@ -22,8 +22,12 @@
  * sleeps in futex_waitv on the doorbells of all its lanes plus a private kick word (lane changes
  * and stop bump it), after setting each doorbell to 1 and rescanning once; a client that commits
  * a request to a lane whose doorbell is 1 wakes it (rc_client.c); a client's lanes on one poller
- * share one doorbell. With more clients than futex_waitv takes (127), on verbs, or on a kernel
- * without futex_waitv it naps instead.
+ * share one doorbell. On verbs, a poller all of whose lanes ring (their clients write every commit
+ * word with an immediate, RS_RC_CAP_RING in rc.h) arms its lanes' receive CQs, rescans once and
+ * sleeps on their shared completion channel plus an eventfd that kicks write; it takes a lane's
+ * completions (re-posting the receives) whenever it finds a request there. With a lane that does
+ * not ring (an older or busy-mode client), with more clients than futex_waitv takes (127), or on
+ * a kernel without futex_waitv it naps instead.
  *
  * Hot-path counters are per poller/worker (cache-line separated); the profile thread reads them
  * racily and prints interval deltas.
@@ -38,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -106,6 +111,9 @@ static void poller_refresh(poller *p) {
     if (n <= p->cap) {
         if (n) memcpy(p->lanes, s->plist[p->idx], n * sizeof *p->lanes);
         p->nlanes = n;
+        p->nringing = 0;
+        for (uint32_t i = 0; i < n; i++)
+            p->nringing += (uint32_t)p->lanes[i]->rings;
     }
     p->gen_seen = g;
     atomic_store(&p->acked_gen, g);
@@ -122,8 +130,11 @@ void rs_rc_server_kick_pollers(rs_rc_server *s) {
         /* seq_cst against poller_block's state store and fence: it sees the new kick or we see it
          * blocked */
         __atomic_fetch_add(&p->kick, 1, __ATOMIC_SEQ_CST);
-        if (atomic_load_explicit(&p->idle_state, memory_order_seq_cst) == RC_POLLER_BLOCKED)
+        if (atomic_load_explicit(&p->idle_state, memory_order_seq_cst) == RC_POLLER_BLOCKED) {
             rs_futex_wake(&p->kick, 1, 0);
+            uint64_t one = 1;
+            if (p->wake_fd >= 0) (void)!write(p->wake_fd, &one, sizeof one);
+        }
     }
 }
 
@@ -180,6 +191,45 @@ static int poller_block(poller *p) {
     }
     for (uint32_t i = 0; i < n; i++)
         __atomic_store_n(words[i], 0, __ATOMIC_RELAXED);
+    if (work) atomic_store_explicit(&p->idle_state, RC_POLLER_SPINNING, memory_order_relaxed);
+    return work;
+}
+
+/* Verbs, every lane ringing: arm each lane's receive CQ (taking the completions that came before
+ * the arm), look at the slots once more, then sleep on the shared completion channel and the
+ * wake-up fd. A request whose completion came before its CQ was armed is placed already (data
+ * before completion), so the rescan sees it; one whose completion comes later raises an event.
+ * Returns 1 when work may be there (an event, a request raced the sleep), 0 after a timeout or a
+ * kick, -1 when the fabric failed (the poller naps from then on). */
+static int poller_block_events(poller *p) {
+    rs_rc_server *s = p->s;
+    atomic_store_explicit(&p->idle_state, RC_POLLER_BLOCKED, memory_order_relaxed);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST); /* against rs_rc_server_kick_pollers */
+    int bad = 0, work = 1;
+    for (uint32_t i = 0; i < p->nlanes && !bad; i++)
+        bad = s->fab->arm_events(p->lanes[i]->ep) < 0;
+    if (!bad && !atomic_load(&s->stop) && atomic_load(&s->gen) == p->gen_seen &&
+        !poller_has_work(p)) {
+        atomic_fetch_add_explicit(&p->blocks, 1, memory_order_relaxed);
+        int r = s->fab->evch_wait(p->evch, p->wake_fd, RS_RC_POLLER_SLEEP_NS);
+        if (r > 0 && (r & 2)) {
+            uint64_t v;
+            (void)!read(p->wake_fd, &v, sizeof v);
+        }
+        if (r > 0 && (r & 1))
+            atomic_fetch_add_explicit(&p->doorbell_wakes, 1, memory_order_relaxed);
+        bad = r < 0;
+        work = r > 0 && (r & 1);
+    }
+    if (bad) {
+        fprintf(stderr,
+                "component=rdma_rc_server event=completion_events_failed shard=%u thread_id=%u "
+                "reason=\"arming or waiting on the lanes' completion channel failed: the poller "
+                "naps from now on\"\n",
+                s->h.shard_id, p->idx);
+        p->evch_broken = 1;
+        return -1;
+    }
     if (work) atomic_store_explicit(&p->idle_state, RC_POLLER_SPINNING, memory_order_relaxed);
     return work;
 }
@@ -241,6 +291,8 @@ static void *poller_main(void *arg) {
                     continue;
                 }
                 ln->seen[k] = seq;
+                /* its request rang: take the lane's completions, re-posting their receives */
+                if (ln->rings) (void)s->fab->drain_events(ln->ep);
                 if (seq <= ln->high[k]) {
                     BUMP(pf->duplicate_seq_ready, 1);
                     continue;
@@ -278,6 +330,13 @@ static void *poller_main(void *arg) {
                     atomic_fetch_add_explicit(&p->quick_idles, 1, memory_order_relaxed);
                 }
             }
+            if (p->evch && adaptive && !p->evch_broken && p->nringing == p->nlanes &&
+                rs_rc_backoff_should_block(&bo)) {
+                blocked_streak += blocked_streak < 2 * RS_RC_QUICK_BLOCK_AFTER;
+                int w = poller_block_events(p);
+                if (w > 0) rs_rc_backoff_busy(&bo);
+                if (w >= 0) continue;
+            }
             if (can_block && !p->waitv_absent && !p->waitv_full &&
                 rs_rc_backoff_should_block(&bo)) {
                 /* after a doorbell, spin again; after a timeout or a kick, sleep again at once */
@@ -305,6 +364,25 @@ static void *poller_main(void *arg) {
 
 /* ---- lifecycle --------------------------------------------------------------------------------
  */
+
+/* The poller's completion channel and wake-up fd (verbs). Without them (said so) its lanes do not
+ * ring and it naps when idle, as it did before doorbells. */
+static void poller_events_open(poller *p) {
+    rs_rc_server *s = p->s;
+    rs_error e = {0};
+    p->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (p->wake_fd < 0)
+        rs_error_errno(&e, RS_EIO, errno, "eventfd");
+    else if (s->fab->evch_open(s->f, &p->evch, &e) == 0)
+        return;
+    fprintf(stderr,
+            "component=rdma_rc_server event=completion_events_unavailable shard=%u thread_id=%u "
+            "reason=\"%s: the poller naps when idle\"\n",
+            s->h.shard_id, p->idx, e.msg);
+    if (p->wake_fd >= 0) close(p->wake_fd);
+    p->wake_fd = -1;
+    p->evch = NULL;
+}
 
 int rs_rc_server_start(const rs_rc_fabric_ops *fab, const char *host, uint16_t port,
                        uint32_t num_threads, const rs_rc_options *opts, const rs_rc_handler *h,
@@ -346,6 +424,8 @@ int rs_rc_server_start(const rs_rc_fabric_ops *fab, const char *host, uint16_t p
         rc = rs_error_set(err, RS_ENOMEM, "RC server: out of memory");
         goto fail;
     }
+    for (uint32_t i = 0; i < num_threads; i++)
+        s->pollers[i].wake_fd = -1;
     if (pipe2(s->wake, O_CLOEXEC) != 0) {
         rc = rs_error_errno(err, RS_EIO, errno, "RC server: pipe");
         goto fail;
@@ -359,6 +439,8 @@ int rs_rc_server_start(const rs_rc_fabric_ops *fab, const char *host, uint16_t p
         poller *p = &s->pollers[i];
         p->s = s;
         p->idx = i;
+        if (fab->notify_events && fab->evch_open && opts->poll_mode == RS_RC_POLL_ADAPTIVE)
+            poller_events_open(p);
         if (pthread_create(&p->th, NULL, poller_main, p) != 0) {
             rc = rs_error_set(err, RS_ENOMEM, "RC server: cannot start poll thread %u", i);
             goto fail;
@@ -434,6 +516,7 @@ void rs_rc_server_get_stats(rs_rc_server *s, rs_rc_server_stats *out) {
             atomic_load_explicit(&p->doorbell_wakes, memory_order_relaxed);
         out->poller_quick_idles += atomic_load_explicit(&p->quick_idles, memory_order_relaxed);
     }
+    out->lanes_ringing = atomic_load(&s->lanes_ringing);
 }
 
 void rs_rc_server_stop(rs_rc_server *s) {
@@ -457,9 +540,13 @@ void rs_rc_server_stop(rs_rc_server *s) {
     if (s->ctrl_spare >= 0) close(s->ctrl_spare);
     if (s->wake[0] >= 0) close(s->wake[0]);
     if (s->wake[1] >= 0) close(s->wake[1]);
-    if (s->pollers)
-        for (uint32_t i = 0; i < s->nthreads; i++)
-            free(s->pollers[i].lanes);
+    if (s->pollers) /* every lane's endpoint is gone with its client (ctrl thread) */
+        for (uint32_t i = 0; i < s->nthreads; i++) {
+            poller *p = &s->pollers[i];
+            free(p->lanes);
+            if (p->evch) s->fab->evch_close(p->evch);
+            if (p->wake_fd >= 0) close(p->wake_fd);
+        }
     if (s->plist)
         for (uint32_t i = 0; i < s->nthreads; i++)
             free(s->plist[i]);

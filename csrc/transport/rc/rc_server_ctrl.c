@@ -66,6 +66,8 @@ static void client_retire(rs_rc_server *s, srv_client *cl) {
             pthread_cond_wait(&s->ack, &s->lock);
         }
         atomic_fetch_sub(&s->lanes_open, cl->qps);
+        for (uint32_t q = 0; q < cl->qps; q++)
+            atomic_fetch_sub(&s->lanes_ringing, (uint64_t)cl->lanes[q].rings);
         atomic_fetch_sub(&s->clients_open, 1);
     }
     pthread_mutex_unlock(&s->lock);
@@ -175,7 +177,14 @@ static int client_attach(rs_rc_server *s, srv_client *cl, const uint8_t *body, u
             __atomic_store_n(
                 (uint32_t *)(uintptr_t)(ln->region.addr + RS_RC_BELL_LANE_OFFSET(ln->req_bytes)),
                 lane_bell_qp(ln, s->nthreads), __ATOMIC_RELAXED);
-        if ((rc = s->fab->ep_create(s->f, &ln->region, &ln->ep, &rp->lanes[q], &err))) goto reject;
+        /* a lane rings when its client will and its poller can sleep on completion events */
+        rs_rc_evch *ch = s->pollers[ln->poller].evch;
+        ln->rings = ch && (rq->lanes[q].caps & RS_RC_CAP_RING) && rq->slots <= RC_RING_MAX_SLOTS;
+        rc = ln->rings ? s->fab->ep_create_on(s->f, &ln->region, ch, rc_ring_recvs(rq->slots),
+                                              &ln->ep, &rp->lanes[q], &err)
+                       : s->fab->ep_create(s->f, &ln->region, &ln->ep, &rp->lanes[q], &err);
+        if (rc) goto reject;
+        if (ln->rings) rp->lanes[q].caps |= RS_RC_CAP_RING;
         if ((rc = s->fab->ep_connect(ln->ep, &rq->lanes[q], &err))) goto reject;
         ln->peer = rq->lanes[q];
     }
@@ -214,6 +223,8 @@ static int client_attach(rs_rc_server *s, srv_client *cl, const uint8_t *body, u
     atomic_fetch_add(&s->clients_attached, 1);
     atomic_fetch_add(&s->clients_open, 1);
     atomic_fetch_add(&s->lanes_open, cl->qps);
+    for (uint32_t q = 0; q < cl->qps; q++)
+        atomic_fetch_add(&s->lanes_ringing, (uint64_t)cl->lanes[q].rings);
     pthread_cond_broadcast(&s->cond);
     rs_rc_server_kick_pollers(s); /* its new lanes have no doorbell set yet */
     pthread_mutex_unlock(&s->lock);

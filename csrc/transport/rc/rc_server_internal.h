@@ -56,6 +56,7 @@ typedef struct srv_lane {
     srv_client *cl;
     uint32_t client_id, qp, slots, req_bytes, resp_bytes;
     unsigned poller;
+    int rings; /* the client rings every request (RS_RC_CAP_RING): receives posted on ep */
     rs_rc_region region; /* slots x request slot, then slots x response staging */
     rs_rc_ep *ep;
     rs_rc_ep_meta
@@ -101,6 +102,12 @@ typedef struct poller {
     uint32_t kick;    /* futex word (private, __atomic): bumped to wake a blocked poller */
     int waitv_absent; /* the kernel has no futex_waitv: nap instead */
     int waitv_full;   /* more clients than futex_waitv takes (until the lanes change): nap */
+    /* verbs: the completion channel of its ringing lanes' receive CQs and an eventfd that kicks
+     * wake (NULL / -1 without); it blocks there when all its lanes ring (rc.h) */
+    rs_rc_evch *evch;
+    int wake_fd;
+    int evch_broken;   /* arming or waiting failed once (said so): nap from then on */
+    uint32_t nringing; /* lanes of the snapshot that ring */
 } poller;
 enum {
     RC_POLLER_WORKING = 0,
@@ -174,8 +181,18 @@ struct rs_rc_server {
     task ring[TASK_RING];
     uint32_t t_head, t_tail;
 
-    _Atomic uint64_t clients_attached, clients_open, lanes_open, ctrl_rejected, auth_failures;
+    _Atomic uint64_t clients_attached, clients_open, lanes_open, ctrl_rejected, auth_failures,
+        lanes_ringing;
 };
+
+/* A ringing lane keeps 2 x slots + 8 receives posted: a client has at most `slots` requests in
+ * flight on its QP, and a poller takes the completions of a lane whenever it finds a request there
+ * (a completion that lands just after is taken at the next), so fewer than slots + 2 are ever
+ * consumed and not yet re-posted. Lanes with more slots than this do not ring. */
+#define RC_RING_MAX_SLOTS 64u
+static inline uint32_t rc_ring_recvs(uint32_t slots) {
+    return 2 * slots + 8;
+}
 
 /* Where slot `slot`'s response goes in the client's region, and its staging slot in ours. */
 static inline uint64_t lane_resp_addr(const srv_lane *ln, uint32_t slot) {

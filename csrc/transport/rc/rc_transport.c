@@ -108,6 +108,7 @@ static void rc_stats(void *state, rs_ps_transport_stats *out) {
     out->poller_doorbell_wakes = s.poller_doorbell_wakes;
     out->client_wakes = s.client_wakes;
     out->poller_quick_idles = s.poller_quick_idles;
+    out->lanes_ringing = s.lanes_ringing;
 }
 
 const rs_ps_server_ops rs_shm_server_ops = {.name = "shm",

@@ -305,11 +305,21 @@ class ShmEndToEndTest(RcEndToEndCases, unittest.TestCase):
         adaptive poller reaches its sleeping state (on shm: blocked on its lanes' doorbells), and
         while the server stays idle none of them wakes to spin or yield again; a request then
         rings the doorbell, wakes its poller and is answered."""
+        self._idle_pollers_sleep_and_a_request_rings(SMALL)
+
+    def test_a_busy_mode_client_rings_the_doorbells_too(self):
+        """A client's poll mode is how it waits, not whether it rings: a busy-mode client's
+        request wakes the sleeping poller through its doorbell (it used not to ring, and such a
+        request waited for the poller's 100 ms safety wake-up)."""
+        self._idle_pollers_sleep_and_a_request_rings(SMALL + ";poll_mode=busy")
+
+    def _idle_pollers_sleep_and_a_request_rings(self, client_options: str) -> None:
         srv = _ps.Server(transport="shm", host="127.0.0.1", port=0, shard=0, num_shards=1,
                          index_type="DRAM_PET_HASH", value_size=64, capacity=1000, num_threads=2,
                          max_keys_per_request=1000, extra="")
         try:
-            with recbench.PSClient(f"shm://127.0.0.1:{srv.port}", transport_options=SMALL) as ps:
+            with recbench.PSClient(f"shm://127.0.0.1:{srv.port}",
+                                   transport_options=client_options) as ps:
                 ps.get(np.arange(1, 5, dtype=np.uint64))  # lanes exist, then stay idle
                 deadline = time.monotonic() + 30
                 while srv.stats()["pollers_sleeping"] < 2 and time.monotonic() < deadline:
@@ -401,6 +411,35 @@ class RcBenchCommandTest(unittest.TestCase):
                            env=python_env(), cwd=str(ROOT))
         self.assertEqual(r.returncode, 2)
         self.assertIn("unknown case 'tcp'", r.stderr)
+
+    def test_idle_benchmark_measures_a_blocked_poller_and_skips_without_a_device(self):
+        """tools/benchmarks/bench_rc_idle.py: on shm every lane rings, so in both cases the idle
+        poller blocks and never naps; rdma without a verbs device is a skip with its reason."""
+        require_transport(self, "shm")
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp, "rows.json")
+            r = subprocess.run([sys.executable, str(ROOT / "tools/benchmarks/bench_rc_idle.py"),
+                                "--transport", "shm", "--idle_seconds", "0.5", "--repeats", "1",
+                                "--json", str(out)], capture_output=True, text=True, timeout=120,
+                               env=python_env(), cwd=str(ROOT))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            rows = json.loads(out.read_text())
+        self.assertEqual([x["case"] for x in rows], ["ringing", "not_ringing"])
+        for x in rows:
+            self.assertEqual((x["naps"], x["lanes_ringing"]), (0, 0), x)  # shm has no verbs lanes
+            self.assertGreater(x["blocks"], 0, x)
+            self.assertGreaterEqual(x["idle_s"], 0.5)
+        self.assertIn("CPU-s per idle s", r.stdout)
+        from recbench import rdma
+
+        found, _ = rdma.devices_status()
+        if not any(p["state"] == "ACTIVE" for d in found for p in d["ports"]):
+            r = subprocess.run([sys.executable, str(ROOT / "tools/benchmarks/bench_rc_idle.py"),
+                                "--transport", "rdma", "--idle_seconds", "0.1", "--repeats", "1"],
+                               capture_output=True, text=True, timeout=120, env=python_env(),
+                               cwd=str(ROOT))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertTrue(r.stdout.startswith("skipped: rdma: "), r.stdout)
 
 
 if __name__ == "__main__":

@@ -245,22 +245,49 @@ class VerbsIntegrationTest(unittest.TestCase):
             with recbench.PSClient(srv.uri, transport_options=client_options()) as fresh:
                 np.testing.assert_array_equal(fresh.get(keys), rows_for(keys))
 
-    def test_napping_pollers_spin_less_once_idle_stretches_end_in_naps(self):
-        """A verbs poller cannot block (the NIC places a request without telling it), so it
-        naps. Once 4 idle stretches in a row ended in naps, the next ones spin 1/16 as long and
-        do not yield, as on shm. One client's requests in turn leave such gaps under emulation;
-        every answer stays right."""
-        srv = _ps.Server(transport="rdma", host="127.0.0.1", port=0, shard=0, num_shards=1,
-                         index_type="DRAM_PET_HASH", value_size=64, capacity=1000, num_threads=1,
-                         max_keys_per_request=MAX_KEYS, extra=fabric_options())
+    def _one_poller_server(self) -> _ps.Server:
+        return _ps.Server(transport="rdma", host="127.0.0.1", port=0, shard=0, num_shards=1,
+                          index_type="DRAM_PET_HASH", value_size=64, capacity=1000, num_threads=1,
+                          max_keys_per_request=MAX_KEYS, extra=fabric_options())
+
+    def _gets_in_turn(self, srv: _ps.Server, options: str) -> dict:
+        """One client's 100 GETs of 100 keys in turn (each answer checked); the server's stats
+        while it is still attached."""
+        keys = np.arange(1, 101, dtype=np.uint64)
+        with recbench.PSClient(f"rdma://127.0.0.1:{srv.port}", transport_options=options) as ps:
+            ps.put(keys, rows_for(keys))
+            for _ in range(100):
+                np.testing.assert_array_equal(ps.get(keys), rows_for(keys))
+            return srv.stats()
+
+    def test_idle_poller_blocks_on_the_completion_events_of_ringing_lanes(self):
+        """An adaptive client offers to ring (RS_RC_CAP_RING) and the server's lanes accept: every
+        commit word comes as a WRITE WITH IMM, so the poller, all of whose lanes ring, sleeps on
+        their completion channel between requests instead of napping, and each request's
+        completion event wakes it. Every answer stays right."""
+        srv = self._one_poller_server()
         try:
-            keys = np.arange(1, 101, dtype=np.uint64)
-            with recbench.PSClient(f"rdma://127.0.0.1:{srv.port}",
-                                   transport_options=client_options()) as ps:
-                ps.put(keys, rows_for(keys))
-                for _ in range(100):
-                    np.testing.assert_array_equal(ps.get(keys), rows_for(keys))
-            st = srv.stats()
+            st = self._gets_in_turn(srv, client_options())
+            self.assertEqual(st["lanes_ringing"], 2, st)  # both QPs of the client
+            self.assertGreater(st["poller_blocks"], 0, st)
+            self.assertGreater(st["poller_doorbell_wakes"], 0, st)
+            self.assertEqual(st["poller_naps"], 0, st)  # it never had a lane it could not sleep on
+            self.assertEqual(srv.stats()["lanes_ringing"], 0)  # the client detached
+        finally:
+            srv.stop()
+
+    def test_napping_pollers_spin_less_once_idle_stretches_end_in_naps(self):
+        """A lane of more than 64 slots does not ring (the server would keep too many receives
+        posted), and a poller with a lane that does not ring cannot block (the NIC places a
+        request without telling it), so it naps. Once 4 idle stretches in a row ended in naps,
+        the next ones spin 1/16 as long and do not yield, as on shm. One client's requests in
+        turn leave such gaps under emulation; every answer stays right."""
+        srv = self._one_poller_server()
+        try:
+            many_slots = ("qps_per_client_per_shard=2;slots_per_qp=65;request_slot_bytes=16384;"
+                          "response_slot_bytes=16384")
+            st = self._gets_in_turn(srv, ";".join(x for x in (fabric_options(), many_slots) if x))
+            self.assertEqual((st["lanes_ringing"], st["poller_blocks"]), (0, 0), st)
             self.assertGreater(st["poller_naps"], 0, st)
             self.assertGreater(st["poller_quick_idles"], 0, st)
         finally:
