@@ -26,8 +26,8 @@
  * word with an immediate, RS_RC_CAP_RING in rc.h) arms its lanes' receive CQs, rescans once and
  * sleeps on their shared completion channel plus an eventfd that kicks write; it takes a lane's
  * completions (re-posting the receives) whenever it finds a request there. With a lane that does
- * not ring (an older or busy-mode client), with more clients than futex_waitv takes (127), or on
- * a kernel without futex_waitv it naps instead.
+ * not ring (an older client, more than 64 slots), with more clients than futex_waitv takes (127),
+ * or on a kernel without futex_waitv it naps instead.
  *
  * Hot-path counters are per poller/worker (cache-line separated); the profile thread reads them
  * racily and prints interval deltas.
