@@ -245,10 +245,11 @@ class VerbsIntegrationTest(unittest.TestCase):
             with recbench.PSClient(srv.uri, transport_options=client_options()) as fresh:
                 np.testing.assert_array_equal(fresh.get(keys), rows_for(keys))
 
-    def _one_poller_server(self) -> _ps.Server:
+    def _one_poller_server(self, *extra: str) -> _ps.Server:
         return _ps.Server(transport="rdma", host="127.0.0.1", port=0, shard=0, num_shards=1,
                           index_type="DRAM_PET_HASH", value_size=64, capacity=1000, num_threads=1,
-                          max_keys_per_request=MAX_KEYS, extra=fabric_options())
+                          max_keys_per_request=MAX_KEYS,
+                          extra=";".join(x for x in (fabric_options(), *extra) if x))
 
     def _gets_in_turn(self, srv: _ps.Server, options: str) -> dict:
         """One client's 100 GETs of 100 keys in turn (each answer checked); the server's stats
@@ -273,6 +274,20 @@ class VerbsIntegrationTest(unittest.TestCase):
             self.assertGreater(st["poller_doorbell_wakes"], 0, st)
             self.assertEqual(st["poller_naps"], 0, st)  # it never had a lane it could not sleep on
             self.assertEqual(srv.stats()["lanes_ringing"], 0)  # the client detached
+        finally:
+            srv.stop()
+
+    def test_get_workers_answer_ringing_lanes(self):
+        """With GET workers the poller hands GETs on and still takes each ringing lane's
+        completions when it finds a request, so the lane never runs out of receives (a client
+        whose request met no receive would stall on RNR) and the poller still sleeps between
+        requests."""
+        srv = self._one_poller_server("server_get_workers=2")
+        try:
+            st = self._gets_in_turn(srv, client_options())
+            self.assertEqual(st["lanes_ringing"], 2, st)
+            self.assertGreater(st["poller_doorbell_wakes"], 0, st)
+            self.assertGreaterEqual(st["handled_get"], 100, st)
         finally:
             srv.stop()
 
