@@ -19,6 +19,10 @@
  * the word in the kernel, so a wake that comes before the sleep makes the sleep return at once.
  * The awake fast path of a waker is one fence and one load. When threads outnumber cores this
  * hands the core to a thread with work instead of to a napping thread's timer.
+ *
+ * On verbs the peer's NIC wakes nobody, so the sleep is on a completion channel instead: a client
+ * asks for its answer with an immediate (RS_RC_FLAG_NOTIFY, rc_client.c), and a poller whose lanes
+ * all ring gets one with every request (RS_RC_CAP_RING, rc_server.c).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
