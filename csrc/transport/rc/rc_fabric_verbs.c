@@ -279,7 +279,6 @@ static void ep_release(rs_rc_ep *ep) {
 }
 
 struct rs_rc_evch {
-    rs_rc_fabric *f;
     struct ibv_comp_channel *chan; /* non-blocking fd: evch_wait polls it, then reads it dry */
 };
 
@@ -558,7 +557,6 @@ static int verbs_wait_event(rs_rc_ep *ep, uint64_t timeout_ns) {
 static int verbs_evch_open(rs_rc_fabric *f, rs_rc_evch **out, rs_error *err) {
     rs_rc_evch *ch = calloc(1, sizeof *ch);
     if (!ch) return rs_error_set(err, RS_ENOMEM, "verbs fabric: out of memory");
-    ch->f = f;
     if (!(ch->chan = ibv_create_comp_channel(f->ctx))) {
         free(ch);
         return rs_error_errno(err, RS_ENOMEM, errno, "ibv_create_comp_channel on %s", f->devname);
