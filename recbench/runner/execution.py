@@ -25,11 +25,13 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import re
 import shlex
 import signal
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -91,12 +93,24 @@ class Ssh:
         return args + [ssh_host]
 
     def close(self) -> None:
+        masters = []
         for host in sorted(self.hosts):
             args = ["ssh"] + (["-F", self.ssh_config] if self.ssh_config else [])
-            args += ["-o", f"ControlPath={self.control_dir}/%C", "-O", "exit", host]
-            subprocess.run(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, timeout=10, check=False)
+            args += ["-o", f"ControlPath={self.control_dir}/%C"]
+            # "Master running (pid=N)": `-O exit` returns before that process is gone
+            check = subprocess.run(args + ["-O", "check", host], stdin=subprocess.DEVNULL,
+                                   capture_output=True, text=True, timeout=10, check=False)
+            m = re.search(r"pid=(\d+)", check.stderr)
+            if m:
+                masters.append(int(m.group(1)))
+            subprocess.run(args + ["-O", "exit", host], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10,
+                           check=False)
         self.hosts.clear()
+        deadline = time.monotonic() + 10
+        for pid in masters:  # bounded wait for each master to exit (not our child: no waitpid)
+            while procfs.alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.01)
         try:
             for name in os.listdir(self.control_dir):
                 os.unlink(os.path.join(self.control_dir, name))
