@@ -173,7 +173,7 @@ static PyObject *Server_stats(ServerObject *self, PyObject *noargs) {
     rs_kv_get_memory(rs_ps_shard_kv(self->shard), &mem);
     return Py_BuildValue(
         "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,"
-        "s:K,s:K,s:s,s:s,s:s}",
+        "s:K,s:K,s:K,s:K,s:s,s:s,s:s}",
         "handled_get", (unsigned long long)st.handled_get, "handled_put",
         (unsigned long long)st.handled_put, "handled_update", (unsigned long long)st.handled_update,
         "handled_command", (unsigned long long)st.handled_command, "handled_error",
@@ -191,8 +191,11 @@ static PyObject *Server_stats(ServerObject *self, PyObject *noargs) {
         (unsigned long long)ts.poller_doorbell_wakes, "client_wakes",
         (unsigned long long)ts.client_wakes, "poller_quick_idles",
         (unsigned long long)ts.poller_quick_idles, "lanes_ringing",
-        (unsigned long long)ts.lanes_ringing, "huge_pages", rs_kv_huge_pages_name(self->huge_pages),
-        "index_pages", mem.index_pages ? mem.index_pages : "?", "slab_pages",
+        (unsigned long long)ts.lanes_ringing, "worker_connections_max",
+        (unsigned long long)ts.worker_connections_max, "worker_connections_min",
+        (unsigned long long)ts.worker_connections_min, "huge_pages",
+        rs_kv_huge_pages_name(self->huge_pages), "index_pages",
+        mem.index_pages ? mem.index_pages : "?", "slab_pages",
         mem.slab_pages ? mem.slab_pages : "?");
 }
 

@@ -2,9 +2,12 @@
  * brpc_server.c — the PS server side of the brpc transport: bRPC's baidu_std protocol over TCP.
  *
  * Threads: num_threads epoll workers. The listening socket sits in every worker's epoll set with
- * EPOLLEXCLUSIVE; the worker that accepts a connection owns it for its lifetime, so a connection's
- * state is touched by one thread only. An eventfd in every set wakes all workers for stop().
- * epoll_wait blocks without a timeout: an idle server uses no CPU.
+ * EPOLLEXCLUSIVE. The worker that accepts a connection gives it to the worker that owns the fewest
+ * (itself on a tie): through that worker's inbox and its own eventfd, and that worker then owns it
+ * for its lifetime, so a connection's state is touched by one thread only. (Keeping every
+ * connection where it was accepted let one worker take all of a burst of connects: 16 clients on
+ * 2 workers came out 16/0 in one start of three.) An eventfd in every set wakes all workers for
+ * stop(). epoll_wait blocks without a timeout: an idle server uses no CPU.
  *
  * Per connection: an input buffer of whole frames, handled in arrival order (pipelining), and an
  * output arena. For each request the GET rows are written by the shard handler straight into the
@@ -84,6 +87,11 @@ typedef struct brpc_worker {
     unsigned index;
     struct brpc_server *srv;
     brpc_sconn *conns;
+    uint32_t owned; /* atomic: connections this worker owns or has in its inbox */
+    int inbox_fd;   /* eventfd in this worker's set: its inbox has connections to adopt */
+    pthread_mutex_t inbox_mu;
+    int *inbox; /* accepted descriptors handed to this worker by another */
+    unsigned inbox_len, inbox_cap;
     rs_brpc_arena arena;
     uint8_t *zbuf; /* inflated request messages (compress_type != 0) */
     size_t zcap;
@@ -125,6 +133,7 @@ static void conn_close(brpc_sconn *c) {
         w->conns = c->next;
     if (c->next) c->next->prev = c->prev;
     __atomic_sub_fetch(&w->srv->open_conns, 1, __ATOMIC_RELAXED);
+    __atomic_sub_fetch(&w->owned, 1, __ATOMIC_RELAXED);
     wcount(&w->closed, 1);
     free(c->in);
     free(c->out);
@@ -138,6 +147,78 @@ static int conn_set_events(brpc_sconn *c, uint32_t ev) {
     if (epoll_ctl(c->w->epfd, EPOLL_CTL_MOD, c->fd, &e)) return -1;
     c->events = ev;
     return 0;
+}
+
+/* A connection counted in w->owned and in open_conns becomes w's: it joins w's epoll set and list.
+ * Runs on w's thread only. On failure the descriptor is closed and the counts given back. */
+static void conn_adopt(brpc_worker *w, int fd) {
+    brpc_sconn *c = calloc(1, sizeof *c);
+    if (c) {
+        c->fd = fd;
+        c->w = w;
+        c->events = EPOLLIN;
+        struct epoll_event e = {.events = EPOLLIN, .data.ptr = c};
+        if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &e) == 0) {
+            c->next = w->conns;
+            if (w->conns) w->conns->prev = c;
+            w->conns = c;
+            wcount(&w->accepted, 1);
+            return;
+        }
+        free(c);
+    }
+    close(fd);
+    __atomic_sub_fetch(&w->srv->open_conns, 1, __ATOMIC_RELAXED);
+    __atomic_sub_fetch(&w->owned, 1, __ATOMIC_RELAXED);
+}
+
+/* The worker owning the fewest connections; the caller on a tie (no hand-off needed). */
+static brpc_worker *least_owned(brpc_server *s, brpc_worker *self) {
+    brpc_worker *best = self;
+    uint32_t n = __atomic_load_n(&self->owned, __ATOMIC_RELAXED);
+    for (unsigned i = 0; i < s->nworkers; i++) {
+        uint32_t m = __atomic_load_n(&s->workers[i].owned, __ATOMIC_RELAXED);
+        if (m < n) {
+            n = m;
+            best = &s->workers[i];
+        }
+    }
+    return best;
+}
+
+/* Queue fd for worker t and wake it. Returns -1 when the inbox cannot grow. */
+static int inbox_push(brpc_worker *t, int fd) {
+    int rc = 0;
+    pthread_mutex_lock(&t->inbox_mu);
+    if (t->inbox_len == t->inbox_cap) {
+        unsigned cap = t->inbox_cap ? t->inbox_cap * 2 : 16;
+        int *p = realloc(t->inbox, cap * sizeof *p);
+        if (p) {
+            t->inbox = p;
+            t->inbox_cap = cap;
+        }
+    }
+    if (t->inbox_len < t->inbox_cap)
+        t->inbox[t->inbox_len++] = fd;
+    else
+        rc = -1;
+    pthread_mutex_unlock(&t->inbox_mu);
+    uint64_t one = 1;
+    if (rc == 0 && write(t->inbox_fd, &one, sizeof one) < 0) { /* eventfd: cannot fail here */
+    }
+    return rc;
+}
+
+/* Adopt what other workers handed to w. */
+static void inbox_take(brpc_worker *w) {
+    uint64_t v;
+    if (read(w->inbox_fd, &v, sizeof v) < 0) { /* EAGAIN: another event already emptied it */
+    }
+    pthread_mutex_lock(&w->inbox_mu);
+    for (unsigned i = 0; i < w->inbox_len; i++)
+        conn_adopt(w, w->inbox[i]);
+    w->inbox_len = 0;
+    pthread_mutex_unlock(&w->inbox_mu);
 }
 
 static void accept_all(brpc_worker *w) {
@@ -156,25 +237,16 @@ static void accept_all(brpc_worker *w) {
             continue;
         }
         rs_net_set_nodelay(fd, NULL);
-        brpc_sconn *c = calloc(1, sizeof *c);
-        if (!c) {
-            close(fd);
-            continue;
-        }
-        c->fd = fd;
-        c->w = w;
-        c->events = EPOLLIN;
-        struct epoll_event e = {.events = EPOLLIN, .data.ptr = c};
-        if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &e)) {
-            close(fd);
-            free(c);
-            continue;
-        }
-        c->next = w->conns;
-        if (w->conns) w->conns->prev = c;
-        w->conns = c;
         __atomic_add_fetch(&s->open_conns, 1, __ATOMIC_RELAXED);
-        wcount(&w->accepted, 1);
+        brpc_worker *t = least_owned(s, w);
+        __atomic_add_fetch(&t->owned, 1, __ATOMIC_RELAXED);
+        if (t == w) {
+            conn_adopt(w, fd);
+        } else if (inbox_push(t, fd)) {
+            close(fd);
+            __atomic_sub_fetch(&s->open_conns, 1, __ATOMIC_RELAXED);
+            __atomic_sub_fetch(&t->owned, 1, __ATOMIC_RELAXED);
+        }
     }
 }
 
@@ -561,6 +633,8 @@ static void *worker_main(void *arg) {
                 stop = 1;
             } else if (p == &s->lfd) {
                 accept_all(w);
+            } else if (p == &w->inbox_fd) {
+                inbox_take(w);
             } else {
                 brpc_sconn *c = p;
                 if (evs[i].events & (EPOLLERR | EPOLLHUP) && !(evs[i].events & EPOLLIN)) {
@@ -591,8 +665,14 @@ static void *worker_main(void *arg) {
 static void server_free(brpc_server *s) {
     if (s->workers) {
         for (unsigned i = 0; i < s->nworkers; i++) {
-            if (s->workers[i].epfd >= 0) close(s->workers[i].epfd);
-            free(s->workers[i].zbuf);
+            brpc_worker *w = &s->workers[i];
+            if (w->epfd >= 0) close(w->epfd);
+            if (w->inbox_fd >= 0) close(w->inbox_fd);
+            for (unsigned k = 0; k < w->inbox_len; k++) /* handed over after its worker stopped */
+                close(w->inbox[k]);
+            free(w->inbox);
+            pthread_mutex_destroy(&w->inbox_mu);
+            free(w->zbuf);
         }
         free(s->workers);
     }
@@ -658,8 +738,10 @@ static int brpc_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, void **
         goto fail;
     }
     memset(s->workers, 0, s->nworkers * sizeof *s->workers);
-    for (unsigned i = 0; i < s->nworkers; i++)
-        s->workers[i].epfd = -1;
+    for (unsigned i = 0; i < s->nworkers; i++) {
+        s->workers[i].epfd = s->workers[i].inbox_fd = -1;
+        pthread_mutex_init(&s->workers[i].inbox_mu, NULL);
+    }
     for (unsigned i = 0; i < s->nworkers; i++) {
         brpc_worker *w = &s->workers[i];
         w->index = i;
@@ -670,10 +752,17 @@ static int brpc_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, void **
             rc = rs_error_errno(err, RS_EIO, errno, "brpc: epoll_create1");
             goto fail;
         }
+        w->inbox_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (w->inbox_fd < 0) {
+            rc = rs_error_errno(err, RS_EIO, errno, "brpc: eventfd");
+            goto fail;
+        }
         struct epoll_event le = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = &s->lfd};
         struct epoll_event se = {.events = EPOLLIN, .data.ptr = &s->stopfd};
+        struct epoll_event ie = {.events = EPOLLIN, .data.ptr = &w->inbox_fd};
         if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, s->lfd, &le) ||
-            epoll_ctl(w->epfd, EPOLL_CTL_ADD, s->stopfd, &se)) {
+            epoll_ctl(w->epfd, EPOLL_CTL_ADD, s->stopfd, &se) ||
+            epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->inbox_fd, &ie)) {
             rc = rs_error_errno(err, RS_EIO, errno, "brpc: epoll_ctl");
             goto fail;
         }
@@ -722,6 +811,11 @@ static void brpc_stats(void *state, rs_ps_transport_stats *out) {
         out->auth_failures += __atomic_load_n(&w->auth_failures, __ATOMIC_RELAXED);
     }
     out->connections_open = __atomic_load_n(&s->open_conns, __ATOMIC_RELAXED);
+    for (unsigned i = 0; i < s->nworkers; i++) {
+        uint64_t n = __atomic_load_n(&s->workers[i].owned, __ATOMIC_RELAXED);
+        if (i == 0 || n > out->worker_connections_max) out->worker_connections_max = n;
+        if (i == 0 || n < out->worker_connections_min) out->worker_connections_min = n;
+    }
 }
 
 const rs_ps_server_ops rs_brpc_server_ops = {

@@ -216,6 +216,30 @@ class BrpcServerTest(NoLeftoverServers, unittest.TestCase):
                     self.assertIn(varint(4 << 3) + varint(cid), meta)  # correlation_id, in order
                     self.assertGreaterEqual(len(body), n_keys * vs)
 
+    def test_connections_are_spread_over_the_workers(self):
+        # Each connection is owned by one worker for its life. They used to stay with the worker
+        # that accepted them, and one idle worker took every connect (16 clients on 2 workers:
+        # 16/0, and the other worker did nothing); now the worker owning the fewest gets it.
+        srv = _ps.Server(transport="brpc", host="127.0.0.1", port=0, shard=0, num_shards=1,
+                         index_type="DRAM_PET_HASH", value_size=VS, capacity=1000, num_threads=2,
+                         max_keys_per_request=500, extra="")
+        clients = []
+        try:
+            keys = np.arange(1, 11, dtype=np.uint64)
+            for _ in range(16):  # one connection each; an answered request proves it was adopted
+                clients.append(recbench.PSClient(f"brpc://127.0.0.1:{srv.port}"))
+                clients[-1].put(keys, rows_for(keys))
+            for ps in clients:  # every connection is served, wherever it went
+                np.testing.assert_array_equal(ps.get(keys), rows_for(keys))
+            st = srv.stats()
+            self.assertEqual(st["connections_open"], 16, st)
+            self.assertEqual((st["worker_connections_max"], st["worker_connections_min"]), (8, 8),
+                             st)
+        finally:
+            for ps in clients:
+                ps.close()
+            srv.stop()
+
     def test_shutdown_with_clients_connected(self):
         srv = PSServerProcess("brpc", value_size=VS, num_threads=2).start()
         try:
