@@ -57,6 +57,7 @@
 #define RS_BRPC_OUT_LIMIT  (64ull << 20) /* default max_pending_bytes */
 #define RS_BRPC_IN_INITIAL (64u << 10)
 #define RS_BRPC_KEEP_BYTES (4u << 20) /* larger idle buffers are released after use */
+#define RS_BRPC_SPARE_OUTS 2          /* drained output buffers a worker keeps for the next reply */
 #define RS_BRPC_FLUSH_EARLY                                                                        \
     (64u << 10) /* queued reply bytes that are sent before the next request */
 
@@ -92,6 +93,13 @@ typedef struct brpc_worker {
     pthread_mutex_t inbox_mu;
     int *inbox; /* accepted descriptors handed to this worker by another */
     unsigned inbox_len, inbox_cap;
+    /* Output buffers of connections that had sent everything, most recently used last: the next
+     * reply of any of this worker's connections is built in the hottest one, so a worker serving
+     * many connections in turn writes one buffer that stays in its cache instead of one per
+     * connection (16 connections of 256 KiB replies on 2 workers: 8 buffers each, past L2). */
+    uint8_t *spare[RS_BRPC_SPARE_OUTS];
+    size_t spare_cap[RS_BRPC_SPARE_OUTS];
+    unsigned nspare;
     rs_brpc_arena arena;
     uint8_t *zbuf; /* inflated request messages (compress_type != 0) */
     size_t zcap;
@@ -253,6 +261,12 @@ static void accept_all(brpc_worker *w) {
 /* ---- output ---------------------------------------------------------------------------------- */
 
 static int out_reserve(brpc_sconn *c, size_t more) {
+    brpc_worker *w = c->w;
+    if (!c->out && w->nspare) { /* nothing pending: take the worker's hottest buffer */
+        w->nspare--;
+        c->out = w->spare[w->nspare];
+        c->out_cap = w->spare_cap[w->nspare];
+    }
     if (c->out_len + more <= c->out_cap) return 0;
     size_t cap = c->out_cap ? c->out_cap : 64 << 10;
     while (cap < c->out_len + more)
@@ -317,11 +331,23 @@ static int conn_flush(brpc_sconn *c) {
         c->nsegs = c->seg_pos = c->seg_done = 0;
         c->out_len = 0;
         c->out_pending = 0;
+        brpc_worker *w = c->w;
         if (c->out_cap > RS_BRPC_KEEP_BYTES) { /* a burst of big replies: give the memory back */
             free(c->out);
-            c->out = NULL;
-            c->out_cap = 0;
+        } else if (c->out) { /* to the worker, for whichever connection replies next */
+            if (w->nspare == RS_BRPC_SPARE_OUTS) { /* the coldest goes */
+                free(w->spare[0]);
+                memmove(w->spare, w->spare + 1, (RS_BRPC_SPARE_OUTS - 1) * sizeof w->spare[0]);
+                memmove(w->spare_cap, w->spare_cap + 1,
+                        (RS_BRPC_SPARE_OUTS - 1) * sizeof w->spare_cap[0]);
+                w->nspare--;
+            }
+            w->spare[w->nspare] = c->out;
+            w->spare_cap[w->nspare] = c->out_cap;
+            w->nspare++;
         }
+        c->out = NULL;
+        c->out_cap = 0;
     }
     return 0;
 }
@@ -672,6 +698,8 @@ static void server_free(brpc_server *s) {
                 close(w->inbox[k]);
             free(w->inbox);
             pthread_mutex_destroy(&w->inbox_mu);
+            for (unsigned k = 0; k < w->nspare; k++)
+                free(w->spare[k]);
             free(w->zbuf);
         }
         free(s->workers);
