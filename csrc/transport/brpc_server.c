@@ -13,6 +13,8 @@
  * output arena. For each request the GET rows are written by the shard handler straight into the
  * output arena, the response head (baidu_std header + RpcMeta + PSResponse) is appended after
  * them, and the pair is queued as two iovecs (head, rows) for one writev of all ready responses.
+ * A connection holds an output arena only while it has output queued: once everything is sent the
+ * arena goes back to its worker, whose next reply on any connection takes the hottest one.
  *
  * Failure policy: a frame that cannot be parsed (bad magic, body over max_body_bytes, meta_size >
  * body_size, RpcMeta that does not parse or lacks the request part, attachment larger than the
