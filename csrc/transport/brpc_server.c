@@ -133,6 +133,18 @@ static void wcount(uint64_t *c, uint64_t n) {
 
 /* ---- connection lifecycle -------------------------------------------------------------------- */
 
+/* A connection counts in open_conns and in its worker's owned from accept (claim) until it is
+ * closed or could not be adopted (unclaim). */
+static void claim(brpc_worker *w) {
+    __atomic_add_fetch(&w->srv->open_conns, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&w->owned, 1, __ATOMIC_RELAXED);
+}
+
+static void unclaim(brpc_worker *w) {
+    __atomic_sub_fetch(&w->srv->open_conns, 1, __ATOMIC_RELAXED);
+    __atomic_sub_fetch(&w->owned, 1, __ATOMIC_RELAXED);
+}
+
 static void conn_close(brpc_sconn *c) {
     brpc_worker *w = c->w;
     epoll_ctl(w->epfd, EPOLL_CTL_DEL, c->fd, NULL);
@@ -142,8 +154,7 @@ static void conn_close(brpc_sconn *c) {
     else
         w->conns = c->next;
     if (c->next) c->next->prev = c->prev;
-    __atomic_sub_fetch(&w->srv->open_conns, 1, __ATOMIC_RELAXED);
-    __atomic_sub_fetch(&w->owned, 1, __ATOMIC_RELAXED);
+    unclaim(w);
     wcount(&w->closed, 1);
     free(c->in);
     free(c->out);
@@ -159,8 +170,8 @@ static int conn_set_events(brpc_sconn *c, uint32_t ev) {
     return 0;
 }
 
-/* A connection counted in w->owned and in open_conns becomes w's: it joins w's epoll set and list.
- * Runs on w's thread only. On failure the descriptor is closed and the counts given back. */
+/* A connection claimed for w becomes w's: it joins w's epoll set and list. Runs on w's thread
+ * only. On failure the descriptor is closed and the claim given back. */
 static void conn_adopt(brpc_worker *w, int fd) {
     brpc_sconn *c = calloc(1, sizeof *c);
     if (c) {
@@ -178,8 +189,7 @@ static void conn_adopt(brpc_worker *w, int fd) {
         free(c);
     }
     close(fd);
-    __atomic_sub_fetch(&w->srv->open_conns, 1, __ATOMIC_RELAXED);
-    __atomic_sub_fetch(&w->owned, 1, __ATOMIC_RELAXED);
+    unclaim(w);
 }
 
 /* The worker owning the fewest connections; the caller on a tie (no hand-off needed). */
@@ -247,15 +257,13 @@ static void accept_all(brpc_worker *w) {
             continue;
         }
         rs_net_set_nodelay(fd, NULL);
-        __atomic_add_fetch(&s->open_conns, 1, __ATOMIC_RELAXED);
         brpc_worker *t = least_owned(s, w);
-        __atomic_add_fetch(&t->owned, 1, __ATOMIC_RELAXED);
+        claim(t);
         if (t == w) {
             conn_adopt(w, fd);
         } else if (inbox_push(t, fd)) {
             close(fd);
-            __atomic_sub_fetch(&s->open_conns, 1, __ATOMIC_RELAXED);
-            __atomic_sub_fetch(&t->owned, 1, __ATOMIC_RELAXED);
+            unclaim(t);
         }
     }
 }
