@@ -74,6 +74,34 @@ def stat_cpu_seconds(stat: str) -> float | None:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+def host_cpu_ticks(stat: str) -> tuple[int, int] | None:
+    """(all, steal) clock ticks since boot of a host, from the aggregate `cpu` line of a
+    /proc/stat text (read here or over ssh): user, nice, system, idle, iowait, irq, softirq and
+    steal summed (guest time is inside user and nice already). Steal is the time a virtual CPU
+    was ready to run while the hypervisor ran something else. None when the text has no such
+    line."""
+    for line in stat.splitlines():
+        fields = line.split()
+        if not fields or fields[0] != "cpu":
+            continue
+        try:
+            ticks = [int(x) for x in fields[1:9]]
+        except ValueError:
+            return None
+        if len(ticks) < 4:
+            return None
+        return sum(ticks), (ticks[7] if len(ticks) > 7 else 0)
+    return None
+
+
+def steal_pct(start: tuple[int, int] | None, end: tuple[int, int] | None) -> float | None:
+    """Share of a host's CPU time the hypervisor took (steal) between two host_cpu_ticks
+    readings, in percent; None when either is missing or no time passed."""
+    if start is None or end is None or end[0] <= start[0]:
+        return None
+    return 100.0 * max(0, end[1] - start[1]) / (end[0] - start[0])
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of a process, all threads (utime + stime of /proc/PID/stat)."""
     cpu = stat_cpu_seconds(_read(f"/proc/{pid}/stat"))

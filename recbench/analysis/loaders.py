@@ -21,7 +21,8 @@ PS_INT_COLUMNS = ["client_index", "repeat_index", "server_shards", "client_proce
 PS_FLOAT_COLUMNS = ["runtime_seconds", "ops_per_sec", "key_ops_per_sec", "payload_gbps", "mean_us",
                     "p50_us", "p95_us", "p99_us", "p999_us", "max_us", "client_cpu_s", "server_cpu_s",
                     "keys_per_cpu_sec", "measured_seconds", "target_rate", "achieved_rate",
-                    "late_sends", "service_p50_us", "service_p99_us", "service_p999_us"]
+                    "late_sends", "service_p50_us", "service_p99_us", "service_p999_us",
+                    "host_steal_pct"]
 PS_LIST_COLUMNS = ["server_shard_ips", "client_ips", "log_path"]
 PS_CATEGORY_COLUMNS = ["transport", "phase", "distribution", "mode", "build_type", "index_type",
                        "row_kind"]

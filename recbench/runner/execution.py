@@ -159,6 +159,28 @@ class Host:
                               else subprocess.DEVNULL, check=False)
 
 
+    def read_text(self, path: str) -> str | None:
+        """A small file of this host (a /proc entry): read here, or with cat over ssh; None when
+        it cannot be read."""
+        if self.remote:
+            try:
+                res = self.run(f"cat {shlex.quote(path)}", timeout=15)
+            except subprocess.TimeoutExpired:
+                return None
+            return res.stdout if res.returncode == 0 else None
+        try:
+            with open(path) as f:
+                return f.read()
+        except OSError:
+            return None
+
+    def cpu_ticks(self) -> tuple[int, int] | None:
+        """(all, steal) CPU clock ticks of this host from its /proc/stat
+        (procfs.host_cpu_ticks); None when it cannot be read."""
+        text = self.read_text("/proc/stat")
+        return None if text is None else procfs.host_cpu_ticks(text)
+
+
 class Proc(LineProcess):
     """One started process (local, or the local ssh process carrying a remote one): recbench's
     one launcher (recbench.launch.LineProcess) plus where it runs, the remote PID, its CPU time
@@ -198,19 +220,8 @@ class Proc(LineProcess):
         pid = self.target_pid()
         if pid is None:
             return None
-        if self.host.remote:
-            try:
-                res = self.host.run(f"cat /proc/{int(pid)}/stat", timeout=15)
-            except subprocess.TimeoutExpired:
-                return None
-            text = res.stdout if res.returncode == 0 else ""
-        else:
-            try:
-                with open(f"/proc/{pid}/stat") as f:
-                    text = f.read()
-            except OSError:
-                return None
-        return procfs.stat_cpu_seconds(text)
+        text = self.host.read_text(f"/proc/{int(pid)}/stat")
+        return None if text is None else procfs.stat_cpu_seconds(text)
 
     def signal(self, sig: signal.Signals) -> None:
         if not self.host.remote:

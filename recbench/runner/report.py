@@ -32,6 +32,7 @@ from recbench.runner.results import FAILURE_STATUSES
 log = logging.getLogger("recbench.runner.report")
 
 SECTIONS = ["配置说明", "Workload 说明", "并发与 RDMA 参数", "结果表", "Transport 对比", "失败与跳过"]
+STEAL_WARN_PCT = 5.0  # host steal (hypervisor) share of a run window worth a warning
 UNSTABLE_SPREAD_PCT = 10.0  # relative standard deviation of a transport's run keys/s over repeats
 PLOTS = {"throughput": "plots/throughput.png", "latency": "plots/latency.png"}
 
@@ -92,6 +93,30 @@ def stability_warnings(totals: Sequence[Row], spread_pct: float = UNSTABLE_SPREA
                        "--rdma-server-bind-core-offset / --rdma-client-bind-core-offset 绑核，然后重跑；"
                        "在此之前不要用这些数字下结论。")
     return out
+
+
+def steal_lines(per_host: Mapping[str, float | None],
+                threshold: float = STEAL_WARN_PCT) -> list[str]:
+    """Console lines for the hosts of one case whose steal during the run window (percent of
+    their CPU time, procfs.steal_pct) reached `threshold`."""
+    return [f"host steal {pct:.1f} % on {label} during the run window: the hypervisor ran other "
+            "work on these CPUs, so this case's rates are lower and noisier than the machine's"
+            for label, pct in sorted(per_host.items())
+            if pct is not None and pct >= threshold]
+
+
+def steal_warnings(totals: Sequence[Row], threshold: float = STEAL_WARN_PCT) -> list[str]:
+    """summary.md warnings for run totals (transport x repeat) whose host_steal_pct reached
+    `threshold`."""
+    hit = [(str(t["transport"]), str(t["repeat_index"]), _num(t.get("host_steal_pct")) or 0.0)
+           for t in totals if t.get("phase") == "run" and t.get("repeat_index") != "mean"
+           and (_num(t.get("host_steal_pct")) or 0.0) >= threshold]
+    if not hit:
+        return []
+    cases = "，".join(f"{t} repeat {r} {pct:.1f}%" for t, r, pct in hit)
+    return [(f"**警告: 运行窗口内虚拟机的 steal 时间（hypervisor 把这些 CPU 给了别的工作，"
+             f"/proc/stat）达到 {threshold:g}% 以上: {cases}。** 这些 case 的吞吐量偏低、波动偏大，"
+             "不代表机器本身；请在 steal 接近 0 时重跑（见 summary_totals.csv 的 host_steal_pct 列）。")]
 
 
 def write_plots(run_dir: Path) -> dict[str, str]:
@@ -282,8 +307,8 @@ def render(run_config: Mapping[str, Any], rows: Sequence[Row], totals: Sequence[
         out.append(f"每个 transport × repeat 的合计（同一窗口内各客户端之和；{_latency_sentence(totals)}）：")
         out.append("")
         out.append("| transport | repeat | phase | clients | M keys/s | payload GB/s | mean_us | p99_us "
-                   "| client CPU s | server CPU s | keys/CPU·s |")
-        out.append("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+                   "| client CPU s | server CPU s | keys/CPU·s | steal % |")
+        out.append("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for t in totals:
             if _num(t.get("key_ops_per_sec")) is None:
                 continue
@@ -291,7 +316,8 @@ def render(run_config: Mapping[str, Any], rows: Sequence[Row], totals: Sequence[
                        f"{t.get('clients_ok', '')} | {_mk(t['key_ops_per_sec'])} | "
                        f"{_f(t.get('payload_gbps'), 3)} | {_f(t.get('mean_us'))} | "
                        f"{_f(t.get('p99_us'))} | {_f(t.get('client_cpu_s'), 2)} | "
-                       f"{_f(t.get('server_cpu_s'), 2)} | {_f(t.get('keys_per_cpu_sec'), 0)} |")
+                       f"{_f(t.get('server_cpu_s'), 2)} | {_f(t.get('keys_per_cpu_sec'), 0)} | "
+                       f"{_f(t.get('host_steal_pct'))} |")
     else:
         out.append("没有成功的行。")
     out.append("")
@@ -319,7 +345,7 @@ def render(run_config: Mapping[str, Any], rows: Sequence[Row], totals: Sequence[
             where = plots.get(name, "未生成")
             out.append(f"- {what}: [{where}]({where})" if where.startswith("plots/")
                        else f"- {what}: {where}")
-        warnings = stability_warnings(totals)
+        warnings = stability_warnings(totals) + steal_warnings(totals)
         if warnings:
             out.append("")
             out += warnings

@@ -45,6 +45,9 @@ NEW_COLUMNS += LAB_COLUMNS
 # what served the row: recbench (its ps_server), external (--server-endpoints, a deployment the
 # runner did not start) or a --server-binary's file name
 NEW_COLUMNS += ["server_impl"]
+# the largest share of CPU time the hypervisor took (steal, /proc/stat) on any host of the case
+# during the run window, in percent: run rows only, empty where /proc/stat could not be read
+NEW_COLUMNS += ["host_steal_pct"]
 SUMMARY_COLUMNS = RECSTORE_COLUMNS + NEW_COLUMNS
 
 TOTALS_COLUMNS = [
@@ -52,7 +55,7 @@ TOTALS_COLUMNS = [
     "window_seconds", "ops_per_sec", "key_ops_per_sec", "payload_gbps", "mean_us", "p50_us",
     "p95_us", "p99_us", "p999_us", "max_us", "client_cpu_s", "server_cpu_s", "keys_per_cpu_sec",
     "repeats", "key_ops_per_sec_stdev", "key_ops_per_sec_min", "key_ops_per_sec_max",
-    "latency_merge",
+    "latency_merge", "host_steal_pct",
 ]
 
 STATUSES = ("success", "skipped", "timeout", "startup_failure", "client_failure",
@@ -297,6 +300,9 @@ def case_totals(rows: Sequence[dict[str, Any]], transport: str, repeat_index: in
     total_cpu = (out.get("client_cpu_s") or 0.0) + (out.get("server_cpu_s") or 0.0)
     if total_cpu > 0 and out["window_seconds"]:
         out["keys_per_cpu_sec"] = key_ops * out["window_seconds"] / total_cpu
+    steals = [v for v in (_num(r.get("host_steal_pct")) for r in ok) if v is not None]
+    if steals:
+        out["host_steal_pct"] = max(steals)
     return out
 
 
@@ -320,6 +326,9 @@ def mean_row(case_rows: Sequence[dict[str, Any]], transport: str, phase: str) ->
         xs = [v[col] for v in vals if v.get(col) is not None]
         if xs:
             out[col] = statistics.mean(xs)
+    steals = [v["host_steal_pct"] for v in vals if v.get("host_steal_pct") is not None]
+    if steals:
+        out["host_steal_pct"] = max(steals)  # the worst repeat
     out["clients_ok"] = sum(v["clients_ok"] for v in vals)
     out["clients_failed"] = sum(v["clients_failed"] for v in vals)
     out["latency_merge"] = ("exact" if all(v.get("latency_merge") == "exact" for v in vals)

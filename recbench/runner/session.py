@@ -30,7 +30,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from recbench import latency_hist
+from recbench import latency_hist, procfs
 from recbench.lab import facts as lab_facts
 from recbench.launch import SOURCE_ROOT
 from recbench.runner import case as case_procs
@@ -650,6 +650,8 @@ class Session:
                 if dead_server is not None or left <= 0:
                     break
                 cond.wait(left)
+        hosts = {p.host.label(): p.host for p in servers + clients}
+        ticks_start = {label: h.cpu_ticks() for label, h in hosts.items()}
         cpu_start = [p.cpu_seconds() for p in servers]
         go_sent = []
         if dead_server is None:
@@ -667,6 +669,10 @@ class Session:
                 cond.wait(left)
         log.debug("%s repeat %s: clients done", base["transport"], base["repeat_index"])
         cpu_end = [p.cpu_seconds() for p in servers]
+        steal = {label: procfs.steal_pct(ticks_start[label], h.cpu_ticks())
+                 for label, h in hosts.items()}
+        self.cases[-1]["host_steal_pct"] = {k: None if v is None else round(v, 2)
+                                            for k, v in steal.items()}
         server_cpu = None
         if all(x is not None for x in cpu_start + cpu_end) and servers:
             server_cpu = sum((e or 0.0) - (s or 0.0) for s, e in zip(cpu_start, cpu_end))
@@ -685,6 +691,10 @@ class Session:
         for spec, p in zip(topo.clients, clients):
             rows += self._client_rows(base, spec, p, p in still_running, dead_server, servers,
                                       server_cpu, server_logs)
+        worst = max((v for v in steal.values() if v is not None), default=None)
+        for r in rows:
+            if r.get("phase") == "run" and r["status"] == "success" and worst is not None:
+                r["host_steal_pct"] = round(worst, 2)
         return rows, server_cpu
 
     def _client_rows(self, base: dict[str, Any], spec: ClientSpec, proc: Proc, timed_out: bool,
@@ -786,7 +796,7 @@ def print_table(transports: Sequence[str], totals: Sequence[dict[str, Any]],
                 rows: Sequence[dict[str, Any]]) -> None:
     """The run's headline on stdout: per transport, the mean over repeats of the run total."""
     print(f"{'transport':<10} {'status':<18} {'run M keys/s':>12} {'stdev':>8} {'p99 us':>9} "
-          f"{'repeats':>7}")
+          f"{'repeats':>7} {'steal %':>7}")
     for t in transports:
         mean: dict[str, Any] = next((x for x in totals if x["transport"] == t
                                      and x["repeat_index"] == "mean" and x["phase"] == "run"), {})
@@ -798,7 +808,10 @@ def print_table(transports: Sequence[str], totals: Sequence[dict[str, Any]],
                  f"{(mean.get('key_ops_per_sec_stdev') or 0) / 1e6:8.3f}" if rate is not None
                  else f"{'-':>8}",
                  f"{mean['p99_us']:9.1f}" if mean.get("p99_us") is not None else f"{'-':>9}"]
-        print(f"{t:<10} {status:<18} {' '.join(cells)} {mean.get('repeats', 0):>7}")
+        steal = mean.get("host_steal_pct")  # the worst repeat's
+        cells.append(f"{mean.get('repeats', 0):>7}")
+        cells.append(f"{steal:7.1f}" if steal is not None else f"{'-':>7}")
+        print(f"{t:<10} {status:<18} {' '.join(cells)}")
 
 
 def _port_accepts(host: str, port: int) -> bool:
@@ -852,6 +865,8 @@ def run(plan: Plan, argv: list[str]) -> int:
                       f"({time.monotonic() - t0:.1f}s, elapsed "
                       f"{time.monotonic() - session.started:.1f}s, {len(cases) - n} cases left)",
                       file=sys.stderr, flush=True)
+                for line in report.steal_lines(session.cases[-1].get("host_steal_pct") or {}):
+                    print(f"[case {n}/{len(cases)}]   {line}", file=sys.stderr, flush=True)
                 if status in results.FAILURE_STATUSES:
                     bad = [r["message"] for r in rows if r["status"] == status]
                     print(f"[case {n}/{len(cases)}]   {bad[0] if bad else ''}", file=sys.stderr,

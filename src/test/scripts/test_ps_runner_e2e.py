@@ -130,6 +130,10 @@ class RunnerCase(unittest.TestCase):
             self.assertEqual(len(r), len(results.SUMMARY_COLUMNS))
         totals = read_csv(Path(self.out, "summary_totals.csv"))
         self.assertEqual(totals[0], results.TOTALS_COLUMNS)
+        steal = rows[0].index("host_steal_pct")
+        for r in rows[1:]:  # every host here has a /proc/stat: each run row says its steal
+            if r[1] == "success" and r[2] == "run":
+                self.assertTrue(0.0 <= float(r[steal]) <= 100.0, r)
         md = Path(self.out, "summary.md").read_text().splitlines()
         git = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
                              text=True).stdout.strip()

@@ -167,6 +167,15 @@ class TestSshProcesses(unittest.TestCase):
         facts["recbench"]["commit"] = "0" * 40
         self.assertIn("differs from local", preflight.compare_with_local(local, facts, "server-a")[0])
 
+    def test_host_cpu_ticks_over_ssh(self):
+        host = Host("127.0.0.2", self.ssh, repo=self.dir)
+        first = host.cpu_ticks()  # the host's /proc/stat, read through ssh
+        self.assertIsNotNone(first)
+        self.assertLessEqual(first[1], first[0])
+        second = host.cpu_ticks()
+        self.assertGreaterEqual(second[0], first[0])
+        self.assertGreaterEqual(second[1], first[1])
+
     def test_stdin_input_through_ssh(self):
         host = Host("client-b", self.ssh, repo=self.dir)
         res = host.run(f"cat > {self.dir}/cfg.json", input_text='{"a": 1}')
@@ -240,6 +249,23 @@ class TestRemoteCommands(unittest.TestCase):
         with open(f"/proc/{os.getpid()}/stat") as f:
             self.assertGreaterEqual(procfs.stat_cpu_seconds(f.read()), 0.0)
         self.assertIsNone(procfs.stat_cpu_seconds("garbage"))
+
+    def test_host_steal_from_proc_stat(self):
+        start = procfs.host_cpu_ticks(
+            "cpu  100 0 50 800 10 0 5 35 0 0\ncpu0 50 0 25 400 5 0 2 18 0 0\nintr 1\n")
+        self.assertEqual(start, (1000, 35))
+        end = procfs.host_cpu_ticks("cpu  300 0 150 1200 10 0 5 335 7 0\n")
+        self.assertEqual(end, (2000, 335))  # guest (7) is inside user already
+        self.assertAlmostEqual(procfs.steal_pct(start, end), 30.0)
+        self.assertIsNone(procfs.steal_pct(start, start))  # no time passed
+        self.assertIsNone(procfs.steal_pct(None, end))
+        self.assertEqual(procfs.host_cpu_ticks("cpu  1 2 3 4\n"), (10, 0))  # before steal
+        self.assertIsNone(procfs.host_cpu_ticks("garbage"))
+        self.assertIsNone(procfs.host_cpu_ticks("cpu  1 x 3 4 5\n"))
+        local = Host(None).cpu_ticks()  # this machine's own /proc/stat
+        self.assertIsNotNone(local)
+        self.assertGreater(local[0], 0)
+        self.assertLessEqual(local[1], local[0])
 
 
 if __name__ == "__main__":

@@ -73,6 +73,23 @@ class TestReportFromRunDir(unittest.TestCase):
         self.assertIn("**警告: BRPC 的 run 吞吐量在 2 次 repeat 之间的相对标准差为 47.1%", text)
         self.assertIn("--runtime-seconds", text)
 
+    def test_host_steal_gets_a_warning_and_a_column(self):
+        write_run_dir(self.out, [6_000_000, 5_950_000])
+        totals = results.read_summary_csv(self.out / "summary_totals.csv")
+        for t in totals:
+            if t["phase"] == "run" and t["repeat_index"] == "1":
+                t["host_steal_pct"] = "27.5"
+        results.write_totals_csv(self.out / "summary_totals.csv", totals)
+        text = report.write_report(self.out).read_text()
+        self.assertIn("steal 时间", text)
+        self.assertIn("BRPC repeat 1 27.5%", text)
+        self.assertNotIn("BRPC repeat 0", text.split("steal 时间")[1].split("\n")[0])
+        self.assertIn("| keys/CPU·s | steal % |", text)
+        self.assertIn(" | 27.5 |", text)
+        lines = report.steal_lines({"local": 27.46, "lab-b": 0.4, "gone": None})
+        self.assertEqual(len(lines), 1)
+        self.assertTrue(lines[0].startswith("host steal 27.5 % on local during the run window"))
+
     def test_refuses_a_directory_that_is_not_a_run(self):
         res = subprocess.run([sys.executable, "-m", "recbench.runner.report", str(self.out)],
                              capture_output=True, text=True, env=python_env(), timeout=60)

@@ -93,8 +93,8 @@ class TestResults(unittest.TestCase):
             lines = Path(path).read_text().splitlines()
             self.assertTrue(lines[0].startswith("transport,status,phase,client_index"))
             self.assertEqual(lines[0].split(","), results.SUMMARY_COLUMNS)
-            self.assertEqual(len(results.SUMMARY_COLUMNS), 45)  # 25 RecStore + 20 new
-            self.assertEqual(results.SUMMARY_COLUMNS[-1], "server_impl")
+            self.assertEqual(len(results.SUMMARY_COLUMNS), 46)  # 25 RecStore + 21 new
+            self.assertEqual(results.SUMMARY_COLUMNS[-1], "host_steal_pct")
             self.assertEqual(results.SUMMARY_COLUMNS[33:35], ["measured_seconds", "wire"])
             self.assertEqual(results.SUMMARY_COLUMNS[35:41], results.OPEN_LOOP_COLUMNS)
             self.assertEqual(results.SUMMARY_COLUMNS[41:44], results.LAB_COLUMNS)
