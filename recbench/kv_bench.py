@@ -26,7 +26,7 @@ import statistics
 import sys
 import tempfile
 
-from recbench import _kv
+from recbench import _kv, procfs
 from recbench.cli_flags import parse_bool
 from recbench.cpuinfo import cpu_model
 
@@ -254,7 +254,9 @@ def compare_indexes(record_count=1_000_000, value_size=512, batch_keys=500, thre
                        batch_keys=batch_keys, running_seconds=running_seconds, operation_count=0,
                        seed=seed + rep, bind_core=False, path=None, load=True, run=True,
                        huge_pages=hp, row_kernel=row_kernel, ceiling_index_lines=lines)
+            ticks = procfs.local_cpu_ticks()
             res = run(cfg)
+            steal = procfs.steal_pct(ticks, procfs.local_cpu_ticks())
             kernel = res["row_kernel"]
             r, mem = res["run"], res["memory"]
             pages[name] = {k: mem[k] for k in ("index_pages", "slab_pages", "bytes_per_key",
@@ -265,7 +267,8 @@ def compare_indexes(record_count=1_000_000, value_size=512, batch_keys=500, thre
                                   "batch_p50_us": r["read"]["p50_us"],
                                   "batch_p99_us": r["read"]["p99_us"],
                                   "not_found": r["not_found"],
-                                  "rows_huge_pct": 100.0 * res.get("rows_huge_share", -1.0)})
+                                  "rows_huge_pct": 100.0 * res.get("rows_huge_share", -1.0),
+                                  "steal_pct": -1.0 if steal is None else steal})
             log.info("repeat %d %s: %.2f M keys/s, %.2f M keys per CPU-second (pages %s/%s, rows "
                      "%.0f %% on huge pages)", rep, name, samples[name][-1]["keys_per_sec"] / 1e6,
                      samples[name][-1]["keys_per_cpu_sec"] / 1e6, mem["index_pages"],
@@ -278,6 +281,7 @@ def compare_indexes(record_count=1_000_000, value_size=512, batch_keys=500, thre
         m["pct_of_ceiling_cpu"] = 100.0 * m["keys_per_cpu_sec"] / ceil["keys_per_cpu_sec"]
         m["pct_of_ceiling_p50"] = 100.0 * ceil["batch_p50_us"] / m["batch_p50_us"]
         m.update(pages[name])
+        m["steal_pct_max"] = max(s["steal_pct"] for s in samples[name])  # the worst repeat
     from recbench.build import build_info
     info = build_info()
     out = {"params": dict(record_count=record_count, value_size=value_size, batch_keys=batch_keys,
@@ -303,20 +307,27 @@ def format_comparison(res: dict) -> str:
             (f"| {'case':<27} | {'M keys/s':>9} | {'% of ceiling':>12} | {'M keys/CPU-s':>12} | "
              f"{'% of ceiling (CPU)':>18} | {'batch p50 us':>12} | {'% of ceiling (p50)':>18} | "
              f"{'batch p99 us':>12} | {'B/key':>7} | {'pages (index/slab)':>18} | "
-             f"{'rows on huge pages':>18} |"),
+             f"{'rows on huge pages':>18} | {'steal % (max)':>13} |"),
             (f"|{'-' * 29}|{'-' * 11}|{'-' * 14}|{'-' * 14}|{'-' * 20}|{'-' * 14}|{'-' * 20}|"
-             f"{'-' * 14}|{'-' * 9}|{'-' * 20}|{'-' * 20}|")]
+             f"{'-' * 14}|{'-' * 9}|{'-' * 20}|{'-' * 20}|{'-' * 15}|")]
     for name, m in res["median"].items():
         pg = f"{m.get('index_pages', '?')}/{m.get('slab_pages', '?')}"
         huge = m.get("rows_huge_pct", -100.0)
         hp = f"{huge:.0f} %" if huge >= 0 else "?"
+        st = m.get("steal_pct_max", -1.0)
+        steal = f"{st:.1f} %" if st >= 0 else "?"
         rows.append(f"| {name:<27} | {m['keys_per_sec'] / 1e6:>9.2f} | {m['pct_of_ceiling']:>11.1f}% | "
                     f"{m['keys_per_cpu_sec'] / 1e6:>12.2f} | {m['pct_of_ceiling_cpu']:>17.1f}% | "
                     f"{m['batch_p50_us']:>12.1f} | {m['pct_of_ceiling_p50']:>17.1f}% | "
                     f"{m['batch_p99_us']:>12.1f} | "
-                    f"{m.get('bytes_per_key', 0):>7.1f} | {pg:>18} | {hp:>18} |")
+                    f"{m.get('bytes_per_key', 0):>7.1f} | {pg:>18} | {hp:>18} | {steal:>13} |")
     if p.get("system_huge_pages"):
         rows += ["", f"system huge pages: {p['system_huge_pages']}"]
+    worst = max((m.get("steal_pct_max", -1.0) for m in res["median"].values()), default=-1.0)
+    if worst >= procfs.STEAL_WARN_PCT:
+        rows += ["", (f"warning: host steal reached {worst:.1f} % in a run (the hypervisor ran "
+                      "other work on these CPUs): the ratios between cases are still comparable "
+                      "only if every case saw about the same, see the steal column")]
     if "pet_over_eh" in res:
         rows += ["", (f"PET/EH: {res['pet_over_eh']:.2f}x keys/s, {res['pet_over_eh_cpu']:.2f}x keys per "
                       f"CPU-second (RecStore publishes 51.96 / 19.45 = 2.67x, 16 threads, 300k records)")]

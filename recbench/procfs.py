@@ -74,6 +74,10 @@ def stat_cpu_seconds(stat: str) -> float | None:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+# steal (percent of a host's CPU time over a measured window) from which benchmark outputs warn
+STEAL_WARN_PCT = 5.0
+
+
 def host_cpu_ticks(stat: str) -> tuple[int, int] | None:
     """(all, steal) clock ticks since boot of a host, from the aggregate `cpu` line of a
     /proc/stat text (read here or over ssh): user, nice, system, idle, iowait, irq, softirq and
@@ -92,6 +96,15 @@ def host_cpu_ticks(stat: str) -> tuple[int, int] | None:
             return None
         return sum(ticks), (ticks[7] if len(ticks) > 7 else 0)
     return None
+
+
+def local_cpu_ticks() -> tuple[int, int] | None:
+    """host_cpu_ticks of this machine (its /proc/stat); None where there is none."""
+    try:
+        with open("/proc/stat") as f:
+            return host_cpu_ticks(f.read())
+    except OSError:
+        return None
 
 
 def steal_pct(start: tuple[int, int] | None, end: tuple[int, int] | None) -> float | None:

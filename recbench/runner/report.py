@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from recbench import records, transports
+from recbench.procfs import STEAL_WARN_PCT
 from recbench.runner.results import FAILURE_STATUSES
 
 log = logging.getLogger("recbench.runner.report")
 
 SECTIONS = ["配置说明", "Workload 说明", "并发与 RDMA 参数", "结果表", "Transport 对比", "失败与跳过"]
-STEAL_WARN_PCT = 5.0  # host steal (hypervisor) share of a run window worth a warning
 UNSTABLE_SPREAD_PCT = 10.0  # relative standard deviation of a transport's run keys/s over repeats
 PLOTS = {"throughput": "plots/throughput.png", "latency": "plots/latency.png"}
 

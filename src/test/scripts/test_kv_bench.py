@@ -177,6 +177,20 @@ class CompareIndexesTest(unittest.TestCase):
         self.assertIn("2.67x", table)
         self.assertIn(f"CPU {cpu_model()}", table.splitlines()[0])
         self.assertEqual(len(re.findall(r"^\| (ceiling|DRAM_)", table, re.MULTILINE)), 3)
+        for m in res["median"].values():  # this machine has a /proc/stat
+            self.assertTrue(0.0 <= m["steal_pct_max"] <= 100.0, m)
+        self.assertIn("steal % (max)", table)
+
+    def test_steal_warning_names_the_worst_run(self):
+        res = kv_bench.compare_indexes(record_count=2000, value_size=64, batch_keys=50,
+                                       running_seconds=0.1, repeats=1, index_types=("DRAM_PET_HASH",))
+        res["median"]["DRAM_PET_HASH"]["steal_pct_max"] = 31.0
+        table = kv_bench.format_comparison(res)
+        self.assertIn("warning: host steal reached 31.0 % in a run", table)
+        self.assertRegex(table, r"\| DRAM_PET_HASH .*\|\s+31\.0 % \|")
+        res["median"]["DRAM_PET_HASH"]["steal_pct_max"] = 1.0
+        res["median"]["ceiling"]["steal_pct_max"] = 0.0
+        self.assertNotIn("warning: host steal", kv_bench.format_comparison(res))
 
     def test_line_bounds_are_ceiling_cases(self):
         res = kv_bench.compare_indexes(record_count=2000, value_size=64, batch_keys=50,
