@@ -195,7 +195,9 @@ def summarize(rows: list[dict]) -> list[dict]:
                     "client_cpu_s": med("client_cpu_s"), "server_cpu_s": med("server_cpu_s"),
                     "keys_per_cpu_s": statistics.median(keys_per_cpu_s(r) for r in ok),
                     "p50_us": med("p50_us"), "p99_us": med("p99_us"),
-                    "idle_cpu_s": max(idle) if idle else None})
+                    "idle_cpu_s": max(idle) if idle else None,
+                    "steal_pct_max": max((r["steal_pct"] for r in ok
+                                          if r.get("steal_pct") is not None), default=None)})
     return out
 
 
@@ -208,18 +210,24 @@ def format_table(summary: list[dict], args) -> str:
               f"{cpu_model()}"),
              ("| system | keys/s (median) | range | client CPU s | server CPU s | keys per CPU-s "
               "| p50 us | p99 us | vs Redis keys/s | idle server CPU s / "
-              f"{args.idle_seconds:g}s |"),
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              f"{args.idle_seconds:g}s | host steal % (max) |"),
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for s in summary:
         if s["status"] != "ok":
-            lines.append(f"| {s['system']} | {s['status']}: {s.get('reason')} |||||||||")
+            lines.append(f"| {s['system']} | {s['status']}: {s.get('reason')} ||||||||||")
             continue
         ratio = f"{s['keys_s'] / redis['keys_s']:.2f}x" if redis else "n/a"
         idle = "" if s["idle_cpu_s"] is None else f"{s['idle_cpu_s']:.3f}"
+        steal = "" if s.get("steal_pct_max") is None else f"{s['steal_pct_max']:.1f}"
         lines.append(f"| {s['system']} | {s['keys_s']:,.0f} | {s['keys_s_min']:,.0f}–"
                      f"{s['keys_s_max']:,.0f} | {s['client_cpu_s']:.2f} | {s['server_cpu_s']:.2f} "
                      f"| {s['keys_per_cpu_s']:,.0f} | {s['p50_us']:.0f} | {s['p99_us']:.0f} | "
-                     f"{ratio} | {idle} |")
+                     f"{ratio} | {idle} | {steal} |")
+    worst = max((s["steal_pct_max"] for s in summary if s.get("steal_pct_max") is not None),
+                default=0.0)
+    if worst >= procfs.STEAL_WARN_PCT:
+        lines.append(f"\nwarning: host steal reached {worst:.1f} % in a run (the hypervisor ran "
+                     "other work on these CPUs): rates of runs with different steal do not compare")
     return "\n".join(lines)
 
 
@@ -342,9 +350,11 @@ def main(argv=None) -> int:
         systems = ([] if args.no_redis else ["redis"]) + transports
         systems = repeat_order(systems, rep)
         for system in systems:
+            ticks = procfs.local_cpu_ticks()
             row = (run_redis(args, rep) if system == "redis"
                    else run_transport(args, system, rep, pki))
             row["repeat"] = rep
+            row["steal_pct"] = procfs.steal_pct(ticks, procfs.local_cpu_ticks())
             rows.append(row)
             if row["status"] == "ok":
                 print(f"[repeat {rep}] {system}: {row['keys_s']:,.0f} keys/s, client "

@@ -35,6 +35,9 @@ class BenchPsTransportsTest(unittest.TestCase):
             self.assertGreater(runs[name]["keys_s"], 0)
             self.assertEqual(runs[name]["key_ops"] % 500, 0)  # whole batches of 500 keys
         self.assertIsNotNone(runs["brpc"]["idle_cpu_s"])  # the idle server was measured
+        for name in ("redis", "brpc"):  # this machine's /proc/stat: each run says its steal
+            self.assertTrue(0.0 <= runs[name]["steal_pct"] <= 100.0, runs[name])
+        self.assertIn("host steal % (max) |", r.stdout)
         if runs["rdma"]["status"] != "ok":
             self.assertEqual(runs["rdma"]["status"], "skipped")
             self.assertIn("RDMA", runs["rdma"]["reason"])
