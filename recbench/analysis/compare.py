@@ -84,6 +84,9 @@ def per_repeat(df: pd.DataFrame) -> pd.DataFrame:
         for col in ("p50_us", "p95_us", "p99_us", "p999_us", "max_us"):
             r[col] = float(g[col].max())  # a bound: clients do not export their histograms
         r["server_cpu_s"] = float(g["server_cpu_s"].max())
+        # the case's (every run row carries the same); NaN in files from before the column
+        r["host_steal_pct"] = (float(g["host_steal_pct"].max()) if "host_steal_pct" in g.columns
+                               else math.nan)
         cpu = (0.0 if math.isnan(r["client_cpu_s"]) else r["client_cpu_s"]) + \
             (0.0 if math.isnan(r["server_cpu_s"]) else r["server_cpu_s"])
         keys = r["key_ops_per_sec"] * r["runtime_seconds"]
@@ -93,7 +96,8 @@ def per_repeat(df: pd.DataFrame) -> pd.DataFrame:
                                                                "key_ops_per_sec", "payload_gbps",
                                                                "client_cpu_s", "runtime_seconds",
                                                                *LATENCY_COLUMNS, "max_us",
-                                                               "server_cpu_s", "keys_per_cpu_sec"])
+                                                               "server_cpu_s", "keys_per_cpu_sec",
+                                                               "host_steal_pct"])
     out.attrs.update(df.attrs)
     return out
 
@@ -261,5 +265,7 @@ def sweep_rows(param: str, value: str, summary) -> list[dict]:
             key_ops_per_sec_std=float(g["key_ops_per_sec"].std(ddof=1)) if len(g) > 1 else 0.0,
             p99_us=float(g["p99_us"].mean()), client_cpu_s=float(g["client_cpu_s"].mean()),
             server_cpu_s=float(g["server_cpu_s"].mean()),
-            keys_per_cpu_sec=float(g["keys_per_cpu_sec"].mean()), summary_csv=str(df.attrs["path"])))
+            keys_per_cpu_sec=float(g["keys_per_cpu_sec"].mean()), summary_csv=str(df.attrs["path"]),
+            host_steal_pct=None if g["host_steal_pct"].isna().all()
+            else float(g["host_steal_pct"].max())))  # the worst repeat
     return rows

@@ -269,17 +269,21 @@ def load_summary(path) -> pd.DataFrame:
 
 SWEEP_COLUMNS = ["param", "value", "transport", "status", "repeats", "key_ops_per_sec",
                  "key_ops_per_sec_std", "p99_us", "client_cpu_s", "server_cpu_s", "keys_per_cpu_sec",
-                 "summary_csv"]
+                 "summary_csv", "host_steal_pct"]
 
 
 def load_sweep(path) -> pd.DataFrame:
     """Load a sweep.csv written by tools/benchmarks/sweep_ps.py."""
     path = _resolve(path, "sweep.csv")
     header, body = _read_rows(path)
-    _check_order(path, header, SWEEP_COLUMNS, "sweep.csv")
+    # host_steal_pct came last, on 2026-12-02: older sweeps load without it (empty)
+    _check_order(path, header, SWEEP_COLUMNS if len(header) >= len(SWEEP_COLUMNS)
+                 else SWEEP_COLUMNS[:-1], "sweep.csv")
     df = pd.DataFrame(body, columns=header, dtype=object).astype(str)
+    if "host_steal_pct" not in df.columns:
+        df["host_steal_pct"] = ""
     _to_numbers(path, df, ["repeats"], integer=True)
-    _to_numbers(path, df, SWEEP_COLUMNS[5:11], integer=False)
+    _to_numbers(path, df, SWEEP_COLUMNS[5:11] + ["host_steal_pct"], integer=False)
     df["value_num"] = pd.to_numeric(df["value"], errors="coerce")
     df.attrs["path"] = str(path)
     df.attrs["kind"] = "sweep"

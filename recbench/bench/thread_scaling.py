@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import sys
 import time
 from pathlib import Path
 
-from recbench import analysis, records
+from recbench import analysis, procfs, records
 from recbench.bench import sweep_ps
 from recbench.cpuinfo import cpu_model
 from recbench.launch import SOURCE_ROOT
@@ -38,11 +39,12 @@ LITTLE_P99_FACTOR = 2.0
 
 SCALING_COLUMNS = ["transport", "server_threads", "client_threads", "status", "key_ops_per_sec",
                    "frac_of_best", "p99_us", "little_us", "p99_over_little", "in_flight_requests",
-                   "client_cpu_s", "server_cpu_s", "keys_per_cpu_sec", "summary_csv"]
+                   "client_cpu_s", "server_cpu_s", "keys_per_cpu_sec", "summary_csv",
+                   "host_steal_pct"]
 GOAL_COLUMNS = ["transport", "server_threads", "best_key_ops_per_sec", "best_client_threads",
                 "max_client_threads", "key_ops_per_sec_at_max", "frac_of_best_at_max",
                 "throughput_goal_met", "p99_us_at_max", "little_us_at_max", "p99_over_little_at_max",
-                "p99_goal_met"]
+                "p99_goal_met", "host_steal_pct_at_max"]
 
 
 def parse_ints(text: str, what: str) -> list[int]:
@@ -77,7 +79,8 @@ def scaling_rows(sweep_rows: list[dict], server_threads: int, prefetch_depth: in
                        p99_us=r["p99_us"], little_us=little,
                        p99_over_little=r["p99_us"] / little if little else None,
                        client_cpu_s=r["client_cpu_s"], server_cpu_s=r["server_cpu_s"],
-                       keys_per_cpu_sec=r["keys_per_cpu_sec"])
+                       keys_per_cpu_sec=r["keys_per_cpu_sec"],
+                       host_steal_pct=r.get("host_steal_pct"))
         out.append(row)
     return out
 
@@ -102,7 +105,8 @@ def goal_rows(rows: list[dict]) -> list[dict]:
                        p99_us_at_max=a["p99_us"], little_us_at_max=a["little_us"],
                        p99_over_little_at_max=a["p99_over_little"],
                        p99_goal_met=a["p99_over_little"] is not None
-                       and a["p99_over_little"] <= LITTLE_P99_FACTOR)
+                       and a["p99_over_little"] <= LITTLE_P99_FACTOR,
+                       host_steal_pct_at_max=a.get("host_steal_pct"))
         else:
             row.update(throughput_goal_met=False, p99_goal_met=False)
         out.append(row)
@@ -117,12 +121,15 @@ def _fmt(_col, v):
     return "" if v is None else str(v)
 
 
-def goals_text(goals: list[dict], cpu: str | None = None) -> str:
+def goals_text(goals: list[dict], cpu: str | None = None, rows: list[dict] | None = None) -> str:
+    """The goals table as printed; `rows` (thread_scaling.csv's) add a warning when some point
+    ran with the hypervisor's steal at STEAL_WARN_PCT or more."""
+    rows = rows or []
     head = (f"goals at the largest client thread count: keys/s >= {THROUGHPUT_GOAL:.0%} of the best; "
             f"p99 <= {LITTLE_P99_FACTOR:g} x Little's-law latency (in-flight requests / request rate)"
             + (f"; CPU {cpu}" if cpu else ""))
     cols = (f"{'transport':<10} {'srv thr':>7} {'best M/s':>9} {'@thr':>5} {'M/s @max':>9} {'frac':>6} "
-            f"{'goal':>5} {'p99 ms':>8} {'W ms':>8} {'p99/W':>6} {'goal':>5}")
+            f"{'goal':>5} {'p99 ms':>8} {'W ms':>8} {'p99/W':>6} {'goal':>5} {'steal%':>6}")
     lines = [head, cols]
     for g in goals:
         if "key_ops_per_sec_at_max" not in g:
@@ -134,8 +141,22 @@ def goals_text(goals: list[dict], cpu: str | None = None) -> str:
             f"{g['best_client_threads']:>5} {g['key_ops_per_sec_at_max'] / 1e6:>9.3f} "
             f"{g['frac_of_best_at_max']:>6.2f} {_fmt(0, g['throughput_goal_met']):>5} "
             f"{g['p99_us_at_max'] / 1e3:>8.1f} {g['little_us_at_max'] / 1e3:>8.1f} "
-            f"{g['p99_over_little_at_max']:>6.2f} {_fmt(0, g['p99_goal_met']):>5}")
+            f"{g['p99_over_little_at_max']:>6.2f} {_fmt(0, g['p99_goal_met']):>5} "
+            f"{_steal(g.get('host_steal_pct_at_max')):>6}")
+    disturbed = [r for r in rows if (r.get("host_steal_pct") or 0.0) >= procfs.STEAL_WARN_PCT]
+    if disturbed:
+        worst = max(disturbed, key=lambda r: r["host_steal_pct"])
+        lines.append(f"warning: host steal reached {procfs.STEAL_WARN_PCT:g} % or more at "
+                     f"{len(disturbed)} point(s) (worst {worst['host_steal_pct']:.1f} %: "
+                     f"{worst['transport']}, {worst['server_threads']} server / "
+                     f"{worst['client_threads']} client threads): the hypervisor ran other work "
+                     "on these CPUs, so those points are not the machine's (host_steal_pct in "
+                     "thread_scaling.csv)")
     return "\n".join(lines)
+
+
+def _steal(v: float | None) -> str:
+    return "-" if v is None or math.isnan(v) else f"{v:.1f}"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -195,7 +216,7 @@ def main(argv=None) -> int:
             print(f"[output] server_threads={st} rate_png={rate} cpu_png={cpu}")
     goals = goal_rows(rows)
     records.write_csv(out / "thread_scaling_goals.csv", GOAL_COLUMNS, goals, _fmt)
-    print(goals_text(goals, cpu_model()))
+    print(goals_text(goals, cpu_model(), rows))
     print(f"[output] thread_scaling_csv={out / 'thread_scaling.csv'}")
     print(f"[output] goals_csv={out / 'thread_scaling_goals.csv'}")
     return 1 if failed else 0

@@ -244,6 +244,24 @@ class TotalsLoaderTest(LoaderCase):
         self.assertFormatError(analysis.load_ps_totals, bad, "line 2", "repeat_index", "'first'")
 
 
+class SweepLoaderTest(LoaderCase):
+    SRC = DATA / "sweep_batch_keys.csv"
+
+    def test_sample_and_a_sweep_from_before_host_steal(self):
+        df = analysis.load_sweep(self.SRC)
+        self.assertIn("host_steal_pct", df.columns)
+        old = self.variant(self.SRC, lambda rows: [r.pop() for r in rows], "sweep.csv")
+        self.assertEqual(read(old)[0][-1], "summary_csv")
+        df = analysis.load_sweep(old)  # written before the column existed: loads, steal empty
+        self.assertTrue(df["host_steal_pct"].isna().all())
+        self.assertEqual(len(df), len(read(self.SRC)) - 1)
+        stolen = self.variant(self.SRC, lambda rows: [r.__setitem__(-1, "12.5") for r in rows[1:]],
+                              "sweep2.csv")
+        self.assertEqual(analysis.load_sweep(stolen)["host_steal_pct"].tolist()[0], 12.5)
+        bad = self.variant(self.SRC, lambda rows: rows[1].__setitem__(-1, "a lot"), "sweep3.csv")
+        self.assertFormatError(analysis.load_sweep, bad, "host_steal_pct", "'a lot'")
+
+
 class EventualDatTest(LoaderCase):
     def test_dat(self):
         p = self.tmp / "x.dat"

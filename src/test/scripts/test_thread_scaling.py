@@ -46,6 +46,20 @@ class GoalArithmeticTest(unittest.TestCase):
         self.assertIn("; CPU AMD EPYC (family 25 model 1)",
                       ts.goals_text(ts.goal_rows(rows), "AMD EPYC (family 25 model 1)"))
 
+    def test_a_point_with_host_steal_is_flagged(self):
+        quiet, stolen = sweep_row("SHM", 1, 1.0e6, 300.0), sweep_row("SHM", 16, 0.5e6, 3000.0)
+        quiet["host_steal_pct"], stolen["host_steal_pct"] = 0.4, 31.2
+        rows = ts.scaling_rows([quiet, stolen], server_threads=2, prefetch_depth=2, batch_keys=100)
+        (g,) = ts.goal_rows(rows)
+        self.assertEqual(g["host_steal_pct_at_max"], 31.2)
+        text = ts.goals_text([g], rows=rows)
+        self.assertIn("warning: host steal reached 5 % or more at 1 point(s) (worst 31.2 %: SHM, "
+                      "2 server / 16 client threads)", text)
+        self.assertRegex(text.splitlines()[2], r" 31\.2$")
+        stolen["host_steal_pct"] = 1.0
+        rows = ts.scaling_rows([quiet, stolen], server_threads=2, prefetch_depth=2, batch_keys=100)
+        self.assertNotIn("warning", ts.goals_text(ts.goal_rows(rows), rows=rows))
+
     def test_failed_point_fails_the_goal(self):
         rows = ts.scaling_rows([sweep_row("GRPC", 1, 1.0e6, 100.0),
                                 dict(param="client-threads-per-process", value="16", transport="GRPC",
@@ -87,6 +101,7 @@ class ThreadScalingEndToEndTest(unittest.TestCase):
                 self.assertEqual(int(x["in_flight_requests"]), 2 * int(x["client_threads"]))
                 if x["status"] == "success":
                     self.assertGreater(float(x["key_ops_per_sec"]), 0)
+                    self.assertTrue(0.0 <= float(x["host_steal_pct"]) <= 100.0, x)
                     self.assertAlmostEqual(float(x["little_us"]),
                                            int(x["in_flight_requests"]) * 16
                                            / float(x["key_ops_per_sec"]) * 1e6, delta=1.0)
