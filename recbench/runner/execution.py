@@ -158,7 +158,6 @@ class Host:
                               timeout=timeout, stdin=None if input_text is not None
                               else subprocess.DEVNULL, check=False)
 
-
     def read_text(self, path: str) -> str | None:
         """A small file of this host (a /proc entry): read here, or with cat over ssh; None when
         it cannot be read."""
