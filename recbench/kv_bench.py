@@ -25,6 +25,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+from typing import Any
 
 from recbench import _kv, procfs
 from recbench.cli_flags import parse_bool
@@ -243,7 +244,7 @@ def compare_indexes(record_count=1_000_000, value_size=512, batch_keys=500, thre
         cases += [(f"ceiling+{n} line{'s' if n > 1 else ''}{sfx}", "ceiling", "DRAM_PET_HASH", hp, n)
                   for n in index_lines]
         cases += [(f"{it}{sfx}", "batch_get_flat", it, hp, 0) for it in index_types]
-    samples = {name: [] for name, *_ in cases}
+    samples: dict[str, list[dict[str, Any]]] = {name: [] for name, *_ in cases}
     pages = {}
     kernel = row_kernel
     for rep in range(repeats):

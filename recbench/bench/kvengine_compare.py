@@ -361,7 +361,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = build_parser()
     args = ap.parse_args(argv)
     per_engine = _validate(ap, args)
-    out = Path(args.output_dir or f"results/ycsb_compare_{time.strftime('%m%d%H%M')}").resolve()
+    out = Path(args.output_dir).resolve() if args.output_dir else \
+        records.new_result_dir(Path("results").resolve(), "ycsb_compare_", create=not args.dry_run)
     try:
         specs = plan(args, per_engine, out)
     except FileNotFoundError as e:

@@ -24,7 +24,6 @@ import socket
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from recbench import _ps, latency_curve, procfs, records, transports
@@ -252,7 +251,7 @@ def main(argv=None) -> int:
         ap.error(str(e))
     if args.closed_repeat < 1 or args.repeat < 1:
         ap.error("--closed_repeat and --repeat must be >= 1")
-    out = args.out_dir or Path("results") / f"open_loop_{time.strftime('%m%d%H%M')}"
+    out = args.out_dir or records.new_result_dir("results", "open_loop_")
     out.mkdir(parents=True, exist_ok=True)
     try:
         names = [t.name for t in transports.parse_list(args.transports)]

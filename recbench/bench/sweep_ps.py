@@ -128,7 +128,7 @@ def main(argv=None) -> int:
         check_passthrough(flag, runner_args)
     except ValueError as e:
         ap.error(str(e))
-    out_dir = args.out_dir or ROOT / "results" / f"sweep_{flag[2:]}_{time.strftime('%m%d%H%M')}"
+    out_dir = args.out_dir or records.new_result_dir(ROOT / "results", f"sweep_{flag[2:]}_")
     try:
         _rows, failed = run_sweep(args.param, values, out_dir, runner_args, runner=args.runner)
     except FileNotFoundError as e:

@@ -24,7 +24,6 @@ import argparse
 import logging
 import math
 import sys
-import time
 from pathlib import Path
 
 from recbench import analysis, procfs, records
@@ -192,7 +191,7 @@ def main(argv=None) -> int:
     for name in ("--client-threads-per-process", "--server-worker-threads", "--server-rdma-threads"):
         if any(a.split("=", 1)[0] == name for a in passthrough):
             ap.error(f"{name} is set per point; give --client-threads / --server-threads")
-    out = args.out_dir or SOURCE_ROOT / "results" / f"thread_scaling_{time.strftime('%m%d%H%M')}"
+    out = args.out_dir or records.new_result_dir(SOURCE_ROOT / "results", "thread_scaling_")
     out.mkdir(parents=True, exist_ok=True)
     common = ["--transports", args.transports, "--record-count", str(args.record_count),
               "--value-size", str(args.value_size), "--batch-keys", str(args.batch_keys),

@@ -32,6 +32,7 @@ import sys
 import time
 from pathlib import Path
 
+from recbench import records
 from recbench.lab.guests import Lab
 from recbench.lab.kernel import LabError
 
@@ -389,7 +390,7 @@ SEED_STEPS = ("fair_small", "rdma_capacity")
 
 
 def run_suite(lab: Lab, a) -> int:
-    out = Path(a.out) if a.out else REPO / "results" / datetime.datetime.now().strftime("lab_%m%d%H%M")
+    out = Path(a.out) if a.out else records.new_result_dir(REPO / "results", "lab_")
     out.mkdir(parents=True, exist_ok=True)
     sweep = [float(x) for x in getattr(a, "netem_sweep", "").split(",") if x.strip()]
     if any(not 0 <= x <= 10000 for x in sweep):

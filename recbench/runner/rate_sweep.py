@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import socket
 import statistics
-import time
 from pathlib import Path
 
 from recbench import latency_curve, latency_hist, records
@@ -128,11 +126,13 @@ def render(plan: Plan, argv: list[str], points: list[latency_curve.CurvePoint],
 def run(plan: Plan, argv: list[str]) -> int:
     """Every rate through session.run, then curve.csv, the plot and summary.md."""
     w = plan.workload
-    out_dir = Path(plan.execution.output_dir or os.path.join(
-        "results", "benchmark_ps_curve_" + time.strftime("%m%d%H%M")))
-    if not out_dir.is_absolute():
-        out_dir = session.REPO_ROOT / out_dir
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if plan.execution.output_dir:
+        out_dir = Path(plan.execution.output_dir)
+        if not out_dir.is_absolute():
+            out_dir = session.REPO_ROOT / out_dir
+        out_dir.mkdir(parents=True, exist_ok=True)
+    else:
+        out_dir = records.new_result_dir(session.REPO_ROOT / "results", "benchmark_ps_curve_")
     labels = [t.label for t in plan.transports]
     worst, points, rate_dirs = 0, [], []
     for i, rate in enumerate(w.target_rates, 1):

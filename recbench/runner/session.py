@@ -30,7 +30,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from recbench import latency_hist, procfs
+from recbench import latency_hist, procfs, records
 from recbench.lab import facts as lab_facts
 from recbench.launch import SOURCE_ROOT
 from recbench.runner import case as case_procs
@@ -103,9 +103,9 @@ class Session:
 
     # ---- setup ---------------------------------------------------------------------------
     def _output_dir(self) -> Path:
-        out = self.plan.execution.output_dir or os.path.join(
-            "results", RESULT_DIR_PREFIX + time.strftime("%m%d%H%M"))
-        path = Path(out)
+        if not self.plan.execution.output_dir:
+            return records.new_result_dir(REPO_ROOT / "results", RESULT_DIR_PREFIX)
+        path = Path(self.plan.execution.output_dir)
         if not path.is_absolute():
             path = REPO_ROOT / path
         path.mkdir(parents=True, exist_ok=True)

@@ -6,6 +6,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
+from recbench import records
 from recbench.runner import results
 
 RESULT_TEXT = """noise
@@ -16,6 +17,20 @@ PS_BENCHMARK_RESULT phase=run transport=grpc mode=fetch distribution=uniform zip
 
 
 class TestResults(unittest.TestCase):
+    def test_runs_in_one_minute_get_their_own_directories(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            picked = records.new_result_dir(tmp, "benchmark_ps_", create=False)
+            self.assertFalse(picked.exists())
+            dirs = [records.new_result_dir(tmp, "benchmark_ps_") for _ in range(3)]
+            self.assertEqual(len(set(dirs)), 3)
+            for d in dirs:
+                self.assertTrue(d.is_dir())
+                self.assertEqual(list(d.iterdir()), [])
+                self.assertRegex(d.name, r"^benchmark_ps_\d{8}(_[23])?$")
+            # the second of a minute is <first>_2 (unless the minute turned between the calls)
+            if dirs[1].name.startswith(dirs[0].name):
+                self.assertEqual(dirs[1].name, dirs[0].name + "_2")
+
     def test_collect_ps_result_rows_parses_load_and_run(self):
         rows = results.collect_ps_result_rows(RESULT_TEXT)
         self.assertEqual([r["phase"] for r in rows], ["load", "run"])
