@@ -95,7 +95,7 @@ int rs_ps_request_decode(rs_ps_op op, const uint8_t *msg, size_t len, const uint
     const uint8_t *keys = NULL, *rows = NULL;
     size_t keys_len = 0, rows_len_inline = 0;
     int has_keys = 0, has_rows = 0;
-    uint32_t num_keys = 0, rows_len = 0;
+    uint32_t num_keys = 0, rows_len = 0, method = 0;
     memset(out, 0, sizeof *out);
     out->op = op;
     if (!msg && len)
@@ -128,9 +128,22 @@ int rs_ps_request_decode(rs_ps_op op, const uint8_t *msg, size_t len, const uint
         }
         case 6: rc = rs_pb_get_u32(&r, wt, "num_keys", &num_keys); break;
         case 7: rc = rs_pb_get_u32(&r, wt, "rows_len", &rows_len); break;
+        case 8: rc = rs_pb_get_u32(&r, wt, "method", &method); break;
         default: rc = rs_pb_skip_field(&r, field, wt); break;
         }
         if (rc) return rc;
+    }
+    if (op == RS_PS_OP_FROM_MESSAGE) {
+        if (!method)
+            return rs_error_set(err, RS_EPROTO,
+                                "PSRequest: a Stream request needs its method "
+                                "(field 8: 1 Get, 2 Put, 3 Update, 4 Command)");
+        if (method > RS_PS_COMMAND)
+            return rs_error_set(err, RS_EPROTO,
+                                "PSRequest: method %u is not 1 (Get), 2 (Put), 3 (Update) or "
+                                "4 (Command)",
+                                method);
+        out->op = (rs_ps_op)method;
     }
     if (attachment_len) {
         if (has_keys || has_rows)

@@ -18,6 +18,19 @@
  * per call, the last of a request marked, and next() merges a request's calls into one completion
  * (rows placed at each chunk's offset, found keys summed, the first error kept).
  *
+ * Stream (transport option stream=1, the default; native wire only): at connect the connection
+ * opens one /recstore.PSService/Stream call and sends a ping on it; when the ping is answered,
+ * requests become messages of that call, each PSRequest naming its method (field 8), instead of
+ * one unary call each. The ring keeps its meaning: entries are in submission order and the server
+ * answers a stream in order, so each reply message belongs to the oldest entry still waiting. One
+ * SEND_MESSAGE and one RECV_MESSAGE are in flight at a time (gRPC allows no more per call); the
+ * next entry's message goes when the previous one has left, and a receive stays posted while any
+ * entry waits. The stream has no gRPC deadline, so next() enforces the request timeout itself: an
+ * entry past it cancels the stream with DEADLINE_EXCEEDED. A stream that fails or ends fails the
+ * entries still on it with its status (errors read as for unary calls) and the connection goes on
+ * with unary calls; a server without Stream (UNIMPLEMENTED at the ping) is served unary from the
+ * start.
+ *
  * Invariants: only the thread using the connection touches it (a connection is per client
  * thread); `pending` entries are allocated once and reused, never moved while gRPC holds pointers
  * into them; `on_wire` counts calls whose batch has not completed; every error names the peer
@@ -57,8 +70,25 @@ typedef struct rs_grpc_pending {
     int rs_method; /* RecStore wire: rs_rsmsg_method of the call, else -1 */
     size_t rs_keys;
     uint32_t rs_value_size;
-    int last; /* RecStore wire: the last call of its request */
+    int last;      /* RecStore wire: the last call of its request */
+    int on_stream; /* a message of the connection's stream, not a call of its own */
+    int sent;      /* on_stream: its message was handed to gRPC */
 } rs_grpc_pending;
+
+/* The connection's Stream call; the addresses of the tag_* bytes tag its batches. */
+typedef struct rs_grpc_stream_call {
+    grpc_call *call;
+    int usable;            /* requests go on it (opened, ping answered, not broken) */
+    int sending, recving;  /* a SEND_MESSAGE / RECV_MESSAGE batch is in flight */
+    int cancelled;         /* grpc_call_cancel* was called */
+    grpc_byte_buffer *out; /* the message being sent (owned until its batch completes) */
+    grpc_byte_buffer *in;  /* RECV_MESSAGE's result */
+    grpc_metadata_array initial_md, trailing_md;
+    grpc_status_code status;
+    grpc_slice details;
+    const char *error_string; /* gpr_malloc'd by gRPC, or NULL */
+    char tag_init, tag_send, tag_recv, tag_status;
+} rs_grpc_stream_call;
 
 typedef struct rs_grpc_conn {
     char addr[300]; /* "host:port", names the peer in errors */
@@ -79,6 +109,8 @@ typedef struct rs_grpc_conn {
     rs_grpc_scratch scratch;
     grpc_metadata auth_md; /* "authorization: Bearer <token>" on every call; auth_n = 0 or 1 */
     size_t auth_n;
+    void *stream_reg;
+    rs_grpc_stream_call st;
 } rs_grpc_conn;
 
 static gpr_timespec deadline_in_ms(uint32_t ms) {
@@ -113,6 +145,7 @@ static void pending_put(rs_grpc_conn *c, rs_grpc_pending *p) {
     p->call = NULL;
     p->send_bb = p->recv_bb = NULL;
     p->done = 0;
+    p->on_stream = p->sent = 0;
     if (c->free_count == c->free_cap) {
         size_t cap = c->free_cap ? c->free_cap * 2 : 16;
         rs_grpc_pending **fl = realloc(c->free_list, cap * sizeof *fl);
@@ -128,11 +161,116 @@ static void pending_put(rs_grpc_conn *c, rs_grpc_pending *p) {
     c->free_list[c->free_count++] = p;
 }
 
+/* ---- the stream ---------------------------------------------------------------------------- */
+
+static rs_grpc_pending *ring_at(rs_grpc_conn *c, size_t i) {
+    return c->ring[(c->head + i) % c->ring_cap];
+}
+
+/* The oldest entry on the stream still waiting for its reply (unsent = 0), or not yet sent. */
+static rs_grpc_pending *stream_oldest(rs_grpc_conn *c, int unsent) {
+    for (size_t i = 0; i < c->count; i++) {
+        rs_grpc_pending *p = ring_at(c, i);
+        if (p->on_stream && !p->done && (!unsent || !p->sent)) return p;
+    }
+    return NULL;
+}
+
+/* Stop using the stream; its batches complete, and the status batch fails what is still on it. */
+static void stream_break(rs_grpc_conn *c, grpc_status_code code, const char *why) {
+    c->st.usable = 0;
+    if (c->st.cancelled) return;
+    c->st.cancelled = 1;
+    grpc_call_cancel_with_status(c->st.call, code, why, NULL);
+}
+
+static int stream_batch(rs_grpc_conn *c, const grpc_op *ops, size_t n, void *tag) {
+    if (grpc_call_start_batch(c->st.call, ops, n, tag, NULL) != GRPC_CALL_OK) return -1;
+    c->on_wire++;
+    return 0;
+}
+
+/* Send the next unsent message if none is in flight; keep a receive posted while any waits. */
+static void stream_kick(rs_grpc_conn *c) {
+    grpc_op op;
+    rs_grpc_pending *p;
+    if (!c->st.usable) return;
+    if (!c->st.sending && (p = stream_oldest(c, 1)) != NULL) {
+        memset(&op, 0, sizeof op);
+        op.op = GRPC_OP_SEND_MESSAGE;
+        op.data.send_message.send_message = p->send_bb;
+        if (stream_batch(c, &op, 1, &c->st.tag_send) != 0) {
+            stream_break(c, GRPC_STATUS_INTERNAL, "cannot send on the stream");
+            return;
+        }
+        c->st.out = p->send_bb; /* the stream owns it until the batch completes */
+        p->send_bb = NULL;
+        p->sent = 1;
+        c->st.sending = 1;
+    }
+    if (!c->st.recving && stream_oldest(c, 0)) {
+        memset(&op, 0, sizeof op);
+        op.op = GRPC_OP_RECV_MESSAGE;
+        op.data.recv_message.recv_message = &c->st.in;
+        if (stream_batch(c, &op, 1, &c->st.tag_recv) != 0) {
+            stream_break(c, GRPC_STATUS_INTERNAL, "cannot receive on the stream");
+            return;
+        }
+        c->st.recving = 1;
+    }
+}
+
+static void stream_event(rs_grpc_conn *c, void *tag, int ok) {
+    rs_grpc_stream_call *st = &c->st;
+    if (tag == &st->tag_init) {
+        if (!ok) stream_break(c, GRPC_STATUS_UNAVAILABLE, "stream not opened");
+    } else if (tag == &st->tag_send) {
+        st->sending = 0;
+        grpc_byte_buffer_destroy(st->out);
+        st->out = NULL;
+        if (!ok) stream_break(c, GRPC_STATUS_UNAVAILABLE, "send failed");
+        stream_kick(c);
+    } else if (tag == &st->tag_recv) {
+        st->recving = 0;
+        rs_grpc_pending *p = stream_oldest(c, 0);
+        if (ok && st->in && p && p->sent) {
+            p->recv_bb = st->in;
+            p->status = GRPC_STATUS_OK;
+            p->done = 1;
+            st->in = NULL;
+            stream_kick(c);
+        } else { /* the stream ended (no message), failed, or answered what was not asked */
+            if (st->in) grpc_byte_buffer_destroy(st->in);
+            st->in = NULL;
+            stream_break(c, GRPC_STATUS_INTERNAL,
+                         ok && p ? "the server answered a request it was not sent"
+                                 : "the stream ended");
+        }
+    } else { /* tag_status: the call is over; what is still on it fails with its status */
+        st->usable = 0;
+        st->cancelled = 1;
+        for (rs_grpc_pending *p; (p = stream_oldest(c, 0)) != NULL;) {
+            p->done = 1;
+            p->status = st->status != GRPC_STATUS_OK ? st->status : GRPC_STATUS_UNAVAILABLE;
+            grpc_slice_unref(p->details);
+            p->details = st->status != GRPC_STATUS_OK
+                             ? grpc_slice_ref(st->details)
+                             : grpc_slice_from_static_string("the server ended the stream");
+        }
+    }
+}
+
 /* Wait for one batch completion on the CQ (any call). RS_ETIMEDOUT if `until` passes first. */
 static int drive_one(rs_grpc_conn *c, gpr_timespec until) {
     grpc_event ev = grpc_completion_queue_next(c->cq, until, NULL);
     if (ev.type == GRPC_QUEUE_TIMEOUT) return RS_ETIMEDOUT;
     if (ev.type != GRPC_OP_COMPLETE) return RS_ECLOSED;
+    char *t = ev.tag;
+    if (t >= &c->st.tag_init && t <= &c->st.tag_status) {
+        c->on_wire--;
+        stream_event(c, t, ev.success);
+        return 0;
+    }
     rs_grpc_pending *p = ev.tag;
     p->done = 1;
     if (!ev.success && p->status == GRPC_STATUS_OK)
@@ -141,14 +279,20 @@ static int drive_one(rs_grpc_conn *c, gpr_timespec until) {
     return 0;
 }
 
-/* Wait for p's completion: gRPC enforces the call deadline; this only guards against a lost one. */
+/* Wait for p's completion. A unary call: gRPC enforces its deadline and this only guards against
+ * a lost one; a stream message has no gRPC deadline, so its timeout cancels the stream here. */
 static void wait_done(rs_grpc_conn *c, rs_grpc_pending *p) {
-    gpr_timespec guard = gpr_time_add(p->deadline, gpr_time_from_millis(5000, GPR_TIMESPAN));
+    gpr_timespec guard = p->on_stream
+                             ? p->deadline
+                             : gpr_time_add(p->deadline, gpr_time_from_millis(5000, GPR_TIMESPAN));
     int cancelled = 0;
     while (!p->done) {
         if (drive_one(c, cancelled ? gpr_inf_future(GPR_CLOCK_MONOTONIC) : guard) == RS_ETIMEDOUT) {
-            grpc_call_cancel_with_status(p->call, GRPC_STATUS_DEADLINE_EXCEEDED,
-                                         "no completion after the deadline", NULL);
+            if (p->on_stream)
+                stream_break(c, GRPC_STATUS_DEADLINE_EXCEEDED, "no reply within the timeout");
+            else
+                grpc_call_cancel_with_status(p->call, GRPC_STATUS_DEADLINE_EXCEEDED,
+                                             "no completion after the deadline", NULL);
             cancelled = 1;
         }
     }
@@ -394,6 +538,9 @@ done:
 /* ---- ops ----------------------------------------------------------------------------------- */
 
 static void rs_grpc_conn_close(void *conn);
+static int rs_grpc_conn_submit(void *conn, const rs_ps_request *req, uint64_t tag, void *rows_out,
+                               size_t rows_cap, rs_error *err);
+static int rs_grpc_conn_next(void *conn, rs_ps_completion *out, rs_error *err);
 
 /* Start one call of `method` carrying `msg` (owned by the call on success). */
 static int start_call(rs_grpc_conn *c, rs_grpc_pending *p, grpc_byte_buffer *msg, rs_error *err) {
@@ -456,6 +603,51 @@ static int connect_failure(rs_grpc_conn *c, rs_error *err) {
     }
     pending_put(c, p);
     return rc;
+}
+
+/* Open the Stream call and ping on it; requests use it if the ping is answered. A server without
+ * Stream (UNIMPLEMENTED), or any failure here, leaves the connection on unary calls. */
+static void stream_open(rs_grpc_conn *c) {
+    rs_grpc_stream_call *st = &c->st;
+    c->stream_reg = grpc_channel_register_call(c->channel, RS_GRPC_STREAM_PATH, NULL, NULL);
+    st->call = grpc_channel_create_registered_call(c->channel, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq,
+                                                   c->stream_reg,
+                                                   gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    if (!st->call) return;
+    grpc_metadata_array_init(&st->initial_md);
+    grpc_metadata_array_init(&st->trailing_md);
+    st->details = grpc_empty_slice();
+    grpc_op ops[2];
+    memset(ops, 0, sizeof ops);
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[0].data.send_initial_metadata.count = c->auth_n;
+    ops[0].data.send_initial_metadata.metadata = c->auth_n ? &c->auth_md : NULL;
+    ops[1].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[1].data.recv_initial_metadata.recv_initial_metadata = &st->initial_md;
+    if (stream_batch(c, ops, 2, &st->tag_init) != 0) {
+        st->cancelled = 1; /* nothing in flight: close() only drops the call */
+        return;
+    }
+    memset(ops, 0, sizeof ops);
+    ops[0].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    ops[0].data.recv_status_on_client.trailing_metadata = &st->trailing_md;
+    ops[0].data.recv_status_on_client.status = &st->status;
+    ops[0].data.recv_status_on_client.status_details = &st->details;
+    ops[0].data.recv_status_on_client.error_string = &st->error_string;
+    if (stream_batch(c, ops, 1, &st->tag_status) != 0) {
+        stream_break(c, GRPC_STATUS_INTERNAL, "cannot open the stream");
+        return;
+    }
+    st->usable = 1;
+    rs_ps_request ping = {.op = RS_PS_COMMAND, .command = "ping", .command_len = 4};
+    rs_ps_completion done;
+    rs_error e = {0};
+    if (rs_grpc_conn_submit(c, &ping, 0, NULL, 0, &e) != 0) {
+        stream_break(c, GRPC_STATUS_INTERNAL, "cannot send the ping");
+        return;
+    }
+    if (rs_grpc_conn_next(c, &done, &e) != 0 || done.resp.status != RS_PS_OK)
+        stream_break(c, GRPC_STATUS_CANCELLED, "the ping on the stream failed");
 }
 
 static int connect_wire(const char *host, uint16_t port, const rs_ps_client_opts *opts,
@@ -543,6 +735,7 @@ static int connect_wire(const char *host, uint16_t port, const rs_ps_client_opts
         }
         st = grpc_channel_check_connectivity_state(c->channel, 0);
     }
+    if (o.stream && !recstore) stream_open(c);
     *out = c;
     return 0;
 fail:
@@ -703,10 +896,16 @@ static int rs_grpc_conn_submit(void *conn, const rs_ps_request *req, uint64_t ta
             return rs_error_set(err, RS_EINVAL, "grpc %s: Get without room for its rows", c->addr);
         return rs_submit(c, req, tag, rows_out, vs, err);
     }
+    int on_stream = c->st.usable;
     size_t len = rs_ps_request_encoded_size(req, 0);
-    grpc_slice s = grpc_slice_malloc(len);
-    size_t wrote = rs_ps_request_encode(req, 0, GRPC_SLICE_START_PTR(s));
-    if (wrote < len) s = grpc_slice_sub_no_ref(s, 0, wrote);
+    grpc_slice s = grpc_slice_malloc(len + 2);
+    uint8_t *m = GRPC_SLICE_START_PTR(s);
+    size_t wrote = rs_ps_request_encode(req, 0, m);
+    if (on_stream) { /* PSRequest.method (field 8, varint): the op, 1..4 */
+        m[wrote++] = 8 << 3;
+        m[wrote++] = (uint8_t)req->op;
+    }
+    if (wrote < len + 2) s = grpc_slice_sub_no_ref(s, 0, wrote);
     grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s, 1);
     grpc_slice_unref(s);
     rs_grpc_pending *p = pending_get(c);
@@ -720,14 +919,22 @@ static int rs_grpc_conn_submit(void *conn, const rs_ps_request *req, uint64_t ta
     p->rs_method = -1;
     p->rows_out = rows_out;
     p->rows_cap = rows_cap;
-    int rc = start_call(c, p, bb, err);
-    if (rc != 0) {
-        pending_put(c, p);
-        return rc;
+    if (on_stream) {
+        p->on_stream = 1;
+        p->send_bb = bb;
+        p->status = GRPC_STATUS_OK;
+        p->deadline = deadline_in_ms(c->timeout_ms);
+    } else {
+        int rc = start_call(c, p, bb, err);
+        if (rc != 0) {
+            pending_put(c, p);
+            return rc;
+        }
     }
     c->ring[(c->head + c->count) % c->ring_cap] = p;
     c->count++;
     c->requests++;
+    if (on_stream) stream_kick(c);
     return 0;
 }
 
@@ -792,9 +999,19 @@ static void rs_grpc_conn_close(void *conn) {
     if (!c) return;
     for (size_t i = 0; i < c->count; i++) {
         rs_grpc_pending *p = c->ring[(c->head + i) % c->ring_cap];
-        if (!p->done) grpc_call_cancel(p->call, NULL);
+        if (!p->done && !p->on_stream) grpc_call_cancel(p->call, NULL);
     }
+    if (c->st.call) stream_break(c, GRPC_STATUS_CANCELLED, "client closing");
     while (c->on_wire > 0 && drive_one(c, gpr_inf_future(GPR_CLOCK_MONOTONIC)) == 0) {
+    }
+    if (c->st.call) {
+        grpc_call_unref(c->st.call);
+        if (c->st.in) grpc_byte_buffer_destroy(c->st.in);
+        if (c->st.out) grpc_byte_buffer_destroy(c->st.out);
+        grpc_metadata_array_destroy(&c->st.initial_md);
+        grpc_metadata_array_destroy(&c->st.trailing_md);
+        grpc_slice_unref(c->st.details);
+        if (c->st.error_string) gpr_free((void *)c->st.error_string);
     }
     for (size_t i = 0; i < c->count; i++)
         pending_put(c, c->ring[(c->head + i) % c->ring_cap]);

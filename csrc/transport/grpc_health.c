@@ -186,12 +186,8 @@ int rs_grpc_health_watch(rs_grpc_call_ctx *c, grpc_call *call, grpc_byte_buffer 
     w->call = call;
     w->known = known;
     w->sent = -1;
-    grpc_op op;
-    memset(&op, 0, sizeof op);
-    op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
-    op.data.recv_close_on_server.cancelled = &w->cancelled;
     pthread_mutex_lock(&c->svc->lock);
-    if (grpc_call_start_batch(call, &op, 1, &w->close, NULL) != GRPC_CALL_OK) {
+    if (rs_grpc_stream_on_close(call, &w->cancelled, &w->close) != 0) {
         pthread_mutex_unlock(&c->svc->lock);
         grpc_call_unref(call);
         free(w);

@@ -20,6 +20,15 @@
  *                       on another worker's queue (a wake-up per call): on the 2-core VM a server
  *                       with 2 workers served one client at half the rate of 1 worker; with poll
  *                       it did not, and 128 connections were served no slower (docs/grpc.md).
+ *   stream=BOOL         1 (default). Client: send the requests of a connection as messages of
+ *                       one /recstore.PSService/Stream call instead of one unary call each
+ *                       (gRPC core's per-call work is paid once; docs/grpc.md has the figures).
+ *                       A server without Stream is detected at connect and served unary; if the
+ *                       stream fails later, its requests in flight fail and the connection goes
+ *                       on with unary calls. 0: always unary calls. Server: 0 answers Stream
+ *                       with UNIMPLEMENTED naming this option, so every client of that server
+ *                       uses unary calls (one key for both sides: the runner's
+ *                       --transport-options grpc:stream=0 reaches servers and clients).
  *   optimizer=SGD       (server) the optimizer RecStore's UpdateParameter applies (RecStore's
  *                       cache_ps.optimizer.type): SGD, AdaGrad or RowWiseAdaGrad
  *   learning_rate=X     (server) its learning rate, default 0.01 (RecStore's)
@@ -77,12 +86,12 @@ static int apply_option(void *ctx, const char *kv, const char *val, rs_error *er
         return parse_uint(c, kv, val, 16384, 16777215, &out->max_frame_size, err);
     if (!c->server && strcmp(kv, "max_reply_bytes") == 0)
         return parse_uint(c, kv, val, 4096, RS_PS_MAX_REPLY_BYTES, &out->max_reply_bytes, err);
-    if (strcmp(kv, "malloc_tuning") == 0) {
+    if (strcmp(kv, "malloc_tuning") == 0 || strcmp(kv, "stream") == 0) {
         char who[32];
         int on, rc;
         snprintf(who, sizeof who, "grpc %s", c->side);
         if ((rc = rs_transport_option_bool(who, kv, val, &on, err)) == 0)
-            out->malloc_tuning = (unsigned)on;
+            *(kv[0] == 'm' ? &out->malloc_tuning : &out->stream) = (unsigned)on;
         return rc;
     }
     char *path = c->server && strcmp(kv, "tls_cert") == 0  ? out->tls_cert
@@ -112,9 +121,10 @@ static int apply_option(void *ctx, const char *kv, const char *val, rs_error *er
         err, RS_EINVAL, "unknown grpc %s option '%s' (known: %s)", c->side, kv,
         c->server
             ? "calls_per_method, reply_timeout_ms, max_frame_size, "
-              "poll_strategy, malloc_tuning, optimizer, learning_rate, epsilon, tls_cert, tls_key"
+              "poll_strategy, malloc_tuning, stream, optimizer, learning_rate, epsilon, tls_cert, "
+              "tls_key"
             : "max_frame_size, max_reply_bytes, poll_strategy, "
-              "malloc_tuning, tls_ca");
+              "malloc_tuning, stream, tls_ca");
 }
 
 int rs_grpc_options_parse(const char *extra, int server, rs_grpc_options *out, rs_error *err) {
@@ -123,6 +133,7 @@ int rs_grpc_options_parse(const char *extra, int server, rs_grpc_options *out, r
     out->max_frame_size = RS_GRPC_DEFAULT_MAX_FRAME;
     out->max_reply_bytes = RS_PS_MAX_REPLY_BYTES;
     out->malloc_tuning = 1;
+    out->stream = 1;
     out->poll_strategy[0] = '\0';
     out->tls_cert[0] = out->tls_key[0] = out->tls_ca[0] = '\0';
     rs_rsps_optimizer_default(&out->optimizer);

@@ -351,26 +351,15 @@ static void maybe_free(refl_stream *s) {
 }
 
 static int start_recv(refl_stream *s, int with_metadata) {
-    grpc_op ops[2];
-    memset(ops, 0, sizeof ops);
-    size_t n = 0;
-    if (with_metadata) ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
-    ops[n].op = GRPC_OP_RECV_MESSAGE;
-    ops[n].data.recv_message.recv_message = &s->in;
-    n++;
     s->op = OP_RECV;
-    if (grpc_call_start_batch(s->call, ops, n, &s->op_tag, NULL) == GRPC_CALL_OK) return 0;
+    if (rs_grpc_stream_recv(s->call, with_metadata, &s->in, &s->op_tag) == 0) return 0;
     s->op = OP_NONE;
     return -1;
 }
 
 static void start_status(refl_stream *s) {
-    grpc_op op;
-    memset(&op, 0, sizeof op);
-    op.op = GRPC_OP_SEND_STATUS_FROM_SERVER;
-    op.data.send_status_from_server.status = GRPC_STATUS_OK;
     s->op = OP_STATUS;
-    if (grpc_call_start_batch(s->call, &op, 1, &s->op_tag, NULL) != GRPC_CALL_OK) s->op = OP_NONE;
+    if (rs_grpc_stream_status_ok(s->call, &s->op_tag) != 0) s->op = OP_NONE;
 }
 
 static void on_op(rs_grpc_stream *tag, int ok) {
@@ -388,13 +377,8 @@ static void on_op(rs_grpc_stream *tag, int ok) {
             grpc_call_cancel_with_status(s->call, GRPC_STATUS_INTERNAL,
                                          "server reflection: could not build a response", NULL);
         } else {
-            grpc_op op;
-            memset(&op, 0, sizeof op);
-            op.op = GRPC_OP_SEND_MESSAGE;
-            op.data.send_message.send_message = s->out;
             s->op = OP_SEND;
-            if (grpc_call_start_batch(s->call, &op, 1, &s->op_tag, NULL) != GRPC_CALL_OK)
-                s->op = OP_NONE;
+            if (rs_grpc_stream_send(s->call, s->out, &s->op_tag) != 0) s->op = OP_NONE;
         }
     } else if (was == OP_RECV && ok) {
         start_status(s); /* the client half-closed: end the call */
@@ -423,11 +407,7 @@ int rs_grpc_reflection_info(rs_grpc_call_ctx *c, grpc_call *call, grpc_byte_buff
     s->op_tag.on_event = on_op;
     s->close_tag.on_event = on_close;
     s->call = call;
-    grpc_op op;
-    memset(&op, 0, sizeof op);
-    op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
-    op.data.recv_close_on_server.cancelled = &s->cancelled;
-    if (grpc_call_start_batch(call, &op, 1, &s->close_tag, NULL) != GRPC_CALL_OK) {
+    if (rs_grpc_stream_on_close(call, &s->cancelled, &s->close_tag) != 0) {
         grpc_call_unref(call);
         free(s);
         return 0;

@@ -69,12 +69,7 @@ typedef struct rs_grpc_slot {
     uint64_t reply_start_ns;   /* when the reply batch started (REPLYING) */
 } rs_grpc_slot;
 
-/* Written only by its worker (CTR_ADD); read by stats() with relaxed atomic loads. */
-typedef struct rs_grpc_counters {
-    uint64_t requests, bad_frames, bytes_in, bytes_out, auth_failures;
-} rs_grpc_counters;
-
-#define CTR_ADD(field, v) __atomic_store_n(&(field), (field) + (v), __ATOMIC_RELAXED)
+#define CTR_ADD RS_GRPC_CTR_ADD
 
 struct rs_grpc_worker {
     rs_grpc_server *srv;
@@ -158,10 +153,15 @@ static void slot_finish(rs_grpc_slot *sl) {
     if (!__atomic_load_n(&sl->w->srv->shutting, __ATOMIC_ACQUIRE)) slot_arm(sl);
 }
 
-/* Decode, handle, encode: returns the reply message (owned by the caller). */
-static grpc_byte_buffer *ps_reply(rs_grpc_worker *w, rs_ps_op op, grpc_byte_buffer *payload) {
-    rs_grpc_server *srv = w->srv;
-    rs_ps_response *resp = &w->resp;
+/* The handler context of worker w (grpc_services.h). */
+static rs_grpc_call_ctx worker_ctx(rs_grpc_worker *w) {
+    return (rs_grpc_call_ctx){w->srv->svc,   w->index, w->cq,       w->rows,
+                              w->srv->shard, &w->ctr,  &w->scratch, &w->resp};
+}
+
+grpc_byte_buffer *rs_grpc_ps_reply(const rs_grpc_call_ctx *c, rs_ps_op op,
+                                   grpc_byte_buffer *payload) {
+    rs_ps_response *resp = c->resp;
     resp->status = RS_PS_OK;
     resp->value_size = 0;
     resp->num_found = 0;
@@ -174,26 +174,27 @@ static grpc_byte_buffer *ps_reply(rs_grpc_worker *w, rs_ps_op op, grpc_byte_buff
     rs_grpc_span msg;
     rs_ps_request req;
     grpc_slice rows = grpc_empty_slice();
-    int rc = rs_grpc_message_span(payload, &w->scratch, &msg, &e);
+    int rc = rs_grpc_message_span(payload, c->scratch, &msg, &e);
     if (rc == 0) {
-        CTR_ADD(w->ctr.bytes_in, msg.len);
+        CTR_ADD(c->ctr->bytes_in, msg.len);
         rc = rs_ps_request_decode(op, msg.data ? msg.data : (const uint8_t *)"", msg.len, NULL, 0,
                                   &req, &e);
     }
     if (rc != 0) {
         resp->status = rc == RS_ENOMEM ? RS_PS_INTERNAL : RS_PS_INVALID_PAYLOAD;
-        snprintf(resp->error, sizeof resp->error, "bad PSRequest for %s: %s", rs_ps_op_method(op),
+        snprintf(resp->error, sizeof resp->error, "bad PSRequest for %s: %s",
+                 op == RS_PS_OP_FROM_MESSAGE ? "Stream" : rs_ps_op_method(op),
                  e.msg[0] ? e.msg : rs_strerror(rc));
-        resp->value_size = rs_ps_shard_value_size(srv->shard);
-        CTR_ADD(w->ctr.bad_frames, 1);
+        resp->value_size = rs_ps_shard_value_size(c->shard);
+        CTR_ADD(c->ctr->bad_frames, 1);
     } else {
-        size_t need = rs_ps_shard_reply_rows_bytes(srv->shard, &req);
-        if (need && rs_grpc_slice_pool_get(w->rows, need, &rows) != 0) {
+        size_t need = rs_ps_shard_reply_rows_bytes(c->shard, &req);
+        if (need && rs_grpc_slice_pool_get(c->pool, need, &rows) != 0) {
             rc = RS_ENOMEM;
             need = 0;
         } else {
-            rc = rs_ps_shard_handle(srv->shard, &req, resp,
-                                    need ? GRPC_SLICE_START_PTR(rows) : NULL, need, w->index);
+            rc = rs_ps_shard_handle(c->shard, &req, resp, need ? GRPC_SLICE_START_PTR(rows) : NULL,
+                                    need, c->thread);
         }
         if (rc != 0) {
             resp->status = RS_PS_INTERNAL;
@@ -220,7 +221,7 @@ static grpc_byte_buffer *ps_reply(rs_grpc_worker *w, rs_ps_op op, grpc_byte_buff
     grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(parts, nparts);
     grpc_slice_unref(parts[0]);
     grpc_slice_unref(rows); /* the byte buffer holds its own ref */
-    CTR_ADD(w->ctr.bytes_out, written + resp->rows_len);
+    CTR_ADD(c->ctr->bytes_out, written + resp->rows_len);
     return bb;
 }
 
@@ -264,7 +265,7 @@ static void slot_serve(rs_grpc_slot *sl) {
         CTR_ADD(w->ctr.auth_failures, 1);
     } else if (sl->method >= RS_GRPC_NUM_METHODS) {
         const rs_grpc_method_def *def = &rs_grpc_extra_methods[sl->method - RS_GRPC_NUM_METHODS];
-        rs_grpc_call_ctx ctx = {w->srv->svc, w->index, w->cq, w->rows};
+        rs_grpc_call_ctx ctx = worker_ctx(w);
         CTR_ADD(w->ctr.requests, 1);
         if (def->kind != RS_GRPC_UNARY) {
             /* the stream takes the call over; the slot is re-armed at once */
@@ -314,7 +315,7 @@ static void slot_serve(rs_grpc_slot *sl) {
         grpc_slice m = sl->details.method;
         snprintf(text, sizeof text,
                  "unknown method %.*s: this server serves recstore.PSService (Get, Put, Update, "
-                 "Command), recstoreps.ParameterService (GetParameter, PutParameter, "
+                 "Command, Stream), recstoreps.ParameterService (GetParameter, PutParameter, "
                  "UpdateParameter, InitEmbeddingTable, Command), grpc.health.v1.Health and "
                  "server reflection",
                  (int)(GRPC_SLICE_LENGTH(m) > 200 ? 200 : GRPC_SLICE_LENGTH(m)),
@@ -329,7 +330,8 @@ static void slot_serve(rs_grpc_slot *sl) {
         ops[n].data.send_status_from_server.status_details = &sl->status_text;
         n++;
     } else {
-        sl->reply = ps_reply(w, (rs_ps_op)(sl->method + 1), sl->payload);
+        rs_grpc_call_ctx ctx = worker_ctx(w);
+        sl->reply = rs_grpc_ps_reply(&ctx, (rs_ps_op)(sl->method + 1), sl->payload);
         ops[n].op = GRPC_OP_SEND_MESSAGE;
         ops[n].data.send_message.send_message = sl->reply;
         n++;

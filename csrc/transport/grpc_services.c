@@ -14,6 +14,7 @@
 void rs_grpc_health_stopping(rs_grpc_services *s); /* grpc_health.c */
 
 const rs_grpc_method_def rs_grpc_extra_methods[] = {
+    {RS_GRPC_STREAM_PATH, RS_GRPC_BIDI_STREAM, NULL, rs_grpc_ps_stream},
     {"/recstoreps.ParameterService/GetParameter", RS_GRPC_UNARY, rs_grpc_rs_get, NULL},
     {"/recstoreps.ParameterService/PutParameter", RS_GRPC_UNARY, rs_grpc_rs_put, NULL},
     {"/recstoreps.ParameterService/UpdateParameter", RS_GRPC_UNARY, rs_grpc_rs_update, NULL},
@@ -60,6 +61,7 @@ int rs_grpc_services_create(rs_ps_shard *shard, const rs_grpc_options *o, rs_grp
         goto fail_lock;
     }
     s->serving = 1;
+    s->ps_stream = (int)o->stream;
     *out = s;
     return 0;
 fail_lock:
@@ -91,6 +93,44 @@ void rs_grpc_reply_error(rs_grpc_unary_reply *out, grpc_status_code st, const ch
     out->status = st;
     if (out->msg) grpc_byte_buffer_destroy(out->msg);
     out->msg = NULL;
+}
+
+static int start_batch(grpc_call *call, const grpc_op *ops, size_t n, void *tag) {
+    return grpc_call_start_batch(call, ops, n, tag, NULL) == GRPC_CALL_OK ? 0 : -1;
+}
+
+int rs_grpc_stream_recv(grpc_call *call, int with_metadata, grpc_byte_buffer **in, void *tag) {
+    grpc_op ops[2];
+    memset(ops, 0, sizeof ops);
+    size_t n = 0;
+    if (with_metadata) ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[n].op = GRPC_OP_RECV_MESSAGE;
+    ops[n].data.recv_message.recv_message = in;
+    return start_batch(call, ops, n + 1, tag);
+}
+
+int rs_grpc_stream_send(grpc_call *call, grpc_byte_buffer *msg, void *tag) {
+    grpc_op op;
+    memset(&op, 0, sizeof op);
+    op.op = GRPC_OP_SEND_MESSAGE;
+    op.data.send_message.send_message = msg;
+    return start_batch(call, &op, 1, tag);
+}
+
+int rs_grpc_stream_status_ok(grpc_call *call, void *tag) {
+    grpc_op op;
+    memset(&op, 0, sizeof op);
+    op.op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+    op.data.send_status_from_server.status = GRPC_STATUS_OK;
+    return start_batch(call, &op, 1, tag);
+}
+
+int rs_grpc_stream_on_close(grpc_call *call, int *cancelled, void *tag) {
+    grpc_op op;
+    memset(&op, 0, sizeof op);
+    op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    op.data.recv_close_on_server.cancelled = cancelled;
+    return start_batch(call, &op, 1, tag);
 }
 
 grpc_byte_buffer *rs_grpc_message_copy(const void *data, size_t len) {

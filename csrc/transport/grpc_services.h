@@ -5,6 +5,7 @@
  *   recstoreps.ParameterService   RecStore's own PS service (grpc_recstore.c)
  *   grpc.health.v1.Health         Check and Watch (grpc_health.c)
  *   grpc.reflection.v1 / v1alpha  ServerReflectionInfo (grpc_reflection.c)
+ *   recstore.PSService/Stream     PSService's four methods on one bidi stream (grpc_ps_stream.c)
  *
  * grpc_server.c registers every method of rs_grpc_extra_methods next to its own four and keeps
  * requested calls armed for them on every worker. A unary method's handler gets the request
@@ -37,14 +38,29 @@ typedef struct rs_grpc_services {
     pthread_cond_t changed;
     int serving;
     rs_grpc_watch *watchers;
+    int ps_stream; /* recstore.PSService/Stream is served (transport option stream, default 1) */
 } rs_grpc_services;
 
-/* What a handler may use: the services, the worker's thread slot, queue and reply buffers. */
+/* A worker's counters: written only by that worker (RS_GRPC_CTR_ADD), read by stats() with
+ * relaxed atomic loads. */
+typedef struct rs_grpc_counters {
+    uint64_t requests, bad_frames, bytes_in, bytes_out, auth_failures;
+} rs_grpc_counters;
+
+#define RS_GRPC_CTR_ADD(field, v) __atomic_store_n(&(field), (field) + (v), __ATOMIC_RELAXED)
+
+/* What a handler may use: the services, the worker's thread slot, queue, reply buffers, shard,
+ * counters and its reusable request scratch and response. Everything belongs to the worker, so
+ * a handler uses it only on that worker's thread (a stream: in on_event). */
 typedef struct rs_grpc_call_ctx {
     rs_grpc_services *svc;
     unsigned thread;
     grpc_completion_queue *cq;
     rs_grpc_slice_pool *pool;
+    rs_ps_shard *shard;
+    rs_grpc_counters *ctr;
+    rs_grpc_scratch *scratch;
+    rs_ps_response *resp;
 } rs_grpc_call_ctx;
 
 typedef struct rs_grpc_unary_reply {
@@ -85,6 +101,22 @@ int rs_grpc_services_create(rs_ps_shard *shard, const rs_grpc_options *o, rs_grp
 void rs_grpc_services_stopping(rs_grpc_services *s);
 void rs_grpc_services_destroy(rs_grpc_services *s);
 
+/* One PSService request: decode payload as a PSRequest for op (RS_PS_OP_FROM_MESSAGE: the op
+ * the message names), run it on the shard and encode the PSResponse, GET rows lent from the
+ * pool. Bad requests get a PSResponse with RS_PS_INVALID_PAYLOAD naming the problem. Counts
+ * requests, bytes and bad frames. NULL only when out of memory. (grpc_server.c) */
+grpc_byte_buffer *rs_grpc_ps_reply(const rs_grpc_call_ctx *c, rs_ps_op op,
+                                   grpc_byte_buffer *payload);
+
+/* One batch of a server-side stream on call, tagged tag (a rs_grpc_stream of the handler's):
+ * RECV_MESSAGE into *in (with_metadata: SEND_INITIAL_METADATA first), SEND_MESSAGE of msg (the
+ * caller keeps msg until the batch completes), SEND_STATUS_FROM_SERVER OK, or RECV_CLOSE_ON_SERVER
+ * (completes when the call is over). 0, or -1 when gRPC refused the batch (the call is broken). */
+int rs_grpc_stream_recv(grpc_call *call, int with_metadata, grpc_byte_buffer **in, void *tag);
+int rs_grpc_stream_send(grpc_call *call, grpc_byte_buffer *msg, void *tag);
+int rs_grpc_stream_status_ok(grpc_call *call, void *tag);
+int rs_grpc_stream_on_close(grpc_call *call, int *cancelled, void *tag);
+
 /* Helpers shared by the handlers. */
 void rs_grpc_reply_error(rs_grpc_unary_reply *out, grpc_status_code st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -100,5 +132,6 @@ void rs_grpc_rs_command(rs_grpc_call_ctx *c, const rs_grpc_span *req, rs_grpc_un
 void rs_grpc_health_check(rs_grpc_call_ctx *c, const rs_grpc_span *req, rs_grpc_unary_reply *out);
 int rs_grpc_health_watch(rs_grpc_call_ctx *c, grpc_call *call, grpc_byte_buffer *payload);
 int rs_grpc_reflection_info(rs_grpc_call_ctx *c, grpc_call *call, grpc_byte_buffer *payload);
+int rs_grpc_ps_stream(rs_grpc_call_ctx *c, grpc_call *call, grpc_byte_buffer *payload);
 
 #endif

@@ -183,6 +183,9 @@ int rs_ps_shard_load(rs_ps_shard *s, const char *dir, char *reply, size_t cap, r
 size_t rs_ps_request_encoded_size(const rs_ps_request *req, int attach);
 /* Encode into out (at least rs_ps_request_encoded_size bytes); returns bytes written. */
 size_t rs_ps_request_encode(const rs_ps_request *req, int attach, uint8_t *out);
+/* rs_ps_request_decode's op for a request that names its own (PSRequest.method, field 8: what
+ * each message of the gRPC Stream method carries). */
+#define RS_PS_OP_FROM_MESSAGE ((rs_ps_op)0)
 /* Decode a PSRequest for op from msg; attachment (may be NULL/0) holds keys then rows when the
  * message carries num_keys/rows_len instead of inline bytes. RS_EPROTO with a reason on malformed
  * input; never reads outside [msg, msg+len) or the attachment. */

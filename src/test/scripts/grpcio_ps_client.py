@@ -4,8 +4,9 @@ It generates Python stubs from the .proto it is given (grpcio-tools, into --gen-
 server exactly as any third-party gRPC user would: Put(keys, rows), Get(keys), Command("ping").
 Keys and rows come from files (raw little-endian u64 / row bytes); the rows that Get returned are
 written to --got, so the test compares them byte for byte. It also sends a Put with short rows,
-keys that are not a multiple of 8 bytes and an unknown method. Prints one JSON line with what it
-saw.
+keys that are not a multiple of 8 bytes and an unknown method, then the same requests again on one
+Stream call (each naming its method, plus one naming none and one naming method 9). Prints one
+JSON line with what it saw.
 Nothing here imports recbench.
 """
 
@@ -59,7 +60,20 @@ def main() -> int:
         except grpc.RpcError as e:
             unknown_code = e.code().name
             unknown = e.details()
+        # the four methods on one bidi stream: replies come back one per request, in order
+        P = ps_pb2.PSRequest
+        stream_reqs = [
+            P(method=4, command="ping"),
+            P(method=2, value_size=args.value_size, keys=keys, rows=rows),
+            P(method=1, keys=keys),
+            P(keys=keys),  # no method
+            P(method=9, keys=keys),
+            P(method=2, value_size=args.value_size, keys=keys, rows=rows[:-4]),
+            P(method=4, command="stats"),
+        ]
+        stream = list(stub.Stream(iter(stream_reqs), timeout=30))
     args.got.write_bytes(get.rows)
+    args.got.with_suffix(".stream").write_bytes(stream[2].rows)
     print(json.dumps({
         "ping_status": ping.status, "ping_reply": ping.reply,
         "put_status": put.status, "put_error": put.error,
@@ -68,6 +82,8 @@ def main() -> int:
         "bad_put_status": bad.status, "bad_put_error": bad.error,
         "odd_keys_status": odd.status, "odd_keys_error": odd.error,
         "unknown_code": unknown_code, "unknown_details": unknown,
+        "stream": [{"status": m.status, "error": m.error, "reply": m.reply,
+                    "num_found": m.num_found, "rows_len": len(m.rows)} for m in stream],
     }))
     return 0
 

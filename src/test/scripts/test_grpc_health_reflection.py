@@ -106,7 +106,8 @@ class ReflectionTest(NoLeftoverServers, unittest.TestCase):
         put = pool.FindMessageTypeByName("recstoreps.PutParameterRequest")
         self.assertEqual(put.fields_by_name["parameter_value"].number, 2)
         native = pool.FindServiceByName("recstore.PSService")
-        self.assertEqual({m.name for m in native.methods}, {"Get", "Put", "Update", "Command"})
+        self.assertEqual({m.name for m in native.methods},
+                         {"Get", "Put", "Update", "Command", "Stream"})
         self.assertEqual(pool.FindMethodByName("recstore.PSService.Get").input_type.full_name,
                          "recstore.PSRequest")
         health = pool.FindServiceByName("grpc.health.v1.Health")

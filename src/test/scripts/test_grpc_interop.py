@@ -103,6 +103,7 @@ class GrpcioClientTest(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stderr[-3000:])
             seen = json.loads(r.stdout.strip().splitlines()[-1])
             got = (tmp / "got.bin").read_bytes()
+            got_stream = (tmp / "got.stream").read_bytes()
         self.assertEqual(seen["ping_status"], 0)
         self.assertEqual(seen["put_status"], 0, seen["put_error"])
         self.assertEqual(seen["get_status"], 0)
@@ -116,6 +117,21 @@ class GrpcioClientTest(unittest.TestCase):
         self.assertTrue(seen["odd_keys_error"])
         self.assertEqual(seen["unknown_code"], "UNIMPLEMENTED")
         self.assertIn("/recstore.PSService/Delete", seen["unknown_details"])
+        # Stream: one reply per request, in order; a bad request fails alone, the stream goes on
+        st = seen["stream"]
+        self.assertEqual(len(st), 7, st)
+        self.assertEqual((st[0]["status"], st[0]["reply"]), (0, "pong"))
+        self.assertEqual(st[1]["status"], 0, st[1]["error"])
+        self.assertEqual((st[2]["status"], st[2]["num_found"]), (0, len(keys)))
+        self.assertEqual(got_stream, rows.tobytes())
+        self.assertEqual(st[3]["status"], 1)
+        self.assertIn("needs its method (field 8", st[3]["error"])
+        self.assertEqual(st[4]["status"], 1)
+        self.assertIn("method 9 is not", st[4]["error"])
+        self.assertEqual(st[5]["status"], 1)
+        self.assertIn("row", st[5]["error"])
+        self.assertEqual(st[6]["status"], 0)
+        self.assertIn("handled_get=", st[6]["reply"])
         self.assertEqual(srv.returncode, 0)
 
 
