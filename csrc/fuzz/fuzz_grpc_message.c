@@ -2,16 +2,19 @@
  * fuzz_grpc_message.c — libFuzzer target for what the gRPC transport decodes itself: a received
  * message (a grpc_byte_buffer of one or more slices, or a gzip/deflate-compressed one) flattened
  * by rs_grpc_message_span, the PSRequest decode + shard handler + reply encode of the server
- * (ps_reply), and the client's decode of that reply. The PSRequest/PSResponse bytes themselves
+ * (rs_grpc_ps_reply, for a unary method or for a Stream message naming its own), and the client's
+ * decode of that reply. The PSRequest/PSResponse bytes themselves
  * go through the shared codec (also fuzzed alone by fuzz_ps_codec).
  * fuzz-requires: grpc
  *
- * grpc_server.c is #included so ps_reply() (static) runs as a worker runs it, on a worker struct
- * made by hand with a real shard and slice pool; no server, channel or completion queue.
+ * grpc_server.c is #included so rs_grpc_ps_reply runs as a worker runs it, with the context of a
+ * worker struct made by hand with a real shard and slice pool (worker_ctx); no server, channel or
+ * completion queue.
  *
  * Input: byte 0 = shape (bits 0-1: op Get/Put/Update/Command; bits 2-4: number of slices - 1;
  * bit 5: hand the bytes to gRPC as a compressed byte buffer — gzip when bit 6, else deflate — so
- * gRPC's own decompression runs on them), then the message bytes.
+ * gRPC's own decompression runs on them; bit 7: a Stream message, the op read from the message's
+ * method field instead), then the message bytes.
  *
  * Checked beyond "no crash": the server's reply, decoded the way the client decodes it, is a
  * valid PSResponse whose rows fit the GET's rows buffer (num_keys x value_size); an error status
@@ -70,7 +73,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fuzz_setup();
     fuzz_input in = {data, size};
     uint8_t shape = fuzz_u8(&in);
-    rs_ps_op op = (rs_ps_op)((shape & 3) + 1);
+    rs_ps_op op = shape & 128 ? RS_PS_OP_FROM_MESSAGE : (rs_ps_op)((shape & 3) + 1);
     unsigned nslices = ((shape >> 2) & 7) + 1;
     grpc_byte_buffer *req = make_message(in.p, in.left, nslices, shape & 32, shape & 64);
 
@@ -82,9 +85,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (rs_grpc_message_span(req, &fw.scratch, &span, &err) == 0 &&
         rs_ps_request_decode(op, span.data ? span.data : (const uint8_t *)"", span.len, NULL, 0, &r,
                              &err) == 0 &&
-        op == RS_PS_GET)
+        r.op == RS_PS_GET)
         rows_cap = (size_t)r.num_keys * FUZZ_VS;
-    grpc_byte_buffer *reply = ps_reply(&fw, op, req);
+    rs_grpc_call_ctx ctx = worker_ctx(&fw);
+    grpc_byte_buffer *reply = rs_grpc_ps_reply(&ctx, op, req);
     grpc_byte_buffer_destroy(req);
     FUZZ_CHECK(reply != NULL);
 
