@@ -242,13 +242,21 @@ def regressions(cmp: pd.DataFrame) -> pd.DataFrame:
 
 
 def sweep_rows(param: str, value: str, summary) -> list[dict]:
-    """Rows of sweep.csv for one sweep point: one per transport in that point's PS summary.csv.
+    """Rows of sweep.csv for one sweep point: one per transport in that point's PS summary.csv,
+    or in several (a list: the point's rounds, each a runner run of its own; their repeats are
+    pooled and summary_csv lists them, separated by ';').
 
-    keys/s is the mean over repeats of the run phase's summed client rates; p99 and the CPU
-    columns are means over repeats of the per-repeat values of :func:`per_repeat`. A transport
-    without successful run rows gets its first non-success status and empty metrics."""
-    df = load_ps_summary(summary)
-    reps = per_repeat(df)
+    keys/s is the median over repeats of the run phase's summed client rates (with 2 repeats, their
+    mean), its std the spread; p99 and the CPU columns are means over repeats of the per-repeat
+    values of :func:`per_repeat`. A transport without successful run rows gets its first
+    non-success status and empty metrics."""
+    paths = list(summary) if isinstance(summary, (list, tuple)) else [summary]
+    if not paths:
+        raise ValueError(f"sweep point {param}={value}: no summary.csv given")
+    frames = [load_ps_summary(p) for p in paths]
+    df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    where = ";".join(str(f.attrs["path"]) for f in frames)
+    reps = pd.concat([per_repeat(f) for f in frames], ignore_index=True)
     reps = reps[reps["phase"] == "run"] if "phase" in reps.columns else reps
     rows = []
     for transport in sorted(set(df["transport"].dropna().astype(str))):
@@ -257,15 +265,15 @@ def sweep_rows(param: str, value: str, summary) -> list[dict]:
             st = df[(df["transport"].astype(str) == transport) & (df["status"] != "success")]["status"]
             rows.append(dict(param=param, value=value, transport=transport,
                              status=str(st.iloc[0]) if len(st) else "no_run_rows", repeats=0,
-                             summary_csv=str(df.attrs["path"])))
+                             summary_csv=where))
             continue
         rows.append(dict(
             param=param, value=value, transport=transport, status="success", repeats=len(g),
-            key_ops_per_sec=float(g["key_ops_per_sec"].mean()),
+            key_ops_per_sec=float(g["key_ops_per_sec"].median()),
             key_ops_per_sec_std=float(g["key_ops_per_sec"].std(ddof=1)) if len(g) > 1 else 0.0,
             p99_us=float(g["p99_us"].mean()), client_cpu_s=float(g["client_cpu_s"].mean()),
             server_cpu_s=float(g["server_cpu_s"].mean()),
-            keys_per_cpu_sec=float(g["keys_per_cpu_sec"].mean()), summary_csv=str(df.attrs["path"]),
+            keys_per_cpu_sec=float(g["keys_per_cpu_sec"].mean()), summary_csv=where,
             host_steal_pct=None if g["host_steal_pct"].isna().all()
             else float(g["host_steal_pct"].max())))  # the worst repeat
     return rows

@@ -1,15 +1,22 @@
 """Parameter sweep over the PS runner: run tools/benchmarks/run_benchmark_ps.py once per value of
 one runner flag and collect rate, latency and CPU time per transport.
 
-`tools/benchmarks/sweep_ps.py --param NAME --values a,b,c [--out-dir DIR] [runner flags ...]`
-runs `run_benchmark_ps.py [runner flags] --NAME v --output-dir DIR/NAME_v` for each value v, in
-order, then writes DIR/sweep.csv (columns in recbench.analysis.SWEEP_COLUMNS: value, transport,
-keys/s and its spread over repeats, p99, client and server CPU seconds, keys per CPU-second, and
-the summary.csv it came from), DIR/sweep.rate.png and DIR/sweep.cpu.png. sweep.csv is rewritten
-after every point, so an interrupted sweep keeps what it measured. A point whose runner left no
-summary.csv is recorded with status `runner_failed` and the sweep goes on; the exit code is 1
-then, 0 otherwise (rows the runner itself marked failed or skipped are reported in sweep.csv and
-do not fail the sweep).
+`tools/benchmarks/sweep_ps.py --param NAME --values a,b,c [--rounds N] [--out-dir DIR] [runner
+flags ...]` runs `run_benchmark_ps.py [runner flags] --NAME v --output-dir DIR/NAME_v` for each
+value v, in order, then writes DIR/sweep.csv (columns in recbench.analysis.SWEEP_COLUMNS: value,
+transport, keys/s (median over repeats) and its spread, p99, client and server CPU seconds, keys
+per CPU-second, and the summary.csv it came from), DIR/sweep.rate.png and DIR/sweep.cpu.png.
+
+--rounds N (default 1) runs the whole list of values N times, a, b, c, a, b, c, ..., each run into
+DIR/NAME_v/round_R, and pools each value's repeats over its rounds. On a shared machine the speed
+drifts over minutes; back-to-back repeats of one value (the runner's --repeat) all land in the
+same minute and carry its drift into that value alone, while rounds spread every minute's drift
+over all values, so the curve's shape is the parameter's and not the clock's.
+
+sweep.csv is rewritten after every runner run, so an interrupted sweep keeps what it measured. A
+run that left no summary.csv is logged and counted: a value with no summary at all is recorded
+with status `runner_failed`, and the sweep goes on; the exit code is 1 then, 0 otherwise (rows the
+runner itself marked failed or skipped are reported in sweep.csv and do not fail the sweep).
 """
 
 from __future__ import annotations
@@ -66,40 +73,61 @@ def write_sweep_csv(rows: list[dict], path: Path) -> None:
 
 
 def run_sweep(param: str, values: list[str], out_dir: Path, runner_args: list[str],
-              runner: Path = DEFAULT_RUNNER, python: str = sys.executable) -> tuple[list[dict], int]:
-    """Run every point; returns (sweep rows, number of points without a summary.csv)."""
+              runner: Path = DEFAULT_RUNNER, python: str = sys.executable,
+              rounds: int = 1) -> tuple[list[dict], int]:
+    """Run every point `rounds` times, round by round; returns (sweep rows, number of runner runs
+    that left no summary.csv)."""
     flag = flag_name(param)
+    name = flag[2:]
     check_passthrough(flag, runner_args)
+    if rounds < 1:
+        raise ValueError(f"--rounds {rounds}: give 1 or more")
     if not runner.exists():
         raise FileNotFoundError(f"PS runner {runner} does not exist (give --runner PATH)")
     out_dir.mkdir(parents=True, exist_ok=True)
-    rows, failed = [], 0
-    for i, v in enumerate(values):
-        point = out_dir / f"{flag[2:]}_{v}"
-        cmd = [python, str(runner), *runner_args, flag, v, "--output-dir", str(point)]
-        log.info("[%d/%d] %s=%s: %s", i + 1, len(values), flag[2:], v, " ".join(cmd))
-        t0 = time.monotonic()
-        with open(out_dir / f"{flag[2:]}_{v}.runner.log", "w") as lf:
-            rc = subprocess.run(cmd, stdout=lf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                check=False).returncode
-        summary = point / "summary.csv"
-        log.info("[%d/%d] runner exit %d after %.1fs", i + 1, len(values), rc, time.monotonic() - t0)
-        if summary.exists():
-            try:
-                rows += analysis.sweep_rows(flag[2:], v, summary)
-            except analysis.SummaryFormatError as e:
-                log.error("%s", e)
-                rows.append(dict(param=flag[2:], value=v, transport="", status="bad_summary", repeats=0,
-                                 summary_csv=str(summary)))
+    summaries: dict[str, list[Path]] = {v: [] for v in values}
+    exits: dict[str, list[int]] = {v: [] for v in values}
+    rows: list[dict] = []
+    failed, total, done = 0, rounds * len(values), 0
+    for rnd in range(1, rounds + 1):
+        for v in values:
+            done += 1
+            point = out_dir / f"{name}_{v}"
+            log_path = out_dir / f"{name}_{v}.runner.log"
+            if rounds > 1:
+                point, log_path = point / f"round_{rnd}", out_dir / f"{name}_{v}.round_{rnd}.runner.log"
+            cmd = [python, str(runner), *runner_args, flag, v, "--output-dir", str(point)]
+            log.info("[%d/%d] %s=%s%s: %s", done, total, name, v,
+                     f" (round {rnd}/{rounds})" if rounds > 1 else "", " ".join(cmd))
+            t0 = time.monotonic()
+            with open(log_path, "w") as lf:
+                rc = subprocess.run(cmd, stdout=lf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    check=False).returncode
+            log.info("[%d/%d] runner exit %d after %.1fs", done, total, rc, time.monotonic() - t0)
+            if (point / "summary.csv").exists():
+                summaries[v].append(point / "summary.csv")
+            else:
                 failed += 1
-        else:
-            failed += 1
-            rows.append(dict(param=flag[2:], value=v, transport="", status=f"runner_failed (exit {rc})",
-                             repeats=0, summary_csv=""))
-            log.error("runner left no %s; its output is in %s", summary,
-                      out_dir / f"{flag[2:]}_{v}.runner.log")
-        write_sweep_csv(rows, out_dir / "sweep.csv")
+                exits[v].append(rc)
+                log.error("runner left no %s; its output is in %s", point / "summary.csv", log_path)
+            rows = [r for u in values if summaries[u] or exits[u]
+                    for r in point_rows(name, u, summaries[u], exits[u])]
+            write_sweep_csv(rows, out_dir / "sweep.csv")
     return rows, failed
+
+
+def point_rows(name: str, value: str, summaries: list[Path], exits: list[int]) -> list[dict]:
+    """sweep.csv rows of one value from the summaries its runs left (and the exit codes of those
+    that left none)."""
+    if not summaries:
+        return [dict(param=name, value=value, transport="", status=f"runner_failed (exit {exits[-1]})",
+                      repeats=0, summary_csv="")]
+    try:
+        return analysis.sweep_rows(name, value, summaries)
+    except analysis.SummaryFormatError as e:
+        log.error("%s", e)
+        return [dict(param=name, value=value, transport="", status="bad_summary", repeats=0,
+                     summary_csv=";".join(str(s) for s in summaries))]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -113,6 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--out-dir", type=Path, default=None,
                     help="sweep directory (default results/sweep_<param>_MMDDHHMM)")
     ap.add_argument("--runner", type=Path, default=DEFAULT_RUNNER, help="path of run_benchmark_ps.py")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run the list of values this many times, round by round, and pool each "
+                         "value's repeats (spreads the machine's drift over all values)")
     return ap
 
 
@@ -126,11 +157,14 @@ def main(argv=None) -> int:
         flag = flag_name(args.param)
         values = parse_values(args.values)
         check_passthrough(flag, runner_args)
+        if args.rounds < 1:
+            raise ValueError(f"--rounds {args.rounds}: give 1 or more")
     except ValueError as e:
         ap.error(str(e))
     out_dir = args.out_dir or records.new_result_dir(ROOT / "results", f"sweep_{flag[2:]}_")
     try:
-        _rows, failed = run_sweep(args.param, values, out_dir, runner_args, runner=args.runner)
+        _rows, failed = run_sweep(args.param, values, out_dir, runner_args, runner=args.runner,
+                                  rounds=args.rounds)
     except FileNotFoundError as e:
         print(f"sweep_ps.py: {e}", file=sys.stderr)
         return 2

@@ -172,7 +172,12 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--prefetch-depth", type=int, default=4)
     ap.add_argument("--runtime-seconds", type=float, default=4.0)
     ap.add_argument("--warmup-seconds", type=float, default=1.0)
-    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="runner repeats of each point, back to back")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run each server thread count's client-thread points this many times, "
+                         "round by round (1, 2, 4, 8, 16, 1, 2, ...), pooling each point's repeats: "
+                         "the machine's drift over minutes then falls on every point alike")
     ap.add_argument("--out-dir", type=Path, default=None,
                     help="output directory (default results/thread_scaling_MMDDHHMM)")
     ap.add_argument("--runner", type=Path, default=sweep_ps.DEFAULT_RUNNER)
@@ -186,6 +191,8 @@ def main(argv=None) -> int:
     try:
         client_threads = parse_ints(args.client_threads, "--client-threads")
         server_threads = parse_ints(args.server_threads, "--server-threads")
+        if args.rounds < 1 or args.repeat < 1:
+            raise ValueError("--rounds and --repeat need 1 or more")
     except ValueError as e:
         ap.error(str(e))
     for name in ("--client-threads-per-process", "--server-worker-threads", "--server-rdma-threads"):
@@ -205,7 +212,7 @@ def main(argv=None) -> int:
         sweep, bad = sweep_ps.run_sweep(
             "client-threads-per-process", [str(t) for t in client_threads], d,
             common + ["--server-worker-threads", str(st), "--server-rdma-threads", str(st)],
-            runner=args.runner)
+            runner=args.runner, rounds=args.rounds)
         failed += bad
         rows += scaling_rows(sweep, st, args.prefetch_depth, args.batch_keys)
         records.write_csv(out / "thread_scaling.csv", SCALING_COLUMNS, rows, _fmt)

@@ -55,6 +55,18 @@ class SweepArgsTest(unittest.TestCase):
 
 
 class SweepRowsTest(unittest.TestCase):
+    def test_rounds_pool_their_repeats(self):
+        one = DATA / "ps_baseline_summary.csv"
+        other = DATA / "ps_candidate_summary.csv"
+        rows = {r["transport"]: r for r in analysis.sweep_rows("batch-keys", "256", [one, other])}
+        reps = pd.concat([analysis.per_repeat(analysis.load_ps_summary(p)) for p in (one, other)])
+        brpc = reps[(reps["transport"] == "BRPC") & (reps["phase"] == "run")]
+        self.assertEqual(rows["BRPC"]["repeats"], len(brpc))
+        self.assertAlmostEqual(rows["BRPC"]["key_ops_per_sec"], brpc["key_ops_per_sec"].median())
+        self.assertEqual(rows["BRPC"]["summary_csv"], f"{one};{other}")
+        with self.assertRaisesRegex(ValueError, "no summary.csv"):
+            analysis.sweep_rows("batch-keys", "256", [])
+
     def test_rows_per_transport(self):
         rows = analysis.sweep_rows("batch-keys", "256", DATA / "ps_baseline_summary.csv")
         by = {r["transport"]: r for r in rows}
@@ -63,7 +75,8 @@ class SweepRowsTest(unittest.TestCase):
         self.assertEqual(by["BRPC"]["repeats"], 3)
         reps = analysis.per_repeat(analysis.load_ps_summary(DATA / "ps_baseline_summary.csv"))
         brpc = reps[(reps["transport"] == "BRPC") & (reps["phase"] == "run")]
-        self.assertAlmostEqual(by["BRPC"]["key_ops_per_sec"], brpc["key_ops_per_sec"].mean())
+        self.assertAlmostEqual(by["BRPC"]["key_ops_per_sec"], brpc["key_ops_per_sec"].median())
+        self.assertAlmostEqual(by["BRPC"]["p99_us"], brpc["p99_us"].mean())
         self.assertGreater(by["BRPC"]["keys_per_cpu_sec"], 0)
         with tempfile.TemporaryDirectory() as d:
             sweep_ps.write_sweep_csv(rows, Path(d) / "sweep.csv")
@@ -107,6 +120,37 @@ class SweepEndToEndTest(unittest.TestCase):
             if (sweep["status"] == "success").any():
                 for name in ("sweep.rate.png", "sweep.cpu.png"):
                     self.assertTrue((out / name).read_bytes().startswith(b"\x89PNG"))
+        finally:
+            shutil.rmtree(out)
+
+    def test_rounds_run_the_values_in_turn(self):
+        out = Path(tempfile.mkdtemp(prefix="rb_sweep_rounds_"))
+        try:
+            r = subprocess.run([sys.executable, str(TOOL), "--param", "batch-keys", "--values", "16,64",
+                                "--rounds", "2", "--out-dir", str(out), "--profile", "smoke",
+                                "--transports", "brpc", "--runtime-seconds", "1", "--record-count",
+                                "2000"], capture_output=True, text=True, timeout=300)
+            logs = "".join(p.read_text() for p in sorted(out.glob("*.runner.log")))
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr + logs)
+            runs = [out / f"batch-keys_{v}" / f"round_{n}" / "summary.csv"
+                    for n in (1, 2) for v in (16, 64)]
+            for p in runs:
+                self.assertTrue(p.exists(), p)
+            # round by round: 16, 64, 16, 64
+            times = [p.stat().st_mtime_ns for p in runs]
+            self.assertEqual(times, sorted(times))
+            sweep = analysis.load_sweep(out / "sweep.csv")
+            self.assertEqual(sorted(sweep["value"]), ["16", "64"])
+            for _, row in sweep.iterrows():
+                self.assertEqual(row["summary_csv"].split(";"),
+                                 [str(out / f"batch-keys_{row['value']}" / f"round_{n}" / "summary.csv")
+                                  for n in (1, 2)])
+                if row["status"] == "success":
+                    self.assertEqual(row["repeats"], 2)
+            bad = subprocess.run([sys.executable, str(TOOL), "--param", "batch-keys", "--values", "16",
+                                  "--rounds", "0"], capture_output=True, text=True, timeout=60)
+            self.assertEqual(bad.returncode, 2)
+            self.assertIn("--rounds 0", bad.stderr)
         finally:
             shutil.rmtree(out)
 

@@ -81,6 +81,10 @@ class GoalArithmeticTest(unittest.TestCase):
                            capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 2)
         self.assertIn("--client-threads", r.stderr)
+        r = subprocess.run([sys.executable, str(TOOL), "--rounds", "0"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--rounds", r.stderr)
 
 
 class ThreadScalingEndToEndTest(unittest.TestCase):
@@ -90,9 +94,13 @@ class ThreadScalingEndToEndTest(unittest.TestCase):
             r = subprocess.run([sys.executable, str(TOOL), "--transports", "brpc", "--client-threads",
                                 "1,2", "--server-threads", "1", "--runtime-seconds", "1",
                                 "--warmup-seconds", "0", "--record-count", "2000", "--batch-keys", "16",
-                                "--prefetch-depth", "2", "--out-dir", str(out)],
+                                "--prefetch-depth", "2", "--rounds", "2", "--out-dir", str(out)],
                                capture_output=True, text=True, timeout=300)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            for t in (1, 2):  # each point ran once per round
+                for n in (1, 2):
+                    self.assertTrue((out / "server_threads_1" / f"client-threads-per-process_{t}" /
+                                     f"round_{n}" / "summary.csv").exists(), (t, n))
             with open(out / "thread_scaling.csv") as f:
                 rows = list(csv.DictReader(f))
             self.assertEqual(sorted(int(x["client_threads"]) for x in rows), [1, 2])
