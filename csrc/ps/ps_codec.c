@@ -90,6 +90,10 @@ size_t rs_ps_request_encode(const rs_ps_request *req, int attach, uint8_t *out) 
     return (size_t)(p - out);
 }
 
+size_t rs_ps_request_encode_method(rs_ps_op op, uint8_t *out) {
+    return (size_t)(rs_pb_put_vfield(out, 8, (uint32_t)op) - out);
+}
+
 int rs_ps_request_decode(rs_ps_op op, const uint8_t *msg, size_t len, const uint8_t *attachment,
                          size_t attachment_len, rs_ps_request *out, rs_error *err) {
     const uint8_t *keys = NULL, *rows = NULL;

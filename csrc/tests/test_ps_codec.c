@@ -56,6 +56,33 @@ static void test_request_roundtrip_attachment(void) {
     RS_CHECK(strstr(err.msg, "attachment") != NULL);
 }
 
+/* gRPC Stream messages: the request names its method (field 8); decoding with
+ * RS_PS_OP_FROM_MESSAGE takes the op from it, and refuses a message without one or with another. */
+static void test_request_names_its_method(void) {
+    uint64_t keys[2] = {5, 6};
+    rs_ps_request req = {.op = RS_PS_GET, .num_keys = 2, .keys = (const uint8_t *)keys};
+    uint8_t buf[128];
+    size_t n = rs_ps_request_encode(&req, 0, buf);
+    size_t m = rs_ps_request_encode_method(req.op, buf + n);
+    RS_CHECK(m > 0 && m <= RS_PS_METHOD_FIELD_BYTES);
+    rs_ps_request out;
+    rs_error err = {0};
+    RS_CHECK_EQ(rs_ps_request_decode(RS_PS_OP_FROM_MESSAGE, buf, n + m, NULL, 0, &out, &err), 0);
+    RS_CHECK_EQ(out.op, RS_PS_GET);
+    RS_CHECK_EQ(out.num_keys, 2);
+    RS_CHECK_EQ(rs_ps_key(out.keys, 1), 6);
+    /* a unary method's op wins over the field: the field matters on Stream only */
+    RS_CHECK_EQ(rs_ps_request_decode(RS_PS_PUT, buf, n + m, NULL, 0, &out, &err), 0);
+    RS_CHECK_EQ(out.op, RS_PS_PUT);
+    RS_CHECK_EQ(rs_ps_request_decode(RS_PS_OP_FROM_MESSAGE, buf, n, NULL, 0, &out, &err),
+                RS_EPROTO);
+    RS_CHECK(strstr(err.msg, "needs its method") != NULL);
+    m = rs_ps_request_encode_method((rs_ps_op)9, buf + n);
+    RS_CHECK_EQ(rs_ps_request_decode(RS_PS_OP_FROM_MESSAGE, buf, n + m, NULL, 0, &out, &err),
+                RS_EPROTO);
+    RS_CHECK(strstr(err.msg, "method 9") != NULL);
+}
+
 static void test_command_and_empty(void) {
     rs_ps_request req = {.op = RS_PS_COMMAND, .command = "stats", .command_len = 5};
     uint8_t buf[64];
@@ -215,6 +242,6 @@ static void test_names(void) {
 }
 
 RS_TEST_MAIN(RS_TEST(test_request_roundtrip_inline), RS_TEST(test_request_roundtrip_attachment),
-             RS_TEST(test_command_and_empty), RS_TEST(test_request_truncated_everywhere),
-             RS_TEST(test_request_malformed), RS_TEST(test_response_roundtrip),
-             RS_TEST(test_response_garbage), RS_TEST(test_names))
+             RS_TEST(test_request_names_its_method), RS_TEST(test_command_and_empty),
+             RS_TEST(test_request_truncated_everywhere), RS_TEST(test_request_malformed),
+             RS_TEST(test_response_roundtrip), RS_TEST(test_response_garbage), RS_TEST(test_names))

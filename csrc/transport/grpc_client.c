@@ -760,7 +760,7 @@ static int ring_push(rs_grpc_conn *c, rs_grpc_pending *p) {
         rs_grpc_pending **r = malloc(cap * sizeof *r);
         if (!r) return -1;
         for (size_t i = 0; i < c->count; i++)
-            r[i] = c->ring[(c->head + i) % c->ring_cap];
+            r[i] = ring_at(c, i);
         free(c->ring);
         c->ring = r;
         c->ring_cap = cap;
@@ -898,14 +898,12 @@ static int rs_grpc_conn_submit(void *conn, const rs_ps_request *req, uint64_t ta
     }
     int on_stream = c->st.usable;
     size_t len = rs_ps_request_encoded_size(req, 0);
-    grpc_slice s = grpc_slice_malloc(len + 2);
+    if (on_stream) len += RS_PS_METHOD_FIELD_BYTES;
+    grpc_slice s = grpc_slice_malloc(len);
     uint8_t *m = GRPC_SLICE_START_PTR(s);
     size_t wrote = rs_ps_request_encode(req, 0, m);
-    if (on_stream) { /* PSRequest.method (field 8, varint): the op, 1..4 */
-        m[wrote++] = 8 << 3;
-        m[wrote++] = (uint8_t)req->op;
-    }
-    if (wrote < len + 2) s = grpc_slice_sub_no_ref(s, 0, wrote);
+    if (on_stream) wrote += rs_ps_request_encode_method(req->op, m + wrote);
+    if (wrote < len) s = grpc_slice_sub_no_ref(s, 0, wrote);
     grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s, 1);
     grpc_slice_unref(s);
     rs_grpc_pending *p = pending_get(c);
@@ -998,7 +996,7 @@ static void rs_grpc_conn_close(void *conn) {
     rs_grpc_conn *c = conn;
     if (!c) return;
     for (size_t i = 0; i < c->count; i++) {
-        rs_grpc_pending *p = c->ring[(c->head + i) % c->ring_cap];
+        rs_grpc_pending *p = ring_at(c, i);
         if (!p->done && !p->on_stream) grpc_call_cancel(p->call, NULL);
     }
     if (c->st.call) stream_break(c, GRPC_STATUS_CANCELLED, "client closing");
@@ -1014,7 +1012,7 @@ static void rs_grpc_conn_close(void *conn) {
         if (c->st.error_string) gpr_free((void *)c->st.error_string);
     }
     for (size_t i = 0; i < c->count; i++)
-        pending_put(c, c->ring[(c->head + i) % c->ring_cap]);
+        pending_put(c, ring_at(c, i));
     for (size_t i = 0; i < c->free_count; i++) {
         grpc_metadata_array_destroy(&c->free_list[i]->initial_md);
         grpc_metadata_array_destroy(&c->free_list[i]->trailing_md);

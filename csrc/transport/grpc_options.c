@@ -90,8 +90,8 @@ static int apply_option(void *ctx, const char *kv, const char *val, rs_error *er
         char who[32];
         int on, rc;
         snprintf(who, sizeof who, "grpc %s", c->side);
-        if ((rc = rs_transport_option_bool(who, kv, val, &on, err)) == 0)
-            *(kv[0] == 'm' ? &out->malloc_tuning : &out->stream) = (unsigned)on;
+        unsigned *dst = strcmp(kv, "stream") == 0 ? &out->stream : &out->malloc_tuning;
+        if ((rc = rs_transport_option_bool(who, kv, val, &on, err)) == 0) *dst = (unsigned)on;
         return rc;
     }
     char *path = c->server && strcmp(kv, "tls_cert") == 0  ? out->tls_cert

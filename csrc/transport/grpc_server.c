@@ -69,8 +69,6 @@ typedef struct rs_grpc_slot {
     uint64_t reply_start_ns;   /* when the reply batch started (REPLYING) */
 } rs_grpc_slot;
 
-#define CTR_ADD RS_GRPC_CTR_ADD
-
 struct rs_grpc_worker {
     rs_grpc_server *srv;
     unsigned index; /* shard handler thread_slot */
@@ -176,7 +174,7 @@ grpc_byte_buffer *rs_grpc_ps_reply(const rs_grpc_call_ctx *c, rs_ps_op op,
     grpc_slice rows = grpc_empty_slice();
     int rc = rs_grpc_message_span(payload, c->scratch, &msg, &e);
     if (rc == 0) {
-        CTR_ADD(c->ctr->bytes_in, msg.len);
+        RS_GRPC_CTR_ADD(c->ctr->bytes_in, msg.len);
         rc = rs_ps_request_decode(op, msg.data ? msg.data : (const uint8_t *)"", msg.len, NULL, 0,
                                   &req, &e);
     }
@@ -186,7 +184,7 @@ grpc_byte_buffer *rs_grpc_ps_reply(const rs_grpc_call_ctx *c, rs_ps_op op,
                  op == RS_PS_OP_FROM_MESSAGE ? "Stream" : rs_ps_op_method(op),
                  e.msg[0] ? e.msg : rs_strerror(rc));
         resp->value_size = rs_ps_shard_value_size(c->shard);
-        CTR_ADD(c->ctr->bad_frames, 1);
+        RS_GRPC_CTR_ADD(c->ctr->bad_frames, 1);
     } else {
         size_t need = rs_ps_shard_reply_rows_bytes(c->shard, &req);
         if (need && rs_grpc_slice_pool_get(c->pool, need, &rows) != 0) {
@@ -221,7 +219,7 @@ grpc_byte_buffer *rs_grpc_ps_reply(const rs_grpc_call_ctx *c, rs_ps_op op,
     grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(parts, nparts);
     grpc_slice_unref(parts[0]);
     grpc_slice_unref(rows); /* the byte buffer holds its own ref */
-    CTR_ADD(c->ctr->bytes_out, written + resp->rows_len);
+    RS_GRPC_CTR_ADD(c->ctr->bytes_out, written + resp->rows_len);
     return bb;
 }
 
@@ -262,11 +260,11 @@ static void slot_serve(rs_grpc_slot *sl) {
     if (refusal) {
         sl->status_text = grpc_slice_from_static_string(refusal);
         fail_status = GRPC_STATUS_UNAUTHENTICATED;
-        CTR_ADD(w->ctr.auth_failures, 1);
+        RS_GRPC_CTR_ADD(w->ctr.auth_failures, 1);
     } else if (sl->method >= RS_GRPC_NUM_METHODS) {
         const rs_grpc_method_def *def = &rs_grpc_extra_methods[sl->method - RS_GRPC_NUM_METHODS];
         rs_grpc_call_ctx ctx = worker_ctx(w);
-        CTR_ADD(w->ctr.requests, 1);
+        RS_GRPC_CTR_ADD(w->ctr.requests, 1);
         if (def->kind != RS_GRPC_UNARY) {
             /* the stream takes the call over; the slot is re-armed at once */
             grpc_call *call = sl->call;
@@ -283,10 +281,10 @@ static void slot_serve(rs_grpc_slot *sl) {
             rs_grpc_reply_error(&xr, GRPC_STATUS_INVALID_ARGUMENT, "%s", e.msg);
         else
             def->unary(&ctx, &msg, &xr);
-        CTR_ADD(w->ctr.bytes_in, msg.len);
+        RS_GRPC_CTR_ADD(w->ctr.bytes_in, msg.len);
         if (xr.status == GRPC_STATUS_OK) {
             sl->reply = xr.msg;
-            CTR_ADD(w->ctr.bytes_out, grpc_byte_buffer_length(xr.msg));
+            RS_GRPC_CTR_ADD(w->ctr.bytes_out, grpc_byte_buffer_length(xr.msg));
             ops[n].op = GRPC_OP_SEND_MESSAGE;
             ops[n].data.send_message.send_message = sl->reply;
             n++;
@@ -299,7 +297,7 @@ static void slot_serve(rs_grpc_slot *sl) {
             ops[n].data.send_status_from_server.status = xr.status;
             ops[n].data.send_status_from_server.status_details = &sl->status_text;
             n++;
-            CTR_ADD(w->ctr.bad_frames, 1);
+            RS_GRPC_CTR_ADD(w->ctr.bad_frames, 1);
         }
         ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
         ops[n].data.recv_close_on_server.cancelled = &sl->cancelled;
@@ -322,7 +320,7 @@ static void slot_serve(rs_grpc_slot *sl) {
                  (const char *)GRPC_SLICE_START_PTR(m));
         sl->status_text = grpc_slice_from_copied_string(text);
         fail_status = GRPC_STATUS_UNIMPLEMENTED;
-        CTR_ADD(w->ctr.bad_frames, 1);
+        RS_GRPC_CTR_ADD(w->ctr.bad_frames, 1);
     }
     if (fail_status != GRPC_STATUS_OK) { /* a status with its text, no message */
         ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
@@ -343,7 +341,7 @@ static void slot_serve(rs_grpc_slot *sl) {
     ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
     ops[n].data.recv_close_on_server.cancelled = &sl->cancelled;
     n++;
-    CTR_ADD(w->ctr.requests, 1);
+    RS_GRPC_CTR_ADD(w->ctr.requests, 1);
     sl->state = SLOT_REPLYING;
     sl->cancel_sent = 0;
     sl->reply_start_ns = rs_now_ns();

@@ -67,6 +67,11 @@ def check_passthrough(flag: str, runner_args: list[str]) -> None:
             raise ValueError(f"runner flag {name} is set per point by the sweep; use --out-dir")
 
 
+def check_rounds(rounds: int) -> None:
+    if rounds < 1:
+        raise ValueError(f"--rounds {rounds}: give 1 or more")
+
+
 def write_sweep_csv(rows: list[dict], path: Path) -> None:
     records.write_csv(path, analysis.SWEEP_COLUMNS, rows,
                       lambda _c, v: f"{v:.6g}" if isinstance(v, float) else ("" if v is None else str(v)))
@@ -80,14 +85,13 @@ def run_sweep(param: str, values: list[str], out_dir: Path, runner_args: list[st
     flag = flag_name(param)
     name = flag[2:]
     check_passthrough(flag, runner_args)
-    if rounds < 1:
-        raise ValueError(f"--rounds {rounds}: give 1 or more")
+    check_rounds(rounds)
     if not runner.exists():
         raise FileNotFoundError(f"PS runner {runner} does not exist (give --runner PATH)")
     out_dir.mkdir(parents=True, exist_ok=True)
     summaries: dict[str, list[Path]] = {v: [] for v in values}
     exits: dict[str, list[int]] = {v: [] for v in values}
-    rows: list[dict] = []
+    by_value: dict[str, list[dict]] = {}  # each value's rows, redone when one of its runs ends
     failed, total, done = 0, rounds * len(values), 0
     for rnd in range(1, rounds + 1):
         for v in values:
@@ -110,10 +114,9 @@ def run_sweep(param: str, values: list[str], out_dir: Path, runner_args: list[st
                 failed += 1
                 exits[v].append(rc)
                 log.error("runner left no %s; its output is in %s", point / "summary.csv", log_path)
-            rows = [r for u in values if summaries[u] or exits[u]
-                    for r in point_rows(name, u, summaries[u], exits[u])]
-            write_sweep_csv(rows, out_dir / "sweep.csv")
-    return rows, failed
+            by_value[v] = point_rows(name, v, summaries[v], exits[v])
+            write_sweep_csv([r for u in values for r in by_value.get(u, [])], out_dir / "sweep.csv")
+    return [r for u in values for r in by_value.get(u, [])], failed
 
 
 def point_rows(name: str, value: str, summaries: list[Path], exits: list[int]) -> list[dict]:
@@ -157,8 +160,7 @@ def main(argv=None) -> int:
         flag = flag_name(args.param)
         values = parse_values(args.values)
         check_passthrough(flag, runner_args)
-        if args.rounds < 1:
-            raise ValueError(f"--rounds {args.rounds}: give 1 or more")
+        check_rounds(args.rounds)
     except ValueError as e:
         ap.error(str(e))
     out_dir = args.out_dir or records.new_result_dir(ROOT / "results", f"sweep_{flag[2:]}_")

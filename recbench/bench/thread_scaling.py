@@ -191,8 +191,9 @@ def main(argv=None) -> int:
     try:
         client_threads = parse_ints(args.client_threads, "--client-threads")
         server_threads = parse_ints(args.server_threads, "--server-threads")
-        if args.rounds < 1 or args.repeat < 1:
-            raise ValueError("--rounds and --repeat need 1 or more")
+        sweep_ps.check_rounds(args.rounds)
+        if args.repeat < 1:
+            raise ValueError(f"--repeat {args.repeat}: give 1 or more")
     except ValueError as e:
         ap.error(str(e))
     for name in ("--client-threads-per-process", "--server-worker-threads", "--server-rdma-threads"):

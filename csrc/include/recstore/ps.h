@@ -186,6 +186,10 @@ size_t rs_ps_request_encode(const rs_ps_request *req, int attach, uint8_t *out);
 /* rs_ps_request_decode's op for a request that names its own (PSRequest.method, field 8: what
  * each message of the gRPC Stream method carries). */
 #define RS_PS_OP_FROM_MESSAGE ((rs_ps_op)0)
+/* Append PSRequest.method = op (field 8) after an encoded request, for the gRPC Stream method;
+ * writes at most RS_PS_METHOD_FIELD_BYTES bytes and returns how many. */
+#define RS_PS_METHOD_FIELD_BYTES 2
+size_t rs_ps_request_encode_method(rs_ps_op op, uint8_t *out);
 /* Decode a PSRequest for op from msg; attachment (may be NULL/0) holds keys then rows when the
  * message carries num_keys/rows_len instead of inline bytes. RS_EPROTO with a reason on malformed
  * input; never reads outside [msg, msg+len) or the attachment. */
