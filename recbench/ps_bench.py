@@ -15,7 +15,10 @@ prints one line:
       p99_us=... p999_us=... max_us=... cpu_user_s=... cpu_sys_s=... payload_gbps=...
 
 (RecStore's keys first, then latency per request measured in C, CPU seconds of this process and
-payload GB/s; then value_size, prefetch_depth, num_shards, keys_missing.)
+payload GB/s; then value_size, prefetch_depth, num_shards, keys_missing, wire, get_path,
+get_parts, get_parts_gathered, and thread_batches_min / thread_batches_max: the batches completed
+by the slowest and the fastest thread, so a server that serves some connections worse than
+others — stragglers for a synchronous trainer — shows.)
 
 Open loop: --target_rate R sends R batches/s for the whole process (split over its threads) on a
 uniform or Poisson timetable (--arrival, --arrival_seed; docs/open-loop.md). The run line's
@@ -214,6 +217,8 @@ def result_line(phase: str, kw: dict, res: dict) -> str:
         ("get_path", get_path(kw["transport"], res)),
         ("get_parts", res.get("get_parts", 0)),
         ("get_parts_gathered", res.get("get_parts_gathered", 0)),
+        ("thread_batches_min", res.get("thread_batches_min", 0)),
+        ("thread_batches_max", res.get("thread_batches_max", 0)),
     ]
     if phase == "run" and "late_sends" in res:
         fields += [(f"service_{p}_us", f"{res[f'service_{p}_us']:.3f}")

@@ -512,6 +512,8 @@ static int bench_phase(const rs_ps_bench_config *cfg, phase ph, rs_ps_bench_resu
     uint64_t prof[6] = {0};
     for (unsigned i = 0; i < started; i++) {
         worker *w = &ws[i];
+        if (i == 0 || w->batches < res->thread_batches_min) res->thread_batches_min = w->batches;
+        if (w->batches > res->thread_batches_max) res->thread_batches_max = w->batches;
         res->batches += w->batches;
         res->key_ops += w->key_ops;
         res->get_batches += w->get_batches;

@@ -42,8 +42,10 @@ static PyObject *result_dict(const rs_ps_bench_result *r) {
         (unsigned long long)r->first_bad_key, "stopped_early",
         r->stopped_early ? Py_True : Py_False);
     if (!d) return NULL;
-    PyObject *g = Py_BuildValue("{s:K,s:K}", "get_parts", (unsigned long long)r->get_parts,
-                                "get_parts_gathered", (unsigned long long)r->get_parts_gathered);
+    PyObject *g = Py_BuildValue("{s:K,s:K,s:K,s:K}", "get_parts", (unsigned long long)r->get_parts,
+                                "get_parts_gathered", (unsigned long long)r->get_parts_gathered,
+                                "thread_batches_min", (unsigned long long)r->thread_batches_min,
+                                "thread_batches_max", (unsigned long long)r->thread_batches_max);
     if (!g || PyDict_Update(d, g) != 0) {
         Py_XDECREF(g);
         Py_DECREF(d);

@@ -213,6 +213,31 @@ static void test_roundtrip_pipelined(void) {
     fixture_down(&f);
 }
 
+/* gRPC core would leave each stream on the worker its connection was bound to (16 clients on 4
+ * workers came out 7/7/2/2): PSService/Stream calls go to the worker with the fewest. 9 clients
+ * connected one after another on 3 workers are 3 each; unary clients (stream=0) hold no stream. */
+static void test_streams_spread_over_workers(void) {
+    fixture f;
+    if (fixture_up(&f, 500, 3)) return;
+    void *c[11] = {0};
+    rs_ps_completion comp;
+    rs_error e = {0};
+    rs_ps_request ping = {.op = RS_PS_COMMAND, .command = "ping", .command_len = 4};
+    for (int i = 0; i < 11; i++) {
+        c[i] = i < 9 ? conn_open(f.port, 2, 5000) : conn_open_opts(f.port, 2, 5000, "stream=0");
+        if (!c[i]) continue;
+        RS_CHECK_EQ(call1(c[i], &ping, NULL, 0, &comp, &e), 0); /* served, wherever it went */
+        RS_CHECK_EQ(comp.resp.status, RS_PS_OK);
+    }
+    rs_ps_transport_stats ts;
+    rs_grpc_server_ops.stats(f.server, &ts);
+    RS_CHECK_EQ(ts.worker_connections_max, 3);
+    RS_CHECK_EQ(ts.worker_connections_min, 3);
+    for (int i = 0; i < 11; i++)
+        if (c[i]) rs_grpc_conn_ops.close(c[i]);
+    fixture_down(&f);
+}
+
 static void test_ps_error_statuses(void) {
     fixture f = {0};
     if (fixture_up(&f, 10, 1)) return;
@@ -660,7 +685,7 @@ RS_TEST_MAIN(RS_TEST(test_roundtrip_pipelined), RS_TEST(test_ps_error_statuses),
              RS_TEST(test_bad_calls_server_survives), RS_TEST(test_large_batch),
              RS_TEST(test_reply_size_limit), RS_TEST(test_stop_with_calls_in_flight),
              RS_TEST(test_bind_busy_port_and_bad_options), RS_TEST(test_registry_finds_grpc),
-             RS_TEST(test_recstore_wire_and_health))
+             RS_TEST(test_recstore_wire_and_health), RS_TEST(test_streams_spread_over_workers))
 
 #else /* !RS_HAVE_GRPC */
 

@@ -45,6 +45,7 @@ static ps_stream *of(rs_grpc_stream *tag, size_t offset) {
 
 static void maybe_free(ps_stream *s) {
     if (!s->closed || s->recving || s->sending) return;
+    RS_GRPC_CTR_ADD(s->ctx.ctr->streams, (uint64_t)-1);
     if (s->in) grpc_byte_buffer_destroy(s->in);
     if (s->out) grpc_byte_buffer_destroy(s->out);
     if (s->queued) grpc_byte_buffer_destroy(s->queued);
@@ -159,6 +160,7 @@ int rs_grpc_ps_stream(rs_grpc_call_ctx *c, grpc_call *call, grpc_byte_buffer *pa
         free(s);
         return 0;
     }
+    RS_GRPC_CTR_ADD(s->ctx.ctr->streams, 1); /* until maybe_free frees it */
     start_recv(s, 1);
     if (s->failed)
         grpc_call_cancel_with_status(call, GRPC_STATUS_INTERNAL,

@@ -16,8 +16,19 @@
  * every reply_timeout/4 to cancel replies a client has not taken within reply_timeout (a client
  * that stops reading would otherwise hold its slots forever).
  *
- * Invariants: a slot and its call are touched only by the worker that owns its CQ; every slot is
- * either idle, REQUESTED (a request_call is pending on the CQ) or REPLYING (a batch is pending).
+ * Streams are balanced: gRPC core binds a connection to one worker's CQ (the one that accepted it,
+ * or a random one) and matches each new call with a call requested on that CQ first, so streams —
+ * which stay on the worker that took them — landed 7/7/2/2 for 16 clients on 4 workers, and the
+ * connections of the crowded workers waited twice as long. So PSService/Stream has one requested
+ * call for the whole server (srv->stream_slot), armed on the worker with the fewest open PS streams
+ * (ties: the lowest index); the worker that takes a stream re-arms it at once, and a stream that
+ * arrives meanwhile waits in gRPC core's queue of unmatched calls. Open PS streams per worker are
+ * counted by the worker itself (ctr.streams) and reported as worker_connections_max/min.
+ *
+ * Invariants: a slot and its call are touched only by the worker that owns its CQ (the stream slot
+ * belongs to the worker it was last armed on: the notification, the call and the re-arm all happen
+ * there); every slot is either idle, REQUESTED (a request_call is pending on the CQ) or REPLYING (a
+ * batch is pending).
  * Bad payloads get a PSResponse with RS_PS_INVALID_PAYLOAD naming the problem; an unknown method
  * gets gRPC status UNIMPLEMENTED naming the path; oversized messages are refused by gRPC itself
  * (RESOURCE_EXHAUSTED, limit max_body_bytes). Shutdown: set `shutting`, shutdown_and_notify on
@@ -96,8 +107,9 @@ struct rs_grpc_server {
     uint64_t reply_timeout_ns;
     rs_auth_token auth; /* len 0: none required */
     rs_grpc_worker *workers;
-    int shutting;     /* __atomic: set once by stop() */
-    int shutdown_tag; /* its address tags the shutdown notification */
+    rs_grpc_slot stream_slot; /* PSService/Stream's one requested call (see the top) */
+    int shutting;             /* __atomic: set once by stop() */
+    int shutdown_tag;         /* its address tags the shutdown notification */
     rs_eventual shutdown_done;
 };
 
@@ -109,11 +121,30 @@ static int extra_kind(int method) {
                                          : RS_GRPC_UNARY;
 }
 
+/* The worker with the fewest open PS streams (the lowest index on a tie). */
+static rs_grpc_worker *fewest_streams(rs_grpc_server *srv) {
+    rs_grpc_worker *best = &srv->workers[0];
+    uint64_t least = __atomic_load_n(&best->ctr.streams, __ATOMIC_RELAXED);
+    for (unsigned i = 1; i < srv->nworkers; i++) {
+        uint64_t n = __atomic_load_n(&srv->workers[i].ctr.streams, __ATOMIC_RELAXED);
+        if (n < least) {
+            least = n;
+            best = &srv->workers[i];
+        }
+    }
+    return best;
+}
+
 static void slot_arm(rs_grpc_slot *sl) {
-    rs_grpc_worker *w = sl->w;
-    rs_grpc_server *srv = w->srv;
+    rs_grpc_server *srv = sl->w->srv;
+    int handed = sl == &srv->stream_slot;
+    rs_grpc_worker *w = handed ? fewest_streams(srv) : sl->w;
     grpc_call_error ce;
     sl->state = SLOT_REQUESTED;
+    /* the stream slot now belongs to w: this release, and worker_main's acquire when the call
+     * arrives, order everything done to the slot here before it (gRPC core's own locks do too,
+     * but ThreadSanitizer cannot see inside an uninstrumented libgrpc) */
+    if (handed) __atomic_store_n(&sl->w, w, __ATOMIC_RELEASE);
     if (sl->method == RS_GRPC_SLOT_UNKNOWN)
         ce = grpc_server_request_call(srv->server, &sl->call, &sl->details, &sl->md, w->cq, w->cq,
                                       sl);
@@ -353,10 +384,11 @@ static void slot_serve(rs_grpc_slot *sl) {
  * forever; replies not delivered within reply_timeout are cancelled, which frees the slot. */
 static void cancel_stuck_replies(rs_grpc_worker *w, uint64_t now) {
     uint64_t limit = w->srv->reply_timeout_ns;
-    for (size_t j = 0; j < w->nslots; j++) {
-        rs_grpc_slot *sl = &w->slots[j];
-        if (sl->state == SLOT_REPLYING && sl->call && now - sl->reply_start_ns > limit &&
-            !sl->cancel_sent) {
+    for (size_t j = 0; j <= w->nslots; j++) {
+        /* the last one is the stream slot, when it is this worker's and refusing a call */
+        rs_grpc_slot *sl = j < w->nslots ? &w->slots[j] : &w->srv->stream_slot;
+        if (__atomic_load_n(&sl->w, __ATOMIC_RELAXED) == w && sl->state == SLOT_REPLYING &&
+            sl->call && now - sl->reply_start_ns > limit && !sl->cancel_sent) {
             sl->cancel_sent = 1;
             grpc_call_cancel_with_status(sl->call, GRPC_STATUS_DEADLINE_EXCEEDED,
                                          "recstore.PSService: reply not taken by the client within "
@@ -384,6 +416,7 @@ static void *worker_main(void *arg) {
     /* a worker arms its own slots, so a slot is only ever touched by this thread */
     for (size_t j = 0; j < w->nslots; j++)
         slot_arm(&w->slots[j]);
+    if (w->index == 0) slot_arm(&srv->stream_slot);
     for (;;) {
         grpc_event ev = grpc_completion_queue_next(w->cq, worker_deadline(w), NULL);
         if (ev.type == GRPC_QUEUE_SHUTDOWN) break;
@@ -392,12 +425,14 @@ static void *worker_main(void *arg) {
             rs_eventual_set(&srv->shutdown_done, 1);
             continue;
         }
-        if ((rs_grpc_slot *)ev.tag < w->slots || (rs_grpc_slot *)ev.tag >= w->slots + w->nslots) {
+        if (ev.tag != &srv->stream_slot &&
+            ((rs_grpc_slot *)ev.tag < w->slots || (rs_grpc_slot *)ev.tag >= w->slots + w->nslots)) {
             rs_grpc_stream *st = ev.tag; /* a call a streaming method took over */
             st->on_event(st, ev.success);
             continue;
         }
         rs_grpc_slot *sl = ev.tag;
+        if (sl == &srv->stream_slot) (void)__atomic_load_n(&sl->w, __ATOMIC_ACQUIRE); /* slot_arm */
         if (sl->state == SLOT_REQUESTED) {
             if (ev.success && sl->call)
                 slot_serve(sl);
@@ -499,7 +534,7 @@ static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, 
     }
     /* PSService's methods, then rs_grpc_extra_methods; slots: the unknown-path ones, then
      * calls_per_method per unary method, then one per streaming method (a stream hands its call
-     * over and re-arms at once) */
+     * over and re-arms at once) but PSService/Stream, whose one slot is the server's */
     int nmethods = RS_GRPC_NUM_METHODS + (int)rs_grpc_num_extra_methods, nunary = 0;
     int slot_methods[RS_GRPC_NUM_METHODS + RS_GRPC_MAX_EXTRA_METHODS];
     for (int m = 0; m < nmethods; m++) {
@@ -518,8 +553,17 @@ static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, 
         if (extra_kind(m) == RS_GRPC_UNARY) slot_methods[nunary++] = m;
     }
     int nstream = 0;
-    for (int m = 0; m < nmethods; m++)
-        if (extra_kind(m) != RS_GRPC_UNARY) slot_methods[nunary + nstream++] = m;
+    for (int m = 0; m < nmethods; m++) {
+        if (extra_kind(m) == RS_GRPC_UNARY) continue;
+        if (rs_grpc_extra_methods[m - RS_GRPC_NUM_METHODS].stream == rs_grpc_ps_stream)
+            srv->stream_slot.method = m;
+        else
+            slot_methods[nunary + nstream++] = m;
+    }
+    srv->stream_slot.w = &srv->workers[0];
+    grpc_metadata_array_init(&srv->stream_slot.md);
+    grpc_call_details_init(&srv->stream_slot.details);
+    srv->stream_slot.status_text = grpc_empty_slice();
     size_t nslots =
         (size_t)calls_per_method * (size_t)nunary + (size_t)nstream + RS_GRPC_UNKNOWN_SLOTS;
     for (unsigned i = 0; i < nthreads; i++) {
@@ -575,6 +619,8 @@ static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, 
 fail_server:
     /* no listener was added, so the server can be destroyed without a shutdown */
     grpc_server_destroy(srv->server);
+    grpc_metadata_array_destroy(&srv->stream_slot.md);
+    grpc_call_details_destroy(&srv->stream_slot.details);
     for (unsigned i = 0; i < nthreads; i++) {
         rs_grpc_worker *w = &srv->workers[i];
         if (w->slots) {
@@ -606,6 +652,16 @@ fail_init:
 
 static uint16_t rs_grpc_srv_bound_port(void *state) {
     return ((rs_grpc_server *)state)->port;
+}
+
+/* What a slot still holds once the server and its queues are gone. */
+static void slot_release(rs_grpc_slot *sl) {
+    if (sl->call) grpc_call_unref(sl->call);
+    if (sl->payload) grpc_byte_buffer_destroy(sl->payload);
+    if (sl->reply) grpc_byte_buffer_destroy(sl->reply);
+    grpc_slice_unref(sl->status_text);
+    grpc_metadata_array_destroy(&sl->md);
+    grpc_call_details_destroy(&sl->details);
 }
 
 static void rs_grpc_srv_stop(void *state) {
@@ -642,20 +698,14 @@ static void rs_grpc_srv_stop(void *state) {
     grpc_server_destroy(srv->server);
     for (unsigned i = 0; i < srv->nworkers; i++) {
         rs_grpc_worker *w = &srv->workers[i];
-        for (size_t j = 0; j < w->nslots; j++) {
-            rs_grpc_slot *sl = &w->slots[j];
-            if (sl->call) grpc_call_unref(sl->call);
-            if (sl->payload) grpc_byte_buffer_destroy(sl->payload);
-            if (sl->reply) grpc_byte_buffer_destroy(sl->reply);
-            grpc_slice_unref(sl->status_text);
-            grpc_metadata_array_destroy(&sl->md);
-            grpc_call_details_destroy(&sl->details);
-        }
+        for (size_t j = 0; j < w->nslots; j++)
+            slot_release(&w->slots[j]);
         free(w->slots);
         free(w->scratch.buf);
         rs_grpc_slice_pool_release(w->rows);
         grpc_completion_queue_destroy(w->cq);
     }
+    slot_release(&srv->stream_slot);
     rs_grpc_services_destroy(srv->svc);
     free(srv->workers);
     free(srv);
@@ -665,9 +715,14 @@ static void rs_grpc_srv_stop(void *state) {
 static void rs_grpc_srv_stats(void *state, rs_ps_transport_stats *out) {
     rs_grpc_server *srv = state;
     memset(out, 0, sizeof *out);
-    /* gRPC core does not report connection events to the application: connections_* stay 0 */
+    /* gRPC core does not report connection events to the application: connections_* stay 0;
+     * worker_connections_* count open PS streams (one per client connection that uses one) */
+    out->worker_connections_min = UINT64_MAX;
     for (unsigned i = 0; i < srv->nworkers; i++) {
         rs_grpc_counters *c = &srv->workers[i].ctr;
+        uint64_t streams = __atomic_load_n(&c->streams, __ATOMIC_RELAXED);
+        if (streams > out->worker_connections_max) out->worker_connections_max = streams;
+        if (streams < out->worker_connections_min) out->worker_connections_min = streams;
         out->requests += __atomic_load_n(&c->requests, __ATOMIC_RELAXED);
         out->bad_frames += __atomic_load_n(&c->bad_frames, __ATOMIC_RELAXED);
         out->bytes_in += __atomic_load_n(&c->bytes_in, __ATOMIC_RELAXED);

@@ -45,6 +45,7 @@ typedef struct rs_grpc_services {
  * relaxed atomic loads. */
 typedef struct rs_grpc_counters {
     uint64_t requests, bad_frames, bytes_in, bytes_out, auth_failures;
+    uint64_t streams; /* PSService/Stream calls open now (the server balances new ones by it) */
 } rs_grpc_counters;
 
 #define RS_GRPC_CTR_ADD(field, v) __atomic_store_n(&(field), (field) + (v), __ATOMIC_RELAXED)

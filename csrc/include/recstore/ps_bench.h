@@ -82,6 +82,9 @@ typedef struct rs_ps_bench_result {
     uint64_t get_batches, put_batches;
     uint64_t keys_found, keys_missing;      /* GET keys inside 1..record_count found / not found */
     uint64_t get_parts, get_parts_gathered; /* GET shard responses; ... scatter-gathered (RC) */
+    /* batches completed in the window by the thread that completed the fewest, and the most: a
+     * server that serves some connections worse than others shows here (stragglers) */
+    uint64_t thread_batches_min, thread_batches_max;
     double mean_us, p50_us, p95_us, p99_us, p999_us, max_us;
     double cpu_user_s, cpu_sys_s;
     uint64_t verify_checked_rows, verify_bad_rows;

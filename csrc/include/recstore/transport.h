@@ -51,7 +51,8 @@ typedef struct rs_ps_transport_stats {
      * (or that carried the immediate it asked for) */
     uint64_t poller_blocks, poller_doorbell_wakes, client_wakes, poller_quick_idles;
     uint64_t lanes_ringing; /* verbs: open lanes whose client rings (RS_RC_CAP_RING) */
-    /* brpc (0 elsewhere): open connections of the worker that has the most, and the fewest */
+    /* brpc: open connections of the worker that has the most, and the fewest; grpc: open
+     * PSService/Stream calls (one per client connection on a stream) likewise; 0 elsewhere */
     uint64_t worker_connections_max, worker_connections_min;
 } rs_ps_transport_stats;
 

@@ -370,6 +370,10 @@ class PsBenchBrpcTest(NoLeftoverServers, unittest.TestCase):
             self.assertGreater(int(run["key_ops"]), 0)
             self.assertEqual(run["keys_missing"], "0")
             self.assertLessEqual(float(run["p50_us"]), float(run["p99_us"]))
+            # the slowest and the fastest of the 2 threads bracket their mean
+            lo, hi = int(run["thread_batches_min"]), int(run["thread_batches_max"])
+            self.assertTrue(0 < lo <= int(run["batches"]) / 2 <= hi, run)
+            self.assertEqual(lo + hi, int(run["batches"]), run)
             self.assertIn("PS_BENCHMARK_LOADED", r.stdout)
             prof = [line for line in r.stdout.splitlines()
                     if line.startswith("PS_BENCHMARK_PROFILE phase=run")]
