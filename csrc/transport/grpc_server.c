@@ -19,11 +19,11 @@
  * Streams are balanced: gRPC core binds a connection to one worker's CQ (the one that accepted it,
  * or a random one) and matches each new call with a call requested on that CQ first, so streams —
  * which stay on the worker that took them — landed 7/7/2/2 for 16 clients on 4 workers, and the
- * connections of the crowded workers waited twice as long. So PSService/Stream has one requested
- * call for the whole server (srv->stream_slot), armed on the worker with the fewest open PS streams
- * (ties: the lowest index); the worker that takes a stream re-arms it at once, and a stream that
- * arrives meanwhile waits in gRPC core's queue of unmatched calls. Open PS streams per worker are
- * counted by the worker itself (ctr.streams) and reported as worker_connections_max/min.
+ * fastest client thread got up to 1.9x the mean share (docs/grpc.md). So PSService/Stream has one
+ * requested call for the whole server (srv->stream_slot), armed on the worker with the fewest open
+ * PS streams (ties: the lowest index); the worker that takes a stream re-arms it at once, and a
+ * stream that arrives meanwhile waits in gRPC core's queue of unmatched calls. Open PS streams per
+ * worker are counted by the worker itself (ctr.streams) and reported as worker_connections_max/min.
  *
  * Invariants: a slot and its call are touched only by the worker that owns its CQ (the stream slot
  * belongs to the worker it was last armed on: the notification, the call and the re-arm all happen
@@ -413,7 +413,8 @@ static gpr_timespec worker_deadline(rs_grpc_worker *w) {
 static void *worker_main(void *arg) {
     rs_grpc_worker *w = arg;
     rs_grpc_server *srv = w->srv;
-    /* a worker arms its own slots, so a slot is only ever touched by this thread */
+    /* a worker arms its own slots, so a slot is only ever touched by this thread; the stream
+     * slot, first armed by worker 0, moves between workers with its notification (see the top) */
     for (size_t j = 0; j < w->nslots; j++)
         slot_arm(&w->slots[j]);
     if (w->index == 0) slot_arm(&srv->stream_slot);
@@ -460,6 +461,24 @@ static int bind_failure(const char *host, uint16_t port, const char *addr, rs_er
 }
 
 static void rs_grpc_srv_stop(void *state);
+
+static void slot_init(rs_grpc_slot *sl, rs_grpc_worker *w, int method) {
+    sl->w = w;
+    sl->method = method;
+    grpc_metadata_array_init(&sl->md);
+    grpc_call_details_init(&sl->details);
+    sl->status_text = grpc_empty_slice();
+}
+
+/* What a slot still holds once the server and its queues are gone (a zeroed slot holds nothing). */
+static void slot_release(rs_grpc_slot *sl) {
+    if (sl->call) grpc_call_unref(sl->call);
+    if (sl->payload) grpc_byte_buffer_destroy(sl->payload);
+    if (sl->reply) grpc_byte_buffer_destroy(sl->reply);
+    grpc_slice_unref(sl->status_text);
+    grpc_metadata_array_destroy(&sl->md);
+    grpc_call_details_destroy(&sl->details);
+}
 
 static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, void **state,
                              rs_error *err) {
@@ -556,14 +575,10 @@ static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, 
     for (int m = 0; m < nmethods; m++) {
         if (extra_kind(m) == RS_GRPC_UNARY) continue;
         if (rs_grpc_extra_methods[m - RS_GRPC_NUM_METHODS].stream == rs_grpc_ps_stream)
-            srv->stream_slot.method = m;
+            slot_init(&srv->stream_slot, &srv->workers[0], m);
         else
             slot_methods[nunary + nstream++] = m;
     }
-    srv->stream_slot.w = &srv->workers[0];
-    grpc_metadata_array_init(&srv->stream_slot.md);
-    grpc_call_details_init(&srv->stream_slot.details);
-    srv->stream_slot.status_text = grpc_empty_slice();
     size_t nslots =
         (size_t)calls_per_method * (size_t)nunary + (size_t)nstream + RS_GRPC_UNKNOWN_SLOTS;
     for (unsigned i = 0; i < nthreads; i++) {
@@ -579,15 +594,11 @@ static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, 
             goto fail_server;
         }
         for (size_t j = 0; j < nslots; j++) {
-            rs_grpc_slot *sl = &w->slots[j];
-            sl->w = w;
             size_t k = j - RS_GRPC_UNKNOWN_SLOTS, unary_slots = (size_t)calls_per_method * nunary;
-            sl->method = j < RS_GRPC_UNKNOWN_SLOTS ? RS_GRPC_SLOT_UNKNOWN
-                         : k < unary_slots         ? slot_methods[k % (size_t)nunary]
-                                                   : slot_methods[nunary + (k - unary_slots)];
-            grpc_metadata_array_init(&sl->md);
-            grpc_call_details_init(&sl->details);
-            sl->status_text = grpc_empty_slice();
+            slot_init(&w->slots[j], w,
+                      j < RS_GRPC_UNKNOWN_SLOTS ? RS_GRPC_SLOT_UNKNOWN
+                      : k < unary_slots         ? slot_methods[k % (size_t)nunary]
+                                                : slot_methods[nunary + (k - unary_slots)]);
         }
     }
 
@@ -619,15 +630,12 @@ static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, 
 fail_server:
     /* no listener was added, so the server can be destroyed without a shutdown */
     grpc_server_destroy(srv->server);
-    grpc_metadata_array_destroy(&srv->stream_slot.md);
-    grpc_call_details_destroy(&srv->stream_slot.details);
+    slot_release(&srv->stream_slot);
     for (unsigned i = 0; i < nthreads; i++) {
         rs_grpc_worker *w = &srv->workers[i];
         if (w->slots) {
-            for (size_t j = 0; j < w->nslots; j++) {
-                grpc_metadata_array_destroy(&w->slots[j].md);
-                grpc_call_details_destroy(&w->slots[j].details);
-            }
+            for (size_t j = 0; j < w->nslots; j++)
+                slot_release(&w->slots[j]);
             free(w->slots);
         }
         rs_grpc_slice_pool_release(w->rows);
@@ -652,16 +660,6 @@ fail_init:
 
 static uint16_t rs_grpc_srv_bound_port(void *state) {
     return ((rs_grpc_server *)state)->port;
-}
-
-/* What a slot still holds once the server and its queues are gone. */
-static void slot_release(rs_grpc_slot *sl) {
-    if (sl->call) grpc_call_unref(sl->call);
-    if (sl->payload) grpc_byte_buffer_destroy(sl->payload);
-    if (sl->reply) grpc_byte_buffer_destroy(sl->reply);
-    grpc_slice_unref(sl->status_text);
-    grpc_metadata_array_destroy(&sl->md);
-    grpc_call_details_destroy(&sl->details);
 }
 
 static void rs_grpc_srv_stop(void *state) {
