@@ -49,6 +49,14 @@ def _l3_bytes(sysfs: str) -> int | None:
     return None
 
 
+def binary_size(n: int) -> str:
+    """'4 MiB', '512 KiB', '1 GiB', or bytes: the largest binary unit that divides n."""
+    for shift, unit in ((30, "GiB"), (20, "MiB"), (10, "KiB")):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    return f"{n} B"
+
+
 def describe(cpuinfo: str, l3_bytes: int | None = None) -> str:
     """One line for the first processor of a /proc/cpuinfo text (and the L3 size, if known)."""
     name = _field(cpuinfo, "model name") or platform.processor() or "unknown CPU"
@@ -60,8 +68,7 @@ def describe(cpuinfo: str, l3_bytes: int | None = None) -> str:
     if flags is not None:
         details.append("AVX-512" if "avx512f" in flags.split() else "no AVX-512")
     if l3_bytes:
-        details.append(f"L3 {l3_bytes >> 20} MiB" if l3_bytes >= 1 << 20
-                       else f"L3 {l3_bytes >> 10} KiB")
+        details.append(f"L3 {binary_size(l3_bytes)}")
     return f"{name} ({', '.join(details)})" if details else name
 
 

@@ -28,8 +28,8 @@ import tempfile
 from typing import Any
 
 from recbench import _kv, procfs
-from recbench.cli_flags import parse_bool
-from recbench.cpuinfo import cpu_model
+from recbench.cli_flags import add_bool_flag, parse_bool
+from recbench.cpuinfo import binary_size, cpu_model
 
 log = logging.getLogger("recbench.kv_bench")
 
@@ -100,6 +100,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ceiling mode: first touch this many lines of a random 128-byte chunk per "
                         "key in an array the size of DRAM_PET_HASH's chunks (what bounds an index "
                         "reading that many lines per key)")
+    p.add_argument("--ceiling_index_bytes", type=int, default=0,
+                   help="with --ceiling_index_lines: that array's size in bytes instead, a power of "
+                        "two >= 128 (0: DRAM_PET_HASH's for --record_count); small arrays stay in "
+                        "cache, which is what bounds an index by its size")
+    add_bool_flag(p, "--paired_ceiling",
+                  help="batch_get_flat or ceiling: follow every batch with a plain ceiling batch "
+                       "over the same rows, timed apart, and report the ratio of the two "
+                       "(pct_of_paired_ceiling): measured in alternation, immune to a machine "
+                       "whose speed drifts between runs (the plain ceiling paired with itself "
+                       "checks the method: about 100)")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
@@ -124,6 +134,10 @@ def config_from_args(args: argparse.Namespace) -> dict:
         raise ValueError(f"--zipfian_alpha must be in (0, 1), got {args.zipfian_alpha}")
     if args.ceiling_index_lines and args.read_mode != "ceiling":
         raise ValueError("--ceiling_index_lines needs --read_mode=ceiling")
+    if args.ceiling_index_bytes and not args.ceiling_index_lines:
+        raise ValueError("--ceiling_index_bytes needs --ceiling_index_lines 1 or 2")
+    if args.paired_ceiling and args.read_mode == "get":
+        raise ValueError("--paired_ceiling needs --read_mode=batch_get_flat or ceiling")
     if args.load_thread_num < 0:
         raise ValueError(f"--load_thread_num must be >= 0, got {args.load_thread_num}")
     if not args.load and args.run and args.read_mode != "ceiling" and \
@@ -136,7 +150,8 @@ def config_from_args(args: argparse.Namespace) -> dict:
                 running_seconds=running_seconds, operation_count=operation_count, seed=args.seed,
                 bind_core=args.bind_core, path=args.ssd_path or None, load=args.load, run=args.run,
                 huge_pages=args.huge_pages, row_kernel=args.row_kernel,
-                ceiling_index_lines=args.ceiling_index_lines)
+                ceiling_index_lines=args.ceiling_index_lines,
+                ceiling_index_bytes=args.ceiling_index_bytes, paired_ceiling=args.paired_ceiling)
 
 
 def run(config: dict) -> dict:
@@ -171,6 +186,22 @@ def _cpu_fields(ph: dict) -> list[tuple[str, object]]:
             ("ops_per_cpu_sec", ph["ops"] / cpu if cpu > 0 else 0.0)]
 
 
+def paired_pct(run: dict) -> tuple[float, float] | None:
+    """A paired_ceiling run's speed as a share of its paired ceiling batches: (by mean batch time,
+    by p50 batch time), in percent; None for a run without pairing."""
+    rd, pc = run["read"], run["paired"]
+    if not pc["count"] or not rd["count"] or rd["mean_us"] <= 0 or rd["p50_us"] <= 0:
+        return None
+    return 100.0 * pc["mean_us"] / rd["mean_us"], 100.0 * pc["p50_us"] / rd["p50_us"]
+
+
+def _own_time_share(run: dict) -> float:
+    """The share of a run's batch time spent in its own batches (1.0 without pairing)."""
+    rd, pc = run["read"], run["paired"]
+    own, other = rd["mean_us"] * rd["count"], pc["mean_us"] * pc["count"]
+    return own / (own + other) if other > 0 and own > 0 else 1.0
+
+
 def format_lines(config: dict, result: dict) -> list[str]:
     """RecStore's YCSB_LOAD_RESULT / YCSB_RESULT lines (their keys first, in their order), then
     the new keys: latency percentiles per operation type and CPU time."""
@@ -203,6 +234,12 @@ def format_lines(config: dict, result: dict) -> list[str]:
                 f += [(f"{kind}_{k}", rn[kind][k]) for k in ("mean_us",) + PERCENTILES]
         if ceiling and config.get("ceiling_index_lines"):
             f += [("ceiling_index_lines", config["ceiling_index_lines"])]
+        pct = paired_pct(rn)
+        if pct:
+            f += [("paired_batches", rn["paired"]["count"]),
+                  ("paired_ceiling_mean_us", rn["paired"]["mean_us"]),
+                  ("paired_ceiling_p50_us", rn["paired"]["p50_us"]),
+                  ("pct_of_paired_ceiling", pct[0]), ("pct_of_paired_ceiling_p50", pct[1])]
         f += _cpu_fields(rn)
         f += _memory_fields(result.get("memory"))
         if result.get("row_kernel"):
@@ -227,34 +264,46 @@ def _memory_fields(mem: dict | None) -> list[tuple[str, object]]:
 def compare_indexes(record_count=1_000_000, value_size=512, batch_keys=500, threads=1,
                     running_seconds=3.0, repeats=3, seed=1,
                     index_types=("DRAM_PET_HASH", "DRAM_EXTENDIBLE_HASH"),
-                    huge_pages=("auto",), row_kernel="auto", index_lines=()) -> dict:
+                    huge_pages=("auto",), row_kernel="auto", index_lines=(),
+                    index_sizes=(), paired=False) -> dict:
     """Run the ceiling and each index in batch_get_flat mode, for each huge_pages mode, interleaved
     `repeats` times (the machine's noise hits all of them alike), and return per-case medians and
     ratios. With one mode the cases are named 'ceiling', 'DRAM_PET_HASH', ...; with several,
     'ceiling/thp', 'DRAM_PET_HASH/off', ... and each is compared with the ceiling of its mode.
     index_lines (1, 2) adds 'ceiling+1 line', 'ceiling+2 lines': the ceiling that first touches
     that many lines of a random chunk per key (ceiling_index_lines), the bound of an index reading
-    that many lines per key. pct_of_ceiling_p50 compares batch p50 latencies, which time slices
-    lost to other processes on a shared machine do not move."""
+    that many lines per key. index_sizes (bytes, powers of two) adds 'ceiling+1 line, 4 MiB' and
+    so on: the same bound with a chunk array of that size, in cache or not (ceiling_index_bytes).
+    pct_of_ceiling_p50 compares batch p50 latencies, which time slices
+    lost to other processes on a shared machine do not move.
+    paired runs every case with paired_ceiling: its percentages of the ceiling are then the
+    medians over repeats of each run's own ratio to the ceiling batches alternated with its own
+    (by mean batch time; the p50 and CPU columns likewise; the plain ceiling's is its ratio to
+    itself, the method's check, about 100 %), and its keys/s and keys per CPU-second count only
+    the share of the run's time spent in its own batches."""
     several = len(huge_pages) > 1
     cases = []
     for hp in huge_pages:
         sfx = f"/{hp}" if several else ""
-        cases += [(f"ceiling{sfx}", "ceiling", "DRAM_PET_HASH", hp, 0)]
-        cases += [(f"ceiling+{n} line{'s' if n > 1 else ''}{sfx}", "ceiling", "DRAM_PET_HASH", hp, n)
-                  for n in index_lines]
-        cases += [(f"{it}{sfx}", "batch_get_flat", it, hp, 0) for it in index_types]
+        cases += [(f"ceiling{sfx}", "ceiling", "DRAM_PET_HASH", hp, 0, 0)]
+        cases += [(f"ceiling+{n} line{'s' if n > 1 else ''}{sfx}", "ceiling", "DRAM_PET_HASH", hp, n,
+                   0) for n in index_lines]
+        cases += [(f"ceiling+1 line, {binary_size(b)}{sfx}", "ceiling", "DRAM_PET_HASH", hp, 1, b)
+                  for b in index_sizes]
+        cases += [(f"{it}{sfx}", "batch_get_flat", it, hp, 0, 0) for it in index_types]
     samples: dict[str, list[dict[str, Any]]] = {name: [] for name, *_ in cases}
     pages = {}
     kernel = row_kernel
     for rep in range(repeats):
-        for name, mode, it, hp, lines in cases:
+        for name, mode, it, hp, lines, size in cases:
             cfg = dict(index_type=it, value_size=value_size,
                        record_count=record_count, threads=threads, load_threads=0, workload="c",
                        distribution="uniform", zipfian_alpha=0.99, read_mode=mode,
                        batch_keys=batch_keys, running_seconds=running_seconds, operation_count=0,
                        seed=seed + rep, bind_core=False, path=None, load=True, run=True,
-                       huge_pages=hp, row_kernel=row_kernel, ceiling_index_lines=lines)
+                       huge_pages=hp, row_kernel=row_kernel, ceiling_index_lines=lines,
+                       ceiling_index_bytes=size,
+                       paired_ceiling=paired)
             ticks = procfs.local_cpu_ticks()
             res = run(cfg)
             steal = procfs.steal_pct(ticks, procfs.local_cpu_ticks())
@@ -263,8 +312,12 @@ def compare_indexes(record_count=1_000_000, value_size=512, batch_keys=500, thre
             pages[name] = {k: mem[k] for k in ("index_pages", "slab_pages", "bytes_per_key",
                                                 "overhead_per_key")}
             cpu = r["cpu_user_s"] + r["cpu_sys_s"]
-            samples[name].append({"keys_per_sec": r["throughput_ops_sec"],
-                                  "keys_per_cpu_sec": r["ops"] / cpu if cpu > 0 else 0.0,
+            own = _own_time_share(r)
+            pct = paired_pct(r)
+            samples[name].append({"keys_per_sec": r["throughput_ops_sec"] / own,
+                                  "keys_per_cpu_sec": r["ops"] / (cpu * own) if cpu > 0 else 0.0,
+                                  "paired_pct": pct[0] if pct else -1.0,
+                                  "paired_pct_p50": pct[1] if pct else -1.0,
                                   "batch_p50_us": r["read"]["p50_us"],
                                   "batch_p99_us": r["read"]["p99_us"],
                                   "not_found": r["not_found"],
@@ -276,11 +329,15 @@ def compare_indexes(record_count=1_000_000, value_size=512, batch_keys=500, thre
                      mem["slab_pages"], samples[name][-1]["rows_huge_pct"])
     med = {name: {k: statistics.median(s[k] for s in runs) for k in runs[0]}
            for name, runs in samples.items()}
-    for name, _mode, _it, hp, _lines in cases:
+    for name, _mode, _it, hp, _lines, _size in cases:
         m, ceil = med[name], med[f"ceiling/{hp}" if several else "ceiling"]
-        m["pct_of_ceiling"] = 100.0 * m["keys_per_sec"] / ceil["keys_per_sec"]
-        m["pct_of_ceiling_cpu"] = 100.0 * m["keys_per_cpu_sec"] / ceil["keys_per_cpu_sec"]
-        m["pct_of_ceiling_p50"] = 100.0 * ceil["batch_p50_us"] / m["batch_p50_us"]
+        if m["paired_pct"] >= 0:
+            m["pct_of_ceiling"] = m["pct_of_ceiling_cpu"] = m["paired_pct"]
+            m["pct_of_ceiling_p50"] = m["paired_pct_p50"]
+        else:
+            m["pct_of_ceiling"] = 100.0 * m["keys_per_sec"] / ceil["keys_per_sec"]
+            m["pct_of_ceiling_cpu"] = 100.0 * m["keys_per_cpu_sec"] / ceil["keys_per_cpu_sec"]
+            m["pct_of_ceiling_p50"] = 100.0 * ceil["batch_p50_us"] / m["batch_p50_us"]
         m.update(pages[name])
         m["steal_pct_max"] = max(s["steal_pct"] for s in samples[name])  # the worst repeat
     from recbench.build import build_info
@@ -288,7 +345,8 @@ def compare_indexes(record_count=1_000_000, value_size=512, batch_keys=500, thre
     out = {"params": dict(record_count=record_count, value_size=value_size, batch_keys=batch_keys,
                           threads=threads, running_seconds=running_seconds, repeats=repeats,
                           row_kernel=kernel, huge_pages=list(huge_pages),
-                          index_lines=list(index_lines),
+                          index_lines=list(index_lines), index_sizes=list(index_sizes),
+                          paired=paired,
                           system_huge_pages=info.get("huge_pages"), cpu=cpu_model()),
            "median": med, "samples": samples}
     if "DRAM_PET_HASH" in med and "DRAM_EXTENDIBLE_HASH" in med:
@@ -305,11 +363,15 @@ def format_comparison(res: dict) -> str:
              f"{p['running_seconds']:g} s per run, median of {p['repeats']} interleaved repeats, "
              f"row kernel {p.get('row_kernel', '?')}, CPU {p.get('cpu', '?')}"),
             "",
-            (f"| {'case':<27} | {'M keys/s':>9} | {'% of ceiling':>12} | {'M keys/CPU-s':>12} | "
+            *([("paired: every case alternated its batches with ceiling batches over the same rows "
+                "in one run; its % of ceiling is the median of those runs' own ratios (the "
+                "ceiling's own, about 100 %, checks the method), and its keys/s counts only its "
+                "own batches' share of the time"), ""] if p.get("paired") else []),
+            (f"| {'case':<32} | {'M keys/s':>9} | {'% of ceiling':>12} | {'M keys/CPU-s':>12} | "
              f"{'% of ceiling (CPU)':>18} | {'batch p50 us':>12} | {'% of ceiling (p50)':>18} | "
              f"{'batch p99 us':>12} | {'B/key':>7} | {'pages (index/slab)':>18} | "
              f"{'rows on huge pages':>18} | {'steal % (max)':>13} |"),
-            (f"|{'-' * 29}|{'-' * 11}|{'-' * 14}|{'-' * 14}|{'-' * 20}|{'-' * 14}|{'-' * 20}|"
+            (f"|{'-' * 34}|{'-' * 11}|{'-' * 14}|{'-' * 14}|{'-' * 20}|{'-' * 14}|{'-' * 20}|"
              f"{'-' * 14}|{'-' * 9}|{'-' * 20}|{'-' * 20}|{'-' * 15}|")]
     for name, m in res["median"].items():
         pg = f"{m.get('index_pages', '?')}/{m.get('slab_pages', '?')}"
@@ -317,7 +379,7 @@ def format_comparison(res: dict) -> str:
         hp = f"{huge:.0f} %" if huge >= 0 else "?"
         st = m.get("steal_pct_max", -1.0)
         steal = f"{st:.1f} %" if st >= 0 else "?"
-        rows.append(f"| {name:<27} | {m['keys_per_sec'] / 1e6:>9.2f} | {m['pct_of_ceiling']:>11.1f}% | "
+        rows.append(f"| {name:<32} | {m['keys_per_sec'] / 1e6:>9.2f} | {m['pct_of_ceiling']:>11.1f}% | "
                     f"{m['keys_per_cpu_sec'] / 1e6:>12.2f} | {m['pct_of_ceiling_cpu']:>17.1f}% | "
                     f"{m['batch_p50_us']:>12.1f} | {m['pct_of_ceiling_p50']:>17.1f}% | "
                     f"{m['batch_p99_us']:>12.1f} | "

@@ -16,8 +16,18 @@
  *
  * With ceiling_index_lines 1 or 2 the ceiling first touches that many lines of a random 128-byte
  * chunk per key (hash as the indexes do, a burst of prefetches over the batch, then one load per
- * line), in an array the size of DRAM_PET_HASH's chunk array: a lookup's memory traffic with no
- * work in it. PET reads 2 lines per key, so ceiling+2 lines is what its layout allows at best.
+ * line), in an array the size of DRAM_PET_HASH's chunk array (or ceiling_index_bytes): a lookup's
+ * memory traffic with no work in it. PET reads 2 lines per key, so ceiling+2 lines is what its
+ * layout allows at best; smaller arrays show what an index that stays in cache would allow.
+ *
+ * paired_ceiling follows every batch with a plain ceiling batch of fresh keys, timed into its own
+ * histogram: an index and the ceiling measured in alternation, batch by batch, in one thread. On
+ * a VM whose speed drifts by a third within a minute, whole runs one after another compare the
+ * minutes they ran in as much as the code; alternating batches 50 µs apart do not. The paired
+ * batches gather from the very rows the case reads (the engine's slab; the flat array for the
+ * bounds), so the two differ by the index alone: a second row array of the same size beside the
+ * slab measured the ceiling 15-20 % slower on the Zen 3 VM, which flattered the index. The plain
+ * ceiling paired with itself is the method's own check: its ratio should be 100 %.
  */
 #define _GNU_SOURCE
 #include "recstore/kv_bench.h"
@@ -46,6 +56,8 @@ struct rs_kv_bench {
     rs_kv_region chunk_region; /* ceiling_index_lines > 0: the chunk-array stand-in */
     uint8_t *chunks;
     uint64_t chunk_mask;
+    const uint8_t *pair_rows; /* paired_ceiling: the rows its ceiling batches read ... */
+    size_t pair_stride;       /* ... and the bytes between them */
     rs_zipf_scrambled zipf;
     int stop;       /* atomic: end the phase */
     int go;         /* atomic: start line; threads wait for it after checking in */
@@ -82,6 +94,18 @@ int rs_kv_bench_open(const rs_kv_bench_config *cfg, rs_kv_bench **out, rs_error 
                             cfg->ceiling_index_lines);
     if (cfg->ceiling_index_lines && cfg->read_mode != RS_KV_BENCH_CEILING)
         return rs_error_set(err, RS_EINVAL, "ceiling_index_lines needs read_mode ceiling");
+    if (cfg->paired_ceiling && cfg->read_mode == RS_KV_BENCH_GET)
+        return rs_error_set(err, RS_EINVAL,
+                            "paired_ceiling needs read_mode batch_get_flat or ceiling");
+    if (cfg->paired_ceiling && cfg->kv && cfg->kv->vs.variable)
+        return rs_error_set(err, RS_EINVAL, "paired_ceiling needs an engine with fixed-size rows");
+    if (cfg->ceiling_index_bytes && !cfg->ceiling_index_lines)
+        return rs_error_set(err, RS_EINVAL, "ceiling_index_bytes needs ceiling_index_lines 1 or 2");
+    if (cfg->ceiling_index_bytes && (cfg->ceiling_index_bytes < RS_KV_PET_CHUNK_BYTES ||
+                                     (cfg->ceiling_index_bytes & (cfg->ceiling_index_bytes - 1))))
+        return rs_error_set(err, RS_EINVAL,
+                            "ceiling_index_bytes must be a power of two >= %d (got %llu)",
+                            RS_KV_PET_CHUNK_BYTES, (unsigned long long)cfg->ceiling_index_bytes);
     if (cfg->read_mode != RS_KV_BENCH_CEILING && !cfg->kv)
         return rs_error_set(err, RS_EINVAL, "kv engine is required unless read_mode is ceiling");
     if (cfg->kv && rs_kv_value_size(cfg->kv) != cfg->value_size)
@@ -111,7 +135,9 @@ int rs_kv_bench_open(const rs_kv_bench_config *cfg, rs_kv_bench **out, rs_error 
         b->flat = b->flat_region.base;
     }
     if (cfg->ceiling_index_lines) {
-        uint64_t chunks = rs_kv_pet_chunks(cfg->record_count);
+        uint64_t chunks = cfg->ceiling_index_bytes
+                              ? cfg->ceiling_index_bytes / RS_KV_PET_CHUNK_BYTES
+                              : rs_kv_pet_chunks(cfg->record_count);
         size_t bytes = (size_t)chunks * RS_KV_PET_CHUNK_BYTES;
         rc = rs_kv_region_open_anon(&b->chunk_region, bytes, bytes, cfg->huge_pages, err);
         if (rc) {
@@ -124,6 +150,10 @@ int rs_kv_bench_open(const rs_kv_bench_config *cfg, rs_kv_bench **out, rs_error 
         /* written, so that every line is its own memory (untouched anonymous pages all read the
          * one zero page, which stays in cache) */
         memset(b->chunks, 0x5a, bytes);
+    }
+    if (cfg->paired_ceiling) { /* the very rows the case reads: the engine's slab, or flat */
+        b->pair_rows = b->flat ? b->flat : cfg->kv->vs.data;
+        b->pair_stride = b->flat ? cfg->value_size : cfg->kv->vs.stride;
     }
     *out = b;
     return 0;
@@ -171,13 +201,15 @@ static inline uint64_t next_key(rs_kv_bench *b, rs_rng *r) {
     return rs_rng_below(r, b->cfg.record_count);
 }
 
-/* The ceiling: gather rows keys[i] of a flat array into out, prefetching CEIL_D rows ahead. */
-RS_KV_INLINE size_t ceiling_body(const size_t vs, const uint8_t *flat, size_t row_bytes,
-                                 const uint64_t *keys, size_t n, uint8_t *out) {
+/* The ceiling: gather rows keys[i] of an array of rows `stride` bytes apart into out, prefetching
+ * CEIL_D rows ahead. */
+RS_KV_INLINE size_t ceiling_body(const size_t vs, const uint8_t *flat, size_t stride,
+                                 size_t row_bytes, const uint64_t *keys, size_t n, uint8_t *out) {
     (void)row_bytes; /* = vs, which is a constant here when it is 512 */
     for (size_t i = 0; i < n + CEIL_D; i++) {
-        if (i < n) rs_kv_prefetch_range(flat + keys[i] * vs, vs);
-        if (i >= CEIL_D) rs_kv_row_copy(out + (i - CEIL_D) * vs, flat + keys[i - CEIL_D] * vs, vs);
+        if (i < n) rs_kv_prefetch_range(flat + keys[i] * stride, vs);
+        if (i >= CEIL_D)
+            rs_kv_row_copy(out + (i - CEIL_D) * vs, flat + keys[i - CEIL_D] * stride, vs);
     }
     return n;
 }
@@ -201,8 +233,9 @@ static uint64_t ceiling_chunks(const rs_kv_bench *b, const uint64_t *keys, size_
 }
 
 RS_KV_ROW_LOOP(ceiling_gather, ceiling_body, vs,
-               (const uint8_t *flat, size_t vs, const uint64_t *keys, size_t n, uint8_t *out),
-               (flat, vs, keys, n, out))
+               (const uint8_t *flat, size_t stride, size_t vs, const uint64_t *keys, size_t n,
+                uint8_t *out),
+               (flat, stride, vs, keys, n, out))
 
 static void bind_cpu(uint32_t id) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -275,13 +308,20 @@ static void run_loop(bench_thread *t, uint8_t *row, uint64_t *keys, uint8_t *out
             rs_kv_batch_get_flat(c->kv, keys, n, out, found, &nf);
         else {
             if (b->chunks) t->sink += ceiling_chunks(b, keys, n, chunk_ptrs);
-            ceiling_gather(b->flat, vs, keys, n, out);
+            ceiling_gather(b->flat, vs, vs, keys, n, out);
         }
         rs_hist_record(&t->r.read, rs_now_ns() - t0);
         t->r.not_found += n - nf;
         t->r.read_ops += n;
         t->r.ops += n;
         t->r.batches++;
+        if (c->paired_ceiling) {
+            for (size_t i = 0; i < n; i++)
+                keys[i] = next_key(b, &rng);
+            t0 = rs_now_ns();
+            ceiling_gather(b->pair_rows, b->pair_stride, vs, keys, n, out);
+            rs_hist_record(&t->r.paired, rs_now_ns() - t0);
+        }
     }
 }
 
@@ -347,6 +387,7 @@ static int run_phase(rs_kv_bench *b, int load, rs_kv_bench_phase *res, rs_error 
         t->quota = qper + (i < qextra);
         rs_hist_reset(&t->r.read);
         rs_hist_reset(&t->r.update);
+        rs_hist_reset(&t->r.paired);
         if (pthread_create(&tid[i], NULL, bench_main, t) != 0) {
             rc = rs_error_set(err, RS_ENOMEM, "pthread_create for thread %u", i);
             rs_kv_bench_stop(b); /* the started threads leave at the start line */
@@ -375,6 +416,7 @@ static int run_phase(rs_kv_bench *b, int load, rs_kv_bench_phase *res, rs_error 
     memset(res, 0, sizeof *res);
     rs_hist_reset(&res->read);
     rs_hist_reset(&res->update);
+    rs_hist_reset(&res->paired);
     res->seconds = (double)(t1 - t0) / 1e9;
     res->cpu_user_s = c1.user_s - c0.user_s;
     res->cpu_sys_s = c1.sys_s - c0.sys_s;
@@ -387,6 +429,7 @@ static int run_phase(rs_kv_bench *b, int load, rs_kv_bench_phase *res, rs_error 
         res->not_found += t->r.not_found;
         rs_hist_merge(&res->read, &t->r.read);
         rs_hist_merge(&res->update, &t->r.update);
+        rs_hist_merge(&res->paired, &t->r.paired);
         if (t->rc && !rc) {
             rc = t->rc;
             if (err) *err = t->err;

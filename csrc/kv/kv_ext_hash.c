@@ -353,52 +353,62 @@ static uint64_t eh_count(void *ix) {
 }
 
 /*
- * Batch read, a segment of up to EH_SEG keys at a time, one pass per dependent step (each pass a
- * burst of independent misses; the technique and its measurement are in kv_pet_hash.c):
+ * Batch read, a segment of up to EH_SEG keys at a time: the lookup is one software pipeline of
+ * four dependent steps, each EH_AHEAD keys behind the one before it (the whole segment's lookup
+ * finishes before its rows are fetched; why, in kv_pet_hash.c):
  *   dir     hash, prefetch the directory slot
  *   bucket  load the bucket pointer, prefetch header + keys
  *   scan    check version/pattern, scan the keys, prefetch the word's line
  *   word    load the word (an odd word goes to the slow path)
+ * then
  *   rows    rs_kv_rows: rows 12 keys ahead, word, key and bucket version re-checked after the copy
  * The directory pointer is read once per batch; a stale directory is still valid memory and the
- * pattern/version checks send affected keys to the slow path.
+ * pattern/version checks send affected keys to the slow path. The four steps used to be four
+ * passes over the segment, each a burst of misses and then its work: on the Zen 3 VM that ran at
+ * 54-59 % of the paired ceiling, the pipeline 8 / 16 / 32 keys apart at 61-66 % (kv_bench
+ * --paired_ceiling, docs/kv-engine.md).
  */
 #ifndef EH_SEG
 #define EH_SEG 256
 #endif
 #define EH_LOCALITY 2
-
+#ifndef EH_AHEAD
+#define EH_AHEAD 16 /* keys between one step of a key's lookup and the next */
+#endif
 static void eh_lookup_segment(const eh_dir *d, const uint64_t *kk, size_t cnt, uint64_t *h,
                               eh_bucket **b, rs_kv_hit *q) {
-    for (size_t k = 0; k < cnt; k++) {
-        h[k] = rs_kv_hash(kk[k]);
-        __builtin_prefetch(&d->b[h[k] & d->mask], 0, EH_LOCALITY);
-    }
-    for (size_t k = 0; k < cnt; k++) {
-        b[k] = __atomic_load_n(&d->b[h[k] & d->mask], __ATOMIC_ACQUIRE);
-        __builtin_prefetch(b[k], 0, EH_LOCALITY);
-        __builtin_prefetch((const char *)b[k] + 64, 0, EH_LOCALITY);
-    }
-    for (size_t k = 0; k < cnt; k++) {
-        q[k].verp = &b[k]->ver;
-        q[k].ver = __atomic_load_n(&b[k]->ver, __ATOMIC_ACQUIRE);
-        q[k].st = RS_KV_HIT_MISS;
-        if ((q[k].ver & 1) || !eh_owns(b[k], h[k])) {
-            q[k].st = RS_KV_HIT_SLOW;
-            continue;
+    for (size_t i = 0; i < cnt + 3 * EH_AHEAD; i++) {
+        if (i < cnt) {
+            h[i] = rs_kv_hash(kk[i]);
+            __builtin_prefetch(&d->b[h[i] & d->mask], 0, EH_LOCALITY);
         }
-        rs_kv_slot s;
-        if (eh_scan(b[k], kk[k], &s)) {
-            q[k].word = s.word;
-            q[k].keyp = s.keyp;
-            __builtin_prefetch(s.word, 0, EH_LOCALITY);
-            q[k].st = RS_KV_HIT_ROW;
+        if (i >= EH_AHEAD && i - EH_AHEAD < cnt) {
+            size_t k = i - EH_AHEAD;
+            b[k] = __atomic_load_n(&d->b[h[k] & d->mask], __ATOMIC_ACQUIRE);
+            __builtin_prefetch(b[k], 0, EH_LOCALITY);
+            __builtin_prefetch((const char *)b[k] + 64, 0, EH_LOCALITY);
         }
-    }
-    for (size_t k = 0; k < cnt; k++) {
-        if (q[k].st != RS_KV_HIT_ROW) continue;
-        q[k].w1 = __atomic_load_n(q[k].word, __ATOMIC_ACQUIRE);
-        if (q[k].w1 & 1) q[k].st = RS_KV_HIT_SLOW;
+        if (i >= 2 * EH_AHEAD && i - 2 * EH_AHEAD < cnt) {
+            size_t k = i - 2 * EH_AHEAD;
+            q[k].verp = &b[k]->ver;
+            q[k].ver = __atomic_load_n(&b[k]->ver, __ATOMIC_ACQUIRE);
+            q[k].st = RS_KV_HIT_MISS;
+            rs_kv_slot s;
+            if ((q[k].ver & 1) || !eh_owns(b[k], h[k]))
+                q[k].st = RS_KV_HIT_SLOW;
+            else if (eh_scan(b[k], kk[k], &s)) {
+                q[k].word = s.word;
+                q[k].keyp = s.keyp;
+                __builtin_prefetch(s.word, 0, EH_LOCALITY);
+                q[k].st = RS_KV_HIT_ROW;
+            }
+        }
+        if (i >= 3 * EH_AHEAD) {
+            size_t k = i - 3 * EH_AHEAD;
+            if (q[k].st != RS_KV_HIT_ROW) continue;
+            q[k].w1 = __atomic_load_n(q[k].word, __ATOMIC_ACQUIRE);
+            if (q[k].w1 & 1) q[k].st = RS_KV_HIT_SLOW;
+        }
     }
 }
 

@@ -275,18 +275,25 @@ static uint64_t pet_count(void *ix) {
 
 /*
  * Batch read, a segment of up to PET_SEG keys at a time, in passes:
- *   chunks  hash every key, prefetch both lines of its home chunk: a burst of independent misses
- *   match   SSE2 tag match, key compare, load the word; a key whose home chunk overflowed without
- *           a hit is carried to the next chunk of its probe sequence (prefetched; matched in one
- *           more short pass); a second overflow, or a word with a writer in it, goes to the slow
- *           single-key read
+ *   lookup  hash key i and prefetch both lines of its home chunk, while matching key
+ *           i - PET_LOOKUP_AHEAD (SSE2 tag match, key compare, load the word); a key whose home
+ *           chunk overflowed without a hit is carried to the next chunk of its probe sequence
+ *           (prefetched; matched in one more short pass); a second overflow, or a word with a
+ *           writer in it, goes to the slow single-key read
  *   rows    rs_kv_rows (kv_rows.c): rows fetched 12 keys ahead of their copy, word and key
  *           re-checked after it
- * Measured on the AMD EPYC VM: chunk prefetches issued among row prefetches often arrive late, so
- * a continuous per-key pipeline stalls on the tag match; whole-segment bursts do not.
+ * Measured on the AMD EPYC VMs: chunk prefetches issued among row prefetches often arrive late, so
+ * a continuous per-key pipeline through the rows stalls on the tag match; the lookup of a whole
+ * segment finishes before its first row is fetched. Within the lookup, matching 32 keys behind
+ * the prefetches hides the match's work under the chunk misses: on the Zen 3 VM a burst of all
+ * prefetches and then all matches ran at 68-73 % of the paired ceiling, 16 / 32 / 48 / 64 keys
+ * behind at 75-78 % (kv_bench --paired_ceiling, docs/kv-engine.md).
  */
 #ifndef PET_SEG
 #define PET_SEG 512
+#endif
+#ifndef PET_LOOKUP_AHEAD
+#define PET_LOOKUP_AHEAD 32 /* keys between a chunk's prefetch and its match */
 #endif
 
 #define PET_PROBE 3 /* lookup-only state next to RS_KV_HIT_*: try the next chunk */
@@ -323,14 +330,16 @@ RS_KV_INLINE uint8_t pet_match_hit(const pet *p, const pet_chunk **chp, uint8_t 
 
 static void pet_lookup_segment(const pet *p, const uint64_t *kk, size_t cnt, const pet_chunk **ch,
                                uint8_t *tag, rs_kv_hit *q) {
-    for (size_t k = 0; k < cnt; k++) {
-        uint64_t h = rs_kv_hash(kk[k]);
-        ch[k] = &p->chunks[h & p->mask];
-        tag[k] = pet_tag(h);
-        pet_prefetch_chunk(ch[k]);
-    }
     size_t probes = 0;
-    for (size_t k = 0; k < cnt; k++) {
+    for (size_t i = 0; i < cnt + PET_LOOKUP_AHEAD; i++) {
+        if (i < cnt) {
+            uint64_t h = rs_kv_hash(kk[i]);
+            ch[i] = &p->chunks[h & p->mask];
+            tag[i] = pet_tag(h);
+            pet_prefetch_chunk(ch[i]);
+        }
+        if (i < PET_LOOKUP_AHEAD) continue;
+        size_t k = i - PET_LOOKUP_AHEAD;
         q[k].verp = NULL; /* entries never move */
         q[k].st = pet_match_hit(p, &ch[k], tag[k], kk[k], &q[k]);
         probes += q[k].st == PET_PROBE;

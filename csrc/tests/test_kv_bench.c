@@ -50,6 +50,63 @@ static void test_counted_batch_run(void) {
     rs_kv_close(kv);
 }
 
+/* paired_ceiling: every batch is followed by a ceiling batch timed apart; the engine and the
+ * flat array are both loaded, and ops count the engine's keys only */
+static void test_paired_ceiling(void) {
+    rs_kv *kv = open_pet(1000, 64);
+    rs_kv_bench_config c = {.kv = kv,
+                            .record_count = 1000,
+                            .value_size = 64,
+                            .threads = 2,
+                            .workload = 'c',
+                            .distribution = RS_KV_BENCH_UNIFORM,
+                            .read_mode = RS_KV_BENCH_BATCH,
+                            .batch_keys = 10,
+                            .operation_count = 5000,
+                            .huge_pages = RS_KV_HUGE_OFF,
+                            .paired_ceiling = 1};
+    rs_kv_bench *b = NULL;
+    RS_CHECK_EQ(rs_kv_bench_open(&c, &b, NULL), 0);
+    RS_CHECK_EQ(rs_kv_bench_load(b, &g_load, NULL), 0);
+    RS_CHECK_EQ(rs_kv_count(kv), 1000);
+    RS_CHECK_EQ(rs_kv_bench_run(b, &g_run, NULL), 0);
+    RS_CHECK_EQ(g_run.ops, 5000);
+    RS_CHECK_EQ(g_run.batches, 500);
+    RS_CHECK_EQ(g_run.read.count, 500);
+    RS_CHECK_EQ(g_run.paired.count, 500);
+    RS_CHECK_EQ(g_run.not_found, 0);
+    rs_kv_memory m = {0};
+    rs_kv_bench_memory(b, &m); /* the engine's: there is no flat array */
+    RS_CHECK(m.index_bytes > 0);
+    RS_CHECK(rs_kv_bench_rows_huge_share(b) >= 0.0); /* the engine's slab: known */
+    rs_kv_bench_close(b);
+    /* the bound, and the plain ceiling itself, paired with the plain ceiling; without pairing
+     * nothing lands in paired */
+    for (int k = 0; k < 3; k++) {
+        int paired = k > 0;
+        rs_kv_bench_config cc = c;
+        cc.kv = NULL;
+        cc.threads = 1;
+        cc.read_mode = RS_KV_BENCH_CEILING;
+        cc.ceiling_index_lines = k == 2 ? 0 : 2;
+        cc.paired_ceiling = paired;
+        RS_CHECK_EQ(rs_kv_bench_open(&cc, &b, NULL), 0);
+        RS_CHECK_EQ(rs_kv_bench_load(b, &g_load, NULL), 0);
+        RS_CHECK_EQ(rs_kv_bench_run(b, &g_run, NULL), 0);
+        RS_CHECK_EQ(g_run.read.count, 500);
+        RS_CHECK_EQ(g_run.paired.count, paired ? 500 : 0);
+        rs_kv_bench_close(b);
+    }
+    rs_kv_close(kv);
+    /* the paired batches read the engine's rows, so it must have fixed-size ones */
+    rs_kv *var = open_pet(100, 0);
+    rs_error err = {0};
+    c.kv = var;
+    RS_CHECK_EQ(rs_kv_bench_open(&c, &b, &err), RS_EINVAL);
+    RS_CHECK(strstr(err.msg, "paired_ceiling needs an engine with fixed-size rows") != NULL);
+    rs_kv_close(var);
+}
+
 static void test_workload_a_zipfian_get(void) {
     rs_kv *kv = open_pet(2000, 32);
     rs_kv_bench_config c = {.kv = kv,
@@ -126,6 +183,29 @@ static void test_ceiling_index_lines(void) {
         RS_CHECK(rs_kv_bench_rows_huge_share(b) == 0.0); /* 4 KiB pages asked for */
         rs_kv_bench_close(b);
     }
+    /* ceiling_index_bytes: an array of that size instead, from one 128-byte chunk up */
+    for (uint64_t bytes = 128; bytes <= 4 * pet.index_bytes; bytes *= 8) {
+        rs_kv_bench_config c = {.record_count = 3000,
+                                .value_size = 64,
+                                .threads = 1,
+                                .workload = 'c',
+                                .distribution = RS_KV_BENCH_UNIFORM,
+                                .read_mode = RS_KV_BENCH_CEILING,
+                                .batch_keys = 50,
+                                .operation_count = 5000,
+                                .huge_pages = RS_KV_HUGE_OFF,
+                                .ceiling_index_lines = 2,
+                                .ceiling_index_bytes = bytes};
+        rs_kv_bench *b = NULL;
+        RS_CHECK_EQ(rs_kv_bench_open(&c, &b, NULL), 0);
+        RS_CHECK_EQ(rs_kv_bench_load(b, &g_load, NULL), 0);
+        RS_CHECK_EQ(rs_kv_bench_run(b, &g_run, NULL), 0);
+        RS_CHECK_EQ(g_run.ops, 5000);
+        rs_kv_memory m = {0};
+        rs_kv_bench_memory(b, &m);
+        RS_CHECK_EQ(m.index_bytes, bytes);
+        rs_kv_bench_close(b);
+    }
 }
 
 static void test_bad_config(void) {
@@ -161,8 +241,24 @@ static void test_bad_config(void) {
     c.read_mode = RS_KV_BENCH_GET;
     RS_CHECK_EQ(rs_kv_bench_open(&c, &b, &err), RS_EINVAL);
     RS_CHECK(strstr(err.msg, "ceiling_index_lines") != NULL);
+    c.read_mode = RS_KV_BENCH_CEILING;
+    const uint64_t bad_sizes[] = {64, 3000, (1ull << 20) + 128};
+    for (size_t i = 0; i < sizeof bad_sizes / sizeof bad_sizes[0]; i++) {
+        c.ceiling_index_bytes = bad_sizes[i];
+        RS_CHECK_EQ(rs_kv_bench_open(&c, &b, &err), RS_EINVAL);
+        RS_CHECK(strstr(err.msg, "ceiling_index_bytes must be a power of two") != NULL);
+    }
+    c.ceiling_index_bytes = 4096;
+    c.ceiling_index_lines = 0;
+    RS_CHECK_EQ(rs_kv_bench_open(&c, &b, &err), RS_EINVAL);
+    RS_CHECK(strstr(err.msg, "ceiling_index_bytes needs ceiling_index_lines") != NULL);
+    c.ceiling_index_bytes = 0;
+    c.paired_ceiling = 1; /* a single get has no batch to pair with */
+    c.read_mode = RS_KV_BENCH_GET;
+    RS_CHECK_EQ(rs_kv_bench_open(&c, &b, &err), RS_EINVAL);
+    RS_CHECK(strstr(err.msg, "paired_ceiling needs") != NULL);
 }
 
-RS_TEST_MAIN(RS_TEST(test_counted_batch_run), RS_TEST(test_workload_a_zipfian_get),
-             RS_TEST(test_ceiling_timed), RS_TEST(test_ceiling_index_lines),
-             RS_TEST(test_bad_config))
+RS_TEST_MAIN(RS_TEST(test_counted_batch_run), RS_TEST(test_paired_ceiling),
+             RS_TEST(test_workload_a_zipfian_get), RS_TEST(test_ceiling_timed),
+             RS_TEST(test_ceiling_index_lines), RS_TEST(test_bad_config))

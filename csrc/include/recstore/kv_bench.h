@@ -55,6 +55,17 @@ typedef struct rs_kv_bench_config {
      * traffic of a one-chunk index lookup with no work in it, i.e. what bounds an index that
      * touches that many lines per key */
     uint32_t ceiling_index_lines;
+    /* ceiling_index_lines > 0: the size of that array instead (a power of two >= 128 bytes; 0 =
+     * DRAM_PET_HASH's for record_count): whether the index's lines cost a DRAM access per key or
+     * stay in cache is a matter of its size */
+    uint64_t ceiling_index_bytes;
+    /* batch_get_flat or ceiling (with or without index lines): after every batch, run a plain
+     * ceiling batch of other keys and time it apart (rs_kv_bench_phase.paired). The two then meet
+     * the same moments of a machine whose speed drifts, and compare batch by batch; whole runs one
+     * after the other do not on a shared VM. The paired batches gather rows from the engine's own
+     * slab (which must hold fixed-size rows), or from the flat array in ceiling mode (the plain
+     * ceiling paired with itself checks the method: about 100 %). */
+    int paired_ceiling;
 } rs_kv_bench_config;
 
 typedef struct rs_kv_bench_phase {
@@ -68,6 +79,7 @@ typedef struct rs_kv_bench_phase {
     double cpu_sys_s;
     rs_hist read;   /* latency per read call (a batch is one call), ns */
     rs_hist update; /* latency per update/put call, ns */
+    rs_hist paired; /* paired_ceiling: latency per paired ceiling batch, ns (not in ops) */
 } rs_kv_bench_phase;
 
 typedef struct rs_kv_bench rs_kv_bench;

@@ -32,6 +32,12 @@ class TestCpuInfo(unittest.TestCase):
         self.assertEqual(cpuinfo.describe(XEON, 105 << 20),
                          "Intel(R) Xeon(R) Processor (family 6 model 167, AVX-512, L3 105 MiB)")
 
+    def test_binary_size_takes_the_largest_unit_that_divides(self):
+        self.assertEqual(cpuinfo.binary_size(4 << 20), "4 MiB")
+        self.assertEqual(cpuinfo.binary_size(1536 << 10), "1536 KiB")
+        self.assertEqual(cpuinfo.binary_size(2 << 30), "2 GiB")
+        self.assertEqual(cpuinfo.binary_size(128), "128 B")
+
     def test_reads_the_l3_size_from_sysfs(self):
         with tempfile.TemporaryDirectory() as d:
             for idx, level, size in (("index0", "1", "48K"), ("index3", "3", "32768K")):

@@ -4,6 +4,7 @@ flag."""
 
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -123,6 +124,37 @@ class KVBenchOutputTest(unittest.TestCase):
                 self.assertEqual(run["ops"], "5000")
                 self.assertEqual(run["not_found"], "0")
 
+    def test_ceiling_index_bytes_sizes_the_chunk_array(self):
+        for size in ("128", "4096", "1048576"):
+            with self.subTest(size=size):
+                out = self.lines("--read_mode=ceiling", "--ceiling_index_lines=2",
+                                 f"--ceiling_index_bytes={size}", "--value_size=64",
+                                 "--record_count=30000", "--operation_count=5000")
+                _, run = self.check_common(out)
+                self.assertEqual(run["index_bytes"], size)
+                self.assertEqual(run["ops"], "5000")
+
+    def test_paired_ceiling_times_a_ceiling_batch_after_every_batch(self):
+        for flags in (["--read_mode=batch_get_flat", "--index_type=DRAM_PET_HASH"],
+                      ["--read_mode=ceiling", "--ceiling_index_lines=1"], ["--read_mode=ceiling"]):
+            with self.subTest(flags=flags):
+                out = self.lines(*flags, "--paired_ceiling", "--value_size=64",
+                                 "--record_count=30000", "--operation_count=5000")
+                _, run = self.check_common(out)
+                self.assertEqual(run["ops"], "5000")  # the paired batches are not counted
+                self.assertEqual(run["paired_batches"], run["batches"])
+                self.assertAlmostEqual(float(run["pct_of_paired_ceiling"]),
+                                       100.0 * float(run["paired_ceiling_mean_us"])
+                                       / float(run["read_mean_us"]), delta=0.01)
+                self.assertGreater(float(run["pct_of_paired_ceiling_p50"]), 0.0)
+        plain = dict(self.lines("--read_mode=batch_get_flat", "--index_type=DRAM_PET_HASH",
+                                "--value_size=64", "--record_count=3000",
+                                "--operation_count=500")["YCSB_RESULT"])
+        self.assertNotIn("paired_batches", plain)
+        r = bench("--read_mode=get", "--paired_ceiling", "--record_count=10")
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("--paired_ceiling needs --read_mode=batch_get_flat or ceiling", r.stderr)
+
     def test_rows_huge_pct_reports_the_rows_pages(self):
         for mode in ("ceiling", "batch_get_flat"):
             for pages in ("off", "thp"):
@@ -149,6 +181,16 @@ class KVBenchOutputTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "ceiling_index_lines"):
             kv_bench.run(dict(index_type="DRAM_PET_HASH", value_size=64, record_count=10,
                               read_mode="ceiling", operation_count=10, ceiling_index_lines=3))
+        for flags, text in ((["--ceiling_index_lines=1", "--ceiling_index_bytes=3000"],
+                             "ceiling_index_bytes must be a power of two >= 128 (got 3000)"),
+                            (["--ceiling_index_lines=1", "--ceiling_index_bytes=64"],
+                             "ceiling_index_bytes must be a power of two >= 128 (got 64)"),
+                            (["--ceiling_index_bytes=4096"],
+                             "--ceiling_index_bytes needs --ceiling_index_lines")):
+            with self.subTest(flags=flags):
+                r = bench("--read_mode=ceiling", *flags, "--record_count=10")
+                self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                self.assertIn(text, r.stderr)
 
     def test_bad_flags_name_the_flag(self):
         for flags, word in ((["--workload=z"], "workload"), (["--read_mode=scan"], "read_mode"),
@@ -201,6 +243,41 @@ class CompareIndexesTest(unittest.TestCase):
         self.assertAlmostEqual(res["median"]["ceiling"]["pct_of_ceiling_p50"], 100.0)
         self.assertEqual(res["params"]["index_lines"], [1, 2])
         self.assertIn("ceiling+2 lines", kv_bench.format_comparison(res))
+
+    def test_index_sizes_add_one_line_bounds_of_that_size(self):
+        res = kv_bench.compare_indexes(record_count=2000, value_size=64, batch_keys=50,
+                                       running_seconds=0.1, repeats=1, index_types=(),
+                                       huge_pages=("off",), index_sizes=(4096, 1 << 20))
+        self.assertEqual(set(res["median"]), {"ceiling", "ceiling+1 line, 4 KiB",
+                                              "ceiling+1 line, 1 MiB"})
+        self.assertEqual(res["params"]["index_sizes"], [4096, 1 << 20])
+        # the chunk array is counted in bytes per key: 1 MiB over 2000 keys beside the 64-byte
+        # row (the rows' array rounded up to whole 4 KiB pages)
+        rows = res["median"]["ceiling+1 line, 1 MiB"]["bytes_per_key"] - (1 << 20) / 2000
+        self.assertTrue(64 <= rows <= 64 + 4096 / 2000, rows)
+        self.assertIn("| ceiling+1 line, 1 MiB ", kv_bench.format_comparison(res))
+
+    def test_paired_cases_take_their_ratio_from_their_own_runs(self):
+        res = kv_bench.compare_indexes(record_count=2000, value_size=64, batch_keys=50,
+                                       running_seconds=0.1, repeats=3, index_types=("DRAM_PET_HASH",),
+                                       index_lines=(1,), huge_pages=("off",), paired=True)
+        self.assertTrue(res["params"]["paired"])
+        for name in ("ceiling", "ceiling+1 line", "DRAM_PET_HASH"):
+            runs, m = res["samples"][name], res["median"][name]
+            self.assertEqual(m["pct_of_ceiling"], statistics.median(s["paired_pct"] for s in runs))
+            self.assertEqual(m["pct_of_ceiling_p50"],
+                             statistics.median(s["paired_pct_p50"] for s in runs))
+        self.assertGreater(res["median"]["ceiling"]["paired_pct"], 0.0)  # the ceiling against itself
+        self.assertIn("paired: every case alternated", kv_bench.format_comparison(res))
+
+    def test_bench_script_rejects_sizes_that_are_not_powers_of_two(self):
+        script = Path(__file__).resolve().parents[3] / "tools/benchmarks/bench_kv_indexes.py"
+        for arg, text in (("3", "[3] not powers of two"), ("4M", "'4M' is not a list of whole MiB")):
+            with self.subTest(arg=arg):
+                r = subprocess.run([sys.executable, str(script), "--bound_index_mib", arg],
+                                   capture_output=True, text=True, timeout=60)
+                self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                self.assertIn(f"--bound_index_mib: {text}", r.stderr)
 
     def test_several_huge_page_modes_compare_within_their_mode(self):
         res = kv_bench.compare_indexes(record_count=2000, value_size=64, batch_keys=50,
