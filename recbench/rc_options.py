@@ -56,7 +56,8 @@ _CLIENT = [
     ("--rdma_rc_request_slot_bytes", "request_slot_bytes", int, "request slot size (default 1 MiB)"),
     ("--rdma_rc_response_slot_bytes", "response_slot_bytes", int, "response slot size (default 1 MiB)"),
     ("--rdma_get_response_mode", "get_response_mode", str,
-     "auto (default: staging_copy for DRAM_PET_HASH, else direct_sg) | staging_copy | direct_sg"),
+     ("auto (default: staging_copy on shm and for DRAM_PET_HASH, else direct_sg) | staging_copy | "
+      "direct_sg")),
     ("--rdma_rc_wait_spin_iterations", "wait_spin_iterations", int,
      "status polls before the poll-mode backoff starts (default 0)"),
     ("--rdma_wait_timeout_ms", "wait_timeout_ms", int, "per-request wait timeout (default 60000)"),

@@ -5,7 +5,10 @@ Cases, each measured in the same run, `--repeats` times, interleaved so machine 
 * ``storage``      batch_get_flat on the engine itself, one thread (``recbench.kv_bench`` when it
                    exists, else a loop over ``recbench.KVEngine.batch_get_flat`` on pre-drawn keys)
 * ``shm_adaptive`` / ``shm_busy``   ``ps_server --transport shm --thread_num 1 --poll_mode X`` and
-                   ``ps_bench --thread_num 1`` (GET, uniform keys)
+                   ``ps_bench --thread_num 1`` (GET, uniform keys; the GET mode ``auto``, which on
+                   shm is the staging copy)
+* ``shm_direct_sg``  shm_adaptive with ``--rdma_get_response_mode direct_sg``: rows gathered from
+                   the value store into the response (not in the default ``--cases``)
 * ``brpc``         the same server and client on brpc (one worker thread)
 
 For the PS cases the server's CPU seconds are read from /proc over the client's run phase only
@@ -140,6 +143,10 @@ def main(argv=None) -> int:
                                         rc_client + ["--poll_mode", "adaptive"]),
         "shm_busy": lambda: ps_case(a, "shm_busy", "shm", ["--thread_num", "1", "--poll_mode", "busy"],
                                     rc_client + ["--poll_mode", "busy"]),
+        "shm_direct_sg": lambda: ps_case(a, "shm_direct_sg", "shm",
+                                         ["--thread_num", "1", "--poll_mode", "adaptive"],
+                                         rc_client + ["--poll_mode", "adaptive",
+                                                      "--rdma_get_response_mode", "direct_sg"]),
         "brpc": lambda: ps_case(a, "brpc", "brpc", [], []),
     }
     names = [c for c in a.cases.split(",") if c]

@@ -256,7 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
     a("--rdma-adapter-skip-prefetch-result-copy", action="store_true",
       help="RecStore adapter diagnostic; rejected: recbench has no adapter layer")
     a("--rdma-get-response-mode", choices=("auto", "direct_sg", "staging_copy"), default="auto",
-      help="auto: staging_copy for DRAM_PET_HASH, else direct_sg")
+      help="auto: staging_copy on shm and for DRAM_PET_HASH, else direct_sg (verbs)")
     return p
 
 

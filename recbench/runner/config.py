@@ -61,7 +61,7 @@ def build_runtime_config(plan: Plan, transport: Transport, topology: Topology,
         cfg["rdma"] = {
             "namespace": plan.rc.rdma_namespace,
             "control_plane_host": plan.rc.rdma_control_plane_host or topology.servers[0].host,
-            "get_response_mode": plan.rc.get_response_mode,
+            "get_response_mode": plan.get_response_mode(transport),
             "num_server_processes": len(topology.servers),
             "num_client_processes": len(topology.clients),
             "num_logical_clients": len(topology.clients) * w.client_threads_per_process,
@@ -129,7 +129,7 @@ def rc_transport_options(plan: Plan, transport: Transport, role: str, index: int
         if value is None or value is False or (key == "fake_get_mode" and value == "none"):
             continue
         opts.append(f"{key}={'true' if value is True else value}")
-    opts.append(f"get_response_mode={plan.rc.get_response_mode}")
+    opts.append(f"get_response_mode={plan.get_response_mode(transport)}")
     fabric = plan.rc.fabric.get((role, index)) if transport.name == "rdma" else None
     if fabric is not None:
         opts += [f"device={fabric.device}", f"ib_port={fabric.port}",

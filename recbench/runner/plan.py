@@ -129,7 +129,7 @@ class Rc:
     rdma_rc_fake_get_mode: str | None
     rdma_rc_skip_client_copy: bool
     rdma_get_response_mode: str          # as asked: auto, direct_sg, staging_copy
-    get_response_mode: str               # resolved: direct_sg or staging_copy
+    get_response_mode: str               # resolved for verbs (Plan.get_response_mode: per transport)
     rdma_fabric_plan: str
     control_plane_timeout_ms: int        # what clients get: max(--cluster-timeout, 30 s)
     derived: frozenset[str] = frozenset()  # dests the runner filled in (not the user)
@@ -194,6 +194,15 @@ class Plan:
     def topology(self, transport: Transport) -> Topology:
         return self.topologies[transport.name]
 
+    def get_response_mode(self, transport: Transport) -> str:
+        """The GET response mode an RC transport's processes get (`auto` resolved for it)."""
+        return resolve_get_response_mode(self.rc.rdma_get_response_mode,
+                                         self.servers.index_type, transport.name)
+
+    def get_response_modes(self) -> dict[str, str]:
+        """Transport label -> resolved GET response mode, for the RC transports of the plan."""
+        return {t.label: self.get_response_mode(t) for t in self.transports if t.rc}
+
     def cases(self) -> list[tuple[Transport, int]]:
         """Every transport x repeat, in the order they run."""
         return [(t, r) for t in self.transports for r in range(self.workload.repeat)]
@@ -216,6 +225,7 @@ class Plan:
         out = conv(self)
         del out["flags"]  # run_config.json keeps them under "args"
         out["topologies"] = {name: topo.to_dict() for name, topo in self.topologies.items()}
+        out["get_response_modes"] = self.get_response_modes()
         return out
 
 
@@ -243,11 +253,13 @@ def _flag(dest: str) -> str:
     return "--" + dest.replace("_", "-")
 
 
-def resolve_get_response_mode(mode: str | None, index_type: str) -> str:
-    """`auto` is staging_copy for DRAM_PET_HASH (its row layout is not scatter-gather friendly),
-    direct_sg for every other index."""
+def resolve_get_response_mode(mode: str | None, index_type: str, transport: str = "rdma") -> str:
+    """`auto` is RecStore's rule on verbs: staging_copy for DRAM_PET_HASH (its row layout is not
+    scatter-gather friendly), direct_sg for every other index. On shm it is staging_copy for every
+    index: there the gather is the server's CPU copying row after row behind an unbatched lookup,
+    3× slower than the engine's batch read (the C client's auto does the same, rc_client.c)."""
     if mode in (None, "", "auto"):
-        return "staging_copy" if index_type == "DRAM_PET_HASH" else "direct_sg"
+        return "staging_copy" if index_type == "DRAM_PET_HASH" or transport == "shm" else "direct_sg"
     return str(mode)
 
 

@@ -272,7 +272,9 @@ def render(run_config: Mapping[str, Any], rows: Sequence[Row], totals: Sequence[
         out += [
             (f"- QP pool (每客户端每 shard): {_opt(rc['rdma_rc_qps_per_client_per_shard'])}；"
              f"slots per QP: {_opt(rc['rdma_rc_slots_per_qp'])}"),
-            (f"- GET response mode: {rc['rdma_get_response_mode']} → {rc['get_response_mode']}"),
+            (f"- GET response mode: {rc['rdma_get_response_mode']} → "
+             + "；".join(f"{t} {m}" for t, m in
+                        plan.get('get_response_modes', {"RDMA": rc['get_response_mode']}).items())),
             (f"- profile interval ms: {_opt(rc['rdma_rc_profile_interval_ms'])}；"
              f"server get workers: {_opt(rc['rdma_rc_server_get_workers'])}；"
              f"coroutines per thread: {_opt(rc['rdma_rc_server_coroutines_per_thread'])}"),

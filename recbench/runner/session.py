@@ -773,7 +773,10 @@ class Session:
                             for t in self.plan.transports},
             "client_plan": {t.label: self.plan.topology(t).client_plan()
                             for t in self.plan.transports},
-            "rdma_get_response_mode": self.plan.rc.get_response_mode,
+            # RecStore's key holds one mode: the first RC transport's (shm and verbs can differ;
+            # the plan's get_response_modes has each)
+            "rdma_get_response_mode": next(iter(self.plan.get_response_modes().values()),
+                                           self.plan.rc.get_response_mode),
             # what the rows measured: the clients' wire and the servers' implementation
             "wire": self.plan.workload.wire, "server_impl": self.plan.server_impl,
             "server_endpoints": self.plan.execution.server_endpoints,

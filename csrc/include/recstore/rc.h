@@ -242,6 +242,10 @@ typedef struct rs_rc_fabric_ops {
     /* 1 when a write can carry RS_RC_WR_NOTIFY and an endpoint opened with recv_events can wait
      * for it (verbs: WRITE WITH IMM and a completion channel); 0 for shm. */
     int notify_events;
+    /* 1 when a gathered write is this host's CPU copying element after element (shm), not a NIC
+     * gathering them: the auto GET mode then takes the staging copy, the engine's batch read,
+     * which fetches rows ahead of copying them; a row-by-row gather waits for each row's miss. */
+    int cpu_gather;
     /* notify_events: take the receive completions that arrived (each re-posts its receive);
      * returns how many, or a negative code. */
     int (*drain_events)(rs_rc_ep *ep);

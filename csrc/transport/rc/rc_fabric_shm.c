@@ -297,6 +297,7 @@ const rs_rc_fabric_ops rs_rc_fabric_shm = {
     .poll = shm_poll,
     .remote_window = shm_remote_window,
     .shared_futex = 1,
+    .cpu_gather = 1,
 };
 
 const rs_rc_fabric_ops *rs_rc_fabric_find(const char *name) {

@@ -145,7 +145,7 @@ class KVBenchOutputTest(unittest.TestCase):
                 self.assertEqual(run["paired_batches"], run["batches"])
                 self.assertAlmostEqual(float(run["pct_of_paired_ceiling"]),
                                        100.0 * float(run["paired_ceiling_mean_us"])
-                                       / float(run["read_mean_us"]), delta=0.01)
+                                       / float(run["read_mean_us"]), delta=0.1)  # of 3-decimal fields
                 self.assertGreater(float(run["pct_of_paired_ceiling_p50"]), 0.0)
         plain = dict(self.lines("--read_mode=batch_get_flat", "--index_type=DRAM_PET_HASH",
                                 "--value_size=64", "--record_count=3000",

@@ -58,6 +58,9 @@ class TestConfig(unittest.TestCase):
         self.assertEqual(resolve("auto", "DRAM_PET_HASH"), "staging_copy")
         self.assertEqual(resolve("auto", "DRAM_EXTENDIBLE_HASH"), "direct_sg")
         self.assertEqual(resolve("direct_sg", "DRAM_PET_HASH"), "direct_sg")
+        # on shm the gather would be the server's CPU copying row by row: the staging copy
+        self.assertEqual(resolve("auto", "DRAM_EXTENDIBLE_HASH", "shm"), "staging_copy")
+        self.assertEqual(resolve("direct_sg", "DRAM_EXTENDIBLE_HASH", "shm"), "direct_sg")
 
 
 class TestCommands(unittest.TestCase):
@@ -147,6 +150,15 @@ class TestCommands(unittest.TestCase):
         self.assertIn("--local_shard_id=0", cmd)
         self.assertFalse(any(a.startswith("--brpc_server_port") for a in cmd))
         self.assertFalse(any(a.startswith("--rdma") for a in cmd))
+
+    def test_shm_processes_get_the_staging_copy_by_default(self):
+        args = parse("--transports", "shm")  # the default index, extendible hash
+        topo = topology.build_topology_plan("SHM", "127.0.0.1", "127.0.0.1", 1)
+        srv = ps_config.build_server_cmd(args, T["shm"], topo.servers[0], 1, "/c", ["s"],
+                                         ps_config.bind_core_offset(args, T["shm"], "server", 0, None))
+        cli = ps_config.build_benchmark_cmd(args, T["shm"], topo, topo.clients[0], "/c", ["c"])
+        for cmd in (srv, cli):
+            self.assertEqual(transport_options(cmd)["get_response_mode"], "staging_copy")
 
     def test_build_rdma_runner_forwards_profile_interval(self):
         args = parse("--transports", "rdma", "--rdma-rc-profile-interval-ms", "250",

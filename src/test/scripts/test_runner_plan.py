@@ -76,7 +76,12 @@ class TestPlan(unittest.TestCase):
         rec = json.loads(json.dumps(p.record()))
         self.assertEqual(rec["transports"], ["SHM"])
         self.assertEqual(rec["workload"]["record_count"], 1000000)
-        self.assertEqual(rec["rc"]["get_response_mode"], "direct_sg")
+        self.assertEqual(rec["rc"]["get_response_mode"], "direct_sg")  # what verbs would get
+        self.assertEqual(rec["get_response_modes"], {"SHM": "staging_copy"})  # what shm gets
+        both = parse("--transports", "shm,rdma")
+        self.assertEqual(both.get_response_modes(), {"SHM": "staging_copy", "RDMA": "direct_sg"})
+        pinned = parse("--transports", "shm", "--rdma-get-response-mode", "direct_sg")
+        self.assertEqual(pinned.get_response_modes(), {"SHM": "direct_sg"})
         ports = [s["port"] for s in rec["topologies"]["shm"]["servers"]]
         self.assertEqual(ports, [s.port for s in p.topology(transports.get("shm")).servers])
         self.assertEqual(len(set(ports)), 2)
