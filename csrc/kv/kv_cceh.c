@@ -676,6 +676,12 @@ static void cceh_batch_get_flat(void *ix, const rs_kv_vs *vs, const uint64_t *ke
     if (n_found) *n_found = hits;
 }
 
+static void cceh_batch_lookup(void *ix, const uint64_t *keys, size_t cnt, rs_kv_hit *q) {
+    uint64_t h[RS_KV_LOOKUP_MAX];
+    cceh_seg *sg[RS_KV_LOOKUP_MAX];
+    cceh_lookup_segment(ix, keys, cnt, h, sg, q);
+}
+
 /* The index file's mapped length. */
 static void cceh_memory(void *ix, uint64_t *bytes, const char **pages) {
     cceh *c = ix;
@@ -691,6 +697,7 @@ const rs_kv_index_ops rs_kv_cceh_ops = {
     .release = cceh_release,
     .remove = cceh_remove,
     .batch_get_flat = cceh_batch_get_flat,
+    .batch_lookup = cceh_batch_lookup,
     .memory = cceh_memory,
     .count = cceh_count,
     .clear = cceh_clear,

@@ -429,6 +429,13 @@ static void eh_batch_get_flat(void *ix, const rs_kv_vs *vs, const uint64_t *keys
     if (n_found) *n_found = hits;
 }
 
+static void eh_batch_lookup(void *ix, const uint64_t *keys, size_t cnt, rs_kv_hit *q) {
+    eh *t = ix;
+    uint64_t h[RS_KV_LOOKUP_MAX];
+    eh_bucket *b[RS_KV_LOOKUP_MAX];
+    eh_lookup_segment(__atomic_load_n(&t->dir, __ATOMIC_ACQUIRE), keys, cnt, h, b, q);
+}
+
 /* Every bucket ever made is live (a split reuses the old bucket as one half), so the scan walks
  * the slabs; dir_lock keeps splits, and with them bucket creation and entry moves, out. */
 static int eh_scan_all(void *ix, int (*fn)(void *ctx, const rs_kv_slot *s), void *ctx) {
@@ -458,6 +465,7 @@ const rs_kv_index_ops rs_kv_eh_ops = {
     .release = eh_release,
     .remove = eh_remove,
     .batch_get_flat = eh_batch_get_flat,
+    .batch_lookup = eh_batch_lookup,
     .memory = eh_memory,
     .count = eh_count,
     .clear = eh_clear,

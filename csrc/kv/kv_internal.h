@@ -170,6 +170,11 @@ typedef struct rs_kv_slot {
     uint32_t ver;
 } rs_kv_slot;
 
+typedef struct rs_kv_hit rs_kv_hit; /* one key's lookup in a batch read (below) */
+
+/* The most keys one batch_lookup call takes (EH's and CCEH's segment; PET's is larger). */
+#define RS_KV_LOOKUP_MAX 256
+
 typedef struct rs_kv_index_ops {
     rs_kv_index_type type;
     /* Reader lookup without locks. Returns 1 and fills s if the key has an entry, 0 if not.
@@ -190,6 +195,9 @@ typedef struct rs_kv_index_ops {
      * out + i * out_stride (out_stride == value_size: contiguous). */
     void (*batch_get_flat)(void *ix, const rs_kv_vs *vs, const uint64_t *keys, size_t n,
                            uint8_t *out, size_t out_stride, uint8_t *found, size_t *n_found);
+    /* Optional: batch_get_flat's lookup alone, for cnt <= RS_KV_LOOKUP_MAX keys: q[0..cnt) as
+     * rs_kv_rows takes them (rs_kv_batch_row_refs builds its references from them). */
+    void (*batch_lookup)(void *ix, const uint64_t *keys, size_t cnt, rs_kv_hit *q);
     /* Optional: start fetching the index lines a write of key will touch (batch_put runs it a
      * few keys ahead, so a bulk load overlaps its misses). */
     void (*prefetch)(void *ix, uint64_t key);
@@ -325,14 +333,19 @@ int rs_kv_read_fixed_slow(const rs_kv_index_ops *ops, void *ix, const rs_kv_vs *
  * re-checks each key's word, key and (for indexes whose entries move) bucket version. */
 enum { RS_KV_HIT_MISS = 0, RS_KV_HIT_ROW = 1, RS_KV_HIT_SLOW = 2 };
 
-typedef struct rs_kv_hit {
+struct rs_kv_hit {
     const uint64_t *word; /* ROW: the entry's value word and key */
     const uint64_t *keyp;
     uint64_t w1;          /* ROW: the word as read at lookup (even) */
     const uint32_t *verp; /* EH/CCEH: the bucket/segment version seen at lookup; NULL for PET */
     uint32_t ver;
     uint8_t st; /* RS_KV_HIT_*; a MISS with verp is trusted only if the version still holds */
-} rs_kv_hit;
+};
+
+/* The bucket/segment version a hit saw at lookup still holds (always, for PET). */
+RS_KV_INLINE int rs_kv_hit_valid(const rs_kv_hit *q) {
+    return !q->verp || __atomic_load_n(q->verp, __ATOMIC_RELAXED) == q->ver;
+}
 
 #define RS_KV_ROWS_AHEAD 12
 

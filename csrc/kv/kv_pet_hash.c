@@ -368,6 +368,12 @@ static void pet_batch_get_flat(void *ix, const rs_kv_vs *vs, const uint64_t *key
     if (n_found) *n_found = hits;
 }
 
+static void pet_batch_lookup(void *ix, const uint64_t *keys, size_t cnt, rs_kv_hit *q) {
+    const pet_chunk *ch[RS_KV_LOOKUP_MAX];
+    uint8_t tag[RS_KV_LOOKUP_MAX];
+    pet_lookup_segment(ix, keys, cnt, ch, tag, q);
+}
+
 /* Entries never move, so the scan needs no lock; a slot reused while the scan reads it is caught
  * by the caller's key/word re-check. */
 static int pet_scan(void *ix, int (*fn)(void *ctx, const rs_kv_slot *s), void *ctx) {
@@ -393,6 +399,7 @@ const rs_kv_index_ops rs_kv_pet_ops = {
     .release = pet_release,
     .remove = pet_remove,
     .batch_get_flat = pet_batch_get_flat,
+    .batch_lookup = pet_batch_lookup,
     .prefetch = pet_prefetch,
     .memory = pet_memory,
     .count = pet_count,

@@ -12,10 +12,6 @@
  */
 #include "kv_internal.h"
 
-RS_KV_INLINE int hit_still_valid(const rs_kv_hit *q) {
-    return !q->verp || __atomic_load_n(q->verp, __ATOMIC_RELAXED) == q->ver;
-}
-
 RS_KV_INLINE size_t rows_body(const size_t vsz, const size_t ostride, const rs_kv_index_ops *ops,
                               void *ix, const rs_kv_vs *vs, const uint64_t *kk, size_t cnt,
                               const rs_kv_hit *q, uint8_t *out, uint8_t *found) {
@@ -34,13 +30,13 @@ RS_KV_INLINE size_t rows_body(const size_t vsz, const size_t ostride, const rs_k
             __atomic_thread_fence(__ATOMIC_ACQUIRE);
             if (__builtin_expect(__atomic_load_n(q[k].word, __ATOMIC_RELAXED) == q[k].w1 &&
                                      __atomic_load_n(q[k].keyp, __ATOMIC_RELAXED) == kk[k] &&
-                                     hit_still_valid(&q[k]),
+                                     rs_kv_hit_valid(&q[k]),
                                  1))
                 hit = 1;
             else
                 hit = rs_kv_read_fixed_slow(ops, ix, vs, kk[k], dst);
         } else if (q[k].st == RS_KV_HIT_MISS &&
-                   (__atomic_thread_fence(__ATOMIC_ACQUIRE), hit_still_valid(&q[k]))) {
+                   (__atomic_thread_fence(__ATOMIC_ACQUIRE), rs_kv_hit_valid(&q[k]))) {
             memset(dst, 0, vsz);
             hit = 0;
         } else {

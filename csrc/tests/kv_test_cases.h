@@ -128,9 +128,10 @@ static void kvt_basic(rs_kv_index_type t) {
     kvt_rm_dir(dir);
 }
 
-/* batch_get_flat over many segments (PET reads 512 keys per segment, EH 256), present and absent
- * keys interleaved, for the 512-byte specialisation and a size with a partial 64-byte block, in
- * every build of the row loops the CPU runs (plain, AVX2, AVX-512). */
+/* batch_get_flat and batch_row_refs over many segments (PET reads 512 keys per segment, EH 256,
+ * a lookup for references 256), present and absent keys interleaved, for the 512-byte
+ * specialisation and a size with a partial 64-byte block, in every build of the row loops the CPU
+ * runs (plain, AVX2, AVX-512). */
 static void kvt_batch_segments_one(rs_kv_index_type t, uint32_t vs, const char *kernel) {
     enum { N = 1300, PRESENT_EVERY = 3 };
     const char *dir = kvt_fresh_dir();
@@ -164,6 +165,22 @@ static void kvt_batch_segments_one(rs_kv_index_type t, uint32_t vs, const char *
         }
     }
     RS_CHECK_EQ(bad, 0);
+    /* row references of the same keys (rs_kv_batch_row_refs, direct_sg's lookup): segments of
+     * the index's batch lookup, the present keys' rows in place, NULL for the absent */
+    const void **refs = malloc(N * sizeof *refs);
+    nf = 0;
+    RS_CHECK_EQ(rs_kv_batch_row_refs(kv, keys, N, refs, &nf), 0);
+    RS_CHECK_EQ(nf, (size_t)(N + PRESENT_EVERY - 1) / PRESENT_EVERY);
+    for (int i = 0; i < N; i++) {
+        if (i % PRESENT_EVERY) {
+            bad += refs[i] != NULL;
+            continue;
+        }
+        kvt_fill_row(row, vs, keys[i], 5);
+        bad += !refs[i] || memcmp(row, refs[i], vs) != 0;
+    }
+    RS_CHECK_EQ(bad, 0);
+    free(refs);
     rs_kv_row_kernel_select("auto", NULL);
     free(keys);
     free(found);
