@@ -17,18 +17,23 @@ static rs_kv *open_pet(uint64_t cap, uint32_t vs) {
     return kv;
 }
 
+/* kv's 1000 rows of 64 bytes read in batches of 10 keys by 2 threads, 5000 keys in all */
+static rs_kv_bench_config batch_config(rs_kv *kv) {
+    return (rs_kv_bench_config){.kv = kv,
+                                .record_count = 1000,
+                                .value_size = 64,
+                                .threads = 2,
+                                .workload = 'c',
+                                .distribution = RS_KV_BENCH_UNIFORM,
+                                .read_mode = RS_KV_BENCH_BATCH,
+                                .batch_keys = 10,
+                                .operation_count = 5000,
+                                .seed = 3};
+}
+
 static void test_counted_batch_run(void) {
     rs_kv *kv = open_pet(1000, 64);
-    rs_kv_bench_config c = {.kv = kv,
-                            .record_count = 1000,
-                            .value_size = 64,
-                            .threads = 2,
-                            .workload = 'c',
-                            .distribution = RS_KV_BENCH_UNIFORM,
-                            .read_mode = RS_KV_BENCH_BATCH,
-                            .batch_keys = 10,
-                            .operation_count = 5000,
-                            .seed = 3};
+    rs_kv_bench_config c = batch_config(kv);
     rs_kv_bench *b = NULL;
     rs_error err = {0};
     RS_CHECK_EQ(rs_kv_bench_open(&c, &b, &err), 0);
@@ -50,21 +55,13 @@ static void test_counted_batch_run(void) {
     rs_kv_close(kv);
 }
 
-/* paired_ceiling: every batch is followed by a ceiling batch timed apart; the engine and the
- * flat array are both loaded, and ops count the engine's keys only */
+/* paired_ceiling: every batch is followed by a ceiling batch over the engine's own rows, timed
+ * apart; ops count the engine's keys only */
 static void test_paired_ceiling(void) {
     rs_kv *kv = open_pet(1000, 64);
-    rs_kv_bench_config c = {.kv = kv,
-                            .record_count = 1000,
-                            .value_size = 64,
-                            .threads = 2,
-                            .workload = 'c',
-                            .distribution = RS_KV_BENCH_UNIFORM,
-                            .read_mode = RS_KV_BENCH_BATCH,
-                            .batch_keys = 10,
-                            .operation_count = 5000,
-                            .huge_pages = RS_KV_HUGE_OFF,
-                            .paired_ceiling = 1};
+    rs_kv_bench_config c = batch_config(kv);
+    c.huge_pages = RS_KV_HUGE_OFF;
+    c.paired_ceiling = 1;
     rs_kv_bench *b = NULL;
     RS_CHECK_EQ(rs_kv_bench_open(&c, &b, NULL), 0);
     RS_CHECK_EQ(rs_kv_bench_load(b, &g_load, NULL), 0);
@@ -152,6 +149,22 @@ static void test_ceiling_timed(void) {
     rs_kv_bench_close(b);
 }
 
+/* The ceiling over 3000 rows of 64 bytes on 4 KiB pages, batches of 50, 5000 keys in all, with
+ * `lines` chunk lines per key in an array of `bytes` (0: PET's size) */
+static rs_kv_bench_config ceiling_config(uint32_t lines, uint64_t bytes) {
+    return (rs_kv_bench_config){.record_count = 3000,
+                                .value_size = 64,
+                                .threads = 1,
+                                .workload = 'c',
+                                .distribution = RS_KV_BENCH_UNIFORM,
+                                .read_mode = RS_KV_BENCH_CEILING,
+                                .batch_keys = 50,
+                                .operation_count = 5000,
+                                .huge_pages = RS_KV_HUGE_OFF,
+                                .ceiling_index_lines = lines,
+                                .ceiling_index_bytes = bytes};
+}
+
 /* ceiling_index_lines: the chunk stand-in is PET's chunk array in size, and the run is whole */
 static void test_ceiling_index_lines(void) {
     rs_kv_config kc = {.index_type = RS_KV_INDEX_PET_HASH, .value_size = 64, .capacity = 3000};
@@ -161,16 +174,7 @@ static void test_ceiling_index_lines(void) {
     rs_kv_get_memory(kv, &pet);
     rs_kv_close(kv);
     for (uint32_t lines = 0; lines <= 2; lines++) {
-        rs_kv_bench_config c = {.record_count = 3000,
-                                .value_size = 64,
-                                .threads = 1,
-                                .workload = 'c',
-                                .distribution = RS_KV_BENCH_UNIFORM,
-                                .read_mode = RS_KV_BENCH_CEILING,
-                                .batch_keys = 50,
-                                .operation_count = 5000,
-                                .huge_pages = RS_KV_HUGE_OFF,
-                                .ceiling_index_lines = lines};
+        rs_kv_bench_config c = ceiling_config(lines, 0);
         rs_kv_bench *b = NULL;
         RS_CHECK_EQ(rs_kv_bench_open(&c, &b, NULL), 0);
         RS_CHECK_EQ(rs_kv_bench_load(b, &g_load, NULL), 0);
@@ -185,17 +189,7 @@ static void test_ceiling_index_lines(void) {
     }
     /* ceiling_index_bytes: an array of that size instead, from one 128-byte chunk up */
     for (uint64_t bytes = 128; bytes <= 4 * pet.index_bytes; bytes *= 8) {
-        rs_kv_bench_config c = {.record_count = 3000,
-                                .value_size = 64,
-                                .threads = 1,
-                                .workload = 'c',
-                                .distribution = RS_KV_BENCH_UNIFORM,
-                                .read_mode = RS_KV_BENCH_CEILING,
-                                .batch_keys = 50,
-                                .operation_count = 5000,
-                                .huge_pages = RS_KV_HUGE_OFF,
-                                .ceiling_index_lines = 2,
-                                .ceiling_index_bytes = bytes};
+        rs_kv_bench_config c = ceiling_config(2, bytes);
         rs_kv_bench *b = NULL;
         RS_CHECK_EQ(rs_kv_bench_open(&c, &b, NULL), 0);
         RS_CHECK_EQ(rs_kv_bench_load(b, &g_load, NULL), 0);
