@@ -102,8 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "reading that many lines per key)")
     p.add_argument("--ceiling_index_bytes", type=int, default=0,
                    help="with --ceiling_index_lines: that array's size in bytes instead, a power of "
-                        "two >= 128 (0: DRAM_PET_HASH's for --record_count); small arrays stay in "
-                        "cache, which is what bounds an index by its size")
+                        "two >= 128 (0: DRAM_PET_HASH's for --record_count): how the index's size, "
+                        "in cache or not, moves the bound")
     add_bool_flag(p, "--paired_ceiling",
                   help="batch_get_flat or ceiling: follow every batch with a plain ceiling batch "
                        "over the same rows, timed apart, and report the ratio of the two "
