@@ -633,6 +633,7 @@ static int cceh_scan(void *ix, int (*fn)(void *ctx, const rs_kv_slot *s), void *
  * load; then rs_kv_rows, which re-checks word, key and segment version after each copy.
  */
 #define CCEH_SEG 256
+_Static_assert(CCEH_SEG <= RS_KV_LOOKUP_MAX, "a CCEH segment must fit the engine's batch loop");
 
 static void cceh_lookup_segment(cceh *c, const uint64_t *kk, size_t cnt, uint64_t *h, cceh_seg **sg,
                                 rs_kv_hit *q) {
@@ -661,24 +662,9 @@ static void cceh_lookup_segment(cceh *c, const uint64_t *kk, size_t cnt, uint64_
     }
 }
 
-static void cceh_batch_get_flat(void *ix, const rs_kv_vs *vs, const uint64_t *keys, size_t n,
-                                uint8_t *out, size_t out_stride, uint8_t *found, size_t *n_found) {
+static void cceh_batch_lookup(void *ix, const uint64_t *keys, size_t cnt, rs_kv_hit *q) {
     uint64_t h[CCEH_SEG];
     cceh_seg *sg[CCEH_SEG];
-    rs_kv_hit q[CCEH_SEG];
-    size_t hits = 0;
-    for (size_t base = 0; base < n; base += CCEH_SEG) {
-        size_t cnt = n - base < CCEH_SEG ? n - base : CCEH_SEG;
-        cceh_lookup_segment(ix, keys + base, cnt, h, sg, q);
-        hits += rs_kv_rows(&rs_kv_cceh_ops, ix, vs, keys + base, cnt, q, out + base * out_stride,
-                           out_stride, found ? found + base : NULL);
-    }
-    if (n_found) *n_found = hits;
-}
-
-static void cceh_batch_lookup(void *ix, const uint64_t *keys, size_t cnt, rs_kv_hit *q) {
-    uint64_t h[RS_KV_LOOKUP_MAX];
-    cceh_seg *sg[RS_KV_LOOKUP_MAX];
     cceh_lookup_segment(ix, keys, cnt, h, sg, q);
 }
 
@@ -696,8 +682,8 @@ const rs_kv_index_ops rs_kv_cceh_ops = {
     .acquire = cceh_acquire,
     .release = cceh_release,
     .remove = cceh_remove,
-    .batch_get_flat = cceh_batch_get_flat,
     .batch_lookup = cceh_batch_lookup,
+    .lookup_max = CCEH_SEG,
     .memory = cceh_memory,
     .count = cceh_count,
     .clear = cceh_clear,

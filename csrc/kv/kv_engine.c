@@ -433,12 +433,21 @@ int rs_kv_batch_get_strided(rs_kv *kv, const uint64_t *keys, size_t n, void *out
     if (n_found) *n_found = 0;
     if (!kv || !kv->value_size || out_stride < kv->value_size) return RS_EINVAL;
     if (n && (!keys || !out_rows)) return RS_EINVAL;
-    if (kv->ops->batch_get_flat) {
-        kv->ops->batch_get_flat(kv->ix, &kv->vs, keys, n, out_rows, out_stride, out_found, n_found);
-        return 0;
-    }
     size_t hits = 0;
     uint8_t *out = out_rows;
+    if (kv->ops->batch_lookup) {
+        rs_kv_hit q[RS_KV_LOOKUP_MAX];
+        const size_t seg = kv->ops->lookup_max;
+        for (size_t base = 0; base < n; base += seg) {
+            size_t cnt = n - base < seg ? n - base : seg;
+            kv->ops->batch_lookup(kv->ix, keys + base, cnt, q);
+            hits +=
+                rs_kv_rows(kv->ops, kv->ix, &kv->vs, keys + base, cnt, q, out + base * out_stride,
+                           out_stride, out_found ? out_found + base : NULL);
+        }
+        if (n_found) *n_found = hits;
+        return 0;
+    }
     for (size_t i = 0; i < n; i++) {
         int hit = rs_kv_read_fixed_slow(kv->ops, kv->ix, &kv->vs, keys[i], out + i * out_stride);
         if (out_found) out_found[i] = (uint8_t)hit;

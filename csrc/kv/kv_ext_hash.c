@@ -362,7 +362,7 @@ static uint64_t eh_count(void *ix) {
  *   word    load the word (an odd word goes to the slow path)
  * then
  *   rows    rs_kv_rows: rows 12 keys ahead, word, key and bucket version re-checked after the copy
- * The directory pointer is read once per batch; a stale directory is still valid memory and the
+ * The directory pointer is read once per segment; a stale directory is still valid memory and the
  * pattern/version checks send affected keys to the slow path. The four steps used to be four
  * passes over the segment, each a burst of misses and then its work: on the Zen 3 VM that ran at
  * 54-59 % of the paired ceiling, the pipeline 8 / 16 / 32 keys apart at 61-66 % (kv_bench
@@ -371,6 +371,7 @@ static uint64_t eh_count(void *ix) {
 #ifndef EH_SEG
 #define EH_SEG 256
 #endif
+_Static_assert(EH_SEG <= RS_KV_LOOKUP_MAX, "an EH segment must fit the engine's batch loop");
 #define EH_LOCALITY 2
 #ifndef EH_AHEAD
 #define EH_AHEAD 16 /* keys between one step of a key's lookup and the next */
@@ -412,27 +413,10 @@ static void eh_lookup_segment(const eh_dir *d, const uint64_t *kk, size_t cnt, u
     }
 }
 
-static void eh_batch_get_flat(void *ix, const rs_kv_vs *vs, const uint64_t *keys, size_t n,
-                              uint8_t *out, size_t out_stride, uint8_t *found, size_t *n_found) {
-    eh *t = ix;
-    const eh_dir *d = __atomic_load_n(&t->dir, __ATOMIC_ACQUIRE);
-    uint64_t h[EH_SEG];
-    eh_bucket *b[EH_SEG];
-    rs_kv_hit q[EH_SEG];
-    size_t hits = 0;
-    for (size_t base = 0; base < n; base += EH_SEG) {
-        size_t cnt = n - base < EH_SEG ? n - base : EH_SEG;
-        eh_lookup_segment(d, keys + base, cnt, h, b, q);
-        hits += rs_kv_rows(&rs_kv_eh_ops, ix, vs, keys + base, cnt, q, out + base * out_stride,
-                           out_stride, found ? found + base : NULL);
-    }
-    if (n_found) *n_found = hits;
-}
-
 static void eh_batch_lookup(void *ix, const uint64_t *keys, size_t cnt, rs_kv_hit *q) {
     eh *t = ix;
-    uint64_t h[RS_KV_LOOKUP_MAX];
-    eh_bucket *b[RS_KV_LOOKUP_MAX];
+    uint64_t h[EH_SEG];
+    eh_bucket *b[EH_SEG];
     eh_lookup_segment(__atomic_load_n(&t->dir, __ATOMIC_ACQUIRE), keys, cnt, h, b, q);
 }
 
@@ -464,8 +448,8 @@ const rs_kv_index_ops rs_kv_eh_ops = {
     .acquire = eh_acquire,
     .release = eh_release,
     .remove = eh_remove,
-    .batch_get_flat = eh_batch_get_flat,
     .batch_lookup = eh_batch_lookup,
+    .lookup_max = EH_SEG,
     .memory = eh_memory,
     .count = eh_count,
     .clear = eh_clear,

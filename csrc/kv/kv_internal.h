@@ -172,8 +172,8 @@ typedef struct rs_kv_slot {
 
 typedef struct rs_kv_hit rs_kv_hit; /* one key's lookup in a batch read (below) */
 
-/* The most keys one batch_lookup call takes (EH's and CCEH's segment; PET's is larger). */
-#define RS_KV_LOOKUP_MAX 256
+/* The most keys any index's batch_lookup takes at once (rs_kv_index_ops.lookup_max <= this). */
+#define RS_KV_LOOKUP_MAX 512
 
 typedef struct rs_kv_index_ops {
     rs_kv_index_type type;
@@ -191,13 +191,11 @@ typedef struct rs_kv_index_ops {
     void (*release)(void *ix, rs_kv_slot *s);
     /* Remove the acquired entry (lock still held; release follows). */
     void (*remove)(void *ix, rs_kv_slot *s);
-    /* Pipelined batch read of fixed rows (NULL: the engine loops over find); row i goes to
-     * out + i * out_stride (out_stride == value_size: contiguous). */
-    void (*batch_get_flat)(void *ix, const rs_kv_vs *vs, const uint64_t *keys, size_t n,
-                           uint8_t *out, size_t out_stride, uint8_t *found, size_t *n_found);
-    /* Optional: batch_get_flat's lookup alone, for cnt <= RS_KV_LOOKUP_MAX keys: q[0..cnt) as
-     * rs_kv_rows takes them (rs_kv_batch_row_refs builds its references from them). */
+    /* Optional pipelined lookup of cnt <= lookup_max keys without locks: q[0..cnt) as rs_kv_rows
+     * takes them. The engine's batch read runs it a segment at a time and then rs_kv_rows;
+     * rs_kv_batch_row_refs builds references from it. NULL: both loop over find. */
     void (*batch_lookup)(void *ix, const uint64_t *keys, size_t cnt, rs_kv_hit *q);
+    uint32_t lookup_max; /* keys per batch_lookup call (a segment), <= RS_KV_LOOKUP_MAX */
     /* Optional: start fetching the index lines a write of key will touch (batch_put runs it a
      * few keys ahead, so a bulk load overlaps its misses). */
     void (*prefetch)(void *ix, uint64_t key);
@@ -328,8 +326,8 @@ int rs_kv_read_fixed_slow(const rs_kv_index_ops *ops, void *ix, const rs_kv_vs *
 
 /* ---- the row pass of a batch read ----------------------------------------------------------- */
 
-/* Every index's batch_get_flat first looks a segment of keys up (its own passes), then hands the
- * results to rs_kv_rows, which fetches the rows RS_KV_ROWS_AHEAD keys ahead of copying them and
+/* A batch read looks a segment of keys up (the index's batch_lookup, its own passes), then hands
+ * the results to rs_kv_rows, which fetches the rows RS_KV_ROWS_AHEAD keys ahead of copying them and
  * re-checks each key's word, key and (for indexes whose entries move) bucket version. */
 enum { RS_KV_HIT_MISS = 0, RS_KV_HIT_ROW = 1, RS_KV_HIT_SLOW = 2 };
 

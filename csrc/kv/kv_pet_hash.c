@@ -274,7 +274,8 @@ static uint64_t pet_count(void *ix) {
 }
 
 /*
- * Batch read, a segment of up to PET_SEG keys at a time, in passes:
+ * Batch read (the engine's loop, kv_engine.c), a segment of up to PET_SEG keys at a time, in
+ * passes:
  *   lookup  hash key i and prefetch both lines of its home chunk, while matching key
  *           i - PET_LOOKUP_AHEAD (SSE2 tag match, key compare, load the word); a key whose home
  *           chunk overflowed without a hit is carried to the next chunk of its probe sequence
@@ -292,6 +293,7 @@ static uint64_t pet_count(void *ix) {
 #ifndef PET_SEG
 #define PET_SEG 512
 #endif
+_Static_assert(PET_SEG <= RS_KV_LOOKUP_MAX, "a PET segment must fit the engine's batch loop");
 #ifndef PET_LOOKUP_AHEAD
 #define PET_LOOKUP_AHEAD 32 /* keys between a chunk's prefetch and its match */
 #endif
@@ -352,25 +354,9 @@ static void pet_lookup_segment(const pet *p, const uint64_t *kk, size_t cnt, con
     }
 }
 
-static void pet_batch_get_flat(void *ix, const rs_kv_vs *vs, const uint64_t *keys, size_t n,
-                               uint8_t *out, size_t out_stride, uint8_t *found, size_t *n_found) {
-    const pet *p = ix;
+static void pet_batch_lookup(void *ix, const uint64_t *keys, size_t cnt, rs_kv_hit *q) {
     const pet_chunk *ch[PET_SEG];
     uint8_t tag[PET_SEG];
-    rs_kv_hit q[PET_SEG];
-    size_t hits = 0;
-    for (size_t base = 0; base < n; base += PET_SEG) {
-        size_t cnt = n - base < PET_SEG ? n - base : PET_SEG;
-        pet_lookup_segment(p, keys + base, cnt, ch, tag, q);
-        hits += rs_kv_rows(&rs_kv_pet_ops, ix, vs, keys + base, cnt, q, out + base * out_stride,
-                           out_stride, found ? found + base : NULL);
-    }
-    if (n_found) *n_found = hits;
-}
-
-static void pet_batch_lookup(void *ix, const uint64_t *keys, size_t cnt, rs_kv_hit *q) {
-    const pet_chunk *ch[RS_KV_LOOKUP_MAX];
-    uint8_t tag[RS_KV_LOOKUP_MAX];
     pet_lookup_segment(ix, keys, cnt, ch, tag, q);
 }
 
@@ -398,8 +384,8 @@ const rs_kv_index_ops rs_kv_pet_ops = {
     .acquire = pet_acquire,
     .release = pet_release,
     .remove = pet_remove,
-    .batch_get_flat = pet_batch_get_flat,
     .batch_lookup = pet_batch_lookup,
+    .lookup_max = PET_SEG,
     .prefetch = pet_prefetch,
     .memory = pet_memory,
     .count = pet_count,

@@ -34,10 +34,11 @@ static const void *ref_one(rs_kv *kv, uint64_t key) {
     return NULL;
 }
 
-/* A segment through the index's pipelined lookup (batch_get_flat's, without the rows): a hit
+/* A segment through the index's pipelined lookup (the batch read's, without the rows): a hit
  * whose word, key and version still hold is a reference, a trusted miss is NULL, anything a
  * writer disturbed goes through ref_one. */
 static size_t refs_segment(rs_kv *kv, const uint64_t *keys, size_t cnt, const void **refs) {
+    /* cnt <= lookup_max <= RS_KV_LOOKUP_MAX */
     rs_kv_hit q[RS_KV_LOOKUP_MAX];
     kv->ops->batch_lookup(kv->ix, keys, cnt, q);
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
@@ -61,8 +62,9 @@ int rs_kv_batch_row_refs(rs_kv *kv, const uint64_t *keys, size_t n, const void *
     if (!kv || !kv->value_size) return RS_EINVAL;
     if (n && (!keys || !refs)) return RS_EINVAL;
     size_t hits = 0;
-    for (size_t base = 0; base < n; base += RS_KV_LOOKUP_MAX) {
-        size_t cnt = n - base < RS_KV_LOOKUP_MAX ? n - base : RS_KV_LOOKUP_MAX;
+    const size_t seg = kv->ops->batch_lookup ? kv->ops->lookup_max : n;
+    for (size_t base = 0; base < n; base += seg) {
+        size_t cnt = n - base < seg ? n - base : seg;
         if (kv->ops->batch_lookup) {
             hits += refs_segment(kv, keys + base, cnt, refs + base);
             continue;

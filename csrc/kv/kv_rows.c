@@ -1,5 +1,5 @@
 /*
- * kv_rows.c — the row pass every index's batch_get_flat ends with (rs_kv_rows, kv_internal.h):
+ * kv_rows.c — the row pass every batch read ends with (rs_kv_rows, kv_internal.h):
  * prefetch each row RS_KV_ROWS_AHEAD keys ahead of its copy (prefetcht1, whole lines), copy it
  * with the row kernel, then accept it only if the entry's word and key, and for EH/CCEH the
  * bucket or segment version, are what the lookup saw (the seqlock read of kv_internal.h spread
