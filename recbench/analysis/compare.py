@@ -10,6 +10,7 @@ import pandas as pd
 from recbench.analysis.loaders import (
     DEFAULT_NOISE_K,
     DEFAULT_THRESHOLD_PCT,
+    FAIRNESS_COLUMNS,
     KV_CASE_COLUMNS,
     KV_METRICS,
     LATENCY_COLUMNS,
@@ -87,6 +88,11 @@ def per_repeat(df: pd.DataFrame) -> pd.DataFrame:
         # the case's (every run row carries the same); NaN in files from before the column
         r["host_steal_pct"] = (float(g["host_steal_pct"].max()) if "host_steal_pct" in g.columns
                                else math.nan)
+        # the slowest and the fastest client thread of the repeat (NaN where a client's line
+        # had no thread counts)
+        for col, pick in (("slowest_thread_share", "min"), ("fastest_thread_share", "max")):
+            r[col] = (float(getattr(g[col], pick)()) if col in g.columns and g[col].notna().all()
+                      else math.nan)
         cpu = (0.0 if math.isnan(r["client_cpu_s"]) else r["client_cpu_s"]) + \
             (0.0 if math.isnan(r["server_cpu_s"]) else r["server_cpu_s"])
         keys = r["key_ops_per_sec"] * r["runtime_seconds"]
@@ -97,7 +103,8 @@ def per_repeat(df: pd.DataFrame) -> pd.DataFrame:
                                                                "client_cpu_s", "runtime_seconds",
                                                                *LATENCY_COLUMNS, "max_us",
                                                                "server_cpu_s", "keys_per_cpu_sec",
-                                                               "host_steal_pct"])
+                                                               "host_steal_pct",
+                                                               *FAIRNESS_COLUMNS])
     out.attrs.update(df.attrs)
     return out
 
@@ -248,8 +255,8 @@ def sweep_rows(param: str, value: str, summary) -> list[dict]:
 
     keys/s is the median over repeats of the run phase's summed client rates (with 2 repeats, their
     mean), its std the spread; p99 and the CPU columns are means over repeats of the per-repeat
-    values of :func:`per_repeat`. A transport without successful run rows gets its first
-    non-success status and empty metrics."""
+    values of :func:`per_repeat`, and so are the slowest and fastest thread shares. A
+    transport without successful run rows gets its first non-success status and empty metrics."""
     paths = list(summary) if isinstance(summary, (list, tuple)) else [summary]
     if not paths:
         raise ValueError(f"sweep point {param}={value}: no summary.csv given")
@@ -275,5 +282,7 @@ def sweep_rows(param: str, value: str, summary) -> list[dict]:
             server_cpu_s=float(g["server_cpu_s"].mean()),
             keys_per_cpu_sec=float(g["keys_per_cpu_sec"].mean()), summary_csv=where,
             host_steal_pct=None if g["host_steal_pct"].isna().all()
-            else float(g["host_steal_pct"].max())))  # the worst repeat
+            else float(g["host_steal_pct"].max()),  # the worst repeat
+            **{col: None if g[col].isna().all() else float(g[col].mean())
+               for col in FAIRNESS_COLUMNS}))
     return rows

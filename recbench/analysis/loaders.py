@@ -15,6 +15,7 @@ from recbench.runner import results
 PS_RECSTORE_COLUMNS = list(results.RECSTORE_COLUMNS)
 PS_EXTRA_COLUMNS = list(results.NEW_COLUMNS)
 PS_COLUMNS = PS_RECSTORE_COLUMNS + PS_EXTRA_COLUMNS
+FAIRNESS_COLUMNS = list(results.FAIRNESS_COLUMNS)
 PS_STATUSES = list(results.STATUSES)
 PS_INT_COLUMNS = ["client_index", "repeat_index", "server_shards", "client_processes", "record_count",
                   "value_size", "batch_keys", "client_threads_per_process"]
@@ -22,7 +23,7 @@ PS_FLOAT_COLUMNS = ["runtime_seconds", "ops_per_sec", "key_ops_per_sec", "payloa
                     "p50_us", "p95_us", "p99_us", "p999_us", "max_us", "client_cpu_s", "server_cpu_s",
                     "keys_per_cpu_sec", "measured_seconds", "target_rate", "achieved_rate",
                     "late_sends", "service_p50_us", "service_p99_us", "service_p999_us",
-                    "host_steal_pct"]
+                    "host_steal_pct", *FAIRNESS_COLUMNS]
 PS_LIST_COLUMNS = ["server_shard_ips", "client_ips", "log_path"]
 PS_CATEGORY_COLUMNS = ["transport", "phase", "distribution", "mode", "build_type", "index_type",
                        "row_kind"]
@@ -44,7 +45,7 @@ KV_STATUSES = ["success", "failure"]
 TOTALS_INT_COLUMNS = ["repeat_index", "repeats", "clients_ok", "clients_failed", "server_shards",
                       "client_processes", "batch_keys", "value_size"]
 TOTALS_FLOAT_SUFFIXES = ("_sec", "_us", "_s", "_gbps", "_seconds", "_pct", "_std", "_stdev",
-                         "_mean", "_min", "_max")
+                         "_mean", "_min", "_max", "_share")
 TOTALS_EXTRA_STATUSES = ["no_success"]
 
 # metric -> True when higher is better
@@ -269,21 +270,24 @@ def load_summary(path) -> pd.DataFrame:
 
 SWEEP_COLUMNS = ["param", "value", "transport", "status", "repeats", "key_ops_per_sec",
                  "key_ops_per_sec_std", "p99_us", "client_cpu_s", "server_cpu_s", "keys_per_cpu_sec",
-                 "summary_csv", "host_steal_pct"]
+                 "summary_csv", "host_steal_pct", *FAIRNESS_COLUMNS]
+# the first 12 are every sweep.csv's; host_steal_pct came on 2026-12-02, the thread shares on
+# 2026-12-03: older sweeps load with those empty
+SWEEP_LATER_COLUMNS = SWEEP_COLUMNS[12:]
 
 
 def load_sweep(path) -> pd.DataFrame:
     """Load a sweep.csv written by tools/benchmarks/sweep_ps.py."""
     path = _resolve(path, "sweep.csv")
     header, body = _read_rows(path)
-    # host_steal_pct came last, on 2026-12-02: older sweeps load without it (empty)
-    _check_order(path, header, SWEEP_COLUMNS if len(header) >= len(SWEEP_COLUMNS)
-                 else SWEEP_COLUMNS[:-1], "sweep.csv")
+    _check_order(path, header, SWEEP_COLUMNS[:12] + [c for c in SWEEP_LATER_COLUMNS if c in header],
+                 "sweep.csv")
     df = pd.DataFrame(body, columns=header, dtype=object).astype(str)
-    if "host_steal_pct" not in df.columns:
-        df["host_steal_pct"] = ""
+    for col in SWEEP_LATER_COLUMNS:
+        if col not in df.columns:
+            df[col] = ""
     _to_numbers(path, df, ["repeats"], integer=True)
-    _to_numbers(path, df, SWEEP_COLUMNS[5:11] + ["host_steal_pct"], integer=False)
+    _to_numbers(path, df, SWEEP_COLUMNS[5:11] + SWEEP_LATER_COLUMNS, integer=False)
     df["value_num"] = pd.to_numeric(df["value"], errors="coerce")
     df.attrs["path"] = str(path)
     df.attrs["kind"] = "sweep"

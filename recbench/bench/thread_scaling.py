@@ -16,6 +16,11 @@ Goals (issue 16), per transport and server thread count:
   above W means some threads wait while others are served (starvation, the symptom of spinning
   waiters on oversubscribed cores). The goal is p99 <= LITTLE_P99_FACTOR x W at the largest
   client thread count; both numbers are reported.
+
+Beside the goals, each point carries the slowest and the fastest client thread's share of the
+mean batches per thread (slowest_thread_share, fastest_thread_share; printed as `threads`): a p99
+above the bound with shares near 1.0 is every thread's requests waiting longer now and then; one
+with a share far below 1.0 is some threads served less than others.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from recbench import analysis, procfs, records
 from recbench.bench import sweep_ps
 from recbench.cpuinfo import cpu_model
 from recbench.launch import SOURCE_ROOT
+from recbench.runner import results
 
 log = logging.getLogger("recbench.bench.thread_scaling")
 
@@ -39,11 +45,12 @@ LITTLE_P99_FACTOR = 2.0
 SCALING_COLUMNS = ["transport", "server_threads", "client_threads", "status", "key_ops_per_sec",
                    "frac_of_best", "p99_us", "little_us", "p99_over_little", "in_flight_requests",
                    "client_cpu_s", "server_cpu_s", "keys_per_cpu_sec", "summary_csv",
-                   "host_steal_pct"]
+                   "host_steal_pct", "slowest_thread_share", "fastest_thread_share"]
 GOAL_COLUMNS = ["transport", "server_threads", "best_key_ops_per_sec", "best_client_threads",
                 "max_client_threads", "key_ops_per_sec_at_max", "frac_of_best_at_max",
                 "throughput_goal_met", "p99_us_at_max", "little_us_at_max", "p99_over_little_at_max",
-                "p99_goal_met", "host_steal_pct_at_max"]
+                "p99_goal_met", "host_steal_pct_at_max", "slowest_thread_share_at_max",
+                "fastest_thread_share_at_max"]
 
 
 def parse_ints(text: str, what: str) -> list[int]:
@@ -79,7 +86,9 @@ def scaling_rows(sweep_rows: list[dict], server_threads: int, prefetch_depth: in
                        p99_over_little=r["p99_us"] / little if little else None,
                        client_cpu_s=r["client_cpu_s"], server_cpu_s=r["server_cpu_s"],
                        keys_per_cpu_sec=r["keys_per_cpu_sec"],
-                       host_steal_pct=r.get("host_steal_pct"))
+                       host_steal_pct=r.get("host_steal_pct"),
+                       slowest_thread_share=r.get("slowest_thread_share"),
+                       fastest_thread_share=r.get("fastest_thread_share"))
         out.append(row)
     return out
 
@@ -105,7 +114,9 @@ def goal_rows(rows: list[dict]) -> list[dict]:
                        p99_over_little_at_max=a["p99_over_little"],
                        p99_goal_met=a["p99_over_little"] is not None
                        and a["p99_over_little"] <= LITTLE_P99_FACTOR,
-                       host_steal_pct_at_max=a.get("host_steal_pct"))
+                       host_steal_pct_at_max=a.get("host_steal_pct"),
+                       slowest_thread_share_at_max=a.get("slowest_thread_share"),
+                       fastest_thread_share_at_max=a.get("fastest_thread_share"))
         else:
             row.update(throughput_goal_met=False, p99_goal_met=False)
         out.append(row)
@@ -128,20 +139,24 @@ def goals_text(goals: list[dict], cpu: str | None = None, rows: list[dict] | Non
             f"p99 <= {LITTLE_P99_FACTOR:g} x Little's-law latency (in-flight requests / request rate)"
             + (f"; CPU {cpu}" if cpu else ""))
     cols = (f"{'transport':<10} {'srv thr':>7} {'best M/s':>9} {'@thr':>5} {'M/s @max':>9} {'frac':>6} "
-            f"{'goal':>5} {'p99 ms':>8} {'W ms':>8} {'p99/W':>6} {'goal':>5} {'steal%':>6}")
+            f"{'goal':>5} {'p99 ms':>8} {'W ms':>8} {'p99/W':>6} {'goal':>5} {'steal%':>6} "
+            f"{'threads':>9}")
     lines = [head, cols]
     for g in goals:
         if "key_ops_per_sec_at_max" not in g:
             lines.append(f"{g['transport']:<10} {g['server_threads']:>7} (no successful run at "
                          f"{g['max_client_threads']} client threads)")
             continue
+        shares = results.share_range(g.get("slowest_thread_share_at_max"),
+                                     g.get("fastest_thread_share_at_max"))
         lines.append(
             f"{g['transport']:<10} {g['server_threads']:>7} {g['best_key_ops_per_sec'] / 1e6:>9.3f} "
             f"{g['best_client_threads']:>5} {g['key_ops_per_sec_at_max'] / 1e6:>9.3f} "
             f"{g['frac_of_best_at_max']:>6.2f} {_fmt(0, g['throughput_goal_met']):>5} "
             f"{g['p99_us_at_max'] / 1e3:>8.1f} {g['little_us_at_max'] / 1e3:>8.1f} "
             f"{g['p99_over_little_at_max']:>6.2f} {_fmt(0, g['p99_goal_met']):>5} "
-            f"{_steal(g.get('host_steal_pct_at_max')):>6}")
+            f"{_steal(g.get('host_steal_pct_at_max')):>6} "
+            f"{shares:>9}")
     disturbed = [r for r in rows if (r.get("host_steal_pct") or 0.0) >= procfs.STEAL_WARN_PCT]
     if disturbed:
         worst = max(disturbed, key=lambda r: r["host_steal_pct"])
@@ -156,6 +171,7 @@ def goals_text(goals: list[dict], cpu: str | None = None, rows: list[dict] | Non
 
 def _steal(v: float | None) -> str:
     return "-" if v is None or math.isnan(v) else f"{v:.1f}"
+
 
 
 def build_parser() -> argparse.ArgumentParser:

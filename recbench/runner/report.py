@@ -28,7 +28,7 @@ from typing import Any
 
 from recbench import records, transports
 from recbench.procfs import STEAL_WARN_PCT
-from recbench.runner.results import FAILURE_STATUSES
+from recbench.runner.results import FAILURE_STATUSES, share_range
 
 log = logging.getLogger("recbench.runner.report")
 
@@ -309,8 +309,8 @@ def render(run_config: Mapping[str, Any], rows: Sequence[Row], totals: Sequence[
         out.append(f"每个 transport × repeat 的合计（同一窗口内各客户端之和；{_latency_sentence(totals)}）：")
         out.append("")
         out.append("| transport | repeat | phase | clients | M keys/s | payload GB/s | mean_us | p99_us "
-                   "| client CPU s | server CPU s | keys/CPU·s | steal % |")
-        out.append("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+                   "| client CPU s | server CPU s | keys/CPU·s | steal % | 线程份额 |")
+        out.append("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for t in totals:
             if _num(t.get("key_ops_per_sec")) is None:
                 continue
@@ -319,7 +319,11 @@ def render(run_config: Mapping[str, Any], rows: Sequence[Row], totals: Sequence[
                        f"{_f(t.get('payload_gbps'), 3)} | {_f(t.get('mean_us'))} | "
                        f"{_f(t.get('p99_us'))} | {_f(t.get('client_cpu_s'), 2)} | "
                        f"{_f(t.get('server_cpu_s'), 2)} | {_f(t.get('keys_per_cpu_sec'), 0)} | "
-                       f"{_f(t.get('host_steal_pct'))} |")
+                       f"{_f(t.get('host_steal_pct'))} | "
+                       f"{share_range(t.get('slowest_thread_share'), t.get('fastest_thread_share'))} |")
+        out.append("")
+        out.append("线程份额：最慢和最快的客户端线程完成的 batch 数相对于每线程平均值（1.00 为均分；"
+                   "见 summary_totals.csv 的 slowest_thread_share / fastest_thread_share 列）。")
     else:
         out.append("没有成功的行。")
     out.append("")

@@ -48,6 +48,12 @@ NEW_COLUMNS += ["server_impl"]
 # the largest share of CPU time the hypervisor took (steal, /proc/stat) on any host of the case
 # during the run window, in percent: run rows only, empty where /proc/stat could not be read
 NEW_COLUMNS += ["host_steal_pct"]
+# fairness over the client threads of a process (ps_bench's thread_batches_min/max): the batches of
+# its slowest and of its fastest thread over the mean per thread (1.0 = an even share); in
+# summary_totals.csv the slowest and the fastest over the case's clients. Empty where the result
+# line has no thread counts (a --benchmark-binary, or ps_bench from before them).
+FAIRNESS_COLUMNS = ["slowest_thread_share", "fastest_thread_share"]
+NEW_COLUMNS += FAIRNESS_COLUMNS
 SUMMARY_COLUMNS = RECSTORE_COLUMNS + NEW_COLUMNS
 
 TOTALS_COLUMNS = [
@@ -55,7 +61,7 @@ TOTALS_COLUMNS = [
     "window_seconds", "ops_per_sec", "key_ops_per_sec", "payload_gbps", "mean_us", "p50_us",
     "p95_us", "p99_us", "p999_us", "max_us", "client_cpu_s", "server_cpu_s", "keys_per_cpu_sec",
     "repeats", "key_ops_per_sec_stdev", "key_ops_per_sec_min", "key_ops_per_sec_max",
-    "latency_merge", "host_steal_pct",
+    "latency_merge", "host_steal_pct", *FAIRNESS_COLUMNS,
 ]
 
 STATUSES = ("success", "skipped", "timeout", "startup_failure", "client_failure",
@@ -63,7 +69,7 @@ STATUSES = ("success", "skipped", "timeout", "startup_failure", "client_failure"
 FAILURE_STATUSES = ("timeout", "startup_failure", "client_failure", "preflight_failure")
 RESULT_PREFIX = "PS_BENCHMARK_RESULT"
 INT_FIELDS = ("threads", "batch_size", "records", "batches", "key_ops", "value_size",
-              "late_sends")
+              "late_sends", "thread_batches_min", "thread_batches_max")
 FLOAT_FIELDS = ("zipfian_alpha", "runtime_s", "throughput_batches_sec", "throughput_keys_sec",
                 "mean_us", "p50_us", "p95_us", "p99_us", "p999_us", "max_us", "cpu_user_s",
                 "cpu_sys_s", "payload_gbps", "target_rate", "achieved_rate", "service_p50_us",
@@ -199,9 +205,30 @@ def result_row(base: dict[str, Any], parsed: dict[str, Any],
         "_batches": parsed.get("batches"), "_key_ops": parsed.get("key_ops"),
     })
     row.update({col: parsed[col] for col in OPEN_LOOP_COLUMNS if col in parsed})
+    row.update(thread_shares(parsed))
     if cpu and cpu > 0 and parsed.get("key_ops"):
         row["keys_per_cpu_sec"] = round(parsed["key_ops"] / cpu, 3)
     return row
+
+
+def thread_shares(parsed: dict[str, Any]) -> dict[str, float]:
+    """slowest_thread_share / fastest_thread_share of one result line: its slowest and fastest
+    thread's batches over the mean per thread (batches / threads); {} when the line does not say."""
+    threads, batches = parsed.get("threads") or 0, parsed.get("batches") or 0
+    lo, hi = parsed.get("thread_batches_min"), parsed.get("thread_batches_max")
+    if threads < 1 or batches < 1 or lo is None or not hi:
+        return {}
+    mean = batches / threads
+    return {"slowest_thread_share": round(lo / mean, 4), "fastest_thread_share": round(hi / mean, 4)}
+
+
+def share_range(lo: Any, hi: Any) -> str:
+    """The slowest and the fastest thread share as printed, `0.59-1.22`; '-' when either is
+    missing."""
+    lo, hi = _num(lo), _num(hi)
+    if lo is None or hi is None or math.isnan(lo) or math.isnan(hi):
+        return "-"
+    return f"{lo:.2f}-{hi:.2f}"
 
 
 def failure_row(base: dict[str, Any], status: str, message: str, phase: str = "", client_index: int = -1,
@@ -303,7 +330,17 @@ def case_totals(rows: Sequence[dict[str, Any]], transport: str, repeat_index: in
     steals = [v for v in (_num(r.get("host_steal_pct")) for r in ok) if v is not None]
     if steals:
         out["host_steal_pct"] = max(steals)
+    _extreme_shares(out, ok)
     return out
+
+
+def _extreme_shares(out: dict[str, Any], rows: Sequence[dict[str, Any]]) -> None:
+    """The slowest and the fastest thread share over rows (clients, or repeats), when every row
+    has them: a share missing from one row would hide that row's stragglers."""
+    for col, pick in (("slowest_thread_share", min), ("fastest_thread_share", max)):
+        vals = [_num(r.get(col)) for r in rows]
+        if vals and all(v is not None for v in vals):
+            out[col] = pick(v for v in vals if v is not None)
 
 
 def mean_row(case_rows: Sequence[dict[str, Any]], transport: str, phase: str) -> dict[str, Any]:
@@ -329,6 +366,7 @@ def mean_row(case_rows: Sequence[dict[str, Any]], transport: str, phase: str) ->
     steals = [v["host_steal_pct"] for v in vals if v.get("host_steal_pct") is not None]
     if steals:
         out["host_steal_pct"] = max(steals)  # the worst repeat
+    _extreme_shares(out, vals)  # the worst repeat's
     out["clients_ok"] = sum(v["clients_ok"] for v in vals)
     out["clients_failed"] = sum(v["clients_failed"] for v in vals)
     out["latency_merge"] = ("exact" if all(v.get("latency_merge") == "exact" for v in vals)

@@ -799,7 +799,7 @@ def print_table(transports: Sequence[str], totals: Sequence[dict[str, Any]],
                 rows: Sequence[dict[str, Any]]) -> None:
     """The run's headline on stdout: per transport, the mean over repeats of the run total."""
     print(f"{'transport':<10} {'status':<18} {'run M keys/s':>12} {'stdev':>8} {'p99 us':>9} "
-          f"{'repeats':>7} {'steal %':>7}")
+          f"{'repeats':>7} {'steal %':>7} {'threads':>9}")
     for t in transports:
         mean: dict[str, Any] = next((x for x in totals if x["transport"] == t
                                      and x["repeat_index"] == "mean" and x["phase"] == "run"), {})
@@ -814,6 +814,10 @@ def print_table(transports: Sequence[str], totals: Sequence[dict[str, Any]],
         steal = mean.get("host_steal_pct")  # the worst repeat's
         cells.append(f"{mean.get('repeats', 0):>7}")
         cells.append(f"{steal:7.1f}" if steal is not None else f"{'-':>7}")
+        # the slowest and the fastest client thread's share of the mean (the worst repeat's)
+        shares = results.share_range(mean.get("slowest_thread_share"),
+                                     mean.get("fastest_thread_share"))
+        cells.append(f"{shares:>9}")
         print(f"{t:<10} {status:<18} {' '.join(cells)}")
 
 

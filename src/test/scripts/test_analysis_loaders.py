@@ -247,19 +247,34 @@ class TotalsLoaderTest(LoaderCase):
 class SweepLoaderTest(LoaderCase):
     SRC = DATA / "sweep_batch_keys.csv"
 
-    def test_sample_and_a_sweep_from_before_host_steal(self):
+    def test_sample_and_sweeps_from_before_the_later_columns(self):
         df = analysis.load_sweep(self.SRC)
-        self.assertIn("host_steal_pct", df.columns)
-        old = self.variant(self.SRC, lambda rows: [r.pop() for r in rows], "sweep.csv")
-        self.assertEqual(read(old)[0][-1], "summary_csv")
-        df = analysis.load_sweep(old)  # written before the column existed: loads, steal empty
-        self.assertTrue(df["host_steal_pct"].isna().all())
+        self.assertEqual(read(self.SRC)[0][-3:], ["host_steal_pct", "slowest_thread_share",
+                                                  "fastest_thread_share"])
+        self.assertEqual(df["fastest_thread_share"].dtype, "float64")
         self.assertEqual(len(df), len(read(self.SRC)) - 1)
-        stolen = self.variant(self.SRC, lambda rows: [r.__setitem__(-1, "12.5") for r in rows[1:]],
+        # written before the thread shares (2026-12-02), and before host steal too: both load,
+        # the missing columns empty
+        for drop, name in ((2, "old1.csv"), (3, "old2.csv")):
+            cut = slice(-drop, None)
+            old = self.variant(self.SRC, lambda rows, cut=cut: [r.__delitem__(cut) for r in rows],
+                               name)
+            self.assertEqual(len(read(old)[0]), len(analysis.SWEEP_COLUMNS) - drop)
+            df = analysis.load_sweep(old)
+            self.assertTrue(df["slowest_thread_share"].isna().all())
+            self.assertEqual(df["host_steal_pct"].isna().all(), drop == 3)
+        stolen = self.variant(self.SRC, lambda rows: [r.__setitem__(-3, "12.5") for r in rows[1:]],
                               "sweep2.csv")
         self.assertEqual(analysis.load_sweep(stolen)["host_steal_pct"].tolist()[0], 12.5)
-        bad = self.variant(self.SRC, lambda rows: rows[1].__setitem__(-1, "a lot"), "sweep3.csv")
+        bad = self.variant(self.SRC, lambda rows: rows[1].__setitem__(-3, "a lot"), "sweep3.csv")
         self.assertFormatError(analysis.load_sweep, bad, "host_steal_pct", "'a lot'")
+        shares = self.variant(self.SRC, lambda rows: rows[1].__setitem__(-2, "0.59"), "sweep4.csv")
+        self.assertEqual(analysis.load_sweep(shares)["slowest_thread_share"].tolist()[0], 0.59)
+
+        def swap(rows):
+            rows[0][-2:] = rows[0][-1], rows[0][-2]
+        self.assertFormatError(analysis.load_sweep, self.variant(self.SRC, swap, "sweep5.csv"),
+                               "'fastest_thread_share'", "expected 'slowest_thread_share'")
 
 
 class EventualDatTest(LoaderCase):

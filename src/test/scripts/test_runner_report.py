@@ -85,7 +85,19 @@ class TestReportFromRunDir(unittest.TestCase):
         self.assertIn("BRPC repeat 1 27.5%", text)
         self.assertNotIn("BRPC repeat 0", text.split("steal 时间")[1].split("\n")[0])
         self.assertIn("| keys/CPU·s | steal % |", text)
-        self.assertIn(" | 27.5 |", text)
+        self.assertIn(" | 27.5 | - |", text)  # no thread counts in these lines
+
+    def test_thread_shares_column(self):
+        write_run_dir(self.out, [6_000_000])
+        totals = results.read_summary_csv(self.out / "summary_totals.csv")
+        for t in totals:
+            if t["phase"] == "run":
+                t["slowest_thread_share"], t["fastest_thread_share"] = "0.594", "1.215"
+        results.write_totals_csv(self.out / "summary_totals.csv", totals)
+        text = report.write_report(self.out).read_text()
+        self.assertIn("| steal % | 线程份额 |", text)
+        self.assertIn(" | 0.59-1.22 |", text)
+        self.assertIn("线程份额：最慢和最快的客户端线程", text)
         lines = report.steal_lines({"local": 27.46, "lab-b": 0.4, "gone": None})
         self.assertEqual(len(lines), 1)
         self.assertTrue(lines[0].startswith("host steal 27.5 % on local during the run window"))

@@ -12,7 +12,7 @@ from recbench.runner import results
 RESULT_TEXT = """noise
 PS_BENCHMARK_RESULT phase=load transport=grpc mode=fetch distribution=uniform zipfian_alpha=0.9 threads=2 batch_size=64 records=1000 runtime_s=0.5 batches=100 key_ops=6400 throughput_batches_sec=200.0 throughput_keys_sec=12800.0 mean_us=10.5 p50_us=9 p95_us=20 p99_us=30 p999_us=40 max_us=50 cpu_user_s=0.2 cpu_sys_s=0.1 payload_gbps=0.0016
 PS_BENCHMARK_LOADED
-PS_BENCHMARK_RESULT phase=run transport=grpc mode=fetch distribution=uniform zipfian_alpha=0.9 threads=2 batch_size=64 records=1000 runtime_s=1.0 batches=1000 key_ops=64000 throughput_batches_sec=1000.0 throughput_keys_sec=64000.0 mean_us=100 p50_us=90 p95_us=150 p99_us=200 p999_us=300 max_us=400 cpu_user_s=0.5 cpu_sys_s=0.3 payload_gbps=0.0082
+PS_BENCHMARK_RESULT phase=run transport=grpc mode=fetch distribution=uniform zipfian_alpha=0.9 threads=2 batch_size=64 records=1000 runtime_s=1.0 batches=1000 key_ops=64000 throughput_batches_sec=1000.0 throughput_keys_sec=64000.0 mean_us=100 p50_us=90 p95_us=150 p99_us=200 p999_us=300 max_us=400 cpu_user_s=0.5 cpu_sys_s=0.3 payload_gbps=0.0082 thread_batches_min=400 thread_batches_max=600
 """
 
 
@@ -108,8 +108,9 @@ class TestResults(unittest.TestCase):
             lines = Path(path).read_text().splitlines()
             self.assertTrue(lines[0].startswith("transport,status,phase,client_index"))
             self.assertEqual(lines[0].split(","), results.SUMMARY_COLUMNS)
-            self.assertEqual(len(results.SUMMARY_COLUMNS), 46)  # 25 RecStore + 21 new
-            self.assertEqual(results.SUMMARY_COLUMNS[-1], "host_steal_pct")
+            self.assertEqual(len(results.SUMMARY_COLUMNS), 48)  # 25 RecStore + 23 new
+            self.assertEqual(results.SUMMARY_COLUMNS[-3], "host_steal_pct")
+            self.assertEqual(results.SUMMARY_COLUMNS[-2:], results.FAIRNESS_COLUMNS)
             self.assertEqual(results.SUMMARY_COLUMNS[33:35], ["measured_seconds", "wire"])
             self.assertEqual(results.SUMMARY_COLUMNS[35:41], results.OPEN_LOOP_COLUMNS)
             self.assertEqual(results.SUMMARY_COLUMNS[41:44], results.LAB_COLUMNS)
@@ -136,12 +137,42 @@ class TestResults(unittest.TestCase):
                              (2, 1, "client_failure"))
             self.assertEqual(run["max_us"], 400.0)
             self.assertEqual(run["mean_us"], 100.0)
+            # 1000 batches over 2 threads: 500 each on average; the slowest did 400, the fastest 600
+            self.assertEqual((run["slowest_thread_share"], run["fastest_thread_share"]), (0.8, 1.2))
+            load = next(t for t in totals if t["phase"] == "load" and t["repeat_index"] == 0)
+            self.assertNotIn("slowest_thread_share", load)  # its line has no thread counts
             mean = next(t for t in totals if t["phase"] == "run" and t["repeat_index"] == "mean")
             # a case with a failed client is not a valid total: the mean leaves it out
             self.assertEqual((mean["repeats"], mean["status"]), (0, "no_success"))
             results.write_totals_csv(os.path.join(d, "t.csv"), totals)
             header = Path(d, "t.csv").read_text().splitlines()[0]
             self.assertEqual(header.split(","), results.TOTALS_COLUMNS)
+
+    def test_thread_shares(self):
+        parsed = results.collect_ps_result_rows(RESULT_TEXT)
+        self.assertEqual(results.thread_shares(parsed[0]), {})
+        self.assertEqual(results.thread_shares(parsed[1]),
+                         {"slowest_thread_share": 0.8, "fastest_thread_share": 1.2})
+        self.assertEqual(results.thread_shares(dict(parsed[1], batches=0)), {})
+        self.assertEqual(results.share_range(0.8, 1.2), "0.80-1.20")
+        self.assertEqual(results.share_range("0.5", ""), "-")
+        # over clients and over repeats: the slowest of the slowest, the fastest of the fastest;
+        # a row without shares (a --benchmark-binary's client) leaves them empty
+        rows = [dict(transport="BRPC", repeat_index=r, phase="run", status="success",
+                     key_ops_per_sec=1.0, ops_per_sec=1.0, payload_gbps=0.0, mean_us=1.0,
+                     p50_us=1.0, p95_us=1.0, p99_us=1.0, p999_us=1.0, max_us=1.0, client_cpu_s=1.0,
+                     measured_seconds=1.0, slowest_thread_share=lo, fastest_thread_share=hi)
+                for r, lo, hi in ((0, 0.9, 1.1), (0, 0.7, 1.05), (1, 0.95, 1.3))]
+        totals = results.build_totals(rows, [("BRPC", 0, None, ""), ("BRPC", 1, None, "")])
+        run0, run1, mean = (next(t for t in totals if t["phase"] == "run" and t["repeat_index"] == i)
+                            for i in (0, 1, "mean"))
+        self.assertEqual((run0["slowest_thread_share"], run0["fastest_thread_share"]), (0.7, 1.1))
+        self.assertEqual((run1["slowest_thread_share"], run1["fastest_thread_share"]), (0.95, 1.3))
+        self.assertEqual((mean["slowest_thread_share"], mean["fastest_thread_share"]), (0.7, 1.3))
+        rows[1]["slowest_thread_share"] = ""
+        run0 = results.case_totals(rows, "BRPC", 0, "run")
+        self.assertNotIn("slowest_thread_share", run0)
+        self.assertEqual(run0["fastest_thread_share"], 1.1)
 
     def test_mean_row_spread_over_repeats(self):
         cases = [{"transport": "GRPC", "repeat_index": i, "phase": "run", "status": "success",

@@ -55,10 +55,27 @@ class GoalArithmeticTest(unittest.TestCase):
         text = ts.goals_text([g], rows=rows)
         self.assertIn("warning: host steal reached 5 % or more at 1 point(s) (worst 31.2 %: SHM, "
                       "2 server / 16 client threads)", text)
-        self.assertRegex(text.splitlines()[2], r" 31\.2$")
+        self.assertRegex(text.splitlines()[2], r" 31\.2 +-$")
         stolen["host_steal_pct"] = 1.0
         rows = ts.scaling_rows([quiet, stolen], server_threads=2, prefetch_depth=2, batch_keys=100)
         self.assertNotIn("warning", ts.goals_text(ts.goal_rows(rows), rows=rows))
+
+    def test_thread_shares_at_the_largest_count(self):
+        one, many = sweep_row("GRPC", 1, 1.0e6, 300.0), sweep_row("GRPC", 16, 0.9e6, 9000.0)
+        one.update(slowest_thread_share=1.0, fastest_thread_share=1.0)
+        many.update(slowest_thread_share=0.59, fastest_thread_share=1.22)
+        rows = ts.scaling_rows([one, many], server_threads=2, prefetch_depth=4, batch_keys=500)
+        self.assertEqual([r["slowest_thread_share"] for r in rows], [1.0, 0.59])
+        (g,) = ts.goal_rows(rows)
+        self.assertEqual((g["slowest_thread_share_at_max"], g["fastest_thread_share_at_max"]),
+                         (0.59, 1.22))
+        text = ts.goals_text([g])
+        self.assertIn("threads", text.splitlines()[1])
+        self.assertTrue(text.splitlines()[2].endswith(" 0.59-1.22"), text)
+        del many["slowest_thread_share"]  # a sweep.csv from before the column
+        (g,) = ts.goal_rows(ts.scaling_rows([one, many], server_threads=2, prefetch_depth=4,
+                                            batch_keys=500))
+        self.assertTrue(ts.goals_text([g]).splitlines()[2].endswith(" -"))
 
     def test_failed_point_fails_the_goal(self):
         rows = ts.scaling_rows([sweep_row("GRPC", 1, 1.0e6, 100.0),
@@ -110,6 +127,12 @@ class ThreadScalingEndToEndTest(unittest.TestCase):
                 if x["status"] == "success":
                     self.assertGreater(float(x["key_ops_per_sec"]), 0)
                     self.assertTrue(0.0 <= float(x["host_steal_pct"]) <= 100.0, x)
+                    # ps_bench's per-thread batch counts: the slowest at most the mean, the
+                    # fastest at least it, and one thread is its own mean
+                    lo, hi = float(x["slowest_thread_share"]), float(x["fastest_thread_share"])
+                    self.assertTrue(0.0 < lo <= 1.0 <= hi, x)
+                    if x["client_threads"] == "1":
+                        self.assertEqual((lo, hi), (1.0, 1.0))
                     self.assertAlmostEqual(float(x["little_us"]),
                                            int(x["in_flight_requests"]) * 16
                                            / float(x["key_ops_per_sec"]) * 1e6, delta=1.0)
