@@ -11,6 +11,7 @@ from recbench.analysis.loaders import (
     DEFAULT_NOISE_K,
     DEFAULT_THRESHOLD_PCT,
     FAIRNESS_COLUMNS,
+    FAIRNESS_PICKS,
     KV_CASE_COLUMNS,
     KV_METRICS,
     LATENCY_COLUMNS,
@@ -90,8 +91,8 @@ def per_repeat(df: pd.DataFrame) -> pd.DataFrame:
                                else math.nan)
         # the slowest and the fastest client thread of the repeat (NaN where a client's line
         # had no thread counts)
-        for col, pick in (("slowest_thread_share", "min"), ("fastest_thread_share", "max")):
-            r[col] = (float(getattr(g[col], pick)()) if col in g.columns and g[col].notna().all()
+        for col, pick in FAIRNESS_PICKS:
+            r[col] = (float(pick(g[col])) if col in g.columns and g[col].notna().all()
                       else math.nan)
         cpu = (0.0 if math.isnan(r["client_cpu_s"]) else r["client_cpu_s"]) + \
             (0.0 if math.isnan(r["server_cpu_s"]) else r["server_cpu_s"])

@@ -16,6 +16,7 @@ PS_RECSTORE_COLUMNS = list(results.RECSTORE_COLUMNS)
 PS_EXTRA_COLUMNS = list(results.NEW_COLUMNS)
 PS_COLUMNS = PS_RECSTORE_COLUMNS + PS_EXTRA_COLUMNS
 FAIRNESS_COLUMNS = list(results.FAIRNESS_COLUMNS)
+FAIRNESS_PICKS = results.FAIRNESS_PICKS
 PS_STATUSES = list(results.STATUSES)
 PS_INT_COLUMNS = ["client_index", "repeat_index", "server_shards", "client_processes", "record_count",
                   "value_size", "batch_keys", "client_threads_per_process"]

@@ -173,7 +173,6 @@ def _steal(v: float | None) -> str:
     return "-" if v is None or math.isnan(v) else f"{v:.1f}"
 
 
-
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="bench_thread_scaling.py", allow_abbrev=False,

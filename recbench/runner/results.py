@@ -54,6 +54,9 @@ NEW_COLUMNS += ["host_steal_pct"]
 # line has no thread counts (a --benchmark-binary, or ps_bench from before them).
 FAIRNESS_COLUMNS = ["slowest_thread_share", "fastest_thread_share"]
 NEW_COLUMNS += FAIRNESS_COLUMNS
+# how a share is carried over several clients or repeats: the slowest of the slowest, the fastest
+# of the fastest
+FAIRNESS_PICKS = (("slowest_thread_share", min), ("fastest_thread_share", max))
 SUMMARY_COLUMNS = RECSTORE_COLUMNS + NEW_COLUMNS
 
 TOTALS_COLUMNS = [
@@ -337,7 +340,7 @@ def case_totals(rows: Sequence[dict[str, Any]], transport: str, repeat_index: in
 def _extreme_shares(out: dict[str, Any], rows: Sequence[dict[str, Any]]) -> None:
     """The slowest and the fastest thread share over rows (clients, or repeats), when every row
     has them: a share missing from one row would hide that row's stragglers."""
-    for col, pick in (("slowest_thread_share", min), ("fastest_thread_share", max)):
+    for col, pick in FAIRNESS_PICKS:
         vals = [_num(r.get(col)) for r in rows]
         if vals and all(v is not None for v in vals):
             out[col] = pick(v for v in vals if v is not None)

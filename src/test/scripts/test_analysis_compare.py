@@ -87,6 +87,28 @@ class CompareTest(unittest.TestCase):
         self.assertAlmostEqual(t["key_ops_per_sec_std"].iloc[0], math.sqrt(5000))
         self.assertEqual(t["repeats"].iloc[0], 2)
 
+    def test_thread_shares_per_repeat_and_sweep(self):
+        path = self.tmp / "s.csv"
+        ps_file(path, {"GRPC": [1000.0, 1000.0]})
+        with open(path) as f:
+            rows = list(csv.DictReader(f))
+        # repeat 0: clients at 0.9-1.1 and 0.7-1.05; repeat 1: 0.95-1.3 and 0.85-1.0
+        for r, (lo, hi) in zip(rows, ((0.9, 1.1), (0.7, 1.05), (0.95, 1.3), (0.85, 1.0))):
+            r.update(slowest_thread_share=lo, fastest_thread_share=hi)
+        with open(path, "w", newline="") as f:
+            w = csv.DictWriter(f, analysis.PS_COLUMNS)
+            w.writeheader()
+            w.writerows(rows)
+        reps = analysis.per_repeat(analysis.load_ps_summary(path)).sort_values("repeat_index")
+        self.assertEqual(reps["slowest_thread_share"].tolist(), [0.7, 0.85])
+        self.assertEqual(reps["fastest_thread_share"].tolist(), [1.1, 1.3])
+        (row,) = analysis.sweep_rows("client-threads-per-process", "16", path)
+        self.assertAlmostEqual(row["slowest_thread_share"], 0.775)  # mean over the repeats
+        self.assertAlmostEqual(row["fastest_thread_share"], 1.2)
+        ps_file(self.tmp / "n.csv", {"GRPC": [1.0]})
+        (row,) = analysis.sweep_rows("client-threads-per-process", "16", self.tmp / "n.csv")
+        self.assertIsNone(row["slowest_thread_share"])  # no client line had thread counts
+
     def test_clear_regression_and_improvement(self):
         b = ps_file(self.tmp / "b.csv", {"BRPC": [1000, 1010, 990], "GRPC": [500, 505, 495]})
         c = ps_file(self.tmp / "c.csv", {"BRPC": [800, 810, 790], "GRPC": [600, 606, 594]})
