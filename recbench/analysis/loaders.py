@@ -52,7 +52,9 @@ TOTALS_EXTRA_STATUSES = ["no_success"]
 # metric -> True when higher is better
 PS_METRICS = {"key_ops_per_sec": True, "ops_per_sec": True, "payload_gbps": True, "mean_us": False,
               "p50_us": False, "p95_us": False, "p99_us": False, "p999_us": False,
-              "keys_per_cpu_sec": True}
+              "keys_per_cpu_sec": True,
+              # the slowest client thread's share of the mean: a trainer waits for its stragglers
+              "slowest_thread_share": True}
 KV_METRICS = {"run_throughput_ops_sec": True, "load_throughput_ops_sec": True, "run_p50_us": False,
               "run_p99_us": False}
 PS_CASE_COLUMNS = ["transport", "phase", "mode", "distribution", "batch_keys", "value_size",

@@ -109,6 +109,33 @@ class CompareTest(unittest.TestCase):
         (row,) = analysis.sweep_rows("client-threads-per-process", "16", self.tmp / "n.csv")
         self.assertIsNone(row["slowest_thread_share"])  # no client line had thread counts
 
+    def test_a_straggler_is_a_regression(self):
+        def with_shares(name, lows):
+            path = self.tmp / name
+            ps_file(path, {"BRPC": [1000.0, 1000.0, 1000.0]})
+            with open(path) as f:
+                rows = list(csv.DictReader(f))
+            for r in rows:  # two clients per repeat, one with the repeat's slowest thread
+                r.update(slowest_thread_share=lows[int(r["repeat_index"])] if r["client_index"] == "0"
+                         else 1.0, fastest_thread_share=1.1)
+            with open(path, "w", newline="") as f:
+                w = csv.DictWriter(f, analysis.PS_COLUMNS)
+                w.writeheader()
+                w.writerows(rows)
+            return analysis.load_ps_summary(path)
+        base = with_shares("b.csv", [0.95, 0.96, 0.94])
+        cmp = analysis.compare(base, with_shares("c.csv", [0.60, 0.62, 0.58]))
+        self.assertEqual(self.verdict(cmp, "slowest_thread_share", transport="BRPC")["verdict"],
+                         "regressed")
+        self.assertEqual(self.verdict(cmp, "key_ops_per_sec", transport="BRPC")["verdict"],
+                         "within noise")
+        # a baseline from before the column: the metric is missing, which does not gate
+        old = ps_file(self.tmp / "o.csv", {"BRPC": [1000.0, 1000.0, 1000.0]})
+        cmp = analysis.compare(old, with_shares("c2.csv", [0.60, 0.62, 0.58]))
+        self.assertEqual(self.verdict(cmp, "slowest_thread_share", transport="BRPC")["verdict"],
+                         "missing")
+        self.assertEqual(len(analysis.regressions(cmp)), 0)
+
     def test_clear_regression_and_improvement(self):
         b = ps_file(self.tmp / "b.csv", {"BRPC": [1000, 1010, 990], "GRPC": [500, 505, 495]})
         c = ps_file(self.tmp / "c.csv", {"BRPC": [800, 810, 790], "GRPC": [600, 606, 594]})
