@@ -44,7 +44,8 @@ def _lab_args(p: argparse.ArgumentParser, default_guests: int) -> None:
     p.add_argument("--mtu", type=int, default=9000, help="MTU of the guests' link NIC")
     p.add_argument("--mem-mb", type=int, default=0, help="guest memory (default 2048)")
     p.add_argument("--smp", type=int, default=0, help="vCPUs per guest (default 2)")
-    p.add_argument("--boot-timeout", type=float, default=300.0, help="seconds per boot")
+    p.add_argument("--boot-timeout", type=float, default=300.0,
+                   help="seconds per boot; a guest not ready by then is restarted once")
     p.add_argument("--netem-rtt-ms", type=float, default=0.0,
                    help="added round trip on the guests' link (tc netem, half on each side)")
 

@@ -23,6 +23,7 @@ import shlex
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -30,7 +31,7 @@ from pathlib import Path
 
 from recbench.lab import facts, initramfs, qemu, suite
 from recbench.lab.guests import Lab
-from recbench.lab.kernel import LabError, cached_kernel, fetch_kernel
+from recbench.lab.kernel import GuestKernel, LabError, cached_kernel, fetch_kernel
 
 
 class AccelTest(unittest.TestCase):
@@ -142,6 +143,72 @@ class SwitchTest(unittest.TestCase):
         self.lab.down()
         log = (self.lab.share_dir / "switch.log").read_text()
         self.assertRegex(log, r"event=stopped ports=3 frames=202 flooded=1 dropped=0 ")
+
+
+# Plays a guest's qemu for BootRestartTest: its console is the `-serial file:PATH` of its argv.
+# Each start counts itself in PATH.starts; the starts listed in $HANG_STARTS print a boot line
+# and never the ready line (a guest kernel stuck in boot), the others print the ready line.
+STAND_IN_QEMU = r"""
+import os, sys, time
+console = next(a.split(":", 1)[1] for a in sys.argv if a.startswith("file:"))
+starts = console + ".starts"
+n = int(open(starts).read()) + 1 if os.path.exists(starts) else 1
+open(starts, "w").write(str(n))
+with open(console, "a") as f:
+    f.write("[    0.000000] Linux version (stand-in)\n")
+    if str(n) not in os.environ["HANG_STARTS"].split(","):
+        f.write("RECBENCH-LAB-READY name=stand-in\n")
+time.sleep(600)
+"""
+
+
+class BootRestartTest(unittest.TestCase):
+    """A guest not ready within the boot timeout is restarted once, and a second hang fails the
+    lab. The hang a real TCG guest shows now and then (its kernel stuck early in boot, an RCU
+    stall on the console) cannot be produced on demand, so a stand-in for qemu plays the guest."""
+
+    def setUp(self):
+        self.tmp = Path(tempfile.mkdtemp(prefix="rb_lab_restart_"))
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.stand_in = self.tmp / "qemu"
+        self.stand_in.write_text(f"#!{sys.executable}\n{STAND_IN_QEMU}")
+        self.stand_in.chmod(0o755)
+
+    def boot(self, hang_starts: str) -> tuple[Lab, Path]:
+        os.environ["HANG_STARTS"] = hang_starts
+        self.addCleanup(os.environ.pop, "HANG_STARTS", None)
+        lab = Lab(guests=1, accel="tcg", run_dir=self.tmp / "run", boot_timeout=1.5,
+                  qemu=str(self.stand_in))
+        self.addCleanup(lab.down)
+        lab.share_dir.mkdir(parents=True)
+        lab.kernel = GuestKernel("stand-in", self.tmp)
+        spec = qemu.GuestSpec("lab-a", 0, 1, 256, 1, 1500, lab.run_dir, lab.share_dir, 1)
+        lab.guests = [lab._launch(spec, self.tmp / "initrd")]
+        return lab, spec.console
+
+    def test_a_hung_boot_is_restarted_once(self):
+        lab, console = self.boot("1")
+        with self.assertLogs("recbench.lab.guests", "WARNING") as logs:
+            lab._wait_ready(self.tmp / "initrd")
+        self.assertEqual(Path(str(console) + ".starts").read_text(), "2")
+        self.assertIn("lab-a (tcg) not ready after 2 s", logs.output[0])
+        self.assertIn("restarting it once", logs.output[0])
+        self.assertNotIn("READY", console.with_name(console.name + ".hung").read_text())
+        self.assertTrue(lab.guests[0].ready_line.startswith("RECBENCH-LAB-READY"))
+        self.assertTrue(lab.guests[0].alive())
+        self.assertEqual(json.loads(lab.state_file.read_text())["guests"][0]["pid"],
+                         lab.guests[0].pid)  # `lab down` from another shell stops the new one
+
+    def test_a_second_hang_fails_the_lab(self):
+        lab, console = self.boot("1,2")
+        with self.assertLogs("recbench.lab.guests", "WARNING"), \
+                self.assertRaisesRegex(LabError, r"lab-a \(tcg\) not ready after 2 s, in its "
+                                       r"second boot too: last console line .*stand-in"):
+            lab._wait_ready(self.tmp / "initrd")
+        self.assertEqual(Path(str(console) + ".starts").read_text(), "2")
+        pids = [g.pid for g in lab.guests]
+        lab.down()
+        self.assertTrue(all(not os.path.exists(f"/proc/{p}") for p in pids if p))
 
 
 class NewcTest(unittest.TestCase):
