@@ -11,10 +11,11 @@ from pathlib import Path
 from recbench import analysis
 
 
-def ps_file(path, runs, failures=()):
+def ps_file(path, runs, failures=(), shares=None):
     """runs: {transport: [per-repeat total keys/s, ...]}; two clients per repeat share the rate
     equally; p99 = 1e9 / keys/s (so latency falls when rate rises). failures: (transport, repeat,
-    status) rows added."""
+    status) rows added. shares(transport, repeat, client) -> (slowest, fastest) thread shares of
+    that client row (none by default, as from a --benchmark-binary)."""
     rows = []
     for t, rates in runs.items():
         for rep, rate in enumerate(rates):
@@ -29,6 +30,8 @@ def ps_file(path, runs, failures=()):
                          p95_us=8e8 / rate, p99_us=1e9 / rate, p999_us=2e9 / rate, max_us=4e9 / rate,
                          client_cpu_s=1.0, server_cpu_s=2.0, keys_per_cpu_sec=rate, build_type="Release",
                          index_type="DRAM_PET_HASH", row_kind="fair")
+                if shares:
+                    r["slowest_thread_share"], r["fastest_thread_share"] = shares(t, rep, ci)
                 rows.append(r)
     for t, rep, status in failures:
         r = dict.fromkeys(analysis.PS_COLUMNS, "")
@@ -89,17 +92,10 @@ class CompareTest(unittest.TestCase):
 
     def test_thread_shares_per_repeat_and_sweep(self):
         path = self.tmp / "s.csv"
-        ps_file(path, {"GRPC": [1000.0, 1000.0]})
-        with open(path) as f:
-            rows = list(csv.DictReader(f))
         # repeat 0: clients at 0.9-1.1 and 0.7-1.05; repeat 1: 0.95-1.3 and 0.85-1.0
-        for r, (lo, hi) in zip(rows, ((0.9, 1.1), (0.7, 1.05), (0.95, 1.3), (0.85, 1.0))):
-            r.update(slowest_thread_share=lo, fastest_thread_share=hi)
-        with open(path, "w", newline="") as f:
-            w = csv.DictWriter(f, analysis.PS_COLUMNS)
-            w.writeheader()
-            w.writerows(rows)
-        reps = analysis.per_repeat(analysis.load_ps_summary(path)).sort_values("repeat_index")
+        table = [[(0.9, 1.1), (0.7, 1.05)], [(0.95, 1.3), (0.85, 1.0)]]
+        df = ps_file(path, {"GRPC": [1000.0, 1000.0]}, shares=lambda t, rep, ci: table[rep][ci])
+        reps = analysis.per_repeat(df).sort_values("repeat_index")
         self.assertEqual(reps["slowest_thread_share"].tolist(), [0.7, 0.85])
         self.assertEqual(reps["fastest_thread_share"].tolist(), [1.1, 1.3])
         (row,) = analysis.sweep_rows("client-threads-per-process", "16", path)
@@ -110,19 +106,9 @@ class CompareTest(unittest.TestCase):
         self.assertIsNone(row["slowest_thread_share"])  # no client line had thread counts
 
     def test_a_straggler_is_a_regression(self):
-        def with_shares(name, lows):
-            path = self.tmp / name
-            ps_file(path, {"BRPC": [1000.0, 1000.0, 1000.0]})
-            with open(path) as f:
-                rows = list(csv.DictReader(f))
-            for r in rows:  # two clients per repeat, one with the repeat's slowest thread
-                r.update(slowest_thread_share=lows[int(r["repeat_index"])] if r["client_index"] == "0"
-                         else 1.0, fastest_thread_share=1.1)
-            with open(path, "w", newline="") as f:
-                w = csv.DictWriter(f, analysis.PS_COLUMNS)
-                w.writeheader()
-                w.writerows(rows)
-            return analysis.load_ps_summary(path)
+        def with_shares(name, lows):  # two clients per repeat, one with the repeat's slowest thread
+            return ps_file(self.tmp / name, {"BRPC": [1000.0, 1000.0, 1000.0]},
+                           shares=lambda t, rep, ci: (lows[rep] if ci == 0 else 1.0, 1.1))
         base = with_shares("b.csv", [0.95, 0.96, 0.94])
         cmp = analysis.compare(base, with_shares("c.csv", [0.60, 0.62, 0.58]))
         self.assertEqual(self.verdict(cmp, "slowest_thread_share", transport="BRPC")["verdict"],
