@@ -61,7 +61,7 @@ class GoalArithmeticTest(unittest.TestCase):
         self.assertNotIn("warning", ts.goals_text(ts.goal_rows(rows), rows=rows))
 
     def test_thread_shares_at_the_largest_count(self):
-        one, many = sweep_row("GRPC", 1, 1.0e6, 300.0), sweep_row("GRPC", 16, 0.9e6, 9000.0)
+        one, many = sweep_row("GRPC", 1, 1.0e6, 300.0), sweep_row("GRPC", 16, 0.9e6, 80000.0)
         one.update(slowest_thread_share=1.0, fastest_thread_share=1.0)
         many.update(slowest_thread_share=0.59, fastest_thread_share=1.22)
         rows = ts.scaling_rows([one, many], server_threads=2, prefetch_depth=4, batch_keys=500)
@@ -72,10 +72,17 @@ class GoalArithmeticTest(unittest.TestCase):
         text = ts.goals_text([g])
         self.assertIn("threads", text.splitlines()[1])
         self.assertTrue(text.splitlines()[2].endswith(" 0.59-1.22"), text)
+        self.assertIn("p99 misses: GRPC (2 server threads): stragglers (stragglers: the "
+                      "slowest client thread below 0.85 of the mean", text)
+        many["slowest_thread_share"] = 0.97  # fair, and p99 still 2.25 W: every thread waits
+        (g,) = ts.goal_rows(ts.scaling_rows([one, many], server_threads=2, prefetch_depth=4,
+                                            batch_keys=500))
+        self.assertIn("p99 misses: GRPC (2 server threads): every thread", ts.goals_text([g]))
         del many["slowest_thread_share"]  # a sweep.csv from before the column
         (g,) = ts.goal_rows(ts.scaling_rows([one, many], server_threads=2, prefetch_depth=4,
                                             batch_keys=500))
         self.assertTrue(ts.goals_text([g]).splitlines()[2].endswith(" -"))
+        self.assertIn("GRPC (2 server threads): no thread counts", ts.goals_text([g]))
 
     def test_failed_point_fails_the_goal(self):
         rows = ts.scaling_rows([sweep_row("GRPC", 1, 1.0e6, 100.0),
