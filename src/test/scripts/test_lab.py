@@ -149,7 +149,7 @@ class SwitchTest(unittest.TestCase):
 # Each start counts itself in PATH.starts; the starts listed in $HANG_STARTS print a boot line
 # and never the ready line (a guest kernel stuck in boot), the others print the ready line.
 STAND_IN_QEMU = r"""
-import os, sys, time
+import os, signal, sys
 console = next(a.split(":", 1)[1] for a in sys.argv if a.startswith("file:"))
 starts = console + ".starts"
 n = int(open(starts).read()) + 1 if os.path.exists(starts) else 1
@@ -158,7 +158,7 @@ with open(console, "a") as f:
     f.write("[    0.000000] Linux version (stand-in)\n")
     if str(n) not in os.environ["HANG_STARTS"].split(","):
         f.write("RECBENCH-LAB-READY name=stand-in\n")
-time.sleep(600)
+signal.pause()  # a guest runs until the lab stops it (SIGTERM)
 """
 
 
