@@ -311,7 +311,8 @@ class Lab:
                 again = self._launch(g.spec, initrd)
                 self.guests[self.guests.index(g)] = again
                 pending[pending.index(g)] = again
-                started[g.name], restarted = time.monotonic(), restarted | {g.name}
+                started[g.name] = time.monotonic()
+                restarted.add(g.name)
                 self._write_state()
             if pending:
                 time.sleep(0.2)  # the console is a file qemu appends to: watch it
