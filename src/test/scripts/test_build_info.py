@@ -1,5 +1,7 @@
 """The package exposes what it was built with, and errors map to recbench.errors classes."""
 
+import subprocess
+import sys
 import unittest
 
 import recbench
@@ -30,6 +32,22 @@ class BuildInfoTest(unittest.TestCase):
         self.assertTrue(issubclass(errors.InvalidArgument, ValueError))
         self.assertTrue(issubclass(errors.Timeout, TimeoutError))
         self.assertTrue(issubclass(errors.CapacityError, errors.RecbenchError))
+
+    def test_entry_points_do_not_import_numpy(self):
+        # numpy's OpenBLAS spins a thread at import; the C-driven entry points need none of it
+        code = ("import sys, recbench.ps_server, recbench.ps_bench, recbench.kv_bench; "
+                "print(sorted(m for m in sys.modules if m.split('.')[0] == 'numpy'))")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             check=True).stdout
+        self.assertEqual(out.strip(), "[]")
+
+    def test_lazy_public_names(self):
+        from recbench import KVEngine, PSClient
+
+        self.assertEqual(recbench.PSClient, PSClient)
+        self.assertEqual(KVEngine.__name__, "KVEngine")
+        with self.assertRaisesRegex(AttributeError, "no_such_name"):
+            recbench.no_such_name  # noqa: B018
 
 
 if __name__ == "__main__":
