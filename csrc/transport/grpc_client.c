@@ -18,17 +18,25 @@
  * per call, the last of a request marked, and next() merges a request's calls into one completion
  * (rows placed at each chunk's offset, found keys summed, the first error kept).
  *
- * Stream (transport option stream=1, the default; native wire only): at connect the connection
- * opens one /recstore.PSService/Stream call and sends a ping on it; when the ping is answered,
- * requests become messages of that call, each PSRequest naming its method (field 8), instead of
- * one unary call each. The ring keeps its meaning: entries are in submission order and the server
- * answers a stream in order, so each reply message belongs to the oldest entry still waiting. One
- * SEND_MESSAGE and one RECV_MESSAGE are in flight at a time (gRPC allows no more per call); the
- * next entry's message goes when the previous one has left, and a receive stays posted while any
- * entry waits. The stream has no gRPC deadline, so next() enforces the request timeout itself: an
- * entry past it cancels the stream with DEADLINE_EXCEEDED. A stream that fails or ends fails the
- * entries still on it with its status (errors read as for unary calls) and the connection goes on
- * with unary calls; a server without Stream (UNIMPLEMENTED at the ping) is served unary from the
+ * Streams (transport option stream=1, the default; native wire only): at connect the connection
+ * opens `streams` /recstore.PSService/Stream calls (option streams=N, default 1; never more than
+ * max_in_flight) and sends a ping on each; the streams whose ping is answered carry the requests as
+ * messages, each PSRequest naming its method (field 8), instead of one unary call each. gRPC allows
+ * one SEND_MESSAGE and one RECV_MESSAGE in flight per call, so on a single stream the next message
+ * could leave only when this thread had seen the previous one leave: with more client threads
+ * than cores, a descheduled thread held its queued requests back and fell behind the others
+ * (docs/grpc.md). With several streams, a request goes at once on the idle stream carrying the
+ * fewest requests, and waits only when every stream is sending. One stream stays the default:
+ * the server spreads streams over its workers, so a connection's several streams are served by
+ * several workers, and a lone client then pays a hand-off between them per request (the smoke
+ * profile's gRPC row fell from about 0.6x brpc to 0.3-0.45x). The ring keeps its meaning:
+ * entries are in submission order; the server answers each stream in order, so a reply on stream
+ * k belongs to the oldest entry sent on k still waiting, and next() returns entries in submission
+ * order whatever stream answered first. A stream has no gRPC deadline, so next() enforces the
+ * request timeout itself: an entry past it cancels its stream (all of them if it was not sent)
+ * with DEADLINE_EXCEEDED. A stream that fails or ends fails the entries sent on it with its status
+ * (errors read as for unary calls); the others go on, and once none is left the connection goes on
+ * with unary calls. A server without Stream (UNIMPLEMENTED at the pings) is served unary from the
  * start.
  *
  * Invariants: only the thread using the connection touches it (a connection is per client
@@ -71,15 +79,16 @@ typedef struct rs_grpc_pending {
     size_t rs_keys;
     uint32_t rs_value_size;
     int last;      /* RecStore wire: the last call of its request */
-    int on_stream; /* a message of the connection's stream, not a call of its own */
-    int sent;      /* on_stream: its message was handed to gRPC */
+    int on_stream; /* a message of one of the connection's streams, not a call of its own */
+    int sk;        /* on_stream: the stream its message was handed to, -1 while unsent */
 } rs_grpc_pending;
 
-/* The connection's Stream call; the addresses of the tag_* bytes tag its batches. */
+/* One of the connection's Stream calls; the addresses of the tag_* bytes tag its batches. */
 typedef struct rs_grpc_stream_call {
     grpc_call *call;
     int usable;            /* requests go on it (opened, ping answered, not broken) */
     int sending, recving;  /* a SEND_MESSAGE / RECV_MESSAGE batch is in flight */
+    unsigned waiting;      /* entries sent on it and not answered */
     int cancelled;         /* grpc_call_cancel* was called */
     grpc_byte_buffer *out; /* the message being sent (owned until its batch completes) */
     grpc_byte_buffer *in;  /* RECV_MESSAGE's result */
@@ -110,7 +119,8 @@ typedef struct rs_grpc_conn {
     grpc_metadata auth_md; /* "authorization: Bearer <token>" on every call; auth_n = 0 or 1 */
     size_t auth_n;
     void *stream_reg;
-    rs_grpc_stream_call st;
+    rs_grpc_stream_call st[RS_GRPC_MAX_STREAMS];
+    unsigned nst; /* streams opened */
 } rs_grpc_conn;
 
 static gpr_timespec deadline_in_ms(uint32_t ms) {
@@ -145,7 +155,8 @@ static void pending_put(rs_grpc_conn *c, rs_grpc_pending *p) {
     p->call = NULL;
     p->send_bb = p->recv_bb = NULL;
     p->done = 0;
-    p->on_stream = p->sent = 0;
+    p->on_stream = 0;
+    p->sk = -1;
     if (c->free_count == c->free_cap) {
         size_t cap = c->free_cap ? c->free_cap * 2 : 16;
         rs_grpc_pending **fl = realloc(c->free_list, cap * sizeof *fl);
@@ -161,103 +172,142 @@ static void pending_put(rs_grpc_conn *c, rs_grpc_pending *p) {
     c->free_list[c->free_count++] = p;
 }
 
-/* ---- the stream ---------------------------------------------------------------------------- */
+/* ---- the streams --------------------------------------------------------------------------- */
 
 static rs_grpc_pending *ring_at(rs_grpc_conn *c, size_t i) {
     return c->ring[(c->head + i) % c->ring_cap];
 }
 
-/* The oldest entry on the stream still waiting for its reply (unsent = 0), or not yet sent. */
-static rs_grpc_pending *stream_oldest(rs_grpc_conn *c, int unsent) {
+/* The oldest entry waiting on stream k (k >= 0), or the oldest not yet sent (k = -1). */
+static rs_grpc_pending *stream_oldest(rs_grpc_conn *c, int k) {
     for (size_t i = 0; i < c->count; i++) {
         rs_grpc_pending *p = ring_at(c, i);
-        if (p->on_stream && !p->done && (!unsent || !p->sent)) return p;
+        if (p->on_stream && !p->done && p->sk == k) return p;
     }
     return NULL;
 }
 
-/* Stop using the stream; its batches complete, and the status batch fails what is still on it. */
-static void stream_break(rs_grpc_conn *c, grpc_status_code code, const char *why) {
-    c->st.usable = 0;
-    if (c->st.cancelled) return;
-    c->st.cancelled = 1;
-    grpc_call_cancel_with_status(c->st.call, code, why, NULL);
+static int streams_usable(const rs_grpc_conn *c) {
+    for (unsigned k = 0; k < c->nst; k++)
+        if (c->st[k].usable) return 1;
+    return 0;
 }
 
-static int stream_batch(rs_grpc_conn *c, const grpc_op *ops, size_t n, void *tag) {
-    if (grpc_call_start_batch(c->st.call, ops, n, tag, NULL) != GRPC_CALL_OK) return -1;
+/* Stop using stream k; its batches complete, and its status batch fails what was sent on it. */
+static void stream_break(rs_grpc_conn *c, unsigned k, grpc_status_code code, const char *why) {
+    rs_grpc_stream_call *st = &c->st[k];
+    st->usable = 0;
+    if (st->cancelled) return;
+    st->cancelled = 1;
+    grpc_call_cancel_with_status(st->call, code, why, NULL);
+}
+
+static void streams_break(rs_grpc_conn *c, grpc_status_code code, const char *why) {
+    for (unsigned k = 0; k < c->nst; k++)
+        if (c->st[k].call) stream_break(c, k, code, why);
+}
+
+static int stream_batch(rs_grpc_conn *c, rs_grpc_stream_call *st, const grpc_op *ops, size_t n,
+                        void *tag) {
+    if (grpc_call_start_batch(st->call, ops, n, tag, NULL) != GRPC_CALL_OK) return -1;
     c->on_wire++;
     return 0;
 }
 
-/* Send the next unsent message if none is in flight; keep a receive posted while any waits. */
+/* The usable stream with no send in flight that carries the fewest entries; -1 if none. */
+static int stream_idle(const rs_grpc_conn *c) {
+    int best = -1;
+    for (unsigned k = 0; k < c->nst; k++) {
+        const rs_grpc_stream_call *st = &c->st[k];
+        if (st->usable && !st->sending && (best < 0 || st->waiting < c->st[best].waiting))
+            best = (int)k;
+    }
+    return best;
+}
+
+/* Send unsent entries on idle streams, oldest first; keep a receive posted on every stream that
+ * has entries waiting. */
 static void stream_kick(rs_grpc_conn *c) {
     grpc_op op;
     rs_grpc_pending *p;
-    if (!c->st.usable) return;
-    if (!c->st.sending && (p = stream_oldest(c, 1)) != NULL) {
+    int k;
+    while ((p = stream_oldest(c, -1)) != NULL && (k = stream_idle(c)) >= 0) {
+        rs_grpc_stream_call *st = &c->st[k];
         memset(&op, 0, sizeof op);
         op.op = GRPC_OP_SEND_MESSAGE;
         op.data.send_message.send_message = p->send_bb;
-        if (stream_batch(c, &op, 1, &c->st.tag_send) != 0) {
-            stream_break(c, GRPC_STATUS_INTERNAL, "cannot send on the stream");
-            return;
+        if (stream_batch(c, st, &op, 1, &st->tag_send) != 0) {
+            stream_break(c, (unsigned)k, GRPC_STATUS_INTERNAL, "cannot send on the stream");
+            continue;
         }
-        c->st.out = p->send_bb; /* the stream owns it until the batch completes */
+        st->out = p->send_bb; /* the stream owns it until the batch completes */
         p->send_bb = NULL;
-        p->sent = 1;
-        c->st.sending = 1;
+        p->sk = k;
+        st->sending = 1;
+        st->waiting++;
     }
-    if (!c->st.recving && stream_oldest(c, 0)) {
+    for (unsigned j = 0; j < c->nst; j++) {
+        rs_grpc_stream_call *st = &c->st[j];
+        if (!st->usable || st->recving || !st->waiting) continue;
         memset(&op, 0, sizeof op);
         op.op = GRPC_OP_RECV_MESSAGE;
-        op.data.recv_message.recv_message = &c->st.in;
-        if (stream_batch(c, &op, 1, &c->st.tag_recv) != 0) {
-            stream_break(c, GRPC_STATUS_INTERNAL, "cannot receive on the stream");
-            return;
+        op.data.recv_message.recv_message = &st->in;
+        if (stream_batch(c, st, &op, 1, &st->tag_recv) != 0) {
+            stream_break(c, j, GRPC_STATUS_INTERNAL, "cannot receive on the stream");
+            continue;
         }
-        c->st.recving = 1;
+        st->recving = 1;
     }
 }
 
-static void stream_event(rs_grpc_conn *c, void *tag, int ok) {
-    rs_grpc_stream_call *st = &c->st;
+/* Fail p with stream st's status (or UNAVAILABLE if the stream ended cleanly). */
+static void stream_fail(rs_grpc_pending *p, const rs_grpc_stream_call *st) {
+    p->done = 1;
+    p->status = st->status != GRPC_STATUS_OK ? st->status : GRPC_STATUS_UNAVAILABLE;
+    grpc_slice_unref(p->details);
+    p->details = st->status != GRPC_STATUS_OK
+                     ? grpc_slice_ref(st->details)
+                     : grpc_slice_from_static_string("the server ended the stream");
+}
+
+static void stream_event(rs_grpc_conn *c, unsigned k, char *tag, int ok) {
+    rs_grpc_stream_call *st = &c->st[k];
     if (tag == &st->tag_init) {
-        if (!ok) stream_break(c, GRPC_STATUS_UNAVAILABLE, "stream not opened");
+        if (!ok) stream_break(c, k, GRPC_STATUS_UNAVAILABLE, "stream not opened");
     } else if (tag == &st->tag_send) {
         st->sending = 0;
         grpc_byte_buffer_destroy(st->out);
         st->out = NULL;
-        if (!ok) stream_break(c, GRPC_STATUS_UNAVAILABLE, "send failed");
-        stream_kick(c);
+        if (!ok) stream_break(c, k, GRPC_STATUS_UNAVAILABLE, "send failed");
     } else if (tag == &st->tag_recv) {
         st->recving = 0;
-        rs_grpc_pending *p = stream_oldest(c, 0);
-        if (ok && st->in && p && p->sent) {
+        rs_grpc_pending *p = stream_oldest(c, (int)k);
+        if (ok && st->in && p) {
             p->recv_bb = st->in;
             p->status = GRPC_STATUS_OK;
             p->done = 1;
             st->in = NULL;
-            stream_kick(c);
+            st->waiting--;
         } else { /* the stream ended (no message), failed, or answered what was not asked */
+            int stray = ok && st->in && !p;
             if (st->in) grpc_byte_buffer_destroy(st->in);
             st->in = NULL;
-            stream_break(c, GRPC_STATUS_INTERNAL,
-                         ok && p ? "the server answered a request it was not sent"
-                                 : "the stream ended");
+            stream_break(c, k, GRPC_STATUS_INTERNAL,
+                         stray ? "the server answered a request it was not sent"
+                               : "the stream ended");
         }
-    } else { /* tag_status: the call is over; what is still on it fails with its status */
+    } else { /* tag_status: the call is over; what was sent on it fails with its status */
         st->usable = 0;
         st->cancelled = 1;
-        for (rs_grpc_pending *p; (p = stream_oldest(c, 0)) != NULL;) {
-            p->done = 1;
-            p->status = st->status != GRPC_STATUS_OK ? st->status : GRPC_STATUS_UNAVAILABLE;
-            grpc_slice_unref(p->details);
-            p->details = st->status != GRPC_STATUS_OK
-                             ? grpc_slice_ref(st->details)
-                             : grpc_slice_from_static_string("the server ended the stream");
-        }
+        for (rs_grpc_pending *p; (p = stream_oldest(c, (int)k)) != NULL;)
+            stream_fail(p, st);
+        st->waiting = 0;
+        /* no stream left: what was never sent fails too (later requests go unary) */
+        if (!streams_usable(c))
+            for (rs_grpc_pending *p; (p = stream_oldest(c, -1)) != NULL;)
+                stream_fail(p, st);
     }
+    stream_kick(c);
 }
 
 /* Wait for one batch completion on the CQ (any call). RS_ETIMEDOUT if `until` passes first. */
@@ -266,9 +316,10 @@ static int drive_one(rs_grpc_conn *c, gpr_timespec until) {
     if (ev.type == GRPC_QUEUE_TIMEOUT) return RS_ETIMEDOUT;
     if (ev.type != GRPC_OP_COMPLETE) return RS_ECLOSED;
     char *t = ev.tag;
-    if (t >= &c->st.tag_init && t <= &c->st.tag_status) {
+    if (t >= (char *)c->st && t < (char *)(c->st + RS_GRPC_MAX_STREAMS)) {
         c->on_wire--;
-        stream_event(c, t, ev.success);
+        stream_event(c, (unsigned)((t - (char *)c->st) / (ptrdiff_t)sizeof c->st[0]), t,
+                     ev.success);
         return 0;
     }
     rs_grpc_pending *p = ev.tag;
@@ -288,8 +339,11 @@ static void wait_done(rs_grpc_conn *c, rs_grpc_pending *p) {
     int cancelled = 0;
     while (!p->done) {
         if (drive_one(c, cancelled ? gpr_inf_future(GPR_CLOCK_MONOTONIC) : guard) == RS_ETIMEDOUT) {
-            if (p->on_stream)
-                stream_break(c, GRPC_STATUS_DEADLINE_EXCEEDED, "no reply within the timeout");
+            if (p->on_stream && p->sk >= 0)
+                stream_break(c, (unsigned)p->sk, GRPC_STATUS_DEADLINE_EXCEEDED,
+                             "no reply within the timeout");
+            else if (p->on_stream) /* every stream is stuck sending */
+                streams_break(c, GRPC_STATUS_DEADLINE_EXCEEDED, "no reply within the timeout");
             else
                 grpc_call_cancel_with_status(p->call, GRPC_STATUS_DEADLINE_EXCEEDED,
                                              "no completion after the deadline", NULL);
@@ -605,15 +659,12 @@ static int connect_failure(rs_grpc_conn *c, rs_error *err) {
     return rc;
 }
 
-/* Open the Stream call and ping on it; requests use it if the ping is answered. A server without
- * Stream (UNIMPLEMENTED), or any failure here, leaves the connection on unary calls. */
-static void stream_open(rs_grpc_conn *c) {
-    rs_grpc_stream_call *st = &c->st;
-    c->stream_reg = grpc_channel_register_call(c->channel, RS_GRPC_STREAM_PATH, NULL, NULL);
+/* Open stream k (a Stream call with its status batch); usable once opened. */
+static int stream_start(rs_grpc_conn *c, rs_grpc_stream_call *st) {
     st->call = grpc_channel_create_registered_call(c->channel, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq,
                                                    c->stream_reg,
                                                    gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-    if (!st->call) return;
+    if (!st->call) return -1;
     grpc_metadata_array_init(&st->initial_md);
     grpc_metadata_array_init(&st->trailing_md);
     st->details = grpc_empty_slice();
@@ -624,9 +675,9 @@ static void stream_open(rs_grpc_conn *c) {
     ops[0].data.send_initial_metadata.metadata = c->auth_n ? &c->auth_md : NULL;
     ops[1].op = GRPC_OP_RECV_INITIAL_METADATA;
     ops[1].data.recv_initial_metadata.recv_initial_metadata = &st->initial_md;
-    if (stream_batch(c, ops, 2, &st->tag_init) != 0) {
+    if (stream_batch(c, st, ops, 2, &st->tag_init) != 0) {
         st->cancelled = 1; /* nothing in flight: close() only drops the call */
-        return;
+        return -1;
     }
     memset(ops, 0, sizeof ops);
     ops[0].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
@@ -634,20 +685,41 @@ static void stream_open(rs_grpc_conn *c) {
     ops[0].data.recv_status_on_client.status = &st->status;
     ops[0].data.recv_status_on_client.status_details = &st->details;
     ops[0].data.recv_status_on_client.error_string = &st->error_string;
-    if (stream_batch(c, ops, 1, &st->tag_status) != 0) {
-        stream_break(c, GRPC_STATUS_INTERNAL, "cannot open the stream");
-        return;
+    if (stream_batch(c, st, ops, 1, &st->tag_status) != 0) {
+        st->cancelled = 1;
+        grpc_call_cancel(st->call, NULL);
+        return -1;
     }
     st->usable = 1;
+    return 0;
+}
+
+/* Open `n` Stream calls and ping on each; requests use the streams whose ping is answered. A
+ * server without Stream (UNIMPLEMENTED), or any failure here, leaves the connection on unary
+ * calls. */
+static void streams_open(rs_grpc_conn *c, unsigned n) {
+    c->stream_reg = grpc_channel_register_call(c->channel, RS_GRPC_STREAM_PATH, NULL, NULL);
+    for (c->nst = 0; c->nst < n; c->nst++)
+        if (stream_start(c, &c->st[c->nst]) != 0) {
+            c->nst++; /* close() releases what it holds */
+            streams_break(c, GRPC_STATUS_INTERNAL, "cannot open the stream");
+            return;
+        }
+    /* one ping per stream: each goes at once on an idle stream, so stream k carries ping k */
     rs_ps_request ping = {.op = RS_PS_COMMAND, .command = "ping", .command_len = 4};
-    rs_ps_completion done;
     rs_error e = {0};
-    if (rs_grpc_conn_submit(c, &ping, 0, NULL, 0, &e) != 0) {
-        stream_break(c, GRPC_STATUS_INTERNAL, "cannot send the ping");
-        return;
+    for (unsigned k = 0; k < n; k++)
+        if (rs_grpc_conn_submit(c, &ping, k, NULL, 0, &e) != 0) {
+            streams_break(c, GRPC_STATUS_INTERNAL, "cannot send the ping");
+            break;
+        }
+    while (c->count) {
+        rs_ps_completion done;
+        int rc = rs_grpc_conn_next(c, &done, &e);
+        if ((rc != 0 || done.resp.status != RS_PS_OK) && done.tag < c->nst)
+            stream_break(c, (unsigned)done.tag, GRPC_STATUS_CANCELLED,
+                         "the ping on the stream failed");
     }
-    if (rs_grpc_conn_next(c, &done, &e) != 0 || done.resp.status != RS_PS_OK)
-        stream_break(c, GRPC_STATUS_CANCELLED, "the ping on the stream failed");
 }
 
 static int connect_wire(const char *host, uint16_t port, const rs_ps_client_opts *opts,
@@ -735,7 +807,11 @@ static int connect_wire(const char *host, uint16_t port, const rs_ps_client_opts
         }
         st = grpc_channel_check_connectivity_state(c->channel, 0);
     }
-    if (o.stream && !recstore) stream_open(c);
+    if (o.stream && !recstore) {
+        /* more streams than requests in flight would never carry a request */
+        unsigned n = o.streams ? o.streams : 1;
+        streams_open(c, n < c->max_in_flight ? n : c->max_in_flight);
+    }
     *out = c;
     return 0;
 fail:
@@ -896,7 +972,7 @@ static int rs_grpc_conn_submit(void *conn, const rs_ps_request *req, uint64_t ta
             return rs_error_set(err, RS_EINVAL, "grpc %s: Get without room for its rows", c->addr);
         return rs_submit(c, req, tag, rows_out, vs, err);
     }
-    int on_stream = c->st.usable;
+    int on_stream = streams_usable(c);
     size_t len = rs_ps_request_encoded_size(req, 0);
     if (on_stream) len += RS_PS_METHOD_FIELD_BYTES;
     grpc_slice s = grpc_slice_malloc(len);
@@ -919,6 +995,7 @@ static int rs_grpc_conn_submit(void *conn, const rs_ps_request *req, uint64_t ta
     p->rows_cap = rows_cap;
     if (on_stream) {
         p->on_stream = 1;
+        p->sk = -1;
         p->send_bb = bb;
         p->status = GRPC_STATUS_OK;
         p->deadline = deadline_in_ms(c->timeout_ms);
@@ -999,17 +1076,19 @@ static void rs_grpc_conn_close(void *conn) {
         rs_grpc_pending *p = ring_at(c, i);
         if (!p->done && !p->on_stream) grpc_call_cancel(p->call, NULL);
     }
-    if (c->st.call) stream_break(c, GRPC_STATUS_CANCELLED, "client closing");
+    streams_break(c, GRPC_STATUS_CANCELLED, "client closing");
     while (c->on_wire > 0 && drive_one(c, gpr_inf_future(GPR_CLOCK_MONOTONIC)) == 0) {
     }
-    if (c->st.call) {
-        grpc_call_unref(c->st.call);
-        if (c->st.in) grpc_byte_buffer_destroy(c->st.in);
-        if (c->st.out) grpc_byte_buffer_destroy(c->st.out);
-        grpc_metadata_array_destroy(&c->st.initial_md);
-        grpc_metadata_array_destroy(&c->st.trailing_md);
-        grpc_slice_unref(c->st.details);
-        if (c->st.error_string) gpr_free((void *)c->st.error_string);
+    for (unsigned k = 0; k < c->nst; k++) {
+        rs_grpc_stream_call *st = &c->st[k];
+        if (!st->call) continue;
+        grpc_call_unref(st->call);
+        if (st->in) grpc_byte_buffer_destroy(st->in);
+        if (st->out) grpc_byte_buffer_destroy(st->out);
+        grpc_metadata_array_destroy(&st->initial_md);
+        grpc_metadata_array_destroy(&st->trailing_md);
+        grpc_slice_unref(st->details);
+        if (st->error_string) gpr_free((void *)st->error_string);
     }
     for (size_t i = 0; i < c->count; i++)
         pending_put(c, ring_at(c, i));

@@ -21,7 +21,8 @@
  *                       with 2 workers served one client at half the rate of 1 worker; with poll
  *                       it did not, and 128 connections were served no slower (docs/grpc.md).
  *   stream=BOOL         1 (default). Client: send the requests of a connection as messages of
- *                       one /recstore.PSService/Stream call instead of one unary call each
+ *                       /recstore.PSService/Stream calls (streams=N of them) instead of one unary
+ *                       call each
  *                       (gRPC core's per-call work is paid once; docs/grpc.md has the figures).
  *                       A server without Stream is detected at connect and served unary; if the
  *                       stream fails later, its requests in flight fail and the connection goes
@@ -29,6 +30,13 @@
  *                       with UNIMPLEMENTED naming this option, so every client of that server
  *                       uses unary calls (one key for both sides: the runner's
  *                       --transport-options grpc:stream=0 reaches servers and clients).
+ *   streams=N           (client) Stream calls per connection, 1..16, default 1; never more
+ *                       than the requests in flight. One stream sends one message at a time, and
+ *                       the next leaves only when the client thread has seen the last one go, so
+ *                       with more client threads than cores a descheduled thread's queued
+ *                       requests wait for it; with N streams N requests leave at once. The
+ *                       server spreads streams over its workers, so a lone client's streams cost
+ *                       it a hand-off between workers per request (docs/grpc.md).
  *   optimizer=SGD       (server) the optimizer RecStore's UpdateParameter applies (RecStore's
  *                       cache_ps.optimizer.type): SGD, AdaGrad or RowWiseAdaGrad
  *   learning_rate=X     (server) its learning rate, default 0.01 (RecStore's)
@@ -84,6 +92,8 @@ static int apply_option(void *ctx, const char *kv, const char *val, rs_error *er
         return parse_uint(c, kv, val, 10, RS_TRANSPORT_OPTION_MAX_MS, &out->reply_timeout_ms, err);
     if (strcmp(kv, "max_frame_size") == 0)
         return parse_uint(c, kv, val, 16384, 16777215, &out->max_frame_size, err);
+    if (!c->server && strcmp(kv, "streams") == 0)
+        return parse_uint(c, kv, val, 1, RS_GRPC_MAX_STREAMS, &out->streams, err);
     if (!c->server && strcmp(kv, "max_reply_bytes") == 0)
         return parse_uint(c, kv, val, 4096, RS_PS_MAX_REPLY_BYTES, &out->max_reply_bytes, err);
     if (strcmp(kv, "malloc_tuning") == 0 || strcmp(kv, "stream") == 0) {
@@ -124,7 +134,7 @@ static int apply_option(void *ctx, const char *kv, const char *val, rs_error *er
               "poll_strategy, malloc_tuning, stream, optimizer, learning_rate, epsilon, tls_cert, "
               "tls_key"
             : "max_frame_size, max_reply_bytes, poll_strategy, "
-              "malloc_tuning, stream, tls_ca");
+              "malloc_tuning, stream, streams, tls_ca");
 }
 
 int rs_grpc_options_parse(const char *extra, int server, rs_grpc_options *out, rs_error *err) {
@@ -134,6 +144,7 @@ int rs_grpc_options_parse(const char *extra, int server, rs_grpc_options *out, r
     out->max_reply_bytes = RS_PS_MAX_REPLY_BYTES;
     out->malloc_tuning = 1;
     out->stream = 1;
+    out->streams = 0;
     out->poll_strategy[0] = '\0';
     out->tls_cert[0] = out->tls_key[0] = out->tls_ca[0] = '\0';
     rs_rsps_optimizer_default(&out->optimizer);

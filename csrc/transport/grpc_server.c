@@ -92,7 +92,10 @@ struct rs_grpc_worker {
     rs_grpc_slice_pool *rows; /* GET reply rows buffers */
     rs_ps_response resp;      /* reused per request: 2.3 KB of text buffers */
     unsigned replying;        /* slots in SLOT_REPLYING */
-    uint64_t next_scan_ns;    /* next look for replies past reply_timeout */
+    /* Held by the worker while it handles an event; stop() takes it once after setting the
+     * server's `closing` (see there). */
+    pthread_mutex_t lock;
+    uint64_t next_scan_ns; /* next look for replies past reply_timeout */
     rs_grpc_counters ctr;
 } __attribute__((aligned(64)));
 
@@ -109,7 +112,12 @@ struct rs_grpc_server {
     rs_grpc_worker *workers;
     rs_grpc_slot stream_slot; /* PSService/Stream's one requested call (see the top) */
     int shutting;             /* __atomic: set once by stop() */
-    int shutdown_tag;         /* its address tags the shutdown notification */
+    /* __atomic: set by stop() before it shuts the workers' CQs down. A worker reads it under its
+     * own lock before starting any batch (grpc_services.c too, via rs_grpc_worker_closing): gRPC
+     * aborts the process on a batch for a shut-down CQ, and after shutdown the queued events
+     * are only drained. */
+    int closing;
+    int shutdown_tag; /* its address tags the shutdown notification */
     rs_eventual shutdown_done;
 };
 
@@ -135,11 +143,17 @@ static rs_grpc_worker *fewest_streams(rs_grpc_server *srv) {
     return best;
 }
 
+/* Called by the worker owning sl, holding its lock (the stream slot may be armed on another
+ * worker's CQ: stop() shuts that down only after it has waited for this worker's event to end). */
 static void slot_arm(rs_grpc_slot *sl) {
     rs_grpc_server *srv = sl->w->srv;
     int handed = sl == &srv->stream_slot;
     rs_grpc_worker *w = handed ? fewest_streams(srv) : sl->w;
     grpc_call_error ce;
+    if (__atomic_load_n(&srv->closing, __ATOMIC_ACQUIRE)) {
+        sl->state = SLOT_IDLE;
+        return;
+    }
     sl->state = SLOT_REQUESTED;
     /* the stream slot now belongs to w: this release, and worker_main's acquire when the call
      * arrives, order everything done to the slot here before it (gRPC core's own locks do too,
@@ -413,13 +427,18 @@ static gpr_timespec worker_deadline(rs_grpc_worker *w) {
 static void *worker_main(void *arg) {
     rs_grpc_worker *w = arg;
     rs_grpc_server *srv = w->srv;
+    rs_grpc_worker_closing = &srv->closing;
+    pthread_mutex_lock(&w->lock);
     /* a worker arms its own slots, so a slot is only ever touched by this thread; the stream
      * slot, first armed by worker 0, moves between workers with its notification (see the top) */
     for (size_t j = 0; j < w->nslots; j++)
         slot_arm(&w->slots[j]);
     if (w->index == 0) slot_arm(&srv->stream_slot);
     for (;;) {
-        grpc_event ev = grpc_completion_queue_next(w->cq, worker_deadline(w), NULL);
+        gpr_timespec until = worker_deadline(w);
+        pthread_mutex_unlock(&w->lock);
+        grpc_event ev = grpc_completion_queue_next(w->cq, until, NULL);
+        pthread_mutex_lock(&w->lock);
         if (ev.type == GRPC_QUEUE_SHUTDOWN) break;
         if (ev.type != GRPC_OP_COMPLETE) continue;
         if (ev.tag == &srv->shutdown_tag) {
@@ -435,7 +454,7 @@ static void *worker_main(void *arg) {
         rs_grpc_slot *sl = ev.tag;
         if (sl == &srv->stream_slot) (void)__atomic_load_n(&sl->w, __ATOMIC_ACQUIRE); /* slot_arm */
         if (sl->state == SLOT_REQUESTED) {
-            if (ev.success && sl->call)
+            if (ev.success && sl->call && !__atomic_load_n(&srv->closing, __ATOMIC_ACQUIRE))
                 slot_serve(sl);
             else
                 slot_finish(sl); /* server shutting down: the request was failed */
@@ -443,6 +462,7 @@ static void *worker_main(void *arg) {
             slot_finish(sl);
         }
     }
+    pthread_mutex_unlock(&w->lock);
     return NULL;
 }
 
@@ -544,6 +564,7 @@ static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, 
         rs_grpc_worker *w = &srv->workers[i];
         w->srv = srv;
         w->index = i;
+        pthread_mutex_init(&w->lock, NULL);
         w->cq = grpc_completion_queue_create_for_next(NULL);
         if (!w->cq) {
             rc = rs_error_set(err, RS_ENOMEM, "grpc server: cannot create a completion queue");
@@ -639,6 +660,7 @@ fail_server:
             free(w->slots);
         }
         rs_grpc_slice_pool_release(w->rows);
+        if (w->srv) pthread_mutex_destroy(&w->lock);
         if (w->cq) {
             grpc_completion_queue_shutdown(w->cq);
             while (
@@ -680,6 +702,14 @@ static void rs_grpc_srv_stop(void *state) {
                                             NULL);
         while (!(ev.type == GRPC_OP_COMPLETE && ev.tag == &srv->shutdown_tag));
     }
+    /* no batch may start on a CQ once it is shut down: set `closing`, then wait for every
+     * worker's event in progress to end (its lock) — from then on none starts a batch — and only
+     * then shut the CQs down */
+    __atomic_store_n(&srv->closing, 1, __ATOMIC_RELEASE);
+    for (unsigned i = 0; i < srv->nworkers; i++) {
+        pthread_mutex_lock(&srv->workers[i].lock);
+        pthread_mutex_unlock(&srv->workers[i].lock);
+    }
     for (unsigned i = 0; i < srv->nworkers; i++)
         grpc_completion_queue_shutdown(srv->workers[i].cq);
     for (unsigned i = 0; i < srv->nworkers; i++) {
@@ -702,6 +732,7 @@ static void rs_grpc_srv_stop(void *state) {
         free(w->scratch.buf);
         rs_grpc_slice_pool_release(w->rows);
         grpc_completion_queue_destroy(w->cq);
+        pthread_mutex_destroy(&w->lock);
     }
     slot_release(&srv->stream_slot);
     rs_grpc_services_destroy(srv->svc);

@@ -95,7 +95,13 @@ void rs_grpc_reply_error(rs_grpc_unary_reply *out, grpc_status_code st, const ch
     out->msg = NULL;
 }
 
+_Thread_local const int *rs_grpc_worker_closing;
+
+/* A stream's batches: refused (-1, as a failed start) on a worker whose CQ stop() has shut down,
+ * whose queued events are only drained (grpc_server.c). */
 static int start_batch(grpc_call *call, const grpc_op *ops, size_t n, void *tag) {
+    if (rs_grpc_worker_closing && __atomic_load_n(rs_grpc_worker_closing, __ATOMIC_ACQUIRE))
+        return -1;
     return grpc_call_start_batch(call, ops, n, tag, NULL) == GRPC_CALL_OK ? 0 : -1;
 }
 

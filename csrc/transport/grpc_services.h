@@ -53,6 +53,11 @@ typedef struct rs_grpc_counters {
 /* What a handler may use: the services, the worker's thread slot, queue, reply buffers, shard,
  * counters and its reusable request scratch and response. Everything belongs to the worker, so
  * a handler uses it only on that worker's thread (a stream: in on_event). */
+/* Set by each server worker thread to its server's `closing` flag (grpc_server.c), read under the
+ * worker's lock: the stream helpers below start no batch once stop() is about to shut the CQs
+ * down. */
+extern _Thread_local const int *rs_grpc_worker_closing;
+
 typedef struct rs_grpc_call_ctx {
     rs_grpc_services *svc;
     unsigned thread;

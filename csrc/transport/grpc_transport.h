@@ -34,6 +34,9 @@ extern const rs_ps_conn_ops rs_grpc_conn_ops;
 extern const char *const rs_grpc_method_paths[RS_GRPC_NUM_METHODS];
 /* The bidi method carrying all four (grpc_ps_stream.c). */
 #define RS_GRPC_STREAM_PATH "/recstore.PSService/Stream"
+/* A client connection opens `streams` of them (option streams=N, 1..RS_GRPC_MAX_STREAMS; default
+ * one), never more than its requests in flight. */
+#define RS_GRPC_MAX_STREAMS 16
 
 /* Transport options ("k=v;k=v", see grpc_options.c for the keys). server != 0 also accepts the
  * server-only keys. RS_EINVAL naming the option for unknown keys or bad values. */
@@ -43,7 +46,8 @@ typedef struct rs_grpc_options {
     unsigned max_frame_size;     /* GRPC_ARG_HTTP2_MAX_FRAME_SIZE of this end */
     unsigned max_reply_bytes;    /* client: largest reply message accepted (receive limit) */
     unsigned malloc_tuning;      /* 1: raise glibc's mmap/trim thresholds once per process */
-    unsigned stream;             /* client: requests as messages of one Stream call */
+    unsigned stream;             /* client: requests as messages of Stream calls */
+    unsigned streams;            /* client: Stream calls per connection; 0 = the default */
     char poll_strategy[8];       /* "", "epoll1" or "poll": gRPC core's poller for the process */
     rs_rsps_optimizer optimizer; /* server: RecStore UpdateParameter's optimizer */
     char tls_cert[512];          /* server: PEM certificate chain file; "" = no TLS */

@@ -150,7 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
            "corrected p99 is <= this")
     a("--transport-options", default="",
       help="'k=v;k=v' passed to servers and clients (--transport_options); 'grpc:k=v' items "
-           "reach only that transport (brpc, grpc, rdma, shm)")
+           "reach only that transport (brpc, grpc, rdma, shm), 'client:k=v' / 'server:k=v' "
+           "only one role, 'grpc.client:k=v' one role of one transport")
     g = p.add_argument_group("server storage config")
     a = g.add_argument
     a("--capacity", type=int, default=0, help="base_kv_config.capacity (0 = record count)")

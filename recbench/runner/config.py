@@ -118,6 +118,9 @@ def bind_core_offset(plan: Plan, transport: Transport, role: str, index: int,
     return offset % cores if cores else offset
 
 
+ROLES = ("server", "client")  # --transport-options role scopes
+
+
 def rc_transport_options(plan: Plan, transport: Transport, role: str, index: int = 0,
                          bind_offset: int | None = None) -> str:
     """The `k=v;k=v` RC options of one process: role "server" (server_index) or "client"
@@ -143,25 +146,39 @@ def rc_transport_options(plan: Plan, transport: Transport, role: str, index: int
     return ";".join(opts)
 
 
-def scoped_transport_options(text: str, transport: str) -> str:
-    """The user's --transport-options for one transport: `k=v` items go to every transport,
-    `name:k=v` items (name = brpc, grpc, rdma or shm) only to that one. Items are separated by
-    ';' or ','. Raises ValueError naming an unknown transport prefix."""
+def scoped_transport_options(text: str, transport: str, role: str = "") -> str:
+    """The user's --transport-options for one transport and role: `k=v` items go to every
+    process, `name:k=v` items (name = brpc, grpc, rdma or shm) only to that transport's servers
+    and clients, `server:k=v` / `client:k=v` only to one role, and `name.server:k=v` /
+    `name.client:k=v` to one role of one transport (for options only one side has, such as gRPC's
+    client-only `streams`). Items are separated by ';' or ','. With transport "" (validation)
+    nothing is selected. Raises ValueError naming an unknown transport or role prefix."""
     out = []
     for item in (x.strip() for x in text.replace(",", ";").split(";")):
         if not item:
             continue
         head, sep, rest = item.partition(":")
-        if sep and "=" not in head:
+        if not sep or "=" in head:
+            out.append(item)
+            continue
+        name, dot, scope_role = head.partition(".")
+        if not dot and name in ROLES:
+            name, scope_role = "", name
+        if (dot or scope_role) and scope_role not in ROLES:
+            raise ValueError(f"--transport-options item '{item}': unknown role '{scope_role}' "
+                             f"(known: {', '.join(ROLES)})")
+        scope = ""
+        if name:
             try:
-                scope = transports.get(head).name
+                scope = transports.get(name).name
             except transports.UnknownTransport:
                 raise ValueError(f"--transport-options item '{item}': unknown transport "
-                                 f"'{head}' (known: {', '.join(transports.NAMES)})") from None
-            if transport and scope == transports.get(transport).name:
-                out.append(rest)
-        else:
-            out.append(item)
+                                 f"'{name}' (known: {', '.join(transports.NAMES)})") from None
+        if not transport or (scope and scope != transports.get(transport).name):
+            continue
+        if scope_role and scope_role != role:
+            continue
+        out.append(rest)
     return ";".join(out)
 
 
@@ -171,7 +188,7 @@ def _transport_options(plan: Plan, transport: Transport, role: str, index: int,
     if transport.rc:
         parts.append(rc_transport_options(plan, transport, role, index, bind_offset))
     if plan.transport_options:  # the user's keys come last and win
-        parts.append(scoped_transport_options(plan.transport_options, transport.name))
+        parts.append(scoped_transport_options(plan.transport_options, transport.name, role))
     return ";".join(p for p in parts if p)
 
 

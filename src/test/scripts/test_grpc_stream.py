@@ -115,7 +115,7 @@ class StreamAgainstRecbenchTest(unittest.TestCase):
         with PSServerProcess("grpc", num_shards=2, value_size=VS,
                              max_keys_per_request=300) as srv:
             got = {}
-            for opt in ("stream=1", "stream=0"):
+            for opt in ("stream=1", "stream=0", "streams=4"):
                 with recbench.PSClient(srv.uri, prefetch_depth=8, transport_options=opt) as ps:
                     ps.put(keys, rows)
                     ps.update(keys[:10], np.ones((10, VS // 4), dtype=np.float32))
@@ -124,6 +124,7 @@ class StreamAgainstRecbenchTest(unittest.TestCase):
         want[-12:-2] += 1.0  # keys[:10] reversed sit just before the two missing keys
         np.testing.assert_array_equal(got["stream=1"], want)
         np.testing.assert_array_equal(got["stream=0"], want)
+        np.testing.assert_array_equal(got["streams=4"], want)  # replies from 4 streams, in order
         self.assertEqual(srv.returncode, 0)
 
     def test_server_with_stream_off(self):

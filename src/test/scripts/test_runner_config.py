@@ -209,6 +209,25 @@ class TestCommands(unittest.TestCase):
         self.assertIn("unknown transport 'tcp'",
                       parse_error("--transports", "grpc", "--transport-options", "tcp:x=1"))
 
+    def test_transport_options_scoped_by_role(self):
+        # gRPC's streams=N is a client option: grpc.client: keeps it off the servers, which
+        # refuse unknown keys
+        args = parse("--transports", "grpc,brpc", "--transport-options",
+                     "grpc.client:streams=1;server:malloc_tuning=0;client:max_frame_size=65536")
+        topo = topology.build_topology_plan("GRPC", "127.0.0.1", "127.0.0.1", 1)
+        srv = ps_config.build_server_cmd(args, T["grpc"], topo.servers[0], 1, "/c", ["s"])
+        cli = ps_config.build_benchmark_cmd(args, T["grpc"], topo, topo.clients[0], "/c", ["c"])
+        brpc_cli = ps_config.build_benchmark_cmd(args, T["brpc"], topo, topo.clients[0], "/c",
+                                                 ["c"])
+        self.assertEqual(transport_options(srv), {"malloc_tuning": "0"})
+        self.assertEqual(transport_options(cli), {"streams": "1", "max_frame_size": "65536"})
+        self.assertEqual(transport_options(brpc_cli), {"max_frame_size": "65536"})
+        self.assertIn("unknown role 'worker'",
+                      parse_error("--transports", "grpc", "--transport-options",
+                                  "grpc.worker:x=1"))
+        self.assertIn("unknown transport 'tcp'",
+                      parse_error("--transports", "grpc", "--transport-options", "tcp.client:x=1"))
+
     def test_core_offsets_wrap_and_placement_defaults_skip_shm(self):
         args = parse("--transports", "rdma,shm", "--server-rdma-threads", "2",
                      "--client-processes-per-ip", "3")
