@@ -119,8 +119,8 @@ typedef struct rs_grpc_conn {
     grpc_metadata auth_md; /* "authorization: Bearer <token>" on every call; auth_n = 0 or 1 */
     size_t auth_n;
     void *stream_reg;
-    rs_grpc_stream_call st[RS_GRPC_MAX_STREAMS];
-    unsigned nst; /* streams opened */
+    rs_grpc_stream_call *st; /* st_cap of them (the streams asked for), NULL on unary calls */
+    unsigned st_cap, nst;    /* nst: streams opened */
 } rs_grpc_conn;
 
 static gpr_timespec deadline_in_ms(uint32_t ms) {
@@ -316,7 +316,7 @@ static int drive_one(rs_grpc_conn *c, gpr_timespec until) {
     if (ev.type == GRPC_QUEUE_TIMEOUT) return RS_ETIMEDOUT;
     if (ev.type != GRPC_OP_COMPLETE) return RS_ECLOSED;
     char *t = ev.tag;
-    if (t >= (char *)c->st && t < (char *)(c->st + RS_GRPC_MAX_STREAMS)) {
+    if (c->st && t >= (char *)c->st && t < (char *)(c->st + c->st_cap)) {
         c->on_wire--;
         stream_event(c, (unsigned)((t - (char *)c->st) / (ptrdiff_t)sizeof c->st[0]), t,
                      ev.success);
@@ -698,6 +698,8 @@ static int stream_start(rs_grpc_conn *c, rs_grpc_stream_call *st) {
  * server without Stream (UNIMPLEMENTED), or any failure here, leaves the connection on unary
  * calls. */
 static void streams_open(rs_grpc_conn *c, unsigned n) {
+    if (!(c->st = calloc(n, sizeof *c->st))) return;
+    c->st_cap = n;
     c->stream_reg = grpc_channel_register_call(c->channel, RS_GRPC_STREAM_PATH, NULL, NULL);
     for (c->nst = 0; c->nst < n; c->nst++)
         if (stream_start(c, &c->st[c->nst]) != 0) {
@@ -1106,6 +1108,7 @@ static void rs_grpc_conn_close(void *conn) {
         }
         grpc_completion_queue_destroy(c->cq);
     }
+    free(c->st);
     free(c->ring);
     free(c->free_list);
     free(c->scratch.buf);

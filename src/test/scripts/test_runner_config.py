@@ -10,6 +10,14 @@ from recbench.runner import plan as runner_plan
 from recbench.runner import topology
 
 
+def server_and_client_options(args, name: str) -> tuple[dict, dict]:
+    """The --transport_options of transport `name`'s first server and first client commands."""
+    topo = topology.build_topology_plan(name.upper(), "127.0.0.1", "127.0.0.1", 1)
+    srv = ps_config.build_server_cmd(args, T[name], topo.servers[0], 1, "/c", ["s"])
+    cli = ps_config.build_benchmark_cmd(args, T[name], topo, topo.clients[0], "/c", ["c"])
+    return transport_options(srv), transport_options(cli)
+
+
 class TestConfig(unittest.TestCase):
     def topo(self):
         return topology.build_topology_plan("BRPC", server_plan="0:h0:25000:0,1:h1:25001:1",
@@ -195,15 +203,10 @@ class TestCommands(unittest.TestCase):
     def test_transport_options_scoped_by_transport_name(self):
         args = parse("--transports", "grpc,brpc,shm", "--transport-options",
                      "grpc:poll_strategy=poll;shm:poll_mode=busy,malloc_tuning=1")
-        topo = topology.build_topology_plan("GRPC", "127.0.0.1", "127.0.0.1", 1)
-        grpc_srv = ps_config.build_server_cmd(args, T["grpc"], topo.servers[0], 1, "/c", ["s"])
-        grpc_cli = ps_config.build_benchmark_cmd(args, T["grpc"], topo, topo.clients[0], "/c", ["c"])
-        for cmd in (grpc_srv, grpc_cli):
-            self.assertEqual(transport_options(cmd), {"poll_strategy": "poll", "malloc_tuning": "1"})
-        brpc = ps_config.build_server_cmd(args, T["brpc"], topo.servers[0], 1, "/c", ["s"])
-        self.assertEqual(transport_options(brpc), {"malloc_tuning": "1"})
-        shm = transport_options(ps_config.build_server_cmd(args, T["shm"], topo.servers[0], 1, "/c",
-                                                           ["s"]))
+        for opts in server_and_client_options(args, "grpc"):
+            self.assertEqual(opts, {"poll_strategy": "poll", "malloc_tuning": "1"})
+        self.assertEqual(server_and_client_options(args, "brpc")[0], {"malloc_tuning": "1"})
+        shm = server_and_client_options(args, "shm")[0]
         self.assertEqual((shm["poll_mode"], shm["malloc_tuning"]), ("busy", "1"))
         self.assertNotIn("poll_strategy", shm)
         self.assertIn("unknown transport 'tcp'",
@@ -214,14 +217,10 @@ class TestCommands(unittest.TestCase):
         # refuse unknown keys
         args = parse("--transports", "grpc,brpc", "--transport-options",
                      "grpc.client:streams=1;server:malloc_tuning=0;client:max_frame_size=65536")
-        topo = topology.build_topology_plan("GRPC", "127.0.0.1", "127.0.0.1", 1)
-        srv = ps_config.build_server_cmd(args, T["grpc"], topo.servers[0], 1, "/c", ["s"])
-        cli = ps_config.build_benchmark_cmd(args, T["grpc"], topo, topo.clients[0], "/c", ["c"])
-        brpc_cli = ps_config.build_benchmark_cmd(args, T["brpc"], topo, topo.clients[0], "/c",
-                                                 ["c"])
-        self.assertEqual(transport_options(srv), {"malloc_tuning": "0"})
-        self.assertEqual(transport_options(cli), {"streams": "1", "max_frame_size": "65536"})
-        self.assertEqual(transport_options(brpc_cli), {"max_frame_size": "65536"})
+        srv, cli = server_and_client_options(args, "grpc")
+        self.assertEqual(srv, {"malloc_tuning": "0"})
+        self.assertEqual(cli, {"streams": "1", "max_frame_size": "65536"})
+        self.assertEqual(server_and_client_options(args, "brpc")[1], {"max_frame_size": "65536"})
         self.assertIn("unknown role 'worker'",
                       parse_error("--transports", "grpc", "--transport-options",
                                   "grpc.worker:x=1"))
