@@ -5,7 +5,9 @@ RecStore client would, and to build the RecStore-semantics fixture server."""
 
 from __future__ import annotations
 
+import atexit
 import importlib
+import shutil
 import struct
 import sys
 import tempfile
@@ -23,6 +25,7 @@ def stubs(name: str = "recstore_ps"):
         from grpc_tools import protoc
 
         out = Path(tempfile.mkdtemp(prefix="rs_stubs_"))
+        atexit.register(shutil.rmtree, out, ignore_errors=True)
         rc = protoc.main(["grpc_tools.protoc", f"-I{PROTO_DIR}", f"--python_out={out}",
                           f"--grpc_python_out={out}", str(PROTO_DIR / f"{name}.proto")])
         if rc != 0:

@@ -27,10 +27,15 @@ class NotebookTest(unittest.TestCase):
         (spec_dir / "kernel.json").write_text(json.dumps({
             "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
             "display_name": "recbench test kernel", "language": "python"}))
-        cls.saved_env = {k: os.environ.get(k) for k in ("JUPYTER_PATH", "PYTHONPATH", "MPLBACKEND")}
+        cls.saved_env = {k: os.environ.get(k)
+                         for k in ("JUPYTER_PATH", "PYTHONPATH", "MPLBACKEND", "TMPDIR")}
         os.environ["JUPYTER_PATH"] = str(cls.jupyter_dir) + os.pathsep + os.environ.get("JUPYTER_PATH", "")
         os.environ["PYTHONPATH"] = str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")
         os.environ["MPLBACKEND"] = "Agg"
+        # the notebooks save their plots under the temp dir: the kernels get one of ours
+        cls.kernel_tmp = cls.jupyter_dir / "tmp"
+        cls.kernel_tmp.mkdir()
+        os.environ["TMPDIR"] = str(cls.kernel_tmp)
 
     @classmethod
     def tearDownClass(cls):
@@ -56,6 +61,7 @@ class NotebookTest(unittest.TestCase):
                 self.assertFalse([o for o in outputs if o.get("output_type") == "error"])
                 images = [o for o in outputs if "image/png" in o.get("data", {})]
                 self.assertGreaterEqual(len(images), 1, f"{path.name} shows no plot")
+        self.assertTrue(list((self.kernel_tmp / "recbench_notebook_plots").glob("*.png")))
 
 
 class SampleDataTest(unittest.TestCase):

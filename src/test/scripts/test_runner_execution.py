@@ -5,6 +5,7 @@ recbench.rdma device discovery."""
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -56,6 +57,7 @@ class TestLocalProcesses(unittest.TestCase):
 
     def tearDown(self):
         self.registry.stop_all()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
     def test_barrier_env_and_exit_code(self):
         cond = threading.Condition()
@@ -122,6 +124,7 @@ class TestSshProcesses(unittest.TestCase):
     def tearDown(self):
         self.registry.stop_all()
         self.ssh.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
         self.assertEqual(pids_mentioning(self.ssh.control_dir), [])
 
     def test_remote_process_gets_env_stdin_and_is_tracked(self):
@@ -198,14 +201,18 @@ class TestRemoteCommands(unittest.TestCase):
         self.assertEqual(inner[5], "cd /app/repo && echo ready")
 
     def test_build_remote_exec_cmd_quotes_remote_shell_command(self):
-        cmd = build_remote_exec_cmd("worker-a", "/app/my repo", "mkdir -p '/tmp/x y' && echo $HOME")
-        self.assertEqual(cmd[:4], ["ssh", "worker-a", "bash", "-lc"])
-        self.assertTrue(cmd[4].startswith("'") and cmd[4].endswith("'"))
-        self.assertEqual(shlex.split(cmd[4]), ["cd '/app/my repo' && mkdir -p '/tmp/x y' && echo $HOME"])
-        # the remote shell really runs it as intended
-        out = subprocess.run(["bash", "-c", "bash -lc " + cmd[4].replace("/app/my repo", "/")],
-                             capture_output=True, text=True)
-        self.assertEqual(out.returncode, 0, out.stderr)
+        with tempfile.TemporaryDirectory() as d:
+            made = shlex.quote(os.path.join(d, "x y"))
+            cmd = build_remote_exec_cmd("worker-a", "/app/my repo", f"mkdir -p {made} && echo $HOME")
+            self.assertEqual(cmd[:4], ["ssh", "worker-a", "bash", "-lc"])
+            self.assertTrue(cmd[4].startswith("'") and cmd[4].endswith("'"))
+            self.assertEqual(shlex.split(cmd[4]),
+                             [f"cd '/app/my repo' && mkdir -p {made} && echo $HOME"])
+            # the remote shell really runs it as intended
+            out = subprocess.run(["bash", "-c", "bash -lc " + cmd[4].replace("/app/my repo", "/")],
+                                 capture_output=True, text=True)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            self.assertTrue(os.path.isdir(os.path.join(d, "x y")))
 
     def test_container_command_survives_two_shells(self):
         with tempfile.TemporaryDirectory() as d:
