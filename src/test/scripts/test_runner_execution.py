@@ -53,11 +53,11 @@ class TestRdmaDevices(unittest.TestCase):
 class TestLocalProcesses(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="rbexec-")
+        self.addCleanup(shutil.rmtree, self.dir, ignore_errors=True)
         self.registry = ProcessRegistry()
 
     def tearDown(self):
         self.registry.stop_all()
-        shutil.rmtree(self.dir, ignore_errors=True)
 
     def test_barrier_env_and_exit_code(self):
         cond = threading.Condition()
@@ -118,13 +118,13 @@ class TestSshProcesses(unittest.TestCase):
 
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="rbexecssh-")
+        self.addCleanup(shutil.rmtree, self.dir, ignore_errors=True)
         self.registry = ProcessRegistry()
         self.ssh = Ssh(self.sshd.ssh_config)
 
     def tearDown(self):
         self.registry.stop_all()
         self.ssh.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
         self.assertEqual(pids_mentioning(self.ssh.control_dir), [])
 
     def test_remote_process_gets_env_stdin_and_is_tracked(self):
