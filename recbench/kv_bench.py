@@ -90,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bind_core", type=parse_bool, default=False,
                    help="pin run thread i to CPU i mod online CPUs (as RecStore does)")
     p.add_argument("--huge_pages", default="auto", choices=HUGE_PAGES,
-                   help="pages of the PET chunk array, the value slab and the ceiling array: auto "
+                   help="pages of the PET line array, the value slab and the ceiling array: auto "
                         "(explicit 2 MiB pages if the hugetlb pool has room, else transparent huge "
                         "pages advised), explicit (or fail), thp, off (4 KiB pages)")
     p.add_argument("--row_kernel", default="auto", choices=ROW_KERNELS,
@@ -98,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(SSE2), avx2 or avx512 — to measure what a CPU without AVX-512 runs")
     p.add_argument("--ceiling_index_lines", type=int, default=0, choices=(0, 1, 2),
                    help="ceiling mode: first touch this many lines of a random 128-byte chunk per "
-                        "key in an array the size of DRAM_PET_HASH's chunks (what bounds an index "
+                        "key in an array the size of DRAM_PET_HASH's lines (what bounds an index "
                         "reading that many lines per key)")
     p.add_argument("--ceiling_index_bytes", type=int, default=0,
                    help="with --ceiling_index_lines: that array's size in bytes instead, a power of "
@@ -273,7 +273,7 @@ def compare_indexes(record_count=1_000_000, value_size=512, batch_keys=500, thre
     index_lines (1, 2) adds 'ceiling+1 line', 'ceiling+2 lines': the ceiling that first touches
     that many lines of a random chunk per key (ceiling_index_lines), the bound of an index reading
     that many lines per key. index_sizes (bytes, powers of two) adds 'ceiling+1 line, 4 MiB' and
-    so on: the same bound with a chunk array of that size, in cache or not (ceiling_index_bytes).
+    so on: the same bound with an array of that size, in cache or not (ceiling_index_bytes).
     pct_of_ceiling_p50 compares batch p50 latencies, which time slices
     lost to other processes on a shared machine do not move.
     paired runs every case with paired_ceiling: its percentages of the ceiling are then the

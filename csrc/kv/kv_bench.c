@@ -16,9 +16,10 @@
  *
  * With ceiling_index_lines 1 or 2 the ceiling first touches that many lines of a random 128-byte
  * chunk per key (hash as the indexes do, a burst of prefetches over the batch, then one load per
- * line), in an array the size of DRAM_PET_HASH's chunk array (or ceiling_index_bytes): a lookup's
- * memory traffic with no work in it. PET reads 2 lines per key, so ceiling+2 lines is what its
- * layout allows at best; smaller arrays show what an index that stays in cache would allow.
+ * line), in an array the size of DRAM_PET_HASH's line array (or ceiling_index_bytes): a lookup's
+ * memory traffic with no work in it. PET reads 1 line per key, so ceiling+1 line is what its
+ * layout allows at best (ceiling+2 lines was the bound of its earlier 128-byte chunks); smaller
+ * arrays show what an index that stays in cache would allow.
  *
  * paired_ceiling follows every batch with a plain ceiling batch of fresh keys, timed into its own
  * histogram: an index and the ceiling measured in alternation, batch by batch, in one thread. On
@@ -48,6 +49,8 @@
 #ifndef CEIL_D
 #define CEIL_D 12
 #endif
+/* ceiling_index_lines touches lines of random 128-byte chunks (the second line is adjacent) */
+#define CEIL_CHUNK_BYTES 128
 
 struct rs_kv_bench {
     rs_kv_bench_config cfg;
@@ -101,11 +104,11 @@ int rs_kv_bench_open(const rs_kv_bench_config *cfg, rs_kv_bench **out, rs_error 
         return rs_error_set(err, RS_EINVAL, "paired_ceiling needs an engine with fixed-size rows");
     if (cfg->ceiling_index_bytes && !cfg->ceiling_index_lines)
         return rs_error_set(err, RS_EINVAL, "ceiling_index_bytes needs ceiling_index_lines 1 or 2");
-    if (cfg->ceiling_index_bytes && (cfg->ceiling_index_bytes < RS_KV_PET_CHUNK_BYTES ||
+    if (cfg->ceiling_index_bytes && (cfg->ceiling_index_bytes < CEIL_CHUNK_BYTES ||
                                      (cfg->ceiling_index_bytes & (cfg->ceiling_index_bytes - 1))))
         return rs_error_set(err, RS_EINVAL,
                             "ceiling_index_bytes must be a power of two >= %d (got %llu)",
-                            RS_KV_PET_CHUNK_BYTES, (unsigned long long)cfg->ceiling_index_bytes);
+                            CEIL_CHUNK_BYTES, (unsigned long long)cfg->ceiling_index_bytes);
     if (cfg->read_mode != RS_KV_BENCH_CEILING && !cfg->kv)
         return rs_error_set(err, RS_EINVAL, "kv engine is required unless read_mode is ceiling");
     if (cfg->kv && rs_kv_value_size(cfg->kv) != cfg->value_size)
@@ -135,10 +138,11 @@ int rs_kv_bench_open(const rs_kv_bench_config *cfg, rs_kv_bench **out, rs_error 
         b->flat = b->flat_region.base;
     }
     if (cfg->ceiling_index_lines) {
-        uint64_t chunks = cfg->ceiling_index_bytes
-                              ? cfg->ceiling_index_bytes / RS_KV_PET_CHUNK_BYTES
-                              : rs_kv_pet_chunks(cfg->record_count);
-        size_t bytes = (size_t)chunks * RS_KV_PET_CHUNK_BYTES;
+        size_t bytes = cfg->ceiling_index_bytes
+                           ? cfg->ceiling_index_bytes
+                           : (size_t)rs_kv_pet_lines(cfg->record_count) * RS_KV_PET_LINE_BYTES;
+        if (bytes < CEIL_CHUNK_BYTES) bytes = CEIL_CHUNK_BYTES;
+        uint64_t chunks = bytes / CEIL_CHUNK_BYTES;
         rc = rs_kv_region_open_anon(&b->chunk_region, bytes, bytes, cfg->huge_pages, err);
         if (rc) {
             rs_error_prefix(err, "ceiling chunk array of %zu bytes: ", bytes);
@@ -168,9 +172,8 @@ void rs_kv_bench_memory(const rs_kv_bench *b, rs_kv_memory *out) {
     out->capacity = b->cfg.record_count;
     out->row_bytes = out->row_stride = b->cfg.value_size;
     out->slab_bytes = out->slab_bytes_at_capacity = b->flat_region.backed;
-    /* ceiling_index_lines' array, counted as PET counts its chunks (pet_memory): the array's
-     * size, not the huge pages it was rounded up to */
-    out->index_bytes = b->chunks ? (b->chunk_mask + 1) * RS_KV_PET_CHUNK_BYTES : 0;
+    /* ceiling_index_lines' array: its size, not the huge pages it was rounded up to */
+    out->index_bytes = b->chunks ? (b->chunk_mask + 1) * CEIL_CHUNK_BYTES : 0;
     out->bytes_per_key =
         out->capacity ? (double)(out->index_bytes + out->slab_bytes) / (double)out->capacity : 0.0;
     out->overhead_per_key = out->bytes_per_key - (double)out->row_bytes;
@@ -220,7 +223,7 @@ static uint64_t ceiling_chunks(const rs_kv_bench *b, const uint64_t *keys, size_
                                const uint8_t **ch) {
     const uint32_t lines = b->cfg.ceiling_index_lines;
     for (size_t i = 0; i < n; i++) {
-        ch[i] = b->chunks + (rs_kv_hash(keys[i]) & b->chunk_mask) * RS_KV_PET_CHUNK_BYTES;
+        ch[i] = b->chunks + (rs_kv_hash(keys[i]) & b->chunk_mask) * CEIL_CHUNK_BYTES;
         __builtin_prefetch(ch[i], 0, RS_KV_CHUNK_LOCALITY);
         if (lines > 1) __builtin_prefetch(ch[i] + 64, 0, RS_KV_CHUNK_LOCALITY);
     }

@@ -97,8 +97,9 @@ int rs_kv_open(const rs_kv_config *cfg, rs_kv **out, rs_error *err) {
     if (cfg->value_size > RS_KV_MAX_VALUE)
         return rs_error_set(err, RS_EINVAL, "value_size %u is larger than %u", cfg->value_size,
                             RS_KV_MAX_VALUE);
-    rs_kv *kv = calloc(1, sizeof *kv);
+    rs_kv *kv = aligned_alloc(64, (sizeof *kv + 63) & ~(size_t)63); /* the epoch lines */
     if (!kv) return rs_error_set(err, RS_ENOMEM, "rs_kv handle");
+    memset(kv, 0, sizeof *kv);
     kv->type = cfg->index_type;
     kv->value_size = cfg->value_size;
     kv->capacity = cfg->capacity;
@@ -171,6 +172,19 @@ void rs_kv_close(rs_kv *kv) {
     kv->ops->close(kv->ix);
     rs_kv_vs_close(&kv->vs);
     free(kv);
+}
+
+/* A thread's epoch stripe: handed out in turn at its first write, kept for its life. */
+static unsigned next_stripe;
+static __thread unsigned my_stripe; /* stripe + 1; 0 = none yet */
+
+uint64_t *rs_kv_write_begin(rs_kv *kv) {
+    if (!my_stripe)
+        my_stripe = __atomic_fetch_add(&next_stripe, 1, __ATOMIC_RELAXED) % RS_KV_EPOCH_STRIPES + 1;
+    uint64_t *stripe = &kv->epoch[my_stripe - 1].v;
+    __atomic_fetch_add(stripe, RS_KV_EPOCH_WRITE, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE); /* before any store of the write (kv_internal.h) */
+    return stripe;
 }
 
 static int full_error(rs_kv *kv, rs_error *err) {
@@ -269,8 +283,9 @@ static int write_existing(rs_kv *kv, rs_kv_slot *s, const void *val, size_t len,
     return 0;
 }
 
-/* put (val) or update-add (add) of one key. */
-static int write_one(rs_kv *kv, uint64_t key, const void *val, size_t len, const float *add,
+/* put (val) or update-add (add) of one key; the caller holds the write epoch (rs_kv_write_begin):
+ * one bracket per call, so a batch of writes pays two atomic adds, not two per key. */
+static int write_key(rs_kv *kv, uint64_t key, const void *val, size_t len, const float *add,
                      rs_error *err) {
     rs_kv_slot s;
     int created = 0, rc;
@@ -319,7 +334,10 @@ int rs_kv_put(rs_kv *kv, uint64_t key, const void *val, size_t len, rs_error *er
         return rs_error_set(err, RS_EINVAL, "value length %zu is larger than %u", len,
                             RS_KV_MAX_VALUE);
     if (!val && len) return rs_error_set(err, RS_EINVAL, "val is NULL");
-    return durable(kv, write_one(kv, key, val, len, NULL, err), err);
+    uint64_t *stripe = rs_kv_write_begin(kv);
+    int rc = write_key(kv, key, val, len, NULL, err);
+    rs_kv_write_end(stripe);
+    return durable(kv, rc, err);
 }
 
 int rs_kv_read_fixed_slow(const rs_kv_index_ops *ops, void *ix, const rs_kv_vs *vs, uint64_t key,
@@ -386,13 +404,18 @@ int rs_kv_delete(rs_kv *kv, uint64_t key) {
     if (!kv) return RS_EINVAL;
     rs_kv_slot s;
     int created = 0;
+    uint64_t *stripe = rs_kv_write_begin(kv);
     int rc = kv->ops->acquire(kv->ix, key, 0, 0, &s, &created, NULL);
-    if (rc) return rc;
+    if (rc) {
+        rs_kv_write_end(stripe);
+        return rc;
+    }
     uint64_t odd = rs_kv_word_next(__atomic_load_n(s.word, __ATOMIC_RELAXED));
     __atomic_store_n(s.word, odd, __ATOMIC_RELEASE);
     kv->ops->remove(kv->ix, &s);
     kv->ops->release(kv->ix, &s);
     rs_kv_vs_free(&kv->vs, odd);
+    rs_kv_write_end(stripe);
     unreserve_one(kv);
     return durable(kv, 0, NULL);
 }
@@ -409,16 +432,19 @@ int rs_kv_batch_put(rs_kv *kv, const uint64_t *keys, size_t n, const void *rows,
     if (n && (!keys || !rows))
         return rs_error_set(err, RS_EINVAL, "keys and rows must not be NULL");
     const uint8_t *r = rows;
+    uint64_t *stripe = rs_kv_write_begin(kv);
     for (size_t i = 0; i < n; i++) {
         if (kv->ops->prefetch && i + RS_KV_PUT_PREFETCH < n)
             kv->ops->prefetch(kv->ix, keys[i + RS_KV_PUT_PREFETCH]);
-        int rc = write_one(kv, keys[i], r + i * kv->value_size, kv->value_size, NULL, err);
+        int rc = write_key(kv, keys[i], r + i * kv->value_size, kv->value_size, NULL, err);
         if (rc) {
+            rs_kv_write_end(stripe);
             durable(kv, 0, NULL); /* the rows stored before the failure are synced too */
             return rc;
         }
         if (n_done) *n_done = i + 1;
     }
+    rs_kv_write_end(stripe);
     return durable(kv, 0, err);
 }
 
@@ -437,13 +463,18 @@ int rs_kv_batch_get_strided(rs_kv *kv, const uint64_t *keys, size_t n, void *out
     uint8_t *out = out_rows;
     if (kv->ops->batch_lookup) {
         rs_kv_hit q[RS_KV_LOOKUP_MAX];
+        uint64_t snap[RS_KV_EPOCH_STRIPES];
         const size_t seg = kv->ops->lookup_max;
         for (size_t base = 0; base < n; base += seg) {
             size_t cnt = n - base < seg ? n - base : seg;
+            uint8_t *o = out + base * out_stride, *f = out_found ? out_found + base : NULL;
+            int quiet = rs_kv_epoch_snap(kv, snap);
             kv->ops->batch_lookup(kv->ix, keys + base, cnt, q);
-            hits +=
-                rs_kv_rows(kv->ops, kv->ix, &kv->vs, keys + base, cnt, q, out + base * out_stride,
-                           out_stride, out_found ? out_found + base : NULL);
+            size_t h = rs_kv_rows(kv->ops, kv->ix, &kv->vs, keys + base, cnt, q, o, out_stride, f);
+            if (!quiet || !rs_kv_epoch_held(kv, snap)) /* a write ran: check key by key */
+                h = rs_kv_rows_recheck(kv->ops, kv->ix, &kv->vs, keys + base, cnt, q, o, out_stride,
+                                       f, h);
+            hits += h;
         }
         if (n_found) *n_found = hits;
         return 0;
@@ -468,10 +499,15 @@ int rs_kv_update_add_f32(rs_kv *kv, const uint64_t *keys, size_t n, const float 
     if (n && (!keys || !deltas))
         return rs_error_set(err, RS_EINVAL, "keys and deltas must not be NULL");
     size_t dim = kv->value_size / 4;
+    uint64_t *stripe = rs_kv_write_begin(kv);
     for (size_t i = 0; i < n; i++) {
-        int rc = write_one(kv, keys[i], NULL, kv->value_size, deltas + i * dim, err);
-        if (rc) return rc;
+        int rc = write_key(kv, keys[i], NULL, kv->value_size, deltas + i * dim, err);
+        if (rc) {
+            rs_kv_write_end(stripe);
+            return rc;
+        }
     }
+    rs_kv_write_end(stripe);
     return durable(kv, 0, err);
 }
 
@@ -481,9 +517,11 @@ uint64_t rs_kv_count(rs_kv *kv) {
 
 int rs_kv_clear(rs_kv *kv) {
     if (!kv) return RS_EINVAL;
+    uint64_t *stripe = rs_kv_write_begin(kv);
     int rc = kv->ops->clear(kv->ix, NULL);
+    if (!rc) rs_kv_vs_reset(&kv->vs);
+    rs_kv_write_end(stripe);
     if (rc) return rc;
-    rs_kv_vs_reset(&kv->vs);
     __atomic_store_n(&kv->count, 0, __ATOMIC_RELAXED);
     return 0;
 }

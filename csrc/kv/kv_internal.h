@@ -10,7 +10,7 @@
  *    |  or 16-byte block number (variable)|                         |   |
  *    +------------------------------------+-------------------------+---+
  *
- * The word sits next to its key in the index entry (PET hash chunks, extendible-hash buckets,
+ * The word sits next to its key in the index entry (PET hash lines, extendible-hash buckets,
  * CCEH segments), and it is the row's seqlock. W (bit 0) set = a writer is changing the row. A
  * writer holds the index's lock for the key (acquire/release below), stores word+1 (odd), writes
  * the bytes, stores word+2 (even, release). A reader loads the word (acquire; retries while odd),
@@ -122,19 +122,26 @@ typedef struct rs_kv_vs {
     uint32_t variable;   /* 1: size-classed blocks instead of rows */
     uint32_t stride;     /* fixed: bytes between rows */
     uint64_t capacity;
+    uint64_t first;       /* the first handle handed out: 1 in DRAM, 0 in a file (below) */
     pthread_mutex_t lock; /* allocation and free lists */
 } rs_kv_vs;
 
+/* A DRAM value store never hands out handle 0 (one row, or 16 bytes, left unused), so no stored
+ * word has handle 0 and an index may use such words as markers: DRAM_PET_HASH's empty slot is
+ * word 0, which makes a zero page an empty table. File stores (CCEH) keep handle 0, as their
+ * existing files have it; CCEH marks empty slots with RS_KV_WORD_EMPTY. */
+
 /* Open a value store in DRAM (path NULL) or in the file `path`; an existing file is reopened
- * (its value_size must match). value_size 0 = variable-length blocks. */
+ * (its value_size must match). value_size 0 = variable-length blocks. Room for `capacity` rows
+ * beyond the unused first handle. */
 int rs_kv_vs_open(rs_kv_vs *vs, uint32_t value_size, uint64_t capacity, const char *path,
                   rs_kv_huge_pages huge, rs_error *err);
 void rs_kv_vs_close(rs_kv_vs *vs);
 int rs_kv_vs_sync(rs_kv_vs *vs, rs_error *err);
 /* Forget every row (rs_kv_clear). */
 void rs_kv_vs_reset(rs_kv_vs *vs);
-/* Fixed rows: rebuild the free list as every row below bump that used[h] does not mark (after a
- * crash, when allocation state may be mid-update). used has bump entries. */
+/* Fixed rows: rebuild the free list as every row from `first` below bump that used[h] does not
+ * mark (after a crash, when allocation state may be mid-update). used has bump entries. */
 void rs_kv_vs_rebuild_free(rs_kv_vs *vs, const uint8_t *used);
 /* Allocate a row (fixed) or a block for len bytes (variable); *word = handle with an even sequence
  * that continues from the row's previous life. */
@@ -219,10 +226,10 @@ extern const rs_kv_index_ops rs_kv_eh_ops;
 extern const rs_kv_index_ops rs_kv_cceh_ops;
 
 int rs_kv_pet_open(uint64_t capacity, rs_kv_huge_pages huge, void **out, rs_error *err);
-#define RS_KV_PET_CHUNK_BYTES 128
-/* Number of RS_KV_PET_CHUNK_BYTES chunks DRAM_PET_HASH allocates for `capacity` keys (a power of
- * two). */
-uint64_t rs_kv_pet_chunks(uint64_t capacity);
+#define RS_KV_PET_LINE_BYTES 64
+/* Number of RS_KV_PET_LINE_BYTES lines DRAM_PET_HASH allocates for `capacity` keys (a power of
+ * two; beside them it keeps 2 bytes of writer state per line). */
+uint64_t rs_kv_pet_lines(uint64_t capacity);
 int rs_kv_eh_open(uint64_t capacity, rs_kv_huge_pages huge, void **out, rs_error *err);
 /* dir: directory holding cceh.index; reopened if it exists. */
 int rs_kv_cceh_open(const char *dir, uint64_t capacity, void **out, rs_error *err);
@@ -245,7 +252,7 @@ int rs_kv_cceh_verify(void *ix, const rs_kv_vs *vs, char *report, size_t cap, rs
 #endif
 
 #ifndef RS_KV_CHUNK_LOCALITY
-/* PET's chunk lines (and the ceiling's stand-in for them, kv_bench.c) are fetched with the same
+/* PET's lines (and the ceiling's stand-in for them, kv_bench.c) are fetched with the same
  * prefetcht1. */
 #define RS_KV_CHUNK_LOCALITY 2
 #endif
@@ -327,8 +334,10 @@ int rs_kv_read_fixed_slow(const rs_kv_index_ops *ops, void *ix, const rs_kv_vs *
 /* ---- the row pass of a batch read ----------------------------------------------------------- */
 
 /* A batch read looks a segment of keys up (the index's batch_lookup, its own passes), then hands
- * the results to rs_kv_rows, which fetches the rows RS_KV_ROWS_AHEAD keys ahead of copying them and
- * re-checks each key's word, key and (for indexes whose entries move) bucket version. */
+ * the results to rs_kv_rows, which fetches the rows RS_KV_ROWS_AHEAD keys ahead of copying them.
+ * The copies are checked afterwards: by the engine's write epoch (below) when no write ran
+ * meanwhile, else by rs_kv_rows_recheck, key by key (word, key and, for indexes whose entries
+ * move, the bucket version). */
 enum { RS_KV_HIT_MISS = 0, RS_KV_HIT_ROW = 1, RS_KV_HIT_SLOW = 2 };
 
 struct rs_kv_hit {
@@ -347,11 +356,19 @@ RS_KV_INLINE int rs_kv_hit_valid(const rs_kv_hit *q) {
 
 #define RS_KV_ROWS_AHEAD 12
 
-/* Copy the rows of hits q[0..cnt) into out, row k at out + k * out_stride (misses: zero rows),
- * fall back to ops' slow read for keys a writer disturbed; fills found[0..cnt) if not NULL and
- * returns the number found. out_stride == value_size is the contiguous (flat) case. */
+/* Copy the rows of hits q[0..cnt) into out, row k at out + k * out_stride (misses: zero rows; keys
+ * the lookup left to the slow path: ops' slow read); fills found[0..cnt) if not NULL and returns
+ * the number found. out_stride == value_size is the contiguous (flat) case. The copies are not
+ * checked: the caller proves them with the write epoch or runs rs_kv_rows_recheck. */
 size_t rs_kv_rows(const rs_kv_index_ops *ops, void *ix, const rs_kv_vs *vs, const uint64_t *kk,
                   size_t cnt, const rs_kv_hit *q, uint8_t *out, size_t out_stride, uint8_t *found);
+/* After rs_kv_rows (which returned hits): accept a copied row only if its word and key, and its
+ * bucket version, still hold (a word never repeats, so unchanged now means unchanged since the
+ * lookup, copy included), a miss only if its version holds; read the others again with ops' slow
+ * read. Returns the number found, corrected. */
+size_t rs_kv_rows_recheck(const rs_kv_index_ops *ops, void *ix, const rs_kv_vs *vs,
+                          const uint64_t *kk, size_t cnt, const rs_kv_hit *q, uint8_t *out,
+                          size_t out_stride, uint8_t *found, size_t hits);
 
 /* After an unclean close of a file-backed engine: rebuild the free list from the rows the index
  * references (kv_verify.c). */
@@ -364,7 +381,40 @@ int rs_kv_make_dir(const char *path, rs_error *err);
 
 typedef struct rs_kv_syncer rs_kv_syncer;
 
+/*
+ * The write epoch: what lets a batch read skip the per-key seqlock re-check.
+ *
+ * Every write of the engine (put, update, delete, clear; a checkpoint load writes through put)
+ * runs between rs_kv_write_begin and rs_kv_write_end, which add one to a stripe's write count and
+ * active count (begin) and take the active count back (end). A writing thread always uses the
+ * same stripe, so writers on different threads rarely share a line. A batch read snapshots the
+ * stripes before its lookups (rs_kv_epoch_snap) and compares them after its copies
+ * (rs_kv_epoch_held): if no writer was active at the snapshot and no stripe changed, no write
+ * overlapped the lookups or the copies, and every copy is whole without looking at its entry
+ * again. Otherwise the read re-checks key by key (rs_kv_rows_recheck).
+ *
+ * Why it is correct: a writer issues a release fence after its begin and before it stores
+ * anything; the reader an acquire fence after its copies and before it reads the stripes again.
+ * If the reader saw any store of a write, the fences synchronise, so the reader's second read
+ * of that writer's stripe sees the begin (or later): the stripe changed. A write that ended
+ * before the snapshot was seen whole (the snapshot's acquire read sees the end's release or a
+ * later value); one in flight at the snapshot shows as active. The 32-bit write count would have
+ * to wrap within one segment's read for a change to go unseen.
+ *
+ * Why: the re-check reads each entry's word again after the row copy, a second random line per
+ * key once the segment's index lines have left the cache; on the Zen 3 VM it cost DRAM_PET_HASH
+ * 7 points of the no-index ceiling (docs/kv-engine.md).
+ */
+#define RS_KV_EPOCH_STRIPES 8
+#define RS_KV_EPOCH_WRITE   ((1ull << 32) | 1) /* one more write, one more active writer */
+
+typedef struct rs_kv_epoch_line {
+    uint64_t v; /* write count << 32 | writers active */
+    uint8_t pad[56];
+} __attribute__((aligned(64))) rs_kv_epoch_line;
+
 struct rs_kv {
+    rs_kv_epoch_line epoch[RS_KV_EPOCH_STRIPES]; /* first: the struct is 64-byte aligned */
     rs_kv_index_type type;
     uint32_t value_size;
     uint64_t capacity;
@@ -375,6 +425,32 @@ struct rs_kv {
     rs_kv_sync_mode sync;
     rs_kv_syncer *syncer; /* RS_KV_SYNC_INTERVAL's thread (kv_sync.c) */
 };
+
+/* The stripes before a batch read's lookups; 1 if no writer was active then. */
+static inline int rs_kv_epoch_snap(const rs_kv *kv, uint64_t snap[RS_KV_EPOCH_STRIPES]) {
+    uint64_t active = 0;
+    for (int i = 0; i < RS_KV_EPOCH_STRIPES; i++) {
+        snap[i] = __atomic_load_n(&kv->epoch[i].v, __ATOMIC_ACQUIRE);
+        active |= snap[i] & 0xffffffffu;
+    }
+    return active == 0;
+}
+
+/* After the copies: 1 if no stripe moved since rs_kv_epoch_snap (which said quiet). */
+static inline int rs_kv_epoch_held(const rs_kv *kv, const uint64_t snap[RS_KV_EPOCH_STRIPES]) {
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    uint64_t diff = 0;
+    for (int i = 0; i < RS_KV_EPOCH_STRIPES; i++)
+        diff |= __atomic_load_n(&kv->epoch[i].v, __ATOMIC_RELAXED) ^ snap[i];
+    return diff == 0;
+}
+
+/* Bracket every change to the index or to a row a reader may see (kv_engine.c). begin returns the
+ * stripe end must be given. */
+uint64_t *rs_kv_write_begin(rs_kv *kv);
+static inline void rs_kv_write_end(uint64_t *stripe) {
+    __atomic_fetch_sub(stripe, 1, __ATOMIC_RELEASE);
+}
 
 /* Rows of a CCEH engine are written copy-on-write: the value store holds this many rows beyond
  * the capacity for writes in flight. */

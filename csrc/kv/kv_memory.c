@@ -34,7 +34,8 @@ void rs_kv_get_memory(const rs_kv *kv, rs_kv_memory *out) {
     out->index_pages = "?";
     if (kv->ops->memory) kv->ops->memory(kv->ix, &out->index_bytes, &out->index_pages);
     out->slab_pages = kv->vs.region.pages ? kv->vs.region.pages : "?";
-    uint64_t bump = __atomic_load_n(&kv->vs.meta->bump, __ATOMIC_RELAXED);
+    /* bytes handed out (the unused first handle of a DRAM store is not a key's) */
+    uint64_t bump = __atomic_load_n(&kv->vs.meta->bump, __ATOMIC_RELAXED) - kv->vs.first;
     out->slab_bytes = kv->vs.variable ? bump * 16 : bump * kv->vs.stride;
     out->slab_bytes_at_capacity = kv->vs.variable ? 0 : kv->capacity * kv->vs.stride;
     if (kv->capacity) {

@@ -1,88 +1,108 @@
 /*
- * kv_pet_hash.c — DRAM_PET_HASH: an F14 / PetPS PetHash-style open-addressing index over chunks
- * with a 16-byte header of 8-bit tags matched at once with SSE2, and the entries inline.
+ * kv_pet_hash.c — DRAM_PET_HASH: a PetPS PetHash-style open-addressing index whose lookups read
+ * one cache line per key: four {key, word} entries per 64-byte line, matched by comparing the
+ * keys themselves.
  *
- * Chunk (128 bytes = two adjacent cache lines, 128-byte aligned; both lines are fetched together):
+ * Line (64 bytes, 64-byte aligned):
  *
- *   byte 0          7      8          9      16                                              128
- *   +---------------+------+----------+------+------------------------------------------------+
- *   | tags[0..6]    | lock | overflow | pad  | entries[0..6]: {u64 key, u64 word} 16 B each   |
- *   +---------------+------+----------+------+------------------------------------------------+
+ *   byte 0                              32                                  64
+ *   +-----------------------------------+-----------------------------------+
+ *   | key[0..3]   (u64 each)            | word[0..3]  (u64 each)            |
+ *   +-----------------------------------+-----------------------------------+
  *
- *   tag 0 = empty slot; 0x01 = claimed by an inserter that is still writing; 0x80 | (hash >> 56)
- *   = occupied. The word is the value word of kv_internal.h (row id or value block, and the
- *   seqlock), so a lookup touches one chunk (two lines in the same DRAM page) and the row.
+ *   The word is the value word of kv_internal.h (row id or value block, and the seqlock), so a
+ *   lookup touches one line and the row. A DRAM value store never hands out handle 0, so words
+ *   of handle 0 are free for markers: a free slot's word is 0 (a zero page is an empty table,
+ *   so a big table commits memory only as keys arrive), a slot claimed by an inserter that is
+ *   still writing holds 1 (odd: readers never take it). A removed entry keeps its (stale) key
+ *   with word 0, so lookups skip it.
  *
- * Why 7 inline entries and not 14 slots of record ids in one line (the first design): with record
- * ids, a lookup read the chunk line and then a record line {key, word} at a random place before
- * the row, two dependent random DRAM accesses per key. Measured with bench_kv_indexes.py on the
- * 2-core EPYC VM (batch 500, 512-byte rows, 1M keys), that layout peaked at 65-75 % of the
- * no-index ceiling, the inline layout reaches about 81 % (fetching line 1 only when the key is
- * not in line 0 measured worse: 71 %).
+ * Beside the lines, a meta array of two bytes per line: the writers' lock and `overflow`, the
+ * number of keys that probed past this line (saturating at 255). A reader touches it only for a
+ * key missing from a full home line, to know whether to probe on.
  *
- * Hash h = fmix64(key). Home chunk h & (chunks - 1); probe step (tag * 2) | 1 is odd, so the probe
- * sequence (double hashing) visits every chunk of the power-of-two table. `overflow` counts keys
- * that probed past this chunk (saturating at 255); a lookup stops at the first chunk with
- * overflow 0. Sizing: chunks = next_pow2(ceil(capacity / 0.9 / 7)), so a table holding `capacity`
- * keys is at most 90 % full; the engine enforces capacity before inserting.
+ * Why one line of four entries and not the 128-byte chunk of 7 entries behind a byte-tag header
+ * (the layout until 2026-12-05): a batch lookup's cost is its random lines per key, and on the
+ * Zen 3 VM the chunk's second line, though adjacent, cost 5 points of the no-index ceiling
+ * (ceiling + 1 line 87 %, + 2 lines 82 %: bench_kv_indexes.py --line_bounds --paired,
+ * docs/kv-engine.md). The tags bought fewer key compares, which are free next to the miss. At
+ * 1M keys the table is about half full (it rounds up to a power of two) and few keys live
+ * outside their home line; at the 90 % bound more do, and they cost a second line.
+ *
+ * Hash h = fmix64(key). Home line h & (lines - 1); probe step ((h >> 56) << 1) | 1 is odd, so
+ * the probe sequence (double hashing) visits every line of the power-of-two table. Sizing: lines
+ * = next_pow2(ceil(capacity / 0.9 / 4)), so a table holding `capacity` keys is at most 90 % full;
+ * the engine enforces capacity before inserting.
  *
  * Concurrency: readers take no lock (the entry word's seqlock, kv_internal.h, plus the key in the
- * same entry). Writers lock the key's home chunk (`lock`) for the whole write, so two writers of
- * one key serialise and a key is never inserted twice; a slot is claimed with a CAS on its tag
- * (0 -> 0x01), the entry's key and then its word are written, and the real tag is published last
- * (release). Entries never move, so validate() has nothing to check.
+ * same entry). Writers lock the key's home line (meta lock) for the whole write, so two writers
+ * of one key serialise and a key is never inserted twice; a slot is claimed with a CAS on its
+ * word (0 -> 1), the key is written and then the entry's real word (release), so a reader that
+ * sees the word sees the key. Entries never move, so validate() has nothing to check.
  */
-#include <emmintrin.h>
 #include <stdlib.h>
 
 #include "kv_internal.h"
 
-#define PET_SLOTS        7
-#define PET_TAG_RESERVED 0x01
+#define PET_SLOTS        4
+#define PET_WORD_FREE    0ull /* handle 0 (never a row in a DRAM store), even */
+#define PET_WORD_CLAIMED 1ull /* handle 0, odd */
 #define PET_MAX_LOAD     0.9
 
-typedef struct pet_entry {
-    uint64_t key;
-    uint64_t word;
-} pet_entry;
+_Static_assert(PET_SLOTS * 16 == RS_KV_PET_LINE_BYTES, "a PET line is one cache line");
 
-typedef struct pet_chunk {
-    uint8_t tags[PET_SLOTS];
+typedef struct pet_line {
+    uint64_t key[PET_SLOTS];
+    uint64_t word[PET_SLOTS];
+} __attribute__((aligned(64))) pet_line;
+
+typedef struct pet_meta {
     uint8_t lock;
     uint8_t overflow;
-    uint8_t pad[7];
-    pet_entry e[PET_SLOTS];
-} __attribute__((aligned(128))) pet_chunk;
-
-_Static_assert(sizeof(pet_chunk) == RS_KV_PET_CHUNK_BYTES, "PET chunk must be two cache lines");
+} pet_meta;
 
 typedef struct pet {
-    rs_kv_region region; /* the chunk array */
-    pet_chunk *chunks;
+    rs_kv_region region; /* the lines, then the meta array */
+    pet_line *lines;
+    pet_meta *meta;
     uint64_t mask;
     uint64_t capacity;
 } pet;
 
-static inline uint8_t pet_tag(uint64_t h) {
-    return (uint8_t)((h >> 56) | 0x80);
-}
-static inline uint64_t pet_step(uint8_t tag) {
-    return ((uint64_t)tag << 1) | 1;
+static inline uint64_t pet_step(uint64_t h) {
+    return ((h >> 56) << 1) | 1;
 }
 
-/* Bit i set where tags[i] == tag (i < 7). The 16-byte load covers the header only. */
-static inline unsigned pet_match(const pet_chunk *c, uint8_t tag) {
-    __m128i t = _mm_load_si128((const __m128i *)c->tags);
-    __m128i m = _mm_cmpeq_epi8(t, _mm_set1_epi8((char)tag));
-    return (unsigned)_mm_movemask_epi8(m) & ((1u << PET_SLOTS) - 1);
+/* A stored entry: neither free nor claimed by an inserter still writing. */
+static inline int pet_word_live(uint64_t w) {
+    return w > PET_WORD_CLAIMED;
 }
 
-uint64_t rs_kv_pet_chunks(uint64_t capacity) {
+/* Bit j set where key[j] == key: four compares, no branch. The entries are checked again under
+ * the seqlock before they are used. */
+static inline unsigned pet_match(const pet_line *l, uint64_t key) {
+    return (unsigned)(__atomic_load_n(&l->key[0], __ATOMIC_RELAXED) == key) |
+           (unsigned)(__atomic_load_n(&l->key[1], __ATOMIC_RELAXED) == key) << 1 |
+           (unsigned)(__atomic_load_n(&l->key[2], __ATOMIC_RELAXED) == key) << 2 |
+           (unsigned)(__atomic_load_n(&l->key[3], __ATOMIC_RELAXED) == key) << 3;
+}
+
+uint64_t rs_kv_pet_lines(uint64_t capacity) {
     uint64_t need = (uint64_t)((double)capacity / PET_MAX_LOAD / PET_SLOTS) + 1;
-    uint64_t chunks = 1;
-    while (chunks < need)
-        chunks <<= 1;
-    return chunks;
+    uint64_t lines = 1;
+    while (lines < need)
+        lines <<= 1;
+    return lines;
+}
+
+static size_t pet_bytes(uint64_t lines) {
+    return (size_t)lines * (sizeof(pet_line) + sizeof(pet_meta));
+}
+
+static int pet_clear(void *ix, rs_error *err) {
+    pet *p = ix;
+    memset(p->lines, 0, pet_bytes(p->mask + 1)); /* free words, unlocked, no overflow */
+    return 0;
 }
 
 int rs_kv_pet_open(uint64_t capacity, rs_kv_huge_pages huge, void **out, rs_error *err) {
@@ -92,24 +112,25 @@ int rs_kv_pet_open(uint64_t capacity, rs_kv_huge_pages huge, void **out, rs_erro
                             (unsigned long long)capacity);
     pet *p = calloc(1, sizeof *p);
     if (!p) return rs_error_set(err, RS_ENOMEM, "DRAM_PET_HASH handle");
-    uint64_t chunks = rs_kv_pet_chunks(capacity);
-    size_t bytes = (size_t)chunks * sizeof(pet_chunk);
+    uint64_t lines = rs_kv_pet_lines(capacity);
+    size_t bytes = pet_bytes(lines);
     rc = rs_kv_region_open_anon(&p->region, bytes, bytes, huge, err);
     if (rc) {
         rs_error_prefix(err, "DRAM_PET_HASH with capacity %llu: ", (unsigned long long)capacity);
         free(p);
         return rc;
     }
-    p->chunks = (pet_chunk *)p->region.base;
-    p->mask = chunks - 1;
+    p->lines = (pet_line *)p->region.base;
+    p->meta = (pet_meta *)(p->region.base + lines * sizeof(pet_line));
+    p->mask = lines - 1;
     p->capacity = capacity;
-    *out = p;
+    *out = p; /* a fresh mapping reads as zeros: every slot free */
     return 0;
 }
 
 static void pet_memory(void *ix, uint64_t *bytes, const char **pages) {
     const pet *p = ix;
-    *bytes = (p->mask + 1) * sizeof(pet_chunk);
+    *bytes = pet_bytes(p->mask + 1);
     *pages = p->region.pages;
 }
 
@@ -119,78 +140,77 @@ static void pet_close(void *ix) {
     free(p);
 }
 
-static int pet_clear(void *ix, rs_error *err) {
-    pet *p = ix;
-    memset(p->chunks, 0, (p->mask + 1) * sizeof(pet_chunk));
-    return 0;
-}
-
 /* Slot position for remove(): probe distance << 3 | slot. */
 #define PET_POS(i, j) ((uint32_t)((i) << 3 | (j)))
 
-/* Look for key starting at its home chunk; on a hit fill s (ver = position). */
+static void pet_fill_slot(pet *p, pet_line *l, unsigned j, uint64_t pos, rs_kv_slot *s) {
+    s->word = &l->word[j];
+    s->keyp = &l->key[j];
+    s->guard = &p->meta[l - p->lines];
+    s->ver = (uint32_t)pos;
+}
+
+/* Look for key starting at its home line; on a hit fill s (ver = position; guard = the meta of
+ * the line holding it, replaced by the home line's under acquire). */
 static int pet_find(void *ix, uint64_t key, rs_kv_slot *s) {
     pet *p = ix;
     uint64_t h = rs_kv_hash(key);
-    uint8_t tag = pet_tag(h);
-    uint64_t c = h & p->mask, step = pet_step(tag);
+    uint64_t c = h & p->mask, step = pet_step(h);
     for (uint64_t i = 0; i <= p->mask; i++) {
-        pet_chunk *ch = &p->chunks[c];
-        unsigned m = pet_match(ch, tag);
+        pet_line *l = &p->lines[c];
+        unsigned m = pet_match(l, key);
         while (m) {
             unsigned j = (unsigned)__builtin_ctz(m);
-            if (__atomic_load_n(&ch->e[j].key, __ATOMIC_ACQUIRE) == key) {
-                s->word = &ch->e[j].word;
-                s->keyp = &ch->e[j].key;
-                s->guard = ch;
-                s->ver = PET_POS(i, j);
+            if (__atomic_load_n(&l->key[j], __ATOMIC_ACQUIRE) == key &&
+                pet_word_live(__atomic_load_n(&l->word[j], __ATOMIC_ACQUIRE))) {
+                pet_fill_slot(p, l, j, PET_POS(i, j), s);
                 return 1;
             }
             m &= m - 1;
         }
-        if (__atomic_load_n(&ch->overflow, __ATOMIC_ACQUIRE) == 0) return 0;
+        if (__atomic_load_n(&p->meta[c].overflow, __ATOMIC_ACQUIRE) == 0) return 0;
         c = (c + step) & p->mask;
     }
     return 0;
 }
 
-/* Both lines of key's home chunk, for writing (the lock byte and the entries). */
+/* key's home line and its meta, for writing. */
 static void pet_prefetch(void *ix, uint64_t key) {
     const pet *p = ix;
-    const pet_chunk *ch = &p->chunks[rs_kv_hash(key) & p->mask];
-    __builtin_prefetch(ch, 1, 3);
-    __builtin_prefetch((const char *)ch + 64, 1, 3);
+    uint64_t c = rs_kv_hash(key) & p->mask;
+    __builtin_prefetch(&p->lines[c], 1, 3);
+    __builtin_prefetch(&p->meta[c], 1, 3);
 }
 
 static int pet_validate(void *ix, const rs_kv_slot *s) {
     return 1; /* entries never move; the word and key checks are enough */
 }
 
-static void pet_lock(pet_chunk *ch) {
+static void pet_lock(pet_meta *m) {
     for (;;) {
         uint8_t z = 0;
-        if (__atomic_compare_exchange_n(&ch->lock, &z, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+        if (__atomic_compare_exchange_n(&m->lock, &z, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
             return;
-        while (__atomic_load_n(&ch->lock, __ATOMIC_RELAXED))
+        while (__atomic_load_n(&m->lock, __ATOMIC_RELAXED))
             rs_kv_cpu_relax();
     }
 }
 
-static void pet_unlock(pet_chunk *ch) {
-    __atomic_store_n(&ch->lock, 0, __ATOMIC_RELEASE);
+static void pet_unlock(pet_meta *m) {
+    __atomic_store_n(&m->lock, 0, __ATOMIC_RELEASE);
 }
 
-static void overflow_inc(pet_chunk *ch) {
-    uint8_t o = __atomic_load_n(&ch->overflow, __ATOMIC_RELAXED);
-    while (o < 255 && !__atomic_compare_exchange_n(&ch->overflow, &o, (uint8_t)(o + 1), 0,
+static void overflow_inc(pet_meta *m) {
+    uint8_t o = __atomic_load_n(&m->overflow, __ATOMIC_RELAXED);
+    while (o < 255 && !__atomic_compare_exchange_n(&m->overflow, &o, (uint8_t)(o + 1), 0,
                                                    __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
     }
 }
 
-static void overflow_dec(pet_chunk *ch) {
-    uint8_t o = __atomic_load_n(&ch->overflow, __ATOMIC_RELAXED);
+static void overflow_dec(pet_meta *m) {
+    uint8_t o = __atomic_load_n(&m->overflow, __ATOMIC_RELAXED);
     while (o > 0 && o < 255 &&
-           !__atomic_compare_exchange_n(&ch->overflow, &o, (uint8_t)(o - 1), 0, __ATOMIC_RELEASE,
+           !__atomic_compare_exchange_n(&m->overflow, &o, (uint8_t)(o - 1), 0, __ATOMIC_RELEASE,
                                         __ATOMIC_RELAXED)) {
     }
 }
@@ -199,69 +219,59 @@ static int pet_acquire(void *ix, uint64_t key, int create, uint64_t new_word, rs
                        int *created, rs_error *err) {
     pet *p = ix;
     uint64_t h = rs_kv_hash(key);
-    uint8_t tag = pet_tag(h);
-    uint64_t home = h & p->mask, step = pet_step(tag);
-    pet_chunk *hc = &p->chunks[home];
-    pet_lock(hc);
+    uint64_t home = h & p->mask, step = pet_step(h);
+    pet_meta *hm = &p->meta[home];
+    pet_lock(hm);
     if (pet_find(ix, key, s)) {
-        s->guard = hc;
+        s->guard = hm;
         return 0;
     }
     if (!create) {
-        pet_unlock(hc);
+        pet_unlock(hm);
         return RS_ENOTFOUND;
     }
     uint64_t c = home;
     for (uint64_t i = 0; i <= p->mask; i++) {
-        pet_chunk *ch = &p->chunks[c];
-        unsigned free_slots = pet_match(ch, 0);
-        while (free_slots) {
-            unsigned j = (unsigned)__builtin_ctz(free_slots);
-            uint8_t z = 0;
-            if (__atomic_compare_exchange_n(&ch->tags[j], &z, PET_TAG_RESERVED, 0, __ATOMIC_ACQUIRE,
-                                            __ATOMIC_RELAXED)) {
-                /* key before word: a reader still holding this entry from its previous owner
-                 * either sees the old (odd) word or, with the new word, the new key */
-                __atomic_store_n(&ch->e[j].key, key, __ATOMIC_RELAXED);
-                __atomic_store_n(&ch->e[j].word, new_word, __ATOMIC_RELEASE);
-                __atomic_store_n(&ch->tags[j], tag, __ATOMIC_RELEASE);
-                s->word = &ch->e[j].word;
-                s->keyp = &ch->e[j].key;
-                s->guard = hc;
-                s->ver = PET_POS(i, j);
-                *created = 1;
-                return 0;
-            }
-            free_slots &= free_slots - 1;
+        pet_line *l = &p->lines[c];
+        for (unsigned j = 0; j < PET_SLOTS; j++) {
+            uint64_t w = PET_WORD_FREE;
+            if (!__atomic_compare_exchange_n(&l->word[j], &w, PET_WORD_CLAIMED, 0, __ATOMIC_ACQUIRE,
+                                             __ATOMIC_RELAXED))
+                continue;
+            /* key before word: a reader that sees the new word also sees the new key */
+            __atomic_store_n(&l->key[j], key, __ATOMIC_RELAXED);
+            __atomic_store_n(&l->word[j], new_word, __ATOMIC_RELEASE);
+            pet_fill_slot(p, l, j, PET_POS(i, j), s);
+            s->guard = hm;
+            *created = 1;
+            return 0;
         }
-        overflow_inc(ch);
+        overflow_inc(&p->meta[c]);
         c = (c + step) & p->mask;
     }
-    /* every chunk full: undo the overflow marks (cannot happen below the 90 % load bound) */
+    /* every line full: undo the overflow marks (cannot happen below the 90 % load bound) */
     c = home;
     for (uint64_t i = 0; i <= p->mask; i++, c = (c + step) & p->mask)
-        overflow_dec(&p->chunks[c]);
-    pet_unlock(hc);
+        overflow_dec(&p->meta[c]);
+    pet_unlock(hm);
     return rs_error_set(err, RS_EFULL, "DRAM_PET_HASH is full: %llu slots, capacity %llu keys",
                         (unsigned long long)((p->mask + 1) * PET_SLOTS),
                         (unsigned long long)p->capacity);
 }
 
 static void pet_release(void *ix, rs_kv_slot *s) {
-    pet_unlock((pet_chunk *)s->guard);
+    pet_unlock((pet_meta *)s->guard);
 }
 
-/* The entry keeps its key and its (odd, set by the engine) word; only the tag is cleared. */
+/* The entry keeps its key; its word (made odd by the engine) becomes free. */
 static void pet_remove(void *ix, rs_kv_slot *s) {
     pet *p = ix;
-    uint64_t key = *s->keyp;
-    uint64_t h = rs_kv_hash(key);
-    uint8_t tag = pet_tag(h);
-    uint64_t c = h & p->mask, step = pet_step(tag);
-    uint32_t dist = s->ver >> 3, j = s->ver & 7u;
+    uint64_t h = rs_kv_hash(*s->keyp);
+    uint64_t c = h & p->mask, step = pet_step(h);
+    uint32_t dist = s->ver >> 3;
     for (uint32_t i = 0; i < dist; i++, c = (c + step) & p->mask)
-        overflow_dec(&p->chunks[c]);
-    __atomic_store_n(&p->chunks[c].tags[j], 0, __ATOMIC_RELEASE);
+        overflow_dec(&p->meta[c]);
+    __atomic_store_n((uint64_t *)s->word, PET_WORD_FREE, __ATOMIC_RELEASE);
 }
 
 static uint64_t pet_count(void *ix) {
@@ -269,95 +279,124 @@ static uint64_t pet_count(void *ix) {
     uint64_t n = 0;
     for (uint64_t c = 0; c <= p->mask; c++)
         for (int j = 0; j < PET_SLOTS; j++)
-            n += (p->chunks[c].tags[j] & 0x80) != 0;
+            n += pet_word_live(__atomic_load_n(&p->lines[c].word[j], __ATOMIC_RELAXED));
     return n;
 }
 
 /*
  * Batch read (the engine's loop, kv_engine.c), a segment of up to PET_SEG keys at a time, in
  * passes:
- *   lookup  hash key i and prefetch both lines of its home chunk, while matching key
- *           i - PET_LOOKUP_AHEAD (SSE2 tag match, key compare, load the word); a key whose home
- *           chunk overflowed without a hit is carried to the next chunk of its probe sequence
- *           (prefetched; matched in one more short pass); a second overflow, or a word with a
- *           writer in it, goes to the slow single-key read
+ *   lookup  hash key i and prefetch its home line, while matching key i - PET_LOOKUP_AHEAD (four
+ *           key compares, load the word); a key not in its home line whose line overflowed is
+ *           carried to the next line of its probe sequence (prefetched; matched in one more
+ *           short pass); a second overflow, or a word with a writer in it, goes to the slow
+ *           single-key read
  *   rows    rs_kv_rows (kv_rows.c): rows fetched 12 keys ahead of their copy, word and key
  *           re-checked after it
  * Measured on the AMD EPYC VMs: chunk prefetches issued among row prefetches often arrive late, so
- * a continuous per-key pipeline through the rows stalls on the tag match; the lookup of a whole
+ * a continuous per-key pipeline through the rows stalls on the match; the lookup of a whole
  * segment finishes before its first row is fetched. Within the lookup, matching 32 keys behind
- * the prefetches hides the match's work under the chunk misses: on the Zen 3 VM a burst of all
+ * the prefetches hides the match's work under the misses: on the Zen 3 VM a burst of all
  * prefetches and then all matches ran at 68-73 % of the paired ceiling, 16 / 32 / 48 / 64 keys
- * behind at 75-78 % (kv_bench --paired_ceiling, docs/kv-engine.md).
+ * behind at 75-78 % (kv_bench --paired_ceiling, docs/kv-engine.md; 128-byte chunks then).
  */
 #ifndef PET_SEG
 #define PET_SEG 512
 #endif
 _Static_assert(PET_SEG <= RS_KV_LOOKUP_MAX, "a PET segment must fit the engine's batch loop");
 #ifndef PET_LOOKUP_AHEAD
-#define PET_LOOKUP_AHEAD 32 /* keys between a chunk's prefetch and its match */
+#define PET_LOOKUP_AHEAD 32 /* keys between a line's prefetch and its match */
 #endif
 
-#define PET_PROBE 3 /* lookup-only state next to RS_KV_HIT_*: try the next chunk */
+/* lookup-only states next to RS_KV_HIT_*: try the next line; the same, with the home line's
+ * overflow count still to check */
+#define PET_PROBE           3
+#define PET_PROBE_UNCHECKED 4
 
-RS_KV_INLINE void pet_prefetch_chunk(const pet_chunk *ch) {
-    __builtin_prefetch(ch, 0, RS_KV_CHUNK_LOCALITY);
-    __builtin_prefetch((const char *)ch + 64, 0, RS_KV_CHUNK_LOCALITY);
-}
-
-/* Match key in *chp; returns the state (PET_PROBE: *chp moved on to the next chunk). */
-RS_KV_INLINE uint8_t pet_match_hit(const pet *p, const pet_chunk **chp, uint8_t tag, uint64_t key,
+/* Match key in *lp; returns the state (PET_PROBE: *lp moved on to the next line). */
+RS_KV_INLINE uint8_t pet_match_hit(const pet *p, const pet_line **lp, uint64_t h, uint64_t key,
                                    rs_kv_hit *q) {
-    const pet_chunk *ch = *chp;
-    unsigned m = pet_match(ch, tag);
+    const pet_line *l = *lp;
+    unsigned m = pet_match(l, key);
     while (m) {
         unsigned j = (unsigned)__builtin_ctz(m);
-        const pet_entry *e = &ch->e[j];
-        if (__atomic_load_n(&e->key, __ATOMIC_ACQUIRE) == key) {
-            uint64_t w = __atomic_load_n(&e->word, __ATOMIC_ACQUIRE);
-            if ((w & 1) || __atomic_load_n(&e->key, __ATOMIC_RELAXED) != key) return RS_KV_HIT_SLOW;
-            q->word = &e->word;
-            q->keyp = &e->key;
-            q->w1 = w;
-            return RS_KV_HIT_ROW;
+        if (__atomic_load_n(&l->key[j], __ATOMIC_ACQUIRE) == key) {
+            uint64_t w = __atomic_load_n(&l->word[j], __ATOMIC_ACQUIRE);
+            if (w != PET_WORD_FREE) {
+                if ((w & 1) || __atomic_load_n(&l->key[j], __ATOMIC_RELAXED) != key)
+                    return RS_KV_HIT_SLOW;
+                q->word = &l->word[j];
+                q->keyp = &l->key[j];
+                q->w1 = w;
+                return RS_KV_HIT_ROW;
+            }
         }
         m &= m - 1;
     }
-    if (!__atomic_load_n(&ch->overflow, __ATOMIC_ACQUIRE)) return RS_KV_HIT_MISS;
-    uint64_t c = (uint64_t)(ch - p->chunks);
-    *chp = &p->chunks[(c + pet_step(tag)) & p->mask];
-    pet_prefetch_chunk(*chp);
+    uint64_t c = (uint64_t)(l - p->lines);
+    if (!__atomic_load_n(&p->meta[c].overflow, __ATOMIC_ACQUIRE)) return RS_KV_HIT_MISS;
+    *lp = &p->lines[(c + pet_step(h)) & p->mask];
+    __builtin_prefetch(*lp, 0, RS_KV_CHUNK_LOCALITY);
     return PET_PROBE;
 }
 
-static void pet_lookup_segment(const pet *p, const uint64_t *kk, size_t cnt, const pet_chunk **ch,
-                               uint8_t *tag, rs_kv_hit *q) {
+/* Every slot of l taken (by entries or inserters). */
+RS_KV_INLINE int pet_line_full(const pet_line *l) {
+    unsigned free_slots = 0;
+    for (unsigned j = 0; j < PET_SLOTS; j++)
+        free_slots += __atomic_load_n(&l->word[j], __ATOMIC_RELAXED) == PET_WORD_FREE;
+    return free_slots == 0;
+}
+
+/* The first match of a batch key in its home line. A key missing from a full home line (a few
+ * percent at the usual loads) is probed on without reading the line's overflow count, which
+ * would be one more miss in the burst; the probe pass reads it (prefetched here). */
+RS_KV_INLINE uint8_t pet_match_home(const pet *p, const pet_line **lp, uint64_t h, uint64_t key,
+                                    rs_kv_hit *q) {
+    const pet_line *l = *lp;
+    unsigned m = pet_match(l, key);
+    if (__builtin_expect(m == 0, 0) && pet_line_full(l)) {
+        uint64_t c = (uint64_t)(l - p->lines);
+        __builtin_prefetch(&p->meta[c], 0, RS_KV_CHUNK_LOCALITY);
+        *lp = &p->lines[(c + pet_step(h)) & p->mask];
+        __builtin_prefetch(*lp, 0, RS_KV_CHUNK_LOCALITY);
+        return PET_PROBE_UNCHECKED;
+    }
+    return pet_match_hit(p, lp, h, key, q);
+}
+
+static void pet_lookup_segment(const pet *p, const uint64_t *kk, size_t cnt, const pet_line **l,
+                               uint64_t *h, rs_kv_hit *q) {
     size_t probes = 0;
     for (size_t i = 0; i < cnt + PET_LOOKUP_AHEAD; i++) {
         if (i < cnt) {
-            uint64_t h = rs_kv_hash(kk[i]);
-            ch[i] = &p->chunks[h & p->mask];
-            tag[i] = pet_tag(h);
-            pet_prefetch_chunk(ch[i]);
+            h[i] = rs_kv_hash(kk[i]);
+            l[i] = &p->lines[h[i] & p->mask];
+            __builtin_prefetch(l[i], 0, RS_KV_CHUNK_LOCALITY);
         }
         if (i < PET_LOOKUP_AHEAD) continue;
         size_t k = i - PET_LOOKUP_AHEAD;
         q[k].verp = NULL; /* entries never move */
-        q[k].st = pet_match_hit(p, &ch[k], tag[k], kk[k], &q[k]);
-        probes += q[k].st == PET_PROBE;
+        q[k].st = pet_match_home(p, &l[k], h[k], kk[k], &q[k]);
+        probes += q[k].st >= PET_PROBE;
     }
     if (!probes) return;
     for (size_t k = 0; k < cnt; k++) {
-        if (q[k].st != PET_PROBE) continue;
-        uint8_t st = pet_match_hit(p, &ch[k], tag[k], kk[k], &q[k]);
+        if (q[k].st < PET_PROBE) continue;
+        if (q[k].st == PET_PROBE_UNCHECKED &&
+            !__atomic_load_n(&p->meta[h[k] & p->mask].overflow, __ATOMIC_ACQUIRE)) {
+            q[k].st = RS_KV_HIT_MISS;
+            continue;
+        }
+        uint8_t st = pet_match_hit(p, &l[k], h[k], kk[k], &q[k]);
         q[k].st = st == PET_PROBE ? RS_KV_HIT_SLOW : st;
     }
 }
 
 static void pet_batch_lookup(void *ix, const uint64_t *keys, size_t cnt, rs_kv_hit *q) {
-    const pet_chunk *ch[PET_SEG];
-    uint8_t tag[PET_SEG];
-    pet_lookup_segment(ix, keys, cnt, ch, tag, q);
+    const pet_line *l[PET_SEG];
+    uint64_t h[PET_SEG];
+    pet_lookup_segment(ix, keys, cnt, l, h, q);
 }
 
 /* Entries never move, so the scan needs no lock; a slot reused while the scan reads it is caught
@@ -365,11 +404,11 @@ static void pet_batch_lookup(void *ix, const uint64_t *keys, size_t cnt, rs_kv_h
 static int pet_scan(void *ix, int (*fn)(void *ctx, const rs_kv_slot *s), void *ctx) {
     pet *p = ix;
     for (uint64_t c = 0; c <= p->mask; c++) {
-        pet_chunk *ch = &p->chunks[c];
-        for (int j = 0; j < PET_SLOTS; j++) {
-            if (!(__atomic_load_n(&ch->tags[j], __ATOMIC_ACQUIRE) & 0x80)) continue;
+        pet_line *l = &p->lines[c];
+        for (unsigned j = 0; j < PET_SLOTS; j++) {
+            if (!pet_word_live(__atomic_load_n(&l->word[j], __ATOMIC_ACQUIRE))) continue;
             rs_kv_slot s = {
-                .word = &ch->e[j].word, .keyp = &ch->e[j].key, .guard = NULL, .ver = PET_POS(0, j)};
+                .word = &l->word[j], .keyp = &l->key[j], .guard = NULL, .ver = PET_POS(0, j)};
             int rc = fn(ctx, &s);
             if (rc) return rc;
         }

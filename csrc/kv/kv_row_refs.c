@@ -36,18 +36,24 @@ static const void *ref_one(rs_kv *kv, uint64_t key) {
 
 /* A segment through the index's pipelined lookup (the batch read's, without the rows): a hit
  * whose word, key and version still hold is a reference, a trusted miss is NULL, anything a
- * writer disturbed goes through ref_one. */
+ * writer disturbed goes through ref_one. With no write during the lookup (the write epoch,
+ * kv_internal.h) every hit and miss holds without looking again. */
 static size_t refs_segment(rs_kv *kv, const uint64_t *keys, size_t cnt, const void **refs) {
     /* cnt <= lookup_max <= RS_KV_LOOKUP_MAX */
     rs_kv_hit q[RS_KV_LOOKUP_MAX];
+    uint64_t snap[RS_KV_EPOCH_STRIPES];
+    int quiet = rs_kv_epoch_snap(kv, snap);
     kv->ops->batch_lookup(kv->ix, keys, cnt, q);
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    const int held = quiet && rs_kv_epoch_held(kv, snap); /* held: its acquire fence, too */
+    if (!held) __atomic_thread_fence(__ATOMIC_ACQUIRE);
     size_t hits = 0;
     for (size_t k = 0; k < cnt; k++) {
-        if (q[k].st == RS_KV_HIT_ROW && __atomic_load_n(q[k].word, __ATOMIC_RELAXED) == q[k].w1 &&
-            __atomic_load_n(q[k].keyp, __ATOMIC_RELAXED) == keys[k] && rs_kv_hit_valid(&q[k]))
+        if (q[k].st == RS_KV_HIT_ROW &&
+            (held ||
+             (__atomic_load_n(q[k].word, __ATOMIC_RELAXED) == q[k].w1 &&
+              __atomic_load_n(q[k].keyp, __ATOMIC_RELAXED) == keys[k] && rs_kv_hit_valid(&q[k]))))
             refs[k] = rs_kv_vs_row(&kv->vs, q[k].w1);
-        else if (q[k].st == RS_KV_HIT_MISS && rs_kv_hit_valid(&q[k]))
+        else if (q[k].st == RS_KV_HIT_MISS && (held || rs_kv_hit_valid(&q[k])))
             refs[k] = NULL;
         else
             refs[k] = ref_one(kv, keys[k]);

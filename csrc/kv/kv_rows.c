@@ -1,10 +1,13 @@
 /*
- * kv_rows.c — the row pass every batch read ends with (rs_kv_rows, kv_internal.h):
- * prefetch each row RS_KV_ROWS_AHEAD keys ahead of its copy (prefetcht1, whole lines), copy it
- * with the row kernel, then accept it only if the entry's word and key, and for EH/CCEH the
- * bucket or segment version, are what the lookup saw (the seqlock read of kv_internal.h spread
- * over the lookup and the copy). Anything else goes to the index's slow single-key read.
- * Compiled plain and for AVX-512 with the 512-byte row as a constant (RS_KV_ROW_LOOP).
+ * kv_rows.c — the row pass every batch read ends with (rs_kv_rows, kv_internal.h): prefetch each
+ * row RS_KV_ROWS_AHEAD keys ahead of its copy (prefetcht1, whole lines) and copy it with the row
+ * kernel. Compiled plain, for AVX2 and for AVX-512 with the 512-byte row as a constant
+ * (RS_KV_ROW_LOOP).
+ *
+ * The pass does not look at an entry again after its copy: the caller's write epoch proves a
+ * segment's copies whole when no write ran (kv_internal.h), and rs_kv_rows_recheck checks them
+ * key by key when one did — the seqlock read of kv_internal.h spread over the lookup, the copy and
+ * the re-check.
  *
  * Rows land out_stride bytes apart: the row size for flat output (that instance keeps the stride
  * a constant with the row), or more for a caller that interleaves rows with its own headers
@@ -27,16 +30,8 @@ RS_KV_INLINE size_t rows_body(const size_t vsz, const size_t ostride, const rs_k
         int hit;
         if (__builtin_expect(q[k].st == RS_KV_HIT_ROW, 1)) {
             rs_kv_row_copy(dst, data + rs_kv_word_handle(q[k].w1) * stride, vsz);
-            __atomic_thread_fence(__ATOMIC_ACQUIRE);
-            if (__builtin_expect(__atomic_load_n(q[k].word, __ATOMIC_RELAXED) == q[k].w1 &&
-                                     __atomic_load_n(q[k].keyp, __ATOMIC_RELAXED) == kk[k] &&
-                                     rs_kv_hit_valid(&q[k]),
-                                 1))
-                hit = 1;
-            else
-                hit = rs_kv_read_fixed_slow(ops, ix, vs, kk[k], dst);
-        } else if (q[k].st == RS_KV_HIT_MISS &&
-                   (__atomic_thread_fence(__ATOMIC_ACQUIRE), rs_kv_hit_valid(&q[k]))) {
+            hit = 1;
+        } else if (q[k].st == RS_KV_HIT_MISS) {
             memset(dst, 0, vsz);
             hit = 0;
         } else {
@@ -69,4 +64,29 @@ size_t rs_kv_rows(const rs_kv_index_ops *ops, void *ix, const rs_kv_vs *vs, cons
                   size_t cnt, const rs_kv_hit *q, uint8_t *out, size_t out_stride, uint8_t *found) {
     if (out_stride == vs->value_size) return rows_dispatch(ops, ix, vs, kk, cnt, q, out, found);
     return rows_strided_dispatch(out_stride, ops, ix, vs, kk, cnt, q, out, found);
+}
+
+size_t rs_kv_rows_recheck(const rs_kv_index_ops *ops, void *ix, const rs_kv_vs *vs,
+                          const uint64_t *kk, size_t cnt, const rs_kv_hit *q, uint8_t *out,
+                          size_t out_stride, uint8_t *found, size_t hits) {
+    __atomic_thread_fence(__ATOMIC_ACQUIRE); /* the copies before the loads below */
+    for (size_t k = 0; k < cnt; k++) {
+        uint8_t *dst = out + k * out_stride;
+        int was;
+        if (q[k].st == RS_KV_HIT_ROW) {
+            if (__atomic_load_n(q[k].word, __ATOMIC_RELAXED) == q[k].w1 &&
+                __atomic_load_n(q[k].keyp, __ATOMIC_RELAXED) == kk[k] && rs_kv_hit_valid(&q[k]))
+                continue;
+            was = 1;
+        } else if (q[k].st == RS_KV_HIT_MISS) {
+            if (rs_kv_hit_valid(&q[k])) continue;
+            was = 0;
+        } else {
+            continue; /* read by the slow path already */
+        }
+        int hit = rs_kv_read_fixed_slow(ops, ix, vs, kk[k], dst);
+        if (found) found[k] = (uint8_t)hit;
+        hits = hits - (size_t)was + (size_t)hit;
+    }
+    return hits;
 }

@@ -10,7 +10,8 @@
  *                    cache lines, aligned like the no-index ceiling's)
  *          variable: blocks of 16 << class bytes: [u32 len][u32 gen | class << 24][bytes ...]
  *
- * Handles: a row id (fixed) or the block offset in 16-byte units (variable). A free row holds
+ * Handles: a row id (fixed) or the block offset in 16-byte units (variable); a DRAM store starts
+ * at handle 1, a file store at 0 (rs_kv_vs.first, kv_internal.h). A free row holds
  * {u64 next handle + 1, u32 last sequence}; a free block keeps its header and links through its
  * first data word. The sequence a row or block last had is kept when it is freed and the next
  * owner continues after it (see kv_internal.h: no word repeats for a row within 2^23 writes).
@@ -33,7 +34,7 @@ static uint32_t fixed_stride(uint32_t value_size) {
 }
 
 static size_t vs_reserve(const rs_kv_vs *vs, uint64_t capacity) {
-    if (!vs->variable) return RS_KV_VS_DATA_OFFSET + (size_t)capacity * vs->stride;
+    if (!vs->variable) return RS_KV_VS_DATA_OFFSET + (size_t)(vs->first + capacity) * vs->stride;
     uint64_t r = capacity << 16;
     if (capacity > (1ull << 24) || r > (1ull << 40)) r = 1ull << 40;
     if (r < (1ull << 30)) r = 1ull << 30;
@@ -46,6 +47,7 @@ static void vs_meta_init(rs_kv_vs *vs) {
     vs->meta->value_size = vs->value_size;
     vs->meta->stride = vs->stride;
     vs->meta->capacity = vs->capacity;
+    vs->meta->bump = vs->first;
 }
 
 int rs_kv_vs_open(rs_kv_vs *vs, uint32_t value_size, uint64_t capacity, const char *path,
@@ -56,10 +58,12 @@ int rs_kv_vs_open(rs_kv_vs *vs, uint32_t value_size, uint64_t capacity, const ch
     vs->variable = !value_size;
     vs->stride = vs->variable ? 16 : fixed_stride(value_size);
     vs->capacity = capacity;
+    vs->first = path ? 0 : 1;
     vs->region.fd = -1;
     if (pthread_mutex_init(&vs->lock, NULL) != 0)
         return rs_error_set(err, RS_ENOMEM, "value store mutex");
-    size_t initial = RS_KV_VS_DATA_OFFSET + (vs->variable ? RS_KV_MAX_VALUE + 64 : 0);
+    size_t initial = RS_KV_VS_DATA_OFFSET + (vs->variable ? RS_KV_MAX_VALUE + 64 : 0) +
+                     (size_t)vs->first * vs->stride;
     if (path) {
         /* a reopened store keeps the larger of its old and the requested capacity */
         rc = rs_kv_region_open_file(&vs->region, path, vs_reserve(vs, capacity), initial, &existed,
@@ -123,7 +127,7 @@ void rs_kv_vs_rebuild_free(rs_kv_vs *vs, const uint8_t *used) {
     rs_kv_vs_meta *m = vs->meta;
     uint64_t head = 0;
     uint32_t seq = 0; /* no reader of this process saw these rows yet: any sequence is safe */
-    for (uint64_t h = m->bump; h-- > 0;) {
+    for (uint64_t h = m->bump; h-- > vs->first;) {
         if (used[h]) continue;
         uint8_t *row = vs->data + h * vs->stride;
         memcpy(row, &head, 8);
@@ -160,7 +164,7 @@ static int alloc_fixed(rs_kv_vs *vs, uint64_t *word, rs_error *err) {
         *word = rs_kv_word(h, next_even(gen));
         return 0;
     }
-    if (m->bump >= vs->capacity)
+    if (m->bump >= vs->first + vs->capacity)
         return rs_error_set(err, RS_EFULL, "value store full: %llu rows of %u bytes",
                             (unsigned long long)vs->capacity, vs->value_size);
     uint64_t h = m->bump;

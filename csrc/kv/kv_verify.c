@@ -38,6 +38,10 @@ static int walk_entry(void *ctx, const rs_kv_slot *s) {
         return rs_error_set(
             w->err, RS_EVERIFY, "key %llu names row %llu, beyond the %llu rows ever handed out",
             (unsigned long long)key, (unsigned long long)h, (unsigned long long)w->bump);
+    if (h < w->kv->vs.first)
+        return rs_error_set(w->err, RS_EVERIFY,
+                            "key %llu names row %llu, which the value store never hands out",
+                            (unsigned long long)key, (unsigned long long)h);
     if (w->used) {
         if (w->used[h])
             return rs_error_set(w->err, RS_EVERIFY, "key %llu shares row %llu with another key",
@@ -113,22 +117,23 @@ int rs_kv_verify(rs_kv *kv, char *report, size_t cap, rs_error *err) {
     if (w.used) {
         for (uint64_t f = kv->vs.meta->free_head[0]; f; nfree++) {
             uint64_t h = f - 1;
-            if (h >= w.bump || w.used[h]) {
+            if (h >= w.bump || h < kv->vs.first || w.used[h]) {
                 rc = rs_error_set(err, RS_EVERIFY, "the free list reaches row %llu, which is %s",
                                   (unsigned long long)h,
-                                  h >= w.bump      ? "beyond the rows handed out"
-                                  : w.used[h] == 1 ? "in use by a key"
-                                                   : "on the free list twice");
+                                  h >= w.bump        ? "beyond the rows handed out"
+                                  : h < kv->vs.first ? "never handed out"
+                                  : w.used[h] == 1   ? "in use by a key"
+                                                     : "on the free list twice");
                 goto out;
             }
             w.used[h] = 2;
             memcpy(&f, kv->vs.data + h * kv->vs.stride, 8);
         }
-        leaked = w.bump - w.n - nfree;
+        leaked = w.bump - kv->vs.first - w.n - nfree;
         if (leaked) {
-            rc = rs_error_set(err, RS_EVERIFY,
-                              "%llu of %llu rows are neither used nor free (leaked)",
-                              (unsigned long long)leaked, (unsigned long long)w.bump);
+            rc = rs_error_set(
+                err, RS_EVERIFY, "%llu of %llu rows are neither used nor free (leaked)",
+                (unsigned long long)leaked, (unsigned long long)(w.bump - kv->vs.first));
             goto out;
         }
     }

@@ -1,6 +1,6 @@
 /*
  * test_kv_pet_hash.c — DRAM_PET_HASH: the shared index checks (kv_test_cases.h) plus overflow
- * chains: keys that all share one home chunk spill along the probe sequence and stay findable,
+ * chains: keys that all share one home line spill along the probe sequence and stay findable,
  * and deletes inside the chain keep later keys reachable.
  */
 #include "kv_test_cases.h"
@@ -25,15 +25,15 @@ static void test_pet_no_torn_reads(void) {
 }
 
 static void test_pet_overflow_chain(void) {
-    /* capacity 800 -> next_pow2(800 / 0.9 / 7 + 1) = 128 chunks of 7 slots: 40 keys with one
-     * home chunk fill it and spill 33 along its probe sequence */
-    enum { SLOTS = 7, N = 40 };
+    /* capacity 800 -> next_pow2(800 / 0.9 / 4 + 1) = 256 lines of 4 slots: 40 keys with one
+     * home line fill it and spill 36 along its probe sequence */
+    enum { SLOTS = 4, N = 40 };
     rs_kv *kv = kvt_open(RS_KV_INDEX_PET_HASH, 8, 800, NULL);
     if (!kv) return;
     uint64_t keys[N];
     int n = 0;
     for (uint64_t k = 1; n < N; k++)
-        if ((rs_kv_hash(k) & 127) == 0) keys[n++] = k;
+        if ((rs_kv_hash(k) & 255) == 0) keys[n++] = k;
     rs_error err = {0};
     for (int i = 0; i < n; i++)
         RS_CHECK_EQ(rs_kv_put(kv, keys[i], &keys[i], 8, &err), 0);
@@ -42,7 +42,7 @@ static void test_pet_overflow_chain(void) {
         RS_CHECK_EQ(rs_kv_get(kv, keys[i], &v, 8, NULL), 0);
         RS_CHECK_EQ(v, keys[i]);
     }
-    /* every key through the batch path: the home chunk, the one-step probe pass and the slow
+    /* every key through the batch path: the home line, the one-step probe pass and the slow
      * path for keys further along the sequence */
     uint8_t out[8 * N], found[N];
     size_t nf;
@@ -52,7 +52,7 @@ static void test_pet_overflow_chain(void) {
         RS_CHECK_EQ(found[i], 1);
         RS_CHECK(memcmp(out + 8 * i, &keys[i], 8) == 0);
     }
-    /* remove the first 7 (the home chunk) — the spilled keys must stay reachable */
+    /* remove the first 4 (the home line) — the spilled keys must stay reachable */
     for (int i = 0; i < SLOTS; i++)
         RS_CHECK_EQ(rs_kv_delete(kv, keys[i]), 0);
     for (int i = SLOTS; i < n; i++) {

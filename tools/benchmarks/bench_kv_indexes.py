@@ -8,9 +8,10 @@ Usage: python3 tools/benchmarks/bench_kv_indexes.py [--record_count N] [--runnin
 
 Several --huge_pages modes run every case once per mode, interleaved, each index compared with the
 ceiling of its own mode (explicit needs a hugetlb pool big enough: /proc/sys/vm/nr_hugepages).
---line_bounds adds the ceiling that also touches 1 and 2 random lines of a PET-sized chunk array per
-key: what an index reading that many lines per key could reach at best (PET reads 2).
---bound_index_mib adds the 1-line bound with a chunk array of each of those sizes (powers of two,
+--line_bounds adds the ceiling that also touches 1 and 2 random lines of a PET-sized array per key:
+what an index reading that many lines per key could reach at best (PET reads 1; its 128-byte chunks
+until 2026-12-05 read 2).
+--bound_index_mib adds the 1-line bound with an array of each of those sizes (powers of two,
 in MiB) instead of PET's: what an index that small, and so more often in cache, could reach.
 --paired measures every index and bound against ceiling batches alternated with its own in the
 same run (kv_bench --paired_ceiling): the ratios then do not depend on how the machine's speed
@@ -42,9 +43,9 @@ def main() -> int:
     ap.add_argument("--row_kernel", default="auto", choices=kv_bench.ROW_KERNELS,
                     help="row-loop build (plain/avx2 measure a CPU without AVX-512)")
     ap.add_argument("--line_bounds", action="store_true",
-                    help="also run the ceiling with 1 and 2 random chunk lines per key")
+                    help="also run the ceiling with 1 and 2 random index lines per key")
     ap.add_argument("--bound_index_mib", default="",
-                    help="comma-separated chunk-array sizes in MiB (powers of two) for more "
+                    help="comma-separated index-array sizes in MiB (powers of two) for more "
                          "1-line bounds")
     ap.add_argument("--paired", action="store_true",
                     help="ratios from ceiling batches alternated with each case's own, in one run")

@@ -51,9 +51,9 @@ typedef struct rs_kv_bench_config {
     int bind_core;               /* pin run thread i to CPU i % online CPUs */
     rs_kv_huge_pages huge_pages; /* ceiling mode: pages of the flat row array (kv.h) */
     /* ceiling mode: before gathering a batch's rows, touch this many lines (0, 1 or 2) of a random
-     * 128-byte chunk per key in an array the size of DRAM_PET_HASH's chunk array: the memory
-     * traffic of a one-chunk index lookup with no work in it, i.e. what bounds an index that
-     * touches that many lines per key */
+     * 128-byte chunk per key in an array the size of DRAM_PET_HASH's line array: the memory
+     * traffic of an index lookup with no work in it, i.e. what bounds an index that touches that
+     * many lines per key (DRAM_PET_HASH touches 1) */
     uint32_t ceiling_index_lines;
     /* ceiling_index_lines > 0: the size of that array instead (a power of two >= 128 bytes; 0 =
      * DRAM_PET_HASH's for record_count): whether the index's lines cost a DRAM access per key or

@@ -276,12 +276,13 @@ class MemoryAndPagesTest(unittest.TestCase):
     def test_memory_reports_index_and_slab_per_key(self):
         with recbench.KVEngine(index_type="DRAM_PET_HASH", value_size=512, capacity=100000) as kv:
             m = kv.memory()
-            # 100000 / 0.9 / 7 -> 16384 chunks of 128 bytes, allocated at open
-            self.assertEqual(m["index_bytes"], 16384 * 128)
+            # 100000 / 0.9 / 4 -> 32768 lines of 64 bytes and 2 bytes of writer state each,
+            # reserved at open
+            self.assertEqual(m["index_bytes"], 32768 * 66)
             self.assertEqual(m["slab_bytes"], 0)
             self.assertEqual(m["slab_bytes_at_capacity"], 100000 * 512)
-            self.assertAlmostEqual(m["bytes_per_key"], 512 + 16384 * 128 / 100000)
-            self.assertAlmostEqual(m["overhead_per_key"], 16384 * 128 / 100000)
+            self.assertAlmostEqual(m["bytes_per_key"], 512 + 32768 * 66 / 100000)
+            self.assertAlmostEqual(m["overhead_per_key"], 32768 * 66 / 100000)
             kv.batch_put(np.arange(10, dtype=np.uint64), bytes(5120))
             self.assertEqual(kv.memory()["slab_bytes"], 10 * 512)
         with recbench.KVEngine(index_type="DRAM_EXTENDIBLE_HASH", value_size=4, capacity=1000) as kv:
@@ -321,12 +322,13 @@ class MemoryAndPagesTest(unittest.TestCase):
 
 class BigTableTest(unittest.TestCase):
     """A PET shard beyond 2^27 keys (the old 27-bit record id limit): row ids above 2^27 store and
-    read back. 4-byte values (16-byte slab rows) keep it near 6 GiB: 4 GiB of chunks, 2 GiB slab."""
+    read back. 4-byte values (16-byte slab rows) keep it near 6 GiB: 4.1 GiB of index lines and
+    their writer state, 2 GiB slab."""
 
     N = (1 << 27) + (1 << 16)
 
     def test_pet_beyond_2_pow_27_keys(self):
-        need = (1 << 25) * 128 + self.N * 16 + (1 << 30)
+        need = (1 << 26) * 66 + self.N * 16 + (1 << 30)
         if _mem_available() < need:
             self.skipTest(f"needs {need >> 30} GiB of available memory, "
                           f"{_mem_available() >> 30} GiB here")
@@ -335,7 +337,7 @@ class BigTableTest(unittest.TestCase):
             step = 1 << 22
             for lo in range(0, n, step):
                 k = np.arange(lo, min(n, lo + step), dtype=np.uint64)
-                kv.batch_put(k, (k * 7).astype(np.uint32))  # key i gets row id i
+                kv.batch_put(k, (k * 7).astype(np.uint32))  # key i gets row id i + 1
             self.assertEqual(kv.count(), n)
             m = kv.memory()
             self.assertEqual(m["slab_bytes"], n * 16)
