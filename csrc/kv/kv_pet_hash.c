@@ -25,9 +25,12 @@
  * (the layout until 2026-12-05): a batch lookup's cost is its random lines per key, and on the
  * Zen 3 VM the chunk's second line, though adjacent, cost 5 points of the no-index ceiling
  * (ceiling + 1 line 87 %, + 2 lines 82 %: bench_kv_indexes.py --line_bounds --paired,
- * docs/kv-engine.md). The tags bought fewer key compares, which are free next to the miss. At
- * 1M keys the table is about half full (it rounds up to a power of two) and few keys live
- * outside their home line; at the 90 % bound more do, and they cost a second line.
+ * docs/kv-engine.md). The saving shows only since batch reads stopped re-reading each entry
+ * after its row's copy (the engine's write epoch, kv_internal.h): with that re-check both layouts
+ * ran at 78-80 %; without it, this one at 86-88 % (1M keys, 500 x 512 B). The tags bought fewer
+ * key compares, which are free next to the miss. At 1M keys the table is about half full (it
+ * rounds up to a power of two) and few keys live outside their home line; at the 90 % bound more
+ * do, and they cost a second line.
  *
  * Hash h = fmix64(key). Home line h & (lines - 1); probe step ((h >> 56) << 1) | 1 is odd, so
  * the probe sequence (double hashing) visits every line of the power-of-two table. Sizing: lines
@@ -291,9 +294,9 @@ static uint64_t pet_count(void *ix) {
  *           carried to the next line of its probe sequence (prefetched; matched in one more
  *           short pass); a second overflow, or a word with a writer in it, goes to the slow
  *           single-key read
- *   rows    rs_kv_rows (kv_rows.c): rows fetched 12 keys ahead of their copy, word and key
- *           re-checked after it
- * Measured on the AMD EPYC VMs: chunk prefetches issued among row prefetches often arrive late, so
+ *   rows    rs_kv_rows (kv_rows.c): rows fetched 12 keys ahead of their copy; the copies
+ *           proven by the write epoch, or re-checked key by key after a write
+ * Measured on the AMD EPYC VMs: index prefetches issued among row prefetches often arrive late, so
  * a continuous per-key pipeline through the rows stalls on the match; the lookup of a whole
  * segment finishes before its first row is fetched. Within the lookup, matching 32 keys behind
  * the prefetches hides the match's work under the misses: on the Zen 3 VM a burst of all
