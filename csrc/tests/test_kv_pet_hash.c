@@ -25,7 +25,7 @@ static void test_pet_no_torn_reads(void) {
 }
 
 static void test_pet_overflow_chain(void) {
-    /* capacity 800 -> next_pow2(800 / 0.9 / 4 + 1) = 256 lines of 4 slots: 40 keys with one
+    /* capacity 800 -> next_pow2(800 / 0.7875 / 4 + 1) = 256 lines of 4 slots: 40 keys with one
      * home line fill it and spill 36 along its probe sequence */
     enum { SLOTS = 4, N = 40 };
     rs_kv *kv = kvt_open(RS_KV_INDEX_PET_HASH, 8, 800, NULL);

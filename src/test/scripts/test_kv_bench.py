@@ -69,7 +69,7 @@ class KVBenchOutputTest(unittest.TestCase):
         self.assertEqual(run["not_found"], "0")
         self.assertEqual(run["latency_per"], "batch")
         self.assertEqual(run["update_ops"], "0")
-        # memory per key: 5000 / 0.9 / 4 -> 2048 lines of 64 B and 2 B of writer state each,
+        # memory per key: 5000 / 0.7875 / 4 -> 2048 lines of 64 B and 2 B of writer state each,
         # plus 64-byte rows
         self.assertEqual(run["index_bytes"], str(2048 * 66))
         self.assertAlmostEqual(float(run["bytes_per_key"]), 64 + 2048 * 66 / 5000, places=2)

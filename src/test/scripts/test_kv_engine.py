@@ -276,7 +276,7 @@ class MemoryAndPagesTest(unittest.TestCase):
     def test_memory_reports_index_and_slab_per_key(self):
         with recbench.KVEngine(index_type="DRAM_PET_HASH", value_size=512, capacity=100000) as kv:
             m = kv.memory()
-            # 100000 / 0.9 / 4 -> 32768 lines of 64 bytes and 2 bytes of writer state each,
+            # 100000 / 0.7875 / 4 -> 32768 lines of 64 bytes and 2 bytes of writer state each,
             # reserved at open
             self.assertEqual(m["index_bytes"], 32768 * 66)
             self.assertEqual(m["slab_bytes"], 0)
