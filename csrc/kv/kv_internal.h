@@ -354,6 +354,13 @@ RS_KV_INLINE int rs_kv_hit_valid(const rs_kv_hit *q) {
     return !q->verp || __atomic_load_n(q->verp, __ATOMIC_RELAXED) == q->ver;
 }
 
+/* A ROW hit still holds (after an acquire fence): its word and key unchanged since the lookup, and
+ * its bucket version too. */
+RS_KV_INLINE int rs_kv_hit_holds(const rs_kv_hit *q, uint64_t key) {
+    return __atomic_load_n(q->word, __ATOMIC_RELAXED) == q->w1 &&
+           __atomic_load_n(q->keyp, __ATOMIC_RELAXED) == key && rs_kv_hit_valid(q);
+}
+
 #define RS_KV_ROWS_AHEAD 12
 
 /* Copy the rows of hits q[0..cnt) into out, row k at out + k * out_stride (misses: zero rows; keys

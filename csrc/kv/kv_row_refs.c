@@ -48,10 +48,7 @@ static size_t refs_segment(rs_kv *kv, const uint64_t *keys, size_t cnt, const vo
     if (!held) __atomic_thread_fence(__ATOMIC_ACQUIRE);
     size_t hits = 0;
     for (size_t k = 0; k < cnt; k++) {
-        if (q[k].st == RS_KV_HIT_ROW &&
-            (held ||
-             (__atomic_load_n(q[k].word, __ATOMIC_RELAXED) == q[k].w1 &&
-              __atomic_load_n(q[k].keyp, __ATOMIC_RELAXED) == keys[k] && rs_kv_hit_valid(&q[k]))))
+        if (q[k].st == RS_KV_HIT_ROW && (held || rs_kv_hit_holds(&q[k], keys[k])))
             refs[k] = rs_kv_vs_row(&kv->vs, q[k].w1);
         else if (q[k].st == RS_KV_HIT_MISS && (held || rs_kv_hit_valid(&q[k])))
             refs[k] = NULL;

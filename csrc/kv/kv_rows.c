@@ -74,9 +74,7 @@ size_t rs_kv_rows_recheck(const rs_kv_index_ops *ops, void *ix, const rs_kv_vs *
         uint8_t *dst = out + k * out_stride;
         int was;
         if (q[k].st == RS_KV_HIT_ROW) {
-            if (__atomic_load_n(q[k].word, __ATOMIC_RELAXED) == q[k].w1 &&
-                __atomic_load_n(q[k].keyp, __ATOMIC_RELAXED) == kk[k] && rs_kv_hit_valid(&q[k]))
-                continue;
+            if (rs_kv_hit_holds(&q[k], kk[k])) continue;
             was = 1;
         } else if (q[k].st == RS_KV_HIT_MISS) {
             if (rs_kv_hit_valid(&q[k])) continue;
