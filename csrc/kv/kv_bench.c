@@ -145,7 +145,7 @@ int rs_kv_bench_open(const rs_kv_bench_config *cfg, rs_kv_bench **out, rs_error 
         uint64_t chunks = bytes / CEIL_CHUNK_BYTES;
         rc = rs_kv_region_open_anon(&b->chunk_region, bytes, bytes, cfg->huge_pages, err);
         if (rc) {
-            rs_error_prefix(err, "ceiling chunk array of %zu bytes: ", bytes);
+            rs_error_prefix(err, "ceiling index array of %zu bytes: ", bytes);
             rs_kv_region_close(&b->flat_region);
             goto fail;
         }

@@ -2,8 +2,8 @@
  * kv_memory.c — what an engine's memory costs: index and slab bytes per key against the raw row
  * (rs_kv_get_memory), and the names of the huge-page modes (rs_kv_huge_pages, kv.h).
  *
- * Bytes per key at capacity = (index bytes + capacity x row stride) / capacity. PET allocates its
- * whole chunk array at open, so its figure is exact from the start; EH and CCEH grow their index
+ * Bytes per key at capacity = (index bytes + capacity x row stride) / capacity. PET reserves its
+ * whole line array at open, so its figure is exact from the start; EH and CCEH grow their index
  * as keys arrive, so theirs is the index so far plus the full slab (a lower bound until full).
  */
 #include <strings.h>

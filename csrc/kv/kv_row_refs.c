@@ -44,8 +44,8 @@ static size_t refs_segment(rs_kv *kv, const uint64_t *keys, size_t cnt, const vo
     uint64_t snap[RS_KV_EPOCH_STRIPES];
     int quiet = rs_kv_epoch_snap(kv, snap);
     kv->ops->batch_lookup(kv->ix, keys, cnt, q);
-    const int held = quiet && rs_kv_epoch_held(kv, snap); /* held: its acquire fence, too */
-    if (!held) __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    /* its acquire fence also orders the per-key checks below after the lookup */
+    const int held = rs_kv_epoch_held(kv, snap) && quiet;
     size_t hits = 0;
     for (size_t k = 0; k < cnt; k++) {
         if (q[k].st == RS_KV_HIT_ROW && (held || rs_kv_hit_holds(&q[k], keys[k])))

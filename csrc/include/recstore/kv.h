@@ -42,7 +42,7 @@ int rs_kv_index_type_parse(const char *name, rs_kv_index_type *out, rs_error *er
 /* Canonical name ("DRAM_PET_HASH", ...). */
 const char *rs_kv_index_type_name(rs_kv_index_type t);
 
-/* Pages behind the DRAM regions (PET chunk array, value slab, kv_bench's ceiling array). */
+/* Pages behind the DRAM regions (PET line array, value slab, kv_bench's ceiling array). */
 typedef enum rs_kv_huge_pages {
     RS_KV_HUGE_AUTO = 0,     /* explicit 2 MiB pages when the hugetlb pool has room for the whole
                               * region, else transparent huge pages advised (MADV_HUGEPAGE) */
@@ -79,7 +79,7 @@ typedef struct rs_kv_config {
 /* Memory of an engine: what the index and the value slab take, and on which pages. */
 typedef struct rs_kv_memory {
     uint64_t capacity;    /* keys */
-    uint64_t index_bytes; /* index memory now (PET: the whole chunk array, allocated at
+    uint64_t index_bytes; /* index memory now (PET: the whole line array, reserved at
                            * open; EH: buckets and directory so far; CCEH: its file) */
     uint64_t slab_bytes;  /* value store bytes in use now (rows handed out x stride) */
     uint64_t slab_bytes_at_capacity;
