@@ -22,6 +22,12 @@ mean batches per thread (slowest_thread_share, fastest_thread_share; printed as 
 above the bound with shares near 1.0 is every thread's requests waiting longer now and then; one
 with a share far below 1.0 is some threads served less than others. The printed goals end with
 a `p99 misses:` line that names each miss one or the other (STRAGGLER_SHARE).
+
+With --rounds N, the goals file also pairs the points round by round: frac_of_best_by_round
+lists, per round, keys/s at the largest count over keys/s at the best point in the same round,
+and rounds_at_throughput_goal (`rounds` in the table) counts the rounds at 90 % or more. A
+point's median moves with the machine from one quarter of an hour to the next; the paired
+ratios show whether a miss (or a pass) holds in every round or is one round's draw.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -54,7 +61,7 @@ GOAL_COLUMNS = ["transport", "server_threads", "best_key_ops_per_sec", "best_cli
                 "max_client_threads", "key_ops_per_sec_at_max", "frac_of_best_at_max",
                 "throughput_goal_met", "p99_us_at_max", "little_us_at_max", "p99_over_little_at_max",
                 "p99_goal_met", "host_steal_pct_at_max", "slowest_thread_share_at_max",
-                "fastest_thread_share_at_max"]
+                "fastest_thread_share_at_max", "frac_of_best_by_round", "rounds_at_throughput_goal"]
 
 
 def parse_ints(text: str, what: str) -> list[int]:
@@ -127,6 +134,41 @@ def goal_rows(rows: list[dict]) -> list[dict]:
     return out
 
 
+def round_rates(summary_csv: str, transport: str) -> dict[int, float]:
+    """A point's keys/s per round (the median over that round's repeats), by round number, from
+    the summary.csv paths its sweep row lists (`a;b;c`; a sweep of one round has one, numbered 1)."""
+    out: dict[int, float] = {}
+    for i, p in enumerate((x for x in summary_csv.split(";") if x), 1):
+        path = Path(p)
+        m = re.fullmatch(r"round_(\d+)", path.parent.name)
+        reps = analysis.per_repeat(analysis.load_ps_summary(path))
+        reps = reps[(reps["phase"] == "run") & (reps["transport"].astype(str) == transport)]
+        if len(reps):
+            out[int(m.group(1)) if m else i] = float(reps["key_ops_per_sec"].median())
+    return out
+
+
+def paired_fractions(best: dict[int, float], at_max: dict[int, float]) -> list[float]:
+    """Round by round, keys/s at the largest client thread count over keys/s at the best point
+    (the point with the best median), for the rounds both have. The two ran a minute apart in
+    the same round, so the machine's drift over the run cancels in each ratio."""
+    return [at_max[r] / best[r] for r in sorted(best) if r in at_max and best[r] > 0]
+
+
+def add_round_fractions(goals: list[dict], rows: list[dict]) -> None:
+    """Add frac_of_best_by_round and rounds_at_throughput_goal (`k/n`) to the goal rows from
+    the per-round summaries their points list."""
+    for g in goals:
+        if "key_ops_per_sec_at_max" not in g:
+            continue
+        pick = {r["client_threads"]: r for r in rows if r["transport"] == g["transport"]
+                and r["server_threads"] == g["server_threads"] and r["status"] == "success"}
+        fr = paired_fractions(round_rates(pick[g["best_client_threads"]]["summary_csv"], g["transport"]),
+                              round_rates(pick[g["max_client_threads"]]["summary_csv"], g["transport"]))
+        g["frac_of_best_by_round"] = ";".join(f"{f:.3f}" for f in fr)
+        g["rounds_at_throughput_goal"] = f"{sum(f >= THROUGHPUT_GOAL for f in fr)}/{len(fr)}"
+
+
 def _fmt(_col, v):
     if isinstance(v, bool):
         return "yes" if v else "no"
@@ -140,10 +182,11 @@ def goals_text(goals: list[dict], cpu: str | None = None, rows: list[dict] | Non
     ran with the hypervisor's steal at STEAL_WARN_PCT or more."""
     rows = rows or []
     head = (f"goals at the largest client thread count: keys/s >= {THROUGHPUT_GOAL:.0%} of the best; "
-            f"p99 <= {LITTLE_P99_FACTOR:g} x Little's-law latency (in-flight requests / request rate)"
-            + (f"; CPU {cpu}" if cpu else ""))
+            f"p99 <= {LITTLE_P99_FACTOR:g} x Little's-law latency (in-flight requests / request rate); "
+            f"rounds: those whose keys/s at the largest count reached {THROUGHPUT_GOAL:.0%} of the best "
+            "point's in the same round" + (f"; CPU {cpu}" if cpu else ""))
     cols = (f"{'transport':<10} {'srv thr':>7} {'best M/s':>9} {'@thr':>5} {'M/s @max':>9} {'frac':>6} "
-            f"{'goal':>5} {'p99 ms':>8} {'W ms':>8} {'p99/W':>6} {'goal':>5} {'steal%':>6} "
+            f"{'goal':>5} {'rounds':>6} {'p99 ms':>8} {'W ms':>8} {'p99/W':>6} {'goal':>5} {'steal%':>6} "
             f"{'threads':>9}")
     lines = [head, cols]
     for g in goals:
@@ -157,6 +200,7 @@ def goals_text(goals: list[dict], cpu: str | None = None, rows: list[dict] | Non
             f"{g['transport']:<10} {g['server_threads']:>7} {g['best_key_ops_per_sec'] / 1e6:>9.3f} "
             f"{g['best_client_threads']:>5} {g['key_ops_per_sec_at_max'] / 1e6:>9.3f} "
             f"{g['frac_of_best_at_max']:>6.2f} {_fmt(0, g['throughput_goal_met']):>5} "
+            f"{g.get('rounds_at_throughput_goal') or '-':>6} "
             f"{g['p99_us_at_max'] / 1e3:>8.1f} {g['little_us_at_max'] / 1e3:>8.1f} "
             f"{g['p99_over_little_at_max']:>6.2f} {_fmt(0, g['p99_goal_met']):>5} "
             f"{_steal(g.get('host_steal_pct_at_max')):>6} "
@@ -253,6 +297,7 @@ def main(argv=None) -> int:
             rate, cpu = analysis.plot_sweep(df, d / "sweep.rate.png", d / "sweep.cpu.png")
             print(f"[output] server_threads={st} rate_png={rate} cpu_png={cpu}")
     goals = goal_rows(rows)
+    add_round_fractions(goals, rows)
     records.write_csv(out / "thread_scaling_goals.csv", GOAL_COLUMNS, goals, _fmt)
     print(goals_text(goals, cpu_model(), rows))
     print(f"[output] thread_scaling_csv={out / 'thread_scaling.csv'}")

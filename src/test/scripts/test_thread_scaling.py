@@ -94,6 +94,14 @@ class GoalArithmeticTest(unittest.TestCase):
         self.assertFalse(g["p99_goal_met"])
         self.assertIn("no successful run", ts.goals_text([g]))
 
+    def test_paired_fractions_round_by_round(self):
+        # round 2's drift slowed both points alike: paired, it is 0.9 like the others; a round
+        # one point lacks (its runner failed) is left out
+        best = {1: 10.0, 2: 6.0, 3: 9.0, 4: 8.0}
+        at_max = {1: 9.0, 2: 5.4, 3: 6.3}
+        self.assertEqual([round(f, 3) for f in ts.paired_fractions(best, at_max)], [0.9, 0.9, 0.7])
+        self.assertEqual(ts.paired_fractions({1: 0.0}, {1: 1.0}), [])
+
     def test_bad_thread_lists(self):
         for text in ("", "0,1", "1,1", "a"):
             with self.assertRaises(ValueError):
@@ -147,6 +155,20 @@ class ThreadScalingEndToEndTest(unittest.TestCase):
                 (goal,) = list(csv.DictReader(f))
             self.assertEqual((goal["transport"], goal["max_client_threads"]), ("BRPC", "2"))
             self.assertIn(goal["throughput_goal_met"], ("yes", "no"))
+            if all(x["status"] == "success" for x in rows):
+                # both rounds paired; each point's rounds pool to its keys/s (2 values: the mean)
+                fr = [float(f) for f in goal["frac_of_best_by_round"].split(";")]
+                self.assertEqual(len(fr), 2, goal)
+                self.assertTrue(all(f > 0 for f in fr), goal)
+                if goal["best_client_threads"] == goal["max_client_threads"]:
+                    self.assertEqual(fr, [1.0, 1.0])
+                self.assertEqual(goal["rounds_at_throughput_goal"],
+                                 f"{sum(f >= ts.THROUGHPUT_GOAL for f in fr)}/2")
+                for x in rows:
+                    by_round = ts.round_rates(x["summary_csv"], "BRPC")
+                    self.assertEqual(sorted(by_round), [1, 2], x)
+                    self.assertAlmostEqual(sum(by_round.values()) / 2,
+                                           float(x["key_ops_per_sec"]), delta=1.0)
             self.assertIn("goals at the largest client thread count", r.stdout)
             if any(x["status"] == "success" for x in rows):  # a point may fail under load
                 self.assertIn("rate_png=", r.stdout)
