@@ -406,16 +406,15 @@ int rs_kv_delete(rs_kv *kv, uint64_t key) {
     int created = 0;
     uint64_t *stripe = rs_kv_write_begin(kv);
     int rc = kv->ops->acquire(kv->ix, key, 0, 0, &s, &created, NULL);
-    if (rc) {
-        rs_kv_write_end(stripe);
-        return rc;
+    if (!rc) {
+        uint64_t odd = rs_kv_word_next(__atomic_load_n(s.word, __ATOMIC_RELAXED));
+        __atomic_store_n(s.word, odd, __ATOMIC_RELEASE);
+        kv->ops->remove(kv->ix, &s);
+        kv->ops->release(kv->ix, &s);
+        rs_kv_vs_free(&kv->vs, odd);
     }
-    uint64_t odd = rs_kv_word_next(__atomic_load_n(s.word, __ATOMIC_RELAXED));
-    __atomic_store_n(s.word, odd, __ATOMIC_RELEASE);
-    kv->ops->remove(kv->ix, &s);
-    kv->ops->release(kv->ix, &s);
-    rs_kv_vs_free(&kv->vs, odd);
     rs_kv_write_end(stripe);
+    if (rc) return rc;
     unreserve_one(kv);
     return durable(kv, 0, NULL);
 }
@@ -432,19 +431,19 @@ int rs_kv_batch_put(rs_kv *kv, const uint64_t *keys, size_t n, const void *rows,
     if (n && (!keys || !rows))
         return rs_error_set(err, RS_EINVAL, "keys and rows must not be NULL");
     const uint8_t *r = rows;
+    int rc = 0;
     uint64_t *stripe = rs_kv_write_begin(kv);
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && !rc; i++) {
         if (kv->ops->prefetch && i + RS_KV_PUT_PREFETCH < n)
             kv->ops->prefetch(kv->ix, keys[i + RS_KV_PUT_PREFETCH]);
-        int rc = write_key(kv, keys[i], r + i * kv->value_size, kv->value_size, NULL, err);
-        if (rc) {
-            rs_kv_write_end(stripe);
-            durable(kv, 0, NULL); /* the rows stored before the failure are synced too */
-            return rc;
-        }
-        if (n_done) *n_done = i + 1;
+        rc = write_key(kv, keys[i], r + i * kv->value_size, kv->value_size, NULL, err);
+        if (!rc && n_done) *n_done = i + 1;
     }
     rs_kv_write_end(stripe);
+    if (rc) {
+        durable(kv, 0, NULL); /* the rows stored before the failure are synced too */
+        return rc;
+    }
     return durable(kv, 0, err);
 }
 
@@ -499,16 +498,12 @@ int rs_kv_update_add_f32(rs_kv *kv, const uint64_t *keys, size_t n, const float 
     if (n && (!keys || !deltas))
         return rs_error_set(err, RS_EINVAL, "keys and deltas must not be NULL");
     size_t dim = kv->value_size / 4;
+    int rc = 0;
     uint64_t *stripe = rs_kv_write_begin(kv);
-    for (size_t i = 0; i < n; i++) {
-        int rc = write_key(kv, keys[i], NULL, kv->value_size, deltas + i * dim, err);
-        if (rc) {
-            rs_kv_write_end(stripe);
-            return rc;
-        }
-    }
+    for (size_t i = 0; i < n && !rc; i++)
+        rc = write_key(kv, keys[i], NULL, kv->value_size, deltas + i * dim, err);
     rs_kv_write_end(stripe);
-    return durable(kv, 0, err);
+    return rc ? rc : durable(kv, 0, err);
 }
 
 uint64_t rs_kv_count(rs_kv *kv) {

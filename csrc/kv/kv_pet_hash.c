@@ -38,9 +38,8 @@
  *
  * Hash h = fmix64(key). Home line h & (lines - 1); probe step ((h >> 56) << 1) | 1 is odd, so
  * the probe sequence (double hashing) visits every line of the power-of-two table. Sizing: lines
- * = next_pow2(ceil(capacity / 0.7875 / 4)), so a table holding `capacity` keys is at most 78.75 %
- * full;
- * the engine enforces capacity before inserting.
+ * = next_pow2(ceil(capacity / 0.7875 / 4)), so a table holding `capacity` keys is at most
+ * 78.75 % full; the engine enforces capacity before inserting.
  *
  * Concurrency: readers take no lock (the entry word's seqlock, kv_internal.h, plus the key in the
  * same entry). Writers lock the key's home line (meta lock) for the whole write, so two writers
@@ -319,8 +318,8 @@ _Static_assert(PET_SEG <= RS_KV_LOOKUP_MAX, "a PET segment must fit the engine's
 #endif
 
 #ifndef PET_PROBE_PASSES
-#define PET_PROBE_PASSES                                                                           \
-    4 /* lines past the home line a batch lookup follows before the slow path */
+/* lines past the home line a batch lookup follows before the slow path */
+#define PET_PROBE_PASSES 4
 #endif
 
 /* lookup-only states next to RS_KV_HIT_*: try the next line; the same, with the home line's
