@@ -6,6 +6,9 @@
  * and keeps serving), a 10 MB batch, and a server stopped with calls in flight (every call ends,
  * nothing hangs). Without libgrpc-dev the test checks that the registry reports grpc as absent.
  */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -248,6 +251,106 @@ static void test_streams_spread_over_workers(void) {
     RS_CHECK(strstr(e.msg, "streams") != NULL);
     for (int i = 0; i < 11; i++)
         if (c[i]) rs_grpc_conn_ops.close(c[i]);
+    fixture_down(&f);
+}
+
+/* Without streams=N a connection's stream count follows the process: 4 pings submitted back to
+ * back leave on one stream while the process's gRPC client threads fit its CPUs, and on 4
+ * streams (opened as each request found every stream sending) once the threads outnumber the
+ * CPUs. One server worker, so worker_connections_max is every open stream. */
+typedef struct crowd_arg {
+    uint16_t port;
+    pthread_barrier_t *registered, *sent, *checked;
+    int fails; /* checked by the main thread: RS_CHECK is not thread-safe */
+} crowd_arg;
+
+/* Submit 4 pings at once on c and take their 4 answers; the number of failures. */
+static int four_pings(void *c) {
+    rs_ps_request ping = {.op = RS_PS_COMMAND, .command = "ping", .command_len = 4};
+    rs_ps_completion comp;
+    rs_error e = {0};
+    int fails = 0;
+    for (uint64_t i = 0; i < 4; i++)
+        fails += rs_grpc_conn_ops.submit(c, &ping, i, NULL, 0, &e) != 0;
+    for (uint64_t i = 0; i < 4; i++)
+        fails += rs_grpc_conn_ops.next(c, &comp, &e) != 0 || comp.tag != i ||
+                 comp.resp.status != RS_PS_OK;
+    return fails;
+}
+
+static void *crowd_thread(void *p) {
+    crowd_arg *a = p;
+    rs_ps_client_opts co = {.timeout_ms = 10000, .max_in_flight = 4};
+    rs_error e = {0};
+    void *c = NULL;
+    a->fails = rs_grpc_conn_ops.connect("127.0.0.1", a->port, &co, &c, &e) != 0;
+    rs_ps_request ping = {.op = RS_PS_COMMAND, .command = "ping", .command_len = 4};
+    rs_ps_completion comp;
+    if (c) /* the first submit counts this thread */
+        a->fails += rs_grpc_conn_ops.submit(c, &ping, 9, NULL, 0, &e) != 0 ||
+                    rs_grpc_conn_ops.next(c, &comp, &e) != 0;
+    pthread_barrier_wait(a->registered);
+    if (c) a->fails += four_pings(c);
+    pthread_barrier_wait(a->sent);
+    pthread_barrier_wait(a->checked); /* the main thread reads the server's stream count */
+    if (c) rs_grpc_conn_ops.close(c);
+    return NULL;
+}
+
+static void test_streams_follow_the_process(void) {
+    fixture f;
+    if (fixture_up(&f, 500, 1)) return;
+    cpu_set_t set;
+    unsigned cpus =
+        sched_getaffinity(getpid(), sizeof set, &set) == 0 ? (unsigned)CPU_COUNT(&set) : 0;
+    RS_CHECK(cpus > 0);
+    rs_ps_transport_stats ts;
+    void *c = conn_open(f.port, 4, 10000); /* kept open: the server's count only grows */
+    if (c && cpus) {                       /* the main thread alone: one stream */
+        RS_CHECK_EQ(four_pings(c), 0);
+        rs_grpc_server_ops.stats(f.server, &ts);
+        RS_CHECK_EQ(ts.worker_connections_max, 1);
+    }
+    unsigned n = cpus + 1;
+    pthread_t *th = calloc(n, sizeof *th);
+    crowd_arg *a = calloc(n, sizeof *a);
+    pthread_barrier_t b[3];
+    for (int i = 0; i < 3; i++)
+        pthread_barrier_init(&b[i], NULL, n + 1);
+    unsigned started = 0;
+    for (; th && a && cpus && started < n; started++) {
+        a[started] =
+            (crowd_arg){.port = f.port, .registered = &b[0], .sent = &b[1], .checked = &b[2]};
+        if (pthread_create(&th[started], NULL, crowd_thread, &a[started]) != 0) break;
+    }
+    RS_CHECK_EQ(started, n);
+    if (started == n) {
+        pthread_barrier_wait(&b[0]);
+        pthread_barrier_wait(&b[1]);
+        rs_grpc_server_ops.stats(f.server, &ts);
+        RS_CHECK_EQ(ts.worker_connections_max, 1 + 4 * n); /* 4 streams on each new connection */
+        pthread_barrier_wait(&b[2]);
+        for (unsigned i = 0; i < n; i++) {
+            pthread_join(th[i], NULL);
+            RS_CHECK_EQ(a[i].fails, 0);
+        }
+    }
+    for (int i = 0; i < 3; i++)
+        pthread_barrier_destroy(&b[i]);
+    free(th);
+    free(a);
+    if (c) rs_grpc_conn_ops.close(c);
+    fixture_down(&f);
+    /* the threads are gone (their count with them): on a new server, whose stream count no
+     * closing client can still be lowering, the main thread's connection has one stream again */
+    if (started != n || fixture_up(&f, 500, 1)) return;
+    c = conn_open(f.port, 4, 10000);
+    if (c) {
+        RS_CHECK_EQ(four_pings(c), 0);
+        rs_grpc_server_ops.stats(f.server, &ts);
+        RS_CHECK_EQ(ts.worker_connections_max, 1);
+        rs_grpc_conn_ops.close(c);
+    }
     fixture_down(&f);
 }
 
@@ -730,7 +833,7 @@ RS_TEST_MAIN(RS_TEST(test_roundtrip_pipelined), RS_TEST(test_ps_error_statuses),
              RS_TEST(test_large_batch), RS_TEST(test_reply_size_limit),
              RS_TEST(test_stop_with_calls_in_flight), RS_TEST(test_bind_busy_port_and_bad_options),
              RS_TEST(test_registry_finds_grpc), RS_TEST(test_recstore_wire_and_health),
-             RS_TEST(test_streams_spread_over_workers))
+             RS_TEST(test_streams_spread_over_workers), RS_TEST(test_streams_follow_the_process))
 
 #else /* !RS_HAVE_GRPC */
 

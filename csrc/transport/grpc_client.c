@@ -26,10 +26,15 @@
  * could leave only when this thread had seen the previous one leave: with more client threads
  * than cores, a descheduled thread held its queued requests back and fell behind the others
  * (docs/grpc.md). With several streams, a request goes at once on the idle stream carrying the
- * fewest requests, and waits only when every stream is sending. One stream stays the default:
- * the server spreads streams over its workers, so a connection's several streams are served by
- * several workers, and a lone client then pays a hand-off between them per request (the smoke
- * profile's gRPC row fell from about 0.6x brpc to 0.3-0.45x). The ring keeps its meaning:
+ * fewest requests, and waits only when every stream is sending. But the server spreads streams
+ * over its workers, so a connection's several streams are served by several workers, and a lone
+ * client then pays a hand-off between them per request (the smoke profile's gRPC row fell from
+ * about 0.6x brpc to 0.3-0.45x with 4 streams). So without streams=N the count follows the
+ * process: the connection opens one stream, sends on it alone while the threads of this process
+ * that use gRPC connections are no more than the CPUs it may run on, and past that opens another
+ * stream (up to RS_GRPC_AUTO_STREAMS, never more than max_in_flight) whenever a request finds
+ * every stream sending. The extra streams need no ping: the first one's ping told the server has
+ * Stream. streams=N opens N at connect and uses them all. The ring keeps its meaning:
  * entries are in submission order; the server answers each stream in order, so a reply on stream
  * k belongs to the oldest entry sent on k still waiting, and next() returns entries in submission
  * order whatever stream answered first. A stream has no gRPC deadline, so next() enforces the
@@ -46,9 +51,14 @@
  */
 #if RS_HAVE_GRPC
 
+#define _GNU_SOURCE
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <grpc/grpc_security.h>
 #include <grpc/support/alloc.h>
@@ -59,6 +69,9 @@
 #include "transport/grpc_transport.h"
 
 #define RS_GRPC_DEFAULT_IN_FLIGHT 8
+/* Streams a connection without streams=N may open once the process has more gRPC client threads
+ * than CPUs (4 gave the measured fairness at 16 client threads, docs/grpc.md). */
+#define RS_GRPC_AUTO_STREAMS 4
 
 typedef struct rs_grpc_pending {
     uint64_t tag;
@@ -121,7 +134,44 @@ typedef struct rs_grpc_conn {
     void *stream_reg;
     rs_grpc_stream_call *st; /* st_cap of them (the streams asked for), NULL on unary calls */
     unsigned st_cap, nst;    /* nst: streams opened */
+    int st_auto;             /* no streams=N: the count follows the process (see the top) */
 } rs_grpc_conn;
+
+/* ---- the process's gRPC client threads ---------------------------------------------------- */
+
+/* A thread counts from its first submit on any connection until it exits; the count is compared
+ * with the CPUs the process may run on, read once from the main thread's mask (a client thread
+ * may have been bound to one core before its first request). */
+static pthread_once_t census_once = PTHREAD_ONCE_INIT;
+static pthread_key_t census_key;
+static unsigned census_cpus = UINT_MAX; /* UINT_MAX: unknown, never crowded */
+static unsigned census_threads;
+static __thread int census_counted;
+
+static void census_leave(void *unused) {
+    (void)unused;
+    __atomic_sub_fetch(&census_threads, 1, __ATOMIC_RELAXED);
+}
+
+static void census_init(void) {
+    if (pthread_key_create(&census_key, census_leave) != 0) return;
+    cpu_set_t set;
+    long n = sched_getaffinity(getpid(), sizeof set, &set) == 0 ? CPU_COUNT(&set)
+                                                                : sysconf(_SC_NPROCESSORS_ONLN);
+    if (n > 0) census_cpus = (unsigned)n;
+}
+
+/* Count the calling thread (once), and say whether the process's gRPC client threads now
+ * outnumber its CPUs. */
+static int threads_crowded(void) {
+    pthread_once(&census_once, census_init);
+    if (census_cpus == UINT_MAX) return 0;
+    if (!census_counted && pthread_setspecific(census_key, &census_counted) == 0) {
+        census_counted = 1;
+        __atomic_add_fetch(&census_threads, 1, __ATOMIC_RELAXED);
+    }
+    return __atomic_load_n(&census_threads, __ATOMIC_RELAXED) > census_cpus;
+}
 
 static gpr_timespec deadline_in_ms(uint32_t ms) {
     return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(ms, GPR_TIMESPAN));
@@ -214,13 +264,23 @@ static int stream_batch(rs_grpc_conn *c, rs_grpc_stream_call *st, const grpc_op 
     return 0;
 }
 
-/* The usable stream with no send in flight that carries the fewest entries; -1 if none. */
-static int stream_idle(const rs_grpc_conn *c) {
-    int best = -1;
+static int stream_start(rs_grpc_conn *c, rs_grpc_stream_call *st);
+
+/* The usable stream with no send in flight that carries the fewest entries; -1 if none. Counting
+ * its streams by the process (st_auto), a connection uses only its first usable stream while
+ * the process's gRPC client threads fit its CPUs; past that, finding none idle, it opens one more
+ * (up to st_cap). */
+static int stream_idle(rs_grpc_conn *c) {
+    int best = -1, crowded = !c->st_auto || threads_crowded();
     for (unsigned k = 0; k < c->nst; k++) {
         const rs_grpc_stream_call *st = &c->st[k];
-        if (st->usable && !st->sending && (best < 0 || st->waiting < c->st[best].waiting))
-            best = (int)k;
+        if (!st->usable) continue;
+        if (!crowded) return st->sending ? -1 : (int)k;
+        if (!st->sending && (best < 0 || st->waiting < c->st[best].waiting)) best = (int)k;
+    }
+    if (best < 0 && crowded && c->st_auto && c->nst < c->st_cap && streams_usable(c)) {
+        rs_grpc_stream_call *st = &c->st[c->nst++]; /* counted even if it fails: close() frees it */
+        if (stream_start(c, st) == 0) best = (int)(st - c->st);
     }
     return best;
 }
@@ -694,12 +754,12 @@ static int stream_start(rs_grpc_conn *c, rs_grpc_stream_call *st) {
     return 0;
 }
 
-/* Open `n` Stream calls and ping on each; requests use the streams whose ping is answered. A
- * server without Stream (UNIMPLEMENTED), or any failure here, leaves the connection on unary
- * calls. */
-static void streams_open(rs_grpc_conn *c, unsigned n) {
-    if (!(c->st = calloc(n, sizeof *c->st))) return;
-    c->st_cap = n;
+/* Room for `cap` Stream calls; open `n` of them and ping on each; requests use the streams whose
+ * ping is answered. A server without Stream (UNIMPLEMENTED), or any failure here, leaves the
+ * connection on unary calls. */
+static void streams_open(rs_grpc_conn *c, unsigned n, unsigned cap) {
+    if (!(c->st = calloc(cap, sizeof *c->st))) return;
+    c->st_cap = cap;
     c->stream_reg = grpc_channel_register_call(c->channel, RS_GRPC_STREAM_PATH, NULL, NULL);
     for (c->nst = 0; c->nst < n; c->nst++)
         if (stream_start(c, &c->st[c->nst]) != 0) {
@@ -811,8 +871,10 @@ static int connect_wire(const char *host, uint16_t port, const rs_ps_client_opts
     }
     if (o.stream && !recstore) {
         /* more streams than requests in flight would never carry a request */
-        unsigned n = o.streams ? o.streams : 1;
-        streams_open(c, n < c->max_in_flight ? n : c->max_in_flight);
+        unsigned n = o.streams ? o.streams : RS_GRPC_AUTO_STREAMS;
+        if (n > c->max_in_flight) n = c->max_in_flight;
+        c->st_auto = !o.streams;
+        streams_open(c, c->st_auto ? 1 : n, n);
     }
     *out = c;
     return 0;

@@ -30,13 +30,16 @@
  *                       with UNIMPLEMENTED naming this option, so every client of that server
  *                       uses unary calls (one key for both sides: the runner's
  *                       --transport-options grpc:stream=0 reaches servers and clients).
- *   streams=N           (client) Stream calls per connection, 1..16, default 1; never more
- *                       than the requests in flight. One stream sends one message at a time, and
- *                       the next leaves only when the client thread has seen the last one go, so
- *                       with more client threads than cores a descheduled thread's queued
- *                       requests wait for it; with N streams N requests leave at once. The
- *                       server spreads streams over its workers, so a lone client's streams cost
- *                       it a hand-off between workers per request (docs/grpc.md).
+ *   streams=N           (client) Stream calls per connection, 1..16, all opened at connect and
+ *                       all used; never more than the requests in flight. One stream sends one
+ *                       message at a time, and the next leaves only when the client thread has
+ *                       seen the last one go, so with more client threads than cores a
+ *                       descheduled thread's queued requests wait for it; with N streams N
+ *                       requests leave at once. The server spreads streams over its workers, so
+ *                       a lone client's streams cost it a hand-off between workers per request.
+ *                       Default (no streams=): one stream while the process's gRPC client
+ *                       threads are no more than its CPUs; past that up to 4, opened as
+ *                       requests find every stream sending (grpc_client.c, docs/grpc.md).
  *   optimizer=SGD       (server) the optimizer RecStore's UpdateParameter applies (RecStore's
  *                       cache_ps.optimizer.type): SGD, AdaGrad or RowWiseAdaGrad
  *   learning_rate=X     (server) its learning rate, default 0.01 (RecStore's)

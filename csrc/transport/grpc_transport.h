@@ -34,8 +34,9 @@ extern const rs_ps_conn_ops rs_grpc_conn_ops;
 extern const char *const rs_grpc_method_paths[RS_GRPC_NUM_METHODS];
 /* The bidi method carrying all four (grpc_ps_stream.c). */
 #define RS_GRPC_STREAM_PATH "/recstore.PSService/Stream"
-/* A client connection opens `streams` of them (option streams=N, 1..RS_GRPC_MAX_STREAMS; default
- * one), never more than its requests in flight. */
+/* A client connection opens `streams` of them (option streams=N, 1..RS_GRPC_MAX_STREAMS), never
+ * more than its requests in flight; without the option, one, and up to 4 while the process has
+ * more gRPC client threads than CPUs (grpc_client.c). */
 #define RS_GRPC_MAX_STREAMS 16
 
 /* Transport options ("k=v;k=v", see grpc_options.c for the keys). server != 0 also accepts the
@@ -47,7 +48,7 @@ typedef struct rs_grpc_options {
     unsigned max_reply_bytes;    /* client: largest reply message accepted (receive limit) */
     unsigned malloc_tuning;      /* 1: raise glibc's mmap/trim thresholds once per process */
     unsigned stream;             /* client: requests as messages of Stream calls */
-    unsigned streams;            /* client: Stream calls per connection; 0 = the default */
+    unsigned streams;            /* client: Stream calls per connection; 0 = by the process */
     char poll_strategy[8];       /* "", "epoll1" or "poll": gRPC core's poller for the process */
     rs_rsps_optimizer optimizer; /* server: RecStore UpdateParameter's optimizer */
     char tls_cert[512];          /* server: PEM certificate chain file; "" = no TLS */
