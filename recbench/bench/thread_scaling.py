@@ -299,7 +299,10 @@ def main(argv=None) -> int:
     goals = goal_rows(rows)
     add_round_fractions(goals, rows)
     records.write_csv(out / "thread_scaling_goals.csv", GOAL_COLUMNS, goals, _fmt)
-    print(goals_text(goals, cpu_model(), rows))
+    autogroup = procfs.sched_autogroup()
+    host = cpu_model() + ("" if autogroup is None else
+                          f"; kernel autogroup {'on' if autogroup else 'off'}")
+    print(goals_text(goals, host, rows))
     print(f"[output] thread_scaling_csv={out / 'thread_scaling.csv'}")
     print(f"[output] goals_csv={out / 'thread_scaling_goals.csv'}")
     return 1 if failed else 0

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from recbench import transports
+from recbench import procfs, transports
 from recbench.cpuinfo import cpu_model
 
 PREFLIGHT_MARKER = "RECBENCH_PREFLIGHT="
@@ -79,6 +79,7 @@ def host_facts(ports: Iterable[tuple[str, int]] = ()) -> dict[str, Any]:
         "python": sys.version.split()[0],
         "cpu_model": cpu_model(),
         "cpu_cores": os.cpu_count(),
+        "sched_autogroup": procfs.sched_autogroup(),
         "recbench": recbench_build(),
         "rdma_devices": devices,
         "rdma_reason": reason,

@@ -176,7 +176,9 @@ def _cpu_line(run_config: Mapping[str, Any]) -> str:
     local = run_config.get("cpu_model") or "unknown"
     others = sorted({(label, f["cpu_model"]) for label, f in run_config.get("hosts", {}).items()
                      if f.get("cpu_model") and f["cpu_model"] != local})
-    return (f"- CPU: {local} ({run_config.get('cpu_cores') or '?'} 核)"
+    setting = run_config.get("sched_autogroup")  # the kernel's CFS autogroup (None: unknown)
+    autogroup = "" if setting is None else f"; 内核 autogroup {'开' if setting else '关'}"
+    return (f"- CPU: {local} ({run_config.get('cpu_cores') or '?'} 核{autogroup})"
             + "".join(f"; {label}: {cpu}" for label, cpu in others))
 
 

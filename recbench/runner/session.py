@@ -765,7 +765,8 @@ class Session:
             "summary_totals_csv_path": str(paths["summary_totals_csv"]),
             "summary_md_path": str(paths["summary_md"]),
             "git": git, "hostname": hostname, "cpu_model": preflight.cpu_model(),
-            "cpu_cores": os.cpu_count(), "platform": platform.platform(),
+            "cpu_cores": os.cpu_count(), "sched_autogroup": procfs.sched_autogroup(),
+            "platform": platform.platform(),
             "python": sys.version.split()[0], "argv": self.argv,
             "args": dict(self.plan.flags), "plan": self.plan.record(),
             # RecStore's keys: the resolved plans per transport and the GET response mode

@@ -218,7 +218,8 @@ class TestLocalSmoke(RunnerCase):
             self.assertEqual(mean["repeats"], "2")
         cfg = self.assert_no_leftovers()
         self.assertEqual(cfg["git"]["commit"], Path(self.out, "summary.md").read_text().split("\n")[0])
-        for key in ("hostname", "cpu_model", "cpu_cores", "args", "hosts", "cases"):
+        for key in ("hostname", "cpu_model", "cpu_cores", "sched_autogroup", "args", "hosts",
+                    "cases"):
             self.assertIn(key, cfg)
         self.assertIn("build_type", cfg["hosts"]["local"]["recbench"])
         self.assertEqual(len(cfg["cases"]), 2 * len(names))

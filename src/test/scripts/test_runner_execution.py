@@ -104,6 +104,7 @@ class TestLocalProcesses(unittest.TestCase):
         self.assertEqual(preflight.port_state("no-such-host.invalid", 80), "unresolvable")
         self.assertIn("build_type", facts["recbench"])
         self.assertEqual(facts["cpu_cores"], os.cpu_count())
+        self.assertEqual(facts["sched_autogroup"], procfs.sched_autogroup())
 
 
 @unittest.skipIf(LoopbackSshd.unavailable_reason(), LoopbackSshd.unavailable_reason() or "")
@@ -256,6 +257,15 @@ class TestRemoteCommands(unittest.TestCase):
         with open(f"/proc/{os.getpid()}/stat") as f:
             self.assertGreaterEqual(procfs.stat_cpu_seconds(f.read()), 0.0)
         self.assertIsNone(procfs.stat_cpu_seconds("garbage"))
+
+    def test_sched_autogroup_setting(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "sched_autogroup_enabled")
+            for text, want in (("1\n", True), ("0\n", False)):
+                with open(path, "w") as f:
+                    f.write(text)
+                self.assertIs(procfs.sched_autogroup(path), want)
+            self.assertIsNone(procfs.sched_autogroup(os.path.join(d, "absent")))
 
     def test_host_steal_from_proc_stat(self):
         start = procfs.host_cpu_ticks(

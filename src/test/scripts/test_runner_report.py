@@ -144,6 +144,9 @@ class TestReport(unittest.TestCase):
         text = report.render(run_config, [], [])
         self.assertIn("- CPU: AMD EPYC (family 25 model 17, AVX-512) (2 核); "
                       "node1: AMD EPYC (family 25 model 1, no AVX-512)\n", text)
+        for setting, said in ((True, "开"), (False, "关")):  # the kernel's CFS autogroup
+            text = report.render({**run_config, "sched_autogroup": setting}, [], [])
+            self.assertIn(f"(2 核; 内核 autogroup {said}); node1", text)
 
 
 if __name__ == "__main__":
