@@ -109,9 +109,10 @@ def local_cpu_ticks() -> tuple[int, int] | None:
 
 def sched_autogroup(path: str = "/proc/sys/kernel/sched_autogroup_enabled") -> bool | None:
     """Whether the kernel's CFS autogroup is on: each session (the runner starts every process in
-    its own) then shares the CPUs as one group, so a server's one poller gets half of a 2-core
-    machine against 16 client threads instead of a 17th. shm's p99 with more client threads than
-    cores depends on it (docs/scale.md). None when the kernel has no such setting."""
+    its own) of the root cpu cgroup then shares the CPUs as one group, so a server's one poller
+    gets half of a 2-core machine against 16 client threads instead of a 17th. shm's p99 with more
+    client threads than cores depends on it (docs/scale.md). None when the kernel has no such
+    setting."""
     try:
         with open(path) as f:
             return f.read().strip() != "0"

@@ -33,7 +33,7 @@
  * process: the connection opens one stream, sends on it alone while the threads of this process
  * that use gRPC connections are no more than the CPUs it may run on, and past that opens another
  * stream (up to RS_GRPC_AUTO_STREAMS, never more than max_in_flight) whenever a request finds
- * every stream sending. The extra streams need no ping: the first one's ping told the server has
+ * every stream sending. The extra streams need no ping: the first one's told that the server has
  * Stream. streams=N opens N at connect and uses them all. The ring keeps its meaning:
  * entries are in submission order; the server answers each stream in order, so a reply on stream
  * k belongs to the oldest entry sent on k still waiting, and next() returns entries in submission
