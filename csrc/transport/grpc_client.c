@@ -266,11 +266,11 @@ static int stream_batch(rs_grpc_conn *c, rs_grpc_stream_call *st, const grpc_op 
 
 static int stream_start(rs_grpc_conn *c, rs_grpc_stream_call *st);
 
-/* The usable stream with no send in flight that carries the fewest entries; -1 if none. Counting
- * its streams by the process (st_auto), a connection uses only its first usable stream while
- * the process's gRPC client threads fit its CPUs; past that, finding none idle, it opens one more
- * (up to st_cap). */
-static int stream_idle(rs_grpc_conn *c) {
+/* The stream the next request goes on: the usable one with no send in flight that carries the
+ * fewest entries; -1 if none. Counting its streams by the process (st_auto), a connection uses
+ * only its first usable stream while the process's gRPC client threads fit its CPUs; past that,
+ * finding none idle, it opens one more (up to st_cap). */
+static int stream_pick(rs_grpc_conn *c) {
     int best = -1, crowded = !c->st_auto || threads_crowded();
     for (unsigned k = 0; k < c->nst; k++) {
         const rs_grpc_stream_call *st = &c->st[k];
@@ -278,7 +278,7 @@ static int stream_idle(rs_grpc_conn *c) {
         if (!crowded) return st->sending ? -1 : (int)k;
         if (!st->sending && (best < 0 || st->waiting < c->st[best].waiting)) best = (int)k;
     }
-    if (best < 0 && crowded && c->st_auto && c->nst < c->st_cap && streams_usable(c)) {
+    if (best < 0 && c->st_auto && crowded && c->nst < c->st_cap && streams_usable(c)) {
         rs_grpc_stream_call *st = &c->st[c->nst++]; /* counted even if it fails: close() frees it */
         if (stream_start(c, st) == 0) best = (int)(st - c->st);
     }
@@ -291,7 +291,7 @@ static void stream_kick(rs_grpc_conn *c) {
     grpc_op op;
     rs_grpc_pending *p;
     int k;
-    while ((p = stream_oldest(c, -1)) != NULL && (k = stream_idle(c)) >= 0) {
+    while ((p = stream_oldest(c, -1)) != NULL && (k = stream_pick(c)) >= 0) {
         rs_grpc_stream_call *st = &c->st[k];
         memset(&op, 0, sizeof op);
         op.op = GRPC_OP_SEND_MESSAGE;
