@@ -1,9 +1,9 @@
 """pytest: no test may leave a process running.
 
 Every process a test starts inherits RECBENCH_TEST_SESSION (set here, unique per session), also
-through double forks and `start_new_session`. After each test, any live process carrying the
-marker that was not there before the test has a grace period to exit (a server finishing its
-shutdown); one still running then is killed and the test errors, naming its command line. At
+through double forks and `start_new_session`; a child of this process or of a marked one counts
+too (inside execve its environ reads empty). After each test, any such live process that was
+not there before the test has a grace period to exit (a server finishing its shutdown); one still running then is killed and the test errors, naming its command line. At
 the end of the session, processes started by class- or module-level fixtures get the same check.
 Processes started on the loopback sshd do not inherit the marker; the runner tests check those
 themselves (loopback_sshd.pids_mentioning).

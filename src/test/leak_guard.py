@@ -36,25 +36,46 @@ def shm_creator_alive(name: str) -> bool:
     return pid.isdigit() and os.path.exists(f"/proc/{pid}")
 
 
+def _read_proc(pid: str) -> tuple[int, str, bool, str] | None:
+    """(ppid, state, carries the session's marker, command line) of one process, or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            marked = _NEEDLE in f.read().split(b"\0")
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+    return int(fields[1]), fields[0], marked, cmd
+
+
 def marked_processes() -> dict[int, str]:
-    """pid -> command line of the live (non-zombie) processes of this session, except this one."""
-    out = {}
+    """pid -> command line of the live (non-zombie) processes of this session, except this one.
+
+    A process belongs to the session when its environment carries the marker, or when its
+    parent is this process or belongs to the session. The second rule is not redundant: while a
+    child is inside execve (after the close-on-exec that lets Popen return, before the kernel
+    has laid out the new environment) its /proc environ reads empty, and a check that relied on
+    the marker alone missed such a child on a loaded machine (48 of 3000 Popen calls under three
+    busy loops, 2026-12-06)."""
     me = os.getpid()
+    procs = {}
     for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == me:
-            continue
-        try:
-            with open(f"/proc/{name}/environ", "rb") as f:
-                if _NEEDLE not in f.read().split(b"\0"):
-                    continue
-            with open(f"/proc/{name}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    continue
-            with open(f"/proc/{name}/cmdline", "rb") as f:
-                out[int(name)] = f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
-        except OSError:
-            continue
-    return out
+        if name.isdigit() and int(name) != me:
+            info = _read_proc(name)
+            if info is not None:
+                procs[int(name)] = info
+    members = {pid for pid, (_, _, marked, _) in procs.items() if marked}
+    grown = True
+    while grown:
+        grown = False
+        for pid, (ppid, _, _, _) in procs.items():
+            if pid not in members and (ppid == me or ppid in members):
+                members.add(pid)
+                grown = True
+    return {pid: procs[pid][3] or "(inside execve)" for pid in members
+            if procs[pid][1] != "Z"}
 
 
 def wait_exit(pids, timeout: float) -> None:
