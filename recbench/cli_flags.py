@@ -22,6 +22,31 @@ def parse_bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"{text!r} is not a boolean (use true or false)")
 
 
+BUDGET_NONE = 2**64 - 1  # max_inflight_bytes meaning "no budget" (UINT64_MAX in ps_client.h)
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+
+def parse_inflight_budget(text: str) -> int:
+    """The process's budget of PS bytes in flight (ps_client.h's max_inflight_bytes): bytes, with
+    an optional K/M/G (binary) suffix, 0 for the client's default, or "none" for no budget."""
+    t = str(text).strip().lower()
+    if t == "none":
+        return BUDGET_NONE
+    num, unit = (t[:-1], t[-1]) if t and t[-1] in "kmg" else (t, "")
+    if not num.isdigit():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a byte count (e.g. 8388608, 8M, 0 for the default, none)")
+    value = int(num) * _UNITS[unit]
+    if value >= BUDGET_NONE:
+        raise argparse.ArgumentTypeError(f"{text!r} is too large (use none for no budget)")
+    return value
+
+
+def format_inflight_budget(value: int) -> str:
+    """parse_inflight_budget's inverse: "none" or the byte count."""
+    return "none" if value == BUDGET_NONE else str(value)
+
+
 def add_bool_flag(parser: argparse.ArgumentParser, name: str, help: str, default: bool = False):
     """--name, --name=true, --name=false."""
     parser.add_argument(name, nargs="?", const=True, default=default, type=parse_bool,

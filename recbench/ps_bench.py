@@ -18,7 +18,10 @@ prints one line:
 payload GB/s; then value_size, prefetch_depth, num_shards, keys_missing, wire, get_path,
 get_parts, get_parts_gathered, and thread_batches_min / thread_batches_max: the batches completed
 by the slowest and the fastest thread, so a server that serves some connections worse than
-others — stragglers for a synchronous trainer — shows.)
+others — stragglers for a synchronous trainer — shows; then max_inflight_bytes, the process's
+budget of bytes in flight its threads share (--max_inflight_bytes; "none" for no budget), and
+budget_deferred, how often a thread's next request waited in its client because its share was
+out.)
 
 Open loop: --target_rate R sends R batches/s for the whole process (split over its threads) on a
 uniform or Poisson timetable (--arrival, --arrival_seed; docs/open-loop.md). The run line's
@@ -43,7 +46,7 @@ import sys
 import threading
 
 from recbench import _ps, errors, latency_hist, rc_options, transports
-from recbench.cli_flags import add_bool_flag, tls_options
+from recbench.cli_flags import add_bool_flag, format_inflight_budget, parse_inflight_budget, tls_options
 from recbench.ps_config import HASH_METHODS, ConfigError, load_config
 from recbench.transports import default_port
 
@@ -111,6 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "uniform: exact spacing)")
     p.add_argument("--arrival_seed", type=lambda s: int(s, 0), default=1,
                    help="open loop: seed of the arrival generators (one per thread)")
+    p.add_argument("--max_inflight_bytes", type=parse_inflight_budget, default=0,
+                   metavar="BYTES|none",
+                   help="the process's budget of request bytes (keys + rows) in flight, shared "
+                   "equally by its threads with batches in flight; a thread's request past its "
+                   "share waits for its own earlier ones (0 = the transport's default: 4M per CPU "
+                   "on brpc and grpc, none on shm and rdma; none = no budget; docs/scale.md)")
     p.add_argument("--timeout_ms", type=int, default=10000, help="per-request timeout")
     p.add_argument("--transport_options", default=None, help="transport-specific 'k=v;k=v'")
     p.add_argument("--tls_ca", default=None, metavar="PEM",
@@ -178,6 +187,7 @@ def resolve(args) -> dict:
         "arrival_seed": args.arrival_seed,
         "auth_token_file": args.auth_token_file,
         "hash_method": args.hash_method or (cfg.hash_method if cfg else None),
+        "max_inflight_bytes": args.max_inflight_bytes,
     }
 
 
@@ -219,6 +229,8 @@ def result_line(phase: str, kw: dict, res: dict) -> str:
         ("get_parts_gathered", res.get("get_parts_gathered", 0)),
         ("thread_batches_min", res.get("thread_batches_min", 0)),
         ("thread_batches_max", res.get("thread_batches_max", 0)),
+        ("max_inflight_bytes", format_inflight_budget(res.get("budget_bytes", 0))),
+        ("budget_deferred", res.get("budget_deferred", 0)),
     ]
     if phase == "run" and "late_sends" in res:
         fields += [(f"service_{p}_us", f"{res[f'service_{p}_us']:.3f}")

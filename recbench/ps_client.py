@@ -24,12 +24,13 @@ is ``recbench.ps_config.load_config(path).hash_method``.
 
 from __future__ import annotations
 
+import argparse
 import time
 
 import numpy as np
 
 from recbench import _ps, errors, records
-from recbench.cli_flags import tls_options
+from recbench.cli_flags import parse_inflight_budget, tls_options
 
 
 def parse_uri(uri: str) -> tuple[str, list[tuple[str, int]]]:
@@ -102,21 +103,29 @@ class PSClient:
     def __init__(self, uri: str, value_size: int | None = None, *, prefetch_depth: int = 1,
                  timeout_ms: int = 10000, transport_options: str | None = None,
                  auth_token_file: str | None = None, tls_ca: str | None = None,
-                 hash_method: str | None = None):
+                 hash_method: str | None = None, max_inflight_bytes: int | str = 0):
         """auth_token_file: send the deployment token read from that file (servers started
         with --auth_token_file require it); the token itself is never an argument.
         tls_ca: grpc only, connect with TLS trusting these PEM root certificates.
         hash_method: shard routing, None = the wire's own (native: rs_mix64; recstore+...:
         city_hash); "simple_mod" on RecStore's wire. A method the wire cannot use (a RecStore
-        method on the native wire, rs_mix64 on RecStore's) raises InvalidArgument."""
+        method on the native wire, rs_mix64 on RecStore's) raises InvalidArgument.
+        max_inflight_bytes: the budget of request bytes (keys + rows) that all the PS clients of
+        this process with batches in flight share equally; a request past this client's share
+        waits for its earlier ones. Bytes or "8M"-style text; 0 = the transport's default (4 MiB
+        per CPU on brpc and grpc, none on shm and rdma), "none" = no budget (docs/scale.md)."""
         transport, endpoints = parse_uri(uri)
         if tls_ca:
             transport_options = ";".join(
                 x for x in (transport_options, tls_options(transport, {"tls_ca": tls_ca})) if x)
         self.uri = uri
         self.transport = transport
+        try:
+            budget = parse_inflight_budget(str(max_inflight_bytes))
+        except argparse.ArgumentTypeError as e:
+            raise errors.InvalidArgument(f"max_inflight_bytes: {e}") from None
         self._c = _ps.Client(transport, endpoints, value_size or 0, prefetch_depth, timeout_ms,
-                             transport_options, auth_token_file, hash_method)
+                             transport_options, auth_token_file, hash_method, budget)
         self.hash_method = hash_method or ("city_hash" if transport.startswith("recstore+")
                                            else "rs_mix64")
 

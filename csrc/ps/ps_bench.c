@@ -67,6 +67,7 @@ typedef struct worker {
     uint64_t prof_make_ns, prof_submit_ns, prof_wait_ns, prof_consume_ns, prof_submits, prof_waits;
     char first_bad_msg[160];
     uint64_t late_sends; /* open loop */
+    rs_ps_client_budget_stats budget;
     rs_hist hist;
     rs_hist service_hist; /* open loop: from the actual send */
 } worker;
@@ -390,6 +391,7 @@ static void *worker_main(void *arg) {
         pthread_cond_wait(&b->cv, &b->mu);
     pthread_mutex_unlock(&b->mu);
     if (w->client && !stop_requested(b)) worker_loop(w);
+    if (w->client) rs_ps_client_budget_stats_get(w->client, &w->budget);
     rs_ps_client_close(w->client);
     w->client = NULL;
     return NULL;
@@ -534,6 +536,8 @@ static int bench_phase(const rs_ps_bench_config *cfg, phase ph, rs_ps_bench_resu
         if (h) rs_hist_merge(h, &w->hist);
         if (sh) rs_hist_merge(sh, &w->service_hist);
         res->late_sends += w->late_sends;
+        res->budget.budget = w->budget.budget;
+        res->budget.deferred += w->budget.deferred;
         if (w->rc && !rc) {
             rc = w->rc;
             if (err) *err = w->err;

@@ -28,7 +28,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "recstore/clock.h"
 #include "recstore/hash.h"
+#include "recstore/ps_budget.h"
 #include "recstore/ps_client.h"
 #include "recstore/recstore_wire.h"
 #include "recstore/transport.h"
@@ -72,6 +74,9 @@ struct rs_ps_client {
     batch_slot *slots;
     uint32_t head, count;
     uint64_t seq;
+    uint64_t budget; /* the process's budget of bytes in flight (recstore/ps_budget.h) */
+    uint64_t held;   /* bytes of this client's requests sent and not yet collected */
+    uint64_t deferred;
     rs_ps_completion comp; /* scratch */
 };
 
@@ -113,8 +118,15 @@ uint32_t rs_ps_client_window(const rs_ps_client *c) {
     return c->window;
 }
 
+void rs_ps_client_budget_stats_get(const rs_ps_client *c, rs_ps_client_budget_stats *out) {
+    out->budget = c->budget;
+    out->deferred = c->deferred;
+}
+
 void rs_ps_client_close(rs_ps_client *c) {
     if (!c) return;
+    if (c->held) rs_ps_budget_sub(c->held); /* requests dropped with their connections */
+    if (c->count) rs_ps_budget_leave();
     for (uint32_t i = 0; c->conns && i < c->num_shards; i++)
         if (c->conns[i]) c->ops->close(c->conns[i]);
     for (uint32_t i = 0; c->names && i < c->num_shards; i++)
@@ -201,6 +213,9 @@ int rs_ps_client_open(const rs_ps_client_config *cfg, rs_ps_client **out, rs_err
     c->num_shards = cfg->num_shards;
     c->depth = cfg->prefetch_depth ? cfg->prefetch_depth : 1;
     c->window = c->depth > RS_PS_CHUNK_WINDOW ? c->depth : RS_PS_CHUNK_WINDOW;
+    c->budget = cfg->max_inflight_bytes  ? cfg->max_inflight_bytes
+                : ops->budget_by_default ? rs_ps_budget_default()
+                                         : RS_PS_BUDGET_NONE;
     c->conns = calloc(c->num_shards, sizeof *c->conns);
     c->names = calloc(c->num_shards, sizeof *c->names);
     c->inflight = calloc(c->num_shards, sizeof *c->inflight);
@@ -300,10 +315,28 @@ static void slot_fail(rs_ps_client *c, batch_slot *b, int code, const rs_error *
     b->fail.code = code;
 }
 
-static void send_chunk(rs_ps_client *c, batch_slot *b, uint32_t s) {
+/* Keys in chunk i of part p. */
+static size_t chunk_len(const batch_slot *b, const shard_part *p, uint32_t i) {
+    size_t off = (size_t)i * b->chunk;
+    return p->n - off < b->chunk ? p->n - off : b->chunk;
+}
+
+/* What chunk i of part p counts against the process's budget: its keys and rows. */
+static uint64_t chunk_bytes(const rs_ps_client *c, const batch_slot *b, const shard_part *p,
+                            uint32_t i) {
+    return (uint64_t)chunk_len(b, p, i) * (8 + c->value_size);
+}
+
+static void give_back(rs_ps_client *c, uint64_t bytes) {
+    c->held -= bytes;
+    rs_ps_budget_sub(bytes);
+}
+
+/* Send the next chunk on s (bytes: its chunk_bytes). */
+static void send_chunk(rs_ps_client *c, batch_slot *b, uint32_t s, uint64_t bytes) {
     shard_part *p = &b->parts[s];
     size_t vs = c->value_size, off = (size_t)p->sent * b->chunk;
-    size_t k = p->n - off < b->chunk ? p->n - off : b->chunk;
+    size_t k = chunk_len(b, p, p->sent);
     int get = b->op == RS_PS_GET;
     rs_ps_request req = {.op = b->op,
                          .shard = s,
@@ -312,7 +345,10 @@ static void send_chunk(rs_ps_client *c, batch_slot *b, uint32_t s) {
                          .keys = (const uint8_t *)(p->src_keys + off),
                          .rows = get ? NULL : p->src_rows + off * vs,
                          .rows_len = get ? 0 : k * vs};
+    c->held += bytes;
+    rs_ps_budget_add(bytes);
     if (c->broken[s].code) {
+        give_back(c, bytes);
         slot_fail(c, b, c->broken[s].code, &c->broken[s]);
         return;
     }
@@ -320,6 +356,7 @@ static void send_chunk(rs_ps_client *c, batch_slot *b, uint32_t s) {
     int rc = c->ops->submit(c->conns[s], &req, c->seq, get ? p->dst_rows + off * vs : NULL,
                             get ? k * vs : 0, &e);
     if (rc) {
+        give_back(c, bytes);
         rs_error_prefix(&e, "shard %u", s);
         slot_fail(c, b, rc, &e);
         return;
@@ -328,24 +365,26 @@ static void send_chunk(rs_ps_client *c, batch_slot *b, uint32_t s) {
     c->inflight[s]++;
 }
 
-/* Fill connection s's window with the oldest unsent chunks on s. */
+/* Fill connection s's window with the oldest unsent chunks on s, as far as the client's share of
+ * the process's budget lets them go (always one when the client has nothing in flight); the rest
+ * wait for the client's own earlier requests to be collected. */
 static void pump(rs_ps_client *c, uint32_t s) {
     uint32_t j = 0;
     while (c->inflight[s] < c->window && j < c->count) {
         batch_slot *b = &c->slots[(c->head + j) % c->depth];
-        if (b->parts[s].sent < b->parts[s].chunks)
-            send_chunk(c, b, s);
-        else
+        shard_part *p = &b->parts[s];
+        if (p->sent < p->chunks) {
+            uint64_t bytes = chunk_bytes(c, b, p, p->sent);
+            uint64_t share = rs_ps_budget_share(c->budget);
+            if (c->held && (c->held > share || bytes > share - c->held)) {
+                c->deferred++;
+                return;
+            }
+            send_chunk(c, b, s, bytes);
+        } else {
             j++;
+        }
     }
-}
-
-static int unsent_on(const rs_ps_client *c, uint32_t s) {
-    for (uint32_t j = 0; j < c->count; j++) {
-        const shard_part *p = &c->slots[(c->head + j) % c->depth].parts[s];
-        if (p->sent < p->chunks) return 1;
-    }
-    return 0;
 }
 
 static uint32_t chunks_of(size_t n, uint32_t chunk) {
@@ -377,6 +416,7 @@ int rs_ps_client_submit(rs_ps_client *c, rs_ps_op op, const uint64_t *keys, size
     b->fail_code = 0;
     b->scatter = 0;
     c->seq++;
+    if (c->count == 0) rs_ps_budget_enter(); /* counted active from here to its last wait */
     for (uint32_t s = 0; s < c->num_shards; s++) {
         shard_part *p = &b->parts[s];
         p->n = 0;
@@ -391,14 +431,15 @@ int rs_ps_client_submit(rs_ps_client *c, rs_ps_op op, const uint64_t *keys, size
         p->src_keys = keys;
         p->src_rows = rows_in;
         p->dst_rows = rows_out;
-        if (unsent_on(c, 0) || c->inflight[0] + p->chunks > c->window) {
-            /* some chunks go out after this call returns: keep their keys and rows */
+        c->count++;
+        pump(c, 0);
+        if (p->sent < p->chunks) {
+            /* some chunks go out after this call returns (window, budget): keep their keys and
+             * rows; the chunks read them at the same offsets */
             if (grow((void **)&p->keys, &p->cap_keys, n, 8) ||
                 (!get && grow((void **)&p->rows, &p->cap_rows, n * vs, 1))) {
                 rs_error_set(&e, RS_ENOMEM, "no memory to queue a batch of %zu keys", n);
-                p->chunks = 0;
                 slot_fail(c, b, RS_ENOMEM, &e);
-                c->count++;
                 return 0;
             }
             memcpy(p->keys, keys, n * 8);
@@ -408,8 +449,6 @@ int rs_ps_client_submit(rs_ps_client *c, rs_ps_op op, const uint64_t *keys, size
                 p->src_rows = p->rows;
             }
         }
-        c->count++;
-        pump(c, 0);
         return 0;
     }
 
@@ -448,9 +487,23 @@ int rs_ps_client_submit(rs_ps_client *c, rs_ps_op op, const uint64_t *keys, size
     return 0;
 }
 
-/* Collect one completion from shard s for the oldest batch b. */
+/* Collect one completion from shard s for batch b, the oldest with a request outstanding on s. */
+static void collect(rs_ps_client *c, batch_slot *b, uint32_t s);
+
+/* Collect every request this client has in flight, for whichever batches they belong to (the
+ * next completion on a shard is the oldest batch's with a request outstanding there). */
+static void collect_all(rs_ps_client *c) {
+    for (uint32_t s = 0; s < c->num_shards; s++)
+        for (uint32_t j = 0; c->inflight[s] && j < c->count; j++) {
+            batch_slot *b = &c->slots[(c->head + j) % c->depth];
+            while (b->parts[s].done < b->parts[s].sent)
+                collect(c, b, s);
+        }
+}
+
 static void collect(rs_ps_client *c, batch_slot *b, uint32_t s) {
     c->inflight[s]--;
+    give_back(c, chunk_bytes(c, b, &b->parts[s], b->parts[s].done));
     b->parts[s].done++;
     if (c->broken[s].code) { /* its requests will not complete: fail them without waiting */
         slot_fail(c, b, c->broken[s].code, &c->broken[s]);
@@ -493,6 +546,12 @@ int rs_ps_client_wait(rs_ps_client *c, rs_ps_batch_result *res, rs_error *err) {
                 pump(c, s);
             } else if (p->sent < p->chunks) {
                 pump(c, s);
+                if (p->sent == p->done && p->sent < p->chunks) {
+                    /* nothing of the oldest batch is out on s and its next chunk is past the
+                     * client's share: the bytes held are later batches' on other shards */
+                    collect_all(c);
+                    pump(c, s);
+                }
             }
             if (p->done < p->sent || p->sent < p->chunks) pending = 1;
         }
@@ -507,7 +566,7 @@ int rs_ps_client_wait(rs_ps_client *c, rs_ps_batch_result *res, rs_error *err) {
         }
     }
     c->head = (c->head + 1) % c->depth;
-    c->count--;
+    if (--c->count == 0) rs_ps_budget_leave();
     res->tag = b->tag;
     res->num_found = b->found;
     res->parts = b->resp_parts;

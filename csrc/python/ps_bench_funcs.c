@@ -8,7 +8,8 @@
  *   mode, record_count, batch_keys, threads, load_threads, running_seconds, warmup_seconds,
  *   distribution ("uniform" | "zipfian"), zipfian_alpha, read_ratio, fetch_key_space, verify, seed,
  *   profile, target_rate (batches/s of the run phase; 0 = closed loop), arrival ("uniform" |
- *   "poisson"), arrival_seed
+ *   "poisson"), arrival_seed, auth_token_file, hash_method, max_inflight_bytes (the process's
+ *   budget of bytes in flight; 0 = the default, 2**64 - 1 = none)
  * and return a dict of results (runtime_s, batches, key_ops, latency percentiles in us, CPU s, and
  * "hist": the batch-latency histogram as (count, min_ns, max_ns, sum_ns, [(bucket_high_ns,
  * count), ...]) over non-empty buckets, for exact merging across clients). An open-loop run adds
@@ -42,10 +43,13 @@ static PyObject *result_dict(const rs_ps_bench_result *r) {
         (unsigned long long)r->first_bad_key, "stopped_early",
         r->stopped_early ? Py_True : Py_False);
     if (!d) return NULL;
-    PyObject *g = Py_BuildValue("{s:K,s:K,s:K,s:K}", "get_parts", (unsigned long long)r->get_parts,
-                                "get_parts_gathered", (unsigned long long)r->get_parts_gathered,
-                                "thread_batches_min", (unsigned long long)r->thread_batches_min,
-                                "thread_batches_max", (unsigned long long)r->thread_batches_max);
+    PyObject *g =
+        Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K}", "get_parts", (unsigned long long)r->get_parts,
+                      "get_parts_gathered", (unsigned long long)r->get_parts_gathered,
+                      "thread_batches_min", (unsigned long long)r->thread_batches_min,
+                      "thread_batches_max", (unsigned long long)r->thread_batches_max,
+                      "budget_bytes", (unsigned long long)r->budget.budget, "budget_deferred",
+                      (unsigned long long)r->budget.deferred);
     if (!g || PyDict_Update(d, g) != 0) {
         Py_XDECREF(g);
         Py_DECREF(d);
@@ -130,6 +134,7 @@ static PyObject *bench_phase(PyObject *args, PyObject *kwds, int load) {
                              "arrival_seed",
                              "auth_token_file",
                              "hash_method",
+                             "max_inflight_bytes",
                              NULL};
     const char *transport, *extra = NULL, *mode = "fetch", *dist = "uniform", *arrival = "poisson";
     const char *token_file = NULL, *hash_method = NULL;
@@ -139,14 +144,14 @@ static PyObject *bench_phase(PyObject *args, PyObject *kwds, int load) {
                  threads = 1;
     unsigned int load_threads = 0, read_ratio = 100;
     unsigned long long record_count = 1000000, key_space = 0, seed = 0x9e3779b97f4a7c15ull;
-    unsigned long long arrival_seed = 1;
+    unsigned long long arrival_seed = 1, max_inflight = 0;
     double running = 5.0, warmup = 0.0, alpha = 0.9, target_rate = 0.0;
     int verify = 0, profile = 0;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kwds, "sO|IIIzsKIIIddsdIKpKpdsKzz", kwlist, &transport, &endpoints, &value_size,
+            args, kwds, "sO|IIIzsKIIIddsdIKpKpdsKzzK", kwlist, &transport, &endpoints, &value_size,
             &depth, &timeout_ms, &extra, &mode, &record_count, &batch_keys, &threads, &load_threads,
             &running, &warmup, &dist, &alpha, &read_ratio, &key_space, &verify, &seed, &profile,
-            &target_rate, &arrival, &arrival_seed, &token_file, &hash_method))
+            &target_rate, &arrival, &arrival_seed, &token_file, &hash_method, &max_inflight))
         return NULL;
     rs_error err = {0};
     rs_auth_token token = {0}; /* lives until the bench returns */
@@ -160,7 +165,8 @@ static PyObject *bench_phase(PyObject *args, PyObject *kwds, int load) {
                                          .timeout_ms = timeout_ms,
                                          .extra = extra,
                                          .hash_method = hash_method,
-                                         .auth = token.len ? &token : NULL},
+                                         .auth = token.len ? &token : NULL,
+                                         .max_inflight_bytes = max_inflight},
                               .record_count = record_count,
                               .batch_keys = batch_keys,
                               .threads = threads,

@@ -2,11 +2,13 @@
  * ps_client_type.c — recbench._ps.Client: the C all-shards client (rs_ps_client) for Python.
  *
  *   Client(transport, endpoints, value_size=0, prefetch_depth=1, timeout_ms=DEFAULT_TIMEOUT_MS,
- *          extra=None, auth_token_file=None, hash_method=None)
+ *          extra=None, auth_token_file=None, hash_method=None, max_inflight_bytes=0)
  *     DEFAULT_TIMEOUT_MS: recbench._ps.DEFAULT_TIMEOUT_MS (10000)
  *     endpoints: sequence of (host, port), one per shard in shard order
  *     hash_method: shard routing, None = the wire's own (rs_mix64; "recstore+..." transports:
  *     city_hash, or "simple_mod"); a method the wire cannot use raises ValueError
+ *     max_inflight_bytes: the process's budget of bytes in flight this client keeps to
+ *     (recstore/ps_budget.h; 0 = the default, 2**64 - 1 = none)
  *   .get(keys, out) -> num_found     keys: uint64 buffer; out: writable buffer of n*value_size
  * bytes .put(keys, rows)  .update(keys, deltas)  .command(name, shard=0) -> str  .close()
  *   .value_size  .num_shards
@@ -46,15 +48,16 @@ static int client_enter(ClientObject *self, const char *what) {
 }
 
 static int Client_init(ClientObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"transport",       "endpoints",   "value_size",
-                             "prefetch_depth",  "timeout_ms",  "extra",
-                             "auth_token_file", "hash_method", NULL};
+    static char *kwlist[] = {"transport",          "endpoints", "value_size",      "prefetch_depth",
+                             "timeout_ms",         "extra",     "auth_token_file", "hash_method",
+                             "max_inflight_bytes", NULL};
     const char *transport, *extra = NULL, *token_file = NULL, *hash_method = NULL;
     PyObject *endpoints;
     unsigned int value_size = 0, depth = 1, timeout_ms = RS_PS_DEFAULT_TIMEOUT_MS;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sO|IIIzzz", kwlist, &transport, &endpoints,
+    unsigned long long max_inflight = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sO|IIIzzzK", kwlist, &transport, &endpoints,
                                      &value_size, &depth, &timeout_ms, &extra, &token_file,
-                                     &hash_method))
+                                     &hash_method, &max_inflight))
         return -1;
     if (self->client) {
         PyErr_SetString(PyExc_RuntimeError, "Client is already connected");
@@ -76,7 +79,8 @@ static int Client_init(ClientObject *self, PyObject *args, PyObject *kwds) {
                                .timeout_ms = timeout_ms,
                                .extra = extra,
                                .hash_method = hash_method,
-                               .auth = token.len ? &token : NULL};
+                               .auth = token.len ? &token : NULL,
+                               .max_inflight_bytes = max_inflight};
     rs_error err = {0};
     rs_ps_client *c = NULL;
     int rc;

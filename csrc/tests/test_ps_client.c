@@ -1,12 +1,15 @@
 /* test_ps_client.c — the all-shards client and the bench loops over real brpc servers on
  * loopback: 2 shards, batches that mix shards come back in the caller's order, pipelined batches,
  * batches many times max_keys_per_request split into chunks (alone and pipelined), a shard's error
- * mid-batch failing the whole batch with the shard named, and a short verified load + run. */
+ * mid-batch failing the whole batch with the shard named, the process's budget of bytes in flight
+ * (pipelined chunked batches and 4 bench threads under a budget of 3 chunks), and a short verified
+ * load + run. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "recstore/hash.h"
 #include "recstore/ps_bench.h"
+#include "recstore/ps_budget.h"
 #include "recstore/ps_client.h"
 #include "recstore/transport.h"
 #include "rs_test.h"
@@ -195,6 +198,92 @@ static void test_chunked_batches(void) {
     cluster_stop(&cl);
 }
 
+/* A budget of 3 chunks: pipelined big batches over 2 shards (chunks left unsent by submit and
+ * by refills, the oldest batch's next chunk held back by later batches' chunks out on the other
+ * shard) come back whole and in order, and the bytes in flight never pass the budget. Then 4
+ * threads sharing it (less than a chunk each), rows verified. */
+static void test_budget(void) {
+    cluster cl;
+    RS_CHECK_EQ(cluster_start(&cl, 10, 0), 0);
+    const uint64_t chunk = 10 * (8 + VS), budget = 3 * chunk;
+    rs_ps_client_config cc = {.transport = "brpc",
+                              .num_shards = NSH,
+                              .hosts = cl.hosts,
+                              .ports = cl.ports,
+                              .prefetch_depth = 3,
+                              .max_inflight_bytes = budget};
+    rs_ps_client *c = NULL;
+    rs_error err = {0};
+    RS_CHECK_EQ(rs_ps_client_open(&cc, &c, &err), 0);
+    if (!c) return cluster_stop(&cl);
+    enum { N = 600 };
+    static uint64_t keys[N], rkeys[N];
+    static float rows[N * VS / 4], outs[3][N * VS / 4];
+    for (int i = 0; i < N; i++) {
+        keys[i] = 5 + (uint64_t)i * 7919;
+        rkeys[N - 1 - i] = keys[i];
+        rs_ps_bench_row(keys[i], VS, rows + i * VS / 4);
+    }
+    RS_CHECK_EQ(rs_ps_client_put(c, keys, N, rows, &err), 0);
+    RS_CHECK(rs_ps_budget_in_flight() == 0);
+    const uint64_t *order[3] = {keys, rkeys, keys};
+    for (int round = 0; round < 2; round++) {
+        for (uint64_t t = 0; t < 3; t++) {
+            RS_CHECK_EQ(rs_ps_client_submit(c, RS_PS_GET, order[t], N, NULL, outs[t], t, &err), 0);
+            RS_CHECK(rs_ps_budget_in_flight() <= budget);
+        }
+        for (uint64_t t = 0; t < 3; t++) {
+            rs_ps_batch_result r;
+            RS_CHECK_EQ(rs_ps_client_wait(c, &r, &err), 0);
+            RS_CHECK(rs_ps_budget_in_flight() <= budget);
+            RS_CHECK_EQ(r.tag, t);
+            RS_CHECK_EQ(r.num_found, N);
+            RS_CHECK_EQ(check_rows(order[t], N, outs[t], 0.0f), 0);
+        }
+    }
+    rs_ps_client_budget_stats st;
+    rs_ps_client_budget_stats_get(c, &st);
+    RS_CHECK_EQ(st.budget, budget);
+    rs_ps_client *d = NULL; /* not given one: brpc's default */
+    rs_ps_client_config dc = cc;
+    dc.max_inflight_bytes = 0;
+    RS_CHECK_EQ(rs_ps_client_open(&dc, &d, &err), 0);
+    if (d) {
+        rs_ps_client_budget_stats_get(d, &st);
+        RS_CHECK_EQ(st.budget, rs_ps_budget_default());
+        rs_ps_client_close(d);
+    }
+    rs_ps_client_budget_stats_get(c, &st);
+    RS_CHECK(st.deferred > 0);
+    RS_CHECK_EQ(rs_ps_budget_active(), 0);
+    /* closing with batches in flight gives their bytes back */
+    RS_CHECK_EQ(rs_ps_client_submit(c, RS_PS_GET, keys, N, NULL, outs[0], 9, &err), 0);
+    RS_CHECK(rs_ps_budget_in_flight() > 0);
+    rs_ps_client_close(c);
+    RS_CHECK_EQ(rs_ps_budget_in_flight(), 0);
+
+    rs_ps_bench_config bc = {.client = cc,
+                             .mode = RS_PS_BENCH_FETCH,
+                             .record_count = 2000,
+                             .batch_keys = 64,
+                             .threads = 4,
+                             .running_seconds = 0.3,
+                             .verify = 1,
+                             .seed = 3};
+    bc.client.prefetch_depth = 4;
+    bc.client.value_size = VS;
+    rs_ps_bench_result res;
+    RS_CHECK_EQ(rs_ps_bench_load(&bc, &res, &err), 0);
+    int rc = rs_ps_bench_run(&bc, &res, &err);
+    if (rc) fprintf(stderr, "run: %s\n", err.msg);
+    RS_CHECK_EQ(rc, 0);
+    RS_CHECK(res.batches > 0 && res.verify_checked_rows == res.key_ops);
+    RS_CHECK(res.budget.deferred > 0); /* a share below one chunk: one request per thread */
+    RS_CHECK_EQ(rs_ps_budget_in_flight(), 0);
+    RS_CHECK_EQ(rs_ps_budget_active(), 0);
+    cluster_stop(&cl);
+}
+
 static void test_server_error_names_shard(void) {
     cluster cl;
     RS_CHECK_EQ(cluster_start(&cl, 10, 64), 0); /* shard 1 fills up after 64 keys */
@@ -233,6 +322,7 @@ static void test_server_error_names_shard(void) {
         RS_CHECK_EQ(rs_ps_client_command(c, 1, "ping", reply, sizeof reply, &err), RS_ECONN);
         RS_CHECK_EQ(rs_ps_client_command(c, 0, "ping", reply, sizeof reply, &err), 0);
         rs_ps_client_close(c);
+        RS_CHECK_EQ(rs_ps_budget_in_flight(), 0); /* failed requests gave their bytes back */
     }
     /* refused connection names the server */
     RS_CHECK(rs_ps_client_open(&cc, &c, &err) == RS_ECONN);
@@ -307,7 +397,7 @@ static void test_bench_verify(void) {
     cluster_stop(&cl);
 }
 
-RS_TEST_MAIN(RS_TEST(test_order_across_shards), RS_TEST(test_chunked_batches),
+RS_TEST_MAIN(RS_TEST(test_order_across_shards), RS_TEST(test_chunked_batches), RS_TEST(test_budget),
              RS_TEST(test_server_error_names_shard), RS_TEST(test_bench_verify))
 #else
 static void test_skipped(void) {

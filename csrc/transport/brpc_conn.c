@@ -640,6 +640,7 @@ const rs_ps_conn_ops rs_brpc_conn_ops = {
     .submit = brpc_submit,
     .next = brpc_next,
     .close = brpc_close,
+    .budget_by_default = 1,
 };
 
 /* RecStore's wire on the same connection code ("recstore+brpc"). */
@@ -649,5 +650,6 @@ const rs_ps_conn_ops rs_brpc_rs_conn_ops = {
     .submit = brpc_submit,
     .next = brpc_next,
     .close = brpc_close,
+    .budget_by_default = 1,
 };
 #endif

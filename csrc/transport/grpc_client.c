@@ -1184,6 +1184,7 @@ const rs_ps_conn_ops rs_grpc_conn_ops = {
     .submit = rs_grpc_conn_submit,
     .next = rs_grpc_conn_next,
     .close = rs_grpc_conn_close,
+    .budget_by_default = 1,
 };
 
 /* RecStore's wire on the same connection code ("recstore+grpc"). */
@@ -1193,6 +1194,7 @@ const rs_ps_conn_ops rs_grpc_rs_conn_ops = {
     .submit = rs_grpc_conn_submit,
     .next = rs_grpc_conn_next,
     .close = rs_grpc_conn_close,
+    .budget_by_default = 1,
 };
 
 #endif /* RS_HAVE_GRPC */

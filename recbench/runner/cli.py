@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from recbench import transports
+from recbench.cli_flags import parse_inflight_budget
 from recbench.kv_bench import HUGE_PAGES
 from recbench.runner import session
 from recbench.runner.plan import Plan, build_plan
@@ -122,6 +123,11 @@ def build_parser() -> argparse.ArgumentParser:
     a("--read-ratio", type=int, default=100, help="percentage of fetches in mixed mode")
     a("--prefetch-depth", type=int, default=0,
       help="requests in flight per client thread (0 = driver default; RDMA fetch: 16)")
+    a("--client-max-inflight-bytes", type=parse_inflight_budget, default=0,
+      metavar="BYTES|none",
+      help="each client process's budget of request bytes (keys + rows) in flight, shared by "
+           "its threads (ps_bench --max_inflight_bytes; 0 = the transport's default: 4M per CPU "
+           "on brpc and grpc, none on shm and rdma; none = no budget; docs/scale.md)")
     a("--repeat", type=int, default=1, help="repeats per transport")
     a("--wire", choices=("native", "recstore"), default="native",
       help="clients speak recbench's native service (default) or RecStore's own ParameterService "

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from recbench import transports
+from recbench.cli_flags import format_inflight_budget
 from recbench.ps_config import build_config
 from recbench.transports import Transport
 
@@ -257,6 +258,8 @@ def build_benchmark_cmd(plan: Plan, transport: Transport, topology: Topology, cl
         cmd.append(f"--fetch_key_space={w.fetch_key_space}")
     if w.warmup_seconds:
         cmd.append(f"--warmup_seconds={w.warmup_seconds}")
+    if w.client_max_inflight_bytes:
+        cmd.append(f"--max_inflight_bytes={format_inflight_budget(w.client_max_inflight_bytes)}")
     if w.transaction_profile:
         cmd.append("--transaction_profile=true")
     if w.target_rate:

@@ -88,6 +88,7 @@ class Workload:
     arrival: str = "poisson"        # open loop: poisson | uniform
     target_rates: tuple[float, ...] = ()  # --target-rates: one pass per rate (rate_sweep)
     slo_p99_us: float = 0.0         # --target-rates: the knee's corrected-p99 bound
+    client_max_inflight_bytes: int = 0  # ps_bench --max_inflight_bytes (0: the client's default)
 
     @property
     def load_threads(self) -> int:

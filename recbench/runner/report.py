@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from recbench import records, transports
+from recbench.cli_flags import BUDGET_NONE
 from recbench.procfs import STEAL_WARN_PCT
 from recbench.runner.results import FAILURE_STATUSES, share_range
 
@@ -54,6 +55,13 @@ def _mk(v: Any) -> str:
 def _f(v: Any, digits: int = 1) -> str:
     x = _num(v)
     return "" if x is None else f"{x:.{digits}f}"
+
+
+def _budget(value: int) -> str:
+    """--client-max-inflight-bytes as summary.md says it."""
+    if not value:
+        return "各 transport 默认（brpc/grpc 每 CPU 4 MiB，shm/rdma 无）"
+    return "无" if value == BUDGET_NONE else f"{value} B"
 
 
 def _opt(v: Any) -> str:
@@ -250,6 +258,8 @@ def render(run_config: Mapping[str, Any], rows: Sequence[Row], totals: Sequence[
         (f"- index type: {srv['index_type']}；value store: {srv['value_store_type']}；allocator: "
          f"{srv['dram_allocator']}"),
         f"- prefetch depth: {w['prefetch_depth']}（0 = 客户端默认）",
+        (f"- 在途字节预算: {_budget(w.get('client_max_inflight_bytes', 0))}"
+         "（每个客户端进程一份，由有批次在途的线程均分；超出份额的请求在本线程内等待，见 docs/scale.md）"),
         f"- skip load: {w['skip_load']}；verify deterministic values: {w['verify_deterministic_values']}",
         ("- 所有客户端进程在加载完成后通过 stdin `go` 屏障同时开始 run 阶段，因此各客户端吞吐量之和"
          "是同一时间窗口内的总吞吐量。"),

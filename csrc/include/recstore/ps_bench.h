@@ -97,6 +97,9 @@ typedef struct rs_ps_bench_result {
     int open_loop;
     uint64_t late_sends; /* sent after their due time because the thread was waiting, or unsent */
     rs_hist_us service;  /* open loop: from the actual send */
+    /* the process's budget of bytes in flight, and the chunks it deferred summed over the
+     * threads' clients (whole phase, warm-up included; recstore/ps_client.h) */
+    rs_ps_client_budget_stats budget;
 } rs_ps_bench_result;
 
 /* The deterministic row of a key (value_size bytes): float32 values exact in binary. */

@@ -37,6 +37,10 @@ typedef struct rs_ps_client_config {
     const char *hash_method; /* shard routing: NULL = the wire's own (native: rs_mix64; RecStore's
                               * wire, "recstore+grpc": city_hash, or "simple_mod") */
     const struct rs_auth_token *auth; /* NULL: no token (recstore/auth.h) */
+    uint64_t max_inflight_bytes;      /* the process's budget of request bytes (keys + rows) in
+                                       * flight, shared by its active clients (recstore/ps_budget.h):
+                                       * 0 = the transport's default (rs_ps_budget_default() on
+                                       * brpc and grpc, none on rdma and shm), UINT64_MAX = none */
 } rs_ps_client_config;
 
 typedef struct rs_ps_client rs_ps_client;
@@ -55,6 +59,13 @@ uint32_t rs_ps_client_value_size(const rs_ps_client *c);
 uint32_t rs_ps_client_chunk_keys(const rs_ps_client *c, rs_ps_op op);
 /* Requests the client keeps outstanding per connection (prefetch_depth or more, for chunks). */
 uint32_t rs_ps_client_window(const rs_ps_client *c);
+
+/* The budget this client keeps to (bytes, RS_PS_BUDGET_NONE: none) and how many times a refill or
+ * a submit left a chunk unsent because the client's share of it was used (recstore/ps_budget.h). */
+typedef struct rs_ps_client_budget_stats {
+    uint64_t budget, deferred;
+} rs_ps_client_budget_stats;
+void rs_ps_client_budget_stats_get(const rs_ps_client *c, rs_ps_client_budget_stats *out);
 
 /* Start one batch. GET: rows_out receives n * value_size bytes, filled by the time wait() returns
  * this batch (it must stay valid until then). PUT / UPDATE: rows_in holds n rows (UPDATE: float32

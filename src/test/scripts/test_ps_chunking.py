@@ -2,6 +2,7 @@
 max_keys_per_request (and, on shm, at what one request slot holds), keep the chunks in flight
 together and return rows in the caller's order. Real ps_server processes on loopback."""
 
+import os
 import tempfile
 import unittest
 
@@ -9,7 +10,7 @@ import numpy as np
 from ps_testlib import NoLeftoverServers, PSServerProcess, require_transport, result_lines, run_ps_bench
 
 import recbench
-from recbench import errors
+from recbench import _ps, errors
 
 N = 1_000_000
 VS = 16
@@ -73,6 +74,22 @@ class ChunkedBatchTest(NoLeftoverServers, unittest.TestCase):
             # the client stays usable: every chunk that was sent was drained
             np.testing.assert_array_equal(ps.get(keys[:3]).shape, (3, DIM))
 
+    def test_a_small_inflight_budget_still_returns_every_row(self):
+        # 16 KiB is about one chunk of 500 keys x (8 + 16) B: the chunks of all 3 shards queue for
+        # the budget in turn, and every row still comes back in the caller's order
+        keys = np.random.default_rng(7).permutation(20000).astype(np.uint64) + 1
+        with (
+            PSServerProcess(
+                "brpc", num_shards=3, value_size=VS, capacity=30000, max_keys_per_request=500
+            ) as srv,
+            recbench.PSClient(srv.uri, prefetch_depth=2, max_inflight_bytes="16K") as ps,
+        ):
+            ps.put(keys, rows_for(keys, DIM))
+            back = keys[::-1].copy()
+            np.testing.assert_array_equal(ps.get(back), rows_for(back, DIM))
+        with self.assertRaisesRegex(errors.InvalidArgument, "max_inflight_bytes: '16Q'"):
+            recbench.PSClient("brpc://127.0.0.1:1", max_inflight_bytes="16Q")
+
     def test_ps_bench_batches_beyond_max_keys(self):
         with (
             PSServerProcess("brpc", num_shards=2, value_size=VS, max_keys_per_request=100) as srv,
@@ -102,6 +119,9 @@ class ChunkedBatchTest(NoLeftoverServers, unittest.TestCase):
             self.assertGreater(int(run["key_ops"]), 0)
             self.assertEqual(run["keys_missing"], "0")
             self.assertEqual(run["batch_size"], "1000")
+            # brpc keeps to the default budget of bytes in flight: 4 MiB per CPU
+            default = _ps.BUDGET_BYTES_PER_CPU * len(os.sched_getaffinity(0))
+            self.assertEqual(run["max_inflight_bytes"], str(default))
 
 
 class ShmSlotBytesChunkTest(NoLeftoverServers, unittest.TestCase):

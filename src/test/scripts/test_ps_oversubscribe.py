@@ -1,6 +1,7 @@
 """More client threads than cores: 16 client threads in each of 2 ps_bench processes against one
 shm server on this 2-core machine, rows verified, every process finishing without a timeout
-(the speed goal of oversubscription is a benchmark, not a test)."""
+(the speed goal of oversubscription is a benchmark, not a test); the same under a budget of bytes
+in flight far below what the threads ask for, and a bad budget refused."""
 
 import subprocess
 import sys
@@ -57,6 +58,34 @@ class ShmOversubscribedTest(NoLeftoverServers, unittest.TestCase):
                 self.assertEqual(run["keys_missing"], "0")
                 self.assertGreater(int(run["key_ops"]), 0)
                 self.assertNotIn("PS_BENCHMARK_VERIFY_FAILED", out)
+                # shm keeps to no budget of bytes in flight unless given one
+                self.assertEqual(run["max_inflight_bytes"], "none")
+                self.assertEqual(run["budget_deferred"], "0")
+
+    def test_sixteen_threads_under_a_small_budget_verified(self):
+        # 64 KiB over 16 threads is less than one 27 KB request each: every thread keeps one
+        # request out instead of 2, the second waits in its client; rows still verified
+        with PSServerProcess("shm", value_size=128, capacity=RECORDS,
+                             extra_args=["--thread_num", "2"]) as srv, \
+                tempfile.TemporaryDirectory() as d:
+            common = srv.bench_args(d) + [
+                "--record_count", str(RECORDS), "--value_size", "128", "--batch_keys", "200",
+                "--prefetch_depth", "2", "--verify_deterministic_values=true", "--no_barrier",
+                "--rdma_wait_timeout_ms", "20000", "--max_inflight_bytes", "64K"]
+            r = run_ps_bench(common + ["--thread_num", "16", "--load_thread_num", "2",
+                                       "--running_seconds", "1"])
+            self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+            run = result_lines(r.stdout)["run"]
+            self.assertEqual(run["max_inflight_bytes"], "65536")
+            self.assertGreater(int(run["budget_deferred"]), 0)
+            self.assertGreater(int(run["key_ops"]), 0)
+            self.assertEqual(run["keys_missing"], "0")
+
+    def test_bad_budget_is_refused_naming_the_input(self):
+        r = run_ps_bench(["--max_inflight_bytes", "8Q", "--no_barrier", "--skip_load"])
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--max_inflight_bytes", r.stderr)
+        self.assertIn("'8Q' is not a byte count", r.stderr)
 
 
 if __name__ == "__main__":

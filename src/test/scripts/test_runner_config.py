@@ -127,6 +127,20 @@ class TestCommands(unittest.TestCase):
                                                topo.clients[0], "/c", ["x"])
         self.assertFalse([a for a in closed if a.startswith(("--target_rate", "--arrival"))])
 
+    def test_inflight_budget_reaches_the_clients_only_when_set(self):
+        topo = topology.build_topology_plan("GRPC", "127.0.0.1", "127.0.0.1", 1)
+        for text, flag in (("4M", "--max_inflight_bytes=4194304"),
+                           ("none", "--max_inflight_bytes=none")):
+            cmd = ps_config.build_benchmark_cmd(
+                parse("--transports", "grpc", "--client-max-inflight-bytes", text), T["grpc"],
+                topo, topo.clients[0], "/c", ["x"])
+            self.assertIn(flag, cmd)
+        default = ps_config.build_benchmark_cmd(parse("--transports", "grpc"), T["grpc"], topo,
+                                                topo.clients[0], "/c", ["x"])
+        self.assertFalse([a for a in default if a.startswith("--max_inflight_bytes")])
+        self.assertIn("'lots' is not a byte count",
+                      parse_error("--transports", "grpc", "--client-max-inflight-bytes", "lots"))
+
     def test_build_server_cmd_passes_brpc_config_and_port(self):
         args = sample_args()
         server = topology.ServerSpec(0, "10.0.0.1", "10.0.0.1", 25000, 3)

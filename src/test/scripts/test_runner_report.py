@@ -148,6 +148,15 @@ class TestReport(unittest.TestCase):
             text = report.render({**run_config, "sched_autogroup": setting}, [], [])
             self.assertIn(f"(2 核; 内核 autogroup {said}); node1", text)
 
+    def test_names_the_budget_of_bytes_in_flight(self):
+        for flags, said in (((), "各 transport 默认（brpc/grpc 每 CPU 4 MiB，shm/rdma 无）"),
+                            (("--client-max-inflight-bytes", "4M"), "4194304 B"),
+                            (("--client-max-inflight-bytes", "none"), "无")):
+            args = parse("--transports", "brpc", *flags)
+            run_config = {"plan": args.record(), "git": {"commit": "abc123"},
+                          "hostname": "myhost", "run_config_path": "/out/run_config.json"}
+            self.assertIn(f"- 在途字节预算: {said}（", report.render(run_config, [], []))
+
 
 if __name__ == "__main__":
     unittest.main()

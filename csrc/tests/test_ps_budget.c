@@ -1,0 +1,42 @@
+/* test_ps_budget.c — the process's budget of PS bytes in flight (ps_budget.c): the default (4 MiB
+ * per CPU of the process's affinity mask), each active client's share, and the process's count of
+ * bytes in flight. The clients' use of it is in test_ps_client.c. */
+#define _GNU_SOURCE
+#include <sched.h>
+
+#include "recstore/ps_budget.h"
+#include "rs_test.h"
+
+static void test_default_follows_the_cpus(void) {
+    cpu_set_t set;
+    RS_CHECK_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+    RS_CHECK_EQ(rs_ps_budget_default(), RS_PS_BUDGET_BYTES_PER_CPU * (uint64_t)CPU_COUNT(&set));
+}
+
+static void test_share_divides_by_the_active_clients(void) {
+    RS_CHECK_EQ(rs_ps_budget_active(), 0);
+    RS_CHECK_EQ(rs_ps_budget_share(1200), 1200); /* nobody active yet: the whole budget */
+    rs_ps_budget_enter();
+    RS_CHECK_EQ(rs_ps_budget_share(1200), 1200);
+    rs_ps_budget_enter();
+    rs_ps_budget_enter();
+    RS_CHECK_EQ(rs_ps_budget_share(1200), 400);
+    RS_CHECK_EQ(rs_ps_budget_share(RS_PS_BUDGET_NONE), RS_PS_BUDGET_NONE);
+    rs_ps_budget_leave();
+    RS_CHECK_EQ(rs_ps_budget_share(1200), 600);
+    rs_ps_budget_leave();
+    rs_ps_budget_leave();
+    RS_CHECK_EQ(rs_ps_budget_active(), 0);
+}
+
+static void test_bytes_in_flight(void) {
+    RS_CHECK_EQ(rs_ps_budget_in_flight(), 0);
+    rs_ps_budget_add(500);
+    rs_ps_budget_add(20);
+    RS_CHECK_EQ(rs_ps_budget_in_flight(), 520);
+    rs_ps_budget_sub(520);
+    RS_CHECK_EQ(rs_ps_budget_in_flight(), 0);
+}
+
+RS_TEST_MAIN(RS_TEST(test_default_follows_the_cpus), RS_TEST(test_share_divides_by_the_active_clients),
+             RS_TEST(test_bytes_in_flight))
