@@ -118,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
                    metavar="BYTES|none",
                    help="the process's budget of request bytes (keys + rows) in flight, shared "
                    "equally by its threads with batches in flight; a thread's request past its "
-                   "share waits for its own earlier ones (0 = the transport's default: 4M per CPU "
+                   "share waits for its own earlier ones (0 = the transport's default: 8M per CPU "
                    "on brpc and grpc, none on shm and rdma; none = no budget; docs/scale.md)")
     p.add_argument("--timeout_ms", type=int, default=10000, help="per-request timeout")
     p.add_argument("--transport_options", default=None, help="transport-specific 'k=v;k=v'")

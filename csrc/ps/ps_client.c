@@ -9,7 +9,14 @@
  * RS_PS_CHUNK_WINDOW), so the chunks of a big batch are in flight together; the chunks nobody has
  * room for yet are sent as earlier ones complete, by wait() and by later submits (pump).
  *
- * Rows: with one shard, a batch whose chunks all fit the window now goes straight through (keys
+ * Budget: the chunks a client has sent and not yet collected count, in bytes (keys + rows),
+ * against its share of the process's budget (recstore/ps_budget.h); a chunk past the share waits
+ * like one past the window, except that a client with nothing in flight always sends one. When the
+ * oldest batch's next chunk waits while the client's bytes are held by later batches on other
+ * shards, wait() collects those first (collect_all): the oldest batch is never held back by
+ * later ones.
+ *
+ * Rows: with one shard, a batch whose chunks all go out during submit goes straight through (keys
  * and rows sent from the caller's memory, GET rows land in the caller's buffer). Otherwise the
  * part's keys and rows are copied into the slot (the caller's keys and input rows are read during
  * submit only) and, with several shards, GET rows land in per-shard buffers and are scattered back
@@ -28,7 +35,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "recstore/clock.h"
 #include "recstore/hash.h"
 #include "recstore/ps_budget.h"
 #include "recstore/ps_client.h"

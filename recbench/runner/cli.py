@@ -126,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     a("--client-max-inflight-bytes", type=parse_inflight_budget, default=0,
       metavar="BYTES|none",
       help="each client process's budget of request bytes (keys + rows) in flight, shared by "
-           "its threads (ps_bench --max_inflight_bytes; 0 = the transport's default: 4M per CPU "
+           "its threads (ps_bench --max_inflight_bytes; 0 = the transport's default: 8M per CPU "
            "on brpc and grpc, none on shm and rdma; none = no budget; docs/scale.md)")
     a("--repeat", type=int, default=1, help="repeats per transport")
     a("--wire", choices=("native", "recstore"), default="native",

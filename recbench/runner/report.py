@@ -60,7 +60,7 @@ def _f(v: Any, digits: int = 1) -> str:
 def _budget(value: int) -> str:
     """--client-max-inflight-bytes as summary.md says it."""
     if not value:
-        return "各 transport 默认（brpc/grpc 每 CPU 4 MiB，shm/rdma 无）"
+        return "各 transport 默认（brpc/grpc 每 CPU 8 MiB，shm/rdma 无）"
     return "无" if value == BUDGET_NONE else f"{value} B"
 
 

@@ -10,10 +10,12 @@
  * only for its own, as it would anyway.
  *
  * The default budget is RS_PS_BUDGET_BYTES_PER_CPU per CPU the process may run on (its affinity
- * mask, read once): 8 MiB on 2 CPUs, 32 requests of 500 keys x 512 B. Clients of brpc and grpc
- * keep to it unless told otherwise; clients of shm and rdma keep to none (transport.h's
- * budget_by_default; docs/scale.md, "A budget of bytes in flight"). Thread-safe; a few atomic
- * operations per batch and per chunk.
+ * mask, read once): 16 MiB on 2 CPUs, more than 16 threads x 4 requests of 500 keys x 512 B
+ * (so such a pipeline is not touched) and an eighth of what RecStore's default concurrency, 16
+ * threads x 16 requests of 1024 keys x 512 B, puts in flight (each thread then keeps one out).
+ * Clients of brpc and grpc keep to it unless told otherwise; clients of shm and rdma keep to none
+ * (transport.h's budget_by_default; docs/scale.md, "A budget of bytes in flight"). Thread-safe; a
+ * few atomic operations per batch and per chunk.
  */
 #ifndef RECSTORE_PS_BUDGET_H
 #define RECSTORE_PS_BUDGET_H
@@ -24,7 +26,7 @@
 extern "C" {
 #endif
 
-#define RS_PS_BUDGET_BYTES_PER_CPU (4ull << 20)
+#define RS_PS_BUDGET_BYTES_PER_CPU (8ull << 20)
 #define RS_PS_BUDGET_NONE          UINT64_MAX
 
 /* RS_PS_BUDGET_BYTES_PER_CPU x the CPUs in the process's affinity mask. */

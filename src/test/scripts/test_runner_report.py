@@ -149,7 +149,7 @@ class TestReport(unittest.TestCase):
             self.assertIn(f"(2 核; 内核 autogroup {said}); node1", text)
 
     def test_names_the_budget_of_bytes_in_flight(self):
-        for flags, said in (((), "各 transport 默认（brpc/grpc 每 CPU 4 MiB，shm/rdma 无）"),
+        for flags, said in (((), "各 transport 默认（brpc/grpc 每 CPU 8 MiB，shm/rdma 无）"),
                             (("--client-max-inflight-bytes", "4M"), "4194304 B"),
                             (("--client-max-inflight-bytes", "none"), "无")):
             args = parse("--transports", "brpc", *flags)
