@@ -28,14 +28,14 @@ _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 
 def parse_inflight_budget(text: str) -> int:
     """The process's budget of PS bytes in flight (ps_client.h's max_inflight_bytes): bytes, with
-    an optional K/M/G (binary) suffix, 0 for the client's default, or "none" for no budget."""
+    an optional K/M/G (binary) suffix, 0 for the transport's default, or "none" for no budget."""
     t = str(text).strip().lower()
     if t == "none":
         return BUDGET_NONE
     num, unit = (t[:-1], t[-1]) if t and t[-1] in "kmg" else (t, "")
     if not num.isdigit():
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not a byte count (e.g. 8388608, 8M, 0 for the default, none)")
+            f"{text!r} is not a byte count (e.g. 16777216, 16M, 0 for the default, none)")
     value = int(num) * _UNITS[unit]
     if value >= BUDGET_NONE:
         raise argparse.ArgumentTypeError(f"{text!r} is too large (use none for no budget)")

@@ -9,7 +9,7 @@
  *   distribution ("uniform" | "zipfian"), zipfian_alpha, read_ratio, fetch_key_space, verify, seed,
  *   profile, target_rate (batches/s of the run phase; 0 = closed loop), arrival ("uniform" |
  *   "poisson"), arrival_seed, auth_token_file, hash_method, max_inflight_bytes (the process's
- *   budget of bytes in flight; 0 = the default, 2**64 - 1 = none)
+ *   budget of bytes in flight; 0 = the transport's default, 2**64 - 1 = none)
  * and return a dict of results (runtime_s, batches, key_ops, latency percentiles in us, CPU s, and
  * "hist": the batch-latency histogram as (count, min_ns, max_ns, sum_ns, [(bucket_high_ns,
  * count), ...]) over non-empty buckets, for exact merging across clients). An open-loop run adds

@@ -8,7 +8,7 @@
  *     hash_method: shard routing, None = the wire's own (rs_mix64; "recstore+..." transports:
  *     city_hash, or "simple_mod"); a method the wire cannot use raises ValueError
  *     max_inflight_bytes: the process's budget of bytes in flight this client keeps to
- *     (recstore/ps_budget.h; 0 = the default, 2**64 - 1 = none)
+ *     (recstore/ps_budget.h; 0 = the transport's default, 2**64 - 1 = none)
  *   .get(keys, out) -> num_found     keys: uint64 buffer; out: writable buffer of n*value_size
  * bytes .put(keys, rows)  .update(keys, deltas)  .command(name, shard=0) -> str  .close()
  *   .value_size  .num_shards

@@ -34,13 +34,13 @@ static PyObject *ps_transports(PyObject *self, PyObject *noargs) {
 
 /* The limits of the bench loops that the runner checks at parse time (recbench.runner.plan), so
  * that Python never repeats the numbers: the row size of ps_bench and the open-loop rate; and the
- * default budget of bytes in flight per CPU (recstore/ps_budget.h) that tests check reports by. */
+ * default budget of bytes in flight per CPU (recstore/ps_budget.h), which ps_bench's result line
+ * reports resolved. */
 static int add_bench_limits(PyObject *m) {
     if (PyModule_AddIntConstant(m, "BENCH_MAX_VALUE_SIZE", RS_PS_BENCH_MAX_VALUE_SIZE) < 0)
         return -1;
     if (PyModule_AddIntConstant(m, "BUDGET_BYTES_PER_CPU", (long)RS_PS_BUDGET_BYTES_PER_CPU) < 0)
         return -1;
-
     PyObject *rate = PyFloat_FromDouble(RS_PACING_MAX_RATE);
     if (!rate) return -1;
     if (PyModule_AddObject(m, "PACING_MAX_RATE", rate) < 0) {
