@@ -1,10 +1,11 @@
 /*
  * ps_budget.c — the process's budget of PS bytes in flight (see recstore/ps_budget.h).
  *
- * State: two process-wide atomic counters, the active clients and the bytes in flight, and the
- * default budget, computed once. A share is read without a lock: a client that enters or leaves
- * changes what the others may send next, not what they have sent, so the total can pass the
- * budget for as long as the clients that were active before finish their requests.
+ * State: one process-wide atomic counter, the active clients, and the default budget, computed
+ * once. The bytes each client has out are its own (ps_client.c), so nothing shared is touched
+ * per chunk. A share is read without a lock: a client that enters or leaves changes what the
+ * others may send next, not what they have sent, so the process can pass the budget for as long
+ * as the clients that were active before finish their requests.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -14,7 +15,6 @@
 #include "recstore/ps_budget.h"
 
 static uint32_t active;
-static uint64_t in_flight;
 static uint64_t default_bytes;
 static pthread_once_t default_once = PTHREAD_ONCE_INIT;
 
@@ -44,18 +44,6 @@ uint64_t rs_ps_budget_share(uint64_t budget) {
     if (budget == RS_PS_BUDGET_NONE) return budget;
     uint32_t n = __atomic_load_n(&active, __ATOMIC_RELAXED);
     return budget / (n ? n : 1);
-}
-
-void rs_ps_budget_add(uint64_t bytes) {
-    __atomic_add_fetch(&in_flight, bytes, __ATOMIC_RELAXED);
-}
-
-void rs_ps_budget_sub(uint64_t bytes) {
-    __atomic_sub_fetch(&in_flight, bytes, __ATOMIC_RELAXED);
-}
-
-uint64_t rs_ps_budget_in_flight(void) {
-    return __atomic_load_n(&in_flight, __ATOMIC_RELAXED);
 }
 
 uint32_t rs_ps_budget_active(void) {

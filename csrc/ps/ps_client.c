@@ -126,12 +126,12 @@ uint32_t rs_ps_client_window(const rs_ps_client *c) {
 
 void rs_ps_client_budget_stats_get(const rs_ps_client *c, rs_ps_client_budget_stats *out) {
     out->budget = c->budget;
+    out->held = c->held;
     out->deferred = c->deferred;
 }
 
 void rs_ps_client_close(rs_ps_client *c) {
     if (!c) return;
-    if (c->held) rs_ps_budget_sub(c->held); /* requests dropped with their connections */
     if (c->count) rs_ps_budget_leave();
     for (uint32_t i = 0; c->conns && i < c->num_shards; i++)
         if (c->conns[i]) c->ops->close(c->conns[i]);
@@ -333,11 +333,6 @@ static uint64_t chunk_bytes(const rs_ps_client *c, const batch_slot *b, const sh
     return (uint64_t)chunk_len(b, p, i) * (8 + c->value_size);
 }
 
-static void give_back(rs_ps_client *c, uint64_t bytes) {
-    c->held -= bytes;
-    rs_ps_budget_sub(bytes);
-}
-
 /* Send the next chunk on s (bytes: its chunk_bytes). */
 static void send_chunk(rs_ps_client *c, batch_slot *b, uint32_t s, uint64_t bytes) {
     shard_part *p = &b->parts[s];
@@ -352,9 +347,8 @@ static void send_chunk(rs_ps_client *c, batch_slot *b, uint32_t s, uint64_t byte
                          .rows = get ? NULL : p->src_rows + off * vs,
                          .rows_len = get ? 0 : k * vs};
     c->held += bytes;
-    rs_ps_budget_add(bytes);
     if (c->broken[s].code) {
-        give_back(c, bytes);
+        c->held -= bytes;
         slot_fail(c, b, c->broken[s].code, &c->broken[s]);
         return;
     }
@@ -362,7 +356,7 @@ static void send_chunk(rs_ps_client *c, batch_slot *b, uint32_t s, uint64_t byte
     int rc = c->ops->submit(c->conns[s], &req, c->seq, get ? p->dst_rows + off * vs : NULL,
                             get ? k * vs : 0, &e);
     if (rc) {
-        give_back(c, bytes);
+        c->held -= bytes;
         rs_error_prefix(&e, "shard %u", s);
         slot_fail(c, b, rc, &e);
         return;
@@ -509,7 +503,7 @@ static void collect_all(rs_ps_client *c) {
 
 static void collect(rs_ps_client *c, batch_slot *b, uint32_t s) {
     c->inflight[s]--;
-    give_back(c, chunk_bytes(c, b, &b->parts[s], b->parts[s].done));
+    c->held -= chunk_bytes(c, b, &b->parts[s], b->parts[s].done);
     b->parts[s].done++;
     if (c->broken[s].code) { /* its requests will not complete: fail them without waiting */
         slot_fail(c, b, c->broken[s].code, &c->broken[s]);

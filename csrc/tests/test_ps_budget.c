@@ -1,6 +1,6 @@
 /* test_ps_budget.c — the process's budget of PS bytes in flight (ps_budget.c): the default (8 MiB
- * per CPU of the process's affinity mask), each active client's share, and the process's count of
- * bytes in flight. The clients' use of it is in test_ps_client.c. */
+ * per CPU of the process's affinity mask) and each active client's share. The clients' use of it
+ * is in test_ps_client.c. */
 #define _GNU_SOURCE
 #include <sched.h>
 
@@ -29,14 +29,5 @@ static void test_share_divides_by_the_active_clients(void) {
     RS_CHECK_EQ(rs_ps_budget_active(), 0);
 }
 
-static void test_bytes_in_flight(void) {
-    RS_CHECK_EQ(rs_ps_budget_in_flight(), 0);
-    rs_ps_budget_add(500);
-    rs_ps_budget_add(20);
-    RS_CHECK_EQ(rs_ps_budget_in_flight(), 520);
-    rs_ps_budget_sub(520);
-    RS_CHECK_EQ(rs_ps_budget_in_flight(), 0);
-}
-
 RS_TEST_MAIN(RS_TEST(test_default_follows_the_cpus),
-             RS_TEST(test_share_divides_by_the_active_clients), RS_TEST(test_bytes_in_flight))
+             RS_TEST(test_share_divides_by_the_active_clients))

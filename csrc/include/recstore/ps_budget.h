@@ -37,12 +37,7 @@ void rs_ps_budget_enter(void);
 void rs_ps_budget_leave(void);
 /* What one active client may keep in flight under budget (RS_PS_BUDGET_NONE: no limit). */
 uint64_t rs_ps_budget_share(uint64_t budget);
-
-/* The process's bytes in flight (sent, not yet collected): counted by the clients, for tests
- * and profiles. */
-void rs_ps_budget_add(uint64_t bytes);
-void rs_ps_budget_sub(uint64_t bytes);
-uint64_t rs_ps_budget_in_flight(void);
+/* The clients active now (tests). */
 uint32_t rs_ps_budget_active(void);
 
 #ifdef __cplusplus

@@ -60,10 +60,11 @@ uint32_t rs_ps_client_chunk_keys(const rs_ps_client *c, rs_ps_op op);
 /* Requests the client keeps outstanding per connection (prefetch_depth or more, for chunks). */
 uint32_t rs_ps_client_window(const rs_ps_client *c);
 
-/* The budget this client keeps to (bytes, RS_PS_BUDGET_NONE: none) and how many times a refill or
- * a submit left a chunk unsent because the client's share of it was used (recstore/ps_budget.h). */
+/* The budget this client keeps to (bytes, RS_PS_BUDGET_NONE: none), the bytes it has in flight now
+ * (keys + rows of the chunks sent and not yet collected), and how many times a refill or a submit
+ * left a chunk unsent because the client's share was used (recstore/ps_budget.h). */
 typedef struct rs_ps_client_budget_stats {
-    uint64_t budget, deferred;
+    uint64_t budget, held, deferred;
 } rs_ps_client_budget_stats;
 void rs_ps_client_budget_stats_get(const rs_ps_client *c, rs_ps_client_budget_stats *out);
 
