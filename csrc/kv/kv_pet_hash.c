@@ -94,6 +94,25 @@ static inline unsigned pet_match(const pet_line *l, uint64_t key) {
            (unsigned)(__atomic_load_n(&l->key[3], __ATOMIC_RELAXED) == key) << 3;
 }
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) &&                            \
+    !defined(__SANITIZE_THREAD__)
+#include <immintrin.h>
+#define PET_VECTOR_MATCH 1
+/* pet_match with one 32-byte compare, for the AVX2 and AVX-512 builds of the batch lookup. An
+ * aligned vector load reads each 8-byte key whole, as the scalar loads do; what a match finds is
+ * proven after the copy (pet_match_hit). ThreadSanitizer builds keep the scalar atomic loads it
+ * can see. (A 64-byte compare of the whole line with the key broadcast from its register, in an
+ * AVX-512 build, measured no better on Zen 4: 83.3-84.0 % against 84.4-86.1 %.) */
+RS_KV_AVX2 static inline unsigned pet_match_avx2(const pet_line *l, uint64_t key) {
+    __m256i e = _mm256_cmpeq_epi64(_mm256_load_si256((const __m256i *)l->key),
+                                   _mm256_set1_epi64x((long long)key));
+    return (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(e));
+}
+#else
+#define PET_VECTOR_MATCH 0
+#define pet_match_avx2   pet_match
+#endif
+
 uint64_t rs_kv_pet_lines(uint64_t capacity) {
     uint64_t need = (uint64_t)((double)capacity / PET_MAX_LOAD / PET_SLOTS) + 1;
     uint64_t lines = 1;
@@ -293,28 +312,38 @@ static uint64_t pet_count(void *ix) {
 /*
  * Batch read (the engine's loop, kv_engine.c), a segment of up to PET_SEG keys at a time, in
  * passes:
- *   lookup  hash key i and prefetch its home line, while matching key i - PET_LOOKUP_AHEAD (four
- *           key compares, load the word); a key not in its home line whose line overflowed is
- *           carried to the next line of its probe sequence (prefetched; matched in a short
- *           pass over the carried keys, up to PET_PROBE_PASSES lines on); a key carried further,
- *           or a word with a writer in it, goes to the slow single-key read (passes rather than
- *           one: 77.6 % of the paired ceiling against 76.2 %, medians of 5 rounds, in a table
- *           77 % full; docs/kv-engine.md)
+ *   lookup  hash key i and prefetch its home line, while matching key i - PET_LOOKUP_AHEAD (one
+ *           compare of the line's four keys, load the word); a key not in its home line whose
+ *           line overflowed is carried to the next line of its probe sequence (prefetched;
+ *           matched in a short pass over the carried keys, up to PET_PROBE_PASSES lines on); a
+ *           key carried further, or a word with a writer in it, goes to the slow single-key read
+ *           (passes rather than one: 77.6 % of the paired ceiling against 76.2 %, medians of 5
+ *           rounds, in a table 77 % full; docs/kv-engine.md)
  *   rows    rs_kv_rows (kv_rows.c): rows fetched 12 keys ahead of their copy; the copies
  *           proven by the write epoch, or re-checked key by key after a write
  * Measured on the AMD EPYC VMs: index prefetches issued among row prefetches often arrive late, so
  * a continuous per-key pipeline through the rows stalls on the match; the lookup of a whole
- * segment finishes before its first row is fetched. Within the lookup, matching 32 keys behind
- * the prefetches hides the match's work under the misses: on the Zen 3 VM a burst of all
+ * segment finishes before its first row is fetched (on Zen 4, 2026-12-06: the lookup fused into
+ * the row pass 67-72 % of the paired ceiling, segments of 64-250 keys with the next one's lines
+ * prefetched before each row pass 71-78 %, against 81 % then). Within the lookup, matching keys
+ * behind the prefetches hides the match's work under the misses: on the Zen 3 VM a burst of all
  * prefetches and then all matches ran at 68-73 % of the paired ceiling, 16 / 32 / 48 / 64 keys
- * behind at 75-78 % (kv_bench --paired_ceiling, docs/kv-engine.md; 128-byte chunks then).
+ * behind at 75-78 % (kv_bench --paired_ceiling, docs/kv-engine.md; 128-byte chunks then); on
+ * Zen 4 with the vector match, 64 behind 84.1 % (median of 3 runs) against 80.7 % at 32.
+ *
+ * The lookup's work per key is what separates PET from the one-line bound (the ceiling that also
+ * touches one random line per key): on Zen 4 the lookup took 2.5 times the bound's line pass
+ * (about 14k against 5.5k cycles per 500 keys; the row pass as long as the ceiling's gather). So
+ * the match is lean: the line's keys compared once (the scalar four compares with AVX2 are one
+ * 32-byte compare), no key read again after the word (the write epoch or the re-check proves the
+ * pair, below), the carried keys kept in a list rather than found by sweeping the segment.
  */
 #ifndef PET_SEG
 #define PET_SEG 512
 #endif
 _Static_assert(PET_SEG <= RS_KV_LOOKUP_MAX, "a PET segment must fit the engine's batch loop");
 #ifndef PET_LOOKUP_AHEAD
-#define PET_LOOKUP_AHEAD 32 /* keys between a line's prefetch and its match */
+#define PET_LOOKUP_AHEAD 64 /* keys between a line's prefetch and its match */
 #endif
 
 #ifndef PET_PROBE_PASSES
@@ -327,29 +356,30 @@ _Static_assert(PET_SEG <= RS_KV_LOOKUP_MAX, "a PET segment must fit the engine's
 #define PET_PROBE           3
 #define PET_PROBE_UNCHECKED 4
 
-/* Match key in *lp; returns the state (PET_PROBE: *lp moved on to the next line). */
-RS_KV_INLINE uint8_t pet_match_hit(const pet *p, const pet_line **lp, uint64_t h, uint64_t key,
+/* Take the live entry among m, the slots of *lp whose key matched; returns the state (PET_PROBE:
+ * *lp moved on to the next line). The key is not read again after the word: a word that is not
+ * free was stored after its key, and the batch read proves the pair after the copy — by the write
+ * epoch when no write ran, else by rs_kv_rows_recheck, which accepts the row only while the word
+ * is still this one (a word never repeats, and a slot's key changes only after its word is
+ * freed) and the key still this key. */
+RS_KV_INLINE uint8_t pet_match_hit(const pet *p, const pet_line **lp, uint64_t key, unsigned m,
                                    rs_kv_hit *q) {
     const pet_line *l = *lp;
-    unsigned m = pet_match(l, key);
     while (m) {
         unsigned j = (unsigned)__builtin_ctz(m);
-        if (__atomic_load_n(&l->key[j], __ATOMIC_ACQUIRE) == key) {
-            uint64_t w = __atomic_load_n(&l->word[j], __ATOMIC_ACQUIRE);
-            if (w != PET_WORD_FREE) {
-                if ((w & 1) || __atomic_load_n(&l->key[j], __ATOMIC_RELAXED) != key)
-                    return RS_KV_HIT_SLOW;
-                q->word = &l->word[j];
-                q->keyp = &l->key[j];
-                q->w1 = w;
-                return RS_KV_HIT_ROW;
-            }
+        uint64_t w = __atomic_load_n(&l->word[j], __ATOMIC_ACQUIRE);
+        if (w != PET_WORD_FREE) {
+            if (w & 1) return RS_KV_HIT_SLOW;
+            q->word = &l->word[j];
+            q->keyp = &l->key[j];
+            q->w1 = w;
+            return RS_KV_HIT_ROW;
         }
         m &= m - 1;
     }
     uint64_t c = (uint64_t)(l - p->lines);
     if (!__atomic_load_n(&p->meta[c].overflow, __ATOMIC_ACQUIRE)) return RS_KV_HIT_MISS;
-    *lp = &p->lines[(c + pet_step(h)) & p->mask];
+    *lp = &p->lines[(c + pet_step(rs_kv_hash(key))) & p->mask];
     __builtin_prefetch(*lp, 0, RS_KV_CHUNK_LOCALITY);
     return PET_PROBE;
 }
@@ -365,59 +395,76 @@ RS_KV_INLINE int pet_line_full(const pet_line *l) {
 /* The first match of a batch key in its home line. A key missing from a full home line (a few
  * percent at the usual loads) is probed on without reading the line's overflow count, which
  * would be one more miss in the burst; the probe pass reads it (prefetched here). */
-RS_KV_INLINE uint8_t pet_match_home(const pet *p, const pet_line **lp, uint64_t h, uint64_t key,
+RS_KV_INLINE uint8_t pet_match_home(const int vec, const pet *p, const pet_line **lp, uint64_t key,
                                     rs_kv_hit *q) {
     const pet_line *l = *lp;
-    unsigned m = pet_match(l, key);
+    unsigned m = vec ? pet_match_avx2(l, key) : pet_match(l, key);
     if (__builtin_expect(m == 0, 0) && pet_line_full(l)) {
         uint64_t c = (uint64_t)(l - p->lines);
         __builtin_prefetch(&p->meta[c], 0, RS_KV_CHUNK_LOCALITY);
-        *lp = &p->lines[(c + pet_step(h)) & p->mask];
+        *lp = &p->lines[(c + pet_step(rs_kv_hash(key))) & p->mask];
         __builtin_prefetch(*lp, 0, RS_KV_CHUNK_LOCALITY);
         return PET_PROBE_UNCHECKED;
     }
-    return pet_match_hit(p, lp, h, key, q);
+    return pet_match_hit(p, lp, key, m, q);
 }
 
-static void pet_lookup_segment(const pet *p, const uint64_t *kk, size_t cnt, const pet_line **l,
-                               uint64_t *h, rs_kv_hit *q) {
-    size_t probes = 0;
+/* key's home line, fetched */
+RS_KV_INLINE const pet_line *pet_home_fetch(const pet *p, uint64_t key) {
+    const pet_line *l = &p->lines[rs_kv_hash(key) & p->mask];
+    __builtin_prefetch(l, 0, RS_KV_CHUNK_LOCALITY);
+    return l;
+}
+
+RS_KV_INLINE void pet_lookup_body(const int vec, const pet *ix, const uint64_t *kk, size_t cnt,
+                                  rs_kv_hit *q) {
+    /* the fields the loop reads, in registers: stores through q may alias *ix */
+    const pet view = {.lines = ix->lines, .meta = ix->meta, .mask = ix->mask}, *p = &view;
+    const pet_line *l[PET_SEG];
+    uint16_t carried[PET_SEG]; /* keys still to match in a later line of their probe sequence */
+    size_t n_carried = 0;
     for (size_t i = 0; i < cnt + PET_LOOKUP_AHEAD; i++) {
-        if (i < cnt) {
-            h[i] = rs_kv_hash(kk[i]);
-            l[i] = &p->lines[h[i] & p->mask];
-            __builtin_prefetch(l[i], 0, RS_KV_CHUNK_LOCALITY);
-        }
+        if (i < cnt) l[i] = pet_home_fetch(p, kk[i]);
         if (i < PET_LOOKUP_AHEAD) continue;
         size_t k = i - PET_LOOKUP_AHEAD;
         q[k].verp = NULL; /* entries never move */
-        q[k].st = pet_match_home(p, &l[k], h[k], kk[k], &q[k]);
-        probes += q[k].st >= PET_PROBE;
+        q[k].st = pet_match_home(vec, p, &l[k], kk[k], &q[k]);
+        if (q[k].st >= PET_PROBE) carried[n_carried++] = (uint16_t)k;
     }
     /* probe passes: each matches every carried key in its next line (prefetched by the pass
      * before) */
-    for (int pass = 0; probes && pass < PET_PROBE_PASSES; pass++) {
-        probes = 0;
-        for (size_t k = 0; k < cnt; k++) {
-            if (q[k].st < PET_PROBE) continue;
+    for (int pass = 0; n_carried && pass < PET_PROBE_PASSES; pass++) {
+        size_t still = 0;
+        for (size_t x = 0; x < n_carried; x++) {
+            size_t k = carried[x];
             if (q[k].st == PET_PROBE_UNCHECKED &&
-                !__atomic_load_n(&p->meta[h[k] & p->mask].overflow, __ATOMIC_ACQUIRE)) {
+                !__atomic_load_n(&p->meta[rs_kv_hash(kk[k]) & p->mask].overflow,
+                                 __ATOMIC_ACQUIRE)) {
                 q[k].st = RS_KV_HIT_MISS;
                 continue;
             }
-            q[k].st = pet_match_hit(p, &l[k], h[k], kk[k], &q[k]);
-            probes += q[k].st == PET_PROBE;
+            q[k].st = pet_match_hit(p, &l[k], kk[k], pet_match(l[k], kk[k]), &q[k]);
+            if (q[k].st == PET_PROBE) carried[still++] = (uint16_t)k;
         }
+        n_carried = still;
     }
-    if (!probes) return;
-    for (size_t k = 0; k < cnt; k++) /* still carried: the slow single-key read */
-        if (q[k].st == PET_PROBE) q[k].st = RS_KV_HIT_SLOW;
+    for (size_t x = 0; x < n_carried; x++) /* still carried: the slow single-key read */
+        q[carried[x]].st = RS_KV_HIT_SLOW;
 }
 
-static void pet_batch_lookup(void *ix, const uint64_t *keys, size_t cnt, rs_kv_hit *q) {
-    const pet_line *l[PET_SEG];
-    uint64_t h[PET_SEG];
-    pet_lookup_segment(ix, keys, cnt, l, h, q);
+static void pet_lookup_plain(const pet *p, const uint64_t *kk, size_t cnt, rs_kv_hit *q) {
+    pet_lookup_body(0, p, kk, cnt, q);
+}
+
+RS_KV_AVX2 static void pet_lookup_avx2(const pet *p, const uint64_t *kk, size_t cnt, rs_kv_hit *q) {
+    pet_lookup_body(PET_VECTOR_MATCH, p, kk, cnt, q);
+}
+
+static void pet_batch_lookup(void *ix, const uint64_t *kk, size_t cnt, rs_kv_hit *q) {
+    if (rs_kv_cpu_kernel() != RS_KV_KERNEL_PLAIN)
+        pet_lookup_avx2(ix, kk, cnt, q);
+    else
+        pet_lookup_plain(ix, kk, cnt, q);
 }
 
 /* Entries never move, so the scan needs no lock; a slot reused while the scan reads it is caught

@@ -190,12 +190,15 @@ static void kvt_batch_segments_one(rs_kv_index_type t, uint32_t vs, const char *
     kvt_rm_dir(dir);
 }
 
+/* The row-loop builds by name: kvt_kernels[k] is RS_KV_KERNEL_* k. */
+#define KVT_KERNELS 3
+static const char *const kvt_kernels[KVT_KERNELS] = {"plain", "avx2", "avx512"};
+
 static void kvt_batch_segments(rs_kv_index_type t) {
-    static const char *const kernels[] = {"plain", "avx2", "avx512"};
-    for (int k = 0; k < 3; k++) {
-        if (!rs_kv_cpu_supports(k)) continue; /* kernels[k] is RS_KV_KERNEL_* k */
-        kvt_batch_segments_one(t, 512, kernels[k]);
-        kvt_batch_segments_one(t, 200, kernels[k]);
+    for (int k = 0; k < KVT_KERNELS; k++) {
+        if (!rs_kv_cpu_supports(k)) continue;
+        kvt_batch_segments_one(t, 512, kvt_kernels[k]);
+        kvt_batch_segments_one(t, 200, kvt_kernels[k]);
     }
 }
 

@@ -24,13 +24,36 @@ static void test_pet_no_torn_reads(void) {
     kvt_no_torn_reads(RS_KV_INDEX_PET_HASH);
 }
 
+/* Every key of keys[0..n) through the batch path, under each row-loop build the CPU runs (the
+ * lookup's line match is built per kernel too): key i must be found iff want[i], with row
+ * vals[i]. */
+static void check_batch(rs_kv *kv, const uint64_t *keys, int n, const uint8_t *want,
+                        const uint64_t *vals) {
+    for (int k = 0; k < KVT_KERNELS; k++) {
+        if (!rs_kv_cpu_supports(k)) continue;
+        RS_CHECK_EQ(rs_kv_row_kernel_select(kvt_kernels[k], NULL), 0);
+        uint8_t out[8 * 64], found[64];
+        size_t nf, expect = 0;
+        RS_CHECK(n <= 64);
+        RS_CHECK_EQ(rs_kv_batch_get_flat(kv, keys, (size_t)n, out, found, &nf), 0);
+        for (int i = 0; i < n; i++) {
+            RS_CHECK_EQ(found[i], want[i]);
+            if (want[i]) RS_CHECK(memcmp(out + 8 * i, &vals[i], 8) == 0);
+            expect += want[i];
+        }
+        RS_CHECK_EQ(nf, expect);
+    }
+    rs_kv_row_kernel_select("auto", NULL);
+}
+
 static void test_pet_overflow_chain(void) {
     /* capacity 800 -> next_pow2(800 / 0.7875 / 4 + 1) = 256 lines of 4 slots: 40 keys with one
      * home line fill it and spill 36 along its probe sequence */
     enum { SLOTS = 4, N = 40 };
     rs_kv *kv = kvt_open(RS_KV_INDEX_PET_HASH, 8, 800, NULL);
     if (!kv) return;
-    uint64_t keys[N];
+    uint64_t keys[N], vals[N];
+    uint8_t want[N];
     int n = 0;
     for (uint64_t k = 1; n < N; k++)
         if ((rs_kv_hash(k) & 255) == 0) keys[n++] = k;
@@ -42,41 +65,33 @@ static void test_pet_overflow_chain(void) {
         RS_CHECK_EQ(rs_kv_get(kv, keys[i], &v, 8, NULL), 0);
         RS_CHECK_EQ(v, keys[i]);
     }
-    /* every key through the batch path: the home line, the one-step probe pass and the slow
-     * path for keys further along the sequence */
-    uint8_t out[8 * N], found[N];
-    size_t nf;
-    RS_CHECK_EQ(rs_kv_batch_get_flat(kv, keys, (size_t)n, out, found, &nf), 0);
-    RS_CHECK_EQ(nf, (size_t)n);
-    for (int i = 0; i < n; i++) {
-        RS_CHECK_EQ(found[i], 1);
-        RS_CHECK(memcmp(out + 8 * i, &keys[i], 8) == 0);
-    }
+    /* every key through the batch path: each slot of the home line, the probe passes and the
+     * slow path for keys further along the sequence */
+    memcpy(vals, keys, sizeof keys);
+    memset(want, 1, sizeof want);
+    check_batch(kv, keys, n, want, vals);
     /* remove the first 4 (the home line) — the spilled keys must stay reachable */
-    for (int i = 0; i < SLOTS; i++)
+    for (int i = 0; i < SLOTS; i++) {
         RS_CHECK_EQ(rs_kv_delete(kv, keys[i]), 0);
+        want[i] = 0;
+    }
     for (int i = SLOTS; i < n; i++) {
         RS_CHECK_EQ(rs_kv_get(kv, keys[i], &v, 8, NULL), 0);
         RS_CHECK_EQ(v, keys[i]);
     }
-    RS_CHECK_EQ(rs_kv_batch_get_flat(kv, keys, (size_t)n, out, found, &nf), 0);
-    RS_CHECK_EQ(nf, (size_t)n - SLOTS);
-    for (int i = 0; i < n; i++) {
-        RS_CHECK_EQ(found[i], i >= SLOTS);
-        if (i >= SLOTS) RS_CHECK(memcmp(out + 8 * i, &keys[i], 8) == 0);
-    }
-    /* home slots are free again and reused; the re-inserted keys read back their new values */
-    for (int i = 0; i < SLOTS; i++) {
-        uint64_t nv = keys[i] ^ 0xabcdef;
-        RS_CHECK_EQ(rs_kv_put(kv, keys[i], &nv, 8, &err), 0);
+    check_batch(kv, keys, n, want, vals);
+    /* home slots are free again and reused, last key first: key 3 takes the first free slot
+     * while its removed entry (its key, a free word) still sits in the last one — the batch
+     * match sees both and must take the live one; the re-inserted keys read back their new
+     * values */
+    for (int i = SLOTS - 1; i >= 0; i--) {
+        vals[i] = keys[i] ^ 0xabcdef;
+        want[i] = 1;
+        RS_CHECK_EQ(rs_kv_put(kv, keys[i], &vals[i], 8, &err), 0);
+        if (i == SLOTS - 1) check_batch(kv, keys, n, want, vals);
     }
     RS_CHECK_EQ(rs_kv_count(kv), (uint64_t)n);
-    RS_CHECK_EQ(rs_kv_batch_get_flat(kv, keys, (size_t)n, out, found, &nf), 0);
-    RS_CHECK_EQ(nf, (size_t)n);
-    for (int i = 0; i < SLOTS; i++) {
-        uint64_t nv = keys[i] ^ 0xabcdef;
-        RS_CHECK(memcmp(out + 8 * i, &nv, 8) == 0);
-    }
+    check_batch(kv, keys, n, want, vals);
     rs_kv_close(kv);
 }
 
