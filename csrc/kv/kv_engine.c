@@ -366,7 +366,7 @@ static int read_var(rs_kv *kv, uint64_t key, void *buf, size_t cap, size_t *len)
             continue;
         }
         uint64_t w1 = __atomic_load_n(s.word, __ATOMIC_ACQUIRE);
-        if ((w1 & 1) || __atomic_load_n(s.keyp, __ATOMIC_ACQUIRE) != key) {
+        if (!rs_kv_word_readable(&kv->vs, w1) || __atomic_load_n(s.keyp, __ATOMIC_ACQUIRE) != key) {
             rs_kv_cpu_relax();
             continue;
         }

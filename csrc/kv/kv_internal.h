@@ -153,6 +153,14 @@ static inline uint8_t *rs_kv_vs_row(const rs_kv_vs *vs, uint64_t word) {
     return vs->data + rs_kv_word_handle(word) * vs->stride;
 }
 
+/* A word a reader may follow to its row or block: even (no writer in it) and of a handle the
+ * store hands out. DRAM_PET_HASH marks a free or claimed slot with a word of handle 0, below a
+ * DRAM store's first handle, and a removed entry keeps its key: a reader that found the key and
+ * then read the word of an entry removed meanwhile must not take handle 0's unused row for it. */
+static inline int rs_kv_word_readable(const rs_kv_vs *vs, uint64_t word) {
+    return !(word & 1) && rs_kv_word_handle(word) >= vs->first;
+}
+
 /* Variable blocks: [u32 len][u32 gen][bytes...], block size 16 << class. */
 typedef struct rs_kv_vblock {
     uint32_t len;
@@ -318,7 +326,7 @@ int rs_kv_cpu_supports(int k);
  * 0 if the caller must look the key up again (a writer interfered). */
 static inline int rs_kv_copy_fixed(const rs_kv_vs *vs, uint64_t key, const rs_kv_slot *s,
                                    uint64_t w1, void *out) {
-    if (w1 & 1) return 0;
+    if (!rs_kv_word_readable(vs, w1)) return 0;
     if (__atomic_load_n(s->keyp, __ATOMIC_ACQUIRE) != key) return 0;
     rs_kv_row_copy(out, rs_kv_vs_row(vs, w1), vs->value_size);
     __atomic_thread_fence(__ATOMIC_ACQUIRE);

@@ -24,7 +24,7 @@ static const void *ref_one(rs_kv *kv, uint64_t key) {
             continue;
         }
         uint64_t w = __atomic_load_n(s.word, __ATOMIC_ACQUIRE);
-        if ((w & 1) || __atomic_load_n(s.keyp, __ATOMIC_ACQUIRE) != key ||
+        if (!rs_kv_word_readable(&kv->vs, w) || __atomic_load_n(s.keyp, __ATOMIC_ACQUIRE) != key ||
             !kv->ops->validate(kv->ix, &s)) {
             rs_kv_cpu_relax();
             continue;

@@ -95,6 +95,31 @@ static void test_pet_overflow_chain(void) {
     rs_kv_close(kv);
 }
 
+/* A reader that found a key and then reads the word of its entry, removed meanwhile, sees the
+ * free marker (word 0, handle 0) beside the key the entry keeps: the seqlock copy must refuse it,
+ * not return handle 0's unused row as the key's (under ThreadSanitizer's timing
+ * test_pet_no_torn_reads met this as a found row of zeros). */
+static void test_pet_removed_entry_is_not_a_row(void) {
+    rs_kv *kv = kvt_open(RS_KV_INDEX_PET_HASH, 8, 100, NULL);
+    if (!kv) return;
+    uint64_t key = 7, val = 0x1234567890abcdefull, out = 0;
+    rs_error err = {0};
+    RS_CHECK_EQ(rs_kv_put(kv, key, &val, 8, &err), 0);
+    rs_kv_slot s;
+    int created = 0;
+    RS_CHECK_EQ(kv->ops->acquire(kv->ix, key, 0, 0, &s, &created, &err), 0);
+    kv->ops->release(kv->ix, &s);
+    uint64_t live = __atomic_load_n(s.word, __ATOMIC_RELAXED);
+    RS_CHECK_EQ(rs_kv_copy_fixed(&kv->vs, key, &s, live, &out), 1);
+    RS_CHECK_EQ(out, val);
+    RS_CHECK_EQ(rs_kv_delete(kv, key), 0);
+    uint64_t freed = __atomic_load_n(s.word, __ATOMIC_RELAXED);
+    RS_CHECK_EQ(__atomic_load_n(s.keyp, __ATOMIC_RELAXED), key); /* the entry keeps its key */
+    RS_CHECK_EQ(rs_kv_copy_fixed(&kv->vs, key, &s, freed, &out), 0);
+    RS_CHECK_EQ(rs_kv_get(kv, key, &out, 8, NULL), RS_ENOTFOUND);
+    rs_kv_close(kv);
+}
+
 static void test_index_names(void) {
     rs_kv_index_type t;
     rs_error err = {0};
@@ -119,4 +144,5 @@ static void test_pet_hot_key_no_torn_reads(void) {
 RS_TEST_MAIN(RS_TEST(test_pet_hot_key_no_torn_reads), RS_TEST(test_pet_basic),
              RS_TEST(test_pet_batch_segments), RS_TEST(test_pet_full), RS_TEST(test_pet_variable),
              RS_TEST(test_pet_update_add), RS_TEST(test_pet_overflow_chain),
-             RS_TEST(test_pet_no_torn_reads), RS_TEST(test_index_names))
+             RS_TEST(test_pet_no_torn_reads), RS_TEST(test_pet_removed_entry_is_not_a_row),
+             RS_TEST(test_index_names))
