@@ -112,8 +112,9 @@ class PSClient:
         method on the native wire, rs_mix64 on RecStore's) raises InvalidArgument.
         max_inflight_bytes: the budget of request bytes (keys + rows) that all the PS clients of
         this process with batches in flight share equally; a request past this client's share
-        waits for its earlier ones. Bytes or "8M"-style text; 0 = the transport's default (8 MiB
-        per CPU on brpc and grpc, none on shm and rdma), "none" = no budget (docs/scale.md)."""
+        waits for its earlier ones. Bytes or "8M"-style text; 0 = the transport's default
+        (`recbench._ps.default_inflight_bytes(transport)`: 8 MiB per CPU on brpc and grpc, none
+        on shm and rdma), "none" = no budget (docs/scale.md)."""
         transport, endpoints = parse_uri(uri)
         if tls_ca:
             transport_options = ";".join(

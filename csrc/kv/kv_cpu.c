@@ -1,6 +1,7 @@
 /*
- * kv_cpu.c — which build of the row loops this process runs (kv_internal.h, RS_KV_ROW_LOOP): the
- * AVX-512 one where the CPU has AVX-512F, else the AVX2 one where it has AVX2, else the plain one
+ * kv_cpu.c — which build of the row loops this process runs (kv_internal.h, RS_KV_ROW_LOOP; and
+ * of DRAM_PET_HASH's batch lookup, whose AVX2 build serves the AVX-512 kernel too): the AVX-512
+ * one where the CPU has AVX-512F, else the AVX2 one where it has AVX2, else the plain one
  * (decided once). rs_kv_row_kernel_select() forces a build the CPU supports, so a benchmark can
  * measure what a CPU without AVX-512 runs, and tests cover every build the CPU has.
  */

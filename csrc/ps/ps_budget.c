@@ -1,7 +1,7 @@
 /*
  * ps_budget.c — the process's budget of PS bytes in flight (see recstore/ps_budget.h).
  *
- * State: one process-wide atomic counter, the active clients, and the default budget, computed
+ * State: one process-wide atomic counter, the active clients, and the process's CPU count, read
  * once. The bytes each client has out are its own (ps_client.c), so nothing shared is touched
  * per chunk. A share is read without a lock: a client that enters or leaves changes what the
  * others may send next, not what they have sent, so the process can pass the budget for as long
@@ -15,21 +15,21 @@
 #include "recstore/ps_budget.h"
 
 static uint32_t active;
-static uint64_t default_bytes;
-static pthread_once_t default_once = PTHREAD_ONCE_INIT;
+static uint64_t cpus;
+static pthread_once_t cpus_once = PTHREAD_ONCE_INIT;
 
-static void compute_default(void) {
+static void count_cpus(void) {
     cpu_set_t set;
-    int cpus = 0;
+    int n = 0;
     /* the process's mask (its main thread's), not a client thread's that may be bound to one */
-    if (sched_getaffinity(getpid(), sizeof set, &set) == 0) cpus = CPU_COUNT(&set);
-    if (cpus < 1) cpus = 1;
-    default_bytes = RS_PS_BUDGET_BYTES_PER_CPU * (uint64_t)cpus;
+    if (sched_getaffinity(getpid(), sizeof set, &set) == 0) n = CPU_COUNT(&set);
+    cpus = n < 1 ? 1 : (uint64_t)n;
 }
 
-uint64_t rs_ps_budget_default(void) {
-    pthread_once(&default_once, compute_default);
-    return default_bytes;
+uint64_t rs_ps_budget_default(uint64_t per_cpu) {
+    if (!per_cpu) return RS_PS_BUDGET_NONE;
+    pthread_once(&cpus_once, count_cpus);
+    return per_cpu * cpus;
 }
 
 void rs_ps_budget_enter(void) {

@@ -219,9 +219,8 @@ int rs_ps_client_open(const rs_ps_client_config *cfg, rs_ps_client **out, rs_err
     c->num_shards = cfg->num_shards;
     c->depth = cfg->prefetch_depth ? cfg->prefetch_depth : 1;
     c->window = c->depth > RS_PS_CHUNK_WINDOW ? c->depth : RS_PS_CHUNK_WINDOW;
-    c->budget = cfg->max_inflight_bytes  ? cfg->max_inflight_bytes
-                : ops->budget_by_default ? rs_ps_budget_default()
-                                         : RS_PS_BUDGET_NONE;
+    c->budget = cfg->max_inflight_bytes ? cfg->max_inflight_bytes
+                                        : rs_ps_budget_default(ops->budget_per_cpu);
     c->conns = calloc(c->num_shards, sizeof *c->conns);
     c->names = calloc(c->num_shards, sizeof *c->names);
     c->inflight = calloc(c->num_shards, sizeof *c->inflight);

@@ -32,14 +32,28 @@ static PyObject *ps_transports(PyObject *self, PyObject *noargs) {
     return d;
 }
 
+/* default_inflight_bytes(transport) -> the budget of bytes in flight a client of that transport
+ * keeps when not given one (recstore/ps_budget.h: the transport's bytes per CPU x this process's
+ * CPUs), or None for none. */
+static PyObject *ps_default_inflight_bytes(PyObject *self, PyObject *arg) {
+    (void)self;
+    const char *name = PyUnicode_AsUTF8(arg);
+    if (!name) return NULL;
+    const rs_ps_conn_ops *conn = NULL;
+    rs_error err = {0};
+    if (rs_ps_transport_find(name, NULL, &conn, &err)) {
+        PyErr_Format(PyExc_ValueError, "transport %R: %s", arg, err.msg);
+        return NULL;
+    }
+    uint64_t b = rs_ps_budget_default(conn->budget_per_cpu);
+    if (b == RS_PS_BUDGET_NONE) Py_RETURN_NONE;
+    return PyLong_FromUnsignedLongLong(b);
+}
+
 /* The limits of the bench loops that the runner checks at parse time (recbench.runner.plan), so
- * that Python never repeats the numbers: the row size of ps_bench and the open-loop rate; and the
- * default budget of bytes in flight per CPU (recstore/ps_budget.h), which ps_bench's result line
- * reports resolved. */
+ * that Python never repeats the numbers: the row size of ps_bench and the open-loop rate. */
 static int add_bench_limits(PyObject *m) {
     if (PyModule_AddIntConstant(m, "BENCH_MAX_VALUE_SIZE", RS_PS_BENCH_MAX_VALUE_SIZE) < 0)
-        return -1;
-    if (PyModule_AddIntConstant(m, "BUDGET_BYTES_PER_CPU", (long)RS_PS_BUDGET_BYTES_PER_CPU) < 0)
         return -1;
     PyObject *rate = PyFloat_FromDouble(RS_PACING_MAX_RATE);
     if (!rate) return -1;
@@ -54,6 +68,9 @@ static PyMethodDef ps_methods[] = {
     {"build_info", rs_py_build_info, METH_NOARGS, "Build type, compiler, flags and features."},
     {"transports", ps_transports, METH_NOARGS,
      "transports() -> dict: transport name -> None when built in, else the reason it is absent."},
+    {"default_inflight_bytes", ps_default_inflight_bytes, METH_O,
+     "default_inflight_bytes(transport) -> the bytes in flight its clients keep to by default, or "
+     "None."},
     {NULL, NULL, 0, NULL},
 };
 

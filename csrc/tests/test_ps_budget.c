@@ -1,6 +1,6 @@
-/* test_ps_budget.c — the process's budget of PS bytes in flight (ps_budget.c): the default (8 MiB
- * per CPU of the process's affinity mask) and each active client's share. The clients' use of it
- * is in test_ps_client.c. */
+/* test_ps_budget.c — the process's budget of PS bytes in flight (ps_budget.c): the default (the
+ * transport's bytes per CPU of the process's affinity mask) and each active client's share. The
+ * clients' use of it is in test_ps_client.c. */
 #define _GNU_SOURCE
 #include <sched.h>
 
@@ -10,7 +10,10 @@
 static void test_default_follows_the_cpus(void) {
     cpu_set_t set;
     RS_CHECK_EQ(sched_getaffinity(0, sizeof set, &set), 0);
-    RS_CHECK_EQ(rs_ps_budget_default(), RS_PS_BUDGET_BYTES_PER_CPU * (uint64_t)CPU_COUNT(&set));
+    RS_CHECK_EQ(rs_ps_budget_default(RS_PS_BUDGET_BRPC_PER_CPU),
+                RS_PS_BUDGET_BRPC_PER_CPU * (uint64_t)CPU_COUNT(&set));
+    RS_CHECK_EQ(rs_ps_budget_default(3), 3 * (uint64_t)CPU_COUNT(&set));
+    RS_CHECK_EQ(rs_ps_budget_default(0), RS_PS_BUDGET_NONE); /* a transport without one */
 }
 
 static void test_share_divides_by_the_active_clients(void) {

@@ -37,6 +37,7 @@
 #include "recstore/auth.h"
 #include "recstore/clock.h"
 #include "recstore/crc32c.h"
+#include "recstore/ps_budget.h"
 #include "recstore/transport.h"
 #include "transport/brpc_frame.h"
 #include "transport/net.h"
@@ -640,7 +641,7 @@ const rs_ps_conn_ops rs_brpc_conn_ops = {
     .submit = brpc_submit,
     .next = brpc_next,
     .close = brpc_close,
-    .budget_by_default = 1,
+    .budget_per_cpu = RS_PS_BUDGET_BRPC_PER_CPU,
 };
 
 /* RecStore's wire on the same connection code ("recstore+brpc"). */
@@ -650,6 +651,6 @@ const rs_ps_conn_ops rs_brpc_rs_conn_ops = {
     .submit = brpc_submit,
     .next = brpc_next,
     .close = brpc_close,
-    .budget_by_default = 1,
+    .budget_per_cpu = RS_PS_BUDGET_BRPC_PER_CPU,
 };
 #endif

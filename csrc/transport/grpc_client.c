@@ -65,6 +65,7 @@
 #include <grpc/support/time.h>
 
 #include "recstore/auth.h"
+#include "recstore/ps_budget.h"
 #include "recstore/recstore_msg.h"
 #include "transport/grpc_transport.h"
 
@@ -1184,7 +1185,7 @@ const rs_ps_conn_ops rs_grpc_conn_ops = {
     .submit = rs_grpc_conn_submit,
     .next = rs_grpc_conn_next,
     .close = rs_grpc_conn_close,
-    .budget_by_default = 1,
+    .budget_per_cpu = RS_PS_BUDGET_GRPC_PER_CPU,
 };
 
 /* RecStore's wire on the same connection code ("recstore+grpc"). */
@@ -1194,7 +1195,7 @@ const rs_ps_conn_ops rs_grpc_rs_conn_ops = {
     .submit = rs_grpc_conn_submit,
     .next = rs_grpc_conn_next,
     .close = rs_grpc_conn_close,
-    .budget_by_default = 1,
+    .budget_per_cpu = RS_PS_BUDGET_GRPC_PER_CPU,
 };
 
 #endif /* RS_HAVE_GRPC */

@@ -107,11 +107,12 @@ typedef struct rs_ps_conn_ops {
     void (*close)(void *conn);
     /* Optional (NULL: the transport bounds nothing but max_in_flight as asked). */
     void (*limits)(void *conn, rs_ps_conn_limits *out);
-    /* 1: a client that is not given max_inflight_bytes keeps to the process's default budget of
-     * bytes in flight (recstore/ps_budget.h); 0: to none. Set for the socket transports, whose
-     * waiters block; not for RC, whose waiters spin first, so that one request per thread made
-     * threads unequal and shm slower (docs/scale.md, "A budget of bytes in flight"). */
-    int budget_by_default;
+    /* A client that is not given max_inflight_bytes keeps to a budget of bytes in flight of this
+     * many bytes per CPU of the process (recstore/ps_budget.h); 0: to none. Set for the socket
+     * transports, whose waiters block; not for RC, whose waiters spin first, so that one request
+     * per thread made threads unequal and shm slower (docs/scale.md, "A budget of bytes in
+     * flight"). */
+    uint64_t budget_per_cpu;
 } rs_ps_conn_ops;
 
 /* Look up a transport by name ("brpc", "grpc", "rdma", "shm"). RS_ENOTSUP with a reason when it

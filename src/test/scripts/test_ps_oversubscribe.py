@@ -90,3 +90,23 @@ class ShmOversubscribedTest(NoLeftoverServers, unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class DefaultBudgetTest(unittest.TestCase):
+    """Each transport's default budget of bytes in flight, as its clients resolve it."""
+
+    def test_defaults_per_transport(self):
+        import os
+
+        from recbench import _ps
+
+        cpus = len(os.sched_getaffinity(0))
+        available = _ps.transports()
+        if available.get("brpc") is None:
+            self.assertEqual(_ps.default_inflight_bytes("brpc"), (8 << 20) * cpus)
+        if available.get("grpc") is None:
+            self.assertEqual(_ps.default_inflight_bytes("grpc"), (8 << 20) * cpus)
+        if available.get("shm") is None:
+            self.assertIsNone(_ps.default_inflight_bytes("shm"))
+        with self.assertRaisesRegex(ValueError, "pigeon"):
+            _ps.default_inflight_bytes("pigeon")
