@@ -14,12 +14,12 @@
  * specialisation), so an index is compared with the best gather this code knows, not a weaker
  * one. CEIL_D = 12 was the best distance on the EPYC VM (8: -6 %, 16: same).
  *
- * With ceiling_index_lines 1 or 2 the ceiling first touches that many lines of a random 128-byte
- * chunk per key (hash as the indexes do, a burst of prefetches over the batch, then one load per
- * line), in an array the size of DRAM_PET_HASH's line array (or ceiling_index_bytes): a lookup's
- * memory traffic with no work in it. PET reads 1 line per key, so ceiling+1 line is what its
- * layout allows at best (ceiling+2 lines was the bound of its earlier 128-byte chunks); smaller
- * arrays show what an index that stays in cache would allow.
+ * With ceiling_index_lines 1 or 2 the ceiling first touches a random 64-byte line, or both lines
+ * of a random 128-byte chunk, per key (hash as the indexes do, a burst of prefetches over the
+ * batch, then one load per line), in an array the size of DRAM_PET_HASH's line array (or
+ * ceiling_index_bytes): a lookup's memory traffic with no work in it. PET reads 1 line per key, so
+ * ceiling+1 line is what its layout allows at best (ceiling+2 lines was the bound of its earlier
+ * 128-byte chunks); smaller arrays show what an index that stays in cache would allow.
  *
  * paired_ceiling follows every batch with a plain ceiling batch of fresh keys, timed into its own
  * histogram: an index and the ceiling measured in alternation, batch by batch, in one thread. On
@@ -49,7 +49,10 @@
 #ifndef CEIL_D
 #define CEIL_D 12
 #endif
-/* ceiling_index_lines touches lines of random 128-byte chunks (the second line is adjacent) */
+/* ceiling_index_lines touches a random 64-byte line of the array per key (1), or the two lines of
+ * a random 128-byte chunk (2: PET's chunk layout until 2026-12-05). Until 2026-12-06 the 1-line
+ * bound took the first line of a random 128-byte chunk, visiting half the array's lines, where
+ * PET visits all; the Zen 4 VM measured the same bound both ways (docs/kv-engine.md). */
 #define CEIL_CHUNK_BYTES 128
 
 struct rs_kv_bench {
@@ -58,7 +61,8 @@ struct rs_kv_bench {
     uint8_t *flat;
     rs_kv_region chunk_region; /* ceiling_index_lines > 0: the chunk-array stand-in */
     uint8_t *chunks;
-    uint64_t chunk_mask;
+    uint64_t chunk_mask;      /* of the units below */
+    uint32_t chunk_bytes;     /* the unit one key touches: 64 (1 line) or CEIL_CHUNK_BYTES (2) */
     const uint8_t *pair_rows; /* paired_ceiling: the rows its ceiling batches read ... */
     size_t pair_stride;       /* ... and the bytes between them */
     rs_zipf_scrambled zipf;
@@ -142,7 +146,8 @@ int rs_kv_bench_open(const rs_kv_bench_config *cfg, rs_kv_bench **out, rs_error 
                            ? cfg->ceiling_index_bytes
                            : (size_t)rs_kv_pet_lines(cfg->record_count) * RS_KV_PET_LINE_BYTES;
         if (bytes < CEIL_CHUNK_BYTES) bytes = CEIL_CHUNK_BYTES;
-        uint64_t chunks = bytes / CEIL_CHUNK_BYTES;
+        b->chunk_bytes = cfg->ceiling_index_lines > 1 ? CEIL_CHUNK_BYTES : 64;
+        uint64_t chunks = bytes / b->chunk_bytes;
         rc = rs_kv_region_open_anon(&b->chunk_region, bytes, bytes, cfg->huge_pages, err);
         if (rc) {
             rs_error_prefix(err, "ceiling index array of %zu bytes: ", bytes);
@@ -173,7 +178,7 @@ void rs_kv_bench_memory(const rs_kv_bench *b, rs_kv_memory *out) {
     out->row_bytes = out->row_stride = b->cfg.value_size;
     out->slab_bytes = out->slab_bytes_at_capacity = b->flat_region.backed;
     /* ceiling_index_lines' array: its size, not the huge pages it was rounded up to */
-    out->index_bytes = b->chunks ? (b->chunk_mask + 1) * CEIL_CHUNK_BYTES : 0;
+    out->index_bytes = b->chunks ? (b->chunk_mask + 1) * b->chunk_bytes : 0;
     out->bytes_per_key =
         out->capacity ? (double)(out->index_bytes + out->slab_bytes) / (double)out->capacity : 0.0;
     out->overhead_per_key = out->bytes_per_key - (double)out->row_bytes;
@@ -217,13 +222,13 @@ RS_KV_INLINE size_t ceiling_body(const size_t vs, const uint8_t *flat, size_t st
     return n;
 }
 
-/* ceiling_index_lines: touch `lines` lines of key's random chunk for every key of the batch, in
- * two passes as PET's lookup does (a burst of prefetches, then the loads). */
+/* ceiling_index_lines: touch key's random line (or the 2 lines of its random chunk) for every key
+ * of the batch, in two passes as PET's lookup does (a burst of prefetches, then the loads). */
 static uint64_t ceiling_chunks(const rs_kv_bench *b, const uint64_t *keys, size_t n,
                                const uint8_t **ch) {
     const uint32_t lines = b->cfg.ceiling_index_lines;
     for (size_t i = 0; i < n; i++) {
-        ch[i] = b->chunks + (rs_kv_hash(keys[i]) & b->chunk_mask) * CEIL_CHUNK_BYTES;
+        ch[i] = b->chunks + (rs_kv_hash(keys[i]) & b->chunk_mask) * b->chunk_bytes;
         __builtin_prefetch(ch[i], 0, RS_KV_CHUNK_LOCALITY);
         if (lines > 1) __builtin_prefetch(ch[i] + 64, 0, RS_KV_CHUNK_LOCALITY);
     }
