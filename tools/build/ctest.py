@@ -5,6 +5,11 @@ tests run the same way, e.g. ps_conn_checks.c).
 Usage: python3 tools/build/ctest.py [--build-type ASan|TSan|Debug] [NAME ...]
 Each test binary prints "N passed, N failed"; this script prints the total the same way and exits
 non-zero if any binary failed or crashed.
+
+TSan runs get TSAN_OPTIONS (added to any the caller set): the suppressions in
+tools/build/tsan.supp (each entry says why it is safe), history_size=7 so both stacks of a report
+can be restored (needed for the suppressions to match the reader's frame), halt_on_error=0 so one
+run lists every report, and exitcode=66, which makes a test with any report fail.
 """
 
 import argparse
@@ -38,6 +43,12 @@ def main() -> int:
     env = dict(os.environ)
     env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
     env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
+    if args.build_type == "TSan":
+        supp = rsbuild.ROOT / "tools" / "build" / "tsan.supp"
+        env["TSAN_OPTIONS"] = " ".join(filter(None, [
+            f"suppressions={supp}", "history_size=7", "halt_on_error=0", "exitcode=66",
+            "second_deadlock_stack=1", env.get("TSAN_OPTIONS", "")]))
+        print(f"[ctest] TSAN_OPTIONS={env['TSAN_OPTIONS']}", flush=True)
     passed = failed = 0
     for t in tests:
         exe = out / t.stem
