@@ -3,6 +3,7 @@ shm server on this 2-core machine, rows verified, every process finishing withou
 (the speed goal of oversubscription is a benchmark, not a test); the same under a budget of bytes
 in flight far below what the threads ask for, and a bad budget refused."""
 
+import os
 import subprocess
 import sys
 import tempfile
@@ -17,6 +18,8 @@ from ps_testlib import (
     result_lines,
     run_ps_bench,
 )
+
+from recbench import _ps
 
 RECORDS = 20000
 
@@ -96,10 +99,6 @@ class DefaultBudgetTest(unittest.TestCase):
     """Each transport's default budget of bytes in flight, as its clients resolve it."""
 
     def test_defaults_per_transport(self):
-        import os
-
-        from recbench import _ps
-
         cpus = len(os.sched_getaffinity(0))
         available = _ps.transports()
         if available.get("brpc") is None:
