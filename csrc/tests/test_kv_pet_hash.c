@@ -24,22 +24,34 @@ static void test_pet_no_torn_reads(void) {
     kvt_no_torn_reads(RS_KV_INDEX_PET_HASH);
 }
 
-/* Every key of keys[0..n) through the batch path, under each row-loop build the CPU runs (the
- * lookup's line match is built per kernel too): key i must be found iff want[i], with row
- * vals[i]. */
+/* Every key of keys[0..n) (n <= 64) through the batch path, under each row-loop build the CPU
+ * runs (the lookup's line match is built per kernel too): key i must be found iff want[i], with
+ * row vals[i]. The batch holds the keys twice, at its start and at its end, around CB_FILL keys
+ * never stored: longer than the distance between a line's prefetch and its match, so the lookup
+ * carries keys past their home line both while it still prefetches and in its last steps. */
+enum { CB_KEYS = 64, CB_FILL = 200, CB_MAX = 2 * CB_KEYS + CB_FILL };
 static void check_batch(rs_kv *kv, const uint64_t *keys, int n, const uint8_t *want,
                         const uint64_t *vals) {
+    RS_CHECK(n <= CB_KEYS);
+    uint64_t batch[CB_MAX];
+    int idx[CB_MAX], m = 0; /* idx: the key's index in keys, or -1 for a key never stored */
+    for (int i = 0; i < n; i++, m++)
+        batch[m] = keys[i], idx[m] = i;
+    for (int f = 0; f < CB_FILL; f++, m++)
+        batch[m] = (1ull << 40) + (uint64_t)f, idx[m] = -1;
+    for (int i = 0; i < n; i++, m++)
+        batch[m] = keys[i], idx[m] = i;
     for (int k = 0; k < KVT_KERNELS; k++) {
         if (!rs_kv_cpu_supports(k)) continue;
         RS_CHECK_EQ(rs_kv_row_kernel_select(kvt_kernels[k], NULL), 0);
-        uint8_t out[8 * 64], found[64];
+        uint8_t out[8 * CB_MAX], found[CB_MAX];
         size_t nf, expect = 0;
-        RS_CHECK(n <= 64);
-        RS_CHECK_EQ(rs_kv_batch_get_flat(kv, keys, (size_t)n, out, found, &nf), 0);
-        for (int i = 0; i < n; i++) {
-            RS_CHECK_EQ(found[i], want[i]);
-            if (want[i]) RS_CHECK(memcmp(out + 8 * i, &vals[i], 8) == 0);
-            expect += want[i];
+        RS_CHECK_EQ(rs_kv_batch_get_flat(kv, batch, (size_t)m, out, found, &nf), 0);
+        for (int j = 0; j < m; j++) {
+            int w = idx[j] < 0 ? 0 : want[idx[j]];
+            RS_CHECK_EQ(found[j], w);
+            if (w) RS_CHECK(memcmp(out + 8 * j, &vals[idx[j]], 8) == 0);
+            expect += (size_t)w;
         }
         RS_CHECK_EQ(nf, expect);
     }
