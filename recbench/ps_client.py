@@ -113,8 +113,8 @@ class PSClient:
         max_inflight_bytes: the budget of request bytes (keys + rows) that all the PS clients of
         this process with batches in flight share equally; a request past this client's share
         waits for its earlier ones. Bytes or "8M"-style text; 0 = the transport's default
-        (`recbench._ps.default_inflight_bytes(transport)`: 8 MiB per CPU on brpc and grpc, none
-        on shm and rdma), "none" = no budget (docs/scale.md)."""
+        (`recbench._ps.default_inflight_bytes(transport)`: 4 MiB per CPU on brpc, 8 MiB on grpc,
+        none on shm and rdma), "none" = no budget (docs/scale.md)."""
         transport, endpoints = parse_uri(uri)
         if tls_ca:
             transport_options = ";".join(

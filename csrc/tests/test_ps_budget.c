@@ -10,8 +10,8 @@
 static void test_default_follows_the_cpus(void) {
     cpu_set_t set;
     RS_CHECK_EQ(sched_getaffinity(0, sizeof set, &set), 0);
-    RS_CHECK_EQ(rs_ps_budget_default(RS_PS_BUDGET_BYTES_PER_CPU),
-                RS_PS_BUDGET_BYTES_PER_CPU * (uint64_t)CPU_COUNT(&set));
+    RS_CHECK_EQ(rs_ps_budget_default(RS_PS_BUDGET_BRPC_PER_CPU),
+                RS_PS_BUDGET_BRPC_PER_CPU * (uint64_t)CPU_COUNT(&set));
     RS_CHECK_EQ(rs_ps_budget_default(3), 3 * (uint64_t)CPU_COUNT(&set));
     RS_CHECK_EQ(rs_ps_budget_default(0), RS_PS_BUDGET_NONE); /* a transport without one */
 }

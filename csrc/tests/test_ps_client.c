@@ -256,7 +256,7 @@ static void test_budget(void) {
     RS_CHECK_EQ(rs_ps_client_open(&dc, &d, &err), 0);
     if (d) {
         rs_ps_client_budget_stats_get(d, &st);
-        RS_CHECK_EQ(st.budget, rs_ps_budget_default(RS_PS_BUDGET_BYTES_PER_CPU));
+        RS_CHECK_EQ(st.budget, rs_ps_budget_default(RS_PS_BUDGET_BRPC_PER_CPU));
         rs_ps_client_close(d);
     }
     rs_ps_client_budget_stats_get(c, &st);

@@ -641,7 +641,7 @@ const rs_ps_conn_ops rs_brpc_conn_ops = {
     .submit = brpc_submit,
     .next = brpc_next,
     .close = brpc_close,
-    .budget_per_cpu = RS_PS_BUDGET_BYTES_PER_CPU,
+    .budget_per_cpu = RS_PS_BUDGET_BRPC_PER_CPU,
 };
 
 /* RecStore's wire on the same connection code ("recstore+brpc"). */
@@ -651,6 +651,6 @@ const rs_ps_conn_ops rs_brpc_rs_conn_ops = {
     .submit = brpc_submit,
     .next = brpc_next,
     .close = brpc_close,
-    .budget_per_cpu = RS_PS_BUDGET_BYTES_PER_CPU,
+    .budget_per_cpu = RS_PS_BUDGET_BRPC_PER_CPU,
 };
 #endif

@@ -1185,7 +1185,7 @@ const rs_ps_conn_ops rs_grpc_conn_ops = {
     .submit = rs_grpc_conn_submit,
     .next = rs_grpc_conn_next,
     .close = rs_grpc_conn_close,
-    .budget_per_cpu = RS_PS_BUDGET_BYTES_PER_CPU,
+    .budget_per_cpu = RS_PS_BUDGET_GRPC_PER_CPU,
 };
 
 /* RecStore's wire on the same connection code ("recstore+grpc"). */
@@ -1195,7 +1195,7 @@ const rs_ps_conn_ops rs_grpc_rs_conn_ops = {
     .submit = rs_grpc_conn_submit,
     .next = rs_grpc_conn_next,
     .close = rs_grpc_conn_close,
-    .budget_per_cpu = RS_PS_BUDGET_BYTES_PER_CPU,
+    .budget_per_cpu = RS_PS_BUDGET_GRPC_PER_CPU,
 };
 
 #endif /* RS_HAVE_GRPC */

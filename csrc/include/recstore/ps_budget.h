@@ -10,15 +10,21 @@
  * only for its own, as it would anyway.
  *
  * The default budget is a number of bytes per CPU the process may run on (its affinity mask, read
- * once), set by the transport (transport.h's budget_per_cpu). brpc and gRPC keep
- * RS_PS_BUDGET_BYTES_PER_CPU, 8 MiB per CPU:
- * 16 MiB on 2 CPUs, more than 16 threads x 4 requests of 500 keys x 512 B (so such a pipeline is
- * not touched) and an eighth of what RecStore's default concurrency, 16 threads x 16 requests of
- * 1024 keys x 512 B, puts in flight (each thread then keeps one out). 2 MiB per CPU on brpc made
- * 16 threads x 4 requests 13-22 % faster on the Zen 4 VM but their p99 2.0-2.7 times the
- * Little's-law latency instead of 1.3-1.4, so it is not the default; gRPC was 14 % slower with it.
- * shm and rdma keep none (docs/scale.md, "A budget of bytes in flight"). Thread-safe; a few atomic
- * operations per batch and per chunk.
+ * once), set by the transport (transport.h's budget_per_cpu):
+ * - brpc: RS_PS_BUDGET_BRPC_PER_CPU, 4 MiB per CPU (since 2026-12-06, was 8): 8 MiB on 2 CPUs,
+ *   two requests of 500 keys x 512 B per thread at 16 threads with 4 in flight each; on the Zen 4
+ *   VM 5-17 % more keys/s there than 8 MiB per CPU (medians of 4 alternated rounds, 1-4 server
+ *   threads) with p99 still within 2 x the Little's-law latency where it was, and 24-30 % more at
+ *   4 and 8 threads x 16 requests of 1024 keys (about the same at 2). 2 MiB per CPU (one request
+ * per thread) was faster still at 16 threads but put their p99 at 2.0-2.7 times the Little's-law
+ * latency.
+ * - gRPC: RS_PS_BUDGET_GRPC_PER_CPU, 8 MiB per CPU: 4 MiB per CPU left its keys/s the same and
+ *   raised its p99 (1.9-4.7 against 1.4-3.3 times the Little's-law latency at 16 threads), 2 MiB
+ *   made it 14 % slower: its streams per connection already keep its threads fair.
+ * - shm and rdma: none (8 MiB made shm 2-30 % slower at 16 threads).
+ * RecStore's default concurrency, 16 threads x 16 requests of 1024 keys x 512 B, keeps one request
+ * per thread under either (docs/scale.md, "A budget of bytes in flight"). Thread-safe; a few
+ * atomic operations per batch and per chunk.
  */
 #ifndef RECSTORE_PS_BUDGET_H
 #define RECSTORE_PS_BUDGET_H
@@ -29,8 +35,9 @@
 extern "C" {
 #endif
 
-#define RS_PS_BUDGET_BYTES_PER_CPU (8ull << 20)
-#define RS_PS_BUDGET_NONE          UINT64_MAX
+#define RS_PS_BUDGET_BRPC_PER_CPU (4ull << 20)
+#define RS_PS_BUDGET_GRPC_PER_CPU (8ull << 20)
+#define RS_PS_BUDGET_NONE         UINT64_MAX
 
 /* per_cpu x the CPUs in the process's affinity mask; RS_PS_BUDGET_NONE when per_cpu is 0. */
 uint64_t rs_ps_budget_default(uint64_t per_cpu);

@@ -119,9 +119,9 @@ class ChunkedBatchTest(NoLeftoverServers, unittest.TestCase):
             self.assertGreater(int(run["key_ops"]), 0)
             self.assertEqual(run["keys_missing"], "0")
             self.assertEqual(run["batch_size"], "1000")
-            # brpc keeps to its default budget of bytes in flight: 8 MiB per CPU
+            # brpc keeps to its default budget of bytes in flight: 4 MiB per CPU
             default = _ps.default_inflight_bytes("brpc")
-            self.assertEqual(default, (8 << 20) * len(os.sched_getaffinity(0)))
+            self.assertEqual(default, (4 << 20) * len(os.sched_getaffinity(0)))
             self.assertEqual(run["max_inflight_bytes"], str(default))
 
 

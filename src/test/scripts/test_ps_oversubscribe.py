@@ -102,7 +102,7 @@ class DefaultBudgetTest(unittest.TestCase):
         cpus = len(os.sched_getaffinity(0))
         available = _ps.transports()
         if available.get("brpc") is None:
-            self.assertEqual(_ps.default_inflight_bytes("brpc"), (8 << 20) * cpus)
+            self.assertEqual(_ps.default_inflight_bytes("brpc"), (4 << 20) * cpus)
         if available.get("grpc") is None:
             self.assertEqual(_ps.default_inflight_bytes("grpc"), (8 << 20) * cpus)
         if available.get("shm") is None:
