@@ -10,18 +10,21 @@
  * only for its own, as it would anyway.
  *
  * The default budget is a number of bytes per CPU the process may run on (its affinity mask, read
- * once), set by the transport (transport.h's budget_per_cpu):
- * - brpc: RS_PS_BUDGET_BRPC_PER_CPU, 4 MiB per CPU (since 2026-12-06, was 8): 8 MiB on 2 CPUs,
- *   two requests of 500 keys x 512 B per thread at 16 threads with 4 in flight each; on the Zen 4
- *   VM 5-17 % more keys/s there than 8 MiB per CPU (medians of 4 alternated rounds, 1-4 server
- *   threads) with p99 still within 2 x the Little's-law latency where it was, and 24-30 % more at
- *   4 and 8 threads x 16 requests of 1024 keys (about the same at 2). 2 MiB per CPU (one request
- * per thread) was faster still at 16 threads but put their p99 at 2.0-2.7 times the Little's-law
- * latency.
- * - gRPC: RS_PS_BUDGET_GRPC_PER_CPU, 8 MiB per CPU: 4 MiB per CPU left its keys/s the same and
- *   raised its p99 (1.9-4.7 against 1.4-3.3 times the Little's-law latency at 16 threads), 2 MiB
- *   made it 14 % slower: its streams per connection already keep its threads fair.
- * - shm and rdma: none (8 MiB made shm 2-30 % slower at 16 threads).
+ * once), set by the transport (transport.h's budget_per_cpu).
+ *
+ * brpc: RS_PS_BUDGET_BRPC_PER_CPU, 4 MiB per CPU (8 until 2026-12-06): 8 MiB on 2 CPUs, two
+ * requests of 500 keys x 512 B per thread at 16 threads with 4 in flight each. On the Zen 4 VM it
+ * gave 5-17 % more keys/s there than 8 MiB per CPU (medians of 4 alternated rounds, 1-4 server
+ * threads) with p99 within 2 x the Little's-law latency wherever it had been, and 24-30 % more at
+ * 4 and 8 threads x 16 requests of 1024 keys (about the same at 2). 2 MiB per CPU (one request per
+ * thread) was faster still at 16 threads but put their p99 at 2.0-2.7 times that latency.
+ *
+ * gRPC: RS_PS_BUDGET_GRPC_PER_CPU, 8 MiB per CPU. With 4 its keys/s stayed the same and its p99
+ * rose (1.9-4.7 against 1.4-3.3 times the Little's-law latency at 16 threads); with 2 it was 14 %
+ * slower: its streams per connection already keep its threads fair.
+ *
+ * shm and rdma: none (8 MiB made shm 2-30 % slower at 16 threads).
+ *
  * RecStore's default concurrency, 16 threads x 16 requests of 1024 keys x 512 B, keeps one request
  * per thread under either (docs/scale.md, "A budget of bytes in flight"). Thread-safe; a few
  * atomic operations per batch and per chunk.
