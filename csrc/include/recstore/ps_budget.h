@@ -15,9 +15,11 @@
  * brpc: RS_PS_BUDGET_BRPC_PER_CPU, 4 MiB per CPU (8 until 2026-12-06): 8 MiB on 2 CPUs, two
  * requests of 500 keys x 512 B per thread at 16 threads with 4 in flight each. On the Zen 4 VM it
  * gave 5-17 % more keys/s there than 8 MiB per CPU (medians of 4 alternated rounds, 1-4 server
- * threads) with p99 within 2 x the Little's-law latency wherever it had been, and 24-30 % more at
- * 4 and 8 threads x 16 requests of 1024 keys (about the same at 2). 2 MiB per CPU (one request per
- * thread) was faster still at 16 threads but put their p99 at 2.0-2.7 times that latency.
+ * threads) with p99 within 2 x the Little's-law latency wherever it had been (in the full run
+ * after it, brpc with 2 server threads reached 2.02 times, 1.58 in the one before), and 24-30 %
+ * more at 4 and 8 threads x 16 requests of 1024 keys (about the same at 2). 2 MiB per CPU (one
+ * request per thread) was faster still at 16 threads but put their p99 at 2.0-2.7 times that
+ * latency.
  *
  * gRPC: RS_PS_BUDGET_GRPC_PER_CPU, 8 MiB per CPU. With 4 its keys/s stayed the same and its p99
  * rose (1.9-4.7 against 1.4-3.3 times the Little's-law latency at 16 threads); with 2 it was 14 %
