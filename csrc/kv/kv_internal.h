@@ -55,12 +55,15 @@ static inline uint64_t rs_kv_word_next(uint64_t w) {
 
 /* Key hash shared by the indexes: murmur3's fmix64. Deliberately not rs_mix64, which shards keys
  * across PS servers: inside one shard rs_mix64's low bits are correlated with the shard id. */
+#define RS_KV_HASH_MUL1  0xff51afd7ed558ccdull
+#define RS_KV_HASH_MUL2  0xc4ceb9fe1a85ec53ull
+#define RS_KV_HASH_SHIFT 33
 static inline uint64_t rs_kv_hash(uint64_t k) {
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdull;
-    k ^= k >> 33;
-    k *= 0xc4ceb9fe1a85ec53ull;
-    k ^= k >> 33;
+    k ^= k >> RS_KV_HASH_SHIFT;
+    k *= RS_KV_HASH_MUL1;
+    k ^= k >> RS_KV_HASH_SHIFT;
+    k *= RS_KV_HASH_MUL2;
+    k ^= k >> RS_KV_HASH_SHIFT;
     return k;
 }
 
