@@ -312,10 +312,10 @@ static uint64_t pet_count(void *ix) {
 /*
  * Batch read (the engine's loop, kv_engine.c), a segment of up to PET_SEG keys at a time, in
  * passes:
- *   lookup  prefetch key i's home line (hashed a chunk of keys ahead, 4 at a time, in the
- *           vector build), while matching key i - PET_LOOKUP_AHEAD (one compare of the line's
- *           four keys, load the word); a key not in its home line whose
- *           line overflowed is carried to the next line of its probe sequence (prefetched;
+ *   lookup  prefetch key i's home line (the vector build hashes the keys 16 at a time, four
+ *           per step, before a chunk's first prefetch), while matching key i - PET_LOOKUP_AHEAD
+ *           (one compare of the line's four keys, load the word); a key not in its home line
+ *           whose line overflowed is carried to the next line of its probe sequence (prefetched;
  *           matched in a short pass over the carried keys, up to PET_PROBE_PASSES lines on); a
  *           key carried further, or a word with a writer in it, goes to the slow single-key read
  *           (passes rather than one: 77.6 % of the paired ceiling against 76.2 %, medians of 5
@@ -417,7 +417,8 @@ RS_KV_INLINE const pet_line *pet_home_fetch(const pet *p, uint64_t key) {
     return l;
 }
 
-/* The vector build hashes its keys a chunk ahead of their prefetches, four at a time: the scalar
+/* The vector build hashes its keys 16 at a time, four per step, before the first of the 16
+ * prefetches (the home lines go to an array the prefetches and matches read): the scalar
  * hash (two 64-bit multiplies, three shift-xors) was 11 of the lookup's instructions per key and
  * these are about 6; on Zen 4 the lookup of 500 keys took 7.8k rdtsc cycles against 8.7k in quiet
  * runs, and PET rose from 82.5 to 85.9 % of the paired ceiling (docs/kv-engine.md). Chunks of 8 and
