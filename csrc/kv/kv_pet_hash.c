@@ -410,9 +410,14 @@ RS_KV_INLINE uint8_t pet_match_home(const int vec, const pet *p, const pet_line 
     return pet_match_hit(p, lp, key, m, q);
 }
 
+/* key's home line */
+RS_KV_INLINE const pet_line *pet_home(const pet *p, uint64_t key) {
+    return &p->lines[rs_kv_hash(key) & p->mask];
+}
+
 /* key's home line, fetched */
 RS_KV_INLINE const pet_line *pet_home_fetch(const pet *p, uint64_t key) {
-    const pet_line *l = &p->lines[rs_kv_hash(key) & p->mask];
+    const pet_line *l = pet_home(p, key);
     __builtin_prefetch(l, 0, RS_KV_CHUNK_LOCALITY);
     return l;
 }
@@ -439,8 +444,7 @@ RS_KV_AVX2 static inline __m256i pet_shift_xor_avx2(__m256i x) {
     return _mm256_xor_si256(x, _mm256_srli_epi64(x, RS_KV_HASH_SHIFT));
 }
 
-/* l[i] = the home line of kk[i] for i in [from, to): rs_kv_hash in four lanes, the rest one by
- * one. */
+/* l[i] = pet_home(p, kk[i]) for i in [from, to): rs_kv_hash in four lanes, the rest one by one. */
 RS_KV_AVX2 static inline void pet_home_lines_avx2(const pet *p, const uint64_t *kk, size_t from,
                                                   size_t to, const pet_line **l) {
     const __m256i mask = _mm256_set1_epi64x((long long)p->mask);
@@ -455,7 +459,7 @@ RS_KV_AVX2 static inline void pet_home_lines_avx2(const pet *p, const uint64_t *
         _mm256_storeu_si256((__m256i *)(l + i), h);
     }
     for (; i < to; i++)
-        l[i] = &p->lines[rs_kv_hash(kk[i]) & p->mask];
+        l[i] = pet_home(p, kk[i]);
 }
 _Static_assert(sizeof(pet_line) == 64, "pet_home_lines_avx2 scales line numbers by 64");
 #else
