@@ -7,29 +7,14 @@
  * others may send next, not what they have sent, so the process can pass the budget for as long
  * as the clients that were active before finish their requests.
  */
-#define _GNU_SOURCE
-#include <pthread.h>
-#include <sched.h>
-#include <unistd.h>
-
 #include "recstore/ps_budget.h"
+#include "recstore/cpu.h"
 
 static uint32_t active;
-static uint64_t cpus;
-static pthread_once_t cpus_once = PTHREAD_ONCE_INIT;
-
-static void count_cpus(void) {
-    cpu_set_t set;
-    int n = 0;
-    /* the process's mask (its main thread's), not a client thread's that may be bound to one */
-    if (sched_getaffinity(getpid(), sizeof set, &set) == 0) n = CPU_COUNT(&set);
-    cpus = n < 1 ? 1 : (uint64_t)n;
-}
 
 uint64_t rs_ps_budget_default(uint64_t per_cpu) {
     if (!per_cpu) return RS_PS_BUDGET_NONE;
-    pthread_once(&cpus_once, count_cpus);
-    return per_cpu * cpus;
+    return per_cpu * rs_cpu_count();
 }
 
 void rs_ps_budget_enter(void) {

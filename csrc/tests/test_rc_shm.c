@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "recstore/clock.h"
+#include "recstore/cpu.h"
 #include "recstore/rc.h"
 #include "rs_test.h"
 #include "transport/net.h"
@@ -722,9 +723,28 @@ static void test_client_binds_submitting_thread(void) {
 typedef struct stress_arg {
     fixture *fx;
     const char *extra;
+    pthread_barrier_t *go; /* spin slots: the threads wait together */
     int id, rounds, bad;
     rs_rc_client_stats cs;
 } stress_arg;
+
+/* Start n client threads running fn over a[] (each filled by the caller). */
+static void start_clients(pthread_t *th, stress_arg *a, int n, void *(*fn)(void *)) {
+    for (int i = 0; i < n; i++)
+        RS_CHECK(pthread_create(&th[i], NULL, fn, &a[i]) == 0);
+}
+
+/* Join them: every one finished right; their waits' counters summed into *sum. */
+static void join_clients(pthread_t *th, stress_arg *a, int n, rs_rc_client_stats *sum) {
+    memset(sum, 0, sizeof *sum);
+    for (int i = 0; i < n; i++) {
+        pthread_join(th[i], NULL);
+        RS_CHECK_EQ(a[i].bad, 0);
+        sum->wait_blocks += a[i].cs.wait_blocks;
+        sum->wait_sleep_timeouts += a[i].cs.wait_sleep_timeouts;
+        sum->wait_unspun += a[i].cs.wait_unspun;
+    }
+}
 
 /* One client thread: many short GETs (2 in flight), every row checked. */
 static void *stress_thread(void *arg) {
@@ -767,20 +787,14 @@ static uint64_t stress(fixture *fx, const char *client_extra) {
     enum { NT = 8 };
     pthread_t th[NT];
     stress_arg a[NT];
-    for (int i = 0; i < NT; i++) {
+    for (int i = 0; i < NT; i++)
         a[i] = (stress_arg){.fx = fx, .extra = client_extra, .id = i, .rounds = 400};
-        RS_CHECK(pthread_create(&th[i], NULL, stress_thread, &a[i]) == 0);
-    }
-    uint64_t blocks = 0, timeouts = 0;
-    for (int i = 0; i < NT; i++) {
-        pthread_join(th[i], NULL);
-        RS_CHECK_EQ(a[i].bad, 0);
-        blocks += a[i].cs.wait_blocks;
-        timeouts += a[i].cs.wait_sleep_timeouts;
-    }
-    RS_CHECK_EQ(timeouts, 0);
+    start_clients(th, a, NT, stress_thread);
+    rs_rc_client_stats sum;
+    join_clients(th, a, NT, &sum);
+    RS_CHECK_EQ(sum.wait_sleep_timeouts, 0);
     wait_lanes(fx, 0);
-    return blocks;
+    return sum.wait_blocks;
 }
 
 /* Waiters that sleep at once (no spinning or yielding) on both sides: every wait and every idle
@@ -903,6 +917,59 @@ static void test_adaptive_spin_after_sleeps(void) {
     fx_stop(&fx);
 }
 
+/* One waiter that would spin until its answer (10 s budget, no yields) for a slow GET. */
+static void *slot_thread(void *arg) {
+    stress_arg *a = arg;
+    rs_rc_client *c =
+        connect_client(a->fx,
+                       "qps_per_client_per_shard=1;idle_spin_rounds=1000000000;idle_yield_rounds=0;"
+                       "idle_spin_us=10000000",
+                       1);
+    rs_ps_response *resp = malloc(sizeof *resp);
+    float *rows = malloc(8 * VS);
+    uint64_t keys[8] = {SLOW_KEY, (uint64_t)a->id + 1, 2, 3, 4, 5, 6, 7};
+    pthread_barrier_wait(a->go);
+    a->bad = do_get(c, keys, 8, rows, resp) != RS_PS_OK || !rows_ok(keys, 8, rows);
+    rs_rc_client_get_stats(c, &a->cs);
+    rs_rc_client_close(c);
+    free(resp);
+    free(rows);
+    return NULL;
+}
+
+/* Spin slots: cap + 2 waiters at once, each of which would spin until its slow answer (one poller
+ * answers them in turn, 50 ms each): never more than the cap spin at once, the others find the
+ * slots taken, sleep and are woken, every row right. */
+static void test_spin_slots_cap_spinning_waiters(void) {
+    uint32_t cap, peak;
+    rs_rc_spin_slots(&cap, &peak);
+    RS_CHECK_EQ(cap, rs_cpu_count() / 2 ? rs_cpu_count() / 2 : 1);
+    RS_CHECK(peak <= cap);
+    fixture fx;
+    fx_start(&fx, "", 1);
+    int nt = (int)cap + 2;
+    pthread_t *th = calloc((size_t)nt, sizeof *th);
+    stress_arg *a = calloc((size_t)nt, sizeof *a);
+    pthread_barrier_t go;
+    RS_CHECK(pthread_barrier_init(&go, NULL, (unsigned)nt) == 0);
+    for (int i = 0; i < nt; i++)
+        a[i] = (stress_arg){.fx = &fx, .go = &go, .id = i};
+    start_clients(th, a, nt, slot_thread);
+    rs_rc_client_stats sum;
+    join_clients(th, a, nt, &sum);
+    rs_rc_spin_slots(&cap, &peak);
+    RS_CHECK(peak >= 1 && peak <= cap);
+    RS_CHECK(sum.wait_unspun >= 1);
+    RS_CHECK_EQ(sum.wait_sleep_timeouts, 0);
+    fprintf(stderr, "  spin slots: cap %u, peak %u; %d waiters, %llu found them taken\n", cap, peak,
+            nt, (unsigned long long)sum.wait_unspun);
+    pthread_barrier_destroy(&go);
+    free(th);
+    free(a);
+    wait_lanes(&fx, 0);
+    fx_stop(&fx);
+}
+
 /* Busy mode never sleeps: no doorbell is armed, no client sleeps. */
 static void test_busy_mode_never_blocks(void) {
     fixture fx;
@@ -947,4 +1014,4 @@ RS_TEST_MAIN(RS_TEST(test_get_put_command), RS_TEST(test_status_codes),
              RS_TEST(test_client_binds_submitting_thread),
              RS_TEST(test_sleepers_woken_without_loss), RS_TEST(test_adaptive_spin_after_sleeps),
              RS_TEST(test_immediate_sleepers_lose_nothing), RS_TEST(test_busy_mode_never_blocks),
-             RS_TEST(test_no_shm_leftovers))
+             RS_TEST(test_spin_slots_cap_spinning_waiters), RS_TEST(test_no_shm_leftovers))

@@ -54,7 +54,6 @@
 #define _GNU_SOURCE
 #include <limits.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +64,7 @@
 #include <grpc/support/time.h>
 
 #include "recstore/auth.h"
+#include "recstore/cpu.h"
 #include "recstore/ps_budget.h"
 #include "recstore/recstore_msg.h"
 #include "transport/grpc_transport.h"
@@ -141,8 +141,7 @@ typedef struct rs_grpc_conn {
 /* ---- the process's gRPC client threads ---------------------------------------------------- */
 
 /* A thread counts from its first submit on any connection until it exits; the count is compared
- * with the CPUs the process may run on, read once from the main thread's mask (a client thread
- * may have been bound to one core before its first request). */
+ * with the CPUs the process may run on (rs_cpu_count). */
 static pthread_once_t census_once = PTHREAD_ONCE_INIT;
 static pthread_key_t census_key;
 static unsigned census_cpus = UINT_MAX; /* UINT_MAX: unknown, never crowded */
@@ -156,10 +155,7 @@ static void census_leave(void *unused) {
 
 static void census_init(void) {
     if (pthread_key_create(&census_key, census_leave) != 0) return;
-    cpu_set_t set;
-    long n = sched_getaffinity(getpid(), sizeof set, &set) == 0 ? CPU_COUNT(&set)
-                                                                : sysconf(_SC_NPROCESSORS_ONLN);
-    if (n > 0) census_cpus = (unsigned)n;
+    census_cpus = rs_cpu_count();
 }
 
 /* Count the calling thread (once), and say whether the process's gRPC client threads now

@@ -7,7 +7,7 @@
  * as the RC shm fabric's regions are). waitv() sleeps on several words at once (Linux >= 5.16;
  * RS_ENOTSUP before), which lets one RC poller sleep on the doorbells of all its lanes.
  * Callers own the protocol (flag, fence, re-check) that makes a wake-up impossible to lose; see
- * eventual.c and rc_wait.c.
+ * eventual.c and rc_poll.c.
  */
 #ifndef RECSTORE_FUTEX_H
 #define RECSTORE_FUTEX_H

@@ -401,6 +401,15 @@ int rs_rc_wake_waiter(uint32_t *waiter, uint64_t *seq);
  * One fence and one load when the poller is awake; 1 if it woke it. */
 int rs_rc_doorbell_ring(uint32_t *bell);
 
+/* Spin slots (client waiters of a shared_futex fabric, adaptive mode): at most half the process's
+ * CPUs (rs_cpu_count, at least 1) of its waiters spin at once. take() returns 1 and holds a slot
+ * when one is free, else 0 (the waiter sleeps at once); give() returns a held slot (before the
+ * waiter sleeps, and when its wait ends) and clears *held. spin_slots() says the cap and the most
+ * slots ever held at once. Waiters in the short spin of adaptive spinning take none. */
+int rs_rc_spin_take(void);
+void rs_rc_spin_give(int *held);
+void rs_rc_spin_slots(uint32_t *cap, uint32_t *peak);
+
 /* Bind the calling thread to core `offset + index * stride` (mod online CPUs) when offset >= 0,
  * else to the CPUs of numa_node when >= 0. Returns the core or -1. */
 int rs_rc_bind_thread(int offset, int stride, unsigned index, int numa_node);
@@ -518,9 +527,11 @@ uint32_t rs_rc_client_id(const rs_rc_client *c);
 /* How this client's waits went: blocking sleeps entered (shm: on the status word's futex; verbs:
  * on the QP's completion channel, for requests sent with RS_RC_FLAG_NOTIFY), of those the ones
  * that ran out their time slice (without a wake), doorbells that woke a sleeping poller (shm),
- * waits begun with the short spin of adaptive spinning, requests sent with RS_RC_FLAG_NOTIFY. */
+ * waits begun with the short spin of adaptive spinning, requests sent with RS_RC_FLAG_NOTIFY,
+ * and waits that found the process's spin slots taken and slept without spinning (shm). */
 typedef struct rs_rc_client_stats {
-    uint64_t wait_blocks, wait_sleep_timeouts, doorbell_rings, wait_quick, notify_requests;
+    uint64_t wait_blocks, wait_sleep_timeouts, doorbell_rings, wait_quick, notify_requests,
+        wait_unspun;
 } rs_rc_client_stats;
 void rs_rc_client_get_stats(const rs_rc_client *c, rs_rc_client_stats *out);
 /* Per-request bounds of this client (transport.h): the server's max_keys, the slots in flight, and

@@ -77,7 +77,7 @@ typedef struct cl_prof {
     uint64_t submit_count, wait_count, acquire_qp_count, acquire_qp_failures, submit_ns, wait_ns,
         copy_ns, copied_bytes, pending_peak, pending_sum, descriptor_writes, commit_writes,
         drain_count, drain_ns, wait_blocks, wait_sleep_timeouts, doorbell_rings, wait_quick,
-        notify_requests;
+        notify_requests, wait_unspun;
 } cl_prof;
 
 struct rs_rc_client {
@@ -325,6 +325,7 @@ void rs_rc_client_get_stats(const rs_rc_client *c, rs_rc_client_stats *out) {
     out->wait_sleep_timeouts = c->prof.wait_sleep_timeouts;
     out->doorbell_rings = c->prof.doorbell_rings;
     out->wait_quick = c->prof.wait_quick;
+    out->wait_unspun = c->prof.wait_unspun;
     out->notify_requests = c->prof.notify_requests;
 }
 
@@ -499,12 +500,12 @@ static void maybe_profile(rs_rc_client *c) {
         " submit_avg_ns=%.1f wait_status_avg_ns=%.1f copy_response_avg_ns=%.1f "
         "copied_bytes=%" PRIu64 " pending_rpc_peak=%" PRIu64
         " pending_rpc_avg=%.2f pending_rpc_last=%u wait_blocks=%" PRIu64 " doorbell_rings=%" PRIu64
-        " notify_requests=%" PRIu64 "\n",
+        " notify_requests=%" PRIu64 " wait_unspun=%" PRIu64 "\n",
         c->fab->name, c->shard_id, c->client_id, d.submit_count, d.wait_count, d.acquire_qp_count,
         d.acquire_qp_failures, AV(d.submit_ns, d.submit_count), AV(d.wait_ns, d.wait_count),
         AV(d.copy_ns, d.wait_count), d.copied_bytes, d.pending_peak,
         AV(d.pending_sum, d.submit_count), c->f_tail - c->f_head, d.wait_blocks, d.doorbell_rings,
-        d.notify_requests);
+        d.notify_requests, d.wait_unspun);
     printf("component=rdma_rc_transport_profile role=client transport=%s shard=%u client_id=%u "
            "submit_count=%" PRIu64 " submit_descriptor_writes=%" PRIu64
            " submit_commit_writes=%" PRIu64 " submit_avg_ns=%.1f"
@@ -538,7 +539,16 @@ int rs_rc_client_next(rs_rc_client *c, uint64_t *tag, rs_ps_response *resp, rs_e
         rs_rc_backoff_shorten(&bo, RS_RC_QUICK_SPIN_SHIFT, &spin_limit);
         c->prof.wait_quick++;
     }
-    int blocked = 0;
+    /* a waiter about to spin in full needs one of the process's spin slots; without one it
+     * sleeps at once (rc_poll.c) */
+    int spin_slot = 0;
+    if (waiter && !quick && c->o.poll_mode == RS_RC_POLL_ADAPTIVE &&
+        __atomic_load_n(seqp, __ATOMIC_ACQUIRE) != sl->seq && !(spin_slot = rs_rc_spin_take())) {
+        bo.spin_rounds = bo.yield_rounds = 0;
+        spin_limit = 0;
+        c->prof.wait_unspun++;
+    }
+    int blocked = 0, rc = 0;
     while (__atomic_load_n(seqp, __ATOMIC_ACQUIRE) != sl->seq) {
         if (spins < spin_limit) {
             spins++;
@@ -546,6 +556,7 @@ int rs_rc_client_next(rs_rc_client *c, uint64_t *tag, rs_ps_response *resp, rs_e
         }
         int slept = 0;
         if (waiter && rs_rc_backoff_should_block(&bo)) {
+            rs_rc_spin_give(&spin_slot);
             uint64_t now = rs_now_ns(), left = now < deadline ? deadline - now : 0;
             slept = rs_rc_wait_seq_block(
                 seqp, sl->seq, waiter, left < RS_RC_CLIENT_SLEEP_NS ? left : RS_RC_CLIENT_SLEEP_NS);
@@ -557,11 +568,13 @@ int rs_rc_client_next(rs_rc_client *c, uint64_t *tag, rs_ps_response *resp, rs_e
             uint64_t now = rs_now_ns(), left = now < deadline ? deadline - now : 0;
             int n = c->fab->wait_event(
                 c->eps[q], left < RS_RC_CLIENT_EVENT_SLICE_NS ? left : RS_RC_CLIENT_EVENT_SLICE_NS);
-            if (n < 0)
-                return rs_error_set(err, RS_EIO,
-                                    "RC client %s: waiting on the completion channel of qp %u "
-                                    "failed (%s)",
-                                    c->peer, q, rs_strerror(n));
+            if (n < 0) {
+                rc = rs_error_set(err, RS_EIO,
+                                  "RC client %s: waiting on the completion channel of qp %u "
+                                  "failed (%s)",
+                                  c->peer, q, rs_strerror(n));
+                break;
+            }
             slept = 1;
             blocked = 1;
             c->prof.wait_blocks++;
@@ -585,18 +598,24 @@ int rs_rc_client_next(rs_rc_client *c, uint64_t *tag, rs_ps_response *resp, rs_e
             rs_rc_backoff_idle(&bo);
         }
         if (slept || (bo.idle_rounds & 1023) == 0 || rs_rc_backoff_sleeping(&bo)) {
-            if (rs_now_ns() > deadline)
-                return rs_error_set(
+            if (rs_now_ns() > deadline) {
+                rc = rs_error_set(
                     err, RS_ETIMEDOUT,
                     "RC write RPC wait timeout after %u ms (server %s, shard %u, qp %u, slot %u, "
                     "seq %" PRIu64 ")",
                     c->o.wait_timeout_ms, c->peer, c->shard_id, q, k, sl->seq);
-            if (ctrl_dead(c))
-                return rs_error_set(err, RS_ECONN,
-                                    "RC server %s (shard %u) closed its control connection",
-                                    c->peer, c->shard_id);
+                break;
+            }
+            if (ctrl_dead(c)) {
+                rc = rs_error_set(err, RS_ECONN,
+                                  "RC server %s (shard %u) closed its control connection", c->peer,
+                                  c->shard_id);
+                break;
+            }
         }
     }
+    rs_rc_spin_give(&spin_slot);
+    if (rc) return rc;
     uint64_t t1 = rs_now_ns();
     /* verbs: a wait that reached the naps counts as one that ended asleep */
     if (blocked || (c->fab->notify_events && rs_rc_backoff_sleeping(&bo)))
@@ -613,7 +632,7 @@ int rs_rc_client_next(rs_rc_client *c, uint64_t *tag, rs_ps_response *resp, rs_e
                             "RC server %s: malformed status word (state %u, %u bytes, header %u)",
                             c->peer, w.state, w.response_bytes, w.msg_bytes);
     uint32_t rows_len = w.response_bytes - w.msg_bytes;
-    int rc = rs_ps_response_decode(rsl + rows_len, w.msg_bytes, rsl, rows_len, resp, err);
+    rc = rs_ps_response_decode(rsl + rows_len, w.msg_bytes, rsl, rows_len, resp, err);
     if (rc) return rs_error_prefix(err, "RC server %s: response", c->peer);
     if (resp->status != w.status) {
         resp->status = w.status;

@@ -20,6 +20,13 @@
  * The awake fast path of a waker is one fence and one load. When threads outnumber cores this
  * hands the core to a thread with work instead of to a napping thread's timer.
  *
+ * Spin slots: the process's shm waiters spin by turns, at most half its CPUs at once (at least
+ * one); a waiter that finds every slot taken sleeps at once, and its answer wakes it.
+ * Without the cap, with more client threads than cores and quick answers, every waiter kept
+ * spinning: the ones on a CPU were answered within their spin again and again, the others waited
+ * for a time slice with their answers ready (p50 below a millisecond and p99 tens of ms at once),
+ * and the spinners took CPU from the poller they waited for (docs/scale.md).
+ *
  * On verbs the peer's NIC wakes nobody, so the sleep is on a completion channel instead: a client
  * asks for its answer with an immediate (RS_RC_FLAG_NOTIFY, rc_client.c), and a poller whose lanes
  * all ring gets one with every request (RS_RC_CAP_RING, rc_server.c).
@@ -123,6 +130,40 @@ int rs_rc_doorbell_ring(uint32_t *bell) {
     if (!__atomic_exchange_n(bell, 0, __ATOMIC_RELAXED)) return 0; /* another client rang it */
     rs_futex_wake(bell, 1, 1);
     return 1;
+}
+
+/* spin slots (file comment): held now, the most ever held at once, the cap */
+static uint32_t spin_used, spin_peak, spin_cap;
+static pthread_once_t spin_once = PTHREAD_ONCE_INIT;
+
+static void spin_cap_init(void) {
+    unsigned n = rs_cpu_count() / 2;
+    spin_cap = n ? n : 1;
+}
+
+int rs_rc_spin_take(void) {
+    pthread_once(&spin_once, spin_cap_init);
+    uint32_t n = __atomic_load_n(&spin_used, __ATOMIC_RELAXED);
+    do {
+        if (n >= spin_cap) return 0;
+    } while (
+        !__atomic_compare_exchange_n(&spin_used, &n, n + 1, 1, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED));
+    uint32_t peak = __atomic_load_n(&spin_peak, __ATOMIC_RELAXED);
+    while (n + 1 > peak && !__atomic_compare_exchange_n(&spin_peak, &peak, n + 1, 1,
+                                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+    return 1;
+}
+
+void rs_rc_spin_give(int *held) {
+    if (*held) __atomic_sub_fetch(&spin_used, 1, __ATOMIC_RELEASE);
+    *held = 0;
+}
+
+void rs_rc_spin_slots(uint32_t *cap, uint32_t *peak) {
+    pthread_once(&spin_once, spin_cap_init);
+    *cap = spin_cap;
+    *peak = __atomic_load_n(&spin_peak, __ATOMIC_RELAXED);
 }
 
 int rs_rc_bind_thread(int offset, int stride, unsigned index, int numa_node) {
