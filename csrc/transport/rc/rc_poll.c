@@ -183,7 +183,9 @@ int rs_rc_bind_thread(int offset, int stride, unsigned index, int numa_node) {
             for (unsigned i = 0; i < cpus->size && i < CPU_SETSIZE; i++)
                 if (numa_bitmask_isbitset(cpus, i)) CPU_SET(i, &set);
             numa_free_cpumask(cpus);
-            return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0 ? -1 : -1;
+            /* bound to the node's CPUs (or left as it was): no single core to report */
+            (void)pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+            return -1;
         }
         if (cpus) numa_free_cpumask(cpus);
     }
