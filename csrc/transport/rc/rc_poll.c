@@ -132,20 +132,19 @@ int rs_rc_doorbell_ring(uint32_t *bell) {
     return 1;
 }
 
-/* spin slots (file comment): held now, the most ever held at once, the cap */
-static uint32_t spin_used, spin_peak, spin_cap;
-static pthread_once_t spin_once = PTHREAD_ONCE_INIT;
+/* spin slots (file comment): held now, the most ever held at once */
+static uint32_t spin_used, spin_peak;
 
-static void spin_cap_init(void) {
+static uint32_t spin_cap(void) {
     unsigned n = rs_cpu_count() / 2;
-    spin_cap = n ? n : 1;
+    return n ? n : 1;
 }
 
 int rs_rc_spin_take(void) {
-    pthread_once(&spin_once, spin_cap_init);
+    const uint32_t cap = spin_cap();
     uint32_t n = __atomic_load_n(&spin_used, __ATOMIC_RELAXED);
     do {
-        if (n >= spin_cap) return 0;
+        if (n >= cap) return 0;
     } while (
         !__atomic_compare_exchange_n(&spin_used, &n, n + 1, 1, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED));
     uint32_t peak = __atomic_load_n(&spin_peak, __ATOMIC_RELAXED);
@@ -161,8 +160,7 @@ void rs_rc_spin_give(int *held) {
 }
 
 void rs_rc_spin_slots(uint32_t *cap, uint32_t *peak) {
-    pthread_once(&spin_once, spin_cap_init);
-    *cap = spin_cap;
+    *cap = spin_cap();
     *peak = __atomic_load_n(&spin_peak, __ATOMIC_RELAXED);
 }
 
