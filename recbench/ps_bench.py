@@ -173,7 +173,7 @@ def resolve(args) -> dict:
     return {
         "transport": transport, "endpoints": endpoints, "value_size": value_size,
         "prefetch_depth": depth, "timeout_ms": args.timeout_ms,
-        "extra": ";".join(x for x in (rc_options.bench_extra(args, transport),
+        "extra": ";".join(x for x in (rc_options.bench_extra(args, transport, depth),
                                       tls_options(transport, {"tls_ca": args.tls_ca})) if x)
         or None,
         "mode": args.mode, "record_count": args.record_count, "batch_keys": args.batch_keys,
@@ -188,6 +188,7 @@ def resolve(args) -> dict:
         "auth_token_file": args.auth_token_file,
         "hash_method": args.hash_method or (cfg.hash_method if cfg else None),
         "max_inflight_bytes": args.max_inflight_bytes,
+        "rows_in_slots": rc_options.rows_in_slots(args),
     }
 
 

@@ -97,6 +97,12 @@ def add_client_flags(parser: argparse.ArgumentParser) -> None:
         g.add_argument("--rdma_rc_skip_client_copy", nargs="?", const=True, default=None, type=parse_bool,
                        dest="rc_rdma_rc_skip_client_copy",
                        help="leave GET rows in the response slot (diagnostics: no copy to the caller)")
+    if "--rdma_rc_rows_in_slots" not in existing:
+        g.add_argument("--rdma_rc_rows_in_slots", nargs="?", const=True, default=None, type=parse_bool,
+                       dest="rc_rdma_rc_rows_in_slots",
+                       help="ps_bench: the threads' GET row buffers are response slots set aside for "
+                            "them (rows_buffers = prefetch depth), so rows land without the client's "
+                            "copy; one shard only")
 
 
 def _extra(args, specs, base: str | None, more: dict | None = None) -> str | None:
@@ -124,18 +130,21 @@ def server_threads(args, default: int | None) -> int | None:
     return v if v is not None else default
 
 
-def client_extra(args, base: str | None = None) -> str | None:
-    """The client's extra string from parsed args (base = --transport_options, appended last)."""
+def client_extra(args, base: str | None = None, depth: int | None = None) -> str | None:
+    """The client's extra string from parsed args (base = --transport_options, appended last;
+    depth: the row buffers --rdma_rc_rows_in_slots sets aside)."""
     more = {}
     skip = getattr(args, "rc_rdma_rc_skip_client_copy", None)
     if skip is not None:
         more["skip_client_copy"] = 1 if skip else 0
+    if rows_in_slots(args) and depth:
+        more["rows_buffers"] = depth
     return _extra(args, _COMMON + _CLIENT, base, more)
 
 
 def _given(args, specs) -> list[str]:
     names = [flag for flag, *_ in specs if getattr(args, "rc_" + flag.lstrip("-"), None) is not None]
-    for flag in ("--thread_num", "--rdma_rc_skip_client_copy"):
+    for flag in ("--thread_num", "--rdma_rc_skip_client_copy", "--rdma_rc_rows_in_slots"):
         if getattr(args, "rc_" + flag.lstrip("-"), None) is not None:
             names.append(flag)
     return names
@@ -156,7 +165,12 @@ def apply_server(args, transport: str, settings: list[dict]) -> None:
         s["extra"] = server_extra(args, s.get("extra"), s.get("max_keys_per_request"))
 
 
-def bench_extra(args, transport: str) -> str | None:
+def rows_in_slots(args) -> bool:
+    """--rdma_rc_rows_in_slots given (and not false)."""
+    return bool(getattr(args, "rc_rdma_rc_rows_in_slots", None))
+
+
+def bench_extra(args, transport: str, depth: int | None = None) -> str | None:
     """ps_bench: the client's extra string (RC flags + --transport_options).
 
     ValueError when RC flags are given for another transport (they would have no effect)."""
@@ -166,4 +180,4 @@ def bench_extra(args, transport: str) -> str | None:
             raise ValueError(f"{', '.join(given)} apply to the rdma and shm transports only, "
                              f"not {transport}")
         return args.transport_options
-    return client_extra(args, args.transport_options)
+    return client_extra(args, args.transport_options, depth)

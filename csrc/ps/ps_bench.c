@@ -93,6 +93,7 @@ static int stop_requested(bench *b) {
 typedef struct slot {
     uint64_t *keys;
     float *rows;
+    int rows_borrowed; /* rows is one of the client's row buffers (rows_in_slots) */
     uint32_t n;
     rs_ps_op op;
     uint64_t submit_ns;
@@ -283,6 +284,34 @@ static void open_loop(worker *w, slot *slots, uint32_t depth, rs_rng *rng) {
     }
 }
 
+/* rows_in_slots: the pipeline's row buffers become the client's (one per slot of the ring). */
+static int borrow_rows(worker *w, slot *slots, uint32_t depth, rs_error *e) {
+    void **bufs = malloc(depth * sizeof *bufs);
+    size_t cap = 0, need = (size_t)w->b->cfg->batch_keys * w->b->vs;
+    uint32_t n = 0;
+    int rc = bufs ? rs_ps_client_rows_buffers(w->client, bufs, depth, &cap, &n, e)
+                  : rs_error_set(e, RS_ENOMEM, "bench row buffers");
+    if (rc)
+        rs_error_prefix(e, "rows_in_slots");
+    else if (n < depth)
+        rc = rs_error_set(e, RS_EINVAL,
+                          "rows_in_slots: the client has %u row buffers for prefetch_depth %u "
+                          "(give the RC option rows_buffers=%u)",
+                          n, depth, depth);
+    else if (cap < need)
+        rc = rs_error_set(e, RS_EINVAL,
+                          "rows_in_slots: a row buffer holds %zu bytes, a batch of %u keys needs "
+                          "%zu (raise rdma_rc_response_slot_bytes)",
+                          cap, w->b->cfg->batch_keys, need);
+    for (uint32_t i = 0; rc == 0 && i < depth; i++) {
+        free(slots[i].rows);
+        slots[i].rows = bufs[i];
+        slots[i].rows_borrowed = 1;
+    }
+    free(bufs);
+    return rc;
+}
+
 static void worker_loop(worker *w) {
     bench *b = w->b;
     const rs_ps_bench_config *cfg = b->cfg;
@@ -302,6 +331,11 @@ static void worker_loop(worker *w) {
             worker_fail(w, RS_ENOMEM, &e);
             goto out;
         }
+    }
+    int brc = cfg->rows_in_slots && b->ph == PHASE_RUN ? borrow_rows(w, slots, depth, &e) : 0;
+    if (brc) {
+        worker_fail(w, brc, &e);
+        goto out;
     }
     rs_rng rng;
     rs_rng_seed(&rng, cfg->seed + 0x9e3779b97f4a7c15ull * (w->index + 1) +
@@ -373,7 +407,7 @@ static void worker_loop(worker *w) {
 out:
     for (uint32_t i = 0; i < depth; i++) {
         free(slots[i].keys);
-        free(slots[i].rows);
+        if (!slots[i].rows_borrowed) free(slots[i].rows);
     }
     free(slots);
 }

@@ -124,6 +124,27 @@ uint32_t rs_ps_client_window(const rs_ps_client *c) {
     return c->window;
 }
 
+int rs_ps_client_rows_buffers(rs_ps_client *c, void **bufs, uint32_t max, size_t *cap, uint32_t *n,
+                              rs_error *err) {
+    if (c->num_shards != 1)
+        return rs_error_set(err, RS_ENOTSUP,
+                            "row buffers need a client of one shard (this one has %u: a batch's "
+                            "rows come back per shard and are put in order by a copy)",
+                            c->num_shards);
+    if (!c->ops->rows_buffers)
+        return rs_error_set(err, RS_ENOTSUP,
+                            "transport %s has no row buffers (rdma and shm have, with the RC "
+                            "option rows_buffers=N)",
+                            c->ops->name);
+    *n = c->ops->rows_buffers(c->conns[0], bufs, max, cap);
+    if (*n == 0)
+        return rs_error_set(err, RS_EINVAL,
+                            "the %s connection has no row buffers: give the RC option "
+                            "rows_buffers=N",
+                            c->ops->name);
+    return 0;
+}
+
 void rs_ps_client_budget_stats_get(const rs_ps_client *c, rs_ps_client_budget_stats *out) {
     out->budget = c->budget;
     out->held = c->held;

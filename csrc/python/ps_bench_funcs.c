@@ -9,7 +9,8 @@
  *   distribution ("uniform" | "zipfian"), zipfian_alpha, read_ratio, fetch_key_space, verify, seed,
  *   profile, target_rate (batches/s of the run phase; 0 = closed loop), arrival ("uniform" |
  *   "poisson"), arrival_seed, auth_token_file, hash_method, max_inflight_bytes (the process's
- *   budget of bytes in flight; 0 = the transport's default, 2**64 - 1 = none)
+ *   budget of bytes in flight; 0 = the transport's default, 2**64 - 1 = none), rows_in_slots (run
+ *   phase: GET rows into the client's row buffers, rdma/shm with rows_buffers >= prefetch_depth)
  * and return a dict of results (runtime_s, batches, key_ops, latency percentiles in us, CPU s, and
  * "hist": the batch-latency histogram as (count, min_ns, max_ns, sum_ns, [(bucket_high_ns,
  * count), ...]) over non-empty buckets, for exact merging across clients). An open-loop run adds
@@ -135,6 +136,7 @@ static PyObject *bench_phase(PyObject *args, PyObject *kwds, int load) {
                              "auth_token_file",
                              "hash_method",
                              "max_inflight_bytes",
+                             "rows_in_slots",
                              NULL};
     const char *transport, *extra = NULL, *mode = "fetch", *dist = "uniform", *arrival = "poisson";
     const char *token_file = NULL, *hash_method = NULL;
@@ -146,12 +148,13 @@ static PyObject *bench_phase(PyObject *args, PyObject *kwds, int load) {
     unsigned long long record_count = 1000000, key_space = 0, seed = 0x9e3779b97f4a7c15ull;
     unsigned long long arrival_seed = 1, max_inflight = 0;
     double running = 5.0, warmup = 0.0, alpha = 0.9, target_rate = 0.0;
-    int verify = 0, profile = 0;
-    if (!PyArg_ParseTupleAndKeywords(
-            args, kwds, "sO|IIIzsKIIIddsdIKpKpdsKzzK", kwlist, &transport, &endpoints, &value_size,
-            &depth, &timeout_ms, &extra, &mode, &record_count, &batch_keys, &threads, &load_threads,
-            &running, &warmup, &dist, &alpha, &read_ratio, &key_space, &verify, &seed, &profile,
-            &target_rate, &arrival, &arrival_seed, &token_file, &hash_method, &max_inflight))
+    int verify = 0, profile = 0, rows_in_slots = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sO|IIIzsKIIIddsdIKpKpdsKzzKp", kwlist, &transport,
+                                     &endpoints, &value_size, &depth, &timeout_ms, &extra, &mode,
+                                     &record_count, &batch_keys, &threads, &load_threads, &running,
+                                     &warmup, &dist, &alpha, &read_ratio, &key_space, &verify,
+                                     &seed, &profile, &target_rate, &arrival, &arrival_seed,
+                                     &token_file, &hash_method, &max_inflight, &rows_in_slots))
         return NULL;
     rs_error err = {0};
     rs_auth_token token = {0}; /* lives until the bench returns */
@@ -177,6 +180,7 @@ static PyObject *bench_phase(PyObject *args, PyObject *kwds, int load) {
                               .read_ratio = read_ratio,
                               .fetch_key_space = key_space,
                               .verify = verify,
+                              .rows_in_slots = rows_in_slots,
                               .seed = seed,
                               .stop = &bench_stop_flag,
                               .profile = profile,

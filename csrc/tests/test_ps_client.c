@@ -71,6 +71,21 @@ static void test_order_across_shards(void) {
         return cluster_stop(&cl);
     }
     RS_CHECK_EQ(rs_ps_client_value_size(c), VS);
+    /* row buffers: not for several shards, and brpc has none */
+    void *bufs[1];
+    size_t cap = 0;
+    uint32_t nbufs = 0;
+    RS_CHECK_EQ(rs_ps_client_rows_buffers(c, bufs, 1, &cap, &nbufs, &err), RS_ENOTSUP);
+    RS_CHECK(strstr(err.msg, "one shard") != NULL);
+    rs_ps_client_config one = cc;
+    one.num_shards = 1;
+    rs_ps_client *c1 = NULL;
+    RS_CHECK_EQ(rs_ps_client_open(&one, &c1, &err), 0);
+    if (c1) {
+        RS_CHECK_EQ(rs_ps_client_rows_buffers(c1, bufs, 1, &cap, &nbufs, &err), RS_ENOTSUP);
+        RS_CHECK(strstr(err.msg, "brpc has no row buffers") != NULL);
+        rs_ps_client_close(c1);
+    }
     enum { N = 300 };
     uint64_t keys[N];
     float rows[N * VS / 4], got[N * VS / 4];

@@ -168,6 +168,23 @@ static int do_get(rs_rc_client *c, const uint64_t *keys, uint32_t n, float *out,
     return resp->status;
 }
 
+/* one PUT of n rows, returns the status */
+static int do_put(rs_rc_client *c, const uint64_t *keys, uint32_t n, const float *rows,
+                  rs_ps_response *resp) {
+    rs_ps_request r = {.op = RS_PS_PUT,
+                       .value_size = VS,
+                       .num_keys = n,
+                       .keys = (const uint8_t *)keys,
+                       .rows = (const uint8_t *)rows,
+                       .rows_len = (size_t)n * VS};
+    rs_error e = {0};
+    uint64_t tag = 0;
+    RS_CHECK(rs_rc_client_submit(c, &r, 8, NULL, 0, &e) == 0);
+    RS_CHECK(rs_rc_client_next(c, &tag, resp, &e) == 0);
+    RS_CHECK_EQ(tag, 8);
+    return resp->status;
+}
+
 static int rows_ok(const uint64_t *keys, uint32_t n, const float *rows) {
     float want[DIM];
     for (uint32_t i = 0; i < n; i++) {
@@ -246,20 +263,12 @@ static void test_get_put_command(void) {
     float prow[2 * DIM];
     row_of(9001, prow);
     row_of(9002, prow + DIM);
-    rs_ps_request put = {.op = RS_PS_PUT,
-                         .value_size = VS,
-                         .num_keys = 2,
-                         .keys = (const uint8_t *)pk,
-                         .rows = (const uint8_t *)prow,
-                         .rows_len = sizeof prow};
-    uint64_t tag;
-    RS_CHECK(rs_rc_client_submit(c, &put, 1, NULL, 0, &e) == 0);
-    RS_CHECK(rs_rc_client_next(c, &tag, resp, &e) == 0);
-    RS_CHECK_EQ(resp->status, RS_PS_OK);
+    RS_CHECK_EQ(do_put(c, pk, 2, prow, resp), RS_PS_OK);
     float back[2 * DIM];
     RS_CHECK_EQ(do_get(c, pk, 2, back, resp), RS_PS_OK);
     RS_CHECK(memcmp(back, prow, sizeof prow) == 0);
     rs_ps_request cmd = {.op = RS_PS_COMMAND, .command = "ping", .command_len = 4};
+    uint64_t tag;
     RS_CHECK(rs_rc_client_submit(c, &cmd, 2, NULL, 0, &e) == 0);
     RS_CHECK(rs_rc_client_next(c, &tag, resp, &e) == 0);
     RS_CHECK(strcmp(resp->reply, "pong ping") == 0);
@@ -546,6 +555,73 @@ static void test_skip_client_copy(void) {
     RS_CHECK_EQ(do_get(c, keys, 3, rows, resp), RS_PS_OK);
     RS_CHECK(memcmp(rows, before, sizeof rows) == 0);      /* untouched */
     RS_CHECK(rows_ok(keys, 3, (const float *)resp->rows)); /* the rows are in the response slot */
+    rs_rc_client_close(c);
+    fx_stop(&fx);
+    free(resp);
+}
+
+/* rows_buffers: a GET into one of the caller's row buffers lands in place (no copy) and the
+ * buffer keeps its rows while other requests use the other slots. */
+static void test_rows_buffers(void) {
+    fixture fx;
+    fx_start(&fx, "", 1);
+    rs_error e = {0};
+    rs_rc_options o;
+    rs_rc_options_default(&o);
+    RS_CHECK(rs_rc_options_parse(&o, "qps_per_client_per_shard=2;rows_buffers=2", &e) == 0);
+    rs_rc_client *bad = NULL;
+    RS_CHECK_EQ(rs_rc_client_connect(&rs_rc_fabric_shm, "127.0.0.1", fx.port, 1, &o, &bad, &e),
+                RS_EINVAL);
+    RS_CHECK(strstr(e.msg, "rows_buffers 2") != NULL);
+    rs_rc_client *c = connect_client(&fx, "qps_per_client_per_shard=5;rows_buffers=2", 3);
+    void *bufs[4] = {0};
+    size_t cap = 0;
+    RS_CHECK_EQ(rs_rc_client_rows_buffers(c, bufs, 4, &cap), 2);
+    RS_CHECK(bufs[0] && bufs[1] && bufs[0] != bufs[1] && cap >= 64 * VS);
+    uint64_t a[64], b[64], k2[64];
+    for (int i = 0; i < 64; i++) {
+        a[i] = (uint64_t)i + 1;
+        b[i] = (uint64_t)i + 101;
+        k2[i] = (uint64_t)i + 201;
+    }
+    rs_ps_response *resp = malloc(sizeof *resp);
+    rs_ps_request ra = get_req(a, 64), rb = get_req(b, 64), r2 = get_req(k2, 64);
+    uint64_t tag;
+    /* both buffers in flight at once, then the same buffer again while busy */
+    RS_CHECK(rs_rc_client_submit(c, &ra, 1, bufs[0], cap, &e) == 0);
+    RS_CHECK(rs_rc_client_submit(c, &rb, 2, bufs[1], cap, &e) == 0);
+    RS_CHECK_EQ(rs_rc_client_submit(c, &ra, 3, bufs[0], cap, &e), RS_EBUSY);
+    RS_CHECK(strstr(e.msg, "still has a GET in flight") != NULL);
+    for (uint64_t want = 1; want <= 2; want++) {
+        RS_CHECK(rs_rc_client_next(c, &tag, resp, &e) == 0);
+        RS_CHECK_EQ(tag, want);
+        RS_CHECK_EQ(resp->status, RS_PS_OK);
+        RS_CHECK(resp->rows == bufs[want - 1]); /* the rows are where the caller reads them */
+    }
+    RS_CHECK(rows_ok(a, 64, bufs[0]) && rows_ok(b, 64, bufs[1]));
+    rs_rc_client_stats st;
+    rs_rc_client_get_stats(c, &st);
+    RS_CHECK_EQ(st.rows_in_place, 2);
+    /* the other requests take the other slots: two GETs in flight at once and a PUT leave the
+     * buffers' rows alone */
+    float rows[2][64 * DIM];
+    RS_CHECK(rs_rc_client_submit(c, &r2, 4, rows[0], sizeof rows[0], &e) == 0);
+    RS_CHECK(rs_rc_client_submit(c, &r2, 5, rows[1], sizeof rows[1], &e) == 0);
+    for (int t = 0; t < 2; t++) {
+        RS_CHECK(rs_rc_client_next(c, &tag, resp, &e) == 0);
+        RS_CHECK(rows_ok(k2, 64, rows[t]));
+    }
+    float put_rows[DIM];
+    row_of(7, put_rows);
+    uint64_t pk = 7;
+    RS_CHECK_EQ(do_put(c, &pk, 1, put_rows, resp), RS_PS_OK);
+    RS_CHECK(rows_ok(a, 64, bufs[0]) && rows_ok(b, 64, bufs[1]));
+    /* rows_out inside a buffer but not at its start: an ordinary GET, copied there */
+    float *mid = (float *)bufs[0] + DIM;
+    RS_CHECK_EQ(do_get(c, b, 8, mid, resp), RS_PS_OK);
+    RS_CHECK(rows_ok(b, 8, mid));
+    rs_rc_client_get_stats(c, &st);
+    RS_CHECK_EQ(st.rows_in_place, 2);
     rs_rc_client_close(c);
     fx_stop(&fx);
     free(resp);
@@ -1009,8 +1085,8 @@ RS_TEST_MAIN(RS_TEST(test_get_put_command), RS_TEST(test_status_codes),
              RS_TEST(test_corrupt_and_duplicate), RS_TEST(test_duplicate_seq),
              RS_TEST(test_prefetch_depth_check), RS_TEST(test_slot_exhaustion_many_clients),
              RS_TEST(test_response_modes), RS_TEST(test_fake_modes), RS_TEST(test_skip_client_copy),
-             RS_TEST(test_workers_and_profile), RS_TEST(test_ctrl_rejects_bad_frames),
-             RS_TEST(test_ctrl_partial_frame_does_not_block),
+             RS_TEST(test_rows_buffers), RS_TEST(test_workers_and_profile),
+             RS_TEST(test_ctrl_rejects_bad_frames), RS_TEST(test_ctrl_partial_frame_does_not_block),
              RS_TEST(test_client_binds_submitting_thread),
              RS_TEST(test_sleepers_woken_without_loss), RS_TEST(test_adaptive_spin_after_sleeps),
              RS_TEST(test_immediate_sleepers_lose_nothing), RS_TEST(test_busy_mode_never_blocks),

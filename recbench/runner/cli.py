@@ -258,6 +258,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--rdma-rc-fake-get-mode", choices=("none", "status_only", "index_only", "payload_memset"),
       default=None, help="diagnostic")
     a("--rdma-rc-skip-client-copy", action="store_true", help="diagnostic")
+    a("--rdma-rc-rows-in-slots", action="store_true",
+      help="rdma/shm: each client thread's GET row buffers are response slots set aside for it, so "
+           "rows land without the client's copy (ps_bench --rdma_rc_rows_in_slots; one shard)")
     a("--rdma-direct-async-fetch", action="store_true",
       help="RecStore's raw async GET mode; rejected: recbench has no such mode")
     a("--rdma-adapter-skip-prefetch-result-copy", action="store_true",

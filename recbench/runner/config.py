@@ -265,6 +265,8 @@ def build_benchmark_cmd(plan: Plan, transport: Transport, topology: Topology, cl
     if w.target_rate:
         cmd += [f"--target_rate={w.target_rate:g}", f"--arrival={w.arrival}",
                 f"--arrival_seed={w.seed + client.client_index}"]
+    if transport.rc and plan.rc.rdma_rc_rows_in_slots:
+        cmd.append("--rdma_rc_rows_in_slots=true")
     options = _transport_options(plan, transport, "client", client.client_index, bind_offset)
     if options:
         cmd.append(f"--transport_options={options}")

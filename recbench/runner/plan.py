@@ -129,6 +129,7 @@ class Rc:
     rdma_rc_inline_bytes: int | None
     rdma_rc_fake_get_mode: str | None
     rdma_rc_skip_client_copy: bool
+    rdma_rc_rows_in_slots: bool          # ps_bench --rdma_rc_rows_in_slots: GET rows without a copy
     rdma_get_response_mode: str          # as asked: auto, direct_sg, staging_copy
     get_response_mode: str               # resolved for verbs (Plan.get_response_mode: per transport)
     rdma_fabric_plan: str
@@ -475,17 +476,27 @@ def _rc(a: argparse.Namespace, ts: tuple[Transport, ...], shards: int) -> tuple[
             v[dest] = value
             derived.add(dest)
 
+    if a.rdma_rc_rows_in_slots and shards > 1:
+        raise PlanError(f"--rdma-rc-rows-in-slots needs one server shard, not {shards}: with "
+                        "several, a batch's rows come back per shard and are put in order by a copy")
     if any(t.rc for t in ts) and a.mode == "fetch":
         default("rdma_rc_qps_per_client_per_shard", DEFAULT_RDMA_FETCH_QPS)
         default("rdma_rc_slots_per_qp", DEFAULT_RDMA_FETCH_SLOTS)
         if prefetch == 0:
             prefetch = DEFAULT_RDMA_PREFETCH_DEPTH
             derived.add("prefetch_depth")
-        capacity = v["rdma_rc_qps_per_client_per_shard"] * v["rdma_rc_slots_per_qp"]
-        if prefetch > capacity:
+        # --rdma-rc-rows-in-slots sets one response slot aside per batch in flight
+        need = prefetch * (2 if a.rdma_rc_rows_in_slots else 1)
+        slots = v["rdma_rc_slots_per_qp"]
+        if "rdma_rc_qps_per_client_per_shard" in derived:
+            v["rdma_rc_qps_per_client_per_shard"] = max(v["rdma_rc_qps_per_client_per_shard"],
+                                                        -(-need // slots))
+        capacity = v["rdma_rc_qps_per_client_per_shard"] * slots
+        if need > capacity:
+            rows = " x 2 (--rdma-rc-rows-in-slots)" if a.rdma_rc_rows_in_slots else ""
             raise PlanError(
                 f"RDMA fetch prefetch depth exceeds RC slot capacity: --prefetch-depth "
-                f"{prefetch} > --rdma-rc-qps-per-client-per-shard "
+                f"{prefetch}{rows} > --rdma-rc-qps-per-client-per-shard "
                 f"{v['rdma_rc_qps_per_client_per_shard']} x --rdma-rc-slots-per-qp "
                 f"{v['rdma_rc_slots_per_qp']}")
     if transports.get("rdma") in ts and a.execution_backend == "local":

@@ -65,6 +65,10 @@ typedef struct rs_ps_bench_config {
     uint32_t read_ratio;  /* mixed: percent of GET batches */
     uint64_t fetch_key_space;
     int verify; /* check every fetched row against rs_ps_bench_row; misses must be 0 */
+    /* run phase: every thread's batch row buffers are its client's row buffers
+     * (rs_ps_client_rows_buffers: rdma/shm with the RC option rows_buffers >= prefetch_depth),
+     * so GET rows land where the bench reads them, without the client's copy */
+    int rows_in_slots;
     uint64_t seed;
     const volatile int *stop; /* nullable: set non-zero to end the phase early */
     int profile;              /* run phase: time key generation, submit, wait and consume */

@@ -59,6 +59,14 @@ uint32_t rs_ps_client_value_size(const rs_ps_client *c);
 uint32_t rs_ps_client_chunk_keys(const rs_ps_client *c, rs_ps_op op);
 /* Requests the client keeps outstanding per connection (prefetch_depth or more, for chunks). */
 uint32_t rs_ps_client_window(const rs_ps_client *c);
+/* Row buffers of a one-shard client whose transport has them (rdma/shm with the RC option
+ * rows_buffers=N, recstore/rc.h): a GET batch submitted into bufs[i] gets its rows written there
+ * by the server, without the client's copy (a batch larger than one request: its first chunk).
+ * Fills bufs[0..min(N, max)), *cap (row bytes each) and *n = N. RS_ENOTSUP naming the reason
+ * for a client of several shards (their rows are scattered back) or a transport without them,
+ * RS_EINVAL when the transport has none set aside. */
+int rs_ps_client_rows_buffers(rs_ps_client *c, void **bufs, uint32_t max, size_t *cap, uint32_t *n,
+                              rs_error *err);
 
 /* The budget this client keeps to (bytes, RS_PS_BUDGET_NONE: none), the bytes it has in flight now
  * (keys + rows of the chunks sent and not yet collected), and how many times a refill or a submit

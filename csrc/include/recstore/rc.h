@@ -317,6 +317,9 @@ typedef struct rs_rc_options {
     rs_rc_get_mode get_mode;
     rs_rc_fake_get fake_get;
     int skip_client_copy;
+    /* client: response slots kept as the caller's GET row buffers (rs_rc_client_rows_buffers);
+     * the other slots carry everything else (0) */
+    uint32_t rows_buffers;
     char device[64];
     uint8_t ib_port;
     int gid_index;
@@ -528,12 +531,20 @@ uint32_t rs_rc_client_id(const rs_rc_client *c);
  * on the QP's completion channel, for requests sent with RS_RC_FLAG_NOTIFY), of those the ones
  * that ran out their time slice (without a wake), doorbells that woke a sleeping poller (shm),
  * waits begun with the short spin of adaptive spinning, requests sent with RS_RC_FLAG_NOTIFY,
- * and waits that found the process's spin slots taken and slept without spinning (shm). */
+ * waits that found the process's spin slots taken and slept without spinning (shm), and GETs
+ * whose rows landed in the caller's row buffer without a copy (rows_buffers). */
 typedef struct rs_rc_client_stats {
     uint64_t wait_blocks, wait_sleep_timeouts, doorbell_rings, wait_quick, notify_requests,
-        wait_unspun;
+        wait_unspun, rows_in_place;
 } rs_rc_client_stats;
 void rs_rc_client_get_stats(const rs_rc_client *c, rs_rc_client_stats *out);
+/* The caller's row buffers (option rows_buffers=N): N response slots set aside at connect. Fills
+ * bufs[0..min(N, max)) and *cap (the row bytes each holds) and returns N. A GET submitted with
+ * rows_out = bufs[i] goes on that slot and the server writes its rows there: the wait copies
+ * nothing (counted in rows_in_place). The bytes after the rows up to *cap are the transport's
+ * (the response header lands there); a buffer takes one GET at a time (RS_EBUSY while its GET is
+ * in flight) and keeps its rows until the next GET into it. */
+uint32_t rs_rc_client_rows_buffers(rs_rc_client *c, void **bufs, uint32_t max, size_t *cap);
 /* Per-request bounds of this client (transport.h): the server's max_keys, the slots in flight, and
  * what a request / response slot holds after the descriptor, tail and message header. */
 struct rs_ps_conn_limits;

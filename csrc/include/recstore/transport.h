@@ -107,6 +107,10 @@ typedef struct rs_ps_conn_ops {
     void (*close)(void *conn);
     /* Optional (NULL: the transport bounds nothing but max_in_flight as asked). */
     void (*limits)(void *conn, rs_ps_conn_limits *out);
+    /* Optional (NULL: none): the connection's row buffers, GET destinations the transport writes
+     * rows into without a copy; fills bufs[0..min(n, max)), *cap (row bytes each) and returns n
+     * (rdma/shm: response slots set aside by the RC option rows_buffers=N; recstore/rc.h). */
+    uint32_t (*rows_buffers)(void *conn, void **bufs, uint32_t max, size_t *cap);
     /* A client that is not given max_inflight_bytes keeps to a budget of bytes in flight of this
      * many bytes per CPU of the process (recstore/ps_budget.h); 0: to none. Set for the socket
      * transports, whose waiters block; not for RC, whose waiters spin first, so that one request

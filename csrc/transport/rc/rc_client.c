@@ -70,14 +70,15 @@ typedef struct cl_slot {
     void *rows_out;
     size_t rows_cap;
     uint16_t op;
-    int notify; /* sent with RS_RC_FLAG_NOTIFY */
+    int notify;   /* sent with RS_RC_FLAG_NOTIFY */
+    int reserved; /* one of the caller's row buffers (rows_buffers): carries only GETs into it */
 } cl_slot;
 
 typedef struct cl_prof {
     uint64_t submit_count, wait_count, acquire_qp_count, acquire_qp_failures, submit_ns, wait_ns,
         copy_ns, copied_bytes, pending_peak, pending_sum, descriptor_writes, commit_writes,
         drain_count, drain_ns, wait_blocks, wait_sleep_timeouts, doorbell_rings, wait_quick,
-        notify_requests, wait_unspun;
+        notify_requests, wait_unspun, rows_in_place;
 } cl_prof;
 
 struct rs_rc_client {
@@ -113,6 +114,18 @@ struct rs_rc_client {
 
 static inline uint8_t *resp_slot(rs_rc_client *c, uint32_t q, uint32_t k) {
     return c->regions[q].addr + (size_t)k * (c->resp_bytes + c->req_bytes);
+}
+
+/* Room left in a slot for keys and rows: the encoded PSRequest / PSResponse header (a few dozen
+ * bytes; an error text is at most 255) is kept out of it. */
+#define RS_RC_CLIENT_HEADER_ROOM 320u
+
+/* The i-th slot in the order submit takes idle ones (QPs first, then slots); the last
+ * rows_buffers of that order are the caller's row buffers. */
+static inline cl_slot *nth_slot(rs_rc_client *c, uint32_t i, uint32_t *q, uint32_t *k) {
+    *q = i % c->qps;
+    *k = i / c->qps;
+    return &c->slot[*q * c->slots + *k];
 }
 
 static inline uint8_t *req_staging(rs_rc_client *c, uint32_t q, uint32_t k) {
@@ -170,6 +183,18 @@ int rs_rc_client_connect(const rs_rc_fabric_ops *fab, const char *host, uint16_t
                             "rdma_rc_slots_per_qp "
                             "(%u) = %u in-flight slots; raise one of them or lower prefetch_depth",
                             max_in_flight, opts->qps, opts->slots, opts->qps * opts->slots);
+    if ((uint64_t)max_in_flight + opts->rows_buffers > (uint64_t)opts->qps * opts->slots)
+        return rs_error_set(err, RS_EINVAL,
+                            "rows_buffers %u + %u requests in flight exceed "
+                            "rdma_rc_qps_per_client_per_shard (%u) x rdma_rc_slots_per_qp (%u) = "
+                            "%u slots; raise one of them or lower rows_buffers",
+                            opts->rows_buffers, max_in_flight, opts->qps, opts->slots,
+                            opts->qps * opts->slots);
+    if (opts->rows_buffers &&
+        opts->response_slot_bytes <= RS_RC_TAIL_BYTES + RS_RC_CLIENT_HEADER_ROOM)
+        return rs_error_set(err, RS_EINVAL,
+                            "rows_buffers: a %u-byte response slot has no room for rows",
+                            opts->response_slot_bytes);
     rs_rc_client *c = calloc(1, sizeof *c);
     if (!c) return rs_error_set(err, RS_ENOMEM, "RC client: out of memory");
     int rc;
@@ -284,6 +309,8 @@ int rs_rc_client_connect(const rs_rc_fabric_ops *fab, const char *host, uint16_t
         c->rings[q] = (rq->lanes[q].caps & rp->lanes[q].caps & RS_RC_CAP_RING) != 0;
     }
     c->client_id = rp->client_id;
+    for (uint32_t i = c->qps * c->slots - c->o.rows_buffers, q, k; i < c->qps * c->slots; i++)
+        nth_slot(c, i, &q, &k)->reserved = 1;
     /* the doorbells, in either poll mode: a busy-mode client that did not ring left a sleeping
      * poller to find its request at the end of its 100 ms safety sleep */
     if (fab->shared_futex && fab->remote_window)
@@ -327,11 +354,18 @@ void rs_rc_client_get_stats(const rs_rc_client *c, rs_rc_client_stats *out) {
     out->wait_quick = c->prof.wait_quick;
     out->wait_unspun = c->prof.wait_unspun;
     out->notify_requests = c->prof.notify_requests;
+    out->rows_in_place = c->prof.rows_in_place;
 }
 
-/* Room left in a slot for keys and rows: the encoded PSRequest / PSResponse header (a few dozen
- * bytes; an error text is at most 255) is kept out of it. */
-#define RS_RC_CLIENT_HEADER_ROOM 320u
+uint32_t rs_rc_client_rows_buffers(rs_rc_client *c, void **bufs, uint32_t max, size_t *cap) {
+    uint32_t n = c->o.rows_buffers, first = c->qps * c->slots - n, q, k;
+    for (uint32_t i = 0; i < n && i < max; i++) {
+        nth_slot(c, first + i, &q, &k);
+        bufs[i] = resp_slot(c, q, k);
+    }
+    if (cap) *cap = c->resp_bytes - RS_RC_TAIL_BYTES - RS_RC_CLIENT_HEADER_ROOM;
+    return n;
+}
 
 void rs_rc_client_limits(const rs_rc_client *c, rs_ps_conn_limits *out) {
     uint32_t req_fixed = RS_RC_TAIL_BYTES + RS_RC_DESC_BYTES + RS_RC_CLIENT_HEADER_ROOM;
@@ -377,16 +411,20 @@ int rs_rc_client_submit(rs_rc_client *c, const rs_ps_request *req, uint64_t tag,
         return rs_error_set(err, RS_EBUSY,
                             "RC client %s: %u requests already in flight (prefetch_depth)", c->peer,
                             c->max_in_flight);
-    /* first idle slot: QPs first, then slots */
-    uint32_t q = 0, k = 0, found = 0;
-    for (uint32_t kk = 0; kk < c->slots && !found; kk++)
-        for (uint32_t qq = 0; qq < c->qps; qq++)
-            if (!c->slot[qq * c->slots + kk].busy) {
-                q = qq;
-                k = kk;
-                found = 1;
-                break;
-            }
+    /* a GET into one of the caller's row buffers goes on that buffer's slot; everything else on
+     * the first idle other slot: QPs first, then slots */
+    uint32_t q = 0, k = 0, found = 0, all = c->qps * c->slots, first = all - c->o.rows_buffers;
+    if (req->op == RS_PS_GET && rows_out)
+        for (uint32_t i = first; i < all && !found; i++) {
+            if (resp_slot(c, i % c->qps, i / c->qps) != rows_out) continue;
+            if (nth_slot(c, i, &q, &k)->busy)
+                return rs_error_set(err, RS_EBUSY,
+                                    "RC client %s: row buffer %p still has a GET in flight",
+                                    c->peer, rows_out);
+            found = 1;
+        }
+    for (uint32_t i = 0; i < first && !found; i++)
+        found = !nth_slot(c, i, &q, &k)->busy;
     c->prof.acquire_qp_count++;
     if (!found) {
         c->prof.acquire_qp_failures++;
@@ -500,12 +538,12 @@ static void maybe_profile(rs_rc_client *c) {
         " submit_avg_ns=%.1f wait_status_avg_ns=%.1f copy_response_avg_ns=%.1f "
         "copied_bytes=%" PRIu64 " pending_rpc_peak=%" PRIu64
         " pending_rpc_avg=%.2f pending_rpc_last=%u wait_blocks=%" PRIu64 " doorbell_rings=%" PRIu64
-        " notify_requests=%" PRIu64 " wait_unspun=%" PRIu64 "\n",
+        " notify_requests=%" PRIu64 " wait_unspun=%" PRIu64 " rows_in_place=%" PRIu64 "\n",
         c->fab->name, c->shard_id, c->client_id, d.submit_count, d.wait_count, d.acquire_qp_count,
         d.acquire_qp_failures, AV(d.submit_ns, d.submit_count), AV(d.wait_ns, d.wait_count),
         AV(d.copy_ns, d.wait_count), d.copied_bytes, d.pending_peak,
         AV(d.pending_sum, d.submit_count), c->f_tail - c->f_head, d.wait_blocks, d.doorbell_rings,
-        d.notify_requests, d.wait_unspun);
+        d.notify_requests, d.wait_unspun, d.rows_in_place);
     printf("component=rdma_rc_transport_profile role=client transport=%s shard=%u client_id=%u "
            "submit_count=%" PRIu64 " submit_descriptor_writes=%" PRIu64
            " submit_commit_writes=%" PRIu64 " submit_avg_ns=%.1f"
@@ -642,7 +680,9 @@ int rs_rc_client_next(rs_rc_client *c, uint64_t *tag, rs_ps_response *resp, rs_e
         if (resp->rows_len > sl->rows_cap)
             return rs_error_set(err, RS_EPROTO, "RC server %s: %zu row bytes for a %zu-byte buffer",
                                 c->peer, resp->rows_len, sl->rows_cap);
-        if (!c->o.skip_client_copy && sl->rows_out) {
+        if (sl->rows_out == rsl) {
+            c->prof.rows_in_place++; /* the caller's row buffer is this response slot */
+        } else if (!c->o.skip_client_copy && sl->rows_out) {
             memcpy(sl->rows_out, resp->rows, resp->rows_len);
             c->prof.copied_bytes += resp->rows_len;
         }

@@ -79,10 +79,10 @@ static int parse_int(const char *k, const char *v, int lo, int hi, int *out, rs_
     return rc;
 }
 
-static const char *const client_only_keys[] = {"qps_per_client_per_shard", "slots_per_qp",
-                                               "request_slot_bytes",       "response_slot_bytes",
-                                               "wait_timeout_ms",          "wait_spin_iterations",
-                                               "control_plane_timeout_ms", "skip_client_copy"};
+static const char *const client_only_keys[] = {
+    "qps_per_client_per_shard", "slots_per_qp",     "request_slot_bytes",
+    "response_slot_bytes",      "wait_timeout_ms",  "wait_spin_iterations",
+    "control_plane_timeout_ms", "skip_client_copy", "rows_buffers"};
 static const char *const server_only_keys[] = {"server_get_workers", "max_keys_per_request",
                                                "fake_get_mode"};
 
@@ -128,6 +128,7 @@ static int apply(rs_rc_options *o, const char *k, const char *v, rs_error *err) 
     U32("profile_interval_ms", profile_interval_ms, 0, RS_TRANSPORT_OPTION_MAX_MS);
     U32("server_get_workers", get_workers, 0, 64);
     U32("max_keys_per_request", max_keys, 0, 1u << 24);
+    U32("rows_buffers", rows_buffers, 0, RS_RC_CTRL_MAX_QPS * 1024u);
     U32("control_plane_timeout_ms", ctrl_timeout_ms, 1, RS_TRANSPORT_OPTION_MAX_MS);
 #undef U32
     if (!strcmp(k, "bind_core_offset"))
@@ -196,7 +197,7 @@ static int apply(rs_rc_options *o, const char *k, const char *v, rs_error *err) 
                         "server_get_workers, "
                         "max_keys_per_request, control_plane_timeout_ms, bind_core_offset, "
                         "bind_core_stride, numa_id, device, ib_port, gid_index, skip_client_copy, "
-                        "poll_mode, get_response_mode, fake_get_mode)",
+                        "rows_buffers, poll_mode, get_response_mode, fake_get_mode)",
                         k);
 }
 

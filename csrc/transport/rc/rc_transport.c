@@ -132,7 +132,8 @@ static int rc_connect(const rs_rc_fabric_ops *fab, const char *host, uint16_t po
     if (opts && opts->timeout_ms && !strstr(opts->extra ? opts->extra : "", "wait_timeout_ms"))
         o.wait_timeout_ms = opts->timeout_ms;
     uint32_t depth = opts && opts->max_in_flight ? opts->max_in_flight : 1;
-    uint32_t want = opts ? opts->want_in_flight : 0, room = o.qps * o.slots;
+    uint32_t want = opts ? opts->want_in_flight : 0,
+             room = o.qps * o.slots > o.rows_buffers ? o.qps * o.slots - o.rows_buffers : 0;
     if (want > room) want = room; /* chunks take the slots there are, never fewer than depth */
     if (want > depth) depth = want;
     if (opts && opts->auth) o.auth = *opts->auth;
@@ -166,15 +167,21 @@ static void rc_limits(void *conn, rs_ps_conn_limits *out) {
     rs_rc_client_limits(conn, out);
 }
 
+static uint32_t rc_rows_buffers(void *conn, void **bufs, uint32_t max, size_t *cap) {
+    return rs_rc_client_rows_buffers(conn, bufs, max, cap);
+}
+
 const rs_ps_conn_ops rs_shm_conn_ops = {.name = "shm",
                                         .connect = shm_connect,
                                         .submit = rc_submit,
                                         .next = rc_next,
                                         .close = rc_close,
-                                        .limits = rc_limits};
+                                        .limits = rc_limits,
+                                        .rows_buffers = rc_rows_buffers};
 const rs_ps_conn_ops rs_rdma_conn_ops = {.name = "rdma",
                                          .connect = rdma_connect,
                                          .submit = rc_submit,
                                          .next = rc_next,
                                          .close = rc_close,
-                                         .limits = rc_limits};
+                                         .limits = rc_limits,
+                                         .rows_buffers = rc_rows_buffers};

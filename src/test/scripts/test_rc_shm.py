@@ -164,6 +164,39 @@ class RcEndToEndCases:
                 self.assertGreater(int(res["key_ops"]), 0, index)  # else get_path is "none"
                 self.assertEqual(res["get_path"], "direct_sg", index)
 
+    def test_ps_bench_rows_in_slots_land_without_a_copy(self):
+        tmp = tempfile.mkdtemp(prefix="rc_bench_")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        with PSServerProcess(self.transport, num_shards=1, value_size=128,
+                             extra_args=["--thread_num", "2"]) as srv:
+            for mode in ("staging_copy", "direct_sg"):
+                r = self.bench(srv.bench_args(tmp), "--record_count", "3000", "--value_size", "128",
+                               "--batch_keys", "200", "--thread_num", "2", "--prefetch_depth", "4",
+                               "--running_seconds", self.bench_seconds,
+                               "--verify_deterministic_values", "--rdma_rc_rows_in_slots",
+                               "--rdma_rc_qps_per_client_per_shard", "8",
+                               "--rdma_get_response_mode", mode,
+                               "--rdma_rc_profile_interval_ms", "20")
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                self.assertGreater(int(result(r.stdout, "run")["key_ops"]), 0)
+                lines = [ln for ln in r.stdout.splitlines()
+                         if ln.startswith("component=rdma_rc_client_profile")]
+                fields = [dict(f.split("=", 1) for f in ln.split() if "=" in f) for ln in lines]
+                self.assertTrue(any(int(f["rows_in_place"]) > 0 for f in fields), r.stdout)
+                self.assertTrue(all(f["copied_bytes"] == "0" for f in fields), r.stdout)
+            # every batch in flight needs its own slot beside the row buffers
+            r = self.bench(srv.bench_args(tmp), "--record_count", "100", "--value_size", "128",
+                           "--running_seconds", "0.2", "--prefetch_depth", "4",
+                           "--rdma_rc_rows_in_slots", "--rdma_rc_qps_per_client_per_shard", "6")
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("rows_buffers 4", r.stderr)
+        with PSServerProcess(self.transport, num_shards=2, value_size=64) as srv:
+            r = self.bench(srv.bench_args(tmp), "--record_count", "100", "--value_size", "64",
+                           "--running_seconds", "0.2", "--prefetch_depth", "2",
+                           "--rdma_rc_rows_in_slots")
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("row buffers need a client of one shard", r.stderr)
+
     def test_prefetch_depth_beyond_slots_is_refused(self):
         with PSServerProcess(self.transport, num_shards=1, value_size=64) as srv:
             r = self.bench(["--host", "127.0.0.1", "--port", str(srv.ports[0])],

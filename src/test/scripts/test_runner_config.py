@@ -182,6 +182,23 @@ class TestCommands(unittest.TestCase):
         for cmd in (srv, cli):
             self.assertEqual(transport_options(cmd)["get_response_mode"], "staging_copy")
 
+    def test_rows_in_slots_reaches_ps_bench_with_slots_for_it(self):
+        args = parse("--transports", "brpc,shm", "--prefetch-depth", "12", "--rdma-rc-rows-in-slots")
+        topo = topology.build_topology_plan("SHM", "127.0.0.1", "127.0.0.1", 1)
+        cli = ps_config.build_benchmark_cmd(args, T["shm"], topo, topo.clients[0], "/c", ["c"])
+        self.assertIn("--rdma_rc_rows_in_slots=true", cli)
+        # a response slot set aside per batch in flight: the derived QP pool doubles the depth
+        self.assertEqual(transport_options(cli)["qps_per_client_per_shard"], "24")
+        brpc = ps_config.build_benchmark_cmd(args, T["brpc"], topo, topo.clients[0], "/c", ["c"])
+        self.assertNotIn("--rdma_rc_rows_in_slots=true", brpc)
+        self.assertIn("one server shard, not 2",
+                      parse_error("--transports", "shm", "--server-shard-ips", "127.0.0.1,127.0.0.1",
+                                  "--rdma-rc-rows-in-slots"))
+        self.assertIn("x 2 (--rdma-rc-rows-in-slots)",
+                      parse_error("--transports", "shm", "--prefetch-depth", "8",
+                                  "--rdma-rc-qps-per-client-per-shard", "12",
+                                  "--rdma-rc-rows-in-slots"))
+
     def test_build_rdma_runner_forwards_profile_interval(self):
         args = parse("--transports", "rdma", "--rdma-rc-profile-interval-ms", "250",
                      "--rdma-rc-server-get-workers", "2", "--rdma-rc-fake-get-mode", "status_only",
