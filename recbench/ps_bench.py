@@ -19,9 +19,10 @@ payload GB/s; then value_size, prefetch_depth, num_shards, keys_missing, wire, g
 get_parts, get_parts_gathered, and thread_batches_min / thread_batches_max: the batches completed
 by the slowest and the fastest thread, so a server that serves some connections worse than
 others — stragglers for a synchronous trainer — shows; then max_inflight_bytes, the process's
-budget of bytes in flight its threads share (--max_inflight_bytes; "none" for no budget), and
+budget of bytes in flight its threads share (--max_inflight_bytes; "none" for no budget),
 budget_deferred, how often a thread's next request waited in its client because its share was
-out.)
+out, and client_rows: how GET rows reached the bench's buffers (copy; in_place with
+--rdma_rc_rows_in_slots; skipped with the skip_client_copy diagnostic).)
 
 Open loop: --target_rate R sends R batches/s for the whole process (split over its threads) on a
 uniform or Poisson timetable (--arrival, --arrival_seed; docs/open-loop.md). The run line's
@@ -41,12 +42,19 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import signal
 import sys
 import threading
 
 from recbench import _ps, errors, latency_hist, rc_options, transports
-from recbench.cli_flags import add_bool_flag, format_inflight_budget, parse_inflight_budget, tls_options
+from recbench.cli_flags import (
+    add_bool_flag,
+    format_inflight_budget,
+    parse_bool,
+    parse_inflight_budget,
+    tls_options,
+)
 from recbench.ps_config import HASH_METHODS, ConfigError, load_config
 from recbench.transports import default_port
 
@@ -206,6 +214,23 @@ def get_path(transport: str, res: dict) -> str:
     return "staging_copy" if gathered == 0 else "mixed"
 
 
+def client_rows(kw: dict) -> str:
+    """How GET rows reach the caller's buffer: in_place (the client's row buffers,
+    --rdma_rc_rows_in_slots), skipped (the RC diagnostic skip_client_copy: they stay in the
+    response slot) or copy (every other case, every transport)."""
+    if kw.get("rows_in_slots"):
+        return "in_place"
+    for item in re.split(r"[;,]", kw.get("extra") or ""):
+        key, _, value = item.partition("=")
+        if key.strip() == "skip_client_copy":
+            try:
+                if parse_bool(value):
+                    return "skipped"
+            except argparse.ArgumentTypeError:
+                pass  # the transport refused it before any result
+    return "copy"
+
+
 def result_line(phase: str, kw: dict, res: dict) -> str:
     rt = res["runtime_s"]
     threads = kw["threads"] if phase == "run" else (kw["load_threads"] or kw["threads"])
@@ -232,6 +257,7 @@ def result_line(phase: str, kw: dict, res: dict) -> str:
         ("thread_batches_max", res.get("thread_batches_max", 0)),
         ("max_inflight_bytes", format_inflight_budget(res.get("budget_bytes", 0))),
         ("budget_deferred", res.get("budget_deferred", 0)),
+        ("client_rows", client_rows(kw)),
     ]
     if phase == "run" and "late_sends" in res:
         fields += [(f"service_{p}_us", f"{res[f'service_{p}_us']:.3f}")

@@ -57,6 +57,10 @@ NEW_COLUMNS += FAIRNESS_COLUMNS
 # how a share is carried over several clients or repeats: the slowest of the slowest, the fastest
 # of the fastest
 FAIRNESS_PICKS = (("slowest_thread_share", min), ("fastest_thread_share", max))
+# how the client's GET rows reached its buffers (ps_bench's client_rows): copy, in_place (row
+# buffers, --rdma-rc-rows-in-slots) or skipped (--rdma-rc-skip-client-copy); empty where the result
+# line does not say (a --benchmark-binary, or ps_bench from before 2026-12-06)
+NEW_COLUMNS += ["client_rows"]
 SUMMARY_COLUMNS = RECSTORE_COLUMNS + NEW_COLUMNS
 
 TOTALS_COLUMNS = [
@@ -205,6 +209,7 @@ def result_row(base: dict[str, Any], parsed: dict[str, Any],
         "server_cpu_s": server_cpu_s if parsed.get("phase") == "run" else None,
         "measured_seconds": parsed.get("runtime_s"),
         "get_path": parsed.get("get_path", ""),
+        "client_rows": parsed.get("client_rows", ""),
         "_batches": parsed.get("batches"), "_key_ops": parsed.get("key_ops"),
     })
     row.update({col: parsed[col] for col in OPEN_LOOP_COLUMNS if col in parsed})

@@ -78,6 +78,18 @@ class RCOptionsTest(unittest.TestCase):
         self.assertEqual(rc_options.client_extra(b), "qps_per_client_per_shard=4;"
                                                      "get_response_mode=direct_sg;skip_client_copy=1")
         self.assertIsNone(rc_options.client_extra(c.parse_args([])))
+        rows = c.parse_args(["--rdma_rc_rows_in_slots"])
+        self.assertEqual(rc_options.client_extra(rows, "poll_mode=busy", depth=4),
+                         "rows_buffers=4;poll_mode=busy")
+
+    def test_result_line_says_how_rows_reached_the_bench(self):
+        from recbench import ps_bench
+
+        self.assertEqual(ps_bench.client_rows({"rows_in_slots": True, "extra": None}), "in_place")
+        self.assertEqual(ps_bench.client_rows({"extra": "poll_mode=busy,skip_client_copy=on"}),
+                         "skipped")
+        self.assertEqual(ps_bench.client_rows({"extra": "skip_client_copy=false"}), "copy")
+        self.assertEqual(ps_bench.client_rows({"extra": None}), "copy")
 
 
 class RcEndToEndCases:
@@ -148,6 +160,7 @@ class RcEndToEndCases:
                     res = result(r.stdout, "run")
                     self.assertGreater(int(res["key_ops"]), 0)
                     self.assertEqual(res["transport"], self.transport)
+                    self.assertEqual(res["client_rows"], "copy")
                     # auto copies on shm for every index (a gather there is the CPU's, row by
                     # row) and for PET on verbs
                     if mode == "staging_copy" or (mode == "auto" and (
@@ -178,7 +191,9 @@ class RcEndToEndCases:
                                "--rdma_get_response_mode", mode,
                                "--rdma_rc_profile_interval_ms", "20")
                 self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-                self.assertGreater(int(result(r.stdout, "run")["key_ops"]), 0)
+                run = result(r.stdout, "run")
+                self.assertGreater(int(run["key_ops"]), 0)
+                self.assertEqual(run["client_rows"], "in_place")
                 lines = [ln for ln in r.stdout.splitlines()
                          if ln.startswith("component=rdma_rc_client_profile")]
                 fields = [dict(f.split("=", 1) for f in ln.split() if "=" in f) for ln in lines]

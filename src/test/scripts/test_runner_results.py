@@ -108,9 +108,10 @@ class TestResults(unittest.TestCase):
             lines = Path(path).read_text().splitlines()
             self.assertTrue(lines[0].startswith("transport,status,phase,client_index"))
             self.assertEqual(lines[0].split(","), results.SUMMARY_COLUMNS)
-            self.assertEqual(len(results.SUMMARY_COLUMNS), 48)  # 25 RecStore + 23 new
-            self.assertEqual(results.SUMMARY_COLUMNS[-3], "host_steal_pct")
-            self.assertEqual(results.SUMMARY_COLUMNS[-2:], results.FAIRNESS_COLUMNS)
+            self.assertEqual(len(results.SUMMARY_COLUMNS), 49)  # 25 RecStore + 24 new
+            self.assertEqual(results.SUMMARY_COLUMNS[-4], "host_steal_pct")
+            self.assertEqual(results.SUMMARY_COLUMNS[-3:-1], results.FAIRNESS_COLUMNS)
+            self.assertEqual(results.SUMMARY_COLUMNS[-1], "client_rows")
             self.assertEqual(results.SUMMARY_COLUMNS[33:35], ["measured_seconds", "wire"])
             self.assertEqual(results.SUMMARY_COLUMNS[35:41], results.OPEN_LOOP_COLUMNS)
             self.assertEqual(results.SUMMARY_COLUMNS[41:44], results.LAB_COLUMNS)
