@@ -423,8 +423,14 @@ int rs_rc_client_submit(rs_rc_client *c, const rs_ps_request *req, uint64_t tag,
                                     c->peer, rows_out);
             found = 1;
         }
-    for (uint32_t i = 0; i < first && !found; i++)
-        found = !nth_slot(c, i, &q, &k)->busy;
+    for (uint32_t kk = 0, i = 0; kk < c->slots && !found; kk++)
+        for (uint32_t qq = 0; qq < c->qps && i < first; qq++, i++)
+            if (!c->slot[qq * c->slots + kk].busy) {
+                q = qq;
+                k = kk;
+                found = 1;
+                break;
+            }
     c->prof.acquire_qp_count++;
     if (!found) {
         c->prof.acquire_qp_failures++;
