@@ -22,7 +22,7 @@ others — stragglers for a synchronous trainer — shows; then max_inflight_byt
 budget of bytes in flight its threads share (--max_inflight_bytes; "none" for no budget),
 budget_deferred, how often a thread's next request waited in its client because its share was
 out, and client_rows: how GET rows reached the bench's buffers (copy; in_place with
---rdma_rc_rows_in_slots; skipped with the skip_client_copy diagnostic).)
+--rdma_rc_rows_in_slots; skipped with the skip_client_copy diagnostic; none without GETs).)
 
 Open loop: --target_rate R sends R batches/s for the whole process (split over its threads) on a
 uniform or Poisson timetable (--arrival, --arrival_seed; docs/open-loop.md). The run line's
@@ -214,10 +214,13 @@ def get_path(transport: str, res: dict) -> str:
     return "staging_copy" if gathered == 0 else "mixed"
 
 
-def client_rows(kw: dict) -> str:
-    """How GET rows reach the caller's buffer: in_place (the client's row buffers,
-    --rdma_rc_rows_in_slots), skipped (the RC diagnostic skip_client_copy: they stay in the
-    response slot) or copy (every other case, every transport)."""
+def client_rows(kw: dict, phase: str = "run") -> str:
+    """How a phase's GET rows reach the caller's buffer: in_place (the client's row buffers,
+    --rdma_rc_rows_in_slots, run phase), skipped (the RC diagnostic skip_client_copy: they stay in
+    the response slot), copy (every other case, every transport), none (a phase without GETs: the
+    load, or --mode insert)."""
+    if phase == "load" or kw.get("mode") == "insert":
+        return "none"
     if kw.get("rows_in_slots"):
         return "in_place"
     for item in re.split(r"[;,]", kw.get("extra") or ""):
@@ -257,7 +260,7 @@ def result_line(phase: str, kw: dict, res: dict) -> str:
         ("thread_batches_max", res.get("thread_batches_max", 0)),
         ("max_inflight_bytes", format_inflight_budget(res.get("budget_bytes", 0))),
         ("budget_deferred", res.get("budget_deferred", 0)),
-        ("client_rows", client_rows(kw)),
+        ("client_rows", client_rows(kw, phase)),
     ]
     if phase == "run" and "late_sends" in res:
         fields += [(f"service_{p}_us", f"{res[f'service_{p}_us']:.3f}")

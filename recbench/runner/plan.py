@@ -485,10 +485,11 @@ def _rc(a: argparse.Namespace, ts: tuple[Transport, ...], shards: int) -> tuple[
         if prefetch == 0:
             prefetch = DEFAULT_RDMA_PREFETCH_DEPTH
             derived.add("prefetch_depth")
-        # --rdma-rc-rows-in-slots sets one response slot aside per batch in flight
+        # --rdma-rc-rows-in-slots sets one response slot aside per batch in flight: a QP pool the
+        # user did not give (derived, or a profile's) grows to hold both
         need = prefetch * (2 if a.rdma_rc_rows_in_slots else 1)
         slots = v["rdma_rc_slots_per_qp"]
-        if "rdma_rc_qps_per_client_per_shard" in derived:
+        if "rdma_rc_qps_per_client_per_shard" not in a.explicit_set:
             v["rdma_rc_qps_per_client_per_shard"] = max(v["rdma_rc_qps_per_client_per_shard"],
                                                         -(-need // slots))
         capacity = v["rdma_rc_qps_per_client_per_shard"] * slots

@@ -58,8 +58,9 @@ NEW_COLUMNS += FAIRNESS_COLUMNS
 # of the fastest
 FAIRNESS_PICKS = (("slowest_thread_share", min), ("fastest_thread_share", max))
 # how the client's GET rows reached its buffers (ps_bench's client_rows): copy, in_place (row
-# buffers, --rdma-rc-rows-in-slots) or skipped (--rdma-rc-skip-client-copy); empty where the result
-# line does not say (a --benchmark-binary, or ps_bench from before 2026-12-06)
+# buffers, --rdma-rc-rows-in-slots), skipped (--rdma-rc-skip-client-copy) or none (no GETs: load
+# rows, --mode insert); empty where the result line does not say (a --benchmark-binary, or
+# ps_bench from before 2026-12-06)
 NEW_COLUMNS += ["client_rows"]
 SUMMARY_COLUMNS = RECSTORE_COLUMNS + NEW_COLUMNS
 

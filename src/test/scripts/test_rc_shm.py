@@ -90,6 +90,8 @@ class RCOptionsTest(unittest.TestCase):
                          "skipped")
         self.assertEqual(ps_bench.client_rows({"extra": "skip_client_copy=false"}), "copy")
         self.assertEqual(ps_bench.client_rows({"extra": None}), "copy")
+        self.assertEqual(ps_bench.client_rows({"rows_in_slots": True}, "load"), "none")
+        self.assertEqual(ps_bench.client_rows({"mode": "insert", "extra": None}), "none")
 
 
 class RcEndToEndCases:

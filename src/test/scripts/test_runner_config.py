@@ -189,6 +189,9 @@ class TestCommands(unittest.TestCase):
         self.assertIn("--rdma_rc_rows_in_slots=true", cli)
         # a response slot set aside per batch in flight: the derived QP pool doubles the depth
         self.assertEqual(transport_options(cli)["qps_per_client_per_shard"], "24")
+        smoke = parse("--profile", "smoke", "--transports", "shm", "--rdma-rc-rows-in-slots")
+        self.assertEqual(transport_options(ps_config.build_benchmark_cmd(
+            smoke, T["shm"], topo, topo.clients[0], "/c", ["c"]))["qps_per_client_per_shard"], "8")
         brpc = ps_config.build_benchmark_cmd(args, T["brpc"], topo, topo.clients[0], "/c", ["c"])
         self.assertNotIn("--rdma_rc_rows_in_slots=true", brpc)
         self.assertIn("one server shard, not 2",
