@@ -154,18 +154,24 @@ static rs_ps_request get_req(const uint64_t *keys, uint32_t n) {
     return r;
 }
 
-/* one GET, returns the status; rows in out */
-static int do_get(rs_rc_client *c, const uint64_t *keys, uint32_t n, float *out,
-                  rs_ps_response *resp) {
-    rs_ps_request r = get_req(keys, n);
+/* one request and its answer (tag checked); returns the status */
+static int do_call(rs_rc_client *c, const rs_ps_request *r, void *out, size_t cap,
+                   rs_ps_response *resp) {
     rs_error e = {0};
     uint64_t tag = 0;
-    RS_CHECK(rs_rc_client_submit(c, &r, 7, out, (size_t)n * VS, &e) == 0);
+    RS_CHECK(rs_rc_client_submit(c, r, 7, out, cap, &e) == 0);
     int rc = rs_rc_client_next(c, &tag, resp, &e);
     if (rc) fprintf(stderr, "next: %s\n", e.msg);
     RS_CHECK(rc == 0);
     RS_CHECK_EQ(tag, 7);
     return resp->status;
+}
+
+/* one GET, returns the status; rows in out */
+static int do_get(rs_rc_client *c, const uint64_t *keys, uint32_t n, float *out,
+                  rs_ps_response *resp) {
+    rs_ps_request r = get_req(keys, n);
+    return do_call(c, &r, out, (size_t)n * VS, resp);
 }
 
 /* one PUT of n rows, returns the status */
@@ -177,12 +183,7 @@ static int do_put(rs_rc_client *c, const uint64_t *keys, uint32_t n, const float
                        .keys = (const uint8_t *)keys,
                        .rows = (const uint8_t *)rows,
                        .rows_len = (size_t)n * VS};
-    rs_error e = {0};
-    uint64_t tag = 0;
-    RS_CHECK(rs_rc_client_submit(c, &r, 8, NULL, 0, &e) == 0);
-    RS_CHECK(rs_rc_client_next(c, &tag, resp, &e) == 0);
-    RS_CHECK_EQ(tag, 8);
-    return resp->status;
+    return do_call(c, &r, NULL, 0, resp);
 }
 
 static int rows_ok(const uint64_t *keys, uint32_t n, const float *rows) {
@@ -268,9 +269,7 @@ static void test_get_put_command(void) {
     RS_CHECK_EQ(do_get(c, pk, 2, back, resp), RS_PS_OK);
     RS_CHECK(memcmp(back, prow, sizeof prow) == 0);
     rs_ps_request cmd = {.op = RS_PS_COMMAND, .command = "ping", .command_len = 4};
-    uint64_t tag;
-    RS_CHECK(rs_rc_client_submit(c, &cmd, 2, NULL, 0, &e) == 0);
-    RS_CHECK(rs_rc_client_next(c, &tag, resp, &e) == 0);
+    RS_CHECK_EQ(do_call(c, &cmd, NULL, 0, resp), RS_PS_OK);
     RS_CHECK(strcmp(resp->reply, "pong ping") == 0);
     /* too large for the request slot: refused by the client with a reason */
     static uint64_t big[9000];
@@ -295,31 +294,21 @@ static void test_status_codes(void) {
     for (uint32_t i = 0; i < 1001; i++)
         keys[i] = i + 1;
     float *rows = malloc(1001 * VS);
-    rs_error e = {0};
-    uint64_t tag;
     /* wrong shard */
     rs_ps_request r = get_req(keys, 4);
     r.shard = 1;
-    RS_CHECK(rs_rc_client_submit(c, &r, 1, rows, 4 * VS, &e) == 0);
-    RS_CHECK(rs_rc_client_next(c, &tag, resp, &e) == 0);
-    RS_CHECK_EQ(resp->status, RS_PS_WRONG_SHARD);
+    RS_CHECK_EQ(do_call(c, &r, rows, 4 * VS, resp), RS_PS_WRONG_SHARD);
     RS_CHECK(strstr(resp->error, "shard 1") != NULL);
     /* value size mismatch */
     r = get_req(keys, 4);
     r.value_size = 64;
-    RS_CHECK(rs_rc_client_submit(c, &r, 1, rows, 4 * VS, &e) == 0);
-    RS_CHECK(rs_rc_client_next(c, &tag, resp, &e) == 0);
-    RS_CHECK_EQ(resp->status, RS_PS_VALUE_SIZE_MISMATCH);
+    RS_CHECK_EQ(do_call(c, &r, rows, 4 * VS, resp), RS_PS_VALUE_SIZE_MISMATCH);
     /* batch too large: 1001 > max_keys 1000 */
     r = get_req(keys, 1001);
-    RS_CHECK(rs_rc_client_submit(c, &r, 1, rows, 1001 * VS, &e) == 0);
-    RS_CHECK(rs_rc_client_next(c, &tag, resp, &e) == 0);
-    RS_CHECK_EQ(resp->status, RS_PS_BATCH_TOO_LARGE);
+    RS_CHECK_EQ(do_call(c, &r, rows, 1001 * VS, resp), RS_PS_BATCH_TOO_LARGE);
     /* 600 rows of 128 B do not fit a 64 KiB response slot */
     r = get_req(keys, 600);
-    RS_CHECK(rs_rc_client_submit(c, &r, 1, rows, 600 * VS, &e) == 0);
-    RS_CHECK(rs_rc_client_next(c, &tag, resp, &e) == 0);
-    RS_CHECK_EQ(resp->status, RS_PS_BATCH_TOO_LARGE);
+    RS_CHECK_EQ(do_call(c, &r, rows, 600 * VS, resp), RS_PS_BATCH_TOO_LARGE);
     /* and the lane keeps working */
     RS_CHECK_EQ(do_get(c, keys, 10, rows, resp), RS_PS_OK);
     RS_CHECK(rows_ok(keys, 10, rows));
