@@ -110,6 +110,12 @@ def build_parser() -> argparse.ArgumentParser:
                        "(pct_of_paired_ceiling): measured in alternation, immune to a machine "
                        "whose speed drifts between runs (the plain ceiling paired with itself "
                        "checks the method: about 100)")
+    p.add_argument("--out_buffers", type=_positive_int, default=1,
+                   help="batch_get_flat or ceiling: write each thread's batches into this many "
+                        "output buffers in turn (default 1, always warm); a PS with T client "
+                        "threads x D requests in flight writes each reply into one of T x D "
+                        "buffers, so --out_buffers T*D measures the gather with that footprint "
+                        "of replies and no transport (docs/scale.md)")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
@@ -138,6 +144,8 @@ def config_from_args(args: argparse.Namespace) -> dict:
         raise ValueError("--ceiling_index_bytes needs --ceiling_index_lines 1 or 2")
     if args.paired_ceiling and args.read_mode == "get":
         raise ValueError("--paired_ceiling needs --read_mode=batch_get_flat or ceiling")
+    if args.out_buffers > 1 and args.read_mode == "get":
+        raise ValueError("--out_buffers needs --read_mode=batch_get_flat or ceiling")
     if args.load_thread_num < 0:
         raise ValueError(f"--load_thread_num must be >= 0, got {args.load_thread_num}")
     if not args.load and args.run and args.read_mode != "ceiling" and \
@@ -151,7 +159,8 @@ def config_from_args(args: argparse.Namespace) -> dict:
                 bind_core=args.bind_core, path=args.ssd_path or None, load=args.load, run=args.run,
                 huge_pages=args.huge_pages, row_kernel=args.row_kernel,
                 ceiling_index_lines=args.ceiling_index_lines,
-                ceiling_index_bytes=args.ceiling_index_bytes, paired_ceiling=args.paired_ceiling)
+                ceiling_index_bytes=args.ceiling_index_bytes, paired_ceiling=args.paired_ceiling,
+                out_buffers=args.out_buffers)
 
 
 def run(config: dict) -> dict:
@@ -232,6 +241,8 @@ def format_lines(config: dict, result: dict) -> list[str]:
         for kind in ("read", "update"):
             if rn[kind]["count"]:
                 f += [(f"{kind}_{k}", rn[kind][k]) for k in ("mean_us",) + PERCENTILES]
+        if config.get("out_buffers", 1) > 1:
+            f += [("out_buffers", config["out_buffers"]), ("out_bytes", rn["out_bytes"])]
         if ceiling and config.get("ceiling_index_lines"):
             f += [("ceiling_index_lines", config["ceiling_index_lines"])]
         pct = paired_pct(rn)

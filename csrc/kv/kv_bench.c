@@ -106,6 +106,14 @@ int rs_kv_bench_open(const rs_kv_bench_config *cfg, rs_kv_bench **out, rs_error 
                             "paired_ceiling needs read_mode batch_get_flat or ceiling");
     if (cfg->paired_ceiling && cfg->kv && cfg->kv->vs.variable)
         return rs_error_set(err, RS_EINVAL, "paired_ceiling needs an engine with fixed-size rows");
+    if (cfg->out_buffers > 1 && cfg->read_mode == RS_KV_BENCH_GET)
+        return rs_error_set(err, RS_EINVAL,
+                            "out_buffers %u needs read_mode batch_get_flat or ceiling (get reads "
+                            "one row at a time)",
+                            cfg->out_buffers);
+    if (cfg->out_buffers > RS_KV_BENCH_MAX_OUT_BUFFERS)
+        return rs_error_set(err, RS_EINVAL, "out_buffers must be at most %d (got %u)",
+                            RS_KV_BENCH_MAX_OUT_BUFFERS, cfg->out_buffers);
     if (cfg->ceiling_index_bytes && !cfg->ceiling_index_lines)
         return rs_error_set(err, RS_EINVAL, "ceiling_index_bytes needs ceiling_index_lines 1 or 2");
     if (cfg->ceiling_index_bytes && (cfg->ceiling_index_bytes < CEIL_CHUNK_BYTES ||
@@ -276,8 +284,9 @@ static void load_loop(bench_thread *t, uint8_t *row) {
     }
 }
 
-static void run_loop(bench_thread *t, uint8_t *row, uint64_t *keys, uint8_t *out, uint8_t *found,
-                     const uint8_t **chunk_ptrs) {
+/* outs: out_buffers buffers of out_stride bytes, one batch's rows each, written in turn */
+static void run_loop(bench_thread *t, uint8_t *row, uint64_t *keys, uint8_t *outs,
+                     size_t out_stride, uint8_t *found, const uint8_t **chunk_ptrs) {
     rs_kv_bench *b = t->b;
     const rs_kv_bench_config *c = &b->cfg;
     rs_rng rng;
@@ -285,6 +294,8 @@ static void run_loop(bench_thread *t, uint8_t *row, uint64_t *keys, uint8_t *out
     double read_prop = c->workload == 'a' ? 0.5 : c->workload == 'b' ? 0.95 : 1.0;
     int timed = c->running_seconds > 0;
     size_t vs = c->value_size;
+    uint32_t nbuf = c->out_buffers > 1 ? c->out_buffers : 1, next_buf = 0, used = 0;
+    uint8_t *out = outs;
     while (timed ? !__atomic_load_n(&b->stop, __ATOMIC_RELAXED) : t->r.ops < t->quota) {
         int read = read_prop >= 1.0 || rs_rng_double(&rng) < read_prop;
         if (!read) {
@@ -310,6 +321,9 @@ static void run_loop(bench_thread *t, uint8_t *row, uint64_t *keys, uint8_t *out
         size_t n = c->batch_keys;
         for (size_t i = 0; i < n; i++)
             keys[i] = next_key(b, &rng);
+        out = outs + (size_t)next_buf * out_stride;
+        if (next_buf == used) t->r.out_bytes = (uint64_t)++used * n * vs;
+        next_buf = next_buf + 1 == nbuf ? 0 : next_buf + 1;
         size_t nf = n;
         uint64_t t0 = rs_now_ns();
         if (c->read_mode == RS_KV_BENCH_BATCH)
@@ -340,13 +354,17 @@ static void *bench_main(void *arg) {
     size_t n = b->cfg.read_mode == RS_KV_BENCH_GET ? 1 : b->cfg.batch_keys;
     uint8_t *row = calloc(1, vs);
     uint64_t *keys = calloc(n, sizeof *keys);
-    uint8_t *out = aligned_alloc(64, (n * vs + 63) & ~(size_t)63);
+    size_t out_stride = (n * vs + 63) & ~(size_t)63;
+    size_t nbuf = b->cfg.out_buffers > 1 && !t->load ? b->cfg.out_buffers : 1;
+    uint8_t *out = aligned_alloc(64, nbuf * out_stride);
     uint8_t *found = calloc(n, 1);
     const uint8_t **chunk_ptrs = calloc(n, sizeof *chunk_ptrs);
     if (!row || !keys || !out || !found || !chunk_ptrs) {
-        t->rc = rs_error_set(&t->err, RS_ENOMEM, "per-thread buffers");
+        t->rc =
+            rs_error_set(&t->err, RS_ENOMEM, "per-thread buffers (%zu output buffers of %zu bytes)",
+                         nbuf, out_stride);
     } else {
-        memset(out, 0, n * vs);
+        memset(out, 0, nbuf * out_stride); /* every buffer faulted in before the clock starts */
         for (size_t i = 8; i < vs; i++)
             row[i] = (uint8_t)(i * 7 + t->id);
     }
@@ -358,7 +376,7 @@ static void *bench_main(void *arg) {
         if (t->load)
             load_loop(t, row);
         else
-            run_loop(t, row, keys, out, found, chunk_ptrs);
+            run_loop(t, row, keys, out, out_stride, found, chunk_ptrs);
     }
     free(row);
     free(keys);
@@ -434,6 +452,7 @@ static int run_phase(rs_kv_bench *b, int load, rs_kv_bench_phase *res, rs_error 
         res->read_ops += t->r.read_ops;
         res->update_ops += t->r.update_ops;
         res->batches += t->r.batches;
+        res->out_bytes += t->r.out_bytes;
         res->not_found += t->r.not_found;
         rs_hist_merge(&res->read, &t->r.read);
         rs_hist_merge(&res->update, &t->r.update);

@@ -27,13 +27,13 @@ static PyObject *phase_dict(const rs_kv_bench_phase *p) {
     rs_hist_merge(all, &p->read);
     rs_hist_merge(all, &p->update);
     PyObject *d = Py_BuildValue(
-        "{s:d,s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:d,s:N,s:N,s:N,s:N}", "seconds", p->seconds, "ops",
+        "{s:d,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:d,s:N,s:N,s:N,s:N}", "seconds", p->seconds, "ops",
         (unsigned long long)p->ops, "read_ops", (unsigned long long)p->read_ops, "update_ops",
         (unsigned long long)p->update_ops, "batches", (unsigned long long)p->batches, "not_found",
-        (unsigned long long)p->not_found, "throughput_ops_sec",
-        p->seconds > 0 ? (double)p->ops / p->seconds : 0.0, "cpu_user_s", p->cpu_user_s,
-        "cpu_sys_s", p->cpu_sys_s, "read", hist_dict(&p->read), "update", hist_dict(&p->update),
-        "all", hist_dict(all), "paired", hist_dict(&p->paired));
+        (unsigned long long)p->not_found, "out_bytes", (unsigned long long)p->out_bytes,
+        "throughput_ops_sec", p->seconds > 0 ? (double)p->ops / p->seconds : 0.0, "cpu_user_s",
+        p->cpu_user_s, "cpu_sys_s", p->cpu_sys_s, "read", hist_dict(&p->read), "update",
+        hist_dict(&p->update), "all", hist_dict(all), "paired", hist_dict(&p->paired));
     free(all);
     return d;
 }
@@ -61,18 +61,20 @@ static PyObject *kv_bench_run(PyObject *self, PyObject *args, PyObject *kwds) {
                              "ceiling_index_lines",
                              "ceiling_index_bytes",
                              "paired_ceiling",
+                             "out_buffers",
                              NULL};
     const char *index_type = "DRAM_PET_HASH", *workload = "c", *distribution = "uniform",
                *read_mode = "batch_get_flat", *path = NULL, *huge = "auto", *kernel = "auto";
-    unsigned int value_size = 128, threads = 1, load_threads = 0, batch_keys = 500, index_lines = 0;
+    unsigned int value_size = 128, threads = 1, load_threads = 0, batch_keys = 500, index_lines = 0,
+                 out_buffers = 1;
     unsigned long long record_count = 100000, operation_count = 0, seed = 1, index_bytes = 0;
     double zipfian_alpha = 0.99, running_seconds = 0;
     int bind_core = 0, do_load = 1, do_run = 1, paired = 0;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kwds, "|sIKIIssdsIdKKpzppssIKp:kv_bench", kwlist, &index_type, &value_size,
+            args, kwds, "|sIKIIssdsIdKKpzppssIKpI:kv_bench", kwlist, &index_type, &value_size,
             &record_count, &threads, &load_threads, &workload, &distribution, &zipfian_alpha,
             &read_mode, &batch_keys, &running_seconds, &operation_count, &seed, &bind_core, &path,
-            &do_load, &do_run, &huge, &kernel, &index_lines, &index_bytes, &paired))
+            &do_load, &do_run, &huge, &kernel, &index_lines, &index_bytes, &paired, &out_buffers))
         return NULL;
     rs_kv_bench_config cfg = {
         .record_count = record_count,
@@ -89,6 +91,7 @@ static PyObject *kv_bench_run(PyObject *self, PyObject *args, PyObject *kwds) {
         .ceiling_index_lines = index_lines,
         .ceiling_index_bytes = index_bytes,
         .paired_ceiling = paired,
+        .out_buffers = out_buffers,
     };
     if (strcmp(distribution, "uniform") == 0)
         cfg.distribution = RS_KV_BENCH_UNIFORM;
@@ -186,7 +189,7 @@ static PyMethodDef kv_bench_methods[] = {
      "kv_bench(index_type, value_size, record_count, threads, load_threads, workload, "
      "distribution, zipfian_alpha, read_mode, batch_keys, running_seconds, operation_count, seed, "
      "bind_core, path, load, run, huge_pages, row_kernel, ceiling_index_lines, "
-     "ceiling_index_bytes, paired_ceiling) -> {'load': "
+     "ceiling_index_bytes, paired_ceiling, out_buffers) -> {'load': "
      "phase|None, "
      "'run': phase|None, 'memory': {...}, 'row_kernel': name, 'rows_huge_share': 0..1 or -1}"},
     {NULL, NULL, 0, NULL},

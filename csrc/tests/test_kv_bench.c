@@ -1,7 +1,8 @@
 /*
  * test_kv_bench.c — the benchmark_kv_engine loops: a counted load and run put and read exactly
  * the requested keys with every read mode, histograms hold one sample per call, the ceiling needs
- * no engine, and bad configurations are refused naming the field.
+ * no engine, batches go to out_buffers output buffers in turn, and bad configurations are refused
+ * naming the field.
  */
 #include <string.h>
 
@@ -206,6 +207,38 @@ static void test_ceiling_index_lines(void) {
     }
 }
 
+/* out_buffers: the batches of each thread go to its buffers in turn, every buffer is written once
+ * there are at least as many batches as buffers, and a thread with fewer batches writes fewer */
+static void test_out_buffers(void) {
+    rs_kv *kv = open_pet(1000, 64);
+    const uint64_t batch_bytes = 10 * 64;
+    for (int ceiling = 0; ceiling <= 1; ceiling++) {
+        rs_kv_bench_config c = batch_config(ceiling ? NULL : kv);
+        if (ceiling) c.read_mode = RS_KV_BENCH_CEILING;
+        rs_kv_bench *b = NULL;
+        RS_CHECK_EQ(rs_kv_bench_open(&c, &b, NULL), 0);
+        RS_CHECK_EQ(rs_kv_bench_load(b, &g_load, NULL), 0);
+        RS_CHECK_EQ(g_load.out_bytes, 0); /* the load writes rows, not batches */
+        RS_CHECK_EQ(rs_kv_bench_run(b, &g_run, NULL), 0);
+        RS_CHECK_EQ(g_run.out_bytes, 2 * batch_bytes); /* one buffer per thread by default */
+        rs_kv_bench_close(b);
+        /* 2 threads × 250 batches over 7 buffers each; then 300 buffers each, 250 written */
+        const uint32_t nbuf[] = {7, 300};
+        const uint64_t written[] = {2 * 7 * batch_bytes, 2 * 250 * batch_bytes};
+        for (int i = 0; i < 2; i++) {
+            c.out_buffers = nbuf[i];
+            RS_CHECK_EQ(rs_kv_bench_open(&c, &b, NULL), 0);
+            RS_CHECK_EQ(rs_kv_bench_run(b, &g_run, NULL), 0);
+            RS_CHECK_EQ(g_run.ops, 5000);
+            RS_CHECK_EQ(g_run.batches, 500);
+            RS_CHECK_EQ(g_run.not_found, 0);
+            RS_CHECK_EQ(g_run.out_bytes, written[i]);
+            rs_kv_bench_close(b);
+        }
+    }
+    rs_kv_close(kv);
+}
+
 static void test_bad_config(void) {
     rs_error err = {0};
     rs_kv_bench *b = NULL;
@@ -255,8 +288,16 @@ static void test_bad_config(void) {
     c.read_mode = RS_KV_BENCH_GET;
     RS_CHECK_EQ(rs_kv_bench_open(&c, &b, &err), RS_EINVAL);
     RS_CHECK(strstr(err.msg, "paired_ceiling needs") != NULL);
+    c.paired_ceiling = 0;
+    c.out_buffers = 2; /* a single get has no batch to put in them */
+    RS_CHECK_EQ(rs_kv_bench_open(&c, &b, &err), RS_EINVAL);
+    RS_CHECK(strstr(err.msg, "out_buffers 2 needs read_mode batch_get_flat or ceiling") != NULL);
+    c.read_mode = RS_KV_BENCH_CEILING;
+    c.out_buffers = RS_KV_BENCH_MAX_OUT_BUFFERS + 1;
+    RS_CHECK_EQ(rs_kv_bench_open(&c, &b, &err), RS_EINVAL);
+    RS_CHECK(strstr(err.msg, "out_buffers must be at most 65536 (got 65537)") != NULL);
 }
 
 RS_TEST_MAIN(RS_TEST(test_counted_batch_run), RS_TEST(test_paired_ceiling),
              RS_TEST(test_workload_a_zipfian_get), RS_TEST(test_ceiling_timed),
-             RS_TEST(test_ceiling_index_lines), RS_TEST(test_bad_config))
+             RS_TEST(test_ceiling_index_lines), RS_TEST(test_out_buffers), RS_TEST(test_bad_config))

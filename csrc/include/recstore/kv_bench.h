@@ -34,6 +34,9 @@ typedef enum rs_kv_bench_dist {
     RS_KV_BENCH_ZIPFIAN = 2, /* YCSB scrambled zipfian over record_count keys */
 } rs_kv_bench_dist;
 
+/* rs_kv_bench_config.out_buffers at most (64 Ki batches of 500 × 512 B would be 16 GiB) */
+#define RS_KV_BENCH_MAX_OUT_BUFFERS 65536
+
 typedef struct rs_kv_bench_config {
     rs_kv *kv;             /* engine under test (not owned); NULL in ceiling mode */
     uint64_t record_count; /* keys 0 .. record_count-1 */
@@ -66,6 +69,12 @@ typedef struct rs_kv_bench_config {
      * slab (which must hold fixed-size rows), or from the flat array in ceiling mode (the plain
      * ceiling paired with itself checks the method: about 100 %). */
     int paired_ceiling;
+    /* batch modes: each run thread writes its batches into this many output buffers in turn (0 or
+     * 1: one buffer, always warm). A PS serving T client threads × D requests in flight writes
+     * each reply into one of T × D response buffers, last written T × D replies before: N buffers
+     * put that footprint (N × batch_keys × value_size bytes per thread) on the gather, with no
+     * transport in it (docs/scale.md) */
+    uint32_t out_buffers;
 } rs_kv_bench_config;
 
 typedef struct rs_kv_bench_phase {
@@ -75,6 +84,8 @@ typedef struct rs_kv_bench_phase {
     uint64_t update_ops;
     uint64_t batches;   /* batch reads issued */
     uint64_t not_found; /* reads of a key that was not found (0 after a complete load) */
+    uint64_t out_bytes; /* bytes of the output buffers the batches wrote, summed over threads:
+                         * out_buffers × batch bytes per thread once every buffer was written */
     double cpu_user_s;  /* process CPU time during the phase */
     double cpu_sys_s;
     rs_hist read;   /* latency per read call (a batch is one call), ns */

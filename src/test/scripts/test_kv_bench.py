@@ -157,6 +157,26 @@ class KVBenchOutputTest(unittest.TestCase):
         self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
         self.assertIn("--paired_ceiling needs --read_mode=batch_get_flat or ceiling", r.stderr)
 
+    def test_out_buffers_report_the_bytes_the_batches_wrote(self):
+        # 2 threads x 10 batches of 50 keys x 64 B over 4 buffers each: 4 written per thread
+        for mode in ("batch_get_flat", "ceiling"):
+            with self.subTest(mode=mode):
+                out = self.lines(f"--read_mode={mode}", "--index_type=DRAM_PET_HASH",
+                                 "--out_buffers=4", "--threads=2", "--batch_keys=50",
+                                 "--value_size=64", "--record_count=3000", "--operation_count=1000")
+                _, run = self.check_common(out)
+                self.assertEqual((run["out_buffers"], run["out_bytes"]), ("4", str(2 * 4 * 50 * 64)))
+                self.assertEqual(run["not_found"], "0")
+        plain = dict(self.lines("--read_mode=ceiling", "--value_size=64", "--record_count=3000",
+                                "--operation_count=500")["YCSB_RESULT"])
+        self.assertNotIn("out_buffers", plain)
+        r = bench("--read_mode=get", "--out_buffers=4", "--record_count=10")
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("--out_buffers needs --read_mode=batch_get_flat or ceiling", r.stderr)
+        r = bench("--read_mode=ceiling", "--out_buffers=0", "--record_count=10")
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("--out_buffers", r.stderr)
+
     def test_rows_huge_pct_reports_the_rows_pages(self):
         for mode in ("ceiling", "batch_get_flat"):
             for pages in ("off", "thp"):
