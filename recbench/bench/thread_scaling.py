@@ -23,6 +23,16 @@ above the bound with shares near 1.0 is every thread's requests waiting longer n
 with a share far below 1.0 is some threads served less than others. The printed goals end with
 a `p99 misses:` line that names each miss one or the other (STRAGGLER_SHARE).
 
+The gather bound (on unless --no-gather-bound): a PS writes every reply into its own buffer, so
+with T client threads x D requests in flight the server's row gather writes into T x D buffers in
+turn, and the bytes of replies in flight crowd the caches. Before the sweeps, per round and client
+thread count, the engine alone (recbench.kv_bench: the runner's index type, one thread,
+batch_get_flat, no transport) gathers batches into T x D output buffers (out_buffers);
+thread_scaling_gather.csv keeps its keys/s, thread_scaling.csv a column per point, and the goals
+file gather_frac_at_max: the gather's keys/s at the largest count's footprint over its keys/s at
+the best point's. It is how much of a transport's fraction the memory hierarchy alone takes on
+this machine, measured beside it, with no transport to blame.
+
 With --rounds N, the goals file also pairs the points round by round: frac_of_best_by_round
 lists, per round, keys/s at the largest count over keys/s at the best point in the same round,
 and rounds_at_throughput_goal (`rounds` in the table) counts the rounds at 90 % or more. A
@@ -36,13 +46,15 @@ import argparse
 import logging
 import math
 import re
+import statistics
 import sys
 from pathlib import Path
 
-from recbench import analysis, procfs, records
+from recbench import analysis, kv_bench, procfs, records
 from recbench.bench import sweep_ps
 from recbench.cpuinfo import cpu_model
 from recbench.launch import SOURCE_ROOT
+from recbench.runner import cli as runner_cli
 from recbench.runner import results
 
 log = logging.getLogger("recbench.bench.thread_scaling")
@@ -56,12 +68,17 @@ STRAGGLER_SHARE = 0.85
 SCALING_COLUMNS = ["transport", "server_threads", "client_threads", "status", "key_ops_per_sec",
                    "frac_of_best", "p99_us", "little_us", "p99_over_little", "in_flight_requests",
                    "client_cpu_s", "server_cpu_s", "keys_per_cpu_sec", "summary_csv",
-                   "host_steal_pct", "slowest_thread_share", "fastest_thread_share"]
+                   "host_steal_pct", "slowest_thread_share", "fastest_thread_share",
+                   "gather_key_ops_per_sec"]
 GOAL_COLUMNS = ["transport", "server_threads", "best_key_ops_per_sec", "best_client_threads",
                 "max_client_threads", "key_ops_per_sec_at_max", "frac_of_best_at_max",
                 "throughput_goal_met", "p99_us_at_max", "little_us_at_max", "p99_over_little_at_max",
                 "p99_goal_met", "host_steal_pct_at_max", "slowest_thread_share_at_max",
-                "fastest_thread_share_at_max", "frac_of_best_by_round", "rounds_at_throughput_goal"]
+                "fastest_thread_share_at_max", "frac_of_best_by_round", "rounds_at_throughput_goal",
+                "gather_frac_at_max"]
+GATHER_COLUMNS = ["client_threads", "in_flight_requests", "out_buffer_bytes", "index_type",
+                  "gather_key_ops_per_sec", "gather_key_ops_per_sec_by_round"]
+GATHER_SECONDS = 1.5
 
 
 def parse_ints(text: str, what: str) -> list[int]:
@@ -134,6 +151,61 @@ def goal_rows(rows: list[dict]) -> list[dict]:
     return out
 
 
+def gather_config(index_type: str, huge_pages: str, record_count: int, value_size: int,
+                  batch_keys: int, out_buffers: int) -> dict:
+    """recbench.kv_bench's configuration of the gather bound's point: one thread reading batches
+    of the runner's shape with batch_get_flat into out_buffers buffers in turn."""
+    args = kv_bench.build_parser().parse_args([
+        f"--index_type={index_type}", f"--huge_pages={huge_pages}", "--read_mode=batch_get_flat",
+        f"--record_count={record_count}", f"--value_size={value_size}", f"--batch_keys={batch_keys}",
+        f"--running_seconds={GATHER_SECONDS}", "--threads=1", f"--out_buffers={out_buffers}"])
+    return kv_bench.config_from_args(args)
+
+
+def measure_gather(client_threads: list[int], rounds: int, prefetch_depth: int, **shape) -> list[dict]:
+    """thread_scaling_gather.csv's rows: per client thread count T, the engine's keys/s gathering
+    into T x prefetch_depth buffers, once per round (1, 2, 4, ..., 1, 2, ...), and the median."""
+    by_t: dict[int, list[float]] = {t: [] for t in client_threads}
+    cfg = {}
+    for r in range(rounds):
+        for t in client_threads:
+            cfg[t] = gather_config(out_buffers=t * prefetch_depth, **shape)
+            run = kv_bench.run(cfg[t])["run"]
+            by_t[t].append(run["ops"] / run["seconds"])
+            log.info("gather bound, round %d: %d client threads x depth %d = %d buffers (%.1f MB): "
+                     "%.2f M keys/s", r + 1, t, prefetch_depth, t * prefetch_depth,
+                     run["out_bytes"] / 1e6, by_t[t][-1] / 1e6)
+    return [dict(client_threads=t, in_flight_requests=t * prefetch_depth,
+                 out_buffer_bytes=t * prefetch_depth * shape["batch_keys"] * shape["value_size"],
+                 index_type=cfg[t]["index_type"], gather_key_ops_per_sec=statistics.median(v),
+                 gather_key_ops_per_sec_by_round=";".join(f"{x:.0f}" for x in v))
+            for t, v in by_t.items()]
+
+
+def add_gather(rows: list[dict], goals: list[dict], gather: list[dict]) -> None:
+    """The gather bound beside the transports: its keys/s on every thread_scaling.csv row, and
+    gather_frac_at_max on the goal rows (its keys/s at the largest count's footprint over its
+    keys/s at the best point's)."""
+    rate = {g["client_threads"]: g["gather_key_ops_per_sec"] for g in gather}
+    for r in rows:
+        r["gather_key_ops_per_sec"] = rate.get(r["client_threads"])
+    for g in goals:
+        best, top = rate.get(g.get("best_client_threads")), rate.get(g["max_client_threads"])
+        if best and top:
+            g["gather_frac_at_max"] = top / best
+
+
+def runner_storage_flags(passthrough: list[str]) -> tuple[str, str]:
+    """The index type and huge-page mode the runner's servers get from the passed-through flags
+    (the runner's own defaults otherwise): the gather bound uses the same."""
+    defaults = runner_cli.build_parser()
+    ap = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    ap.add_argument("--index-type", default=defaults.get_default("index_type"))
+    ap.add_argument("--huge-pages", default=defaults.get_default("huge_pages"))
+    known, _ = ap.parse_known_args(passthrough)
+    return known.index_type, known.huge_pages
+
+
 def round_rates(summary_csv: str, transport: str) -> dict[int, float]:
     """A point's keys/s per round (the median over that round's repeats), by round number, from
     the summary.csv paths its sweep row lists (`a;b;c`; a sweep of one round has one, numbered 1)."""
@@ -184,10 +256,12 @@ def goals_text(goals: list[dict], cpu: str | None = None, rows: list[dict] | Non
     head = (f"goals at the largest client thread count: keys/s >= {THROUGHPUT_GOAL:.0%} of the best; "
             f"p99 <= {LITTLE_P99_FACTOR:g} x Little's-law latency (in-flight requests / request rate); "
             f"rounds: those whose keys/s at the largest count reached {THROUGHPUT_GOAL:.0%} of the best "
-            "point's in the same round" + (f"; CPU {cpu}" if cpu else ""))
+            "point's in the same round; gather: the engine alone, gathering into the largest "
+            "count's in-flight replies' buffers over into the best point's (the memory hierarchy's "
+            "own fraction, no transport)" + (f"; CPU {cpu}" if cpu else ""))
     cols = (f"{'transport':<10} {'srv thr':>7} {'best M/s':>9} {'@thr':>5} {'M/s @max':>9} {'frac':>6} "
-            f"{'goal':>5} {'rounds':>6} {'p99 ms':>8} {'W ms':>8} {'p99/W':>6} {'goal':>5} {'steal%':>6} "
-            f"{'threads':>9}")
+            f"{'goal':>5} {'rounds':>6} {'gather':>6} {'p99 ms':>8} {'W ms':>8} {'p99/W':>6} {'goal':>5} "
+            f"{'steal%':>6} {'threads':>9}")
     lines = [head, cols]
     for g in goals:
         if "key_ops_per_sec_at_max" not in g:
@@ -201,6 +275,7 @@ def goals_text(goals: list[dict], cpu: str | None = None, rows: list[dict] | Non
             f"{g['best_client_threads']:>5} {g['key_ops_per_sec_at_max'] / 1e6:>9.3f} "
             f"{g['frac_of_best_at_max']:>6.2f} {_fmt(0, g['throughput_goal_met']):>5} "
             f"{g.get('rounds_at_throughput_goal') or '-':>6} "
+            f"{_frac(g.get('gather_frac_at_max')):>6} "
             f"{g['p99_us_at_max'] / 1e3:>8.1f} {g['little_us_at_max'] / 1e3:>8.1f} "
             f"{g['p99_over_little_at_max']:>6.2f} {_fmt(0, g['p99_goal_met']):>5} "
             f"{_steal(g.get('host_steal_pct_at_max')):>6} "
@@ -227,6 +302,10 @@ def goals_text(goals: list[dict], cpu: str | None = None, rows: list[dict] | Non
             for g in missed) + f" (stragglers: the slowest client thread below "
             f"{STRAGGLER_SHARE:g} of the mean; every thread: all near it, each sometimes waiting long)")
     return "\n".join(lines)
+
+
+def _frac(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}"
 
 
 def _steal(v: float | None) -> str:
@@ -256,6 +335,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--out-dir", type=Path, default=None,
                     help="output directory (default results/thread_scaling_MMDDHHMM)")
     ap.add_argument("--runner", type=Path, default=sweep_ps.DEFAULT_RUNNER)
+    ap.add_argument("--gather-bound", action=argparse.BooleanOptionalAction, default=True,
+                    help="before the sweeps, measure the engine alone gathering into client "
+                         "threads x prefetch depth buffers (thread_scaling_gather.csv; `gather` "
+                         "in the goals); --no-gather-bound skips it")
     return ap
 
 
@@ -282,6 +365,18 @@ def main(argv=None) -> int:
               "--runtime-seconds", str(args.runtime_seconds),
               "--warmup-seconds", str(args.warmup_seconds), "--repeat", str(args.repeat),
               "--client-load-threads-per-process", "2", *passthrough]
+    gather: list[dict] = []
+    if args.gather_bound:
+        index_type, huge_pages = runner_storage_flags(passthrough)
+        try:
+            gather = measure_gather(client_threads, args.rounds, args.prefetch_depth,
+                                    index_type=index_type, huge_pages=huge_pages,
+                                    record_count=args.record_count, value_size=args.value_size,
+                                    batch_keys=args.batch_keys)
+        except ValueError as e:
+            ap.error(f"the gather bound (--index-type {index_type}): {e}; --no-gather-bound "
+                     "skips it")
+        records.write_csv(out / "thread_scaling_gather.csv", GATHER_COLUMNS, gather, _fmt)
     rows, failed = [], 0
     for st in server_threads:
         d = out / f"server_threads_{st}"
@@ -298,6 +393,9 @@ def main(argv=None) -> int:
             print(f"[output] server_threads={st} rate_png={rate} cpu_png={cpu}")
     goals = goal_rows(rows)
     add_round_fractions(goals, rows)
+    if gather:
+        add_gather(rows, goals, gather)
+        records.write_csv(out / "thread_scaling.csv", SCALING_COLUMNS, rows, _fmt)
     records.write_csv(out / "thread_scaling_goals.csv", GOAL_COLUMNS, goals, _fmt)
     autogroup = procfs.sched_autogroup()
     host = cpu_model() + ("" if autogroup is None else
@@ -305,6 +403,8 @@ def main(argv=None) -> int:
     print(goals_text(goals, host, rows))
     print(f"[output] thread_scaling_csv={out / 'thread_scaling.csv'}")
     print(f"[output] goals_csv={out / 'thread_scaling_goals.csv'}")
+    if gather:
+        print(f"[output] gather_csv={out / 'thread_scaling_gather.csv'}")
     return 1 if failed else 0
 
 

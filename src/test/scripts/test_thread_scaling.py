@@ -1,6 +1,7 @@
 """tools/benchmarks/bench_thread_scaling.py: the goal arithmetic (fraction of the best keys/s,
-Little's-law latency of the in-flight count) on known sweep rows, argument checks, and a small
-end-to-end run through the real PS runner (brpc, 1 and 2 client threads, 1 server thread)."""
+Little's-law latency of the in-flight count, the gather bound's fraction) on known sweep rows,
+argument checks, and a small end-to-end run through the real PS runner (brpc, 1 and 2 client
+threads, 1 server thread) and the real engine (the gather bound)."""
 
 import csv
 import shutil
@@ -102,6 +103,34 @@ class GoalArithmeticTest(unittest.TestCase):
         self.assertEqual([round(f, 3) for f in ts.paired_fractions(best, at_max)], [0.9, 0.9, 0.7])
         self.assertEqual(ts.paired_fractions({1: 0.0}, {1: 1.0}), [])
 
+    def test_gather_bound_beside_the_goals(self):
+        rows = ts.scaling_rows([sweep_row("SHM", 1, 1.0e6, 300.0), sweep_row("SHM", 4, 1.2e6, 900.0),
+                                sweep_row("SHM", 16, 0.9e6, 4000.0)], 1, 2, 100)
+        goals = ts.goal_rows(rows)
+        gather = [dict(client_threads=1, gather_key_ops_per_sec=20e6),
+                  dict(client_threads=4, gather_key_ops_per_sec=19e6),
+                  dict(client_threads=16, gather_key_ops_per_sec=15.2e6)]
+        ts.add_gather(rows, goals, gather)
+        self.assertEqual([r["gather_key_ops_per_sec"] for r in rows], [20e6, 19e6, 15.2e6])
+        (g,) = goals
+        # the best point (4 threads) against the largest count (16): 15.2 / 19
+        self.assertEqual(g["best_client_threads"], 4)
+        self.assertAlmostEqual(g["gather_frac_at_max"], 0.8)
+        self.assertIn(" 0.80 ", ts.goals_text(goals).splitlines()[2])
+        # a thread count the gather did not measure leaves the fraction out
+        goals = ts.goal_rows(rows)
+        ts.add_gather(rows, goals, gather[:2])
+        self.assertNotIn("gather_frac_at_max", goals[0])
+
+    def test_gather_bound_takes_the_runners_storage_flags(self):
+        self.assertEqual(ts.runner_storage_flags([]), ("DRAM_EXTENDIBLE_HASH", "auto"))
+        self.assertEqual(ts.runner_storage_flags(["--index-type", "DRAM_PET_HASH", "--huge-pages=off",
+                                                  "--transport-options", "x"]),
+                         ("DRAM_PET_HASH", "off"))
+        cfg = ts.gather_config("DRAM_PET_HASH", "off", 1000, 64, 10, out_buffers=12)
+        self.assertEqual((cfg["threads"], cfg["read_mode"], cfg["out_buffers"], cfg["batch_keys"]),
+                         (1, "batch_get_flat", 12, 10))
+
     def test_bad_thread_lists(self):
         for text in ("", "0,1", "1,1", "a"):
             with self.assertRaises(ValueError):
@@ -117,6 +146,16 @@ class GoalArithmeticTest(unittest.TestCase):
                            capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 2)
         self.assertIn("--rounds", r.stderr)
+        out = Path(tempfile.mkdtemp(prefix="rb_scaling_"))
+        try:  # the gather bound runs first, so a bad index type stops the run before any point
+            r = subprocess.run([sys.executable, str(TOOL), "--index-type", "NO_SUCH_INDEX",
+                                "--out-dir", str(out)], capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("the gather bound (--index-type NO_SUCH_INDEX)", r.stderr)
+            self.assertIn("--no-gather-bound", r.stderr)
+            self.assertEqual(list(out.iterdir()), [])
+        finally:
+            shutil.rmtree(out)
 
 
 class ThreadScalingEndToEndTest(unittest.TestCase):
@@ -151,8 +190,26 @@ class ThreadScalingEndToEndTest(unittest.TestCase):
                     self.assertAlmostEqual(float(x["little_us"]),
                                            int(x["in_flight_requests"]) * 16
                                            / float(x["key_ops_per_sec"]) * 1e6, delta=1.0)
+            with open(out / "thread_scaling_gather.csv") as f:
+                gather = {int(x["client_threads"]): x for x in csv.DictReader(f)}
+            self.assertEqual(sorted(gather), [1, 2])
+            for t, x in gather.items():  # 2 in flight per thread, 16 keys x 512 B each
+                self.assertEqual((int(x["in_flight_requests"]), int(x["out_buffer_bytes"])),
+                                 (2 * t, 2 * t * 16 * 512))
+                self.assertEqual(x["index_type"], "DRAM_EXTENDIBLE_HASH")
+                self.assertEqual(len(x["gather_key_ops_per_sec_by_round"].split(";")), 2)
+                self.assertGreater(float(x["gather_key_ops_per_sec"]), 0)
+            for x in rows:
+                self.assertEqual(x["gather_key_ops_per_sec"],
+                                 gather[int(x["client_threads"])]["gather_key_ops_per_sec"])
             with open(out / "thread_scaling_goals.csv") as f:
                 (goal,) = list(csv.DictReader(f))
+            if goal["best_client_threads"]:
+                self.assertAlmostEqual(
+                    float(goal["gather_frac_at_max"]),
+                    float(gather[2]["gather_key_ops_per_sec"])
+                    / float(gather[int(goal["best_client_threads"])]["gather_key_ops_per_sec"]),
+                    delta=1e-4)
             self.assertEqual((goal["transport"], goal["max_client_threads"]), ("BRPC", "2"))
             self.assertIn(goal["throughput_goal_met"], ("yes", "no"))
             if all(x["status"] == "success" for x in rows):
