@@ -196,14 +196,14 @@ def add_gather(rows: list[dict], goals: list[dict], gather: list[dict]) -> None:
 
 
 def runner_storage_flags(passthrough: list[str]) -> tuple[str, str]:
-    """The index type and huge-page mode the runner's servers get from the passed-through flags
-    (the runner's own defaults otherwise): the gather bound uses the same."""
-    defaults = runner_cli.build_parser()
-    ap = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    ap.add_argument("--index-type", default=defaults.get_default("index_type"))
-    ap.add_argument("--huge-pages", default=defaults.get_default("huge_pages"))
-    known, _ = ap.parse_known_args(passthrough)
-    return known.index_type, known.huge_pages
+    """The index type and huge-page mode the runner's servers get from the passed-through flags,
+    read as the runner reads them (its defaults, a --profile's values where no flag is given):
+    the gather bound uses the same."""
+    parser = runner_cli.build_parser()
+    args, _ = parser.parse_known_args(passthrough)
+    if args.profile:
+        runner_cli.apply_profile(args, runner_cli.explicit_dests(parser, passthrough), args.profile)
+    return args.index_type, args.huge_pages
 
 
 def round_rates(summary_csv: str, transport: str) -> dict[int, float]:

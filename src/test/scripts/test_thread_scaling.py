@@ -127,6 +127,10 @@ class GoalArithmeticTest(unittest.TestCase):
         self.assertEqual(ts.runner_storage_flags(["--index-type", "DRAM_PET_HASH", "--huge-pages=off",
                                                   "--transport-options", "x"]),
                          ("DRAM_PET_HASH", "off"))
+        # a profile's index where no flag names one, the flag where one does
+        self.assertEqual(ts.runner_storage_flags(["--profile", "rdma-capacity"])[0], "DRAM_PET_HASH")
+        self.assertEqual(ts.runner_storage_flags(["--profile", "rdma-capacity", "--index-type=DRAM"])[0],
+                         "DRAM")
         cfg = ts.gather_config("DRAM_PET_HASH", "off", 1000, 64, 10, out_buffers=12)
         self.assertEqual((cfg["threads"], cfg["read_mode"], cfg["out_buffers"], cfg["batch_keys"]),
                          (1, "batch_get_flat", 12, 10))
