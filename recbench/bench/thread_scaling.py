@@ -256,9 +256,11 @@ def goals_text(goals: list[dict], cpu: str | None = None, rows: list[dict] | Non
     head = (f"goals at the largest client thread count: keys/s >= {THROUGHPUT_GOAL:.0%} of the best; "
             f"p99 <= {LITTLE_P99_FACTOR:g} x Little's-law latency (in-flight requests / request rate); "
             f"rounds: those whose keys/s at the largest count reached {THROUGHPUT_GOAL:.0%} of the best "
-            "point's in the same round; gather: the engine alone, gathering into the largest "
-            "count's in-flight replies' buffers over into the best point's (the memory hierarchy's "
-            "own fraction, no transport)" + (f"; CPU {cpu}" if cpu else ""))
+            "point's in the same round"
+            + ("; gather: the engine alone, gathering into the largest count's in-flight replies' "
+               "buffers over into the best point's (the memory hierarchy's own fraction, no "
+               "transport)" if any("gather_frac_at_max" in g for g in goals) else "")
+            + (f"; CPU {cpu}" if cpu else ""))
     cols = (f"{'transport':<10} {'srv thr':>7} {'best M/s':>9} {'@thr':>5} {'M/s @max':>9} {'frac':>6} "
             f"{'goal':>5} {'rounds':>6} {'gather':>6} {'p99 ms':>8} {'W ms':>8} {'p99/W':>6} {'goal':>5} "
             f"{'steal%':>6} {'threads':>9}")

@@ -116,11 +116,14 @@ class GoalArithmeticTest(unittest.TestCase):
         # the best point (4 threads) against the largest count (16): 15.2 / 19
         self.assertEqual(g["best_client_threads"], 4)
         self.assertAlmostEqual(g["gather_frac_at_max"], 0.8)
-        self.assertIn(" 0.80 ", ts.goals_text(goals).splitlines()[2])
+        text = ts.goals_text(goals)
+        self.assertIn(" 0.80 ", text.splitlines()[2])
+        self.assertIn("gather: the engine alone", text.splitlines()[0])
         # a thread count the gather did not measure leaves the fraction out
         goals = ts.goal_rows(rows)
         ts.add_gather(rows, goals, gather[:2])
         self.assertNotIn("gather_frac_at_max", goals[0])
+        self.assertNotIn("gather:", ts.goals_text(goals).splitlines()[0])
 
     def test_gather_bound_takes_the_runners_storage_flags(self):
         self.assertEqual(ts.runner_storage_flags([]), ("DRAM_EXTENDIBLE_HASH", "auto"))
