@@ -53,6 +53,7 @@ from pathlib import Path
 from recbench import analysis, kv_bench, procfs, records
 from recbench.bench import sweep_ps
 from recbench.cpuinfo import cpu_model
+from recbench.errors import RecbenchError
 from recbench.launch import SOURCE_ROOT
 from recbench.runner import cli as runner_cli
 from recbench.runner import results
@@ -359,8 +360,6 @@ def main(argv=None) -> int:
     for name in ("--client-threads-per-process", "--server-worker-threads", "--server-rdma-threads"):
         if any(a.split("=", 1)[0] == name for a in passthrough):
             ap.error(f"{name} is set per point; give --client-threads / --server-threads")
-    out = args.out_dir or records.new_result_dir(SOURCE_ROOT / "results", "thread_scaling_")
-    out.mkdir(parents=True, exist_ok=True)
     common = ["--transports", args.transports, "--record-count", str(args.record_count),
               "--value-size", str(args.value_size), "--batch-keys", str(args.batch_keys),
               "--prefetch-depth", str(args.prefetch_depth),
@@ -375,9 +374,13 @@ def main(argv=None) -> int:
                                     index_type=index_type, huge_pages=huge_pages,
                                     record_count=args.record_count, value_size=args.value_size,
                                     batch_keys=args.batch_keys)
-        except ValueError as e:
-            ap.error(f"the gather bound (--index-type {index_type}): {e}; --no-gather-bound "
-                     "skips it")
+        except (ValueError, RecbenchError) as e:  # a bad flag, or the engine could not run
+            ap.error(f"the gather bound (--index-type {index_type}, --huge-pages {huge_pages}): "
+                     f"{e}; --no-gather-bound skips it")
+    # created once the bound has run: a run that stops there leaves no empty directory
+    out = args.out_dir or records.new_result_dir(SOURCE_ROOT / "results", "thread_scaling_")
+    out.mkdir(parents=True, exist_ok=True)
+    if gather:
         records.write_csv(out / "thread_scaling_gather.csv", GATHER_COLUMNS, gather, _fmt)
     rows, failed = [], 0
     for st in server_threads:

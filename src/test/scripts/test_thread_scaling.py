@@ -153,16 +153,26 @@ class GoalArithmeticTest(unittest.TestCase):
                            capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 2)
         self.assertIn("--rounds", r.stderr)
-        out = Path(tempfile.mkdtemp(prefix="rb_scaling_"))
+        out = Path(tempfile.mkdtemp(prefix="rb_scaling_")) / "out"
         try:  # the gather bound runs first, so a bad index type stops the run before any point
             r = subprocess.run([sys.executable, str(TOOL), "--index-type", "NO_SUCH_INDEX",
                                 "--out-dir", str(out)], capture_output=True, text=True, timeout=60)
             self.assertEqual(r.returncode, 2)
-            self.assertIn("the gather bound (--index-type NO_SUCH_INDEX)", r.stderr)
+            self.assertIn("the gather bound (--index-type NO_SUCH_INDEX, --huge-pages auto)", r.stderr)
             self.assertIn("--no-gather-bound", r.stderr)
-            self.assertEqual(list(out.iterdir()), [])
+            self.assertFalse(out.exists())  # nothing created
+            if all(Path(f"/proc/sys/vm/{k}").read_text().strip() == "0"
+                   for k in ("nr_hugepages", "nr_overcommit_hugepages")):
+                # the engine cannot run (no hugetlb pool for explicit pages): the same, named
+                r = subprocess.run([sys.executable, str(TOOL), "--huge-pages", "explicit",
+                                    "--out-dir", str(out)], capture_output=True, text=True,
+                                   timeout=60)
+                self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                self.assertIn("--huge-pages explicit): rs_kv_open:", r.stderr)
+                self.assertIn("hugetlb pool", r.stderr)
+                self.assertFalse(out.exists())
         finally:
-            shutil.rmtree(out)
+            shutil.rmtree(out.parent)
 
 
 class ThreadScalingEndToEndTest(unittest.TestCase):
