@@ -22,6 +22,17 @@ def parse_bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"{text!r} is not a boolean (use true or false)")
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: an integer of 1 or more."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return v
+
+
 BUDGET_NONE = 2**64 - 1  # max_inflight_bytes meaning "no budget" (UINT64_MAX in ps_client.h)
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 

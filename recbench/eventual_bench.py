@@ -15,6 +15,8 @@ import argparse
 import logging
 import sys
 
+from recbench.cli_flags import positive_int
+
 HEADER = "#<num_waiters>\t<test_duration_sec>\t<interval_msec>\t<ops/s>\t<cpu_time_sec>"
 
 log = logging.getLogger("recbench.eventual_bench")
@@ -33,13 +35,6 @@ def format_row(r: dict) -> str:
     """The seed's data row: waiters, duration, interval, ops/s, CPU seconds."""
     return (f"{r['num_waiters']}\t{r['duration_s']:g}\t{r['interval_ms']:g}\t"
             f"{r['ops_per_sec']:f}\t{r['cpu_time_s']:f}")
-
-
-def _positive_int(s: str) -> int:
-    v = int(s)
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{s} is not >= 1")
-    return v
 
 
 def _positive_float(s: str) -> float:
@@ -62,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="length of the measured window")
     ap.add_argument("-i", "--interval", type=_nonneg_float, required=True, metavar="INTERVAL_MS",
                     help="milliseconds between handing an eventual to the setter and its set")
-    ap.add_argument("-n", "--num-waiters", type=_positive_int, required=True, metavar="WAITERS",
+    ap.add_argument("-n", "--num-waiters", type=positive_int, required=True, metavar="WAITERS",
                     help="concurrent waiter threads")
     ap.add_argument("--wait-mode", choices=["block", "spin"], default="block",
                     help="block: futex sleep; spin: busy poll (default block)")

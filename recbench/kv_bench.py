@@ -28,7 +28,7 @@ import tempfile
 from typing import Any
 
 from recbench import _kv, procfs
-from recbench.cli_flags import add_bool_flag, parse_bool
+from recbench.cli_flags import add_bool_flag, parse_bool, positive_int
 from recbench.cpuinfo import binary_size, cpu_model
 
 log = logging.getLogger("recbench.kv_bench")
@@ -48,13 +48,6 @@ def _workload(text: str) -> str:
     return t
 
 
-def _positive_int(text: str) -> int:
-    v = int(text)
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return v
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="recbench-kv-bench",
@@ -66,13 +59,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="DRAM_PET_HASH, DRAM_EXTENDIBLE_HASH (alias DRAM) or SSD_EXTENDIBLE_HASH "
                         "(aliases SSD, CCEH); default DRAM_EXTENDIBLE_HASH, or SSD_EXTENDIBLE_HASH "
                         "with --engine=cceh")
-    p.add_argument("--record_count", type=_positive_int, default=1_000_000)
+    p.add_argument("--record_count", type=positive_int, default=1_000_000)
     p.add_argument("--operation_count", type=int, default=None,
                    help="run this many operations (keys in batch modes) instead of a timed run")
     p.add_argument("--running_seconds", type=float, default=None,
                    help="timed run length (default 5 unless --operation_count is given)")
-    p.add_argument("--value_size", type=_positive_int, default=128)
-    p.add_argument("--threads", "--thread_num", dest="threads", type=_positive_int, default=1)
+    p.add_argument("--value_size", type=positive_int, default=128)
+    p.add_argument("--threads", "--thread_num", dest="threads", type=positive_int, default=1)
     p.add_argument("--load_thread_num", type=int, default=0, help="load threads (0 = --threads)")
     p.add_argument("--workload", type=_workload, default="c",
                    help="a: 50/50 read/update, b: 95/5, c: reads only")
@@ -80,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--zipfian_alpha", type=float, default=0.9,
                    help="theta of YCSB's scrambled zipfian, in (0, 1)")
     p.add_argument("--read_mode", default="get", choices=READ_MODES)
-    p.add_argument("--batch_keys", type=_positive_int, default=500)
+    p.add_argument("--batch_keys", type=positive_int, default=500)
     p.add_argument("--seed", type=int, default=1, help="run thread i seeds its rng with seed+i")
     p.add_argument("--ssd_path", default="",
                    help="directory for SSD_EXTENDIBLE_HASH files (default: a temporary directory, "
@@ -110,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "(pct_of_paired_ceiling): measured in alternation, immune to a machine "
                        "whose speed drifts between runs (the plain ceiling paired with itself "
                        "checks the method: about 100)")
-    p.add_argument("--out_buffers", type=_positive_int, default=1,
+    p.add_argument("--out_buffers", type=positive_int, default=1,
                    help="batch_get_flat or ceiling: write each thread's batches into this many "
                         "output buffers in turn (default 1, always warm); a PS with T client "
                         "threads x D requests in flight writes each reply into one of T x D "

@@ -219,7 +219,9 @@ class KVBenchOutputTest(unittest.TestCase):
                             (["--zipfian_alpha=1.5"], "zipfian_alpha"), (["--value_size=0"], "value_size"),
                             (["--index_type=BTREE"], "index_type"), (["--record_count=-5"], "record_count"),
                             (["--engine=cceh", "--index_type=DRAM_PET_HASH"], "index_type"),
-                            (["--running_seconds=0"], "running_seconds")):
+                            (["--running_seconds=0"], "running_seconds"),
+                            (["--value_size=0"], "--value_size: must be >= 1, got 0"),
+                            (["--threads=x"], "--threads/--thread_num: 'x' is not an integer")):
             with self.subTest(flags=flags):
                 r = bench(*flags, "--record_count=10" if "--record_count=-5" not in flags else "--threads=1")
                 self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
