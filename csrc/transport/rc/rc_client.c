@@ -416,8 +416,9 @@ int rs_rc_client_submit(rs_rc_client *c, const rs_ps_request *req, uint64_t tag,
     uint32_t q = 0, k = 0, found = 0, all = c->qps * c->slots, first = all - c->o.rows_buffers;
     if (req->op == RS_PS_GET && rows_out)
         for (uint32_t i = first; i < all && !found; i++) {
-            if (resp_slot(c, i % c->qps, i / c->qps) != rows_out) continue;
-            if (nth_slot(c, i, &q, &k)->busy)
+            const cl_slot *sl = nth_slot(c, i, &q, &k);
+            if (resp_slot(c, q, k) != rows_out) continue;
+            if (sl->busy)
                 return rs_error_set(err, RS_EBUSY,
                                     "RC client %s: row buffer %p still has a GET in flight",
                                     c->peer, rows_out);
