@@ -56,6 +56,14 @@ static void test_options(void) {
     RS_CHECK(rs_rc_options_parse(&o, "slots_per_qp=0", &e) == RS_EINVAL);
     RS_CHECK(strstr(e.msg, "slots_per_qp") != NULL);
     RS_CHECK(rs_rc_options_parse(&o, "poll_mode=lazy", &e) == RS_EINVAL);
+    RS_CHECK_EQ(o.client_copy, RS_COPY_AUTO);
+    RS_CHECK(rs_rc_options_parse(&o, "client_copy=stream", &e) == 0);
+    RS_CHECK_EQ(o.client_copy, RS_COPY_STREAM);
+    RS_CHECK(rs_rc_options_parse(&o, "client_copy=plain", &e) == 0);
+    RS_CHECK_EQ(o.client_copy, RS_COPY_PLAIN);
+    RS_CHECK(rs_rc_options_parse(&o, "client_copy=nt", &e) == RS_EINVAL);
+    RS_CHECK(strstr(e.msg, "client_copy=nt") != NULL && strstr(e.msg, "auto, plain or stream"));
+    RS_CHECK(rs_rc_options_check_role(&o, 1, &e) == RS_EINVAL); /* a client key */
     RS_CHECK(rs_rc_options_parse(&o, "request_slot_bytes=5000", &e) == RS_EINVAL);
 }
 

@@ -549,6 +549,67 @@ static void test_skip_client_copy(void) {
     free(resp);
 }
 
+/* client_copy: stream and plain copy every GET's rows their way; auto streams while the
+ * process's GETs in flight hold at least a quarter of the LLC in row buffers, and only then */
+static void test_client_copy_modes(void) {
+    fixture fx;
+    fx_start(&fx, "", 1);
+    uint64_t keys[64];
+    for (int i = 0; i < 64; i++)
+        keys[i] = (uint64_t)i + 1;
+    rs_ps_response *resp = malloc(sizeof *resp);
+    float rows[64 * DIM];
+    rs_rc_client_stats st;
+    const char *fixed[2] = {"qps_per_client_per_shard=1;client_copy=stream",
+                            "qps_per_client_per_shard=1;client_copy=plain"};
+    for (int m = 0; m < 2; m++) {
+        rs_rc_client *c = connect_client(&fx, fixed[m], 1);
+        for (int t = 0; t < 3; t++) {
+            memset(rows, 0, sizeof rows);
+            RS_CHECK_EQ(do_get(c, keys, 64, rows, resp), RS_PS_OK);
+            RS_CHECK(rows_ok(keys, 64, rows));
+        }
+        rs_rc_client_get_stats(c, &st);
+        RS_CHECK_EQ(st.stream_copies, m == 0 ? 3 : 0);
+        rs_rc_client_close(c);
+    }
+    /* auto: four GETs in flight whose buffers hold a quarter of the LLC together; the first
+     * collected sees all four counted and streams, the next three see three or fewer: plain */
+    size_t thr = rs_copy_rows_stream_from();
+    if (thr == SIZE_MAX) {
+        fprintf(stderr, "  (client_copy=auto part skipped: the LLC size is unknown here)\n");
+    } else {
+        size_t cap = (thr + 3) / 4;
+        RS_CHECK(3 * cap < thr);
+        rs_rc_client *c = connect_client(&fx, "qps_per_client_per_shard=4;client_copy=auto", 4);
+        uint8_t *bufs[4];
+        rs_error e = {0};
+        rs_ps_request r = get_req(keys, 64);
+        for (int i = 0; i < 4; i++) {
+            bufs[i] = calloc(1, cap);
+            RS_CHECK(bufs[i] != NULL);
+            RS_CHECK(rs_rc_client_submit(c, &r, (uint64_t)i, bufs[i], cap, &e) == 0);
+        }
+        for (int i = 0; i < 4; i++) {
+            uint64_t tag;
+            RS_CHECK(rs_rc_client_next(c, &tag, resp, &e) == 0);
+            RS_CHECK_EQ(tag, (uint64_t)i);
+            RS_CHECK(rows_ok(keys, 64, (const float *)bufs[i]));
+            rs_rc_client_get_stats(c, &st);
+            RS_CHECK_EQ(st.stream_copies, 1);
+        }
+        /* the same GETs one at a time hold a fraction of it: plain */
+        RS_CHECK_EQ(do_get(c, keys, 64, rows, resp), RS_PS_OK);
+        rs_rc_client_get_stats(c, &st);
+        RS_CHECK_EQ(st.stream_copies, 1);
+        rs_rc_client_close(c);
+        for (int i = 0; i < 4; i++)
+            free(bufs[i]);
+    }
+    fx_stop(&fx);
+    free(resp);
+}
+
 /* rows_buffers: a GET into one of the caller's row buffers lands in place (no copy) and the
  * buffer keeps its rows while other requests use the other slots. */
 static void test_rows_buffers(void) {
@@ -1074,8 +1135,9 @@ RS_TEST_MAIN(RS_TEST(test_get_put_command), RS_TEST(test_status_codes),
              RS_TEST(test_corrupt_and_duplicate), RS_TEST(test_duplicate_seq),
              RS_TEST(test_prefetch_depth_check), RS_TEST(test_slot_exhaustion_many_clients),
              RS_TEST(test_response_modes), RS_TEST(test_fake_modes), RS_TEST(test_skip_client_copy),
-             RS_TEST(test_rows_buffers), RS_TEST(test_workers_and_profile),
-             RS_TEST(test_ctrl_rejects_bad_frames), RS_TEST(test_ctrl_partial_frame_does_not_block),
+             RS_TEST(test_rows_buffers), RS_TEST(test_client_copy_modes),
+             RS_TEST(test_workers_and_profile), RS_TEST(test_ctrl_rejects_bad_frames),
+             RS_TEST(test_ctrl_partial_frame_does_not_block),
              RS_TEST(test_client_binds_submitting_thread),
              RS_TEST(test_sleepers_woken_without_loss), RS_TEST(test_adaptive_spin_after_sleeps),
              RS_TEST(test_immediate_sleepers_lose_nothing), RS_TEST(test_busy_mode_never_blocks),

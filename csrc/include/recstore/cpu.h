@@ -1,9 +1,11 @@
 /*
- * cpu.h — the spin-wait hint every busy loop uses (pause on x86, yield on arm64), and how many
- * CPUs the process may run on.
+ * cpu.h — the spin-wait hint every busy loop uses (pause on x86, yield on arm64), how many
+ * CPUs the process may run on, and how big its last-level cache is.
  */
 #ifndef RECSTORE_CPU_H
 #define RECSTORE_CPU_H
+
+#include <stddef.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -20,6 +22,10 @@ static inline void rs_cpu_relax(void) {
 /* The CPUs in the process's affinity mask (its main thread's: a client thread may have been bound
  * to one core before it asks), read once; the online CPUs when the mask cannot be read; >= 1. */
 unsigned rs_cpu_count(void);
+
+/* Bytes of the last-level cache cpu0 sees (sysfs cache/indexN of the highest level, read once;
+ * sysconf's level-3 size when sysfs has none); 0 when neither says. */
+size_t rs_cpu_llc_bytes(void);
 
 #ifdef __cplusplus
 }

@@ -67,6 +67,7 @@
 #include <stdint.h>
 
 #include "recstore/auth.h"
+#include "recstore/copy.h"
 #include "recstore/error.h"
 #include "recstore/kv.h"
 #include "recstore/ps.h"
@@ -320,6 +321,7 @@ typedef struct rs_rc_options {
     /* client: response slots kept as the caller's GET row buffers (rs_rc_client_rows_buffers);
      * the other slots carry everything else (0) */
     uint32_t rows_buffers;
+    rs_copy_mode client_copy; /* client: how GET rows reach the caller's buffer (copy.h) */
     char device[64];
     uint8_t ib_port;
     int gid_index;
@@ -532,10 +534,11 @@ uint32_t rs_rc_client_id(const rs_rc_client *c);
  * that ran out their time slice (without a wake), doorbells that woke a sleeping poller (shm),
  * waits begun with the short spin of adaptive spinning, requests sent with RS_RC_FLAG_NOTIFY,
  * waits that found the process's spin slots taken and slept without spinning (shm), and GETs
- * whose rows landed in the caller's row buffer without a copy (rows_buffers). */
+ * whose rows landed in the caller's row buffer without a copy (rows_buffers), and copies into
+ * the caller's buffers made with streaming stores (client_copy). */
 typedef struct rs_rc_client_stats {
     uint64_t wait_blocks, wait_sleep_timeouts, doorbell_rings, wait_quick, notify_requests,
-        wait_unspun, rows_in_place;
+        wait_unspun, rows_in_place, stream_copies;
 } rs_rc_client_stats;
 void rs_rc_client_get_stats(const rs_rc_client *c, rs_rc_client_stats *out);
 /* The caller's row buffers (option rows_buffers=N): N response slots set aside at connect. Fills

@@ -70,15 +70,17 @@ typedef struct cl_slot {
     void *rows_out;
     size_t rows_cap;
     uint16_t op;
-    int notify;   /* sent with RS_RC_FLAG_NOTIFY */
-    int reserved; /* one of the caller's row buffers (rows_buffers): carries only GETs into it */
+    int notify;     /* sent with RS_RC_FLAG_NOTIFY */
+    int reserved;   /* one of the caller's row buffers (rows_buffers): carries only GETs into it */
+    size_t counted; /* rows_cap counted as pending rows (copy.h): a GET copied into the caller's
+                     * buffer */
 } cl_slot;
 
 typedef struct cl_prof {
     uint64_t submit_count, wait_count, acquire_qp_count, acquire_qp_failures, submit_ns, wait_ns,
         copy_ns, copied_bytes, pending_peak, pending_sum, descriptor_writes, commit_writes,
         drain_count, drain_ns, wait_blocks, wait_sleep_timeouts, doorbell_rings, wait_quick,
-        notify_requests, wait_unspun, rows_in_place;
+        notify_requests, wait_unspun, rows_in_place, stream_copies;
 } cl_prof;
 
 struct rs_rc_client {
@@ -355,6 +357,7 @@ void rs_rc_client_get_stats(const rs_rc_client *c, rs_rc_client_stats *out) {
     out->wait_unspun = c->prof.wait_unspun;
     out->notify_requests = c->prof.notify_requests;
     out->rows_in_place = c->prof.rows_in_place;
+    out->stream_copies = c->prof.stream_copies;
 }
 
 uint32_t rs_rc_client_rows_buffers(rs_rc_client *c, void **bufs, uint32_t max, size_t *cap) {
@@ -500,6 +503,8 @@ int rs_rc_client_submit(rs_rc_client *c, const rs_ps_request *req, uint64_t tag,
     sl->rows_out = rows_out;
     sl->rows_cap = rows_cap;
     sl->op = (uint16_t)req->op;
+    sl->counted = req->op == RS_PS_GET && rows_out && rows_out != resp_slot(c, q, k) ? rows_cap : 0;
+    if (sl->counted) rs_copy_rows_pending((int64_t)sl->counted);
     sl->t_submit = t0;
     sl->notify = notify;
     if (notify) {
@@ -515,6 +520,11 @@ int rs_rc_client_submit(rs_rc_client *c, const rs_ps_request *req, uint64_t tag,
     if (pend > c->prof.pending_peak) c->prof.pending_peak = pend;
     c->prof.submit_ns += rs_now_ns() - t0;
     return 0;
+}
+
+static void uncount(cl_slot *sl) {
+    if (sl->counted) rs_copy_rows_pending(-(int64_t)sl->counted);
+    sl->counted = 0;
 }
 
 /* 1 when the control connection reports EOF or an error (the server is gone). */
@@ -545,12 +555,13 @@ static void maybe_profile(rs_rc_client *c) {
         " submit_avg_ns=%.1f wait_status_avg_ns=%.1f copy_response_avg_ns=%.1f "
         "copied_bytes=%" PRIu64 " pending_rpc_peak=%" PRIu64
         " pending_rpc_avg=%.2f pending_rpc_last=%u wait_blocks=%" PRIu64 " doorbell_rings=%" PRIu64
-        " notify_requests=%" PRIu64 " wait_unspun=%" PRIu64 " rows_in_place=%" PRIu64 "\n",
+        " notify_requests=%" PRIu64 " wait_unspun=%" PRIu64 " rows_in_place=%" PRIu64
+        " stream_copies=%" PRIu64 "\n",
         c->fab->name, c->shard_id, c->client_id, d.submit_count, d.wait_count, d.acquire_qp_count,
         d.acquire_qp_failures, AV(d.submit_ns, d.submit_count), AV(d.wait_ns, d.wait_count),
         AV(d.copy_ns, d.wait_count), d.copied_bytes, d.pending_peak,
         AV(d.pending_sum, d.submit_count), c->f_tail - c->f_head, d.wait_blocks, d.doorbell_rings,
-        d.notify_requests, d.wait_unspun, d.rows_in_place);
+        d.notify_requests, d.wait_unspun, d.rows_in_place, d.stream_copies);
     printf("component=rdma_rc_transport_profile role=client transport=%s shard=%u client_id=%u "
            "submit_count=%" PRIu64 " submit_descriptor_writes=%" PRIu64
            " submit_commit_writes=%" PRIu64 " submit_avg_ns=%.1f"
@@ -690,12 +701,14 @@ int rs_rc_client_next(rs_rc_client *c, uint64_t *tag, rs_ps_response *resp, rs_e
         if (sl->rows_out == rsl) {
             c->prof.rows_in_place++; /* the caller's row buffer is this response slot */
         } else if (!c->o.skip_client_copy && sl->rows_out) {
-            memcpy(sl->rows_out, resp->rows, resp->rows_len);
+            c->prof.stream_copies +=
+                (uint64_t)rs_copy_rows(sl->rows_out, resp->rows, resp->rows_len, c->o.client_copy);
             c->prof.copied_bytes += resp->rows_len;
         }
     }
     uint64_t t2 = rs_now_ns();
     *tag = sl->tag;
+    uncount(sl);
     sl->busy = 0;
     c->f_head++;
     c->prof.wait_count++;
@@ -777,6 +790,8 @@ uint64_t rs_rc_client_debug_next_seq(const rs_rc_client *c, uint32_t qp) {
 
 void rs_rc_client_close(rs_rc_client *c) {
     if (!c) return;
+    for (uint32_t i = 0; c->slot && i < c->qps * c->slots; i++)
+        uncount(&c->slot[i]);     /* requests still in flight */
     if (c->fd >= 0) close(c->fd); /* the server retires our lanes when it sees EOF */
     for (uint32_t q = 0; c->eps && q < c->qps; q++)
         if (c->eps[q]) c->fab->ep_destroy(c->eps[q]);

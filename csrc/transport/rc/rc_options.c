@@ -79,10 +79,16 @@ static int parse_int(const char *k, const char *v, int lo, int hi, int *out, rs_
     return rc;
 }
 
-static const char *const client_only_keys[] = {
-    "qps_per_client_per_shard", "slots_per_qp",     "request_slot_bytes",
-    "response_slot_bytes",      "wait_timeout_ms",  "wait_spin_iterations",
-    "control_plane_timeout_ms", "skip_client_copy", "rows_buffers"};
+static const char *const client_only_keys[] = {"qps_per_client_per_shard",
+                                               "slots_per_qp",
+                                               "request_slot_bytes",
+                                               "response_slot_bytes",
+                                               "wait_timeout_ms",
+                                               "wait_spin_iterations",
+                                               "control_plane_timeout_ms",
+                                               "skip_client_copy",
+                                               "rows_buffers",
+                                               "client_copy"};
 static const char *const server_only_keys[] = {"server_get_workers", "max_keys_per_request",
                                                "fake_get_mode"};
 
@@ -150,6 +156,18 @@ static int apply(rs_rc_options *o, const char *k, const char *v, rs_error *err) 
     }
     if (!strcmp(k, "skip_client_copy"))
         return rs_transport_option_bool("RC", k, v, &o->skip_client_copy, err);
+    if (!strcmp(k, "client_copy")) {
+        if (!strcmp(v, "auto"))
+            o->client_copy = RS_COPY_AUTO;
+        else if (!strcmp(v, "plain"))
+            o->client_copy = RS_COPY_PLAIN;
+        else if (!strcmp(v, "stream"))
+            o->client_copy = RS_COPY_STREAM;
+        else
+            return rs_error_set(err, RS_EINVAL,
+                                "RC option client_copy=%s: expected auto, plain or stream", v);
+        return 0;
+    }
     if (!strcmp(k, "poll_mode")) {
         if (!strcmp(v, "busy"))
             o->poll_mode = RS_RC_POLL_BUSY;
@@ -197,7 +215,7 @@ static int apply(rs_rc_options *o, const char *k, const char *v, rs_error *err) 
                         "server_get_workers, "
                         "max_keys_per_request, control_plane_timeout_ms, bind_core_offset, "
                         "bind_core_stride, numa_id, device, ib_port, gid_index, skip_client_copy, "
-                        "rows_buffers, poll_mode, get_response_mode, fake_get_mode)",
+                        "rows_buffers, client_copy, poll_mode, get_response_mode, fake_get_mode)",
                         k);
 }
 

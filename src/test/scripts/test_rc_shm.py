@@ -214,6 +214,35 @@ class RcEndToEndCases:
             self.assertNotEqual(r.returncode, 0)
             self.assertIn("row buffers need a client of one shard", r.stderr)
 
+    def test_ps_bench_streaming_copy_verifies(self):
+        # client_copy=stream copies every GET's rows with streaming stores (plain: none); the
+        # bench checks every row either way
+        tmp = tempfile.mkdtemp(prefix="rc_bench_")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        with PSServerProcess(self.transport, num_shards=1, value_size=128) as srv:
+            for copy in ("stream", "plain"):
+                r = self.bench(srv.bench_args(tmp), "--record_count", "3000", "--value_size", "128",
+                               "--batch_keys", "200", "--thread_num", "2", "--prefetch_depth", "4",
+                               "--running_seconds", self.bench_seconds,
+                               "--verify_deterministic_values",
+                               "--rdma_rc_qps_per_client_per_shard", "4",
+                               "--rdma_rc_profile_interval_ms", "20",
+                               "--transport_options", f"client_copy={copy}")
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                self.assertGreater(int(result(r.stdout, "run")["key_ops"]), 0)
+                fields = [dict(f.split("=", 1) for f in ln.split() if "=" in f)
+                          for ln in r.stdout.splitlines()
+                          if ln.startswith("component=rdma_rc_client_profile")]
+                streamed = sum(int(f["stream_copies"]) for f in fields)
+                if copy == "stream":
+                    self.assertGreater(streamed, 0, r.stdout)
+                else:
+                    self.assertEqual(streamed, 0, r.stdout)
+            r = self.bench(srv.bench_args(tmp), "--record_count", "100", "--value_size", "128",
+                           "--running_seconds", "0.2", "--transport_options", "client_copy=nt")
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("client_copy=nt", r.stderr)
+
     def test_prefetch_depth_beyond_slots_is_refused(self):
         with PSServerProcess(self.transport, num_shards=1, value_size=64) as srv:
             r = self.bench(["--host", "127.0.0.1", "--port", str(srv.ports[0])],
