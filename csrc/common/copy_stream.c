@@ -21,7 +21,7 @@
 typedef void (*lines_fn)(uint8_t *dst, const uint8_t *src, size_t lines);
 
 __attribute__((target("avx512f"))) static void lines_avx512(uint8_t *dst, const uint8_t *src,
-                                                             size_t lines) {
+                                                            size_t lines) {
     for (size_t i = 0; i < lines; i++)
         _mm512_stream_si512((void *)(dst + i * LINE),
                             _mm512_loadu_si512((const void *)(src + i * LINE)));

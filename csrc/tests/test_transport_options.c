@@ -102,5 +102,21 @@ static void test_bind_core_offset_variable(void) {
     RS_CHECK_EQ(rs_rc_options_parse(&o, NULL, &e), 0);
 }
 
+/* a word option: the index of the word, or an error listing every word */
+static void test_choice_words(void) {
+    static const char *const three[] = {"auto", "plain", "stream"}, *const one[] = {"on"};
+    rs_error e = {0};
+    int w = -1;
+    RS_CHECK_EQ(rs_transport_option_choice("RC", "client_copy", "stream", three, 3, &w, &e), 0);
+    RS_CHECK_EQ(w, 2);
+    RS_CHECK_EQ(rs_transport_option_choice("RC", "client_copy", "Stream", three, 3, &w, &e),
+                RS_EINVAL);
+    RS_CHECK(strcmp(e.msg, "RC option client_copy=Stream: expected auto, plain or stream") == 0);
+    RS_CHECK_EQ(rs_transport_option_choice("x", "k", "", one, 1, &w, &e), RS_EINVAL);
+    RS_CHECK(strcmp(e.msg, "x option k=: expected on") == 0);
+    RS_CHECK_EQ(w, 2); /* untouched by the refusals */
+}
+
 RS_TEST_MAIN(RS_TEST(test_integers_are_decimal_digits), RS_TEST(test_booleans_one_word_set),
-             RS_TEST(test_every_transport_refuses_hex), RS_TEST(test_bind_core_offset_variable))
+             RS_TEST(test_every_transport_refuses_hex), RS_TEST(test_bind_core_offset_variable),
+             RS_TEST(test_choice_words))

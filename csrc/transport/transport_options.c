@@ -5,6 +5,7 @@
 #include "transport/transport_options.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -90,4 +91,22 @@ int rs_transport_option_bool(const char *who, const char *key, const char *val, 
     return rs_error_set(err, RS_EINVAL,
                         "%s option %s=%s: want true or false (or 1/0, yes/no, on/off)", who, key,
                         val);
+}
+
+int rs_transport_option_choice(const char *who, const char *key, const char *val,
+                               const char *const *names, int n, int *out, rs_error *err) {
+    for (int i = 0; i < n; i++)
+        if (!strcmp(val, names[i])) {
+            *out = i;
+            return RS_OK;
+        }
+    char words[256] = "";
+    size_t len = 0;
+    for (int i = 0; i < n && len < sizeof words; i++)
+        len += (size_t)snprintf(words + len, sizeof words - len, "%s%s",
+                                i == 0       ? ""
+                                : i == n - 1 ? " or "
+                                             : ", ",
+                                names[i]);
+    return rs_error_set(err, RS_EINVAL, "%s option %s=%s: expected %s", who, key, val, words);
 }

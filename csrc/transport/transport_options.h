@@ -38,5 +38,9 @@ int rs_transport_option_i64(const char *who, const char *key, const char *val, i
                             int64_t hi, int64_t *out, rs_error *err);
 int rs_transport_option_bool(const char *who, const char *key, const char *val, int *out,
                              rs_error *err);
+/* One of n words (exact, case-sensitive): *out is its index in names; else RS_EINVAL and
+ * "<who> option <key>=<val>: expected a, b or c". */
+int rs_transport_option_choice(const char *who, const char *key, const char *val,
+                               const char *const *names, int n, int *out, rs_error *err);
 
 #endif

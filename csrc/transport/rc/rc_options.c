@@ -156,57 +156,23 @@ static int apply(rs_rc_options *o, const char *k, const char *v, rs_error *err) 
     }
     if (!strcmp(k, "skip_client_copy"))
         return rs_transport_option_bool("RC", k, v, &o->skip_client_copy, err);
-    if (!strcmp(k, "client_copy")) {
-        if (!strcmp(v, "auto"))
-            o->client_copy = RS_COPY_AUTO;
-        else if (!strcmp(v, "plain"))
-            o->client_copy = RS_COPY_PLAIN;
-        else if (!strcmp(v, "stream"))
-            o->client_copy = RS_COPY_STREAM;
-        else
-            return rs_error_set(err, RS_EINVAL,
-                                "RC option client_copy=%s: expected auto, plain or stream", v);
-        return 0;
+    /* word options: each name list is in its enum's order */
+    static const char *const copies[] = {"auto", "plain", "stream"};
+    static const char *const polls[] = {"adaptive", "busy"};
+    static const char *const gets[] = {"auto", "staging_copy", "direct_sg"};
+    static const char *const fakes[] = {"none", "status_only", "index_only", "payload_memset"};
+    int w = 0;
+#define CHOICE(name, field, names, type)                                                           \
+    if (!strcmp(k, name)) {                                                                        \
+        rc = rs_transport_option_choice("RC", k, v, names, sizeof names / sizeof *names, &w, err); \
+        if (rc == 0) o->field = (type)w;                                                           \
+        return rc;                                                                                 \
     }
-    if (!strcmp(k, "poll_mode")) {
-        if (!strcmp(v, "busy"))
-            o->poll_mode = RS_RC_POLL_BUSY;
-        else if (!strcmp(v, "adaptive"))
-            o->poll_mode = RS_RC_POLL_ADAPTIVE;
-        else
-            return rs_error_set(err, RS_EINVAL, "RC option poll_mode=%s: expected busy or adaptive",
-                                v);
-        return 0;
-    }
-    if (!strcmp(k, "get_response_mode")) {
-        if (!strcmp(v, "auto"))
-            o->get_mode = RS_RC_GET_AUTO;
-        else if (!strcmp(v, "staging_copy"))
-            o->get_mode = RS_RC_GET_STAGING_COPY;
-        else if (!strcmp(v, "direct_sg"))
-            o->get_mode = RS_RC_GET_DIRECT_SG;
-        else
-            return rs_error_set(
-                err, RS_EINVAL,
-                "RC option get_response_mode=%s: expected auto, staging_copy or direct_sg", v);
-        return 0;
-    }
-    if (!strcmp(k, "fake_get_mode")) {
-        if (!strcmp(v, "none"))
-            o->fake_get = RS_RC_FAKE_NONE;
-        else if (!strcmp(v, "status_only"))
-            o->fake_get = RS_RC_FAKE_STATUS_ONLY;
-        else if (!strcmp(v, "index_only"))
-            o->fake_get = RS_RC_FAKE_INDEX_ONLY;
-        else if (!strcmp(v, "payload_memset"))
-            o->fake_get = RS_RC_FAKE_PAYLOAD_MEMSET;
-        else
-            return rs_error_set(err, RS_EINVAL,
-                                "RC option fake_get_mode=%s: expected none, status_only, "
-                                "index_only or payload_memset",
-                                v);
-        return 0;
-    }
+    CHOICE("client_copy", client_copy, copies, rs_copy_mode)
+    CHOICE("poll_mode", poll_mode, polls, rs_rc_poll_mode)
+    CHOICE("get_response_mode", get_mode, gets, rs_rc_get_mode)
+    CHOICE("fake_get_mode", fake_get, fakes, rs_rc_fake_get)
+#undef CHOICE
     return rs_error_set(err, RS_EINVAL,
                         "unknown RC option '%s' (known: qps_per_client_per_shard, slots_per_qp, "
                         "request_slot_bytes, response_slot_bytes, inline_bytes, wait_timeout_ms, "
