@@ -10,6 +10,7 @@
 #include "recstore/copy.h"
 
 #include "recstore/cpu.h"
+#include "recstore/error.h"
 
 #include <immintrin.h>
 #include <pthread.h>
@@ -50,31 +51,45 @@ static void lines_sse2(uint8_t *dst, const uint8_t *src, size_t lines) {
     }
 }
 
-static lines_fn kernel;
+/* The kernels in rs_copy_kernel order, and whether this CPU has each (x86-64 always has SSE2). */
+static const lines_fn kernels[] = {lines_avx512, lines_avx2, lines_sse2};
+static int has[3];
+static lines_fn best;
 static pthread_once_t kernel_once = PTHREAD_ONCE_INIT;
 
 static void pick_kernel(void) {
     __builtin_cpu_init();
-    kernel = __builtin_cpu_supports("avx512f") ? lines_avx512
-             : __builtin_cpu_supports("avx2")  ? lines_avx2
-                                               : lines_sse2;
+    has[RS_COPY_KERNEL_AVX512] = __builtin_cpu_supports("avx512f");
+    has[RS_COPY_KERNEL_AVX2] = __builtin_cpu_supports("avx2");
+    has[RS_COPY_KERNEL_SSE2] = 1;
+    for (int i = 2; i >= 0; i--)
+        if (has[i]) best = kernels[i];
 }
 
-void rs_copy_stream(void *dst, const void *src, size_t n) {
-    uint8_t *d = dst;
-    const uint8_t *s = src;
+static void copy_with(lines_fn lines_copy, uint8_t *d, const uint8_t *s, size_t n) {
     size_t head = (LINE - ((uintptr_t)d & (LINE - 1))) & (LINE - 1);
     if (n < head + LINE) { /* no whole line to stream */
         memcpy(d, s, n);
         return;
     }
-    pthread_once(&kernel_once, pick_kernel);
     memcpy(d, s, head);
     size_t lines = (n - head) / LINE;
-    kernel(d + head, s + head, lines);
+    lines_copy(d + head, s + head, lines);
     size_t done = head + lines * LINE;
     memcpy(d + done, s + done, n - done);
     _mm_sfence();
+}
+
+void rs_copy_stream(void *dst, const void *src, size_t n) {
+    pthread_once(&kernel_once, pick_kernel);
+    copy_with(best, dst, src, n);
+}
+
+int rs_copy_stream_on(rs_copy_kernel kernel, void *dst, const void *src, size_t n) {
+    pthread_once(&kernel_once, pick_kernel);
+    if ((unsigned)kernel > RS_COPY_KERNEL_SSE2 || !has[kernel]) return RS_ENOTSUP;
+    copy_with(kernels[kernel], dst, src, n);
+    return 0;
 }
 
 /* Pending row bytes of the whole process (relaxed: a heuristic's input, not a lock). */

@@ -9,6 +9,7 @@
 
 #include "recstore/clock.h"
 #include "recstore/copy.h"
+#include "recstore/error.h"
 #include "recstore/eventual.h"
 #include "recstore/hash.h"
 #include "recstore/hist.h"
@@ -158,7 +159,8 @@ static void test_eventual_block_and_spin(void) {
     RS_CHECK_EQ(rs_eventual_wait(&g_ev, RS_WAIT_SPIN, 1000000, NULL), RS_ETIMEDOUT);
 }
 
-/* every length and alignment lands the same bytes as memcpy, and nothing outside [dst, dst+n) */
+/* every length and alignment lands the same bytes as memcpy, and nothing outside [dst, dst+n),
+ * with the kernel rs_copy_stream picks and with each one this CPU has (Zen 3 has no AVX-512) */
 static void test_copy_stream_matches_memcpy(void) {
     static const size_t lens[] = {0, 1, 63, 64, 65, 127, 128, 129, 200, 4096, 4113, 262144};
     static const size_t dofs[] = {0, 1, 8, 63};
@@ -168,6 +170,7 @@ static void test_copy_stream_matches_memcpy(void) {
     RS_CHECK(src && dst && want);
     for (size_t i = 0; i < cap; i++)
         src[i] = (uint8_t)(i * 131 + 7);
+    int ran = 0;
     for (size_t a = 0; a < sizeof lens / sizeof *lens; a++)
         for (size_t b = 0; b < sizeof dofs / sizeof *dofs; b++)
             for (size_t c = 0; c < sizeof sofs / sizeof *sofs; c++) {
@@ -179,7 +182,17 @@ static void test_copy_stream_matches_memcpy(void) {
                 memcpy(want + (d - dst), src + sofs[c], n);
                 rs_copy_stream(d, src + sofs[c], n);
                 RS_CHECK(memcmp(dst, want, cap) == 0);
+                for (int k = RS_COPY_KERNEL_AVX512; k <= RS_COPY_KERNEL_SSE2; k++) {
+                    memset(dst, 0xee, cap);
+                    int rc = rs_copy_stream_on((rs_copy_kernel)k, d, src + sofs[c], n);
+                    if (rc == RS_ENOTSUP) continue; /* not on this CPU */
+                    RS_CHECK_EQ(rc, 0);
+                    RS_CHECK(memcmp(dst, want, cap) == 0);
+                    ran |= 1 << k;
+                }
             }
+    RS_CHECK(ran & (1 << RS_COPY_KERNEL_SSE2)); /* every x86-64 has it */
+    RS_CHECK_EQ(rs_copy_stream_on((rs_copy_kernel)3, dst, src, 64), RS_ENOTSUP);
     free(src);
     free(dst);
     free(want);
