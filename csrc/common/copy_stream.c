@@ -51,19 +51,18 @@ static void lines_sse2(uint8_t *dst, const uint8_t *src, size_t lines) {
     }
 }
 
-/* The kernels in rs_copy_kernel order, and whether this CPU has each (x86-64 always has SSE2). */
-static const lines_fn kernels[] = {lines_avx512, lines_avx2, lines_sse2};
-static int has[3];
+/* The kernels by rs_cpu_vec level; decided once: the CPU's best, and where auto streams. */
+static const lines_fn kernels[] = {lines_sse2, lines_avx2, lines_avx512};
 static lines_fn best;
-static pthread_once_t kernel_once = PTHREAD_ONCE_INIT;
+static size_t stream_from;
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
-static void pick_kernel(void) {
-    __builtin_cpu_init();
-    has[RS_COPY_KERNEL_AVX512] = __builtin_cpu_supports("avx512f");
-    has[RS_COPY_KERNEL_AVX2] = __builtin_cpu_supports("avx2");
-    has[RS_COPY_KERNEL_SSE2] = 1;
-    for (int i = 2; i >= 0; i--)
-        if (has[i]) best = kernels[i];
+/* A quarter of the LLC: on the Zen 4 host's 32 MiB L3 the plain copy was faster up to 4 MiB of
+ * rows in flight (2 and 4 client threads of 4 x 256 KiB) and the streaming one from 8 MiB. */
+static void init(void) {
+    best = kernels[rs_cpu_best_vec()];
+    size_t llc = rs_cpu_llc_bytes();
+    stream_from = llc ? llc / 4 : SIZE_MAX;
 }
 
 static void copy_with(lines_fn lines_copy, uint8_t *d, const uint8_t *s, size_t n) {
@@ -81,14 +80,13 @@ static void copy_with(lines_fn lines_copy, uint8_t *d, const uint8_t *s, size_t 
 }
 
 void rs_copy_stream(void *dst, const void *src, size_t n) {
-    pthread_once(&kernel_once, pick_kernel);
+    pthread_once(&init_once, init);
     copy_with(best, dst, src, n);
 }
 
-int rs_copy_stream_on(rs_copy_kernel kernel, void *dst, const void *src, size_t n) {
-    pthread_once(&kernel_once, pick_kernel);
-    if ((unsigned)kernel > RS_COPY_KERNEL_SSE2 || !has[kernel]) return RS_ENOTSUP;
-    copy_with(kernels[kernel], dst, src, n);
+int rs_copy_stream_on(int vec, void *dst, const void *src, size_t n) {
+    if (vec < RS_CPU_VEC_BASE || vec > RS_CPU_VEC_AVX512 || !rs_cpu_has_vec(vec)) return RS_ENOTSUP;
+    copy_with(kernels[vec], dst, src, n);
     return 0;
 }
 
@@ -99,18 +97,16 @@ void rs_copy_rows_pending(int64_t delta) {
     __atomic_add_fetch(&rows_pending, (uint64_t)delta, __ATOMIC_RELAXED);
 }
 
-/* A quarter of the LLC: on the Zen 4 host's 32 MiB L3 the plain copy was faster up to 4 MiB of
- * rows in flight (2 and 4 client threads of 4 x 256 KiB) and the streaming one from 8 MiB. */
 size_t rs_copy_rows_stream_from(void) {
-    size_t llc = rs_cpu_llc_bytes();
-    return llc ? llc / 4 : SIZE_MAX;
+    pthread_once(&init_once, init);
+    return stream_from;
 }
 
 int rs_copy_rows(void *dst, const void *src, size_t n, rs_copy_mode mode) {
+    pthread_once(&init_once, init);
     if (mode == RS_COPY_STREAM ||
-        (mode == RS_COPY_AUTO &&
-         __atomic_load_n(&rows_pending, __ATOMIC_RELAXED) >= rs_copy_rows_stream_from())) {
-        rs_copy_stream(dst, src, n);
+        (mode == RS_COPY_AUTO && __atomic_load_n(&rows_pending, __ATOMIC_RELAXED) >= stream_from)) {
+        copy_with(best, dst, src, n);
         return 1;
     }
     memcpy(dst, src, n);

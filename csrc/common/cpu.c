@@ -1,7 +1,8 @@
 /*
  * cpu.c — how many CPUs the process may run on (cpu.h), for the choices that depend on whether
  * its threads outnumber them: the PS client's default budget, gRPC's streams, RC waiters'
- * spinning; and the size of its last-level cache, for the choice of copy of GET rows (copy.h).
+ * spinning; which vector levels it runs, for the kernels built per level; and the size of its
+ * last-level cache, for the choice of copy of GET rows (copy.h).
  */
 #define _GNU_SOURCE
 #include "recstore/cpu.h"
@@ -24,6 +25,21 @@ static void count_cpus(void) {
 unsigned rs_cpu_count(void) {
     pthread_once(&cpus_once, count_cpus);
     return cpus;
+}
+
+int rs_cpu_has_vec(int v) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    if (v == RS_CPU_VEC_AVX512) return __builtin_cpu_supports("avx512f") != 0;
+    if (v == RS_CPU_VEC_AVX2) return __builtin_cpu_supports("avx2") != 0;
+#endif
+    return v == RS_CPU_VEC_BASE;
+}
+
+rs_cpu_vec rs_cpu_best_vec(void) {
+    if (rs_cpu_has_vec(RS_CPU_VEC_AVX512)) return RS_CPU_VEC_AVX512;
+    if (rs_cpu_has_vec(RS_CPU_VEC_AVX2)) return RS_CPU_VEC_AVX2;
+    return RS_CPU_VEC_BASE;
 }
 
 static size_t llc;

@@ -13,18 +13,11 @@ static int kernel = -1; /* atomic: -1 not decided yet, else RS_KV_KERNEL_* */
 static const char *const names[] = {"plain", "avx2", "avx512"};
 
 int rs_kv_cpu_supports(int k) {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    __builtin_cpu_init();
-    if (k == RS_KV_KERNEL_AVX512) return __builtin_cpu_supports("avx512f") != 0;
-    if (k == RS_KV_KERNEL_AVX2) return __builtin_cpu_supports("avx2") != 0;
-#endif
-    return k == RS_KV_KERNEL_PLAIN;
+    return rs_cpu_has_vec(k); /* RS_KV_KERNEL_* are the rs_cpu_vec levels */
 }
 
 static int best(void) {
-    if (rs_kv_cpu_supports(RS_KV_KERNEL_AVX512)) return RS_KV_KERNEL_AVX512;
-    if (rs_kv_cpu_supports(RS_KV_KERNEL_AVX2)) return RS_KV_KERNEL_AVX2;
-    return RS_KV_KERNEL_PLAIN;
+    return (int)rs_cpu_best_vec();
 }
 
 int rs_kv_cpu_kernel(void) {

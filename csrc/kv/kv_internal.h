@@ -296,7 +296,12 @@ RS_KV_INLINE void rs_kv_row_copy(void *dst, const void *src, size_t bytes) {
 #define RS_KV_AVX512
 #define RS_KV_AVX2
 #endif
-enum { RS_KV_KERNEL_PLAIN = 0, RS_KV_KERNEL_AVX2 = 1, RS_KV_KERNEL_AVX512 = 2 };
+/* the rs_cpu_vec levels (cpu.h), by the names the row loops have always used */
+enum {
+    RS_KV_KERNEL_PLAIN = RS_CPU_VEC_BASE,
+    RS_KV_KERNEL_AVX2 = RS_CPU_VEC_AVX2,
+    RS_KV_KERNEL_AVX512 = RS_CPU_VEC_AVX512
+};
 int rs_kv_cpu_kernel(void);
 /* 1 when the CPU can run kernel k. */
 int rs_kv_cpu_supports(int k);

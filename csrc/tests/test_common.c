@@ -9,6 +9,7 @@
 
 #include "recstore/clock.h"
 #include "recstore/copy.h"
+#include "recstore/cpu.h"
 #include "recstore/error.h"
 #include "recstore/eventual.h"
 #include "recstore/hash.h"
@@ -182,17 +183,18 @@ static void test_copy_stream_matches_memcpy(void) {
                 memcpy(want + (d - dst), src + sofs[c], n);
                 rs_copy_stream(d, src + sofs[c], n);
                 RS_CHECK(memcmp(dst, want, cap) == 0);
-                for (int k = RS_COPY_KERNEL_AVX512; k <= RS_COPY_KERNEL_SSE2; k++) {
+                for (int k = RS_CPU_VEC_BASE; k <= RS_CPU_VEC_AVX512; k++) {
                     memset(dst, 0xee, cap);
-                    int rc = rs_copy_stream_on((rs_copy_kernel)k, d, src + sofs[c], n);
+                    int rc = rs_copy_stream_on(k, d, src + sofs[c], n);
                     if (rc == RS_ENOTSUP) continue; /* not on this CPU */
                     RS_CHECK_EQ(rc, 0);
                     RS_CHECK(memcmp(dst, want, cap) == 0);
                     ran |= 1 << k;
                 }
             }
-    RS_CHECK(ran & (1 << RS_COPY_KERNEL_SSE2)); /* every x86-64 has it */
-    RS_CHECK_EQ(rs_copy_stream_on((rs_copy_kernel)3, dst, src, 64), RS_ENOTSUP);
+    RS_CHECK_EQ(ran, (1 << (rs_cpu_best_vec() + 1)) - 1); /* every level the CPU runs */
+    RS_CHECK_EQ(rs_copy_stream_on(RS_CPU_VEC_AVX512 + 1, dst, src, 64), RS_ENOTSUP);
+    RS_CHECK_EQ(rs_copy_stream_on(-1, dst, src, 64), RS_ENOTSUP);
     free(src);
     free(dst);
     free(want);

@@ -19,15 +19,10 @@ extern "C" {
  * other threads as after memcpy once a later release store is. */
 void rs_copy_stream(void *dst, const void *src, size_t n);
 
-/* The line kernels rs_copy_stream picks from (the first the CPU has, in this order).
- * rs_copy_stream_on copies with the one named, so every kernel can be checked on a CPU that has
- * it: RS_ENOTSUP (and nothing copied) when this CPU has not. */
-typedef enum rs_copy_kernel {
-    RS_COPY_KERNEL_AVX512 = 0,
-    RS_COPY_KERNEL_AVX2 = 1,
-    RS_COPY_KERNEL_SSE2 = 2,
-} rs_copy_kernel;
-int rs_copy_stream_on(rs_copy_kernel kernel, void *dst, const void *src, size_t n);
+/* rs_copy_stream with the line kernel of vector level `vec` (rs_cpu_vec, cpu.h; rs_copy_stream
+ * takes the CPU's best), so every kernel can be checked on a CPU that runs it: RS_ENOTSUP (and
+ * nothing copied) when this CPU does not. */
+int rs_copy_stream_on(int vec, void *dst, const void *src, size_t n);
 
 /* How rows are copied into a caller's buffer: auto streams while the process's pending row bytes
  * (below) reach rs_copy_rows_stream_from(), else copies plainly; plain and stream always do. */
