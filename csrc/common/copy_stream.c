@@ -93,8 +93,14 @@ int rs_copy_stream_on(int vec, void *dst, const void *src, size_t n) {
 /* Pending row bytes of the whole process (relaxed: a heuristic's input, not a lock). */
 static uint64_t rows_pending;
 
+const char *const rs_copy_mode_names[RS_COPY_MODES] = {"auto", "plain", "stream"};
+
 void rs_copy_rows_pending(int64_t delta) {
     __atomic_add_fetch(&rows_pending, (uint64_t)delta, __ATOMIC_RELAXED);
+}
+
+uint64_t rs_copy_rows_pending_bytes(void) {
+    return __atomic_load_n(&rows_pending, __ATOMIC_RELAXED);
 }
 
 size_t rs_copy_rows_stream_from(void) {

@@ -3,8 +3,9 @@
  * free port, driven through rs_grpc_conn_ops. PUT/GET/UPDATE/COMMAND round trips with pipelined
  * calls returned in submission order, PS error statuses, a refused connection and a deadline that
  * name the peer, raw gRPC calls with an unknown method and a garbage payload (the server answers
- * and keeps serving), a 10 MB batch, and a server stopped with calls in flight (every call ends,
- * nothing hangs). Without libgrpc-dev the test checks that the registry reports grpc as absent.
+ * and keeps serving), a 10 MB batch, GET rows copied in each client_copy mode, and a server stopped
+ * with calls in flight (every call ends, nothing hangs). Without libgrpc-dev the test checks that
+ * the registry reports grpc as absent.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "recstore/copy.h"
 #include "recstore/ps.h"
 #include "recstore/transport.h"
 #include "rs_test.h"
@@ -608,6 +610,71 @@ static void test_large_batch(void) {
     fixture_down(&f);
 }
 
+/* client_copy: GET rows reach the caller's buffer right in every mode, through the direct path
+ * (a buffer of the reply's size, here at an odd address so the streaming copy has ragged heads
+ * and tails in every slice) and through the whole-message decode (a larger buffer); a GET counts
+ * its buffer in the process's pending rows from submit until next() returns it or the connection
+ * closes with it in flight. An unknown mode is refused naming the option. */
+static void test_client_copy_modes(void) {
+    enum { N = 3000 }; /* 192 KB of rows: the reply spans several slices */
+    fixture f = {0};
+    if (fixture_up(&f, N, 2)) return;
+    rs_error e = {0};
+    uint64_t *keys = malloc(N * 8);
+    float *rows = malloc((size_t)N * VS);
+    uint8_t *buf = malloc((size_t)N * VS + 4096 + 3);
+    for (int i = 0; i < N; i++) {
+        keys[i] = (uint64_t)i * 7919 + 5;
+        fill_row(keys[i], rows + (size_t)i * (VS / 4));
+    }
+    rs_ps_completion comp;
+    rs_ps_request put = {.op = RS_PS_PUT,
+                         .value_size = VS,
+                         .num_keys = N,
+                         .keys = (const uint8_t *)keys,
+                         .rows = (const uint8_t *)rows,
+                         .rows_len = (size_t)N * VS};
+    rs_ps_request get = {
+        .op = RS_PS_GET, .value_size = VS, .num_keys = N, .keys = (const uint8_t *)keys};
+    const char *modes[] = {"client_copy=stream", "client_copy=plain", "client_copy=auto"};
+    for (int m = 0; m < 3; m++) {
+        void *c = conn_open_opts(f.port, 2, 20000, modes[m]);
+        if (!c) break;
+        if (m == 0) {
+            RS_CHECK_EQ(call1(c, &put, NULL, 0, &comp, &e), 0);
+            RS_CHECK_EQ(comp.resp.status, RS_PS_OK);
+        }
+        uint64_t before = rs_copy_rows_pending_bytes();
+        size_t caps[2] = {(size_t)N * VS, (size_t)N * VS + 4096};
+        for (int k = 0; k < 2; k++) {
+            memset(buf, 0xee, (size_t)N * VS + 4096 + 3);
+            RS_CHECK_EQ(rs_grpc_conn_ops.submit(c, &get, 9, buf + 3, caps[k], &e), 0);
+            RS_CHECK_EQ(rs_copy_rows_pending_bytes(), before + caps[k]);
+            RS_CHECK_EQ(rs_grpc_conn_ops.next(c, &comp, &e), 0);
+            RS_CHECK_EQ(rs_copy_rows_pending_bytes(), before);
+            RS_CHECK_EQ(comp.resp.num_found, N);
+            RS_CHECK_EQ(comp.resp.rows_len, (size_t)N * VS);
+            RS_CHECK(comp.resp.rows == buf + 3);
+            RS_CHECK_EQ(memcmp(buf + 3, rows, (size_t)N * VS), 0);
+            RS_CHECK_EQ(buf[0], 0xee); /* nothing written outside the rows */
+            RS_CHECK_EQ(buf[3 + (size_t)N * VS], 0xee);
+        }
+        /* closed with a GET in flight: its buffer leaves the count too */
+        RS_CHECK_EQ(rs_grpc_conn_ops.submit(c, &get, 10, buf, (size_t)N * VS, &e), 0);
+        rs_grpc_conn_ops.close(c);
+        RS_CHECK_EQ(rs_copy_rows_pending_bytes(), before);
+    }
+    void *c = NULL;
+    rs_ps_client_opts co = {.extra = "client_copy=nt"};
+    RS_CHECK_EQ(rs_grpc_conn_ops.connect("127.0.0.1", f.port, &co, &c, &e), RS_EINVAL);
+    RS_CHECK(strstr(e.msg, "client_copy=nt") && strstr(e.msg, "auto, plain or stream"));
+    RS_CHECK(c == NULL);
+    free(keys);
+    free(rows);
+    free(buf);
+    fixture_down(&f);
+}
+
 /* The client bounds what a server can make it take: a reply over max_reply_bytes fails the call
  * with RESOURCE_EXHAUSTED naming the server, smaller ones go through on the same connection. */
 static void test_reply_size_limit(void) {
@@ -830,10 +897,11 @@ static void test_registry_finds_grpc(void) {
 RS_TEST_MAIN(RS_TEST(test_roundtrip_pipelined), RS_TEST(test_ps_error_statuses),
              RS_TEST(test_stop_right_after_clients_close), RS_TEST(test_connect_refused_names_peer),
              RS_TEST(test_deadline_names_peer), RS_TEST(test_bad_calls_server_survives),
-             RS_TEST(test_large_batch), RS_TEST(test_reply_size_limit),
-             RS_TEST(test_stop_with_calls_in_flight), RS_TEST(test_bind_busy_port_and_bad_options),
-             RS_TEST(test_registry_finds_grpc), RS_TEST(test_recstore_wire_and_health),
-             RS_TEST(test_streams_spread_over_workers), RS_TEST(test_streams_follow_the_process))
+             RS_TEST(test_large_batch), RS_TEST(test_client_copy_modes),
+             RS_TEST(test_reply_size_limit), RS_TEST(test_stop_with_calls_in_flight),
+             RS_TEST(test_bind_busy_port_and_bad_options), RS_TEST(test_registry_finds_grpc),
+             RS_TEST(test_recstore_wire_and_health), RS_TEST(test_streams_spread_over_workers),
+             RS_TEST(test_streams_follow_the_process))
 
 #else /* !RS_HAVE_GRPC */
 

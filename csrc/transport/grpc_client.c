@@ -10,7 +10,9 @@
  * and not yet returned by next()) it refuses with RS_EBUSY. next() returns calls strictly in
  * submission order: finished calls that are not the oldest stay parked in the ring until their
  * turn. GET rows are copied from the response into the caller's rows_out by next(), straight from
- * gRPC's slices when the reply has the usual shape (reply_rows_direct).
+ * gRPC's slices when the reply has the usual shape (reply_rows_direct), with streaming stores
+ * while the process has many GET rows in flight (option client_copy, copy.h: a GET's rows_out
+ * counts from submit until its entry is put back).
  *
  * The same connection speaks RecStore's wire when made through rs_grpc_rs_conn_ops
  * ("recstore+grpc"): requests become recstoreps.ParameterService calls (recstore_msg.c) of at most
@@ -87,6 +89,7 @@ typedef struct rs_grpc_pending {
     const char *error_string; /* gpr_malloc'd by gRPC, or NULL */
     void *rows_out;
     size_t rows_cap;
+    size_t counted; /* rows_cap counted in rs_copy_rows_pending until the entry is put back */
     gpr_timespec deadline;
     void *reg;     /* the registered method of the call */
     int rs_method; /* RecStore wire: rs_rsmsg_method of the call, else -1 */
@@ -136,6 +139,7 @@ typedef struct rs_grpc_conn {
     rs_grpc_stream_call *st; /* st_cap of them (the streams asked for), NULL on unary calls */
     unsigned st_cap, nst;    /* nst: streams opened */
     int st_auto;             /* no streams=N: the count follows the process (see the top) */
+    rs_copy_mode copy;       /* client_copy: how GET rows reach rows_out */
 } rs_grpc_conn;
 
 /* ---- the process's gRPC client threads ---------------------------------------------------- */
@@ -199,6 +203,8 @@ static void pending_put(rs_grpc_conn *c, rs_grpc_pending *p) {
     p->details = grpc_empty_slice();
     if (p->error_string) gpr_free((void *)p->error_string);
     p->error_string = NULL;
+    if (p->counted) rs_copy_rows_pending(-(int64_t)p->counted);
+    p->counted = 0;
     p->call = NULL;
     p->send_bb = p->recv_bb = NULL;
     p->done = 0;
@@ -443,8 +449,9 @@ static int call_error(rs_grpc_conn *c, const rs_grpc_pending *p, rs_error *err) 
 
 /* ---- replies ------------------------------------------------------------------------------ */
 
-/* Copy bytes [from, from + n) of a slice buffer to dst. */
-static void slices_copy(const grpc_slice_buffer *sb, size_t from, size_t n, uint8_t *dst) {
+/* Copy bytes [from, from + n) of a slice buffer to dst, slice by slice as `mode` says (copy.h). */
+static void slices_copy(const grpc_slice_buffer *sb, size_t from, size_t n, uint8_t *dst,
+                        rs_copy_mode mode) {
     for (size_t i = 0; i < sb->count && n; i++) {
         size_t len = GRPC_SLICE_LENGTH(sb->slices[i]);
         if (from >= len) {
@@ -452,7 +459,7 @@ static void slices_copy(const grpc_slice_buffer *sb, size_t from, size_t n, uint
             continue;
         }
         size_t take = len - from < n ? len - from : n;
-        memcpy(dst, GRPC_SLICE_START_PTR(sb->slices[i]) + from, take);
+        rs_copy_rows(dst, GRPC_SLICE_START_PTR(sb->slices[i]) + from, take, mode);
         dst += take;
         n -= take;
         from = 0;
@@ -471,7 +478,7 @@ static void slices_copy(const grpc_slice_buffer *sb, size_t from, size_t n, uint
  * decodes it whole), RS_ENOMEM.
  */
 static int reply_rows_direct(grpc_byte_buffer *bb, void *rows_out, size_t rows_len,
-                             rs_grpc_scratch *scratch, rs_ps_response *out) {
+                             rs_copy_mode mode, rs_grpc_scratch *scratch, rs_ps_response *out) {
     if (!bb || bb->type != GRPC_BB_RAW || bb->data.raw.compression != GRPC_COMPRESS_NONE) return 0;
     const grpc_slice_buffer *sb = &bb->data.raw.slice_buffer;
     if (sb->count < 2 || !rows_out || !rows_len || sb->length <= rows_len) return 0;
@@ -490,11 +497,11 @@ static int reply_rows_direct(grpc_byte_buffer *bb, void *rows_out, size_t rows_l
         scratch->buf = b;
         scratch->cap = 8192;
     }
-    slices_copy(sb, 0, head, scratch->buf);
+    slices_copy(sb, 0, head, scratch->buf, RS_COPY_PLAIN);
     if (memcmp(scratch->buf + head - k, key, k) != 0) return 0;
     if (rs_ps_response_decode(scratch->buf, head - k, NULL, 0, out, NULL) != 0 || out->rows_len)
         return 0;
-    slices_copy(sb, head, rows_len, rows_out);
+    slices_copy(sb, head, rows_len, rows_out, mode);
     out->rows = rows_out;
     out->rows_len = rows_len;
     return 1;
@@ -556,7 +563,7 @@ static int rs_get_direct(grpc_byte_buffer *bb, size_t m, size_t vs, uint8_t *row
     uint8_t head[16];
     size_t total = sb->length;
     if (total < 8) return 0;
-    slices_copy(sb, 0, total < sizeof head ? total : sizeof head, head);
+    slices_copy(sb, 0, total < sizeof head ? total : sizeof head, head, RS_COPY_PLAIN);
     if (head[0] != 0x0a) return 0;
     uint64_t blen = 0;
     size_t h = 1;
@@ -866,6 +873,7 @@ static int connect_wire(const char *host, uint16_t port, const rs_ps_client_opts
         }
         st = grpc_channel_check_connectivity_state(c->channel, 0);
     }
+    c->copy = o.client_copy;
     if (o.stream && !recstore) {
         /* more streams than requests in flight would never carry a request */
         unsigned n = o.streams ? o.streams : RS_GRPC_AUTO_STREAMS;
@@ -1054,6 +1062,10 @@ static int rs_grpc_conn_submit(void *conn, const rs_ps_request *req, uint64_t ta
     p->rs_method = -1;
     p->rows_out = rows_out;
     p->rows_cap = rows_cap;
+    if (req->op == RS_PS_GET && rows_out && rows_cap) {
+        p->counted = rows_cap;
+        rs_copy_rows_pending((int64_t)rows_cap);
+    }
     if (on_stream) {
         p->on_stream = 1;
         p->sk = -1;
@@ -1094,7 +1106,7 @@ static int rs_grpc_conn_next(void *conn, rs_ps_completion *out, rs_error *err) {
         snprintf(out->resp.error, sizeof out->resp.error, "%.255s", err ? err->msg : "");
         goto done;
     }
-    rc = reply_rows_direct(p->recv_bb, p->rows_out, p->rows_cap, &c->scratch, &out->resp);
+    rc = reply_rows_direct(p->recv_bb, p->rows_out, p->rows_cap, c->copy, &c->scratch, &out->resp);
     if (rc == 1) {
         rc = 0;
         goto done;
@@ -1120,7 +1132,7 @@ static int rs_grpc_conn_next(void *conn, rs_ps_completion *out, rs_error *err) {
                               c->addr, out->resp.rows_len, p->rows_out ? p->rows_cap : 0);
             goto done;
         }
-        memcpy(p->rows_out, out->resp.rows, out->resp.rows_len);
+        rs_copy_rows(p->rows_out, out->resp.rows, out->resp.rows_len, c->copy);
         out->resp.rows = p->rows_out;
     } else {
         out->resp.rows = NULL;

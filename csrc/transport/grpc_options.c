@@ -44,6 +44,12 @@
  *                       cache_ps.optimizer.type): SGD, AdaGrad or RowWiseAdaGrad
  *   learning_rate=X     (server) its learning rate, default 0.01 (RecStore's)
  *   epsilon=X           (server) AdaGrad's epsilon, default 1e-10 (RecStore's)
+ *   client_copy=auto|plain|stream
+ *                       (client) how GET rows go from gRPC's slices into the caller's buffer:
+ *                       auto (default) with streaming stores while the process's GETs in flight
+ *                       hold a quarter of the LLC or more in row buffers, else memcpy; plain
+ *                       always memcpy; stream always streaming stores (copy.h, the RC clients'
+ *                       option of the same name; docs/grpc.md)
  *   malloc_tuning=BOOL  (both) 1 (default): at first use, raise glibc's mmap and trim thresholds
  *                       to 64 MiB for the process. gRPC allocates a buffer per socket read and
  *                       frees it after parsing; with glibc's defaults those frees return memory
@@ -97,6 +103,13 @@ static int apply_option(void *ctx, const char *kv, const char *val, rs_error *er
         return parse_uint(c, kv, val, 16384, 16777215, &out->max_frame_size, err);
     if (!c->server && strcmp(kv, "streams") == 0)
         return parse_uint(c, kv, val, 1, RS_GRPC_MAX_STREAMS, &out->streams, err);
+    if (!c->server && strcmp(kv, "client_copy") == 0) {
+        int w = 0;
+        int rc = rs_transport_option_choice("grpc client", kv, val, rs_copy_mode_names,
+                                            RS_COPY_MODES, &w, err);
+        if (rc == 0) out->client_copy = (rs_copy_mode)w;
+        return rc;
+    }
     if (!c->server && strcmp(kv, "max_reply_bytes") == 0)
         return parse_uint(c, kv, val, 4096, RS_PS_MAX_REPLY_BYTES, &out->max_reply_bytes, err);
     if (strcmp(kv, "malloc_tuning") == 0 || strcmp(kv, "stream") == 0) {
@@ -136,7 +149,7 @@ static int apply_option(void *ctx, const char *kv, const char *val, rs_error *er
             ? "calls_per_method, reply_timeout_ms, max_frame_size, "
               "poll_strategy, malloc_tuning, stream, optimizer, learning_rate, epsilon, tls_cert, "
               "tls_key"
-            : "max_frame_size, max_reply_bytes, poll_strategy, "
+            : "max_frame_size, max_reply_bytes, client_copy, poll_strategy, "
               "malloc_tuning, stream, streams, tls_ca");
 }
 

@@ -21,6 +21,7 @@
 #include <grpc/slice.h>
 #include <grpc/status.h>
 
+#include "recstore/copy.h"
 #include "recstore/error.h"
 #include "recstore/ps.h"
 #include "recstore/recstore_wire.h"
@@ -49,6 +50,7 @@ typedef struct rs_grpc_options {
     unsigned malloc_tuning;      /* 1: raise glibc's mmap/trim thresholds once per process */
     unsigned stream;             /* client: requests as messages of Stream calls */
     unsigned streams;            /* client: Stream calls per connection; 0 = by the process */
+    rs_copy_mode client_copy;    /* client: how GET rows reach the caller's buffer (copy.h) */
     char poll_strategy[8];       /* "", "epoll1" or "poll": gRPC core's poller for the process */
     rs_rsps_optimizer optimizer; /* server: RecStore UpdateParameter's optimizer */
     char tls_cert[512];          /* server: PEM certificate chain file; "" = no TLS */

@@ -1,7 +1,7 @@
 /*
  * copy.h — copying GET rows into a caller's buffers (copy_stream.c): a bulk copy whose stores
  * bypass the caches, and the choice between it and memcpy by how many rows the process has in
- * flight (the RC client's client_copy; docs/scale.md, "The client's copy at 16 threads").
+ * flight (the RC and gRPC clients' client_copy; docs/scale.md, "The client's copy at 16 threads").
  */
 #ifndef RECSTORE_COPY_H
 #define RECSTORE_COPY_H
@@ -31,10 +31,15 @@ typedef enum rs_copy_mode {
     RS_COPY_PLAIN = 1,
     RS_COPY_STREAM = 2,
 } rs_copy_mode;
+#define RS_COPY_MODES 3
+/* The modes' option words, in the enum's order: "auto", "plain", "stream". */
+extern const char *const rs_copy_mode_names[RS_COPY_MODES];
 
 /* Row bytes the process's clients will copy into callers' buffers when their answers come (a
  * GET's buffer size, added at submit and subtracted at collection, all threads together). */
 void rs_copy_rows_pending(int64_t delta);
+/* Their sum now (what auto compares with rs_copy_rows_stream_from). */
+uint64_t rs_copy_rows_pending_bytes(void);
 /* Where auto starts to stream: a quarter of the last-level cache (rs_cpu_llc_bytes); SIZE_MAX
  * when the LLC size is unknown (auto then never streams). */
 size_t rs_copy_rows_stream_from(void);

@@ -157,7 +157,6 @@ static int apply(rs_rc_options *o, const char *k, const char *v, rs_error *err) 
     if (!strcmp(k, "skip_client_copy"))
         return rs_transport_option_bool("RC", k, v, &o->skip_client_copy, err);
     /* word options: each name list is in its enum's order */
-    static const char *const copies[] = {"auto", "plain", "stream"};
     static const char *const polls[] = {"adaptive", "busy"};
     static const char *const gets[] = {"auto", "staging_copy", "direct_sg"};
     static const char *const fakes[] = {"none", "status_only", "index_only", "payload_memset"};
@@ -168,7 +167,7 @@ static int apply(rs_rc_options *o, const char *k, const char *v, rs_error *err) 
         if (rc == 0) o->field = (type)w;                                                           \
         return rc;                                                                                 \
     }
-    CHOICE("client_copy", client_copy, copies, rs_copy_mode)
+    CHOICE("client_copy", client_copy, rs_copy_mode_names, rs_copy_mode)
     CHOICE("poll_mode", poll_mode, polls, rs_rc_poll_mode)
     CHOICE("get_response_mode", get_mode, gets, rs_rc_get_mode)
     CHOICE("fake_get_mode", fake_get, fakes, rs_rc_fake_get)
