@@ -92,6 +92,26 @@ static void fill_row(uint64_t key, float *row) {
         row[j] = (float)(key * 0.5 + j);
 }
 
+/* n keys (i * stride + 1) with their rows (fill_row), and a PUT and a GET of them all; the caller
+ * frees *keys and *rows. */
+static void batch_of(int n, uint64_t stride, uint64_t **keys, float **rows, rs_ps_request *put,
+                     rs_ps_request *get) {
+    *keys = malloc((size_t)n * 8);
+    *rows = malloc((size_t)n * VS);
+    for (int i = 0; i < n; i++) {
+        (*keys)[i] = (uint64_t)i * stride + 1;
+        fill_row((*keys)[i], *rows + (size_t)i * (VS / 4));
+    }
+    *put = (rs_ps_request){.op = RS_PS_PUT,
+                           .value_size = VS,
+                           .num_keys = (uint32_t)n,
+                           .keys = (const uint8_t *)*keys,
+                           .rows = (const uint8_t *)*rows,
+                           .rows_len = (size_t)n * VS};
+    *get = (rs_ps_request){
+        .op = RS_PS_GET, .value_size = VS, .num_keys = (uint32_t)n, .keys = (const uint8_t *)*keys};
+}
+
 /* One request, waited for: returns next()'s code; completion in *out. */
 static int call1(void *c, rs_ps_request *req, void *rows, size_t cap, rs_ps_completion *out,
                  rs_error *e) {
@@ -575,23 +595,13 @@ static void test_large_batch(void) {
         fixture_down(&f);
         return;
     }
-    uint64_t *keys = malloc(N * 8);
-    float *rows = malloc((size_t)N * VS), *got = malloc((size_t)N * VS);
-    for (int i = 0; i < N; i++) {
-        keys[i] = (uint64_t)i * 1000003 + 1;
-        fill_row(keys[i], rows + (size_t)i * (VS / 4));
-    }
+    uint64_t *keys;
+    float *rows, *got = malloc((size_t)N * VS);
+    rs_ps_request put, get;
+    batch_of(N, 1000003, &keys, &rows, &put, &get);
     rs_ps_completion comp;
-    rs_ps_request put = {.op = RS_PS_PUT,
-                         .value_size = VS,
-                         .num_keys = N,
-                         .keys = (const uint8_t *)keys,
-                         .rows = (const uint8_t *)rows,
-                         .rows_len = (size_t)N * VS};
     RS_CHECK_EQ(call1(c, &put, NULL, 0, &comp, &e), 0);
     RS_CHECK_EQ(comp.resp.status, RS_PS_OK);
-    rs_ps_request get = {
-        .op = RS_PS_GET, .value_size = VS, .num_keys = N, .keys = (const uint8_t *)keys};
     RS_CHECK_EQ(call1(c, &get, got, (size_t)N * VS, &comp, &e), 0);
     RS_CHECK_EQ(comp.resp.num_found, N);
     RS_CHECK_EQ(comp.resp.rows_len, (size_t)N * VS);
@@ -620,22 +630,12 @@ static void test_client_copy_modes(void) {
     fixture f = {0};
     if (fixture_up(&f, N, 2)) return;
     rs_error e = {0};
-    uint64_t *keys = malloc(N * 8);
-    float *rows = malloc((size_t)N * VS);
+    uint64_t *keys;
+    float *rows;
     uint8_t *buf = malloc((size_t)N * VS + 4096 + 3);
-    for (int i = 0; i < N; i++) {
-        keys[i] = (uint64_t)i * 7919 + 5;
-        fill_row(keys[i], rows + (size_t)i * (VS / 4));
-    }
+    rs_ps_request put, get;
+    batch_of(N, 7919, &keys, &rows, &put, &get);
     rs_ps_completion comp;
-    rs_ps_request put = {.op = RS_PS_PUT,
-                         .value_size = VS,
-                         .num_keys = N,
-                         .keys = (const uint8_t *)keys,
-                         .rows = (const uint8_t *)rows,
-                         .rows_len = (size_t)N * VS};
-    rs_ps_request get = {
-        .op = RS_PS_GET, .value_size = VS, .num_keys = N, .keys = (const uint8_t *)keys};
     const char *modes[] = {"client_copy=stream", "client_copy=plain", "client_copy=auto"};
     for (int m = 0; m < 3; m++) {
         void *c = conn_open_opts(f.port, 2, 20000, modes[m]);
