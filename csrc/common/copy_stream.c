@@ -65,7 +65,8 @@ static void init(void) {
     stream_from = llc ? llc / 4 : SIZE_MAX;
 }
 
-static void copy_with(lines_fn lines_copy, uint8_t *d, const uint8_t *s, size_t n) {
+/* The whole lines of d streamed, the ragged head and tail copied plainly; no fence. */
+static void copy_lines(lines_fn lines_copy, uint8_t *d, const uint8_t *s, size_t n) {
     size_t head = (LINE - ((uintptr_t)d & (LINE - 1))) & (LINE - 1);
     if (n < head + LINE) { /* no whole line to stream */
         memcpy(d, s, n);
@@ -76,17 +77,18 @@ static void copy_with(lines_fn lines_copy, uint8_t *d, const uint8_t *s, size_t 
     lines_copy(d + head, s + head, lines);
     size_t done = head + lines * LINE;
     memcpy(d + done, s + done, n - done);
-    _mm_sfence();
 }
 
 void rs_copy_stream(void *dst, const void *src, size_t n) {
     pthread_once(&init_once, init);
-    copy_with(best, dst, src, n);
+    copy_lines(best, dst, src, n);
+    _mm_sfence();
 }
 
 int rs_copy_stream_on(int vec, void *dst, const void *src, size_t n) {
     if (vec < RS_CPU_VEC_BASE || vec > RS_CPU_VEC_AVX512 || !rs_cpu_has_vec(vec)) return RS_ENOTSUP;
-    copy_with(kernels[vec], dst, src, n);
+    copy_lines(kernels[vec], dst, src, n);
+    _mm_sfence();
     return 0;
 }
 
@@ -108,13 +110,27 @@ size_t rs_copy_rows_stream_from(void) {
     return stream_from;
 }
 
-int rs_copy_rows(void *dst, const void *src, size_t n, rs_copy_mode mode) {
+int rs_copy_rows_streams(rs_copy_mode mode) {
     pthread_once(&init_once, init);
-    if (mode == RS_COPY_STREAM ||
-        (mode == RS_COPY_AUTO && __atomic_load_n(&rows_pending, __ATOMIC_RELAXED) >= stream_from)) {
-        copy_with(best, dst, src, n);
-        return 1;
-    }
-    memcpy(dst, src, n);
-    return 0;
+    return mode == RS_COPY_STREAM ||
+           (mode == RS_COPY_AUTO &&
+            __atomic_load_n(&rows_pending, __ATOMIC_RELAXED) >= stream_from);
+}
+
+void rs_copy_rows_piece(void *dst, const void *src, size_t n, int stream) {
+    if (stream)
+        copy_lines(best, dst, src, n); /* best is set: rs_copy_rows_streams ran its init */
+    else
+        memcpy(dst, src, n);
+}
+
+void rs_copy_rows_end(int stream) {
+    if (stream) _mm_sfence();
+}
+
+int rs_copy_rows(void *dst, const void *src, size_t n, rs_copy_mode mode) {
+    int stream = rs_copy_rows_streams(mode);
+    rs_copy_rows_piece(dst, src, n, stream);
+    rs_copy_rows_end(stream);
+    return stream;
 }

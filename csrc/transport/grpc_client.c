@@ -449,9 +449,10 @@ static int call_error(rs_grpc_conn *c, const rs_grpc_pending *p, rs_error *err) 
 
 /* ---- replies ------------------------------------------------------------------------------ */
 
-/* Copy bytes [from, from + n) of a slice buffer to dst, slice by slice as `mode` says (copy.h). */
+/* Copy bytes [from, from + n) of a slice buffer to dst; with streaming stores when `stream`
+ * (rs_copy_rows_streams, copy.h; the caller fences once with rs_copy_rows_end). */
 static void slices_copy(const grpc_slice_buffer *sb, size_t from, size_t n, uint8_t *dst,
-                        rs_copy_mode mode) {
+                        int stream) {
     for (size_t i = 0; i < sb->count && n; i++) {
         size_t len = GRPC_SLICE_LENGTH(sb->slices[i]);
         if (from >= len) {
@@ -459,7 +460,7 @@ static void slices_copy(const grpc_slice_buffer *sb, size_t from, size_t n, uint
             continue;
         }
         size_t take = len - from < n ? len - from : n;
-        rs_copy_rows(dst, GRPC_SLICE_START_PTR(sb->slices[i]) + from, take, mode);
+        rs_copy_rows_piece(dst, GRPC_SLICE_START_PTR(sb->slices[i]) + from, take, stream);
         dst += take;
         n -= take;
         from = 0;
@@ -497,11 +498,13 @@ static int reply_rows_direct(grpc_byte_buffer *bb, void *rows_out, size_t rows_l
         scratch->buf = b;
         scratch->cap = 8192;
     }
-    slices_copy(sb, 0, head, scratch->buf, RS_COPY_PLAIN);
+    slices_copy(sb, 0, head, scratch->buf, 0);
     if (memcmp(scratch->buf + head - k, key, k) != 0) return 0;
     if (rs_ps_response_decode(scratch->buf, head - k, NULL, 0, out, NULL) != 0 || out->rows_len)
         return 0;
-    slices_copy(sb, head, rows_len, rows_out, mode);
+    int stream = rs_copy_rows_streams(mode);
+    slices_copy(sb, head, rows_len, rows_out, stream);
+    rs_copy_rows_end(stream);
     out->rows = rows_out;
     out->rows_len = rows_len;
     return 1;
@@ -563,7 +566,7 @@ static int rs_get_direct(grpc_byte_buffer *bb, size_t m, size_t vs, uint8_t *row
     uint8_t head[16];
     size_t total = sb->length;
     if (total < 8) return 0;
-    slices_copy(sb, 0, total < sizeof head ? total : sizeof head, head, RS_COPY_PLAIN);
+    slices_copy(sb, 0, total < sizeof head ? total : sizeof head, head, 0);
     if (head[0] != 0x0a) return 0;
     uint64_t blen = 0;
     size_t h = 1;

@@ -45,6 +45,13 @@ uint64_t rs_copy_rows_pending_bytes(void);
 size_t rs_copy_rows_stream_from(void);
 /* Copy n bytes of rows as mode says; 1 when the copy streamed, else 0. */
 int rs_copy_rows(void *dst, const void *src, size_t n, rs_copy_mode mode);
+/* The same for rows that arrive in pieces (a message in several buffers), decided once and
+ * fenced once: stream = rs_copy_rows_streams(mode) (1 when that copy streams now), every piece
+ * with rs_copy_rows_piece(..., stream), then rs_copy_rows_end(stream). rs_copy_rows is these
+ * three for one piece. */
+int rs_copy_rows_streams(rs_copy_mode mode);
+void rs_copy_rows_piece(void *dst, const void *src, size_t n, int stream);
+void rs_copy_rows_end(int stream);
 
 #ifdef __cplusplus
 }
