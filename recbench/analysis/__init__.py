@@ -1,5 +1,6 @@
-"""recbench.analysis: typed loaders (.loaders), totals and baseline comparison (.compare) and plots
-(.plots) for recbench's result files, all re-exported here under one name each.
+"""recbench.analysis: typed loaders (.loaders), totals and baseline comparison (.compare), plots
+(.plots) for recbench's result files and the best point of a sweep run in rounds (.selection), all
+re-exported here under one name each.
 
 Files read here:
 
@@ -62,6 +63,12 @@ from recbench.analysis.plots import (
     plot_ps_throughput,
     plot_sweep,
 )
+from recbench.analysis.selection import (
+    HeldOut,
+    held_out_fractions,
+    pass_rates,
+    round_spread,
+)
 
 __all__ = [
     "DEFAULT_NOISE_K",
@@ -70,15 +77,18 @@ __all__ = [
     "PS_COLUMNS",
     "PS_STATUSES",
     "SWEEP_COLUMNS",
+    "HeldOut",
     "SummaryFormatError",
     "compare",
     "detect_kind",
+    "held_out_fractions",
     "load_eventual_dat",
     "load_kv_summary",
     "load_ps_summary",
     "load_ps_totals",
     "load_summary",
     "load_sweep",
+    "pass_rates",
     "per_repeat",
     "plot_eventual",
     "plot_kv_engines",
@@ -87,6 +97,7 @@ __all__ = [
     "plot_ps_throughput",
     "plot_sweep",
     "regressions",
+    "round_spread",
     "status_counts",
     "sweep_rows",
     "totals",

@@ -11,6 +11,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
+from recbench import analysis
 from recbench.bench import thread_scaling as ts
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -102,6 +103,17 @@ class GoalArithmeticTest(unittest.TestCase):
         at_max = {1: 9.0, 2: 5.4, 3: 6.3}
         self.assertEqual([round(f, 3) for f in ts.paired_fractions(best, at_max)], [0.9, 0.9, 0.7])
         self.assertEqual(ts.paired_fractions({1: 0.0}, {1: 1.0}), [])
+
+    def test_held_out_lines_under_the_goals(self):
+        rows = ts.scaling_rows([sweep_row("SHM", 1, 1.0e6, 300.0), sweep_row("SHM", 16, 0.9e6, 4000.0)],
+                               2, 2, 100)
+        (g,) = ts.goal_rows(rows)
+        self.assertNotIn("held out", ts.goals_text([g]))  # one round: nothing to hold out
+        g.update(frac_of_best_held_out=0.93, held_out_best_by_round="1;16;1", held_out_goal_met=True,
+                 round_spread=0.12, flat_pass_rate=0.6, flat_pass_rate_held_out=0.82)
+        line = ts.goals_text([g]).splitlines()[-1]
+        self.assertEqual(line, "  SHM         2 server threads: held out 0.93 (yes; best by round "
+                               "1;16;1), spread 12%, flat 60% / 82%")
 
     def test_gather_bound_beside_the_goals(self):
         rows = ts.scaling_rows([sweep_row("SHM", 1, 1.0e6, 300.0), sweep_row("SHM", 4, 1.2e6, 900.0),
@@ -242,6 +254,22 @@ class ThreadScalingEndToEndTest(unittest.TestCase):
                     self.assertEqual(fr, [1.0, 1.0])
                 self.assertEqual(goal["rounds_at_throughput_goal"],
                                  f"{sum(f >= ts.THROUGHPUT_GOAL for f in fr)}/2")
+                # held out: each round against the point the other round calls best
+                rates = {int(x["client_threads"]): ts.round_rates(x["summary_csv"], "BRPC")
+                         for x in rows}
+                other = {1: 2, 2: 1}
+                picks = [max(sorted(rates), key=lambda t: rates[t][other[r]]) for r in (1, 2)]
+                self.assertEqual(goal["held_out_best_by_round"], ";".join(map(str, picks)))
+                held = [rates[2][r] / rates[p][r] for r, p in zip((1, 2), picks)]
+                self.assertAlmostEqual(float(goal["frac_of_best_held_out"]), sum(held) / 2,
+                                       delta=1e-5)
+                self.assertEqual(goal["held_out_goal_met"],
+                                 "yes" if sum(held) / 2 >= ts.THROUGHPUT_GOAL else "no")
+                self.assertAlmostEqual(float(goal["round_spread"]),
+                                       analysis.round_spread(rates), delta=1e-5)
+                for col in ("flat_pass_rate", "flat_pass_rate_held_out"):
+                    self.assertTrue(0.0 <= float(goal[col]) <= 1.0, goal)
+                self.assertIn("held out ", r.stdout)
                 for x in rows:
                     by_round = ts.round_rates(x["summary_csv"], "BRPC")
                     self.assertEqual(sorted(by_round), [1, 2], x)
