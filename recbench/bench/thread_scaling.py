@@ -6,7 +6,8 @@ for each server thread count S, the parameter sweep of recbench.bench.sweep_ps o
 `--client-threads-per-process` (the runner, tools/benchmarks/run_benchmark_ps.py, once per point,
 every transport in the same run, with `--server-worker-threads S --server-rdma-threads S`). It
 writes DIR/server_threads_S/ (the sweep's points, sweep.csv, sweep.rate.png, sweep.cpu.png),
-DIR/thread_scaling.csv (one row per transport, server threads and client threads) and
+DIR/thread_scaling.csv (one row per transport, server threads and client threads),
+DIR/thread_scaling_rounds.csv (the same points' keys/s in each round) and
 DIR/thread_scaling_goals.csv (one row per transport and server threads), and prints the goals.
 
 Goals (issue 16), per transport and server thread count:
@@ -86,6 +87,7 @@ GOAL_COLUMNS = ["transport", "server_threads", "best_key_ops_per_sec", "best_cli
                 "fastest_thread_share_at_max", "frac_of_best_by_round", "rounds_at_throughput_goal",
                 "gather_frac_at_max", "frac_of_best_held_out", "held_out_best_by_round",
                 "held_out_goal_met", "round_spread", "flat_pass_rate", "flat_pass_rate_held_out"]
+ROUND_COLUMNS = ["transport", "server_threads", "client_threads", "round", "key_ops_per_sec"]
 GATHER_COLUMNS = ["client_threads", "in_flight_requests", "out_buffer_bytes", "index_type",
                   "gather_key_ops_per_sec", "gather_key_ops_per_sec_by_round"]
 GATHER_SECONDS = 1.5
@@ -237,8 +239,17 @@ def paired_fractions(best: dict[int, float], at_max: dict[int, float]) -> list[f
     return [at_max[r] / best[r] for r in sorted(best) if r in at_max and best[r] > 0]
 
 
-def add_round_fractions(goals: list[dict], rows: list[dict]) -> None:
-    """Add to the goal rows, from the per-round summaries their points list:
+def round_rows(rows: list[dict]) -> list[dict]:
+    """thread_scaling_rounds.csv's rows: every successful point's keys/s in each round (the
+    median over that round's repeats), from the round summaries its row lists."""
+    return [dict(transport=r["transport"], server_threads=r["server_threads"],
+                 client_threads=r["client_threads"], round=k, key_ops_per_sec=v)
+            for r in rows if r["status"] == "success"
+            for k, v in sorted(round_rates(r["summary_csv"], r["transport"]).items())]
+
+
+def add_round_fractions(goals: list[dict], rounds: list[dict]) -> None:
+    """Add to the goal rows, from the points' rates per round (round_rows):
     frac_of_best_by_round and rounds_at_throughput_goal (`k/n`); the held-out fraction
     (frac_of_best_held_out, the median over rounds of the largest count's keys/s over the keys/s,
     in that round, of the point the other rounds call best: held_out_best_by_round;
@@ -248,11 +259,12 @@ def add_round_fractions(goals: list[dict], rows: list[dict]) -> None:
     for g in goals:
         if "key_ops_per_sec_at_max" not in g:
             continue
-        pick = {r["client_threads"]: r for r in rows if r["transport"] == g["transport"]
-                and r["server_threads"] == g["server_threads"] and r["status"] == "success"}
-        rates = {t: round_rates(r["summary_csv"], g["transport"]) for t, r in sorted(pick.items())}
+        rates: dict[int, dict[int, float]] = {}
+        for x in sorted(rounds, key=lambda x: x["client_threads"]):
+            if (x["transport"], x["server_threads"]) == (g["transport"], g["server_threads"]):
+                rates.setdefault(x["client_threads"], {})[x["round"]] = x["key_ops_per_sec"]
         top = g["max_client_threads"]
-        fr = paired_fractions(rates[g["best_client_threads"]], rates[top])
+        fr = paired_fractions(rates.get(g["best_client_threads"], {}), rates.get(top, {}))
         g["frac_of_best_by_round"] = ";".join(f"{f:.3f}" for f in fr)
         g["rounds_at_throughput_goal"] = f"{sum(f >= THROUGHPUT_GOAL for f in fr)}/{len(fr)}"
         held = analysis.held_out_fractions(rates, top)
@@ -443,7 +455,9 @@ def main(argv=None) -> int:
             rate, cpu = analysis.plot_sweep(df, d / "sweep.rate.png", d / "sweep.cpu.png")
             print(f"[output] server_threads={st} rate_png={rate} cpu_png={cpu}")
     goals = goal_rows(rows)
-    add_round_fractions(goals, rows)
+    rounds = round_rows(rows)
+    records.write_csv(out / "thread_scaling_rounds.csv", ROUND_COLUMNS, rounds, _fmt)
+    add_round_fractions(goals, rounds)
     if gather:
         add_gather(rows, goals, gather)
         records.write_csv(out / "thread_scaling.csv", SCALING_COLUMNS, rows, _fmt)
@@ -454,6 +468,7 @@ def main(argv=None) -> int:
     print(goals_text(goals, host, rows))
     print(f"[output] thread_scaling_csv={out / 'thread_scaling.csv'}")
     print(f"[output] goals_csv={out / 'thread_scaling_goals.csv'}")
+    print(f"[output] rounds_csv={out / 'thread_scaling_rounds.csv'}")
     if gather:
         print(f"[output] gather_csv={out / 'thread_scaling_gather.csv'}")
     return 1 if failed else 0

@@ -76,7 +76,7 @@ class SampleDataTest(unittest.TestCase):
 
     def test_samples_have_the_producers_columns(self):
         from recbench import analysis, latency_curve
-        from recbench.bench import kvengine_compare
+        from recbench.bench import kvengine_compare, thread_scaling
         from recbench.runner import results
 
         for name, columns in (("ps_baseline_summary.csv", results.SUMMARY_COLUMNS),
@@ -84,6 +84,7 @@ class SampleDataTest(unittest.TestCase):
                               ("ps_baseline_summary_totals.csv", results.TOTALS_COLUMNS),
                               ("sweep_batch_keys.csv", analysis.SWEEP_COLUMNS),
                               ("open_loop_curve.csv", latency_curve.CURVE_COLUMNS),
+                              ("thread_scaling_rounds.csv", thread_scaling.ROUND_COLUMNS),
                               ("kv_baseline_summary.csv", kvengine_compare.COLUMNS),
                               ("kv_candidate_summary.csv", kvengine_compare.COLUMNS)):
             with self.subTest(sample=name):

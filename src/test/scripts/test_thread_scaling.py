@@ -104,6 +104,30 @@ class GoalArithmeticTest(unittest.TestCase):
         self.assertEqual([round(f, 3) for f in ts.paired_fractions(best, at_max)], [0.9, 0.9, 0.7])
         self.assertEqual(ts.paired_fractions({1: 0.0}, {1: 1.0}), [])
 
+    def test_goals_from_the_rates_per_round(self):
+        # 1, 2 and 16 client threads in 3 rounds; 2 threads has the best median (11) thanks to
+        # one round, the other rounds pick 1 or 2 (recbench.analysis.selection's example)
+        per = {1: [10.0, 10.0, 10.0], 2: [12.0, 11.0, 9.0], 16: [10.0, 10.0, 10.0]}
+        rows = ts.scaling_rows([sweep_row("SHM", t, sorted(v)[1], 500.0) for t, v in per.items()],
+                               2, 4, 100)
+        goals = ts.goal_rows(rows)
+        rounds = [dict(transport="SHM", server_threads=2, client_threads=t, round=k + 1,
+                       key_ops_per_sec=v[k]) for t, v in per.items() for k in range(3)]
+        rounds.append(dict(transport="BRPC", server_threads=2, client_threads=1, round=1,
+                           key_ops_per_sec=99.0))  # another configuration's: not mixed in
+        ts.add_round_fractions(goals, rounds)
+        (g,) = goals
+        self.assertAlmostEqual(g["frac_of_best_at_max"], 10 / 11)
+        self.assertEqual(g["frac_of_best_by_round"], "0.833;0.909;1.111")
+        self.assertEqual(g["rounds_at_throughput_goal"], "2/3")
+        self.assertEqual(g["held_out_best_by_round"], "1;2;2")
+        self.assertEqual(g["frac_of_best_held_out"], 1.0)
+        self.assertTrue(g["held_out_goal_met"])
+        self.assertAlmostEqual(g["round_spread"], analysis.round_spread(
+            {t: dict(enumerate(v, 1)) for t, v in per.items()}))
+        self.assertEqual((g["flat_pass_rate"], g["flat_pass_rate_held_out"]),
+                         analysis.pass_rates(g["round_spread"], 3, 3, ts.THROUGHPUT_GOAL))
+
     def test_held_out_lines_under_the_goals(self):
         rows = ts.scaling_rows([sweep_row("SHM", 1, 1.0e6, 300.0), sweep_row("SHM", 16, 0.9e6, 4000.0)],
                                2, 2, 100)
@@ -254,9 +278,18 @@ class ThreadScalingEndToEndTest(unittest.TestCase):
                     self.assertEqual(fr, [1.0, 1.0])
                 self.assertEqual(goal["rounds_at_throughput_goal"],
                                  f"{sum(f >= ts.THROUGHPUT_GOAL for f in fr)}/2")
-                # held out: each round against the point the other round calls best
+                # held out: each round against the point the other round calls best; the
+                # rounds file has every point's rate per round (6 significant digits)
                 rates = {int(x["client_threads"]): ts.round_rates(x["summary_csv"], "BRPC")
                          for x in rows}
+                with open(out / "thread_scaling_rounds.csv") as f:
+                    written = [(x["transport"], x["server_threads"], int(x["client_threads"]),
+                                int(x["round"]), float(x["key_ops_per_sec"]))
+                               for x in csv.DictReader(f)]
+                self.assertEqual([w[:4] for w in written],
+                                 [("BRPC", "1", t, k) for t in (1, 2) for k in (1, 2)])
+                for _, _, t, k, v in written:
+                    self.assertAlmostEqual(v, rates[t][k], delta=rates[t][k] * 1e-5)
                 other = {1: 2, 2: 1}
                 picks = [max(sorted(rates), key=lambda t: rates[t][other[r]]) for r in (1, 2)]
                 self.assertEqual(goal["held_out_best_by_round"], ";".join(map(str, picks)))
