@@ -267,17 +267,26 @@ def add_round_fractions(goals: list[dict], rounds: list[dict]) -> None:
         fr = paired_fractions(rates.get(g["best_client_threads"], {}), rates.get(top, {}))
         g["frac_of_best_by_round"] = ";".join(f"{f:.3f}" for f in fr)
         g["rounds_at_throughput_goal"] = f"{sum(f >= THROUGHPUT_GOAL for f in fr)}/{len(fr)}"
-        held = analysis.held_out_fractions(rates, top)
-        if held:
-            g["frac_of_best_held_out"] = statistics.median(h.ratio for h in held)
-            g["held_out_best_by_round"] = ";".join(str(h.best_point) for h in held)
-            g["held_out_goal_met"] = g["frac_of_best_held_out"] >= THROUGHPUT_GOAL
-        spread = analysis.round_spread(rates)
-        if spread is not None:
-            n_rounds = max(len(v) for v in rates.values())
-            g["round_spread"] = spread
-            g["flat_pass_rate"], g["flat_pass_rate_held_out"] = analysis.pass_rates(
-                spread, len(rates), n_rounds, THROUGHPUT_GOAL)
+        g.update(held_out_figures(rates, top))
+
+
+def held_out_figures(rates: dict[int, dict[int, float]], top: int) -> dict:
+    """The goal row's held-out figures from the points' keys/s per round (client threads ->
+    round -> keys/s): frac_of_best_held_out, held_out_best_by_round and held_out_goal_met (with
+    two rounds or more), round_spread, flat_pass_rate and flat_pass_rate_held_out (with a point
+    measured twice or more)."""
+    out: dict = {}
+    held = analysis.held_out_fractions(rates, top)
+    if held:
+        out["frac_of_best_held_out"] = statistics.median(h.ratio for h in held)
+        out["held_out_best_by_round"] = ";".join(str(h.best_point) for h in held)
+        out["held_out_goal_met"] = out["frac_of_best_held_out"] >= THROUGHPUT_GOAL
+    spread = analysis.round_spread(rates)
+    if spread is not None:
+        out["round_spread"] = spread
+        out["flat_pass_rate"], out["flat_pass_rate_held_out"] = analysis.pass_rates(
+            spread, len(rates), max(len(v) for v in rates.values()), THROUGHPUT_GOAL)
+    return out
 
 
 def _fmt(_col, v):
