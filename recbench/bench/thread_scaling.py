@@ -256,13 +256,14 @@ def add_round_fractions(goals: list[dict], rounds: list[dict]) -> None:
     held_out_goal_met); the sweep's round_spread; and flat_pass_rate / flat_pass_rate_held_out,
     how often a flat curve with that spread would pass either figure
     (recbench.analysis.selection)."""
+    by_config: dict[tuple, dict[int, dict[int, float]]] = {}  # -> client threads -> round -> keys/s
+    for x in sorted(rounds, key=lambda x: x["client_threads"]):
+        by_config.setdefault((x["transport"], x["server_threads"]), {}).setdefault(
+            x["client_threads"], {})[x["round"]] = x["key_ops_per_sec"]
     for g in goals:
         if "key_ops_per_sec_at_max" not in g:
             continue
-        rates: dict[int, dict[int, float]] = {}
-        for x in sorted(rounds, key=lambda x: x["client_threads"]):
-            if (x["transport"], x["server_threads"]) == (g["transport"], g["server_threads"]):
-                rates.setdefault(x["client_threads"], {})[x["round"]] = x["key_ops_per_sec"]
+        rates = by_config.get((g["transport"], g["server_threads"]), {})
         top = g["max_client_threads"]
         fr = paired_fractions(rates.get(g["best_client_threads"], {}), rates.get(top, {}))
         g["frac_of_best_by_round"] = ";".join(f"{f:.3f}" for f in fr)
