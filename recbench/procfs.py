@@ -120,6 +120,18 @@ def sched_autogroup(path: str = "/proc/sys/kernel/sched_autogroup_enabled") -> b
         return None
 
 
+def tcp_congestion_control(path: str = "/proc/sys/net/ipv4/tcp_congestion_control") -> str | None:
+    """The kernel's default TCP congestion control (new sockets get it). With ``bbr`` every
+    connection paces its sends with a timer of its own, loopback included, which costs a server
+    sending to many connections (gRPC's keys/s at 16 client threads, docs/scale.md). None when the
+    kernel has no such setting."""
+    try:
+        with open(path) as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
 def steal_pct(start: tuple[int, int] | None, end: tuple[int, int] | None) -> float | None:
     """Share of a host's CPU time the hypervisor took (steal) between two host_cpu_ticks
     readings, in percent; None when either is missing or no time passed."""

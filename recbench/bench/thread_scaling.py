@@ -473,8 +473,10 @@ def main(argv=None) -> int:
         records.write_csv(out / "thread_scaling.csv", SCALING_COLUMNS, rows, _fmt)
     records.write_csv(out / "thread_scaling_goals.csv", GOAL_COLUMNS, goals, _fmt)
     autogroup = procfs.sched_autogroup()
-    host = cpu_model() + ("" if autogroup is None else
-                          f"; kernel autogroup {'on' if autogroup else 'off'}")
+    congestion = procfs.tcp_congestion_control()
+    host = (cpu_model()
+            + ("" if autogroup is None else f"; kernel autogroup {'on' if autogroup else 'off'}")
+            + ("" if congestion is None else f"; TCP congestion control {congestion}"))
     print(goals_text(goals, host, rows))
     print(f"[output] thread_scaling_csv={out / 'thread_scaling.csv'}")
     print(f"[output] goals_csv={out / 'thread_scaling_goals.csv'}")

@@ -80,6 +80,7 @@ def host_facts(ports: Iterable[tuple[str, int]] = ()) -> dict[str, Any]:
         "cpu_model": cpu_model(),
         "cpu_cores": os.cpu_count(),
         "sched_autogroup": procfs.sched_autogroup(),
+        "tcp_congestion_control": procfs.tcp_congestion_control(),
         "recbench": recbench_build(),
         "rdma_devices": devices,
         "rdma_reason": reason,

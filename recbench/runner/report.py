@@ -179,15 +179,31 @@ def _server_line(plan: Mapping[str, Any]) -> str:
     return line
 
 
+def _differing(run_config: Mapping[str, Any], key: str) -> list[tuple[str, Any]]:
+    """The remote hosts whose fact `key` is known and differs from this host's (run_config's)."""
+    local = run_config.get(key)
+    return sorted({(label, f[key]) for label, f in run_config.get("hosts", {}).items()
+                   if f.get(key) and f[key] != local})
+
+
 def _cpu_line(run_config: Mapping[str, Any]) -> str:
     """The CPU the figures were measured on: this host's, then any other host's that differs."""
     local = run_config.get("cpu_model") or "unknown"
-    others = sorted({(label, f["cpu_model"]) for label, f in run_config.get("hosts", {}).items()
-                     if f.get("cpu_model") and f["cpu_model"] != local})
     setting = run_config.get("sched_autogroup")  # the kernel's CFS autogroup (None: unknown)
     autogroup = "" if setting is None else f"; 内核 autogroup {'开' if setting else '关'}"
     return (f"- CPU: {local} ({run_config.get('cpu_cores') or '?'} 核{autogroup})"
-            + "".join(f"; {label}: {cpu}" for label, cpu in others))
+            + "".join(f"; {label}: {cpu}" for label, cpu in _differing(run_config, "cpu_model")))
+
+
+def _tcp_line(run_config: Mapping[str, Any]) -> list[str]:
+    """The kernel's default TCP congestion control, this host's then any other host's that
+    differs (bbr paces every connection with a timer; docs/scale.md); nothing when unknown."""
+    local = run_config.get("tcp_congestion_control")
+    if not local:
+        return []
+    return [f"- TCP 拥塞控制: {local}"
+            + "".join(f"; {label}: {cc}" for label, cc in
+                      _differing(run_config, "tcp_congestion_control"))]
 
 
 def render(run_config: Mapping[str, Any], rows: Sequence[Row], totals: Sequence[Row],
@@ -225,6 +241,7 @@ def render(run_config: Mapping[str, Any], rows: Sequence[Row], totals: Sequence[
         + (f", remote {ex['remote_build_dir']}" if ex['execution_backend'] == "ssh" else "") + ")",
         f"- 输出目录: {output_dir}",
         _cpu_line(run_config),
+        *_tcp_line(run_config),
     ]
     if any(t != "Release" for t in build_types):
         out.append("- **注意: 存在非 Release 构建，本报告中的吞吐量不能作为性能结论。**")

@@ -766,6 +766,7 @@ class Session:
             "summary_md_path": str(paths["summary_md"]),
             "git": git, "hostname": hostname, "cpu_model": preflight.cpu_model(),
             "cpu_cores": os.cpu_count(), "sched_autogroup": procfs.sched_autogroup(),
+            "tcp_congestion_control": procfs.tcp_congestion_control(),
             "platform": platform.platform(),
             "python": sys.version.split()[0], "argv": self.argv,
             "args": dict(self.plan.flags), "plan": self.plan.record(),

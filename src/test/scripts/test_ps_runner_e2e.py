@@ -18,7 +18,7 @@ from pathlib import Path
 
 from loopback_sshd import LoopbackSshd, pid_alive, pids_mentioning
 
-from recbench import latency_hist, launch
+from recbench import latency_hist, launch, procfs
 from recbench.runner import preflight, report, results
 
 REPO = Path(__file__).resolve().parents[3]
@@ -218,9 +218,10 @@ class TestLocalSmoke(RunnerCase):
             self.assertEqual(mean["repeats"], "2")
         cfg = self.assert_no_leftovers()
         self.assertEqual(cfg["git"]["commit"], Path(self.out, "summary.md").read_text().split("\n")[0])
-        for key in ("hostname", "cpu_model", "cpu_cores", "sched_autogroup", "args", "hosts",
-                    "cases"):
+        for key in ("hostname", "cpu_model", "cpu_cores", "sched_autogroup",
+                    "tcp_congestion_control", "args", "hosts", "cases"):
             self.assertIn(key, cfg)
+        self.assertEqual(cfg["tcp_congestion_control"], procfs.tcp_congestion_control())
         self.assertIn("build_type", cfg["hosts"]["local"]["recbench"])
         self.assertEqual(len(cfg["cases"]), 2 * len(names))
         self.assertIn("[output] summary_csv=", res.stdout)

@@ -105,6 +105,7 @@ class TestLocalProcesses(unittest.TestCase):
         self.assertIn("build_type", facts["recbench"])
         self.assertEqual(facts["cpu_cores"], os.cpu_count())
         self.assertEqual(facts["sched_autogroup"], procfs.sched_autogroup())
+        self.assertEqual(facts["tcp_congestion_control"], procfs.tcp_congestion_control())
 
 
 @unittest.skipIf(LoopbackSshd.unavailable_reason(), LoopbackSshd.unavailable_reason() or "")
@@ -266,6 +267,15 @@ class TestRemoteCommands(unittest.TestCase):
                     f.write(text)
                 self.assertIs(procfs.sched_autogroup(path), want)
             self.assertIsNone(procfs.sched_autogroup(os.path.join(d, "absent")))
+
+    def test_tcp_congestion_control_setting(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "tcp_congestion_control")
+            for text, want in (("bbr\n", "bbr"), ("cubic\n", "cubic"), ("\n", None)):
+                with open(path, "w") as f:
+                    f.write(text)
+                self.assertEqual(procfs.tcp_congestion_control(path), want)
+            self.assertIsNone(procfs.tcp_congestion_control(os.path.join(d, "absent")))
 
     def test_host_steal_from_proc_stat(self):
         start = procfs.host_cpu_ticks(

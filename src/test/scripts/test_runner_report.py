@@ -148,6 +148,19 @@ class TestReport(unittest.TestCase):
             text = report.render({**run_config, "sched_autogroup": setting}, [], [])
             self.assertIn(f"(2 核; 内核 autogroup {said}); node1", text)
 
+    def test_names_the_tcp_congestion_control_of_each_host_that_differs(self):
+        args = parse("--transports", "brpc")
+        run_config = {"plan": args.record(), "git": {"commit": "abc123"}, "hostname": "myhost",
+                      "run_config_path": "/out/run_config.json", "cpu_cores": 2,
+                      "cpu_model": "AMD EPYC", "tcp_congestion_control": "bbr",
+                      "hosts": {"local": {"tcp_congestion_control": "bbr"},
+                                "node1": {"tcp_congestion_control": "cubic"},
+                                "node2": {"tcp_congestion_control": None}}}
+        text = report.render(run_config, [], [])
+        self.assertIn("- CPU: AMD EPYC (2 核)\n- TCP 拥塞控制: bbr; node1: cubic\n", text)
+        text = report.render({**run_config, "tcp_congestion_control": None}, [], [])
+        self.assertNotIn("拥塞控制", text)  # unknown: no line rather than a guess
+
     def test_names_the_budget_of_bytes_in_flight(self):
         for flags, said in (((), "各 transport 默认（brpc/grpc 每 CPU 8 MiB，shm/rdma 无）"),
                             (("--client-max-inflight-bytes", "4M"), "4194304 B"),

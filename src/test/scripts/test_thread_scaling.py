@@ -11,7 +11,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from recbench import analysis
+from recbench import analysis, procfs
 from recbench.bench import thread_scaling as ts
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -310,6 +310,9 @@ class ThreadScalingEndToEndTest(unittest.TestCase):
                     rate = float(x["key_ops_per_sec"])
                     self.assertAlmostEqual(sum(by_round.values()) / 2, rate, delta=rate * 1e-5)
             self.assertIn("goals at the largest client thread count", r.stdout)
+            congestion = procfs.tcp_congestion_control()
+            if congestion:  # the host's conditions beside the CPU: bbr paces every connection
+                self.assertIn(f"; TCP congestion control {congestion}", r.stdout)
             if any(x["status"] == "success" for x in rows):  # a point may fail under load
                 self.assertIn("rate_png=", r.stdout)
                 self.assertTrue((out / "server_threads_1" / "sweep.rate.png").read_bytes()
