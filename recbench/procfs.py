@@ -2,7 +2,8 @@
 shared-memory mappings, CPU time. Used by the soak benchmark (recbench.bench.soak_ps) and the fault tests
 to show that a server frees what a dead client held and does not grow over time.
 
-Every function takes a PID and raises ProcessLookupError when the process is gone.
+Every function that takes a PID raises ProcessLookupError when the process is gone; the host's
+own readings (/proc/stat, /proc/sys settings) are None where the kernel has no such file.
 """
 
 from __future__ import annotations
@@ -16,6 +17,15 @@ def _read(path: str) -> str:
             return f.read()
     except FileNotFoundError as e:
         raise ProcessLookupError(f"process gone: {path}") from e
+
+
+def _read_host(path: str) -> str | None:
+    """A host file's text (/proc/stat, a /proc/sys setting); None where the kernel has none."""
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
 
 
 def rss_kb(pid: int) -> int:
@@ -100,11 +110,8 @@ def host_cpu_ticks(stat: str) -> tuple[int, int] | None:
 
 def local_cpu_ticks() -> tuple[int, int] | None:
     """host_cpu_ticks of this machine (its /proc/stat); None where there is none."""
-    try:
-        with open("/proc/stat") as f:
-            return host_cpu_ticks(f.read())
-    except OSError:
-        return None
+    stat = _read_host("/proc/stat")
+    return None if stat is None else host_cpu_ticks(stat)
 
 
 def sched_autogroup(path: str = "/proc/sys/kernel/sched_autogroup_enabled") -> bool | None:
@@ -113,11 +120,8 @@ def sched_autogroup(path: str = "/proc/sys/kernel/sched_autogroup_enabled") -> b
     gets half of a 2-core machine against 16 client threads instead of a 17th. shm's p99 with more
     client threads than cores depends on it (docs/scale.md). None when the kernel has no such
     setting."""
-    try:
-        with open(path) as f:
-            return f.read().strip() != "0"
-    except OSError:
-        return None
+    text = _read_host(path)
+    return None if text is None else text.strip() != "0"
 
 
 def tcp_congestion_control(path: str = "/proc/sys/net/ipv4/tcp_congestion_control") -> str | None:
@@ -125,11 +129,8 @@ def tcp_congestion_control(path: str = "/proc/sys/net/ipv4/tcp_congestion_contro
     connection paces its sends with a timer of its own, loopback included, which costs a server
     sending to many connections (gRPC's keys/s at 16 client threads, docs/scale.md). None when the
     kernel has no such setting."""
-    try:
-        with open(path) as f:
-            return f.read().strip() or None
-    except OSError:
-        return None
+    text = _read_host(path)
+    return (text or "").strip() or None
 
 
 def steal_pct(start: tuple[int, int] | None, end: tuple[int, int] | None) -> float | None:

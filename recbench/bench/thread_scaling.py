@@ -326,10 +326,10 @@ def goals_text(goals: list[dict], cpu: str | None = None, rows: list[dict] | Non
             f"{g['best_client_threads']:>5} {g['key_ops_per_sec_at_max'] / 1e6:>9.3f} "
             f"{g['frac_of_best_at_max']:>6.2f} {_fmt(0, g['throughput_goal_met']):>5} "
             f"{g.get('rounds_at_throughput_goal') or '-':>6} "
-            f"{_frac(g.get('gather_frac_at_max')):>6} "
+            f"{_shown(g.get('gather_frac_at_max'), '.2f'):>6} "
             f"{g['p99_us_at_max'] / 1e3:>8.1f} {g['little_us_at_max'] / 1e3:>8.1f} "
             f"{g['p99_over_little_at_max']:>6.2f} {_fmt(0, g['p99_goal_met']):>5} "
-            f"{_steal(g.get('host_steal_pct_at_max')):>6} "
+            f"{_shown(g.get('host_steal_pct_at_max'), '.1f'):>6} "
             f"{shares:>9}")
     disturbed = [r for r in rows if (r.get("host_steal_pct") or 0.0) >= procfs.STEAL_WARN_PCT]
     if disturbed:
@@ -363,24 +363,19 @@ def goals_text(goals: list[dict], cpu: str | None = None, rows: list[dict] | Non
         lines.extend(
             f"  {g['transport']:<10} {g['server_threads']:>2} server thread"
             f"{' ' if g['server_threads'] == 1 else 's'}: held out "
-            f"{_frac(g.get('frac_of_best_held_out'))} "
+            f"{_shown(g.get('frac_of_best_held_out'), '.2f')} "
             f"({_fmt(0, g.get('held_out_goal_met')) or '-'}; best by round "
-            f"{g.get('held_out_best_by_round') or '-'}), spread {_pct(g.get('round_spread'))}, "
-            f"flat {_pct(g.get('flat_pass_rate'))} / {_pct(g.get('flat_pass_rate_held_out'))}"
+            f"{g.get('held_out_best_by_round') or '-'}), "
+            f"spread {_shown(g.get('round_spread'), '.0%')}, "
+            f"flat {_shown(g.get('flat_pass_rate'), '.0%')} / "
+            f"{_shown(g.get('flat_pass_rate_held_out'), '.0%')}"
             for g in held)
     return "\n".join(lines)
 
 
-def _frac(v: float | None) -> str:
-    return "-" if v is None else f"{v:.2f}"
-
-
-def _pct(v: float | None) -> str:
-    return "-" if v is None or math.isnan(v) else f"{v:.0%}"
-
-
-def _steal(v: float | None) -> str:
-    return "-" if v is None or math.isnan(v) else f"{v:.1f}"
+def _shown(v: float | None, spec: str) -> str:
+    """A figure of the printed table, "-" when it is missing (None) or undefined (NaN)."""
+    return "-" if v is None or math.isnan(v) else format(v, spec)
 
 
 def build_parser() -> argparse.ArgumentParser:
