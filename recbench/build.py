@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 
+from recbench.procfs import read_host
+
 
 def build_info():
     """Return a dict: version, commit, dirty, build_type (Release/Debug/ASan), compiler, cflags,
@@ -26,22 +28,14 @@ def build_info():
     return info
 
 
-def _read(path: str) -> str | None:
-    try:
-        with open(path) as f:
-            return f.read()
-    except OSError:
-        return None
-
-
 def huge_pages() -> dict:
     """{'thp': 'madvise'|'always'|'never'|None, 'hugetlb_free_2m': int|None} of this machine."""
-    thp = _read("/sys/kernel/mm/transparent_hugepage/enabled")
+    thp = read_host("/sys/kernel/mm/transparent_hugepage/enabled")
     mode = None
     if thp and "[" in thp:
         mode = thp.split("[", 1)[1].split("]", 1)[0]
     free = None
-    for line in (_read("/proc/meminfo") or "").splitlines():
+    for line in (read_host("/proc/meminfo") or "").splitlines():
         if line.startswith("HugePages_Free:"):
             free = int(line.split()[1])
     return {"thp": mode, "hugetlb_free_2m": free}

@@ -19,8 +19,9 @@ def _read(path: str) -> str:
         raise ProcessLookupError(f"process gone: {path}") from e
 
 
-def _read_host(path: str) -> str | None:
-    """A host file's text (/proc/stat, a /proc/sys setting); None where the kernel has none."""
+def read_host(path: str) -> str | None:
+    """A host file's text (/proc/stat, a /proc/sys or /sys setting); None where the kernel has
+    none."""
     try:
         with open(path) as f:
             return f.read()
@@ -110,7 +111,7 @@ def host_cpu_ticks(stat: str) -> tuple[int, int] | None:
 
 def local_cpu_ticks() -> tuple[int, int] | None:
     """host_cpu_ticks of this machine (its /proc/stat); None where there is none."""
-    stat = _read_host("/proc/stat")
+    stat = read_host("/proc/stat")
     return None if stat is None else host_cpu_ticks(stat)
 
 
@@ -120,7 +121,7 @@ def sched_autogroup(path: str = "/proc/sys/kernel/sched_autogroup_enabled") -> b
     gets half of a 2-core machine against 16 client threads instead of a 17th. shm's p99 with more
     client threads than cores depends on it (docs/scale.md). None when the kernel has no such
     setting."""
-    text = _read_host(path)
+    text = read_host(path)
     return None if text is None else text.strip() != "0"
 
 
@@ -129,7 +130,7 @@ def tcp_congestion_control(path: str = "/proc/sys/net/ipv4/tcp_congestion_contro
     connection paces its sends with a timer of its own, loopback included, which costs a server
     sending to many connections (gRPC's keys/s at 16 client threads, docs/scale.md). None when the
     kernel has no such setting."""
-    text = _read_host(path)
+    text = read_host(path)
     return (text or "").strip() or None
 
 
