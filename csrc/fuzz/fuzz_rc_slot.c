@@ -122,7 +122,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
     rc_prof prof;
     memset(&prof, 0, sizeof prof);
-    rs_rc_server_serve_slot(&fs, &fl, 0, seq, 0, &prof);
+    rs_rc_server_serve_slot(&fs, &fl, 0, seq, 0, &prof, NULL);
 
     const uint8_t *resp_slot = client_region.addr;
     rs_rc_status_word w;

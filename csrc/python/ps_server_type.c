@@ -173,7 +173,7 @@ static PyObject *Server_stats(ServerObject *self, PyObject *noargs) {
     rs_kv_get_memory(rs_ps_shard_kv(self->shard), &mem);
     return Py_BuildValue(
         "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,"
-        "s:K,s:K,s:K,s:K,s:s,s:s,s:s}",
+        "s:K,s:K,s:K,s:K,s:K,s:s,s:s,s:s}",
         "handled_get", (unsigned long long)st.handled_get, "handled_put",
         (unsigned long long)st.handled_put, "handled_update", (unsigned long long)st.handled_update,
         "handled_command", (unsigned long long)st.handled_command, "handled_error",
@@ -189,7 +189,8 @@ static PyObject *Server_stats(ServerObject *self, PyObject *noargs) {
         "poller_awake_idle_rounds", (unsigned long long)ts.poller_awake_idle_rounds,
         "poller_blocks", (unsigned long long)ts.poller_blocks, "poller_doorbell_wakes",
         (unsigned long long)ts.poller_doorbell_wakes, "client_wakes",
-        (unsigned long long)ts.client_wakes, "poller_quick_idles",
+        (unsigned long long)ts.client_wakes, "client_wake_checks_deferred",
+        (unsigned long long)ts.client_wake_checks_deferred, "poller_quick_idles",
         (unsigned long long)ts.poller_quick_idles, "lanes_ringing",
         (unsigned long long)ts.lanes_ringing, "worker_connections_max",
         (unsigned long long)ts.worker_connections_max, "worker_connections_min",

@@ -923,6 +923,73 @@ static uint64_t stress(fixture *fx, const char *client_extra) {
     return sum.wait_blocks;
 }
 
+/* Two slow GETs in flight on c (tags 0 and 1, one per lane), collected in order with their rows
+ * checked; returns how often c's waits slept. */
+static uint64_t two_slow_gets(rs_rc_client *c, float *rows, rs_ps_response *resp) {
+    uint64_t keys[2][8];
+    rs_error e = {0};
+    rs_rc_client_stats cs0, cs1;
+    rs_rc_client_get_stats(c, &cs0);
+    for (int t = 0; t < 2; t++) {
+        keys[t][0] = SLOW_KEY;
+        for (int i = 1; i < 8; i++)
+            keys[t][i] = (uint64_t)(t * 8 + i);
+        rs_ps_request q = get_req(keys[t], 8);
+        RS_CHECK(rs_rc_client_submit(c, &q, (uint64_t)t, rows + (size_t)t * 8 * DIM, 8 * VS, &e) ==
+                 0);
+    }
+    for (int t = 0; t < 2; t++) {
+        uint64_t tag = 99;
+        RS_CHECK(rs_rc_client_next(c, &tag, resp, &e) == 0);
+        RS_CHECK_EQ(tag, (uint64_t)t);
+        RS_CHECK_EQ(resp->status, RS_PS_OK);
+        RS_CHECK(rows_ok(keys[t], 8, rows + (size_t)t * 8 * DIM));
+    }
+    rs_rc_client_get_stats(c, &cs1);
+    RS_CHECK_EQ(cs1.wait_sleep_timeouts, cs0.wait_sleep_timeouts);
+    return cs1.wait_blocks - cs0.wait_blocks;
+}
+
+/* Wakes after the client's lanes (rc_server.c): with two other clients' lanes on the poller, a
+ * client asleep on the first of its two answers (two lanes, both requests slow) is woken once,
+ * after the poller's pass over its lanes, and finds both there; with one other client it is woken
+ * after each answer, and asleep again in between. */
+static void test_wakes_after_the_clients_lanes(void) {
+    fixture fx;
+    fx_start(&fx, "", 1);
+    rs_rc_client *a =
+        connect_client(&fx, "qps_per_client_per_shard=2;idle_spin_rounds=0;idle_yield_rounds=0", 2);
+    rs_rc_client *b = connect_client(&fx, "qps_per_client_per_shard=1", 1);
+    rs_rc_client *c = connect_client(&fx, "qps_per_client_per_shard=1", 1);
+    rs_ps_response *resp = malloc(sizeof *resp);
+    float *rows = malloc(2 * 8 * VS);
+    uint64_t keys[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    /* answered: the poller's lanes hold c's, and a's and b's, which attached first */
+    RS_CHECK_EQ(do_get(c, keys, 8, rows, resp), RS_PS_OK);
+    rs_rc_server_stats st0, st1;
+    rs_rc_server_get_stats(fx.srv, &st0);
+    RS_CHECK_EQ(two_slow_gets(a, rows, resp), 1);
+    wait_server_counter(&fx, offsetof(rs_rc_server_stats, client_wake_checks_deferred),
+                        st0.client_wake_checks_deferred + 2, &st1);
+    RS_CHECK(st1.client_wake_checks_deferred >= st0.client_wake_checks_deferred + 2);
+    RS_CHECK(st1.client_wakes > st0.client_wakes);
+
+    rs_rc_client_close(c);
+    wait_lanes(&fx, 3); /* the poller holds a's and b's lanes */
+    rs_rc_server_get_stats(fx.srv, &st0);
+    RS_CHECK_EQ(two_slow_gets(a, rows, resp), 2);
+    wait_server_counter(&fx, offsetof(rs_rc_server_stats, client_wakes), st0.client_wakes + 2,
+                        &st1);
+    RS_CHECK(st1.client_wakes >= st0.client_wakes + 2);
+    RS_CHECK_EQ(st1.client_wake_checks_deferred, st0.client_wake_checks_deferred);
+    rs_rc_client_close(a);
+    rs_rc_client_close(b);
+    free(resp);
+    free(rows);
+    wait_lanes(&fx, 0);
+    fx_stop(&fx);
+}
+
 /* Waiters that sleep at once (no spinning or yielding) on both sides: every wait and every idle
  * poller goes through the futex, the stress must still lose nothing. Two pollers and three QPs per
  * client: a client's lanes 0 and 2 share a poller and lane 0's doorbell. */
@@ -1140,5 +1207,6 @@ RS_TEST_MAIN(RS_TEST(test_get_put_command), RS_TEST(test_status_codes),
              RS_TEST(test_ctrl_partial_frame_does_not_block),
              RS_TEST(test_client_binds_submitting_thread),
              RS_TEST(test_sleepers_woken_without_loss), RS_TEST(test_adaptive_spin_after_sleeps),
-             RS_TEST(test_immediate_sleepers_lose_nothing), RS_TEST(test_busy_mode_never_blocks),
+             RS_TEST(test_immediate_sleepers_lose_nothing),
+             RS_TEST(test_wakes_after_the_clients_lanes), RS_TEST(test_busy_mode_never_blocks),
              RS_TEST(test_spin_slots_cap_spinning_waiters), RS_TEST(test_no_shm_leftovers))

@@ -497,6 +497,9 @@ typedef struct rs_rc_server_stats {
      * server woke a sleeping client (shm), or that it wrote with an immediate for a client that
      * asked (verbs, RS_RC_FLAG_NOTIFY) */
     uint64_t poller_blocks, poller_doorbell_wakes, client_wakes;
+    /* answers whose client a poller checked for a wake after its pass over the client's lanes
+     * rather than after the answer (shm, more than one client on the poller) */
+    uint64_t client_wake_checks_deferred;
     /* idle stretches a poller began with the short spin of adaptive spinning */
     uint64_t poller_quick_idles;
     /* open lanes whose client rings (verbs, RS_RC_CAP_RING): a poller all of whose lanes ring

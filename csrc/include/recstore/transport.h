@@ -50,6 +50,8 @@ typedef struct rs_ps_transport_stats {
      * events), those a client's doorbell ended, responses after which a sleeping client was woken
      * (or that carried the immediate it asked for) */
     uint64_t poller_blocks, poller_doorbell_wakes, client_wakes, poller_quick_idles;
+    /* shm: answers whose sleeping client was checked after the pass over its lanes (rc.h) */
+    uint64_t client_wake_checks_deferred;
     uint64_t lanes_ringing; /* verbs: open lanes whose client rings (RS_RC_CAP_RING) */
     /* brpc: open connections of the worker that has the most, and the fewest; grpc: open
      * PSService/Stream calls (one per client connection on a stream) likewise; 0 elsewhere */

@@ -32,8 +32,24 @@ typedef struct rc_prof {
     uint64_t found_get; /* GET requests a poller found (served itself or handed to a worker) */
     uint64_t response_payload_writes, response_payload_sg_writes, response_payload_sg_wrs,
         response_status_writes, response_payload_bytes, bytes_in;
-    uint64_t client_wakes; /* responses after which a sleeping client was woken (shm) */
+    uint64_t client_wakes;         /* responses after which a sleeping client was woken (shm) */
+    uint64_t deferred_wake_checks; /* answers whose waiter was checked after the lane's pass */
 } __attribute__((aligned(64))) rc_prof;
+
+/* Wakes a poller makes after its pass over a client's lanes rather than after each answer (shm):
+ * a client thread asleep on its oldest answer is woken once, with its other answers of the pass
+ * already there, instead of once per answer and asleep again before the next (rc_server.c,
+ * "Wakes after the client's lanes"). */
+#define RC_WAKES_MAX               64u
+#define RC_DEFER_WAKES_MIN_CLIENTS 3u
+typedef struct rc_wake {
+    uint32_t *waiter;
+    uint64_t *seq;
+} rc_wake;
+typedef struct rc_wakes {
+    uint32_t n;
+    rc_wake w[RC_WAKES_MAX];
+} rc_wakes;
 
 /* Per-thread counters: written by their one thread, read by the profile thread. Relaxed atomic
  * load+store (plain instructions on x86) so readers see whole values without a locked add. */
@@ -108,6 +124,7 @@ typedef struct poller {
     int wake_fd;
     int evch_broken;   /* arming or waiting failed once (said so): nap from then on */
     uint32_t nringing; /* lanes of the snapshot that ring */
+    uint32_t nclients; /* clients whose lanes the snapshot holds (a client's lanes adjacent) */
 } poller;
 enum {
     RC_POLLER_WORKING = 0,
@@ -205,9 +222,12 @@ static inline uint8_t *lane_staging(const srv_lane *ln, uint32_t slot) {
 
 /* Serve the request in slot `slot` of lane ln whose commit word carries seq (rc_server_serve.c):
  * exactly one answer (status word with seq) is written to the client's response slot. tslot is
- * the caller's thread slot for the shard handler; counters go to pf. */
+ * the caller's thread slot for the shard handler; counters go to pf. A sleeping client is woken
+ * at once, or, with wk, its waiter is put on wk (when there is room) for the caller to check and
+ * wake with rs_rc_server_wake_deferred. */
 void rs_rc_server_serve_slot(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq,
-                             unsigned tslot, rc_prof *pf);
+                             unsigned tslot, rc_prof *pf, rc_wakes *wk);
+void rs_rc_server_wake_deferred(rc_wakes *wk, rc_prof *pf);
 
 /* Wake every poller blocked on its doorbells (lanes changed, stop): rc_server.c. */
 void rs_rc_server_kick_pollers(rs_rc_server *s);

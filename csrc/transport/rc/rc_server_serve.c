@@ -4,7 +4,8 @@
  * descriptor against the lane, decode the PSRequest, run the shard handler or one of the GET paths
  * (staging_copy into the response staging slot, direct_sg straight from the value store, the fake
  * GET modes), and answer: optional payload write, then the status word with the seq last, then
- * (shm) a wake of the client when its waiter word says it sleeps; on verbs, the status word goes
+ * (shm) a wake of the client when its waiter word says it sleeps (or, given a wake list, its
+ * check and wake later: rs_rc_server_wake_deferred); on verbs, the status word goes
  * with an immediate when the request asked for it (RS_RC_FLAG_NOTIFY: the client blocks on its
  * completion channel).
  */
@@ -39,7 +40,7 @@ static int lane_write(rs_rc_server *s, srv_lane *ln, const rs_rc_sge *sg, int n,
  * 2 in the client's slot, its rows gathered from the value store (direct_sg: DONE_SG). */
 static void finish(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq, int32_t status,
                    const uint8_t *src, uint32_t bytes, uint32_t msg_bytes, int in_place,
-                   rc_prof *pf) {
+                   rc_prof *pf, rc_wakes *wk) {
     uint64_t t0 = s->o.profile_interval_ms ? rs_now_ns() : 0;
     uint64_t raddr = lane_resp_addr(ln, slot);
     /* built in the staging slot's registered tail, so a non-inline write can read it */
@@ -74,7 +75,12 @@ static void finish(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq, i
         uint32_t *waiter = s->fab->remote_window(
             ln->ep, raddr + RS_RC_SLEEP_WORD_OFFSET(ln->resp_bytes), sizeof *waiter);
         uint64_t *seqw = s->fab->remote_window(ln->ep, raddr + ln->resp_bytes - 8, 8);
-        if (waiter && seqw && rs_rc_wake_waiter(waiter, seqw)) BUMP(pf->client_wakes, 1);
+        if (waiter && seqw) {
+            if (wk && wk->n < RC_WAKES_MAX)
+                wk->w[wk->n++] = (rc_wake){waiter, seqw};
+            else if (rs_rc_wake_waiter(waiter, seqw))
+                BUMP(pf->client_wakes, 1);
+        }
     }
     BUMP(pf->response_payload_bytes, bytes);
     if (t0) {
@@ -84,7 +90,7 @@ static void finish(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq, i
 }
 
 static void respond_error(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq,
-                          int32_t status, const char *why, rc_prof *pf) {
+                          int32_t status, const char *why, rc_prof *pf, rc_wakes *wk) {
     rs_ps_response r;
     memset(&r, 0, offsetof(rs_ps_response, error));
     r.status = status;
@@ -93,21 +99,21 @@ static void respond_error(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t
     r.reply[0] = '\0';
     uint8_t *st = lane_staging(ln, slot);
     size_t hl = rs_ps_response_encode_header(&r, 1, st);
-    finish(s, ln, slot, seq, status, st, (uint32_t)hl, (uint32_t)hl, 0, pf);
+    finish(s, ln, slot, seq, status, st, (uint32_t)hl, (uint32_t)hl, 0, pf, wk);
 }
 
 /* Send a handled response whose rows (rows_len bytes) are at buf; encode the header after them. */
 static void respond(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq, rs_ps_response *r,
-                    uint8_t *buf, size_t room, int in_place, rc_prof *pf) {
+                    uint8_t *buf, size_t room, int in_place, rc_prof *pf, rc_wakes *wk) {
     size_t hl = rs_ps_response_header_size(r, 1);
     if (r->rows_len + hl > room) {
         respond_error(s, ln, slot, seq, RS_PS_BATCH_TOO_LARGE,
-                      "response does not fit the response slot", pf);
+                      "response does not fit the response slot", pf, wk);
         return;
     }
     rs_ps_response_encode_header(r, 1, buf + r->rows_len);
     finish(s, ln, slot, seq, r->status, buf, (uint32_t)(r->rows_len + hl), (uint32_t)hl, in_place,
-           pf);
+           pf, wk);
 }
 
 /* ---- GET paths --------------------------------------------------------------------------------
@@ -116,7 +122,7 @@ static void respond(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq, 
 /* direct_sg: gather rows straight from the value store into the client's response slot. Returns
  * 0 when done, 1 when the caller must fall back to the staging copy. */
 static int get_direct_sg(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq,
-                         const rs_ps_request *req, size_t room, rc_prof *pf) {
+                         const rs_ps_request *req, size_t room, rc_prof *pf, rc_wakes *wk) {
     /* a server configured with get_response_mode=staging_copy serves every GET by copy */
     if (!s->h.kv || s->kv_mr.mode == RC_KV_MR_NONE || s->o.get_mode == RS_RC_GET_STAGING_COPY)
         return 1;
@@ -202,12 +208,13 @@ static int get_direct_sg(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t 
     lane_write(s, ln, &hs, 1, raddr + r.rows_len, hl <= s->o.inline_bytes ? RS_RC_WR_INLINE : 0);
     pthread_spin_unlock(&ln->wlock);
     BUMP(pf->response_payload_writes, 1);
-    finish(s, ln, slot, seq, RS_PS_OK, NULL, (uint32_t)(r.rows_len + hl), (uint32_t)hl, 2, pf);
+    finish(s, ln, slot, seq, RS_PS_OK, NULL, (uint32_t)(r.rows_len + hl), (uint32_t)hl, 2, pf, wk);
     return 0;
 }
 
 static void serve_get(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq,
-                      const rs_rc_desc *d, const rs_ps_request *req, unsigned tslot, rc_prof *pf) {
+                      const rs_rc_desc *d, const rs_ps_request *req, unsigned tslot, rc_prof *pf,
+                      rc_wakes *wk) {
     uint64_t t0 = s->o.profile_interval_ms ? rs_now_ns() : 0;
     size_t room = d->response_bytes;
     uint32_t vs = s->h.value_size, n = req->num_keys;
@@ -222,12 +229,12 @@ static void serve_get(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq
     BUMP(pf->handled_get, 1);
     switch (s->o.fake_get) {
     case RS_RC_FAKE_STATUS_ONLY:
-        respond(s, ln, slot, seq, &r, buf, room, win != NULL, pf);
+        respond(s, ln, slot, seq, &r, buf, room, win != NULL, pf, wk);
         goto done;
     case RS_RC_FAKE_INDEX_ONLY:
         if (!s->h.kv) {
             respond_error(s, ln, slot, seq, RS_PS_INVALID_PAYLOAD,
-                          "index_only needs the shard's KV engine", pf);
+                          "index_only needs the shard's KV engine", pf, wk);
             goto done;
         }
         for (uint32_t i = 0; i < n; i++) {
@@ -236,23 +243,23 @@ static void serve_get(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq
                 r.num_found++;
         }
         if (t0) BUMP(pf->get_index_lookup_ns, rs_now_ns() - t0);
-        respond(s, ln, slot, seq, &r, buf, room, win != NULL, pf);
+        respond(s, ln, slot, seq, &r, buf, room, win != NULL, pf, wk);
         goto done;
     case RS_RC_FAKE_PAYLOAD_MEMSET:
         memset(buf, 0, (size_t)n * vs);
         r.rows_len = (size_t)n * vs;
-        respond(s, ln, slot, seq, &r, buf, room, win != NULL, pf);
+        respond(s, ln, slot, seq, &r, buf, room, win != NULL, pf, wk);
         goto done;
     case RS_RC_FAKE_NONE: break;
     }
     if (d->flags & RS_RC_FLAG_GET_DIRECT_SG) {
-        if (get_direct_sg(s, ln, slot, seq, req, room, pf) == 0) goto done;
+        if (get_direct_sg(s, ln, slot, seq, req, room, pf, wk) == 0) goto done;
         BUMP(pf->get_direct_sg_fallback, 1);
         if (!(d->flags & RS_RC_FLAG_GET_ALLOW_FALLBACK_COPY)) {
             respond_error(s, ln, slot, seq, RS_PS_INVALID_PAYLOAD,
                           "direct_sg unavailable (missing row or no row references) and fallback "
                           "copy not allowed",
-                          pf);
+                          pf, wk);
             goto done;
         }
     }
@@ -261,7 +268,7 @@ static void serve_get(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq
         int rc = s->h.handle(s->h.ctx, req, &r, buf, room - RS_RC_RESP_HDR_ROOM, tslot);
         if (t0) BUMP(pf->get_batch_get_ns, rs_now_ns() - tb);
         if (rc != 0) {
-            respond_error(s, ln, slot, seq, RS_PS_INTERNAL, "shard handler failed", pf);
+            respond_error(s, ln, slot, seq, RS_PS_INTERNAL, "shard handler failed", pf, wk);
             goto done;
         }
         if (r.status == RS_PS_OK) {
@@ -269,16 +276,26 @@ static void serve_get(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq
             BUMP(pf->get_value_bytes, r.rows_len);
             BUMP(pf->get_missing_rows, n - r.num_found);
         }
-        respond(s, ln, slot, seq, &r, buf, room, win != NULL, pf);
+        respond(s, ln, slot, seq, &r, buf, room, win != NULL, pf, wk);
     }
 done:
     if (t0) BUMP(pf->handle_get_ns, rs_now_ns() - t0);
 }
 
+/* The deferred wakes, in the order their answers were published. Each check comes after its
+ * answer's status word: the waiter either sees that word before it sleeps or is seen asleep here
+ * (rc_poll.c), whenever here is. */
+void rs_rc_server_wake_deferred(rc_wakes *wk, rc_prof *pf) {
+    for (uint32_t i = 0; i < wk->n; i++)
+        if (rs_rc_wake_waiter(wk->w[i].waiter, wk->w[i].seq)) BUMP(pf->client_wakes, 1);
+    if (wk->n) BUMP(pf->deferred_wake_checks, wk->n);
+    wk->n = 0;
+}
+
 /* ---- one slot -------------------------------------------------------------------------------- */
 
 void rs_rc_server_serve_slot(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint64_t seq,
-                             unsigned tslot, rc_prof *pf) {
+                             unsigned tslot, rc_prof *pf, rc_wakes *wk) {
     const uint8_t *rs = ln->region.addr + (size_t)slot * ln->req_bytes;
     rs_rc_desc d;
     memcpy(&d, rs, sizeof d);
@@ -287,7 +304,7 @@ void rs_rc_server_serve_slot(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint6
     if (__atomic_load_n(&cw->state, __ATOMIC_ACQUIRE) != RS_RC_STATE_READY) {
         BUMP(pf->invalid_descriptor, 1);
         snprintf(why, sizeof why, "commit word state %u is not READY", cw->state);
-        respond_error(s, ln, slot, seq, RS_PS_INVALID_PAYLOAD, why, pf);
+        respond_error(s, ln, slot, seq, RS_PS_INVALID_PAYLOAD, why, pf, wk);
         return;
     }
     uint64_t raddr = lane_resp_addr(ln, slot);
@@ -312,7 +329,7 @@ void rs_rc_server_serve_slot(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint6
             BUMP(pf->wrong_shard, 1);
         else
             BUMP(pf->invalid_descriptor, 1);
-        respond_error(s, ln, slot, seq, st, why, pf);
+        respond_error(s, ln, slot, seq, st, why, pf, wk);
         return;
     }
     BUMP(pf->bytes_in, RS_RC_DESC_BYTES + d.payload_bytes);
@@ -328,11 +345,11 @@ void rs_rc_server_serve_slot(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint6
     }
     if (rc != 0) {
         BUMP(pf->invalid_descriptor, 1);
-        respond_error(s, ln, slot, seq, RS_PS_INVALID_PAYLOAD, err.msg, pf);
+        respond_error(s, ln, slot, seq, RS_PS_INVALID_PAYLOAD, err.msg, pf, wk);
         return;
     }
     if (d.op == RS_PS_GET) {
-        serve_get(s, ln, slot, seq, &d, &req, tslot, pf);
+        serve_get(s, ln, slot, seq, &d, &req, tslot, pf, wk);
         return;
     }
     uint64_t t0 = s->o.profile_interval_ms ? rs_now_ns() : 0;
@@ -340,11 +357,11 @@ void rs_rc_server_serve_slot(rs_rc_server *s, srv_lane *ln, uint32_t slot, uint6
     uint8_t *buf = lane_staging(ln, slot);
     rc = s->h.handle(s->h.ctx, &req, &r, buf, 0, tslot);
     if (rc != 0) {
-        respond_error(s, ln, slot, seq, RS_PS_INTERNAL, "shard handler failed", pf);
+        respond_error(s, ln, slot, seq, RS_PS_INTERNAL, "shard handler failed", pf, wk);
         return;
     }
     r.rows_len = 0;
-    respond(s, ln, slot, seq, &r, buf, d.response_bytes, 0, pf);
+    respond(s, ln, slot, seq, &r, buf, d.response_bytes, 0, pf, wk);
     uint64_t dt = t0 ? rs_now_ns() - t0 : 0;
     if (d.op == RS_PS_PUT) {
         BUMP(pf->handled_put, 1);

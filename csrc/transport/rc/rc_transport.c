@@ -107,6 +107,7 @@ static void rc_stats(void *state, rs_ps_transport_stats *out) {
     out->poller_blocks = s.poller_blocks;
     out->poller_doorbell_wakes = s.poller_doorbell_wakes;
     out->client_wakes = s.client_wakes;
+    out->client_wake_checks_deferred = s.client_wake_checks_deferred;
     out->poller_quick_idles = s.poller_quick_idles;
     out->lanes_ringing = s.lanes_ringing;
 }

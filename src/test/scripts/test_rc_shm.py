@@ -422,6 +422,28 @@ class ShmEndToEndTest(RcEndToEndCases, unittest.TestCase):
         finally:
             srv.stop()
 
+    def test_clients_woken_after_their_lanes_verify(self):
+        """Four client threads on one poller: the poller checks each answer's sleeper after its
+        pass over that client's lanes (wakes after the client's lanes, rc_server.c), and every row
+        of ps_bench's deterministic values still verifies."""
+        srv = _ps.Server(transport="shm", host="127.0.0.1", port=0, shard=0, num_shards=1,
+                         index_type="DRAM_PET_HASH", value_size=128, capacity=5000, num_threads=1,
+                         max_keys_per_request=1000, extra="")
+        try:
+            r = subprocess.run(
+                [sys.executable, "-m", "recbench.ps_bench", "--transport", "shm", "--host",
+                 "127.0.0.1", "--port", str(srv.port), "--record_count", "3000", "--value_size",
+                 "128", "--batch_keys", "200", "--thread_num", "4", "--prefetch_depth", "4",
+                 "--running_seconds", self.bench_seconds, "--verify_deterministic_values",
+                 "--no_barrier"],
+                capture_output=True, text=True, env=python_env(), cwd=str(ROOT), timeout=120)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertGreater(int(result(r.stdout, "run")["key_ops"]), 0)
+            st = srv.stats()
+            self.assertGreater(st["client_wake_checks_deferred"], 0, st)
+        finally:
+            srv.stop()
+
     def test_busy_pollers_never_sleep(self):
         srv = _ps.Server(transport="shm", host="127.0.0.1", port=0, shard=0, num_shards=1,
                          index_type="DRAM_PET_HASH", value_size=64, capacity=1000, num_threads=1,
