@@ -498,7 +498,7 @@ typedef struct rs_rc_server_stats {
      * asked (verbs, RS_RC_FLAG_NOTIFY) */
     uint64_t poller_blocks, poller_doorbell_wakes, client_wakes;
     /* answers whose client a poller checked for a wake after its pass over the client's lanes
-     * rather than after the answer (shm, more than one client on the poller) */
+     * rather than after the answer (shm, a poller with three clients or more) */
     uint64_t client_wake_checks_deferred;
     /* idle stretches a poller began with the short spin of adaptive spinning */
     uint64_t poller_quick_idles;

@@ -533,7 +533,7 @@ void rs_rc_server_get_stats(rs_rc_server *s, rs_rc_server_stats *out) {
     out->direct_sg = t.get_direct_sg;
     out->direct_sg_fallback = t.get_direct_sg_fallback;
     out->client_wakes = t.client_wakes;
-    out->client_wake_checks_deferred = t.deferred_wake_checks;
+    out->client_wake_checks_deferred = t.client_wake_checks_deferred;
     for (uint32_t i = 0; s->pollers && i < s->nthreads; i++) {
         poller *p = &s->pollers[i];
         out->pollers_sleeping +=

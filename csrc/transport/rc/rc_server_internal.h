@@ -32,8 +32,9 @@ typedef struct rc_prof {
     uint64_t found_get; /* GET requests a poller found (served itself or handed to a worker) */
     uint64_t response_payload_writes, response_payload_sg_writes, response_payload_sg_wrs,
         response_status_writes, response_payload_bytes, bytes_in;
-    uint64_t client_wakes;         /* responses after which a sleeping client was woken (shm) */
-    uint64_t deferred_wake_checks; /* answers whose waiter was checked after the lane's pass */
+    uint64_t client_wakes; /* responses after which a sleeping client was woken (shm) */
+    /* answers whose waiter was checked after the pass over the client's lanes */
+    uint64_t client_wake_checks_deferred;
 } __attribute__((aligned(64))) rc_prof;
 
 /* Wakes a poller makes after its pass over a client's lanes rather than after each answer (shm):

@@ -138,11 +138,12 @@ void *rs_rc_server_profile_main(void *arg) {
                "complete_count=%" PRIu64 " response_payload_writes=%" PRIu64
                " response_payload_sg_writes=%" PRIu64 " response_payload_sg_wrs=%" PRIu64
                " response_status_writes=%" PRIu64 " response_payload_bytes=%" PRIu64
-               " complete_avg_ns=%.1f client_wakes=%" PRIu64 " deferred_wake_checks=%" PRIu64 "\n",
+               " complete_avg_ns=%.1f client_wakes=%" PRIu64 " client_wake_checks_deferred=%" PRIu64
+               "\n",
                s->fab->name, s->h.shard_id, d.complete_count, d.response_payload_writes,
                d.response_payload_sg_writes, d.response_payload_sg_wrs, d.response_status_writes,
                d.response_payload_bytes, AVG(d.complete_ns, d.complete_count), d.client_wakes,
-               d.deferred_wake_checks);
+               d.client_wake_checks_deferred);
         fflush(stdout);
         pthread_mutex_lock(&s->lock);
     }

@@ -288,7 +288,7 @@ done:
 void rs_rc_server_wake_deferred(rc_wakes *wk, rc_prof *pf) {
     for (uint32_t i = 0; i < wk->n; i++)
         if (rs_rc_wake_waiter(wk->w[i].waiter, wk->w[i].seq)) BUMP(pf->client_wakes, 1);
-    if (wk->n) BUMP(pf->deferred_wake_checks, wk->n);
+    if (wk->n) BUMP(pf->client_wake_checks_deferred, wk->n);
     wk->n = 0;
 }
 
