@@ -923,9 +923,10 @@ static uint64_t stress(fixture *fx, const char *client_extra) {
     return sum.wait_blocks;
 }
 
-/* Two slow GETs in flight on c (tags 0 and 1, one per lane), collected in order with their rows
- * checked; returns how often c's waits slept. */
-static uint64_t two_slow_gets(rs_rc_client *c, float *rows, rs_ps_response *resp) {
+/* Two slow GETs in flight on c (tags 0 and 1, one per lane), the second sent once the handler has
+ * begun the first, so that the poller answers them in that order; collected in order with their
+ * rows checked. Returns how often c's waits slept. */
+static uint64_t two_slow_gets(fixture *fx, rs_rc_client *c, float *rows, rs_ps_response *resp) {
     uint64_t keys[2][8];
     rs_error e = {0};
     rs_rc_client_stats cs0, cs1;
@@ -935,8 +936,13 @@ static uint64_t two_slow_gets(rs_rc_client *c, float *rows, rs_ps_response *resp
         for (int i = 1; i < 8; i++)
             keys[t][i] = (uint64_t)(t * 8 + i);
         rs_ps_request q = get_req(keys[t], 8);
+        uint64_t calls = __atomic_load_n(&fx->th.calls, __ATOMIC_RELAXED);
         RS_CHECK(rs_rc_client_submit(c, &q, (uint64_t)t, rows + (size_t)t * 8 * DIM, 8 * VS, &e) ==
                  0);
+        uint64_t deadline = rs_now_ns() + 10000000000ull;
+        while (t == 0 && __atomic_load_n(&fx->th.calls, __ATOMIC_RELAXED) == calls &&
+               rs_now_ns() < deadline)
+            rs_sleep_ns(100000); /* polling a condition, bounded by the deadline */
     }
     for (int t = 0; t < 2; t++) {
         uint64_t tag = 99;
@@ -968,7 +974,7 @@ static void test_wakes_after_the_clients_lanes(void) {
     RS_CHECK_EQ(do_get(c, keys, 8, rows, resp), RS_PS_OK);
     rs_rc_server_stats st0, st1;
     rs_rc_server_get_stats(fx.srv, &st0);
-    RS_CHECK_EQ(two_slow_gets(a, rows, resp), 1);
+    RS_CHECK_EQ(two_slow_gets(&fx, a, rows, resp), 1);
     wait_server_counter(&fx, offsetof(rs_rc_server_stats, client_wake_checks_deferred),
                         st0.client_wake_checks_deferred + 2, &st1);
     RS_CHECK(st1.client_wake_checks_deferred >= st0.client_wake_checks_deferred + 2);
@@ -977,7 +983,7 @@ static void test_wakes_after_the_clients_lanes(void) {
     rs_rc_client_close(c);
     wait_lanes(&fx, 3); /* the poller holds a's and b's lanes */
     rs_rc_server_get_stats(fx.srv, &st0);
-    RS_CHECK_EQ(two_slow_gets(a, rows, resp), 2);
+    RS_CHECK_EQ(two_slow_gets(&fx, a, rows, resp), 2);
     wait_server_counter(&fx, offsetof(rs_rc_server_stats, client_wakes), st0.client_wakes + 2,
                         &st1);
     RS_CHECK(st1.client_wakes >= st0.client_wakes + 2);
