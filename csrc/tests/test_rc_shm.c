@@ -1084,15 +1084,14 @@ static void test_adaptive_spin_after_sleeps(void) {
     float *rows = malloc(8 * VS);
     uint64_t keys[8] = {SLOW_KEY, 1, 2, 3, 4, 5, 6, 7};
     rs_rc_client_stats cs;
-    for (unsigned i = 0; i < RS_RC_QUICK_BLOCK_AFTER + 2; i++) {
+    for (unsigned i = 0; i < RS_SPIN_QUICK_AFTER + 2; i++) {
         RS_CHECK_EQ(do_get(c, keys, 8, rows, resp), RS_PS_OK);
         RS_CHECK(rows_ok(keys, 8, rows));
         rs_rc_client_get_stats(c, &cs);
         /* the waits up to the streak spin in full, the ones after it begin short */
-        RS_CHECK_EQ(cs.wait_quick,
-                    i < RS_RC_QUICK_BLOCK_AFTER ? 0 : i - RS_RC_QUICK_BLOCK_AFTER + 1);
+        RS_CHECK_EQ(cs.wait_quick, i < RS_SPIN_QUICK_AFTER ? 0 : i - RS_SPIN_QUICK_AFTER + 1);
     }
-    RS_CHECK(cs.wait_blocks >= RS_RC_QUICK_BLOCK_AFTER + 2);
+    RS_CHECK(cs.wait_blocks >= RS_SPIN_QUICK_AFTER + 2);
     RS_CHECK_EQ(cs.wait_sleep_timeouts, 0);
     /* the idle poller blocks again and again (each sleep ends by its timeout, no work between):
      * after the next request its idle stretch begins short (bounded polling of a condition) */
@@ -1100,8 +1099,8 @@ static void test_adaptive_spin_after_sleeps(void) {
     rs_rc_server_get_stats(fx.srv, &st);
     uint64_t blocks0 = st.poller_blocks;
     wait_server_counter(&fx, offsetof(rs_rc_server_stats, poller_blocks),
-                        blocks0 + RS_RC_QUICK_BLOCK_AFTER + 1, &st);
-    RS_CHECK(st.poller_blocks >= blocks0 + RS_RC_QUICK_BLOCK_AFTER + 1);
+                        blocks0 + RS_SPIN_QUICK_AFTER + 1, &st);
+    RS_CHECK(st.poller_blocks >= blocks0 + RS_SPIN_QUICK_AFTER + 1);
     keys[0] = 9;
     uint64_t quick0 = st.poller_quick_idles;
     for (int i = 0; i < 4; i++) {
@@ -1142,7 +1141,7 @@ static void *slot_thread(void *arg) {
  * slots taken, sleep and are woken, every row right. */
 static void test_spin_slots_cap_spinning_waiters(void) {
     uint32_t cap, peak;
-    rs_rc_spin_slots(&cap, &peak);
+    rs_spin_slots(&cap, &peak);
     RS_CHECK_EQ(cap, rs_cpu_count() / 2 ? rs_cpu_count() / 2 : 1);
     RS_CHECK(peak <= cap);
     fixture fx;
@@ -1157,7 +1156,7 @@ static void test_spin_slots_cap_spinning_waiters(void) {
     start_clients(th, a, nt, slot_thread);
     rs_rc_client_stats sum;
     join_clients(th, a, nt, &sum);
-    rs_rc_spin_slots(&cap, &peak);
+    rs_spin_slots(&cap, &peak);
     RS_CHECK(peak >= 1 && peak <= cap);
     RS_CHECK(sum.wait_unspun >= 1);
     RS_CHECK_EQ(sum.wait_sleep_timeouts, 0);

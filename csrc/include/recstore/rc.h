@@ -71,6 +71,7 @@
 #include "recstore/error.h"
 #include "recstore/kv.h"
 #include "recstore/ps.h"
+#include "recstore/spin.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -352,17 +353,11 @@ const char *rs_rc_fake_get_name(rs_rc_fake_get m);
 #define RS_RC_IDLE_SPIN_ROUNDS  2000u
 #define RS_RC_IDLE_YIELD_ROUNDS 256u
 #define RS_RC_IDLE_SPIN_US      100u
-/* Adaptive spinning (adaptive poll mode): after RS_RC_QUICK_BLOCK_AFTER waits (client) or idle
- * stretches (poller) in a row that ended asleep (blocked on a futex or a completion channel, or,
- * where a poller cannot block, in naps), the next spins 1/2^RS_RC_QUICK_SPIN_SHIFT of its
- * rounds and yields none before it sleeps; one answered (or given work) while spinning halves the
- * count, and every 8th spins in full anyway (a probe: without it a thread whose work now arrives
- * between the short and the full budget would never find out), so a thread whose work comes back
- * quickly spins in full again. When threads outnumber
+/* Adaptive spinning (adaptive poll mode; recstore/spin.h): after RS_SPIN_QUICK_AFTER waits
+ * (client) or idle stretches (poller) in a row that ended asleep (blocked on a futex or a
+ * completion channel, or, where a poller cannot block, in naps), the next spins
+ * 1/2^RS_SPIN_QUICK_SHIFT of its rounds and yields none before it sleeps. When threads outnumber
  * cores, a spinning thread takes the CPU the thread it waits for needs. */
-#define RS_RC_QUICK_BLOCK_AFTER 4u
-#define RS_RC_QUICK_SPIN_SHIFT  4u
-#define RS_RC_QUICK_PROBE_MASK  7u /* every 8th of those spins in full, to notice work came back */
 typedef struct rs_rc_backoff {
     rs_rc_poll_mode mode;
     uint32_t spin_rounds, yield_rounds; /* from the options */
@@ -406,14 +401,9 @@ int rs_rc_wake_waiter(uint32_t *waiter, uint64_t *seq);
  * One fence and one load when the poller is awake; 1 if it woke it. */
 int rs_rc_doorbell_ring(uint32_t *bell);
 
-/* Spin slots (client waiters of a shared_futex fabric, adaptive mode): at most half the process's
- * CPUs (rs_cpu_count, at least 1) of its waiters spin at once. take() returns 1 and holds a slot
- * when one is free, else 0 (the waiter sleeps at once); give() returns a held slot (before the
- * waiter sleeps, and when its wait ends) and clears *held. spin_slots() says the cap and the most
- * slots ever held at once. Waiters in the short spin of adaptive spinning take none. */
-int rs_rc_spin_take(void);
-void rs_rc_spin_give(int *held);
-void rs_rc_spin_slots(uint32_t *cap, uint32_t *peak);
+/* Spin slots: client waiters of a shared_futex fabric spin in full only while they hold one of
+ * the process's spin slots (recstore/spin.h); waiters in the short spin of adaptive spinning
+ * take none. */
 
 /* Bind the calling thread to core `offset + index * stride` (mod online CPUs) when offset >= 0,
  * else to the CPUs of numa_node when >= 0. Returns the core or -1. */

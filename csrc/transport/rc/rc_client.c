@@ -14,7 +14,7 @@
  * server is reported instead of waiting out the timeout), decode the PSResponse header that
  * follows the rows, and copy the rows to the caller (unless skip_client_copy).
  *
- * Verbs notify (adaptive mode): once RS_RC_QUICK_BLOCK_AFTER waits in a row ended in naps, the
+ * Verbs notify (adaptive mode): once RS_SPIN_QUICK_AFTER waits in a row ended in naps, the
  * client asks for an immediate on its next requests (every 8th is sent without, and spun for in
  * full: the probe of adaptive spinning), keeping at most `2 x slots` such requests per QP whose
  * receive completion it has not taken, which is how many receives each QP keeps posted. A server
@@ -104,14 +104,13 @@ struct rs_rc_client {
     uint32_t f_head, f_tail;
     cl_prof prof, prof_prev;
     uint64_t prof_last_ns;
-    uint32_t blocked_streak; /* waits in a row that ended asleep (adaptive spinning, rc.h) */
-    uint32_t quick_waits;    /* waits begun with that count high */
+    rs_spin_streak streak; /* waits in a row that ended asleep (adaptive spinning, spin.h) */
     /* verbs notify: receives posted per QP (0: off), per QP the notify requests whose receive
      * completion is not taken yet, slices that ended with the answer but without its event */
     uint32_t recvs;
     uint32_t *notify_out;
     uint32_t notify_misses;
-    uint32_t notify_asks; /* requests submitted with blocked_streak high (every 8th: a probe) */
+    uint32_t notify_asks; /* requests submitted with the streak high (every 8th: a probe) */
 };
 
 static inline uint8_t *resp_slot(rs_rc_client *c, uint32_t q, uint32_t k) {
@@ -399,8 +398,8 @@ static unsigned commit_flags(const rs_rc_client *c, uint32_t q) {
 }
 
 static int want_notify(rs_rc_client *c, uint32_t q) {
-    if (!c->recvs || c->blocked_streak < RS_RC_QUICK_BLOCK_AFTER ||
-        !(++c->notify_asks & RS_RC_QUICK_PROBE_MASK))
+    if (!c->recvs || !rs_spin_streak_high(&c->streak) ||
+        !(++c->notify_asks & RS_SPIN_QUICK_PROBE_MASK))
         return 0;
     events_taken(c, q, c->fab->drain_events(c->eps[q]));
     return c->notify_out[q] < c->recvs;
@@ -588,18 +587,17 @@ int rs_rc_client_next(rs_rc_client *c, uint64_t *tag, rs_ps_response *resp, rs_e
     uint32_t *waiter =
         c->bell[q] ? (uint32_t *)(uintptr_t)(rsl + RS_RC_SLEEP_WORD_OFFSET(c->resp_bytes)) : NULL;
     uint32_t spins = 0, spin_limit = c->o.wait_spin_iterations;
-    int quick = waiter && c->blocked_streak >= RS_RC_QUICK_BLOCK_AFTER &&
-                (++c->quick_waits & RS_RC_QUICK_PROBE_MASK);
+    int quick = waiter && rs_spin_streak_quick(&c->streak);
     int event = sl->notify && c->recvs; /* the answer comes with an immediate: block for it */
     if (quick || event) {
-        rs_rc_backoff_shorten(&bo, RS_RC_QUICK_SPIN_SHIFT, &spin_limit);
+        rs_rc_backoff_shorten(&bo, RS_SPIN_QUICK_SHIFT, &spin_limit);
         c->prof.wait_quick++;
     }
     /* a waiter about to spin in full needs one of the process's spin slots; without one it
      * sleeps at once (rc_poll.c) */
     int spin_slot = 0;
     if (waiter && !quick && c->o.poll_mode == RS_RC_POLL_ADAPTIVE &&
-        __atomic_load_n(seqp, __ATOMIC_ACQUIRE) != sl->seq && !(spin_slot = rs_rc_spin_take())) {
+        __atomic_load_n(seqp, __ATOMIC_ACQUIRE) != sl->seq && !(spin_slot = rs_spin_slot_take())) {
         bo.spin_rounds = bo.yield_rounds = 0;
         spin_limit = 0;
         c->prof.wait_unspun++;
@@ -612,7 +610,7 @@ int rs_rc_client_next(rs_rc_client *c, uint64_t *tag, rs_ps_response *resp, rs_e
         }
         int slept = 0;
         if (waiter && rs_rc_backoff_should_block(&bo)) {
-            rs_rc_spin_give(&spin_slot);
+            rs_spin_slot_give(&spin_slot);
             uint64_t now = rs_now_ns(), left = now < deadline ? deadline - now : 0;
             slept = rs_rc_wait_seq_block(
                 seqp, sl->seq, waiter, left < RS_RC_CLIENT_SLEEP_NS ? left : RS_RC_CLIENT_SLEEP_NS);
@@ -670,15 +668,15 @@ int rs_rc_client_next(rs_rc_client *c, uint64_t *tag, rs_ps_response *resp, rs_e
             }
         }
     }
-    rs_rc_spin_give(&spin_slot);
+    rs_spin_slot_give(&spin_slot);
     if (rc) return rc;
     uint64_t t1 = rs_now_ns();
     /* verbs: a wait that reached the naps counts as one that ended asleep */
     if (blocked || (c->fab->notify_events && rs_rc_backoff_sleeping(&bo)))
-        c->blocked_streak += c->blocked_streak < 2 * RS_RC_QUICK_BLOCK_AFTER;
+        rs_spin_streak_blocked(&c->streak);
     else if (spins || bo.idle_rounds) /* answered while spinning; an answer already there counts
                                        * for nothing */
-        c->blocked_streak /= 2;
+        rs_spin_streak_spun(&c->streak);
     rs_rc_status_word w;
     memcpy(&w, rsl + c->resp_bytes - sizeof w, sizeof w);
     uint32_t room = c->resp_bytes - RS_RC_TAIL_BYTES;

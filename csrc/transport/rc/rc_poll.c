@@ -20,12 +20,12 @@
  * The awake fast path of a waker is one fence and one load. When threads outnumber cores this
  * hands the core to a thread with work instead of to a napping thread's timer.
  *
- * Spin slots: the process's shm waiters spin by turns, at most half its CPUs at once (at least
- * one); a waiter that finds every slot taken sleeps at once, and its answer wakes it.
- * Without the cap, with more client threads than cores and quick answers, every waiter kept
- * spinning: the ones on a CPU were answered within their spin again and again, the others waited
- * for a time slice with their answers ready (p50 below a millisecond and p99 tens of ms at once),
- * and the spinners took CPU from the poller they waited for (docs/scale.md).
+ * Spin slots (recstore/spin.h): the process's shm waiters spin by turns, at most half its CPUs
+ * at once (at least one); a waiter that finds every slot taken sleeps at once, and its answer
+ * wakes it. Without the cap, with more client threads than cores and quick answers, every waiter
+ * kept spinning: the ones on a CPU were answered within their spin again and again, the others
+ * waited for a time slice with their answers ready (p50 below a millisecond and p99 tens of ms at
+ * once), and the spinners took CPU from the poller they waited for (docs/scale.md).
  *
  * On verbs the peer's NIC wakes nobody, so the sleep is on a completion channel instead: a client
  * asks for its answer with an immediate (RS_RC_FLAG_NOTIFY, rc_client.c), and a poller whose lanes
@@ -130,38 +130,6 @@ int rs_rc_doorbell_ring(uint32_t *bell) {
     if (!__atomic_exchange_n(bell, 0, __ATOMIC_RELAXED)) return 0; /* another client rang it */
     rs_futex_wake(bell, 1, 1);
     return 1;
-}
-
-/* spin slots (file comment): held now, the most ever held at once */
-static uint32_t spin_used, spin_peak;
-
-static uint32_t spin_cap(void) {
-    unsigned n = rs_cpu_count() / 2;
-    return n ? n : 1;
-}
-
-int rs_rc_spin_take(void) {
-    const uint32_t cap = spin_cap();
-    uint32_t n = __atomic_load_n(&spin_used, __ATOMIC_RELAXED);
-    do {
-        if (n >= cap) return 0;
-    } while (
-        !__atomic_compare_exchange_n(&spin_used, &n, n + 1, 1, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED));
-    uint32_t peak = __atomic_load_n(&spin_peak, __ATOMIC_RELAXED);
-    while (n + 1 > peak && !__atomic_compare_exchange_n(&spin_peak, &peak, n + 1, 1,
-                                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-    }
-    return 1;
-}
-
-void rs_rc_spin_give(int *held) {
-    if (*held) __atomic_sub_fetch(&spin_used, 1, __ATOMIC_RELEASE);
-    *held = 0;
-}
-
-void rs_rc_spin_slots(uint32_t *cap, uint32_t *peak) {
-    *cap = spin_cap();
-    *peak = __atomic_load_n(&spin_peak, __ATOMIC_RELAXED);
 }
 
 int rs_rc_bind_thread(int offset, int stride, unsigned index, int numa_node) {

@@ -278,7 +278,7 @@ static void *poller_main(void *arg) {
     int can_block = s->fab->shared_futex && adaptive;
     /* idle stretches in a row that ended asleep (blocked, or napping where the poller cannot
      * block: verbs, or shm without futex_waitv), and those begun in quick mode (rc.h) */
-    uint32_t blocked_streak = 0, quick_stretches = 0;
+    rs_spin_streak streak = {0};
     rc_wakes wakes = {0};
     while (!atomic_load_explicit(&s->stop, memory_order_relaxed)) {
         if (atomic_load_explicit(&s->gen, memory_order_acquire) != p->gen_seen) {
@@ -343,9 +343,9 @@ static void *poller_main(void *arg) {
         if (t0) BUMP(pf->poll_loop_ns, rs_now_ns() - t0);
         if (ready) {
             if (rs_rc_backoff_sleeping(&bo)) /* the idle stretch ended in naps */
-                blocked_streak += blocked_streak < 2 * RS_RC_QUICK_BLOCK_AFTER;
+                rs_spin_streak_blocked(&streak);
             else if (bo.idle_rounds)
-                blocked_streak /= 2; /* work came while spinning */
+                rs_spin_streak_spun(&streak); /* work came while spinning */
             rs_rc_backoff_busy(&bo);
             atomic_store_explicit(&p->idle_state, RC_POLLER_WORKING, memory_order_relaxed);
         } else {
@@ -353,15 +353,14 @@ static void *poller_main(void *arg) {
             if (bo.idle_rounds == 0 && adaptive) { /* an idle stretch begins: its spin budget */
                 bo.spin_rounds = s->o.idle_spin_rounds;
                 bo.yield_rounds = s->o.idle_yield_rounds;
-                if (blocked_streak >= RS_RC_QUICK_BLOCK_AFTER &&
-                    (++quick_stretches & RS_RC_QUICK_PROBE_MASK)) {
-                    rs_rc_backoff_shorten(&bo, RS_RC_QUICK_SPIN_SHIFT, NULL);
+                if (rs_spin_streak_quick(&streak)) {
+                    rs_rc_backoff_shorten(&bo, RS_SPIN_QUICK_SHIFT, NULL);
                     atomic_fetch_add_explicit(&p->quick_idles, 1, memory_order_relaxed);
                 }
             }
             if (p->evch && adaptive && !p->evch_broken && p->nringing == p->nlanes &&
                 rs_rc_backoff_should_block(&bo)) {
-                blocked_streak += blocked_streak < 2 * RS_RC_QUICK_BLOCK_AFTER;
+                rs_spin_streak_blocked(&streak);
                 int w = poller_block_events(p);
                 if (w > 0) rs_rc_backoff_busy(&bo);
                 if (w >= 0) continue;
@@ -369,7 +368,7 @@ static void *poller_main(void *arg) {
             if (can_block && !p->waitv_absent && !p->waitv_full &&
                 rs_rc_backoff_should_block(&bo)) {
                 /* after a doorbell, spin again; after a timeout or a kick, sleep again at once */
-                blocked_streak += blocked_streak < 2 * RS_RC_QUICK_BLOCK_AFTER;
+                rs_spin_streak_blocked(&streak);
                 if (poller_block(p)) rs_rc_backoff_busy(&bo);
                 continue;
             }
