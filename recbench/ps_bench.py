@@ -22,7 +22,11 @@ others — stragglers for a synchronous trainer — shows; then max_inflight_byt
 budget of bytes in flight its threads share (--max_inflight_bytes; "none" for no budget),
 budget_deferred, how often a thread's next request waited in its client because its share was
 out, and client_rows: how GET rows reached the bench's buffers (copy; in_place with
---rdma_rc_rows_in_slots; skipped with the skip_client_copy diagnostic; none without GETs).)
+--rdma_rc_rows_in_slots; skipped with the skip_client_copy diagnostic; none without GETs); on a
+transport that counts its waits for answers (brpc), wait_spun, wait_blocked, wait_quick and
+wait_unspun: waits answered while the thread spun, waits that blocked, waits begun with the short
+spin of adaptive spinning, and waits that found every spin slot of the process taken
+(docs/scale.md).)
 
 Open loop: --target_rate R sends R batches/s for the whole process (split over its threads) on a
 uniform or Poisson timetable (--arrival, --arrival_seed; docs/open-loop.md). The run line's
@@ -262,6 +266,8 @@ def result_line(phase: str, kw: dict, res: dict) -> str:
         ("budget_deferred", res.get("budget_deferred", 0)),
         ("client_rows", client_rows(kw, phase)),
     ]
+    if "wait_spun" in res:  # the transport counts how its waits ended (brpc)
+        fields += [(k, res[k]) for k in ("wait_spun", "wait_blocked", "wait_quick", "wait_unspun")]
     if phase == "run" and "late_sends" in res:
         fields += [(f"service_{p}_us", f"{res[f'service_{p}_us']:.3f}")
                    for p in ("p50", "p95", "p99", "p999", "max")]

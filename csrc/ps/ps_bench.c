@@ -68,6 +68,8 @@ typedef struct worker {
     char first_bad_msg[160];
     uint64_t late_sends; /* open loop */
     rs_ps_client_budget_stats budget;
+    int wait_counted;
+    rs_ps_wait_stats wait;
     rs_hist hist;
     rs_hist service_hist; /* open loop: from the actual send */
 } worker;
@@ -425,7 +427,10 @@ static void *worker_main(void *arg) {
         pthread_cond_wait(&b->cv, &b->mu);
     pthread_mutex_unlock(&b->mu);
     if (w->client && !stop_requested(b)) worker_loop(w);
-    if (w->client) rs_ps_client_budget_stats_get(w->client, &w->budget);
+    if (w->client) {
+        rs_ps_client_budget_stats_get(w->client, &w->budget);
+        w->wait_counted = rs_ps_client_wait_stats_get(w->client, &w->wait);
+    }
     rs_ps_client_close(w->client);
     w->client = NULL;
     return NULL;
@@ -572,6 +577,11 @@ static int bench_phase(const rs_ps_bench_config *cfg, phase ph, rs_ps_bench_resu
         res->late_sends += w->late_sends;
         res->budget.budget = w->budget.budget;
         res->budget.deferred += w->budget.deferred;
+        res->wait_counted |= w->wait_counted;
+        res->wait.spun += w->wait.spun;
+        res->wait.blocked += w->wait.blocked;
+        res->wait.quick += w->wait.quick;
+        res->wait.unspun += w->wait.unspun;
         if (w->rc && !rc) {
             rc = w->rc;
             if (err) *err = w->err;

@@ -151,6 +151,13 @@ void rs_ps_client_budget_stats_get(const rs_ps_client *c, rs_ps_client_budget_st
     out->deferred = c->deferred;
 }
 
+int rs_ps_client_wait_stats_get(const rs_ps_client *c, rs_ps_wait_stats *out) {
+    if (!c->ops->wait_stats) return 0;
+    for (uint32_t i = 0; i < c->num_shards; i++)
+        if (c->conns[i]) c->ops->wait_stats(c->conns[i], out);
+    return 1;
+}
+
 void rs_ps_client_close(rs_ps_client *c) {
     if (!c) return;
     if (c->count) rs_ps_budget_leave();

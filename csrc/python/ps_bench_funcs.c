@@ -66,6 +66,18 @@ static PyObject *result_dict(const rs_ps_bench_result *r) {
         return NULL;
     }
     Py_DECREF(p);
+    if (r->wait_counted) {
+        p = Py_BuildValue("{s:K,s:K,s:K,s:K}", "wait_spun", (unsigned long long)r->wait.spun,
+                          "wait_blocked", (unsigned long long)r->wait.blocked, "wait_quick",
+                          (unsigned long long)r->wait.quick, "wait_unspun",
+                          (unsigned long long)r->wait.unspun);
+        if (!p || PyDict_Update(d, p) < 0) {
+            Py_XDECREF(p);
+            Py_DECREF(d);
+            return NULL;
+        }
+        Py_DECREF(p);
+    }
     if (!r->open_loop) return d;
     p = Py_BuildValue("{s:K,s:d,s:d,s:d,s:d,s:d,s:d}", "late_sends",
                       (unsigned long long)r->late_sends, "service_mean_us", r->service.mean,

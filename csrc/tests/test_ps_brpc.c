@@ -1,13 +1,17 @@
 /* test_ps_brpc.c — the brpc transport end to end on loopback: a real shard (rs_kv) behind the
  * baidu_std server, the client connection ops, pipelined requests, PS-level errors, malformed
- * baidu_std traffic on raw sockets while a good client keeps getting correct rows, and stop()
- * with a client connected. */
+ * baidu_std traffic on raw sockets while a good client keeps getting correct rows, stop() with a
+ * client connected, and how the client waits (spins, blocks, spins short after blocked waits). */
 #include <errno.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "recstore/spin.h"
 #include "recstore/transport.h"
 #include "rs_test.h"
 #include "support/ps_conn_checks.h"
@@ -376,9 +380,170 @@ static void test_recstore_wire(void) {
     fx_stop(&f);
 }
 
+/* ---- waiting: spin, then block (brpc_conn.c, "Waiting") ------------------------------------ */
+
+static void *fx_connect_opts(fixture *f, uint16_t port, const char *extra) {
+    rs_ps_client_opts co = {.timeout_ms = 10000, .max_in_flight = 2, .extra = extra};
+    void *c = NULL;
+    rs_error err = {0};
+    if (f->cops->connect("127.0.0.1", port, &co, &c, &err)) {
+        fprintf(stderr, "connect: %s\n", err.msg);
+        return NULL;
+    }
+    return c;
+}
+
+/* n synchronous GETs of key 7 (put by check_good_client), rows checked; the wait counters after */
+static rs_ps_wait_stats sync_gets(fixture *f, void *c, int n) {
+    uint64_t k = 7;
+    float row[VS / 4], got[VS / 4];
+    row_for(k, row);
+    rs_ps_completion comp;
+    for (int i = 0; i < n; i++) {
+        rs_ps_request get = {.op = RS_PS_GET, .num_keys = 1, .keys = (const uint8_t *)&k};
+        memset(got, 0, sizeof got);
+        RS_CHECK_EQ(call(f, c, &get, got, sizeof got, &comp), 0);
+        RS_CHECK(memcmp(got, row, VS) == 0);
+    }
+    rs_ps_wait_stats st = {0};
+    f->cops->wait_stats(c, &st);
+    return st;
+}
+
+/* A TCP relay that holds every chunk of the server's replies for RELAY_HOLD_MS before passing it
+ * on, so each answer comes long after any spin of the client has ended. */
+#define RELAY_HOLD_MS 20
+typedef struct relay {
+    int lfd, cfd, sfd;
+    uint16_t port, server_port;
+    pthread_t th;
+} relay;
+
+static void *relay_main(void *arg) {
+    relay *r = arg;
+    r->cfd = accept(r->lfd, NULL, NULL);
+    rs_error err = {0};
+    if (r->cfd < 0 || rs_net_connect("127.0.0.1", r->server_port, 5000, 0, &r->sfd, &err))
+        return NULL;
+    uint8_t buf[1 << 16];
+    for (;;) {
+        struct pollfd p[2] = {{.fd = r->cfd, .events = POLLIN}, {.fd = r->sfd, .events = POLLIN}};
+        if (poll(p, 2, -1) < 0) return NULL;
+        if (p[0].revents) { /* requests go on at once */
+            ssize_t n = read(r->cfd, buf, sizeof buf);
+            if (n <= 0 || write(r->sfd, buf, (size_t)n) != n) break;
+        }
+        if (p[1].revents) { /* replies are held */
+            ssize_t n = read(r->sfd, buf, sizeof buf);
+            if (n <= 0) break;
+            struct timespec hold = {0, RELAY_HOLD_MS * 1000000L};
+            nanosleep(&hold, NULL);
+            if (write(r->cfd, buf, (size_t)n) != n) break;
+        }
+    }
+    return NULL;
+}
+
+static int relay_start(relay *r, uint16_t server_port) {
+    memset(r, 0, sizeof *r);
+    r->cfd = r->sfd = -1;
+    r->server_port = server_port;
+    rs_error err = {0};
+    if (rs_net_listen("127.0.0.1", 0, 0, 1, &r->lfd, &err) ||
+        rs_net_bound_port(r->lfd, &r->port, &err))
+        return -1;
+    return pthread_create(&r->th, NULL, relay_main, r);
+}
+
+/* after the client closed: the relay sees EOF and ends */
+static void relay_stop(relay *r) {
+    pthread_join(r->th, NULL);
+    if (r->cfd >= 0) close(r->cfd);
+    if (r->sfd >= 0) close(r->sfd);
+    close(r->lfd);
+}
+
+/* With a spin longer than any answer takes here, a client's waits end while it spins; with
+ * spin_us=0 it never spins; with every spin slot of the process taken it blocks at once. */
+static void test_client_spins_then_blocks(void) {
+    fixture f;
+    if (fx_start(&f, 1)) {
+        RS_CHECK(0);
+        return;
+    }
+    void *c = fx_connect_opts(&f, f.port, "spin_us=1000000");
+    RS_CHECK(c != NULL);
+    if (!c) return fx_stop(&f);
+    check_good_client(&f, c);
+    rs_ps_wait_stats base = {0};
+    f.cops->wait_stats(c, &base);
+    rs_ps_wait_stats st = sync_gets(&f, c, 20);
+    RS_CHECK(st.spun > base.spun); /* a GET's answer is not there when next() begins */
+    RS_CHECK_EQ(st.blocked, 0);
+    RS_CHECK_EQ(st.quick, 0);
+    RS_CHECK_EQ(st.unspun, 0);
+
+    /* every slot taken (by this thread, standing in for other waiters): no spin, a block */
+    uint32_t cap = 0, peak = 0;
+    rs_spin_slots(&cap, &peak);
+    int held[64] = {0};
+    for (uint32_t i = 0; i < cap && i < 64; i++)
+        RS_CHECK_EQ(held[i] = rs_spin_slot_take(), 1);
+    RS_CHECK_EQ(rs_spin_slot_take(), 0);
+    rs_ps_wait_stats full = sync_gets(&f, c, 1);
+    RS_CHECK_EQ(full.unspun, st.unspun + 1);
+    RS_CHECK_EQ(full.blocked, st.blocked + 1);
+    RS_CHECK_EQ(full.spun, st.spun);
+    for (uint32_t i = 0; i < cap && i < 64; i++)
+        rs_spin_slot_give(&held[i]);
+    f.cops->close(c);
+
+    void *c0 = fx_connect_opts(&f, f.port, "spin_us=0");
+    RS_CHECK(c0 != NULL);
+    if (c0) {
+        check_good_client(&f, c0);
+        rs_ps_wait_stats st0 = sync_gets(&f, c0, 10);
+        RS_CHECK_EQ(st0.spun, 0);
+        RS_CHECK_EQ(st0.quick, 0);
+        RS_CHECK_EQ(st0.unspun, 0);
+        RS_CHECK(st0.blocked >= 1);
+        f.cops->close(c0);
+    }
+    fx_stop(&f);
+}
+
+/* Adaptive spinning: answers held back by a relay end every wait blocked, and after
+ * RS_SPIN_QUICK_AFTER of those the client spins short (every 8th short wait a full one). */
+static void test_client_spins_short_after_blocked_waits(void) {
+    fixture f;
+    if (fx_start(&f, 1)) {
+        RS_CHECK(0);
+        return;
+    }
+    relay r;
+    RS_CHECK_EQ(relay_start(&r, f.port), 0);
+    void *c = fx_connect_opts(&f, r.port, "spin_us=200");
+    RS_CHECK(c != NULL);
+    if (c) {
+        check_good_client(&f, c); /* 2 waits */
+        rs_ps_wait_stats st = sync_gets(&f, c, 12);
+        /* 14 waits, each for an answer held 20 ms against a spin of at most 200 us; the first 4
+         * spin in full, then 1 in 8: 9 short ones (a thread descheduled for the whole 20 ms
+         * between its request and its spin could see one answer early: a margin of one) */
+        RS_CHECK(st.spun <= 1);
+        RS_CHECK(st.blocked >= 13);
+        RS_CHECK(st.quick >= 14 - RS_SPIN_QUICK_AFTER - 1 - 1);
+        RS_CHECK(st.quick <= st.blocked);
+        f.cops->close(c);
+    }
+    relay_stop(&r);
+    fx_stop(&f);
+}
+
 RS_TEST_MAIN(RS_TEST(test_roundtrip), RS_TEST(test_recstore_wire), RS_TEST(test_malformed_traffic),
              RS_TEST(test_stop_with_client_connected),
-             RS_TEST(test_connections_spread_over_workers))
+             RS_TEST(test_connections_spread_over_workers), RS_TEST(test_client_spins_then_blocks),
+             RS_TEST(test_client_spins_short_after_blocked_waits))
 #else
 static void test_skipped(void) {
     printf("brpc transport not built (no protobuf-c)\n");

@@ -14,6 +14,14 @@
  * client sends them (recstore_msg.c); the ring holds one entry per call (up to RS_BRPC_RS_CHUNKS
  * per request) and next() merges a request's calls, GET blocks decoded into the caller's rows.
  *
+ * Waiting: the first receive of a next() that finds nothing begins a wait. The thread then receives
+ * again in a loop for up to spin_us (transport option, default RS_BRPC_CLIENT_SPIN_US) from there,
+ * when it holds one of the process's spin slots, and 1/16 of that (without a slot) after
+ * RS_SPIN_QUICK_AFTER waits in a row that blocked (adaptive spinning, recstore/spin.h); then it
+ * blocks in poll() for the rest of the wait. At one client thread per core the answer comes
+ * within the spin, and neither end pays for a sleep and a wake-up (on a VM, an exit each); with
+ * more threads than cores the waits last milliseconds and stop spinning. spin_us=0 blocks at once.
+ *
  * A response carrying RpcMeta's CRC32C (a bRPC server set to checksum its responses) is verified
  * over the message as sent and, when checksum_with_attachment says so, the attachment
  * (brpc_checksum.c); a mismatch or an unknown checksum type is a malformed frame.
@@ -36,8 +44,10 @@
 
 #include "recstore/auth.h"
 #include "recstore/clock.h"
+#include "recstore/cpu.h"
 #include "recstore/crc32c.h"
 #include "recstore/ps_budget.h"
+#include "recstore/spin.h"
 #include "recstore/transport.h"
 #include "transport/brpc_frame.h"
 #include "transport/net.h"
@@ -48,6 +58,10 @@
  * straight into the caller's buffer, sized by the request. A server claiming more than this for
  * the buffered part is broken or hostile: refused before allocating. */
 #define RS_BRPC_CLIENT_MAX_HEAD (1u << 20)
+/* How long a client thread receives again before it blocks (transport option spin_us; the
+ * largest accepted is a second). */
+#define RS_BRPC_CLIENT_SPIN_US     100u
+#define RS_BRPC_CLIENT_SPIN_US_MAX 1000000u
 /* RecStore's wire: calls one request may take (so at most 32 x 500 keys per request). */
 #define RS_BRPC_RS_CHUNKS 32
 
@@ -85,6 +99,13 @@ typedef struct brpc_cconn {
     int broken;
     rs_error broken_err;
     rs_auth_token auth; /* sent in every request's RpcMeta.authentication_data; len 0: none */
+    uint64_t spin_ns;   /* spin_us */
+    rs_spin_streak streak;
+    struct {
+        int on, blocked, slot; /* a wait began in this next(); it blocked; holds a spin slot */
+        uint64_t t0, spin_ns;  /* when it began; how long it may spin */
+    } w;
+    rs_ps_wait_stats st;
 } brpc_cconn;
 
 /* Every request carries the deployment token when the client has one (RpcMeta field 7). */
@@ -117,22 +138,29 @@ static int broken_error(brpc_cconn *c, rs_error *err) {
     return c->broken_err.code;
 }
 
-/* The brpc client has no transport options: any key is an error, not silently ignored. */
-static int reject_client_option(void *ctx, const char *key, const char *val, rs_error *err) {
-    return rs_error_set(err, RS_EINVAL, "brpc client takes no transport options (got '%s=%s')", key,
-                        val);
+/* The brpc client's transport options: spin_us=N. Any other key is an error, not ignored. */
+static int client_option(void *ctx, const char *key, const char *val, rs_error *err) {
+    uint64_t *spin_us = ctx;
+    if (strcmp(key, "spin_us") == 0)
+        return rs_transport_option_u64("brpc client", key, val, 0, RS_BRPC_CLIENT_SPIN_US_MAX,
+                                       spin_us, err);
+    return rs_error_set(err, RS_EINVAL,
+                        "brpc client option '%s=%s' is unknown (the brpc client takes spin_us)",
+                        key, val);
 }
 
 static int connect_wire(const char *host, uint16_t port, const rs_ps_client_opts *opts,
                         int recstore, void **out, rs_error *err) {
     int rc;
     *out = NULL;
-    if (opts && (rc = rs_transport_options_each(opts->extra, "brpc client", reject_client_option,
-                                                NULL, err)))
+    uint64_t spin_us = RS_BRPC_CLIENT_SPIN_US;
+    if (opts &&
+        (rc = rs_transport_options_each(opts->extra, "brpc client", client_option, &spin_us, err)))
         return rc;
     brpc_cconn *c = calloc(1, sizeof *c);
     if (!c) return rs_error_set(err, RS_ENOMEM, "brpc connection");
     c->fd = -1;
+    c->spin_ns = spin_us * 1000u;
     snprintf(c->peer, sizeof c->peer, "brpc://%s:%u", host, port);
     c->timeout_ns =
         (uint64_t)(opts && opts->timeout_ms ? opts->timeout_ms : RS_PS_DEFAULT_TIMEOUT_MS) *
@@ -355,22 +383,60 @@ static int brpc_submit(void *conn, const rs_ps_request *req, uint64_t tag, void 
     return 0;
 }
 
-/* Ensure at least `want` buffered bytes (in_len), reading with the deadline. */
-/* One receive step into buf (at most len bytes): the bytes received (> 0); 0 when nothing arrived
- * yet and the caller should try again (EINTR, or the socket became readable before the deadline);
- * or a negative code after marking the connection broken (peer closed, error, deadline). */
+/* A wait begins (file comment: Waiting): how long it may spin, and with a spin slot or not. */
+static void wait_begin(brpc_cconn *c) {
+    c->w.on = 1;
+    c->w.blocked = 0;
+    c->w.slot = 0;
+    c->w.t0 = rs_now_ns();
+    c->w.spin_ns = c->spin_ns;
+    if (!c->w.spin_ns) return;
+    if (rs_spin_streak_quick(&c->streak)) {
+        c->w.spin_ns >>= RS_SPIN_QUICK_SHIFT;
+        c->st.quick++;
+    } else if (!(c->w.slot = rs_spin_slot_take())) {
+        c->w.spin_ns = 0;
+        c->st.unspun++;
+    }
+}
+
+/* The wait of this next() (if it had one) is over: count how it ended. */
+static void wait_end(brpc_cconn *c) {
+    if (!c->w.on) return;
+    c->w.on = 0;
+    rs_spin_slot_give(&c->w.slot);
+    if (c->w.blocked) {
+        rs_spin_streak_blocked(&c->streak);
+        c->st.blocked++;
+    } else {
+        rs_spin_streak_spun(&c->streak);
+        c->st.spun++;
+    }
+}
+
+/* One receive step into the iovecs: the bytes received (> 0); 0 when nothing arrived yet and the
+ * caller should try again (EINTR, or the socket became readable before the deadline); or a
+ * negative code after marking the connection broken (peer closed, error, deadline). Finding
+ * nothing, it spins (receives again) while the wait may, then blocks in poll(). */
 static ssize_t recv_stepv(brpc_cconn *c, struct iovec *iov, size_t n, uint64_t deadline,
                           rs_error *err) {
     struct msghdr mh = {.msg_iov = iov, .msg_iovlen = n};
-    ssize_t r = recvmsg(c->fd, &mh, 0);
-    if (r > 0) return r;
-    if (r == 0)
-        return mark_broken(c, err, RS_ECONN,
-                           "connection closed by the server with %u request(s) outstanding",
-                           c->count);
-    if (errno == EINTR) return 0;
-    if (errno != EAGAIN && errno != EWOULDBLOCK)
-        return mark_broken(c, err, RS_ECONN, "receive failed: %s", strerror(errno));
+    for (;;) {
+        ssize_t r = recvmsg(c->fd, &mh, 0);
+        if (r > 0) return r;
+        if (r == 0)
+            return mark_broken(c, err, RS_ECONN,
+                               "connection closed by the server with %u request(s) outstanding",
+                               c->count);
+        if (errno == EINTR) return 0;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return mark_broken(c, err, RS_ECONN, "receive failed: %s", strerror(errno));
+        if (!c->w.on) wait_begin(c);
+        if (c->w.blocked || !c->w.spin_ns || rs_now_ns() - c->w.t0 >= c->w.spin_ns) break;
+        rs_cpu_relax();
+    }
+    rs_spin_slot_give(&c->w.slot);
+    c->w.blocked = 1;
     int rc = rs_net_wait(c->fd, POLLIN, deadline);
     if (rc == RS_ETIMEDOUT)
         return mark_broken(c, err, RS_ETIMEDOUT, "no response within %llu ms",
@@ -578,8 +644,7 @@ static int read_one(brpc_cconn *c, uint64_t deadline, rs_error *err) {
     return 0;
 }
 
-static int brpc_next(void *conn, rs_ps_completion *out, rs_error *err) {
-    brpc_cconn *c = conn;
+static int next_reply(brpc_cconn *c, rs_ps_completion *out, rs_error *err) {
     if (c->count == 0)
         return rs_error_set(err, RS_EINVAL, "%s: next() with no request outstanding", c->peer);
     c->requests--;
@@ -635,6 +700,21 @@ static int brpc_next(void *conn, rs_ps_completion *out, rs_error *err) {
     return 0;
 }
 
+static int brpc_next(void *conn, rs_ps_completion *out, rs_error *err) {
+    brpc_cconn *c = conn;
+    int rc = next_reply(c, out, err);
+    wait_end(c);
+    return rc;
+}
+
+static void brpc_wait_stats(void *conn, rs_ps_wait_stats *out) {
+    const brpc_cconn *c = conn;
+    out->spun += c->st.spun;
+    out->blocked += c->st.blocked;
+    out->quick += c->st.quick;
+    out->unspun += c->st.unspun;
+}
+
 const rs_ps_conn_ops rs_brpc_conn_ops = {
     .name = "brpc",
     .connect = brpc_connect,
@@ -642,6 +722,7 @@ const rs_ps_conn_ops rs_brpc_conn_ops = {
     .next = brpc_next,
     .close = brpc_close,
     .budget_per_cpu = RS_PS_BUDGET_BRPC_PER_CPU,
+    .wait_stats = brpc_wait_stats,
 };
 
 /* RecStore's wire on the same connection code ("recstore+brpc"). */
@@ -652,5 +733,6 @@ const rs_ps_conn_ops rs_brpc_rs_conn_ops = {
     .next = brpc_next,
     .close = brpc_close,
     .budget_per_cpu = RS_PS_BUDGET_BRPC_PER_CPU,
+    .wait_stats = brpc_wait_stats,
 };
 #endif

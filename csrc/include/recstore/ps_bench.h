@@ -104,6 +104,10 @@ typedef struct rs_ps_bench_result {
     /* the process's budget of bytes in flight, and the chunks it deferred summed over the
      * threads' clients (whole phase, warm-up included; recstore/ps_client.h) */
     rs_ps_client_budget_stats budget;
+    /* how the threads' waits for answers ended, summed (whole phase; recstore/transport.h), when
+     * the transport counts them (wait_counted) */
+    int wait_counted;
+    rs_ps_wait_stats wait;
 } rs_ps_bench_result;
 
 /* The deterministic row of a key (value_size bytes): float32 values exact in binary. */

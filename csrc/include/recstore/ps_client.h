@@ -20,6 +20,7 @@
 
 #include "recstore/error.h"
 #include "recstore/ps.h"
+#include "recstore/transport.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -75,6 +76,10 @@ typedef struct rs_ps_client_budget_stats {
     uint64_t budget, held, deferred;
 } rs_ps_client_budget_stats;
 void rs_ps_client_budget_stats_get(const rs_ps_client *c, rs_ps_client_budget_stats *out);
+
+/* Adds how the waits of the client's connections ended (rs_ps_wait_stats, recstore/transport.h) to
+ * *out; 1 when the transport counts them, else 0 and *out unchanged. */
+int rs_ps_client_wait_stats_get(const rs_ps_client *c, rs_ps_wait_stats *out);
 
 /* Start one batch. GET: rows_out receives n * value_size bytes, filled by the time wait() returns
  * this batch (it must stay valid until then). PUT / UPDATE: rows_in holds n rows (UPDATE: float32

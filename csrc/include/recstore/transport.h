@@ -93,6 +93,13 @@ typedef struct rs_ps_completion {
     rs_ps_response resp; /* status, error, value_size, num_found, reply; rows already copied */
 } rs_ps_completion;
 
+/* How a connection's waits for answers ended (recstore/spin.h; added up over connections): answered
+ * while the thread spun, blocked in the kernel, begun with the short spin of adaptive spinning
+ * (quick), begun without a spin because every spin slot of the process was taken (unspun). */
+typedef struct rs_ps_wait_stats {
+    uint64_t spun, blocked, quick, unspun;
+} rs_ps_wait_stats;
+
 typedef struct rs_ps_conn_ops {
     const char *name;
     int (*connect)(const char *host, uint16_t port, const rs_ps_client_opts *opts, void **conn,
@@ -119,6 +126,9 @@ typedef struct rs_ps_conn_ops {
      * per thread made threads unequal and shm slower (docs/scale.md, "A budget of bytes in
      * flight"). */
     uint64_t budget_per_cpu;
+    /* Optional (NULL: the transport does not count them): adds the connection's wait counters to
+     * *out. Called by the thread that uses the connection. */
+    void (*wait_stats)(void *conn, rs_ps_wait_stats *out);
 } rs_ps_conn_ops;
 
 /* Look up a transport by name ("brpc", "grpc", "rdma", "shm"). RS_ENOTSUP with a reason when it

@@ -313,10 +313,18 @@ class BrpcServerTest(NoLeftoverServers, unittest.TestCase):
                 keys = np.arange(1, 1001, dtype=np.uint64)
                 ps.put(keys, rows_for(keys))
                 np.testing.assert_array_equal(ps.get(keys), rows_for(keys))
-            # the brpc client has no options: an option is an error, not silently dropped
+            # a server's option given to the client is an error, not silently dropped, as is a
+            # bad value of the client's one option
             with self.assertRaises(errors.InvalidArgument) as cm:
                 recbench.PSClient(srv.uri, transport_options="max_pending_bytes=65536")
-            self.assertIn("brpc client takes no transport options", str(cm.exception))
+            self.assertIn("brpc client option 'max_pending_bytes=65536' is unknown",
+                          str(cm.exception))
+            for bad in ("spin_us=fast", "spin_us=1000001"):
+                with self.assertRaises(errors.InvalidArgument) as cm:
+                    recbench.PSClient(srv.uri, transport_options=bad)
+                self.assertIn(bad, str(cm.exception))
+            with recbench.PSClient(srv.uri, transport_options="spin_us=0") as ps:
+                np.testing.assert_array_equal(ps.get(keys), rows_for(keys))
         for bad, why in (("window=3", "unknown brpc server option 'window'"),
                          ("max_pending_bytes=12", "max_pending_bytes=12: want an integer")):
             r = subprocess.run([sys.executable, "-m", "recbench.ps_server", "--transport", "brpc",
@@ -374,6 +382,12 @@ class PsBenchBrpcTest(NoLeftoverServers, unittest.TestCase):
             lo, hi = int(run["thread_batches_min"]), int(run["thread_batches_max"])
             self.assertTrue(0 < lo <= int(run["batches"]) / 2 <= hi, run)
             self.assertEqual(lo + hi, int(run["batches"]), run)
+            # every wait of the threads for an answer ended spun or blocked, and is counted
+            waits = {k: int(run[k]) for k in ("wait_spun", "wait_blocked", "wait_quick",
+                                                "wait_unspun")}
+            self.assertGreater(waits["wait_spun"] + waits["wait_blocked"], 0, run)
+            self.assertLessEqual(waits["wait_quick"] + waits["wait_unspun"],
+                                 waits["wait_spun"] + waits["wait_blocked"], run)
             self.assertIn("PS_BENCHMARK_LOADED", r.stdout)
             prof = [line for line in r.stdout.splitlines()
                     if line.startswith("PS_BENCHMARK_PROFILE phase=run")]
