@@ -23,10 +23,11 @@ budget of bytes in flight its threads share (--max_inflight_bytes; "none" for no
 budget_deferred, how often a thread's next request waited in its client because its share was
 out, and client_rows: how GET rows reached the bench's buffers (copy; in_place with
 --rdma_rc_rows_in_slots; skipped with the skip_client_copy diagnostic; none without GETs); on a
-transport that counts its waits for answers (brpc), wait_spun, wait_blocked, wait_quick and
-wait_unspun: waits answered while the thread spun, waits that blocked, waits begun with the short
-spin of adaptive spinning, and waits that found every spin slot of the process taken
-(docs/scale.md).)
+transport that counts its waits for answers (brpc), wait_spun, wait_blocked, wait_quick,
+wait_unspun and wait_preempted: waits answered while the thread spun, waits that blocked, waits
+begun with the short spin of adaptive spinning, waits begun without a spin (more of the
+process's threads waiting than it has CPUs, or every spin slot taken), and full spins during
+which the kernel switched the thread out for another (docs/scale.md).)
 
 Open loop: --target_rate R sends R batches/s for the whole process (split over its threads) on a
 uniform or Poisson timetable (--arrival, --arrival_seed; docs/open-loop.md). The run line's
@@ -267,7 +268,8 @@ def result_line(phase: str, kw: dict, res: dict) -> str:
         ("client_rows", client_rows(kw, phase)),
     ]
     if "wait_spun" in res:  # the transport counts how its waits ended (brpc)
-        fields += [(k, res[k]) for k in ("wait_spun", "wait_blocked", "wait_quick", "wait_unspun")]
+        fields += [(k, res[k]) for k in ("wait_spun", "wait_blocked", "wait_quick", "wait_unspun",
+                                         "wait_preempted")]
     if phase == "run" and "late_sends" in res:
         fields += [(f"service_{p}_us", f"{res[f'service_{p}_us']:.3f}")
                    for p in ("p50", "p95", "p99", "p999", "max")]

@@ -1,12 +1,13 @@
 /*
  * spin.c — the process's spin slots (recstore/spin.h): a counter of waiters spinning now, capped
- * at half the process's CPUs, and the most ever held at once (for tests and profiles).
+ * at half the process's CPUs, and the most ever held at once (for tests and profiles); and the
+ * count of its waiters (spinning or blocked).
  */
 #include "recstore/spin.h"
 
 #include "recstore/cpu.h"
 
-static uint32_t spin_used, spin_peak;
+static uint32_t spin_used, spin_peak, waiters;
 
 static uint32_t spin_cap(void) {
     unsigned n = rs_cpu_count() / 2;
@@ -30,6 +31,14 @@ int rs_spin_slot_take(void) {
 void rs_spin_slot_give(int *held) {
     if (*held) __atomic_sub_fetch(&spin_used, 1, __ATOMIC_RELEASE);
     *held = 0;
+}
+
+uint32_t rs_spin_waiters_enter(void) {
+    return __atomic_add_fetch(&waiters, 1, __ATOMIC_RELAXED);
+}
+
+void rs_spin_waiters_leave(void) {
+    __atomic_sub_fetch(&waiters, 1, __ATOMIC_RELAXED);
 }
 
 void rs_spin_slots(uint32_t *cap, uint32_t *peak) {

@@ -582,6 +582,7 @@ static int bench_phase(const rs_ps_bench_config *cfg, phase ph, rs_ps_bench_resu
         res->wait.blocked += w->wait.blocked;
         res->wait.quick += w->wait.quick;
         res->wait.unspun += w->wait.unspun;
+        res->wait.preempted += w->wait.preempted;
         if (w->rc && !rc) {
             rc = w->rc;
             if (err) *err = w->err;

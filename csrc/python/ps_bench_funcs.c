@@ -67,10 +67,11 @@ static PyObject *result_dict(const rs_ps_bench_result *r) {
     }
     Py_DECREF(p);
     if (r->wait_counted) {
-        p = Py_BuildValue("{s:K,s:K,s:K,s:K}", "wait_spun", (unsigned long long)r->wait.spun,
+        p = Py_BuildValue("{s:K,s:K,s:K,s:K,s:K}", "wait_spun", (unsigned long long)r->wait.spun,
                           "wait_blocked", (unsigned long long)r->wait.blocked, "wait_quick",
                           (unsigned long long)r->wait.quick, "wait_unspun",
-                          (unsigned long long)r->wait.unspun);
+                          (unsigned long long)r->wait.unspun, "wait_preempted",
+                          (unsigned long long)r->wait.preempted);
         if (!p || PyDict_Update(d, p) < 0) {
             Py_XDECREF(p);
             Py_DECREF(d);

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "recstore/cpu.h"
 #include "recstore/spin.h"
 #include "recstore/transport.h"
 #include "rs_test.h"
@@ -410,12 +411,12 @@ static rs_ps_wait_stats sync_gets(fixture *f, void *c, int n) {
     return st;
 }
 
-/* A TCP relay that holds every chunk of the server's replies for RELAY_HOLD_MS before passing it
- * on, so each answer comes long after any spin of the client has ended. */
-#define RELAY_HOLD_MS 20
+/* A TCP relay that holds every chunk of the server's replies for hold_ms before passing it on,
+ * so each answer comes long after a shorter spin of the client has ended; 0 passes them at once. */
 typedef struct relay {
     int lfd, cfd, sfd;
     uint16_t port, server_port;
+    int hold_ms; /* read and written with __atomic: the test changes it while the relay runs */
     pthread_t th;
 } relay;
 
@@ -436,18 +437,20 @@ static void *relay_main(void *arg) {
         if (p[1].revents) { /* replies are held */
             ssize_t n = read(r->sfd, buf, sizeof buf);
             if (n <= 0) break;
-            struct timespec hold = {0, RELAY_HOLD_MS * 1000000L};
-            nanosleep(&hold, NULL);
+            int ms = __atomic_load_n(&r->hold_ms, __ATOMIC_RELAXED);
+            struct timespec hold = {ms / 1000, (long)(ms % 1000) * 1000000L};
+            if (ms) nanosleep(&hold, NULL);
             if (write(r->cfd, buf, (size_t)n) != n) break;
         }
     }
     return NULL;
 }
 
-static int relay_start(relay *r, uint16_t server_port) {
+static int relay_start(relay *r, uint16_t server_port, int hold_ms) {
     memset(r, 0, sizeof *r);
     r->cfd = r->sfd = -1;
     r->server_port = server_port;
+    r->hold_ms = hold_ms;
     rs_error err = {0};
     if (rs_net_listen("127.0.0.1", 0, 0, 1, &r->lfd, &err) ||
         rs_net_bound_port(r->lfd, &r->port, &err))
@@ -464,7 +467,8 @@ static void relay_stop(relay *r) {
 }
 
 /* With a spin longer than any answer takes here, a client's waits end while it spins; with
- * spin_us=0 it never spins; with every spin slot of the process taken it blocks at once. */
+ * spin_us=0 it never spins; with every spin slot of the process taken, or more of its threads
+ * waiting than it has CPUs, it blocks at once. */
 static void test_client_spins_then_blocks(void) {
     fixture f;
     if (fx_start(&f, 1)) {
@@ -496,6 +500,15 @@ static void test_client_spins_then_blocks(void) {
     RS_CHECK_EQ(full.spun, st.spun);
     for (uint32_t i = 0; i < cap && i < 64; i++)
         rs_spin_slot_give(&held[i]);
+    /* as many other waiters as CPUs (this thread standing in for them): no spin, a block */
+    for (unsigned i = 0; i < rs_cpu_count(); i++)
+        rs_spin_waiters_enter();
+    rs_ps_wait_stats crowded = sync_gets(&f, c, 1);
+    for (unsigned i = 0; i < rs_cpu_count(); i++)
+        rs_spin_waiters_leave();
+    RS_CHECK_EQ(crowded.unspun, full.unspun + 1);
+    RS_CHECK_EQ(crowded.blocked, full.blocked + 1);
+    RS_CHECK_EQ(crowded.spun, full.spun);
     f.cops->close(c);
 
     void *c0 = fx_connect_opts(&f, f.port, "spin_us=0");
@@ -512,8 +525,9 @@ static void test_client_spins_then_blocks(void) {
     fx_stop(&f);
 }
 
-/* Adaptive spinning: answers held back by a relay end every wait blocked, and after
- * RS_SPIN_QUICK_AFTER of those the client spins short (every 8th short wait a full one). */
+/* Adaptive spinning: answers held back by a relay for longer than the spin end every wait
+ * blocked and long, and after RS_SPIN_QUICK_AFTER of those the client spins short; once the
+ * answers come within the spin again, it spins in full and catches them. */
 static void test_client_spins_short_after_blocked_waits(void) {
     fixture f;
     if (fx_start(&f, 1)) {
@@ -521,19 +535,24 @@ static void test_client_spins_short_after_blocked_waits(void) {
         return;
     }
     relay r;
-    RS_CHECK_EQ(relay_start(&r, f.port), 0);
-    void *c = fx_connect_opts(&f, r.port, "spin_us=200");
+    RS_CHECK_EQ(relay_start(&r, f.port, 150), 0);
+    void *c = fx_connect_opts(&f, r.port, "spin_us=50000");
     RS_CHECK(c != NULL);
     if (c) {
         check_good_client(&f, c); /* 2 waits */
-        rs_ps_wait_stats st = sync_gets(&f, c, 12);
-        /* 14 waits, each for an answer held 20 ms against a spin of at most 200 us; the first 4
-         * spin in full, then 1 in 8: 9 short ones (a thread descheduled for the whole 20 ms
-         * between its request and its spin could see one answer early: a margin of one) */
+        rs_ps_wait_stats st = sync_gets(&f, c, 6);
+        /* 8 waits, each for an answer held 150 ms against a spin of at most 50 ms: the first 4
+         * spin in full, the others short (a thread descheduled for the whole 150 ms between its
+         * request and its spin could see one answer early: a margin of one) */
         RS_CHECK(st.spun <= 1);
-        RS_CHECK(st.blocked >= 13);
-        RS_CHECK(st.quick >= 14 - RS_SPIN_QUICK_AFTER - 1 - 1);
+        RS_CHECK(st.blocked >= 7);
+        RS_CHECK(st.quick >= 8 - RS_SPIN_QUICK_AFTER - 1);
         RS_CHECK(st.quick <= st.blocked);
+        __atomic_store_n(&r.hold_ms, 0, __ATOMIC_RELAXED);
+        /* answers through the relay now come in well under 50 ms: each such wait halves the
+         * count, and the full spins catch the answers */
+        rs_ps_wait_stats fast = sync_gets(&f, c, 20);
+        RS_CHECK(fast.spun >= st.spun + 10);
         f.cops->close(c);
     }
     relay_stop(&r);

@@ -16,11 +16,19 @@
  *
  * Waiting: the first receive of a next() that finds nothing begins a wait. The thread then receives
  * again in a loop for up to spin_us (transport option, default RS_BRPC_CLIENT_SPIN_US) from there,
- * when it holds one of the process's spin slots, and 1/16 of that (without a slot) after
- * RS_SPIN_QUICK_AFTER waits in a row that blocked (adaptive spinning, recstore/spin.h); then it
- * blocks in poll() for the rest of the wait. At one client thread per core the answer comes
- * within the spin, and neither end pays for a sleep and a wake-up (on a VM, an exit each); with
- * more threads than cores the waits last milliseconds and stop spinning. spin_us=0 blocks at once.
+ * when no more of the process's threads are waiting than it has CPUs and it holds one of the
+ * process's spin slots (recstore/spin.h), and 1/16 of that (without a slot) after
+ * RS_SPIN_QUICK_AFTER waits in a row that lasted longer than spin_us or whose spin was preempted
+ * (adaptive spinning, recstore/spin.h). A wait is judged by its length: one that blocked but was
+ * over within spin_us would have been caught by the spin, so no probe spins are needed. A spin
+ * during which the kernel switched the thread out for another (its involuntary context switches,
+ * getrusage) counts as a long wait: the CPU it spun on was wanted, by the server's threads or the
+ * process's own, and spinning there delays the answer it waits for. Then it blocks in poll() for
+ * the rest of the wait. At one client thread per core the answer comes
+ * within the spin: the thread does not sleep, and the server's send of the answer does not have to
+ * wake it (an interrupt to the client's CPU; on a VM an exit, and the halted CPU's way back). With
+ * more threads than cores the waits last milliseconds and stop spinning. spin_us=0 blocks at once
+ * (docs/scale.md, "brpc clients spin before they block").
  *
  * A response carrying RpcMeta's CRC32C (a bRPC server set to checksum its responses) is verified
  * over the message as sent and, when checksum_with_attachment says so, the attachment
@@ -32,12 +40,14 @@
  * request's submission.
  */
 #if RS_HAVE_PROTOBUF_C
+#define _GNU_SOURCE /* RUSAGE_THREAD */
 #include <errno.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -103,7 +113,10 @@ typedef struct brpc_cconn {
     rs_spin_streak streak;
     struct {
         int on, blocked, slot; /* a wait began in this next(); it blocked; holds a spin slot */
+        int full;              /* it spins in full (with a slot) */
+        int counted;           /* entered the process's waiters */
         uint64_t t0, spin_ns;  /* when it began; how long it may spin */
+        long nivcsw;           /* the thread's involuntary context switches when it began */
     } w;
     rs_ps_wait_stats st;
 } brpc_cconn;
@@ -383,35 +396,53 @@ static int brpc_submit(void *conn, const rs_ps_request *req, uint64_t tag, void 
     return 0;
 }
 
+/* The calling thread's involuntary context switches so far (0 if unknown). */
+static long thread_nivcsw(void) {
+    struct rusage ru;
+    return getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_nivcsw : 0;
+}
+
 /* A wait begins (file comment: Waiting): how long it may spin, and with a spin slot or not. */
 static void wait_begin(brpc_cconn *c) {
     c->w.on = 1;
     c->w.blocked = 0;
     c->w.slot = 0;
+    c->w.full = 0;
     c->w.t0 = rs_now_ns();
     c->w.spin_ns = c->spin_ns;
     if (!c->w.spin_ns) return;
-    if (rs_spin_streak_quick(&c->streak)) {
+    c->w.counted = 1;
+    if (rs_spin_waiters_enter() > rs_cpu_count()) {
+        c->w.spin_ns = 0; /* more waiters than CPUs: none of them spins */
+        c->st.unspun++;
+    } else if (rs_spin_streak_high(&c->streak)) {
         c->w.spin_ns >>= RS_SPIN_QUICK_SHIFT;
         c->st.quick++;
     } else if (!(c->w.slot = rs_spin_slot_take())) {
         c->w.spin_ns = 0;
         c->st.unspun++;
+    } else {
+        c->w.full = 1;
+        c->w.nivcsw = thread_nivcsw();
     }
 }
 
-/* The wait of this next() (if it had one) is over: count how it ended. */
+/* The wait of this next() (if it had one) is over: count how it ended, and whether a full spin
+ * would have caught its answer (it was over within spin_us). */
 static void wait_end(brpc_cconn *c) {
     if (!c->w.on) return;
     c->w.on = 0;
     rs_spin_slot_give(&c->w.slot);
-    if (c->w.blocked) {
+    if (c->w.counted) rs_spin_waiters_leave();
+    c->w.counted = 0;
+    c->st.blocked += c->w.blocked;
+    c->st.spun += !c->w.blocked;
+    int preempted = c->w.full && thread_nivcsw() != c->w.nivcsw;
+    c->st.preempted += preempted;
+    if (preempted || rs_now_ns() - c->w.t0 > c->spin_ns)
         rs_spin_streak_blocked(&c->streak);
-        c->st.blocked++;
-    } else {
+    else
         rs_spin_streak_spun(&c->streak);
-        c->st.spun++;
-    }
 }
 
 /* One receive step into the iovecs: the bytes received (> 0); 0 when nothing arrived yet and the
@@ -713,6 +744,7 @@ static void brpc_wait_stats(void *conn, rs_ps_wait_stats *out) {
     out->blocked += c->st.blocked;
     out->quick += c->st.quick;
     out->unspun += c->st.unspun;
+    out->preempted += c->st.preempted;
 }
 
 const rs_ps_conn_ops rs_brpc_conn_ops = {

@@ -12,7 +12,9 @@
  * yields none); one answered while spinning halves the count, and every 8th short one spins in
  * full anyway (a probe: without it a waiter whose answers now come between the short and the
  * full budget would never find out). So at one thread per core with quick answers nothing
- * changes, and when every wait lasts milliseconds the spins stop costing the cores.
+ * changes, and when every wait lasts milliseconds the spins stop costing the cores. A waiter that
+ * can tell how long a wait lasted (the brpc client) counts a wait over within its full budget as
+ * answered spinning even when it blocked, and needs no probes (rs_spin_streak_high).
  */
 #ifndef RECSTORE_SPIN_H
 #define RECSTORE_SPIN_H
@@ -36,7 +38,8 @@ typedef struct rs_spin_streak {
 static inline int rs_spin_streak_quick(rs_spin_streak *s) {
     return s->blocked >= RS_SPIN_QUICK_AFTER && (++s->quick & RS_SPIN_QUICK_PROBE_MASK);
 }
-/* 1 once the last waits ended blocked (no ++: for a caller's own decision). */
+/* 1 once the last waits ended blocked (no probe: for a waiter that judges its waits by their
+ * length, or a caller's own decision). */
 static inline int rs_spin_streak_high(const rs_spin_streak *s) {
     return s->blocked >= RS_SPIN_QUICK_AFTER;
 }
@@ -48,6 +51,13 @@ static inline void rs_spin_streak_blocked(rs_spin_streak *s) {
 static inline void rs_spin_streak_spun(rs_spin_streak *s) {
     s->blocked /= 2;
 }
+
+/* Waiters: a waiter enters when its wait begins and leaves when it ends; enter() returns how
+ * many of the process's waiters wait now, itself included. A waiter that finds more of them than
+ * the process has CPUs does not spin (the brpc client): with the threads oversubscribed, a spin
+ * takes a CPU from a thread that has work, and that work includes the answers being waited for. */
+uint32_t rs_spin_waiters_enter(void);
+void rs_spin_waiters_leave(void);
 
 /* Spin slots: take() returns 1 and holds a slot when one is free, else 0 (block at once);
  * give() returns a held slot (before the waiter blocks, and when its wait ends) and clears *held.

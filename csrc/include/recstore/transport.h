@@ -95,9 +95,11 @@ typedef struct rs_ps_completion {
 
 /* How a connection's waits for answers ended (recstore/spin.h; added up over connections): answered
  * while the thread spun, blocked in the kernel, begun with the short spin of adaptive spinning
- * (quick), begun without a spin because every spin slot of the process was taken (unspun). */
+ * (quick), begun without a spin because more of the process's threads were waiting than it has
+ * CPUs or every spin slot was taken (unspun), and
+ * full spins during which the thread was switched out for another thread (preempted). */
 typedef struct rs_ps_wait_stats {
-    uint64_t spun, blocked, quick, unspun;
+    uint64_t spun, blocked, quick, unspun, preempted;
 } rs_ps_wait_stats;
 
 typedef struct rs_ps_conn_ops {
