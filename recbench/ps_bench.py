@@ -25,9 +25,10 @@ out, and client_rows: how GET rows reached the bench's buffers (copy; in_place w
 --rdma_rc_rows_in_slots; skipped with the skip_client_copy diagnostic; none without GETs); on a
 transport that counts its waits for answers (brpc), wait_spun, wait_blocked, wait_quick,
 wait_unspun and wait_preempted: waits answered while the thread spun, waits that blocked, waits
-begun with the short spin of adaptive spinning, waits begun without a spin (more of the
-process's threads waiting than it has CPUs, or every spin slot taken), and full spins during
-which the kernel switched the thread out for another (docs/scale.md).)
+begun without a spin because the connection's recent waits did not pay for one (adaptive
+spinning), waits begun without a spin because more of the process's threads were waiting than it
+has CPUs or every spin slot was taken, and spins during which the kernel switched the thread out
+for another (docs/scale.md).)
 
 Open loop: --target_rate R sends R batches/s for the whole process (split over its threads) on a
 uniform or Poisson timetable (--arrival, --arrival_seed; docs/open-loop.md). The run line's

@@ -16,19 +16,20 @@
  *
  * Waiting: the first receive of a next() that finds nothing begins a wait. The thread then receives
  * again in a loop for up to spin_us (transport option, default RS_BRPC_CLIENT_SPIN_US) from there,
- * when no more of the process's threads are waiting than it has CPUs and it holds one of the
- * process's spin slots (recstore/spin.h), and 1/16 of that (without a slot) after
- * RS_SPIN_QUICK_AFTER waits in a row that lasted longer than spin_us or whose spin was preempted
- * (adaptive spinning, recstore/spin.h). A wait is judged by its length: one that blocked but was
- * over within spin_us would have been caught by the spin, so no probe spins are needed. A spin
- * during which the kernel switched the thread out for another (its involuntary context switches,
- * getrusage) counts as a long wait: the CPU it spun on was wanted, by the server's threads or the
- * process's own, and spinning there delays the answer it waits for. Then it blocks in poll() for
- * the rest of the wait. At one client thread per core the answer comes
- * within the spin: the thread does not sleep, and the server's send of the answer does not have to
- * wake it (an interrupt to the client's CPU; on a VM an exit, and the halted CPU's way back). With
- * more threads than cores the waits last milliseconds and stop spinning. spin_us=0 blocks at once
- * (docs/scale.md, "brpc clients spin before they block").
+ * then blocks in poll() for the rest of the wait. It spins only when no more of the process's
+ * threads are waiting than it has CPUs, when it holds one of the process's spin slots
+ * (recstore/spin.h), and while its connection's waits pay for a spin (adaptive spinning): a spin
+ * that did not catch its answer, or during which the kernel switched the thread out for another
+ * (its involuntary context switches, getrusage: the CPU it spun on was wanted, by the server's
+ * threads or the process's own, and spinning there delays the answer it waits for), puts the
+ * connection's count at its top; a wait longer than spin_us raises it by one; a wait that blocked
+ * but was over within spin_us lowers it by one (a spin might have caught it), one caught by the
+ * spin halves it; at RS_SPIN_QUICK_AFTER or more the thread blocks at once. So after a spin that
+ * failed it takes several short waits in a row before the next, and no probe spins are needed.
+ * At one client thread per core the answer comes within the spin: the thread does not sleep, and
+ * the server's send of the answer does not have to wake it (an interrupt to the client's CPU; on a
+ * VM an exit, and the halted CPU's way back). With more threads than cores nothing spins.
+ * spin_us=0 blocks at once (docs/scale.md, "brpc clients spin before they block").
  *
  * A response carrying RpcMeta's CRC32C (a bRPC server set to checksum its responses) is verified
  * over the message as sent and, when checksum_with_attachment says so, the attachment
@@ -113,7 +114,7 @@ typedef struct brpc_cconn {
     rs_spin_streak streak;
     struct {
         int on, blocked, slot; /* a wait began in this next(); it blocked; holds a spin slot */
-        int full;              /* it spins in full (with a slot) */
+        int spins;             /* it may spin (took a slot) */
         int counted;           /* entered the process's waiters */
         uint64_t t0, spin_ns;  /* when it began; how long it may spin */
         long nivcsw;           /* the thread's involuntary context switches when it began */
@@ -407,7 +408,7 @@ static void wait_begin(brpc_cconn *c) {
     c->w.on = 1;
     c->w.blocked = 0;
     c->w.slot = 0;
-    c->w.full = 0;
+    c->w.spins = 0;
     c->w.t0 = rs_now_ns();
     c->w.spin_ns = c->spin_ns;
     if (!c->w.spin_ns) return;
@@ -416,13 +417,13 @@ static void wait_begin(brpc_cconn *c) {
         c->w.spin_ns = 0; /* more waiters than CPUs: none of them spins */
         c->st.unspun++;
     } else if (rs_spin_streak_high(&c->streak)) {
-        c->w.spin_ns >>= RS_SPIN_QUICK_SHIFT;
+        c->w.spin_ns = 0; /* its recent waits did not pay for a spin */
         c->st.quick++;
     } else if (!(c->w.slot = rs_spin_slot_take())) {
         c->w.spin_ns = 0;
         c->st.unspun++;
     } else {
-        c->w.full = 1;
+        c->w.spins = 1;
         c->w.nivcsw = thread_nivcsw();
     }
 }
@@ -437,12 +438,16 @@ static void wait_end(brpc_cconn *c) {
     c->w.counted = 0;
     c->st.blocked += c->w.blocked;
     c->st.spun += !c->w.blocked;
-    int preempted = c->w.full && thread_nivcsw() != c->w.nivcsw;
+    int preempted = c->w.spins && thread_nivcsw() != c->w.nivcsw;
     c->st.preempted += preempted;
-    if (preempted || rs_now_ns() - c->w.t0 > c->spin_ns)
+    if (c->w.spins && (preempted || c->w.blocked))
+        rs_spin_streak_failed(&c->streak); /* a spin that did not pay */
+    else if (!c->w.blocked)
+        rs_spin_streak_spun(&c->streak);
+    else if (rs_now_ns() - c->w.t0 > c->spin_ns)
         rs_spin_streak_blocked(&c->streak);
     else
-        rs_spin_streak_spun(&c->streak);
+        rs_spin_streak_short(&c->streak); /* a spin might have caught it */
 }
 
 /* One receive step into the iovecs: the bytes received (> 0); 0 when nothing arrived yet and the

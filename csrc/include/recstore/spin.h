@@ -13,8 +13,9 @@
  * full anyway (a probe: without it a waiter whose answers now come between the short and the
  * full budget would never find out). So at one thread per core with quick answers nothing
  * changes, and when every wait lasts milliseconds the spins stop costing the cores. A waiter that
- * can tell how long a wait lasted (the brpc client) counts a wait over within its full budget as
- * answered spinning even when it blocked, and needs no probes (rs_spin_streak_high).
+ * can tell how long a wait lasted (the brpc client) needs no probes: a full spin that failed puts
+ * the count at its top, a wait that blocked but was over within the full budget lowers it by one
+ * (rs_spin_streak_failed, rs_spin_streak_short, rs_spin_streak_high).
  */
 #ifndef RECSTORE_SPIN_H
 #define RECSTORE_SPIN_H
@@ -50,6 +51,14 @@ static inline void rs_spin_streak_blocked(rs_spin_streak *s) {
 /* The wait was answered while spinning. */
 static inline void rs_spin_streak_spun(rs_spin_streak *s) {
     s->blocked /= 2;
+}
+/* A full spin did not pay (a waiter that judges its waits by their length): the count's top. */
+static inline void rs_spin_streak_failed(rs_spin_streak *s) {
+    s->blocked = 2 * RS_SPIN_QUICK_AFTER;
+}
+/* A wait blocked but was over within the full budget (a spin might have caught it). */
+static inline void rs_spin_streak_short(rs_spin_streak *s) {
+    s->blocked -= s->blocked > 0;
 }
 
 /* Waiters: a waiter enters when its wait begins and leaves when it ends; enter() returns how

@@ -94,10 +94,10 @@ typedef struct rs_ps_completion {
 } rs_ps_completion;
 
 /* How a connection's waits for answers ended (recstore/spin.h; added up over connections): answered
- * while the thread spun, blocked in the kernel, begun with the short spin of adaptive spinning
- * (quick), begun without a spin because more of the process's threads were waiting than it has
- * CPUs or every spin slot was taken (unspun), and
- * full spins during which the thread was switched out for another thread (preempted). */
+ * while the thread spun, blocked in the kernel; begun with a short spin or none because the
+ * connection's recent waits did not pay for a spin (quick, adaptive spinning), begun without a
+ * spin because more of the process's threads were waiting than it has CPUs or every spin slot was
+ * taken (unspun); spins during which the thread was switched out for another thread (preempted). */
 typedef struct rs_ps_wait_stats {
     uint64_t spun, blocked, quick, unspun, preempted;
 } rs_ps_wait_stats;
