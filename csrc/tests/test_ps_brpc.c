@@ -58,15 +58,20 @@ static void fx_stop(fixture *f) {
     rs_ps_shard_close(f->shard);
 }
 
-static void *fx_connect(fixture *f, uint32_t depth) {
-    rs_ps_client_opts co = {.timeout_ms = 5000, .max_in_flight = depth};
+/* a client connection to port (the server's, or a relay's) with transport options extra */
+static void *fx_connect_to(fixture *f, uint16_t port, uint32_t depth, const char *extra) {
+    rs_ps_client_opts co = {.timeout_ms = 5000, .max_in_flight = depth, .extra = extra};
     void *c = NULL;
     rs_error err = {0};
-    if (f->cops->connect("127.0.0.1", f->port, &co, &c, &err)) {
+    if (f->cops->connect("127.0.0.1", port, &co, &c, &err)) {
         fprintf(stderr, "connect: %s\n", err.msg);
         return NULL;
     }
     return c;
+}
+
+static void *fx_connect(fixture *f, uint32_t depth) {
+    return fx_connect_to(f, f->port, depth, NULL);
 }
 
 static void row_for(uint64_t key, float *row) {
@@ -383,17 +388,6 @@ static void test_recstore_wire(void) {
 
 /* ---- waiting: spin, then block (brpc_conn.c, "Waiting") ------------------------------------ */
 
-static void *fx_connect_opts(fixture *f, uint16_t port, const char *extra) {
-    rs_ps_client_opts co = {.timeout_ms = 10000, .max_in_flight = 2, .extra = extra};
-    void *c = NULL;
-    rs_error err = {0};
-    if (f->cops->connect("127.0.0.1", port, &co, &c, &err)) {
-        fprintf(stderr, "connect: %s\n", err.msg);
-        return NULL;
-    }
-    return c;
-}
-
 /* n synchronous GETs of key 7 (put by check_good_client), rows checked; the wait counters after */
 static rs_ps_wait_stats sync_gets(fixture *f, void *c, int n) {
     uint64_t k = 7;
@@ -481,7 +475,7 @@ static void test_client_spins_then_blocks(void) {
     for (int mode = 0; mode < 3; mode++) {
         relay r;
         RS_CHECK_EQ(relay_start(&r, f.port, 20), 0);
-        void *c = fx_connect_opts(&f, r.port, mode < 2 ? "spin_us=1000000" : "spin_us=0");
+        void *c = fx_connect_to(&f, r.port, 2, mode < 2 ? "spin_us=1000000" : "spin_us=0");
         RS_CHECK(c != NULL);
         if (!c) {
             relay_stop(&r);
@@ -542,7 +536,7 @@ static void test_client_spins_short_after_blocked_waits(void) {
     }
     relay r;
     RS_CHECK_EQ(relay_start(&r, f.port, 150), 0);
-    void *c = fx_connect_opts(&f, r.port, "spin_us=50000");
+    void *c = fx_connect_to(&f, r.port, 2, "spin_us=50000");
     RS_CHECK(c != NULL);
     if (c) {
         check_good_client(&f, c); /* 2 waits */
