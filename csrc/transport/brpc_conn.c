@@ -428,8 +428,8 @@ static void wait_begin(brpc_cconn *c) {
     }
 }
 
-/* The wait of this next() (if it had one) is over: count how it ended, and whether a full spin
- * would have caught its answer (it was over within spin_us). */
+/* The wait of this next() (if it had one) is over: count how it ended, and move the connection's
+ * count of waits that did not pay for a spin (file comment: Waiting). */
 static void wait_end(brpc_cconn *c) {
     if (!c->w.on) return;
     c->w.on = 0;
