@@ -115,7 +115,6 @@ typedef struct brpc_cconn {
     struct {
         int on, blocked, slot; /* a wait began in this next(); it blocked; holds a spin slot */
         int spins;             /* it may spin (took a slot) */
-        int counted;           /* entered the process's waiters */
         uint64_t t0, spin_ns;  /* when it began; how long it may spin */
         long nivcsw;           /* the thread's involuntary context switches when it began */
     } w;
@@ -411,8 +410,7 @@ static void wait_begin(brpc_cconn *c) {
     c->w.spins = 0;
     c->w.t0 = rs_now_ns();
     c->w.spin_ns = c->spin_ns;
-    if (!c->w.spin_ns) return;
-    c->w.counted = 1;
+    if (!c->w.spin_ns) return; /* spin_us=0: not one of the process's waiters either */
     if (rs_spin_waiters_enter() > rs_cpu_count()) {
         c->w.spin_ns = 0; /* more waiters than CPUs: none of them spins */
         c->st.unspun++;
@@ -434,8 +432,7 @@ static void wait_end(brpc_cconn *c) {
     if (!c->w.on) return;
     c->w.on = 0;
     rs_spin_slot_give(&c->w.slot);
-    if (c->w.counted) rs_spin_waiters_leave();
-    c->w.counted = 0;
+    if (c->spin_ns) rs_spin_waiters_leave();
     c->st.blocked += c->w.blocked;
     c->st.spun += !c->w.blocked;
     int preempted = c->w.spins && thread_nivcsw() != c->w.nivcsw;
