@@ -41,6 +41,10 @@ void rs_spin_waiters_leave(void) {
     __atomic_sub_fetch(&waiters, 1, __ATOMIC_RELAXED);
 }
 
+uint32_t rs_spin_waiters(void) {
+    return __atomic_load_n(&waiters, __ATOMIC_RELAXED);
+}
+
 void rs_spin_slots(uint32_t *cap, uint32_t *peak) {
     *cap = spin_cap();
     *peak = __atomic_load_n(&spin_peak, __ATOMIC_RELAXED);

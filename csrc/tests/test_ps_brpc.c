@@ -5,10 +5,12 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "recstore/cpu.h"
@@ -405,14 +407,38 @@ static rs_ps_wait_stats sync_gets(fixture *f, void *c, int n) {
     return st;
 }
 
-/* A TCP relay that holds every chunk of the server's replies for hold_ms before passing it on,
- * so each answer comes long after a shorter spin of the client has ended; 0 passes them at once. */
+/* A TCP relay between the test's client and the server that passes requests on at once and holds
+ * each chunk of a reply until an event on the client's side: RELAY_UNTIL_BLOCKED until the
+ * client's thread sleeps (in its poll(): so every call waits, and no spin can catch its answer),
+ * RELAY_UNTIL_WAITING until the client has begun a wait (rs_spin_waiters; so every call waits, and
+ * a spin can catch it). On loopback the server's answer can otherwise be there before the client's
+ * next() begins, when the server's thread preempts the client on its CPU. */
+enum { RELAY_UNTIL_BLOCKED, RELAY_UNTIL_WAITING };
 typedef struct relay {
     int lfd, cfd, sfd;
     uint16_t port, server_port;
-    int hold_ms; /* read and written with __atomic: the test changes it while the relay runs */
+    int mode;
+    pid_t client_tid; /* the test's thread, which makes the calls */
     pthread_t th;
 } relay;
+
+/* The scheduler state of a thread of this process ('R', 'S', ...; '?' when unreadable). */
+static char thread_state(pid_t tid) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+    FILE *fp = fopen(path, "r");
+    if (!fp) return '?';
+    size_t n = fread(buf, 1, sizeof buf - 1, fp);
+    fclose(fp);
+    buf[n] = 0;
+    const char *paren = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+    return paren && paren[1] == ' ' ? paren[2] : '?';
+}
+
+static int relay_may_release(const relay *r) {
+    if (r->mode == RELAY_UNTIL_WAITING && rs_spin_waiters() > 0) return 1;
+    return thread_state(r->client_tid) == 'S';
+}
 
 static void *relay_main(void *arg) {
     relay *r = arg;
@@ -428,23 +454,23 @@ static void *relay_main(void *arg) {
             ssize_t n = read(r->cfd, buf, sizeof buf);
             if (n <= 0 || write(r->sfd, buf, (size_t)n) != n) break;
         }
-        if (p[1].revents) { /* replies are held */
+        if (p[1].revents) { /* replies are held until the client's event */
             ssize_t n = read(r->sfd, buf, sizeof buf);
             if (n <= 0) break;
-            int ms = __atomic_load_n(&r->hold_ms, __ATOMIC_RELAXED);
-            struct timespec hold = {ms / 1000, (long)(ms % 1000) * 1000000L};
-            if (ms) nanosleep(&hold, NULL);
+            while (!relay_may_release(r))
+                sched_yield();
             if (write(r->cfd, buf, (size_t)n) != n) break;
         }
     }
     return NULL;
 }
 
-static int relay_start(relay *r, uint16_t server_port, int hold_ms) {
+static int relay_start(relay *r, uint16_t server_port, int mode) {
     memset(r, 0, sizeof *r);
     r->cfd = r->sfd = -1;
     r->server_port = server_port;
-    r->hold_ms = hold_ms;
+    r->mode = mode;
+    r->client_tid = (pid_t)syscall(SYS_gettid);
     rs_error err = {0};
     if (rs_net_listen("127.0.0.1", 0, 0, 1, &r->lfd, &err) ||
         rs_net_bound_port(r->lfd, &r->port, &err))
@@ -460,12 +486,10 @@ static void relay_stop(relay *r) {
     close(r->lfd);
 }
 
-/* Through a relay that holds each answer 20 ms (so that every call waits: on loopback the server
- * can answer before the client's next() begins, when it preempts the client on its CPU), with a
- * spin longer than that a client's first wait ends while it spins (and later ones too, unless the
- * kernel switches it out mid-spin: then it stops spinning for a while); with spin_us=0 it never
- * spins; with every spin slot of the process taken, or more of its threads waiting than it has
- * CPUs, it blocks at once. */
+/* Through a relay that holds each answer until the client has begun to wait for it, a spin
+ * longer than any answer takes here catches it; held until the client sleeps, with every spin slot
+ * of the process taken, or more of its threads waiting than it has CPUs, or spin_us=0, every wait
+ * blocks at once. */
 static void test_client_spins_then_blocks(void) {
     fixture f;
     if (fx_start(&f, 1)) {
@@ -474,7 +498,7 @@ static void test_client_spins_then_blocks(void) {
     }
     for (int mode = 0; mode < 3; mode++) {
         relay r;
-        RS_CHECK_EQ(relay_start(&r, f.port, 20), 0);
+        RS_CHECK_EQ(relay_start(&r, f.port, mode ? RELAY_UNTIL_BLOCKED : RELAY_UNTIL_WAITING), 0);
         void *c = fx_connect_to(&f, r.port, 2, mode < 2 ? "spin_us=1000000" : "spin_us=0");
         RS_CHECK(c != NULL);
         if (!c) {
@@ -484,10 +508,10 @@ static void test_client_spins_then_blocks(void) {
         if (mode == 0) {
             check_good_client(&f, c); /* key 7's row */
             rs_ps_wait_stats st = sync_gets(&f, c, 8);
-            /* the PUT, the GET, the 8 GETs (less any answer there before next() began, for a
-             * thread switched out for the whole 20 ms) */
-            RS_CHECK(st.spun + st.blocked >= 8 && st.spun + st.blocked <= 10);
-            RS_CHECK(st.spun >= 1); /* the first spun and caught its answer */
+            RS_CHECK_EQ(st.spun + st.blocked, 10); /* the PUT, the GET, the 8 GETs */
+            /* the first spun and caught its answer (later ones too, unless the kernel switched
+             * the thread out mid-spin: then it stops spinning for a while) */
+            RS_CHECK(st.spun >= 1);
             RS_CHECK_EQ(st.unspun, 0);
         } else if (mode == 1) {
             /* every slot taken (by this thread, standing in for other waiters) */
@@ -501,8 +525,8 @@ static void test_client_spins_then_blocks(void) {
             for (uint32_t i = 0; i < cap && i < 64; i++)
                 rs_spin_slot_give(&held[i]);
             RS_CHECK_EQ(full.spun, 0);
-            RS_CHECK(full.blocked >= 1);
-            RS_CHECK_EQ(full.unspun, full.blocked);
+            RS_CHECK_EQ(full.blocked, 2);
+            RS_CHECK_EQ(full.unspun, 2);
             /* as many other waiters as CPUs (this thread standing in for them) */
             for (unsigned i = 0; i < rs_cpu_count(); i++)
                 rs_spin_waiters_enter();
@@ -510,12 +534,12 @@ static void test_client_spins_then_blocks(void) {
             for (unsigned i = 0; i < rs_cpu_count(); i++)
                 rs_spin_waiters_leave();
             RS_CHECK_EQ(crowded.spun, 0);
-            RS_CHECK(crowded.blocked > full.blocked);
-            RS_CHECK_EQ(crowded.unspun, crowded.blocked);
+            RS_CHECK_EQ(crowded.blocked, 4);
+            RS_CHECK_EQ(crowded.unspun, 4);
         } else {
             rs_ps_wait_stats st0 = sync_gets(&f, c, 4);
             RS_CHECK_EQ(st0.spun, 0);
-            RS_CHECK(st0.blocked >= 3);
+            RS_CHECK_EQ(st0.blocked, 4);
             RS_CHECK_EQ(st0.quick, 0);
             RS_CHECK_EQ(st0.unspun, 0);
         }
@@ -525,9 +549,9 @@ static void test_client_spins_then_blocks(void) {
     fx_stop(&f);
 }
 
-/* Adaptive spinning: answers held back by a relay for longer than the spin make the first spins
- * fail, and the client then blocks at once; once the answers come within the spin again, several
- * short waits in a row bring the spin back. */
+/* Adaptive spinning: with every answer held until the client sleeps, every spin misses; after
+ * one, the client blocks at once, and only a run of waits that were over within the spin (these
+ * are: their answers come as soon as the client sleeps) brings the next spin. */
 static void test_client_spins_short_after_blocked_waits(void) {
     fixture f;
     if (fx_start(&f, 1)) {
@@ -535,29 +559,20 @@ static void test_client_spins_short_after_blocked_waits(void) {
         return;
     }
     relay r;
-    RS_CHECK_EQ(relay_start(&r, f.port, 150), 0);
+    RS_CHECK_EQ(relay_start(&r, f.port, RELAY_UNTIL_BLOCKED), 0);
     void *c = fx_connect_to(&f, r.port, 2, "spin_us=50000");
     RS_CHECK(c != NULL);
     if (c) {
         check_good_client(&f, c); /* 2 waits */
-        rs_ps_wait_stats st = sync_gets(&f, c, 6);
-        /* 8 waits, each for an answer held 150 ms against a spin of at most 50 ms: the first
-         * spin fails, the others block at once (a thread descheduled for the whole 150 ms
-         * between its request and its spin could see one answer early: a margin of one) */
-        RS_CHECK(st.spun <= 1);
-        RS_CHECK(st.blocked >= 7);
-        RS_CHECK(st.quick >= 8 - 2);
-        RS_CHECK(st.quick <= st.blocked);
-        __atomic_store_n(&r.hold_ms, 0, __ATOMIC_RELAXED);
-        /* answers through the relay now come in well under 50 ms: every such wait lowers the
-         * count by one, so within 20 waits the client spins again, at least twice (a spin that
-         * the kernel interrupts for the relay's or the server's thread counts as failed and puts
-         * the count back at its top) */
-        rs_ps_wait_stats fast = sync_gets(&f, c, 20);
-        uint64_t waits = fast.spun + fast.blocked - st.spun - st.blocked;
-        uint64_t spins = waits - (fast.quick - st.quick) - (fast.unspun - st.unspun);
-        RS_CHECK(waits >= 15 && waits <= 20); /* an answer there before next() is no wait */
+        rs_ps_wait_stats st = sync_gets(&f, c, 22);
+        uint64_t waits = st.spun + st.blocked, spins = waits - st.quick - st.unspun;
+        RS_CHECK_EQ(waits, 24);
+        RS_CHECK_EQ(st.spun, 0);
+        RS_CHECK_EQ(st.unspun, 0);
+        /* a spin, then RS_SPIN_QUICK_AFTER + 1 waits blocked at once, again and again (a wait
+         * stretched past 50 ms by the machine raises the count instead: fewer spins) */
         RS_CHECK(spins >= 2);
+        RS_CHECK(spins <= waits / (RS_SPIN_QUICK_AFTER + 2) + 1);
         f.cops->close(c);
     }
     relay_stop(&r);

@@ -67,6 +67,8 @@ static inline void rs_spin_streak_short(rs_spin_streak *s) {
  * takes a CPU from a thread that has work, and that work includes the answers being waited for. */
 uint32_t rs_spin_waiters_enter(void);
 void rs_spin_waiters_leave(void);
+/* How many of the process's waiters wait now (for tests and profiles). */
+uint32_t rs_spin_waiters(void);
 
 /* Spin slots: take() returns 1 and holds a slot when one is free, else 0 (block at once);
  * give() returns a held slot (before the waiter blocks, and when its wait ends) and clears *held.
