@@ -14,8 +14,9 @@
  * full budget would never find out). So at one thread per core with quick answers nothing
  * changes, and when every wait lasts milliseconds the spins stop costing the cores. A waiter that
  * can tell how long a wait lasted (the brpc client) needs no probes: a full spin that failed puts
- * the count at its top, a wait that blocked but was over within the full budget lowers it by one
- * (rs_spin_streak_failed, rs_spin_streak_short, rs_spin_streak_high).
+ * the count at its top, a wait that blocked but was over within the full budget lowers it by one,
+ * and while the count is high it blocks at once, without a short spin (rs_spin_streak_failed,
+ * rs_spin_streak_short, rs_spin_streak_high).
  */
 #ifndef RECSTORE_SPIN_H
 #define RECSTORE_SPIN_H
