@@ -228,7 +228,9 @@ def serve(settings: list[dict], out=sys.stdout) -> int:
                   f"value_size={s['value_size']} index_type={s['index_type']} "
                   f"num_threads={s['num_threads']} pid={os.getpid()} "
                   f"huge_pages={s['huge_pages']} index_pages={st['index_pages']} "
-                  f"slab_pages={st['slab_pages']}", file=out, flush=True)
+                  f"slab_pages={st['slab_pages']}"
+                  + (f" tcp_congestion={st['tcp_congestion']}" if st["tcp_congestion"] else ""),
+                  file=out, flush=True)
         sig = wait_for_stop()
         log.info("received signal %s, stopping", sig)
     finally:

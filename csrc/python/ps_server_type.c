@@ -173,7 +173,7 @@ static PyObject *Server_stats(ServerObject *self, PyObject *noargs) {
     rs_kv_get_memory(rs_ps_shard_kv(self->shard), &mem);
     return Py_BuildValue(
         "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,"
-        "s:K,s:K,s:K,s:K,s:K,s:s,s:s,s:s}",
+        "s:K,s:K,s:K,s:K,s:K,s:s,s:s,s:s,s:s}",
         "handled_get", (unsigned long long)st.handled_get, "handled_put",
         (unsigned long long)st.handled_put, "handled_update", (unsigned long long)st.handled_update,
         "handled_command", (unsigned long long)st.handled_command, "handled_error",
@@ -197,7 +197,7 @@ static PyObject *Server_stats(ServerObject *self, PyObject *noargs) {
         (unsigned long long)ts.worker_connections_min, "huge_pages",
         rs_kv_huge_pages_name(self->huge_pages), "index_pages",
         mem.index_pages ? mem.index_pages : "?", "slab_pages",
-        mem.slab_pages ? mem.slab_pages : "?");
+        mem.slab_pages ? mem.slab_pages : "?", "tcp_congestion", ts.tcp_congestion);
 }
 
 static PyObject *Server_enter(ServerObject *self, PyObject *noargs) {
@@ -242,7 +242,8 @@ static PyMethodDef Server_methods[] = {
      "Stop serving: close every connection, join the transport threads, close the engine."},
     {"stats", (PyCFunction)Server_stats, METH_NOARGS,
      "Counters: handled_* and keys_* from the shard, connections/requests/bad_frames/bytes from "
-     "the transport."},
+     "the transport; tcp_congestion: the congestion control of a brpc or gRPC server's listening "
+     "socket, which its connections inherit (\"\" for shm and rdma)."},
     {"__enter__", (PyCFunction)Server_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)Server_exit, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},

@@ -31,6 +31,9 @@
  * VM an exit, and the halted CPU's way back). With more threads than cores nothing spins.
  * spin_us=0 blocks at once (docs/scale.md, "brpc clients spin before they block").
  *
+ * The connection's TCP congestion control follows the option tcp_congestion (default auto: cubic
+ * instead of a BBR when the server is on a loopback address; transport/tcp_congestion.h).
+ *
  * A response carrying RpcMeta's CRC32C (a bRPC server set to checksum its responses) is verified
  * over the message as sent and, when checksum_with_attachment says so, the attachment
  * (brpc_checksum.c); a mismatch or an unknown checksum type is a malformed frame.
@@ -62,6 +65,7 @@
 #include "recstore/transport.h"
 #include "transport/brpc_frame.h"
 #include "transport/net.h"
+#include "transport/tcp_congestion.h"
 #include "transport/transport_options.h"
 
 #define RS_BRPC_CLIENT_READ_AHEAD 4096
@@ -151,29 +155,37 @@ static int broken_error(brpc_cconn *c, rs_error *err) {
     return c->broken_err.code;
 }
 
-/* The brpc client's transport options: spin_us=N. Any other key is an error, not ignored. */
+/* The brpc client's transport options. Any other key is an error, not ignored. */
+typedef struct client_opts {
+    uint64_t spin_us;
+    rs_tcp_cc tcp_cc;
+} client_opts;
+
 static int client_option(void *ctx, const char *key, const char *val, rs_error *err) {
-    uint64_t *spin_us = ctx;
+    client_opts *o = ctx;
     if (strcmp(key, "spin_us") == 0)
         return rs_transport_option_u64("brpc client", key, val, 0, RS_BRPC_CLIENT_SPIN_US_MAX,
-                                       spin_us, err);
-    return rs_error_set(err, RS_EINVAL,
-                        "brpc client option '%s=%s' is unknown (the brpc client takes spin_us)",
-                        key, val);
+                                       &o->spin_us, err);
+    if (strcmp(key, "tcp_congestion") == 0)
+        return rs_tcp_cc_parse("brpc client", val, &o->tcp_cc, err);
+    return rs_error_set(
+        err, RS_EINVAL,
+        "brpc client option '%s=%s' is unknown (the brpc client takes spin_us, tcp_congestion)",
+        key, val);
 }
 
 static int connect_wire(const char *host, uint16_t port, const rs_ps_client_opts *opts,
                         int recstore, void **out, rs_error *err) {
     int rc;
     *out = NULL;
-    uint64_t spin_us = RS_BRPC_CLIENT_SPIN_US;
+    client_opts o = {.spin_us = RS_BRPC_CLIENT_SPIN_US};
     if (opts &&
-        (rc = rs_transport_options_each(opts->extra, "brpc client", client_option, &spin_us, err)))
+        (rc = rs_transport_options_each(opts->extra, "brpc client", client_option, &o, err)))
         return rc;
     brpc_cconn *c = calloc(1, sizeof *c);
     if (!c) return rs_error_set(err, RS_ENOMEM, "brpc connection");
     c->fd = -1;
-    c->spin_ns = spin_us * 1000u;
+    c->spin_ns = o.spin_us * 1000u;
     snprintf(c->peer, sizeof c->peer, "brpc://%s:%u", host, port);
     c->timeout_ns =
         (uint64_t)(opts && opts->timeout_ms ? opts->timeout_ms : RS_PS_DEFAULT_TIMEOUT_MS) *
@@ -198,6 +210,7 @@ static int connect_wire(const char *host, uint16_t port, const rs_ps_client_opts
         rs_error_prefix(err, "brpc");
         goto fail;
     }
+    if ((rc = rs_tcp_cc_apply(c->fd, &o.tcp_cc, "brpc client", err)) < 0) goto fail;
     *out = c;
     return 0;
 fail:

@@ -33,6 +33,9 @@
  * max_connections (default 1024) connections at once, more are accepted and closed; when the
  * process runs out of descriptors, pending connections are shed through a reserved descriptor
  * instead of leaving the listening socket readable (a busy loop).
+ * The listening socket takes the option tcp_congestion (default auto: cubic instead of a BBR when
+ * it is bound to a loopback address), and the connections it accepts inherit it
+ * (transport/tcp_congestion.h).
  */
 #if RS_HAVE_PROTOBUF_C
 #define _GNU_SOURCE
@@ -53,6 +56,7 @@
 #include "transport/accept_shed.h"
 #include "transport/brpc_frame.h"
 #include "transport/net.h"
+#include "transport/tcp_congestion.h"
 #include "transport/transport_options.h"
 
 #define RS_BRPC_HEAD_MAX   4096 /* header + RpcMeta + PSResponse head, bounded by error/reply */
@@ -118,6 +122,7 @@ typedef struct brpc_server {
         opt; /* its UpdateParameter optimizer (optimizer=, learning_rate=, epsilon=) */
     uint64_t max_body;
     uint64_t out_limit; /* max_pending_bytes: unsent reply bytes that pause reading a connection */
+    rs_tcp_cc tcp_cc;   /* tcp_congestion: set on the listener, which its connections inherit */
     uint32_t max_conns;
     uint32_t open_conns; /* atomic */
     int spare_fd;        /* atomic; a reserved descriptor (/dev/null) that lets accept shed a
@@ -723,7 +728,8 @@ static void server_free(brpc_server *s) {
 
 static void brpc_stop(void *state);
 
-/* brpc server transport options: max_pending_bytes=N (64 KiB .. 4 GiB); optimizer=SGD|AdaGrad|
+/* brpc server transport options: max_pending_bytes=N (64 KiB .. 4 GiB); tcp_congestion=auto|system|
+ * NAME (transport/tcp_congestion.h); optimizer=SGD|AdaGrad|
  * RowWiseAdaGrad, learning_rate=X and epsilon=X for RecStore's UpdateParameter. */
 static int apply_server_option(void *ctx, const char *key, const char *val, rs_error *err) {
     brpc_server *s = ctx;
@@ -732,9 +738,11 @@ static int apply_server_option(void *ctx, const char *key, const char *val, rs_e
     if (strcmp(key, "max_pending_bytes") == 0)
         return rs_transport_option_u64("brpc server", key, val, 64u << 10, 4ull << 30,
                                        &s->out_limit, err);
+    if (strcmp(key, "tcp_congestion") == 0)
+        return rs_tcp_cc_parse("brpc server", val, &s->tcp_cc, err);
     return rs_error_set(err, RS_EINVAL,
-                        "unknown brpc server option '%s' (known: max_pending_bytes, optimizer, "
-                        "learning_rate, epsilon)",
+                        "unknown brpc server option '%s' (known: max_pending_bytes, "
+                        "tcp_congestion, optimizer, learning_rate, epsilon)",
                         key);
 }
 
@@ -765,6 +773,7 @@ static int brpc_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, void **
         rs_error_prefix(err, "brpc");
         goto fail;
     }
+    if ((rc = rs_tcp_cc_apply(s->lfd, &s->tcp_cc, "brpc server", err)) < 0) goto fail;
     s->stopfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (s->stopfd < 0) {
         rc = rs_error_errno(err, RS_EIO, errno, "brpc: eventfd");
@@ -839,6 +848,7 @@ static void brpc_stop(void *state) {
 static void brpc_stats(void *state, rs_ps_transport_stats *out) {
     brpc_server *s = state;
     memset(out, 0, sizeof *out);
+    rs_tcp_cc_name(s->lfd, out->tcp_congestion, sizeof out->tcp_congestion);
     for (unsigned i = 0; i < s->nworkers; i++) {
         brpc_worker *w = &s->workers[i];
         out->connections_accepted += __atomic_load_n(&w->accepted, __ATOMIC_RELAXED);

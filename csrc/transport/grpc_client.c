@@ -876,6 +876,10 @@ static int connect_wire(const char *host, uint16_t port, const rs_ps_client_opts
         }
         st = grpc_channel_check_connectivity_state(c->channel, 0);
     }
+    /* gRPC core made the connection: find it (and the process's others to this port, which got
+     * the same option) among the descriptors */
+    if ((rc = rs_tcp_cc_apply_port(port, 0, &o.tcp_cc, "grpc client", NULL, NULL, 0, err)) < 0)
+        goto fail;
     c->copy = o.client_copy;
     if (o.stream && !recstore) {
         /* more streams than requests in flight would never carry a request */

@@ -40,6 +40,12 @@
  *                       Default (no streams=): one stream while the process's gRPC client
  *                       threads are no more than its CPUs; past that up to 4, opened as
  *                       requests find every stream sending (grpc_client.c, docs/grpc.md).
+ *   tcp_congestion=auto|system|NAME
+ *                       (both) the TCP congestion control of this end's sockets: auto (default)
+ *                       takes cubic instead of a BBR on loopback (a server listening on a
+ *                       loopback address, a client's connections to one), system keeps the
+ *                       kernel's choice, NAME sets that one (tcp_congestion.h; gRPC core makes
+ *                       the sockets, so they are found among the process's descriptors)
  *   optimizer=SGD       (server) the optimizer RecStore's UpdateParameter applies (RecStore's
  *                       cache_ps.optimizer.type): SGD, AdaGrad or RowWiseAdaGrad
  *   learning_rate=X     (server) its learning rate, default 0.01 (RecStore's)
@@ -131,6 +137,11 @@ static int apply_option(void *ctx, const char *kv, const char *val, rs_error *er
         snprintf(path, sizeof out->tls_ca, "%s", val);
         return 0;
     }
+    if (strcmp(kv, "tcp_congestion") == 0) {
+        char who[32];
+        snprintf(who, sizeof who, "grpc %s", c->side);
+        return rs_tcp_cc_parse(who, val, &out->tcp_cc, err);
+    }
     if (strcmp(kv, "poll_strategy") == 0) {
         if (strcmp(val, "epoll1") != 0 && strcmp(val, "poll") != 0)
             return rs_error_set(err, RS_EINVAL,
@@ -147,10 +158,10 @@ static int apply_option(void *ctx, const char *kv, const char *val, rs_error *er
         err, RS_EINVAL, "unknown grpc %s option '%s' (known: %s)", c->side, kv,
         c->server
             ? "calls_per_method, reply_timeout_ms, max_frame_size, "
-              "poll_strategy, malloc_tuning, stream, optimizer, learning_rate, epsilon, tls_cert, "
-              "tls_key"
+              "poll_strategy, malloc_tuning, stream, tcp_congestion, optimizer, learning_rate, "
+              "epsilon, tls_cert, tls_key"
             : "max_frame_size, max_reply_bytes, client_copy, poll_strategy, "
-              "malloc_tuning, stream, streams, tls_ca");
+              "malloc_tuning, stream, streams, tcp_congestion, tls_ca");
 }
 
 int rs_grpc_options_parse(const char *extra, int server, rs_grpc_options *out, rs_error *err) {

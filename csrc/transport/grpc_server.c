@@ -105,6 +105,7 @@ struct rs_grpc_server {
     void *methods[RS_GRPC_NUM_METHODS + RS_GRPC_MAX_EXTRA_METHODS];
     rs_grpc_services *svc; /* RecStore ParameterService, health, reflection */
     uint16_t port;
+    char tcp_congestion[16]; /* the listener's congestion control after tcp_congestion */
     unsigned nworkers;
     unsigned calls_per_method;
     uint64_t reply_timeout_ns;
@@ -635,6 +636,13 @@ static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, 
     }
     srv->port = (uint16_t)port;
     grpc_server_start(srv->server);
+    /* gRPC core made the listener: find it by its port; the connections it accepts inherit
+     * what it has */
+    if ((rc = rs_tcp_cc_apply_port(srv->port, 1, &o.tcp_cc, "grpc server", NULL,
+                                   srv->tcp_congestion, sizeof srv->tcp_congestion, err)) < 0) {
+        rs_grpc_srv_stop(srv); /* no worker runs yet: stop takes the shutdown itself */
+        return rc;
+    }
     for (unsigned i = 0; i < nthreads; i++) {
         rs_grpc_worker *w = &srv->workers[i];
         int prc = pthread_create(&w->thread, NULL, worker_main, w);
@@ -744,6 +752,7 @@ static void rs_grpc_srv_stop(void *state) {
 static void rs_grpc_srv_stats(void *state, rs_ps_transport_stats *out) {
     rs_grpc_server *srv = state;
     memset(out, 0, sizeof *out);
+    snprintf(out->tcp_congestion, sizeof out->tcp_congestion, "%s", srv->tcp_congestion);
     /* gRPC core does not report connection events to the application: connections_* stay 0;
      * worker_connections_* count open PS streams (one per client connection that uses one) */
     out->worker_connections_min = UINT64_MAX;

@@ -26,6 +26,7 @@
 #include "recstore/ps.h"
 #include "recstore/recstore_wire.h"
 #include "recstore/transport.h"
+#include "transport/tcp_congestion.h"
 
 extern const rs_ps_server_ops rs_grpc_server_ops;
 extern const rs_ps_conn_ops rs_grpc_conn_ops;
@@ -56,6 +57,7 @@ typedef struct rs_grpc_options {
     char tls_cert[512];          /* server: PEM certificate chain file; "" = no TLS */
     char tls_key[512];           /* server: PEM private key file (with tls_cert) */
     char tls_ca[512];            /* client: PEM root certificates to trust; "" = no TLS */
+    rs_tcp_cc tcp_cc;            /* both: the sockets' congestion control (tcp_congestion.h) */
 } rs_grpc_options;
 int rs_grpc_options_parse(const char *extra, int server, rs_grpc_options *out, rs_error *err);
 /* Process-wide effects of the options, to call before grpc_init: malloc tuning (at most once)

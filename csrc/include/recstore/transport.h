@@ -56,6 +56,9 @@ typedef struct rs_ps_transport_stats {
     /* brpc: open connections of the worker that has the most, and the fewest; grpc: open
      * PSService/Stream calls (one per client connection on a stream) likewise; 0 elsewhere */
     uint64_t worker_connections_max, worker_connections_min;
+    /* brpc, grpc: the TCP congestion control of the listening socket, which the connections it
+     * accepts inherit (option tcp_congestion, transport/tcp_congestion.h); "" elsewhere */
+    char tcp_congestion[16];
 } rs_ps_transport_stats;
 
 typedef struct rs_ps_server_ops {
