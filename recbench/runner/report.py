@@ -195,15 +195,19 @@ def _cpu_line(run_config: Mapping[str, Any]) -> str:
             + "".join(f"; {label}: {cpu}" for label, cpu in _differing(run_config, "cpu_model")))
 
 
-def _tcp_line(run_config: Mapping[str, Any]) -> list[str]:
+def _tcp_line(run_config: Mapping[str, Any], rows: Sequence[Row]) -> list[str]:
     """The kernel's default TCP congestion control, this host's then any other host's that
-    differs (bbr paces every connection with a timer; docs/scale.md); nothing when unknown."""
+    differs (bbr paces every connection with a timer; docs/scale.md), then what the PS servers'
+    connections used (summary.csv's tcp_congestion: brpc and gRPC take cubic instead of a BBR on
+    loopback); nothing when unknown."""
     local = run_config.get("tcp_congestion_control")
-    if not local:
+    used = sorted({r.get("tcp_congestion", "") for r in rows} - {""})
+    if not local and not used:
         return []
-    return [f"- TCP 拥塞控制: {local}"
+    return [f"- TCP 拥塞控制: {local or '?'}"
             + "".join(f"; {label}: {cc}" for label, cc in
-                      _differing(run_config, "tcp_congestion_control"))]
+                      _differing(run_config, "tcp_congestion_control"))
+            + (f"; PS 服务端连接实际使用 (tcp_congestion): {', '.join(used)}" if used else "")]
 
 
 def render(run_config: Mapping[str, Any], rows: Sequence[Row], totals: Sequence[Row],
@@ -241,7 +245,7 @@ def render(run_config: Mapping[str, Any], rows: Sequence[Row], totals: Sequence[
         + (f", remote {ex['remote_build_dir']}" if ex['execution_backend'] == "ssh" else "") + ")",
         f"- 输出目录: {output_dir}",
         _cpu_line(run_config),
-        *_tcp_line(run_config),
+        *_tcp_line(run_config, rows),
     ]
     if any(t != "Release" for t in build_types):
         out.append("- **注意: 存在非 Release 构建，本报告中的吞吐量不能作为性能结论。**")

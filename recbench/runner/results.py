@@ -62,6 +62,11 @@ FAIRNESS_PICKS = (("slowest_thread_share", min), ("fastest_thread_share", max))
 # rows, --mode insert); empty where the result line does not say (a --benchmark-binary, or
 # ps_bench from before 2026-12-06)
 NEW_COLUMNS += ["client_rows"]
+# the TCP congestion control of the servers' listening sockets, which their connections inherit,
+# as their ready lines name it (brpc and gRPC, option tcp_congestion: cubic instead of a BBR on
+# loopback by default; docs/parameter-server.md); ';'-joined when servers differ, empty where no
+# ready line names one (shm, rdma, a --server-binary, external servers)
+NEW_COLUMNS += ["tcp_congestion"]
 SUMMARY_COLUMNS = RECSTORE_COLUMNS + NEW_COLUMNS
 
 TOTALS_COLUMNS = [
@@ -218,6 +223,12 @@ def result_row(base: dict[str, Any], parsed: dict[str, Any],
     if cpu and cpu > 0 and parsed.get("key_ops"):
         row["keys_per_cpu_sec"] = round(parsed["key_ops"] / cpu, 3)
     return row
+
+
+def servers_tcp_congestion(ready_lines: Iterable[str]) -> str:
+    """summary.csv's tcp_congestion from the servers' ready lines (column comment above)."""
+    names = {records.parse_kv(line).get("tcp_congestion", "") for line in ready_lines}
+    return ";".join(sorted(n for n in names if n))
 
 
 def thread_shares(parsed: dict[str, Any]) -> dict[str, float]:

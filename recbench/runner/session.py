@@ -691,8 +691,12 @@ class Session:
         for spec, p in zip(topo.clients, clients):
             rows += self._client_rows(base, spec, p, p in still_running, dead_server, servers,
                                       server_cpu, server_logs)
+        with cond:
+            congestion = results.servers_tcp_congestion(
+                p.seen.get(case_procs.READY_MARKER, "") for p in servers)
         worst = max((v for v in steal.values() if v is not None), default=None)
         for r in rows:
+            r["tcp_congestion"] = congestion
             if r.get("phase") == "run" and r["status"] == "success" and worst is not None:
                 r["host_steal_pct"] = round(worst, 2)
         return rows, server_cpu

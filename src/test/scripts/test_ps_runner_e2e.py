@@ -189,6 +189,10 @@ class TestLocalSmoke(RunnerCase):
         self.assertEqual(res.returncode, 0, res.stderr[-3000:])
         rows, totals = self.assert_outputs()
         names = [t.upper() for t in transports.split(",")]
+        default_cc = procfs.tcp_congestion_control()
+        # brpc and gRPC servers on loopback: no BBR (their tcp_congestion=auto); shm names none
+        tcp_cc = {"BRPC": "cubic" if default_cc.startswith("bbr") else default_cc, "SHM": ""}
+        tcp_cc["GRPC"] = tcp_cc["BRPC"]
         for t in names:
             for rep in ("0", "1"):
                 mine = [r for r in rows if r["transport"] == t and r["repeat_index"] == rep]
@@ -196,6 +200,7 @@ class TestLocalSmoke(RunnerCase):
                                  [("load", "0"), ("load", "1"), ("run", "0"), ("run", "1")])
                 for r in mine:
                     self.assertEqual(r["status"], "success", r)
+                    self.assertEqual(r["tcp_congestion"], tcp_cc[t], r)
                     for col in ("ops_per_sec", "key_ops_per_sec", "payload_gbps", "mean_us",
                                 "p50_us", "p95_us", "p99_us", "p999_us", "max_us",
                                 "client_cpu_s"):

@@ -87,6 +87,18 @@ class TestReportFromRunDir(unittest.TestCase):
         self.assertIn("| keys/CPU·s | steal % |", text)
         self.assertIn(" | 27.5 | - |", text)  # no thread counts in these lines
 
+    def test_names_what_the_servers_connections_used(self):
+        write_run_dir(self.out, [6_000_000, 5_950_000])
+        rows = results.read_summary_csv(self.out / "summary.csv")
+        for i, r in enumerate(rows):  # summary.csv's tcp_congestion, once per name
+            r["tcp_congestion"] = "cubic" if i else ""
+        results.write_summary_csv(self.out / "summary.csv", rows)
+        cfg = json.loads((self.out / "run_config.json").read_text())
+        (self.out / "run_config.json").write_text(json.dumps({**cfg,
+                                                              "tcp_congestion_control": "bbr"}))
+        text = report.write_report(self.out).read_text()
+        self.assertIn("- TCP 拥塞控制: bbr; PS 服务端连接实际使用 (tcp_congestion): cubic\n", text)
+
     def test_thread_shares_column(self):
         write_run_dir(self.out, [6_000_000])
         totals = results.read_summary_csv(self.out / "summary_totals.csv")
@@ -160,6 +172,7 @@ class TestReport(unittest.TestCase):
         self.assertIn("- CPU: AMD EPYC (2 核)\n- TCP 拥塞控制: bbr; node1: cubic\n", text)
         text = report.render({**run_config, "tcp_congestion_control": None}, [], [])
         self.assertNotIn("拥塞控制", text)  # unknown: no line rather than a guess
+
 
     def test_names_the_budget_of_bytes_in_flight(self):
         for flags, said in (((), "各 transport 默认（brpc/grpc 每 CPU 8 MiB，shm/rdma 无）"),

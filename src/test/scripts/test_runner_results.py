@@ -31,6 +31,14 @@ class TestResults(unittest.TestCase):
             if dirs[1].name.startswith(dirs[0].name):
                 self.assertEqual(dirs[1].name, dirs[0].name + "_2")
 
+    def test_servers_tcp_congestion_from_their_ready_lines(self):
+        ready = "component=ps_server event=ready transport=brpc shard=0 port=15000"
+        self.assertEqual(results.servers_tcp_congestion(
+            [f"{ready} tcp_congestion=cubic", f"{ready} tcp_congestion=reno",
+             f"{ready} tcp_congestion=cubic"]), "cubic;reno")
+        # shm's line names none, nor does a server the runner saw no ready line of
+        self.assertEqual(results.servers_tcp_congestion([ready, ""]), "")
+
     def test_collect_ps_result_rows_parses_load_and_run(self):
         rows = results.collect_ps_result_rows(RESULT_TEXT)
         self.assertEqual([r["phase"] for r in rows], ["load", "run"])
@@ -108,10 +116,10 @@ class TestResults(unittest.TestCase):
             lines = Path(path).read_text().splitlines()
             self.assertTrue(lines[0].startswith("transport,status,phase,client_index"))
             self.assertEqual(lines[0].split(","), results.SUMMARY_COLUMNS)
-            self.assertEqual(len(results.SUMMARY_COLUMNS), 49)  # 25 RecStore + 24 new
-            self.assertEqual(results.SUMMARY_COLUMNS[-4], "host_steal_pct")
-            self.assertEqual(results.SUMMARY_COLUMNS[-3:-1], results.FAIRNESS_COLUMNS)
-            self.assertEqual(results.SUMMARY_COLUMNS[-1], "client_rows")
+            self.assertEqual(len(results.SUMMARY_COLUMNS), 50)  # 25 RecStore + 25 new
+            self.assertEqual(results.SUMMARY_COLUMNS[-5], "host_steal_pct")
+            self.assertEqual(results.SUMMARY_COLUMNS[-4:-2], results.FAIRNESS_COLUMNS)
+            self.assertEqual(results.SUMMARY_COLUMNS[-2:], ["client_rows", "tcp_congestion"])
             self.assertEqual(results.SUMMARY_COLUMNS[33:35], ["measured_seconds", "wire"])
             self.assertEqual(results.SUMMARY_COLUMNS[35:41], results.OPEN_LOOP_COLUMNS)
             self.assertEqual(results.SUMMARY_COLUMNS[41:44], results.LAB_COLUMNS)
