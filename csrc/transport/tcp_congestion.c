@@ -119,8 +119,7 @@ int rs_tcp_cc_apply(int fd, const rs_tcp_cc *cc, const char *who, rs_error *err)
     rs_tcp_cc_name(fd, now, sizeof now);
     if (cc->mode == RS_TCP_CC_NAMED) {
         if (strcmp(now, cc->name) == 0) return 0;
-        if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc->name, (socklen_t)strlen(cc->name)) ==
-            0)
+        if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc->name, (socklen_t)strlen(cc->name)) == 0)
             return 1;
         int e = errno;
         char allowed[256];
@@ -144,8 +143,10 @@ int rs_tcp_cc_apply_port(uint16_t port, int listening, const rs_tcp_cc *cc, cons
     DIR *d = opendir("/proc/self/fd");
     if (!d) { /* only a name the user asked for is an error: auto never fails */
         if (cc->mode != RS_TCP_CC_NAMED) return 0;
-        return rs_error_errno(err, RS_EIO, errno, "%s option tcp_congestion=%s: cannot list "
-                              "/proc/self/fd to find the sockets", who, cc->name);
+        return rs_error_errno(err, RS_EIO, errno,
+                              "%s option tcp_congestion=%s: cannot list "
+                              "/proc/self/fd to find the sockets",
+                              who, cc->name);
     }
     int rc = 0;
     struct dirent *de;
@@ -159,8 +160,7 @@ int rs_tcp_cc_apply_port(uint16_t port, int listening, const rs_tcp_cc *cc, cons
         int type = 0, acc = 0;
         socklen_t tl = sizeof type, al = sizeof acc;
         if (getsockopt((int)fd, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_STREAM ||
-            getsockopt((int)fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &al) != 0 ||
-            !acc != !listening)
+            getsockopt((int)fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &al) != 0 || !acc != !listening)
             continue;
         struct sockaddr_storage a;
         socklen_t len = sizeof a;

@@ -39,8 +39,8 @@
 typedef enum { RS_TCP_CC_AUTO = 0, RS_TCP_CC_SYSTEM, RS_TCP_CC_NAMED } rs_tcp_cc_mode;
 
 typedef struct rs_tcp_cc {
-    rs_tcp_cc_mode mode;             /* zero-initialised: auto */
-    char name[RS_TCP_CC_NAME_MAX];   /* RS_TCP_CC_NAMED: the congestion control */
+    rs_tcp_cc_mode mode;           /* zero-initialised: auto */
+    char name[RS_TCP_CC_NAME_MAX]; /* RS_TCP_CC_NAMED: the congestion control */
 } rs_tcp_cc;
 
 /* Parse the option's value (auto, system, or a name of 1..15 letters, digits, '_' or '-');

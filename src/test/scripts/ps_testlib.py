@@ -18,17 +18,29 @@ Exit code 77 (the transport's device is missing) becomes unittest.SkipTest with 
 from __future__ import annotations
 
 import atexit
+import os
 import subprocess
 import sys
 import unittest
 from pathlib import Path
 
-from recbench import records
+from recbench import procfs, records
 from recbench.launch import PSServerLauncher, python_env
 
 ROOT = Path(__file__).resolve().parents[3]
 SKIP_EXIT_CODE = 77
 _live: set = set()
+
+
+def loopback_congestion() -> str:
+    """The TCP congestion control a brpc or gRPC connection on loopback gets by default
+    (tcp_congestion=auto): cubic where the host's default is a BBR and this process may choose
+    cubic, else the host's default."""
+    default = procfs.tcp_congestion_control() or "?"
+    if not default.startswith("bbr"):
+        return default
+    allowed = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control").read_text().split()
+    return "cubic" if "cubic" in allowed or os.geteuid() == 0 else default
 
 
 def require_transport(test: unittest.TestCase | None, name: str) -> None:

@@ -17,6 +17,7 @@ import unittest
 from pathlib import Path
 
 from loopback_sshd import LoopbackSshd, pid_alive, pids_mentioning
+from ps_testlib import loopback_congestion
 
 from recbench import latency_hist, launch, procfs
 from recbench.runner import preflight, report, results
@@ -189,10 +190,8 @@ class TestLocalSmoke(RunnerCase):
         self.assertEqual(res.returncode, 0, res.stderr[-3000:])
         rows, totals = self.assert_outputs()
         names = [t.upper() for t in transports.split(",")]
-        default_cc = procfs.tcp_congestion_control()
         # brpc and gRPC servers on loopback: no BBR (their tcp_congestion=auto); shm names none
-        tcp_cc = {"BRPC": "cubic" if default_cc.startswith("bbr") else default_cc, "SHM": ""}
-        tcp_cc["GRPC"] = tcp_cc["BRPC"]
+        tcp_cc = {"BRPC": loopback_congestion(), "GRPC": loopback_congestion(), "SHM": ""}
         for t in names:
             for rep in ("0", "1"):
                 mine = [r for r in rows if r["transport"] == t and r["repeat_index"] == rep]

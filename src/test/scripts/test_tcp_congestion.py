@@ -16,18 +16,17 @@ import sys
 import unittest
 
 import numpy as np
-from ps_testlib import NoLeftoverServers, PSServerProcess, require_transport
+from ps_testlib import NoLeftoverServers, PSServerProcess, loopback_congestion, require_transport
 
 import recbench
-from recbench import errors
+from recbench import errors, procfs
 from recbench.launch import python_env
 
 TRANSPORTS = ("brpc", "grpc")
 
 
 def system_default() -> str:
-    with open("/proc/sys/net/ipv4/tcp_congestion_control", encoding="ascii") as f:
-        return f.read().strip()
+    return procfs.tcp_congestion_control() or "?"
 
 
 def client_congestion(port: int) -> list[str]:
@@ -75,7 +74,7 @@ class TestTcpCongestion(NoLeftoverServers, unittest.TestCase):
 
     def test_auto_never_leaves_bbr_on_loopback(self):
         # auto (the default): BBR becomes cubic on loopback; any other default stays
-        want = "cubic" if system_default().startswith("bbr") else system_default()
+        want = loopback_congestion()
         for t in TRANSPORTS:
             with self.subTest(transport=t):
                 require_transport(self, t)
