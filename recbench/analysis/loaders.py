@@ -27,7 +27,7 @@ PS_FLOAT_COLUMNS = ["runtime_seconds", "ops_per_sec", "key_ops_per_sec", "payloa
                     "host_steal_pct", *FAIRNESS_COLUMNS]
 PS_LIST_COLUMNS = ["server_shard_ips", "client_ips", "log_path"]
 PS_CATEGORY_COLUMNS = ["transport", "phase", "distribution", "mode", "build_type", "index_type",
-                       "row_kind", "client_rows"]
+                       "row_kind", "client_rows", "tcp_congestion"]
 
 KV_SEED_COLUMNS = [
     "workload", "engine", "db", "repeat", "record_count", "operation_count", "threads", "phase",
