@@ -24,12 +24,19 @@ import sys
 import unittest
 from pathlib import Path
 
+import numpy as np
+
 from recbench import procfs, records
 from recbench.launch import PSServerLauncher, python_env
 
 ROOT = Path(__file__).resolve().parents[3]
 SKIP_EXIT_CODE = 77
 _live: set = set()
+
+
+def rows_for(keys: np.ndarray, dim: int) -> np.ndarray:
+    """Rows a test can tell apart and check: row k is 4k, 4k+1, ... (float32, dim wide)."""
+    return keys.astype(np.float32)[:, None] * 4 + np.arange(dim, dtype=np.float32)[None, :]
 
 
 def loopback_congestion() -> str:

@@ -7,7 +7,14 @@ import tempfile
 import unittest
 
 import numpy as np
-from ps_testlib import NoLeftoverServers, PSServerProcess, require_transport, result_lines, run_ps_bench
+from ps_testlib import (
+    NoLeftoverServers,
+    PSServerProcess,
+    require_transport,
+    result_lines,
+    rows_for,
+    run_ps_bench,
+)
 
 import recbench
 from recbench import _ps, errors
@@ -15,10 +22,6 @@ from recbench import _ps, errors
 N = 1_000_000
 VS = 16
 DIM = VS // 4
-
-
-def rows_for(keys: np.ndarray, dim: int) -> np.ndarray:
-    return keys.astype(np.float32)[:, None] * 4 + np.arange(dim, dtype=np.float32)[None, :]
 
 
 class ChunkedBatchTest(NoLeftoverServers, unittest.TestCase):

@@ -16,7 +16,13 @@ import sys
 import unittest
 
 import numpy as np
-from ps_testlib import NoLeftoverServers, PSServerProcess, loopback_congestion, require_transport
+from ps_testlib import (
+    NoLeftoverServers,
+    PSServerProcess,
+    loopback_congestion,
+    require_transport,
+    rows_for,
+)
 
 import recbench
 from recbench import errors, procfs
@@ -52,10 +58,6 @@ def client_congestion(port: int) -> list[str]:
     return names
 
 
-def rows_for(keys: np.ndarray, vs: int = 64) -> np.ndarray:
-    return (keys[:, None].astype(np.float32) + np.arange(vs // 4, dtype=np.float32)[None, :])
-
-
 class TestTcpCongestion(NoLeftoverServers, unittest.TestCase):
     def test_named_congestion_control_on_both_ends(self):
         for t in TRANSPORTS:
@@ -66,8 +68,8 @@ class TestTcpCongestion(NoLeftoverServers, unittest.TestCase):
                     self.assertEqual(srv.ready_lines[0]["tcp_congestion"], "reno")
                     with recbench.PSClient(srv.uri, transport_options="tcp_congestion=reno") as ps:
                         keys = np.arange(1, 101, dtype=np.uint64)
-                        ps.put(keys, rows_for(keys))
-                        np.testing.assert_array_equal(ps.get(keys), rows_for(keys))
+                        ps.put(keys, rows_for(keys, 16))
+                        np.testing.assert_array_equal(ps.get(keys), rows_for(keys, 16))
                         names = client_congestion(srv.ports[0])
                         self.assertTrue(names)
                         self.assertEqual(set(names), {"reno"})
