@@ -40,6 +40,7 @@ from recbench.bench.tls_pki import make_test_pki
 from recbench.cpuinfo import cpu_model
 from recbench.launch import SOURCE_ROOT, LineProcess, PSServerLauncher, free_port
 from recbench.ps_server import SKIP_EXIT_CODE
+from recbench.runner.config import scoped_transport_options
 
 ROOT = SOURCE_ROOT
 def run_redis(args, repeat: int) -> dict:
@@ -68,7 +69,9 @@ def run_redis(args, repeat: int) -> dict:
     return {"system": "redis", "status": "ok", "keys_s": kps,
             "client_cpu_s": r["cpu_user_s"] + r["cpu_sys_s"], "server_cpu_s": c1 - c0,
             "runtime_s": r["runtime_s"], "key_ops": r["key_ops"], "p50_us": r["p50_us"],
-            "p99_us": r["p99_us"], "idle_cpu_s": None}
+            "p99_us": r["p99_us"], "idle_cpu_s": None,
+            # redis-server's sockets keep the host's congestion control
+            "tcp_congestion": procfs.tcp_congestion_control() or ""}
 
 
 BASE_SUFFIX = "@base"
@@ -114,13 +117,16 @@ def run_transport(args, system: str, repeat: int, pki=None) -> dict:
     reason = _ps.transports().get(transport, "unknown transport")
     if reason is not None:
         return {"system": system, "status": "skipped", "reason": reason}
-    srv_tls = ["--tls_cert", pki.cert, "--tls_key", pki.key] if tls else []
-    cli_tls = ["--tls_ca", pki.ca] if tls else []
+    srv_extra = ["--tls_cert", pki.cert, "--tls_key", pki.key] if tls else []
+    cli_extra = ["--tls_ca", pki.ca] if tls else []
+    for role, argv in (("server", srv_extra), ("client", cli_extra)):
+        opts = scoped_transport_options(args.transport_options, transport, role)
+        argv += ["--transport_options", opts] if opts else []
     srv = PSServerLauncher(module_argv("recbench.ps_server", tree) + ["--transport", transport, "--host",
                             "127.0.0.1", "--port", "0", "--num_threads", str(args.server_threads),
                             "--value_size", str(args.value_size), "--capacity",
                             str(args.record_count), "--max_keys_per_request",
-                            str(max(args.batch_keys, 500)), "--index_type", args.index_type] + srv_tls)
+                            str(max(args.batch_keys, 500)), "--index_type", args.index_type] + srv_extra)
     bench = None
     try:
         try:
@@ -141,7 +147,7 @@ def run_transport(args, system: str, repeat: int, pki=None) -> dict:
                              "--batch_keys", str(args.batch_keys), "--thread_num",
                              str(args.client_threads), "--prefetch_depth",
                              str(args.prefetch_depth), "--running_seconds",
-                             str(args.running_seconds), "--seed", str(repeat + 100)] + cli_tls,
+                             str(args.running_seconds), "--seed", str(repeat + 100)] + cli_extra,
                             stdin=subprocess.PIPE)
         bench.wait_line("PS_BENCHMARK_LOADED", 300)
         c0 = procfs.cpu_seconds(srv.proc.pid)
@@ -166,7 +172,10 @@ def run_transport(args, system: str, repeat: int, pki=None) -> dict:
             "client_cpu_s": float(run["cpu_user_s"]) + float(run["cpu_sys_s"]),
             "server_cpu_s": c1 - c0, "runtime_s": float(run["runtime_s"]),
             "key_ops": int(run["key_ops"]), "p50_us": float(run["p50_us"]),
-            "p99_us": float(run["p99_us"]), "idle_cpu_s": idle}
+            "p99_us": float(run["p99_us"]), "idle_cpu_s": idle,
+            # the server's listener's, which its connections inherit ("" where the ready line
+            # does not say: shm, rdma, a --baseline_tree from before the option)
+            "tcp_congestion": ready.get("tcp_congestion", "")}
 
 
 def keys_per_cpu_s(row: dict) -> float:
@@ -197,7 +206,9 @@ def summarize(rows: list[dict]) -> list[dict]:
                     "p50_us": med("p50_us"), "p99_us": med("p99_us"),
                     "idle_cpu_s": max(idle) if idle else None,
                     "steal_pct_max": max((r["steal_pct"] for r in ok
-                                          if r.get("steal_pct") is not None), default=None)})
+                                          if r.get("steal_pct") is not None), default=None),
+                    "tcp_congestion": ";".join(sorted({r.get("tcp_congestion", "") for r in ok}
+                                                      - {""}))})
     return out
 
 
@@ -210,11 +221,11 @@ def format_table(summary: list[dict], args) -> str:
               f"{cpu_model()}"),
              ("| system | keys/s (median) | range | client CPU s | server CPU s | keys per CPU-s "
               "| p50 us | p99 us | vs Redis keys/s | idle server CPU s / "
-              f"{args.idle_seconds:g}s | host steal % (max) |"),
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              f"{args.idle_seconds:g}s | host steal % (max) | TCP |"),
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for s in summary:
         if s["status"] != "ok":
-            lines.append(f"| {s['system']} | {s['status']}: {s.get('reason')} ||||||||||")
+            lines.append(f"| {s['system']} | {s['status']}: {s.get('reason')} |||||||||||")
             continue
         ratio = f"{s['keys_s'] / redis['keys_s']:.2f}x" if redis else "n/a"
         idle = "" if s["idle_cpu_s"] is None else f"{s['idle_cpu_s']:.3f}"
@@ -222,9 +233,16 @@ def format_table(summary: list[dict], args) -> str:
         lines.append(f"| {s['system']} | {s['keys_s']:,.0f} | {s['keys_s_min']:,.0f}–"
                      f"{s['keys_s_max']:,.0f} | {s['client_cpu_s']:.2f} | {s['server_cpu_s']:.2f} "
                      f"| {s['keys_per_cpu_s']:,.0f} | {s['p50_us']:.0f} | {s['p99_us']:.0f} | "
-                     f"{ratio} | {idle} | {steal} |")
+                     f"{ratio} | {idle} | {steal} | {s.get('tcp_congestion') or '-'} |")
     worst = max((s["steal_pct_max"] for s in summary if s.get("steal_pct_max") is not None),
                 default=0.0)
+    ccs = {s["system"]: s.get("tcp_congestion") for s in summary if s["status"] == "ok"}
+    if redis and len(set(ccs.values()) - {"", None}) > 1:
+        lines.append("\nnote: TCP is the congestion control each server's connections used: the PS "
+                     "servers take cubic instead of a BBR on loopback (tcp_congestion=auto), "
+                     "redis-server keeps the host's; --transport_options "
+                     "'brpc:tcp_congestion=system;grpc:tcp_congestion=system' compares both "
+                     "under the host's")
     if worst >= procfs.STEAL_WARN_PCT:
         lines.append(f"\nwarning: host steal reached {worst:.1f} % in a run (the hypervisor ran "
                      "other work on these CPUs): rates of runs with different steal do not compare")
@@ -327,13 +345,24 @@ def build_parser() -> argparse.ArgumentParser:
                    "built in place, e.g. `git archive main | tar -x -C DIR` then `python setup.py "
                    "build_ext --inplace` there), labelled SYSTEM@base, next to this tree's in "
                    "every repeat: before/after in one run")
+    p.add_argument("--transport_options", default="",
+                   help="'k=v;k=v' for the PS servers and clients, scoped as the runner's "
+                   "--transport-options ('grpc:k=v' one transport, 'brpc.client:k=v' one role of "
+                   "one, docs/ps-runner.md); e.g. 'brpc:tcp_congestion=system;grpc:"
+                   "tcp_congestion=system' gives the PS the host's congestion control, as "
+                   "redis-server has. A --baseline_tree build must know the options too")
     p.add_argument("--output_json", default=None,
                    help="also write every run and the summary (with the settings) to this file")
     return p
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        scoped_transport_options(args.transport_options, "")  # names every bad prefix
+    except ValueError as e:
+        parser.error(str(e))
     transports = [t.strip().lower() for t in args.transports.split(",") if t.strip()]
     pki_dir = tempfile.mkdtemp(prefix="rs_tls_pki_") if "grpc+tls" in transports else None
     pki = make_test_pki(pki_dir) if pki_dir else None

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from ps_testlib import ROOT, python_env
 
+from recbench import procfs
+
 
 class BenchPsTransportsTest(unittest.TestCase):
     def test_redis_and_transports_are_measured_or_skipped_with_a_reason(self):
@@ -23,7 +25,8 @@ class BenchPsTransportsTest(unittest.TestCase):
             r = subprocess.run([sys.executable, str(ROOT / "tools/benchmarks/bench_ps_transports.py"),
                                 "--transports", "brpc,rdma", "--record_count", "2000",
                                 "--running_seconds", "0.2", "--idle_seconds", "0.1",
-                                "--repeat", "1", "--output_json", str(out)],
+                                "--repeat", "1", "--output_json", str(out),
+                                "--transport_options", "brpc:tcp_congestion=reno"],
                                capture_output=True, text=True, timeout=300, env=python_env(),
                                cwd=str(ROOT))
             self.assertEqual(r.returncode, 0, r.stderr)
@@ -44,6 +47,21 @@ class BenchPsTransportsTest(unittest.TestCase):
             self.assertIn("| rdma | skipped:", r.stdout)
         self.assertIn("| brpc |", r.stdout)
         self.assertIn("| redis |", r.stdout)
+        # the options reached brpc's server and client (rdma's take none of them); TCP says
+        # what each server's connections used: redis-server the host's
+        self.assertEqual(runs["brpc"]["tcp_congestion"], "reno")
+        self.assertEqual(runs["redis"]["tcp_congestion"], procfs.tcp_congestion_control())
+        self.assertRegex(r.stdout, r"\| brpc \|.*\| reno \|\n")
+        self.assertIn("note: TCP is the congestion control each server's connections used",
+                      r.stdout)
+
+    def test_transport_options_of_an_unknown_transport_are_refused(self):
+        r = subprocess.run([sys.executable, str(ROOT / "tools/benchmarks/bench_ps_transports.py"),
+                            "--transport_options", "brcp:tcp_congestion=system"],
+                           capture_output=True, text=True, timeout=60, env=python_env(),
+                           cwd=str(ROOT))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("unknown transport 'brcp'", r.stderr)
 
 
 class PairingTest(unittest.TestCase):
