@@ -84,16 +84,15 @@
 
 typedef struct parse_ctx {
     int server;
-    const char *side;
+    const char *side; /* "server" or "client", in messages */
+    const char *who;  /* "grpc server" or "grpc client": the option parsers' prefix */
     rs_grpc_options *out;
 } parse_ctx;
 
 static int parse_uint(const parse_ctx *c, const char *key, const char *val, unsigned long lo,
                       unsigned long hi, unsigned *out, rs_error *err) {
-    char who[32];
-    snprintf(who, sizeof who, "grpc %s", c->side);
     uint64_t v;
-    int rc = rs_transport_option_u64(who, key, val, lo, hi, &v, err);
+    int rc = rs_transport_option_u64(c->who, key, val, lo, hi, &v, err);
     if (rc == 0) *out = (unsigned)v;
     return rc;
 }
@@ -111,19 +110,17 @@ static int apply_option(void *ctx, const char *kv, const char *val, rs_error *er
         return parse_uint(c, kv, val, 1, RS_GRPC_MAX_STREAMS, &out->streams, err);
     if (!c->server && strcmp(kv, "client_copy") == 0) {
         int w = 0;
-        int rc = rs_transport_option_choice("grpc client", kv, val, rs_copy_mode_names,
-                                            RS_COPY_MODES, &w, err);
+        int rc =
+            rs_transport_option_choice(c->who, kv, val, rs_copy_mode_names, RS_COPY_MODES, &w, err);
         if (rc == 0) out->client_copy = (rs_copy_mode)w;
         return rc;
     }
     if (!c->server && strcmp(kv, "max_reply_bytes") == 0)
         return parse_uint(c, kv, val, 4096, RS_PS_MAX_REPLY_BYTES, &out->max_reply_bytes, err);
     if (strcmp(kv, "malloc_tuning") == 0 || strcmp(kv, "stream") == 0) {
-        char who[32];
         int on, rc;
-        snprintf(who, sizeof who, "grpc %s", c->side);
         unsigned *dst = strcmp(kv, "stream") == 0 ? &out->stream : &out->malloc_tuning;
-        if ((rc = rs_transport_option_bool(who, kv, val, &on, err)) == 0) *dst = (unsigned)on;
+        if ((rc = rs_transport_option_bool(c->who, kv, val, &on, err)) == 0) *dst = (unsigned)on;
         return rc;
     }
     char *path = c->server && strcmp(kv, "tls_cert") == 0  ? out->tls_cert
@@ -137,11 +134,7 @@ static int apply_option(void *ctx, const char *kv, const char *val, rs_error *er
         snprintf(path, sizeof out->tls_ca, "%s", val);
         return 0;
     }
-    if (strcmp(kv, "tcp_congestion") == 0) {
-        char who[32];
-        snprintf(who, sizeof who, "grpc %s", c->side);
-        return rs_tcp_cc_parse(who, val, &out->tcp_cc, err);
-    }
+    if (strcmp(kv, "tcp_congestion") == 0) return rs_tcp_cc_parse(c->who, val, &out->tcp_cc, err);
     if (strcmp(kv, "poll_strategy") == 0) {
         if (strcmp(val, "epoll1") != 0 && strcmp(val, "poll") != 0)
             return rs_error_set(err, RS_EINVAL,
@@ -151,7 +144,7 @@ static int apply_option(void *ctx, const char *kv, const char *val, rs_error *er
         return 0;
     }
     if (c->server) {
-        int known = rs_rsps_optimizer_option(&out->optimizer, "grpc server", kv, val, err);
+        int known = rs_rsps_optimizer_option(&out->optimizer, c->who, kv, val, err);
         if (known) return known < 0 ? known : 0;
     }
     return rs_error_set(
@@ -175,7 +168,8 @@ int rs_grpc_options_parse(const char *extra, int server, rs_grpc_options *out, r
     out->poll_strategy[0] = '\0';
     out->tls_cert[0] = out->tls_key[0] = out->tls_ca[0] = '\0';
     rs_rsps_optimizer_default(&out->optimizer);
-    parse_ctx c = {server, server ? "server" : "client", out};
+    parse_ctx c = {server, server ? "server" : "client", server ? "grpc server" : "grpc client",
+                   out};
     char who[32];
     snprintf(who, sizeof who, "grpc %s", c.side);
     return rs_transport_options_each(extra, who, apply_option, &c, err);

@@ -45,10 +45,6 @@ int rs_tcp_cc_parse(const char *who, const char *val, rs_tcp_cc *out, rs_error *
     return 0;
 }
 
-const char *rs_tcp_cc_mode_text(const rs_tcp_cc *cc) {
-    return cc->mode == RS_TCP_CC_AUTO ? "auto" : cc->mode == RS_TCP_CC_SYSTEM ? "system" : cc->name;
-}
-
 const char *rs_tcp_cc_name(int fd, char *buf, size_t cap) {
     char name[RS_TCP_CC_NAME_MAX] = {0};
     socklen_t len = sizeof name - 1;

@@ -64,7 +64,4 @@ int rs_tcp_cc_apply_port(uint16_t port, int listening, const rs_tcp_cc *cc, cons
 /* The congestion control of fd into buf ("?" when it has none: not TCP). */
 const char *rs_tcp_cc_name(int fd, char *buf, size_t cap);
 
-/* The name mode shows ("auto", "system" or the name). */
-const char *rs_tcp_cc_mode_text(const rs_tcp_cc *cc);
-
 #endif
