@@ -34,9 +34,20 @@ SKIP_EXIT_CODE = 77
 _live: set = set()
 
 
-def rows_for(keys: np.ndarray, dim: int) -> np.ndarray:
-    """Rows a test can tell apart and check: row k is 4k, 4k+1, ... (float32, dim wide)."""
-    return keys.astype(np.float32)[:, None] * 4 + np.arange(dim, dtype=np.float32)[None, :]
+def rows_for(keys: np.ndarray, dim: int, *, scale: float = 4.0, step: float = 1.0,
+             offset: float | np.ndarray = 0.0, modulus: int = 0) -> np.ndarray:
+    """Rows a test can tell apart and check, dim float32 wide: column j of key k's row is
+    (k mod modulus) * scale + offset + j * step (modulus 0: k itself; offset a number or one per
+    key), computed in float64 and rounded once. A modulus keeps the rows of keys up to 2^64
+    apart and exact."""
+    k = np.asarray(keys, dtype=np.uint64)
+    if modulus:
+        k = k % np.uint64(modulus)
+    off = np.asarray(offset, dtype=np.float64)
+    if off.ndim:
+        off = off[:, None]
+    cols = np.arange(dim, dtype=np.float64)[None, :] * step
+    return (k.astype(np.float64)[:, None] * scale + off + cols).astype(np.float32)
 
 
 def loopback_congestion() -> str:

@@ -17,7 +17,7 @@ import threading
 import unittest
 
 import numpy as np
-from ps_testlib import PSServerProcess, python_env
+from ps_testlib import PSServerProcess, python_env, rows_for
 
 import recbench
 from recbench import errors
@@ -26,11 +26,6 @@ VS = 256
 DIM = VS // 4
 BATCH = 2000
 STREAMS = 3  # concurrent PUT streams, so that the kill lands while the server is writing
-
-
-def row_of(keys: np.ndarray, versions: np.ndarray) -> np.ndarray:
-    return (keys[:, None].astype(np.float32) * 3.0 + versions[:, None].astype(np.float32)
-            + np.arange(DIM, dtype=np.float32))
 
 
 class PutStream(threading.Thread):
@@ -61,7 +56,7 @@ class PutStream(threading.Thread):
                 while True:
                     keys = self.make(i)
                     self.batches.append((keys, i))
-                    ps.put(keys, row_of(keys, np.full(len(keys), i)))
+                    ps.put(keys, rows_for(keys, DIM, scale=3.0, offset=i))
                     with self.cv:
                         self.acked += 1
                         self.cv.notify_all()
@@ -143,13 +138,13 @@ class CCEHKill9(unittest.TestCase):
         got = np.concatenate([ps.get(keys[i:i + BATCH]) for i in range(0, len(keys), BATCH)])
         fly = {int(k): i for b, i in inflight for k in b}
         vers = np.array([version.get(k, -1) for k in range(len(keys))])
-        want = np.where((vers >= 0)[:, None], row_of(keys, vers), 0.0)
+        want = np.where((vers >= 0)[:, None], rows_for(keys, DIM, scale=3.0, offset=vers), 0.0)
         ok = (got == want).all(axis=1)
         for k in np.flatnonzero(~ok).tolist():
-            if k in fly and np.array_equal(got[k], row_of(np.array([k]), np.array([fly[k]]))[0]):
+            if k in fly and np.array_equal(got[k], rows_for(np.array([k]), DIM, scale=3.0, offset=np.array([fly[k]]))[0]):
                 ok[k] = True
         for k, i in fly.items():   # the new row went in: it is the acknowledged state now
-            if np.array_equal(got[k], row_of(np.array([k]), np.array([i]))[0]):
+            if np.array_equal(got[k], rows_for(np.array([k]), DIM, scale=3.0, offset=np.array([i]))[0]):
                 version[k] = i
         bad = np.flatnonzero(~ok).tolist()
         self.assertEqual(bad[:10], [], f"{len(bad)} keys differ from what was acknowledged")
@@ -166,11 +161,11 @@ class SyncFlag(unittest.TestCase):
                         recbench.PSClient(srv.uri) as ps:
                     keys = np.arange(2000, dtype=np.uint64)
                     for i in range(0, 2000, 500):
-                        ps.put(keys[i:i + 500], row_of(keys[i:i + 500], np.ones(500)))
+                        ps.put(keys[i:i + 500], rows_for(keys[i:i + 500], DIM, scale=3.0, offset=1.0))
                     ps.update(keys[:500], np.ones((500, DIM), np.float32))
-                    ps.put(keys[:500], row_of(keys[:500], np.ones(500)))
+                    ps.put(keys[:500], rows_for(keys[:500], DIM, scale=3.0, offset=1.0))
                     np.testing.assert_array_equal(ps.get(keys[:500]),
-                                                  row_of(keys[:500], np.ones(500)))
+                                                  rows_for(keys[:500], DIM, scale=3.0, offset=1.0))
                     self.assertTrue(ps.verify()[0].startswith("ok "))
             for flags, words in ((["--index_type", "SSD_EXTENDIBLE_HASH", "--data_path", tmp,
                                    "--sync", "sometimes"], "sync 'sometimes'"),

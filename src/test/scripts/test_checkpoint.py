@@ -13,7 +13,7 @@ import tempfile
 import unittest
 
 import numpy as np
-from ps_testlib import PSServerProcess, python_env, require_transport
+from ps_testlib import PSServerProcess, python_env, require_transport, rows_for
 
 import recbench
 from recbench import errors
@@ -22,8 +22,6 @@ VS = 64
 DIM = VS // 4
 
 
-def rows_for(keys: np.ndarray, gen: float) -> np.ndarray:
-    return (keys[:, None].astype(np.float32) * 0.5 + gen) + np.arange(DIM, dtype=np.float32)
 
 
 def put_all(ps, keys: np.ndarray, rows: np.ndarray) -> None:
@@ -52,16 +50,16 @@ class CheckpointTransports(unittest.TestCase):
         keys = np.arange(1, 5001, dtype=np.uint64) * 3
         with PSServerProcess(transport, num_shards=2, value_size=VS, index_type=index_type,
                              extra_args=extra) as srv, recbench.PSClient(srv.uri) as ps:
-            put_all(ps, keys, rows_for(keys, 1.0))
+            put_all(ps, keys, rows_for(keys, DIM, offset=1.0))
             replies = ps.save(ck)
             self.assertEqual(len(replies), 2)
             self.assertTrue(all(r.startswith("saved ") for r in replies), replies)
             self.assertEqual(sorted(os.listdir(ck)), ["shard_0.rsckpt", "shard_1.rsckpt"])
-            ps.put(keys[:100], rows_for(keys[:100], 9.0))   # changed after the save
-            ps.put(np.array([7], dtype=np.uint64), rows_for(np.array([7], np.uint64), 0))
+            ps.put(keys[:100], rows_for(keys[:100], DIM, offset=9.0))   # changed after the save
+            ps.put(np.array([7], dtype=np.uint64), rows_for(np.array([7], np.uint64), DIM, offset=0))
             replies = ps.load(ck)
             self.assertTrue(all(r.startswith("loaded ") for r in replies), replies)
-            np.testing.assert_array_equal(get_all(ps, keys), rows_for(keys, 1.0))
+            np.testing.assert_array_equal(get_all(ps, keys), rows_for(keys, DIM, offset=1.0))
             self.assertFalse(ps.get(np.array([7], dtype=np.uint64)).any())  # gone again
             self.assertEqual(sum(s["keys"] for s in ps.stats()), len(keys))
 
@@ -72,7 +70,7 @@ class CheckpointTransports(unittest.TestCase):
                 b = f.read(1)
                 f.seek(4096 + 32 + 10)
                 f.write(bytes([b[0] ^ 0xFF]))
-            ps.put(keys[:10], rows_for(keys[:10], 5.0))
+            ps.put(keys[:10], rows_for(keys[:10], DIM, offset=5.0))
             with self.assertRaises(errors.ServerError) as cm:
                 ps.load(ck, shards=[1])
             msg = str(cm.exception)
@@ -81,7 +79,7 @@ class CheckpointTransports(unittest.TestCase):
             self.assertIn("checksum mismatch", msg)
             self.assertIn("shard unchanged", msg)
             got = ps.get(keys[:10])
-            np.testing.assert_array_equal(got, rows_for(keys[:10], 5.0))
+            np.testing.assert_array_equal(got, rows_for(keys[:10], DIM, offset=5.0))
 
             with self.assertRaises(errors.ServerError) as cm:
                 ps.command("load", 0)
@@ -128,14 +126,14 @@ class CheckpointTransports(unittest.TestCase):
         with PSServerProcess("brpc", value_size=VS,
                              extra_args=["--checkpoint_root", self.tmp]) as srv, \
                 recbench.PSClient(srv.uri) as ps:
-            put_all(ps, keys, rows_for(keys, 3.0))
+            put_all(ps, keys, rows_for(keys, DIM, offset=3.0))
             ps.save(ck)
             ps.clear()
             reply = ps.load(ck)[0]
             self.assertIn("into the empty shard", reply)
             self.assertIn("one pass", reply)
             self.assertIn("direct I/O", reply)   # the test dir is on ext4, which takes O_DIRECT
-            np.testing.assert_array_equal(get_all(ps, keys), rows_for(keys, 3.0))
+            np.testing.assert_array_equal(get_all(ps, keys), rows_for(keys, DIM, offset=3.0))
             ps.clear()
             block_bytes = 32 + ((1 << 20) // (8 + VS)) * (8 + VS)
             path = os.path.join(ck, "shard_0.rsckpt")
@@ -151,8 +149,8 @@ class CheckpointTransports(unittest.TestCase):
             self.assertIn(f"block 2 at offset {4096 + 2 * block_bytes}", msg)
             self.assertEqual(ps.stats()[0]["keys"], 0)
             self.assertFalse(ps.get(keys[:500]).any())
-            put_all(ps, keys[:500], rows_for(keys[:500], 6.0))
-            np.testing.assert_array_equal(ps.get(keys[:500]), rows_for(keys[:500], 6.0))
+            put_all(ps, keys[:500], rows_for(keys[:500], DIM, offset=6.0))
+            np.testing.assert_array_equal(ps.get(keys[:500]), rows_for(keys[:500], DIM, offset=6.0))
 
 
 class LoadAtStart(unittest.TestCase):
@@ -168,12 +166,12 @@ class LoadAtStart(unittest.TestCase):
         with PSServerProcess("brpc", num_shards=2, value_size=VS,
                              extra_args=["--checkpoint_root", self.tmp]) as srv, \
                 recbench.PSClient(srv.uri) as ps:
-            put_all(ps, keys, rows_for(keys, 2.0))
+            put_all(ps, keys, rows_for(keys, DIM, offset=2.0))
             ps.save(ck)
         with PSServerProcess("brpc", num_shards=2, value_size=VS, index_type="DRAM_EXTENDIBLE_HASH",
                              extra_args=["--load_checkpoint", ck]) as srv, \
                 recbench.PSClient(srv.uri) as ps:
-            np.testing.assert_array_equal(get_all(ps, keys), rows_for(keys, 2.0))
+            np.testing.assert_array_equal(get_all(ps, keys), rows_for(keys, DIM, offset=2.0))
         # one shard of a different deployment: refused at start, naming the shard count
         for flags, words in ((["--num_shards", "1"], "shard count"),
                              (["--num_shards", "2", "--value_size", "128"], "value_size 64")):
@@ -211,7 +209,7 @@ class RecStoreWireCheckpoint(unittest.TestCase):
                     grpc.insecure_channel(f"127.0.0.1:{srv.ports[0]}") as ch:
                 stub = pb_grpc.ParameterServiceStub(ch)
                 keys = np.arange(1, 1001, dtype=np.uint64)
-                put_all(ps, keys, rows_for(keys, 4.0))
+                put_all(ps, keys, rows_for(keys, DIM, offset=4.0))
                 r = stub.Command(pb.CommandRequest(command=pb.SAVE_CHECKPOINT, arg1=[b"c1"],
                                                    arg2=[meta]), timeout=600)
                 self.assertEqual(r.reply, b"ok")
@@ -220,7 +218,7 @@ class RecStoreWireCheckpoint(unittest.TestCase):
                 r = stub.Command(pb.CommandRequest(command=pb.LOAD_CHECKPOINT, arg1=[b"c1"],
                                                    arg2=[meta]), timeout=600)
                 self.assertEqual(r.reply, b"ok")
-                np.testing.assert_array_equal(get_all(ps, keys), rows_for(keys, 4.0))
+                np.testing.assert_array_equal(get_all(ps, keys), rows_for(keys, DIM, offset=4.0))
                 for arg1, arg2, code, words in (
                         ([b"c1"], [b"[]"], grpc.StatusCode.INVALID_ARGUMENT, "JSON object"),
                         ([b"c1"], [b'{"identity": {}}'], grpc.StatusCode.INVALID_ARGUMENT,

@@ -15,17 +15,12 @@ import unittest
 
 import numpy as np
 from fault_support import BenchProcess, host_transports, wait_until
-from ps_testlib import PSServerProcess
+from ps_testlib import PSServerProcess, rows_for
 
 import recbench
 from recbench import errors, procfs
 
 VS = 64
-
-
-def rows_for(keys):
-    keys = np.asarray(keys, dtype=np.float32)
-    return (keys[:, None] * 3 + np.arange(VS // 4, dtype=np.float32)[None, :]).astype(np.float32)
 
 
 def shm_objects(pid: int) -> list[str]:
@@ -48,7 +43,7 @@ class ServerKilledTest(unittest.TestCase):
                 try:
                     idle = recbench.PSClient(srv.uri, timeout_ms=5000)
                     keys = np.arange(1, 201, dtype=np.uint64)
-                    idle.put(keys, rows_for(keys))
+                    idle.put(keys, rows_for(keys, VS // 4))
                     bench = BenchProcess(srv, d, seconds=120).start()
                     bench.go()
                     wait_until(lambda c=idle: run_started(c), 30, "the run phase to reach the server")
@@ -94,7 +89,7 @@ class ClientKilledTest(unittest.TestCase):
                 with PSServerProcess(t, num_shards=1, value_size=VS, num_threads=WORKERS) as srv:
                     other = recbench.PSClient(srv.uri, timeout_ms=5000)
                     keys = np.arange(100001, 100301, dtype=np.uint64)
-                    other.put(keys, rows_for(keys))
+                    other.put(keys, rows_for(keys, VS // 4))
                     socks0, other0 = fd_split(srv.pid)
                     maps0 = procfs.shm_mappings(srv.pid)
                     bench = BenchProcess(srv, d, seconds=120, threads=2, depth=4).start()
@@ -115,11 +110,11 @@ class ClientKilledTest(unittest.TestCase):
                                "the server to close the dead client's sockets")
                     wait_until(lambda p=srv.pid, n=maps0: procfs.shm_mappings(p) == n, 20,
                                "the server to unmap the dead client's lanes")
-                    np.testing.assert_array_equal(other.get(keys), rows_for(keys))
+                    np.testing.assert_array_equal(other.get(keys), rows_for(keys, VS // 4))
                     other.update(keys[:10], np.ones((10, VS // 4), np.float32))
-                    np.testing.assert_array_equal(other.get(keys[:10]), rows_for(keys[:10]) + 1)
+                    np.testing.assert_array_equal(other.get(keys[:10]), rows_for(keys[:10], VS // 4) + 1)
                     with recbench.PSClient(srv.uri, timeout_ms=5000) as fresh:
-                        np.testing.assert_array_equal(fresh.get(keys[10:]), rows_for(keys[10:]))
+                        np.testing.assert_array_equal(fresh.get(keys[10:]), rows_for(keys[10:], VS // 4))
                     other.close()
                     self.assertEqual(shm_objects(bench.pid), [])
                     self.assertTrue(procfs.alive(srv.pid))

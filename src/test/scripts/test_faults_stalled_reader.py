@@ -21,7 +21,7 @@ import unittest
 import numpy as np
 from baidu_std_wire import request_frame, vfield
 from fault_support import wait_until
-from ps_testlib import PSServerProcess, require_transport
+from ps_testlib import PSServerProcess, require_transport, rows_for
 
 import recbench
 from recbench import procfs
@@ -37,11 +37,6 @@ def get_frame(cid: int, keys: np.ndarray) -> bytes:
                          keys.astype("<u8").tobytes())
 
 
-def rows_for(keys):
-    keys = np.asarray(keys, dtype=np.float32)
-    return (keys[:, None] + np.arange(VS // 4, dtype=np.float32)[None, :]).astype(np.float32)
-
-
 class StalledReaderTest(unittest.TestCase):
     def setUp(self):
         require_transport(self, "brpc")
@@ -52,7 +47,7 @@ class StalledReaderTest(unittest.TestCase):
                              max_keys_per_request=BATCH) as srv:
             good = recbench.PSClient(srv.uri, timeout_ms=5000)
             keys = np.arange(1, BATCH + 1, dtype=np.uint64)
-            good.put(keys, rows_for(keys))
+            good.put(keys, rows_for(keys, VS // 4))
             rss0 = procfs.rss_kb(srv.pid)
             stalled = socket.create_connection(("127.0.0.1", srv.ports[0]))
             stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
@@ -77,7 +72,7 @@ class StalledReaderTest(unittest.TestCase):
                 # the server stopped reading before we asked for everything: backpressure
                 self.assertLess(sent_frames, want)
                 for _ in range(20):  # the other client on the same worker thread is served
-                    np.testing.assert_array_equal(good.get(keys), rows_for(keys))
+                    np.testing.assert_array_equal(good.get(keys), rows_for(keys, VS // 4))
                 handled = good.stats()[0]["handled_get"]
                 self.assertLess(handled, want)
                 grown_mb = (procfs.rss_kb(srv.pid) - rss0) / 1024
@@ -88,7 +83,7 @@ class StalledReaderTest(unittest.TestCase):
                 stalled.close()
             wait_until(lambda: procfs.open_fds(srv.pid) < fds_with_stalled, 20,
                        "the server to drop the stalled connection once closed")
-            np.testing.assert_array_equal(good.get(keys), rows_for(keys))
+            np.testing.assert_array_equal(good.get(keys), rows_for(keys, VS // 4))
             good.close()
 
 

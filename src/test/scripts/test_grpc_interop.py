@@ -16,7 +16,7 @@ from pathlib import Path
 from unittest import mock
 
 import numpy as np
-from ps_testlib import ROOT, PSServerProcess, python_env, require_transport
+from ps_testlib import ROOT, PSServerProcess, python_env, require_transport, rows_for
 
 import recbench
 from recbench import errors
@@ -24,11 +24,6 @@ from recbench import errors
 VS = 64
 DIM = VS // 4
 HERE = Path(__file__).resolve().parent
-
-
-def rows_for(keys):
-    keys = np.asarray(keys, dtype=np.float64)
-    return ((keys % 100003)[:, None] * 0.25 + np.arange(DIM)[None, :]).astype(np.float32)
 
 
 # ---- a minimal HTTP/2 client, enough to open a gRPC call and never take its reply -------------
@@ -86,7 +81,7 @@ class GrpcioClientTest(unittest.TestCase):
 
     def test_grpcio_put_then_get_rows_byte_for_byte(self):
         keys = np.random.default_rng(7).integers(1, 2**62, size=300, dtype=np.uint64)
-        rows = rows_for(keys)
+        rows = rows_for(keys, DIM, modulus=100003)
         with tempfile.TemporaryDirectory() as tmp, \
                 importlib.resources.as_file(
                     importlib.resources.files("recbench") / "proto" / "ps.proto") as proto, \
@@ -143,7 +138,7 @@ class GrpcPSClientTest(unittest.TestCase):
 
     def _round_trip(self, num_shards):
         keys = np.arange(1, 3001, dtype=np.uint64) * 7919
-        rows = rows_for(keys)
+        rows = rows_for(keys, DIM, modulus=100003)
         with PSServerProcess("grpc", num_shards=num_shards, value_size=VS,
                              max_keys_per_request=5000) as srv:
             self.assertTrue(srv.uri.startswith("grpc://"))
@@ -180,7 +175,7 @@ class GrpcPSClientTest(unittest.TestCase):
         keys = np.arange(1, 201, dtype=np.uint64)
         with PSServerProcess("grpc", num_shards=1, value_size=VS) as srv, \
                 recbench.PSClient(srv.uri) as ps:
-            ps.put(keys, rows_for(keys))
+            ps.put(keys, rows_for(keys, DIM, modulus=100003))
             # not HTTP/2 at all; an HTTP/2 preface then a frame header claiming 16 MB; a
             # connection that sends half a preface and stalls (left open while we keep working)
             stalled = socket.create_connection(("127.0.0.1", srv.ports[0]))
@@ -196,7 +191,7 @@ class GrpcPSClientTest(unittest.TestCase):
                             pass
                     except (ConnectionResetError, socket.timeout):
                         pass
-                self.assertEqual(ps.get(keys).tobytes(), rows_for(keys).tobytes())
+                self.assertEqual(ps.get(keys).tobytes(), rows_for(keys, DIM, modulus=100003).tobytes())
             stalled.close()
         self.assertEqual(srv.returncode, 0)
 
@@ -207,8 +202,8 @@ class GrpcPSClientTest(unittest.TestCase):
                                          "calls_per_method=2;max_frame_size=1048576"]) as srv:
             with recbench.PSClient(srv.uri, transport_options="max_frame_size=65536;"
                                    "malloc_tuning=1", prefetch_depth=2) as ps:
-                ps.put(keys, rows_for(keys))
-                self.assertEqual(ps.get(keys).tobytes(), rows_for(keys).tobytes())
+                ps.put(keys, rows_for(keys, DIM, modulus=100003))
+                self.assertEqual(ps.get(keys).tobytes(), rows_for(keys, DIM, modulus=100003).tobytes())
             with self.assertRaises(errors.InvalidArgument) as cm:
                 recbench.PSClient(srv.uri, transport_options="window=9")
             self.assertIn("window", str(cm.exception))
@@ -261,7 +256,7 @@ class GrpcPSClientTest(unittest.TestCase):
                              extra_args=["--transport_options",
                                          "calls_per_method=1;reply_timeout_ms=300"]) as srv, \
                 recbench.PSClient(srv.uri, value_size=VS, timeout_ms=20000) as ps:
-            ps.put(keys, rows_for(keys))
+            ps.put(keys, rows_for(keys, DIM, modulus=100003))
             stalled = open_stalled_get(srv.ports[0], keys)
             try:
                 # the server cancels the stalled call: it resets the stream (RST_STREAM)
@@ -269,7 +264,7 @@ class GrpcPSClientTest(unittest.TestCase):
                     ftype, _, _ = read_frame(stalled)
                     if ftype == 0x3:
                         break
-                self.assertEqual(ps.get(keys).tobytes(), rows_for(keys).tobytes())
+                self.assertEqual(ps.get(keys).tobytes(), rows_for(keys, DIM, modulus=100003).tobytes())
             finally:
                 stalled.close()
         self.assertEqual(srv.returncode, 0)
@@ -287,7 +282,7 @@ class GrpcPSClientTest(unittest.TestCase):
         try:
             ps = recbench.PSClient(srv.uri, value_size=VS)
             keys = np.arange(1, 101, dtype=np.uint64)
-            ps.put(keys, rows_for(keys))
+            ps.put(keys, rows_for(keys, DIM, modulus=100003))
             self.assertEqual(srv.stop(), 0)
             with self.assertRaises(errors.ConnectionFailed) as cm:
                 ps.get(keys)

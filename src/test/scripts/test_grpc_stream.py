@@ -13,7 +13,7 @@ import unittest
 from pathlib import Path
 
 import numpy as np
-from ps_testlib import PSServerProcess, python_env, require_transport
+from ps_testlib import PSServerProcess, python_env, require_transport, rows_for
 
 import recbench
 from recbench import errors
@@ -60,10 +60,6 @@ class GrpcioServer:
             self._tmp.cleanup()
 
 
-def rows_for(keys: np.ndarray) -> np.ndarray:
-    return (keys[:, None] % 1000).astype(np.float32) + np.arange(VS // 4, dtype=np.float32)
-
-
 def stats(ps) -> dict[str, int]:
     return {k: int(v) for k, v in (kv.split("=") for kv in ps.command("stats").split())}
 
@@ -77,10 +73,10 @@ class StreamFallbackTest(unittest.TestCase):
         with GrpcioServer("unary") as srv, \
                 recbench.PSClient(f"grpc://127.0.0.1:{srv.port}", value_size=VS,
                                   prefetch_depth=4) as ps:
-            ps.put(keys, rows_for(keys))
+            ps.put(keys, rows_for(keys, VS // 4, modulus=1000))
             got = ps.get(keys[::-1])
             seen = stats(ps)
-        np.testing.assert_array_equal(got, rows_for(keys[::-1]))
+        np.testing.assert_array_equal(got, rows_for(keys[::-1], VS // 4, modulus=1000))
         self.assertEqual(seen["streams"], 0)  # UNIMPLEMENTED before any handler ran
         self.assertGreaterEqual(seen["unary"], 2)
 
@@ -90,17 +86,17 @@ class StreamFallbackTest(unittest.TestCase):
             # the stream answered the ping at connect, so this Put goes on it: never answered
             with recbench.PSClient(f"grpc://127.0.0.1:{srv.port}", value_size=VS,
                                    timeout_ms=500) as ps, self.assertRaises(errors.Timeout) as cm:
-                ps.put(keys, rows_for(keys))
+                ps.put(keys, rows_for(keys, VS // 4, modulus=1000))
             msg = str(cm.exception)
             self.assertIn(f"127.0.0.1:{srv.port}", msg)
             self.assertIn("Put: deadline exceeded (timeout 500 ms)", msg)
             # stream=0: unary calls only, which this server answers
             with recbench.PSClient(f"grpc://127.0.0.1:{srv.port}", value_size=VS,
                                    transport_options="stream=0") as ps:
-                ps.put(keys, rows_for(keys))
+                ps.put(keys, rows_for(keys, VS // 4, modulus=1000))
                 got = ps.get(keys)
                 seen = stats(ps)
-        np.testing.assert_array_equal(got, rows_for(keys))
+        np.testing.assert_array_equal(got, rows_for(keys, VS // 4, modulus=1000))
         self.assertEqual(seen["streams"], 1)  # the first client's only
         self.assertGreaterEqual(seen["unary"], 2)
 
@@ -111,7 +107,7 @@ class StreamAgainstRecbenchTest(unittest.TestCase):
 
     def test_stream_and_unary_give_the_same_rows(self):
         keys = np.arange(1, 2001, dtype=np.uint64) * 31
-        rows = rows_for(keys)
+        rows = rows_for(keys, VS // 4, modulus=1000)
         with PSServerProcess("grpc", num_shards=2, value_size=VS,
                              max_keys_per_request=300) as srv:
             got = {}
@@ -134,7 +130,7 @@ class StreamAgainstRecbenchTest(unittest.TestCase):
         with PSServerProcess("grpc", num_shards=1, value_size=VS, max_keys_per_request=100,
                              extra_args=["--transport_options", "stream=0"]) as srv:
             with recbench.PSClient(srv.uri, prefetch_depth=4) as ps:
-                ps.put(keys, rows_for(keys))
+                ps.put(keys, rows_for(keys, VS // 4, modulus=1000))
                 got = ps.get(keys[::-1])
             # a ping naming its method (PSRequest.command = 5, method = 8), raw bytes on the wire
             probe = (
@@ -148,7 +144,7 @@ class StreamAgainstRecbenchTest(unittest.TestCase):
                 "    print(e.code().name, e.details())\n")
             r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                                timeout=60, env=python_env())
-        np.testing.assert_array_equal(got, rows_for(keys[::-1]))
+        np.testing.assert_array_equal(got, rows_for(keys[::-1], VS // 4, modulus=1000))
         self.assertEqual(r.returncode, 0, r.stderr[-2000:])
         self.assertIn("UNIMPLEMENTED", r.stdout)
         self.assertIn("stream=0", r.stdout)

@@ -19,6 +19,7 @@ from ps_testlib import (
     python_env,
     require_transport,
     result_lines,
+    rows_for,
     run_ps_bench,
 )
 
@@ -27,11 +28,6 @@ from recbench import _ps, errors, records
 
 VS = 64
 DIM = VS // 4
-
-
-def rows_for(keys):
-    keys = np.asarray(keys, dtype=np.float32)
-    return (keys[:, None] * 10 + np.arange(DIM, dtype=np.float32)[None, :]).astype(np.float32)
 
 
 # ---- a minimal baidu_std encoder for hand-made frames -----------------------------------------
@@ -71,16 +67,16 @@ class BrpcServerTest(NoLeftoverServers, unittest.TestCase):
                 recbench.PSClient(srv.uri) as ps:
                 self.assertEqual(ps.value_size, VS)
                 keys = np.arange(1, 201, dtype=np.uint64)
-                ps.put(keys, rows_for(keys))
+                ps.put(keys, rows_for(keys, DIM))
                 got = ps.get(keys)
                 self.assertEqual(got.shape, (200, DIM))
-                np.testing.assert_array_equal(got, rows_for(keys))
+                np.testing.assert_array_equal(got, rows_for(keys, DIM))
                 # a missing key reads as zeros; any buffer works for keys
                 got = ps.get(np.array([5, 10_000], dtype=np.uint64).tobytes())
-                np.testing.assert_array_equal(got[0], rows_for([5])[0])
+                np.testing.assert_array_equal(got[0], rows_for([5], DIM)[0])
                 self.assertFalse(got[1].any())
                 ps.update(keys[:3], np.full((3, DIM), 0.5, dtype=np.float32))
-                np.testing.assert_array_equal(ps.get(keys[:3]), rows_for(keys[:3]) + 0.5)
+                np.testing.assert_array_equal(ps.get(keys[:3]), rows_for(keys[:3], DIM) + 0.5)
                 st = ps.stats()
                 self.assertEqual(st[0]["keys"], 200)
                 self.assertEqual(st[0]["handled_update"], 1)
@@ -96,9 +92,9 @@ class BrpcServerTest(NoLeftoverServers, unittest.TestCase):
             self.assertEqual(len(srv.ports), 2)
             with recbench.PSClient(srv.uri) as ps:
                 keys = np.arange(1000, 1500, dtype=np.uint64)
-                ps.put(keys, rows_for(keys))
+                ps.put(keys, rows_for(keys, DIM))
                 shuffled = np.random.default_rng(1).permutation(keys)
-                np.testing.assert_array_equal(ps.get(shuffled), rows_for(shuffled))
+                np.testing.assert_array_equal(ps.get(shuffled), rows_for(shuffled, DIM))
                 st = ps.stats()
                 self.assertEqual(st[0]["keys"] + st[1]["keys"], 500)
                 self.assertGreater(st[0]["keys"], 150)
@@ -112,7 +108,7 @@ class BrpcServerTest(NoLeftoverServers, unittest.TestCase):
                 ps.get(np.arange(1, 1002, dtype=np.uint64))  # split at max_keys_per_request
                 with self.assertRaises(errors.ServerError) as cm:
                     keys = np.arange(1, 1002, dtype=np.uint64)
-                    ps.put(keys, rows_for(keys))
+                    ps.put(keys, rows_for(keys, DIM))
                 self.assertIn("capacity reached", str(cm.exception))
                 self.assertIn(f"127.0.0.1:{srv.ports[0]}", str(cm.exception))
                 with self.assertRaises(ValueError):
@@ -149,14 +145,14 @@ class BrpcServerTest(NoLeftoverServers, unittest.TestCase):
             port = srv.ports[0]
             keys = np.arange(1, 101, dtype=np.uint64)
             good = recbench.PSClient(srv.uri)
-            good.put(keys, rows_for(keys))
+            good.put(keys, rows_for(keys, DIM))
             failures = []
             stop = threading.Event()
 
             def keep_reading():
                 with recbench.PSClient(srv.uri) as c:
                     while not stop.is_set():
-                        if not np.array_equal(c.get(keys), rows_for(keys)):
+                        if not np.array_equal(c.get(keys), rows_for(keys, DIM)):
                             failures.append("wrong rows")
 
             reader = threading.Thread(target=keep_reading)
@@ -172,12 +168,12 @@ class BrpcServerTest(NoLeftoverServers, unittest.TestCase):
                 }
                 for name, data in cases.items():
                     self.assertTrue(server_closes(port, data), name)
-                    np.testing.assert_array_equal(good.get(keys), rows_for(keys))
+                    np.testing.assert_array_equal(good.get(keys), rows_for(keys, DIM))
                 # truncated header / truncated meta, then the peer goes away
                 for data in (b"PRPC\x00\x00", b"PRPC" + struct.pack(">II", 40, 30) + b"\x0a\x05"):
                     with connected_sock(port) as s:
                         s.sendall(data)
-                    np.testing.assert_array_equal(good.get(keys), rows_for(keys))
+                    np.testing.assert_array_equal(good.get(keys), rows_for(keys, DIM))
                 # a well-framed request with a garbage PSRequest: error response, conn stays up
                 with connected_sock(port) as s:
                     s.sendall(baidu_frame("recstore.PSService", "Get", 9, message=b"\x1a\x50\x01"))
@@ -187,7 +183,7 @@ class BrpcServerTest(NoLeftoverServers, unittest.TestCase):
                                           message=lfield(5, b"ping")))
                     meta, body = read_frame(s)
                     self.assertIn(b"pong", body)
-                np.testing.assert_array_equal(good.get(keys), rows_for(keys))
+                np.testing.assert_array_equal(good.get(keys), rows_for(keys, DIM))
                 staller.close()
             finally:
                 stop.set()
@@ -228,9 +224,9 @@ class BrpcServerTest(NoLeftoverServers, unittest.TestCase):
             keys = np.arange(1, 11, dtype=np.uint64)
             for _ in range(16):  # one connection each; an answered request proves it was adopted
                 clients.append(recbench.PSClient(f"brpc://127.0.0.1:{srv.port}"))
-                clients[-1].put(keys, rows_for(keys))
+                clients[-1].put(keys, rows_for(keys, DIM))
             for ps in clients:  # every connection is served, wherever it went
-                np.testing.assert_array_equal(ps.get(keys), rows_for(keys))
+                np.testing.assert_array_equal(ps.get(keys), rows_for(keys, DIM))
             st = srv.stats()
             self.assertEqual(st["connections_open"], 16, st)
             self.assertEqual((st["worker_connections_max"], st["worker_connections_min"]), (8, 8),
@@ -311,8 +307,8 @@ class BrpcServerTest(NoLeftoverServers, unittest.TestCase):
                              extra_args=["--transport_options", "max_pending_bytes=65536"]) as srv:
             with recbench.PSClient(srv.uri) as ps:
                 keys = np.arange(1, 1001, dtype=np.uint64)
-                ps.put(keys, rows_for(keys))
-                np.testing.assert_array_equal(ps.get(keys), rows_for(keys))
+                ps.put(keys, rows_for(keys, DIM))
+                np.testing.assert_array_equal(ps.get(keys), rows_for(keys, DIM))
             # a server's option given to the client is an error, not silently dropped, as is a
             # bad value of the client's one option
             with self.assertRaises(errors.InvalidArgument) as cm:
@@ -324,7 +320,7 @@ class BrpcServerTest(NoLeftoverServers, unittest.TestCase):
                     recbench.PSClient(srv.uri, transport_options=bad)
                 self.assertIn(bad, str(cm.exception))
             with recbench.PSClient(srv.uri, transport_options="spin_us=0") as ps:
-                np.testing.assert_array_equal(ps.get(keys), rows_for(keys))
+                np.testing.assert_array_equal(ps.get(keys), rows_for(keys, DIM))
         for bad, why in (("window=3", "unknown brpc server option 'window'"),
                          ("max_pending_bytes=12", "max_pending_bytes=12: want an integer")):
             r = subprocess.run([sys.executable, "-m", "recbench.ps_server", "--transport", "brpc",

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ps_testlib import PSServerProcess, python_env, require_transport
+from ps_testlib import PSServerProcess, python_env, require_transport, rows_for
 
 import recbench
 from recbench import _ps, rc_options, records
@@ -33,10 +33,6 @@ from recbench.launch import PSServerLauncher
 ROOT = Path(__file__).resolve().parents[3]
 SMALL = "qps_per_client_per_shard=2;request_slot_bytes=1048576;response_slot_bytes=1048576"
 RS_PS_INVALID_PAYLOAD = 1
-
-
-def rows_for(keys: np.ndarray, dim: int) -> np.ndarray:
-    return (keys.astype(np.float32)[:, None] + np.arange(dim, dtype=np.float32)[None, :] / 1000.0)
 
 
 def run_bench(target: list[str], *extra: str, timeout: float = 120.0,
@@ -481,7 +477,6 @@ class ShmEndToEndTest(RcEndToEndCases, unittest.TestCase):
         lines = [x for x in srv.err_lines if x.strip()]
         self.assertEqual(len(lines), 1, stderr)
         self.assertIn("RDMA", lines[0])
-
 
 
 class RcBenchCommandTest(unittest.TestCase):

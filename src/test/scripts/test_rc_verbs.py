@@ -25,7 +25,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import test_rc_shm
-from ps_testlib import PSServerProcess
+from ps_testlib import PSServerProcess, rows_for
 
 import recbench
 from recbench import _ps, errors
@@ -48,10 +48,6 @@ def fabric_options() -> str:
 
 def client_options(*more: str) -> str:
     return ";".join(x for x in (fabric_options(), SLOTS, *more) if x)
-
-
-def rows_for(keys: np.ndarray, dim: int = 16) -> np.ndarray:
-    return keys.astype(np.float32)[:, None] + np.arange(dim, dtype=np.float32)[None, :]
 
 
 def require_device(test: unittest.TestCase) -> None:
@@ -138,10 +134,10 @@ class VerbsIntegrationTest(unittest.TestCase):
                                        transport_options=client_options(
                                            f"get_response_mode={mode}")) as ps:
                     for lo in range(0, len(keys), MAX_KEYS):
-                        ps.put(keys[lo:lo + MAX_KEYS], rows_for(keys[lo:lo + MAX_KEYS]))
+                        ps.put(keys[lo:lo + MAX_KEYS], rows_for(keys[lo:lo + MAX_KEYS], 16))
                     for lo in range(0, len(keys), MAX_KEYS):
                         np.testing.assert_array_equal(ps.get(keys[lo:lo + MAX_KEYS]),
-                                                      rows_for(keys[lo:lo + MAX_KEYS]))
+                                                      rows_for(keys[lo:lo + MAX_KEYS], 16))
                     self.assertFalse(ps.get(np.array([10**9], dtype=np.uint64)).any())
         finally:
             srv.stop()
@@ -154,9 +150,9 @@ class VerbsIntegrationTest(unittest.TestCase):
             with recbench.PSClient(srv.uri, prefetch_depth=2,
                                    transport_options=client_options(
                                        "get_response_mode=direct_sg")) as ps:
-                ps.put(keys, rows_for(keys))
+                ps.put(keys, rows_for(keys, 16))
                 for _ in range(3):
-                    np.testing.assert_array_equal(ps.get(keys), rows_for(keys))
+                    np.testing.assert_array_equal(ps.get(keys), rows_for(keys, 16))
             tot = profile_totals(srv, {"get_direct_sg": 3})
             self.assertGreaterEqual(tot.get("get_direct_sg", 0), 3, tot)
             self.assertEqual(tot.get("get_direct_sg_fallback", 0), 0, tot)
@@ -232,7 +228,7 @@ class VerbsIntegrationTest(unittest.TestCase):
         with server() as srv:
             keys = np.arange(1, 201, dtype=np.uint64)
             with recbench.PSClient(srv.uri, transport_options=client_options()) as ps:
-                ps.put(keys, rows_for(keys))
+                ps.put(keys, rows_for(keys, 16))
                 # the bad descriptor is refused (bad magic) in a response written with the IMM
                 junk = bytearray([0xAB]) * 256
                 junk[80:84] = (1 << 2).to_bytes(4, "little")  # flags: RS_RC_FLAG_NOTIFY
@@ -241,9 +237,9 @@ class VerbsIntegrationTest(unittest.TestCase):
                                         timeout_ms=3000,
                                         extra=client_options("poll_mode=busy"))
                 for _ in range(20):
-                    np.testing.assert_array_equal(ps.get(keys), rows_for(keys))
+                    np.testing.assert_array_equal(ps.get(keys), rows_for(keys, 16))
             with recbench.PSClient(srv.uri, transport_options=client_options()) as fresh:
-                np.testing.assert_array_equal(fresh.get(keys), rows_for(keys))
+                np.testing.assert_array_equal(fresh.get(keys), rows_for(keys, 16))
 
     def _one_poller_server(self, *extra: str) -> _ps.Server:
         return _ps.Server(transport="rdma", host="127.0.0.1", port=0, shard=0, num_shards=1,
@@ -256,9 +252,9 @@ class VerbsIntegrationTest(unittest.TestCase):
         while it is still attached."""
         keys = np.arange(1, 101, dtype=np.uint64)
         with recbench.PSClient(f"rdma://127.0.0.1:{srv.port}", transport_options=options) as ps:
-            ps.put(keys, rows_for(keys))
+            ps.put(keys, rows_for(keys, 16))
             for _ in range(100):
-                np.testing.assert_array_equal(ps.get(keys), rows_for(keys))
+                np.testing.assert_array_equal(ps.get(keys), rows_for(keys, 16))
             return srv.stats()
 
     def test_idle_poller_blocks_on_the_completion_events_of_ringing_lanes(self):

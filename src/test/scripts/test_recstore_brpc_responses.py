@@ -10,7 +10,7 @@ import unittest
 from pathlib import Path
 
 import numpy as np
-from ps_testlib import NoLeftoverServers, require_transport
+from ps_testlib import NoLeftoverServers, require_transport, rows_for
 
 import recbench
 from recbench import errors
@@ -20,11 +20,6 @@ HERE = Path(__file__).resolve().parent
 VS = 32
 DIM = VS // 4
 KEYS = np.array([5, 6, 7, 1000], dtype=np.uint64)
-
-
-def rows_for(keys):
-    keys = np.asarray(keys, dtype=np.float64)
-    return ((keys % 101)[:, None] + np.arange(DIM)[None, :] / 8).astype(np.float32)
 
 
 class FixtureServer:
@@ -53,9 +48,9 @@ class BrpcClientResponsesTest(NoLeftoverServers, unittest.TestCase):
     def roundtrip(self, uri):
         """Put then get on KEYS[:3] (KEYS[3] is never stored: a miss)."""
         with recbench.PSClient(uri, value_size=VS) as ps:
-            ps.put(KEYS[:3], rows_for(KEYS[:3]))
+            ps.put(KEYS[:3], rows_for(KEYS[:3], DIM, modulus=101))
             got = ps.get(KEYS)
-        np.testing.assert_array_equal(got[:3], rows_for(KEYS[:3]))
+        np.testing.assert_array_equal(got[:3], rows_for(KEYS[:3], DIM, modulus=101))
         np.testing.assert_array_equal(got[3], np.zeros(DIM, np.float32))
 
     def test_compressed_responses_are_inflated(self):

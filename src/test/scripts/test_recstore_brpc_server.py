@@ -15,7 +15,7 @@ import zlib
 
 import numpy as np
 from baidu_std_wire import BaiduStdClient, brpc_crc32c, crc32c, snappy_literals
-from ps_testlib import NoLeftoverServers, PSServerProcess
+from ps_testlib import NoLeftoverServers, PSServerProcess, rows_for
 from recstore_wire_py import adagrad_reference, decode_block, encode_block, keys_bytes, stubs
 
 import recbench
@@ -23,11 +23,6 @@ import recbench
 SVC = "recstoreps_brpc.ParameterService"
 VS = 64
 DIM = VS // 4
-
-
-def rows_for(keys):
-    keys = np.asarray(keys, dtype=np.float64)
-    return ((keys % 997)[:, None] + np.arange(DIM)[None, :] / 4).astype(np.float32)
 
 
 class RecStoreBrpcServerTest(NoLeftoverServers, unittest.TestCase):
@@ -57,22 +52,22 @@ class RecStoreBrpcServerTest(NoLeftoverServers, unittest.TestCase):
 
     def test_attachment_form_as_recstores_client_sends_it(self):
         keys = [3, 4, 5]
-        r = self.ok(self.c.call(SVC, "PutParameter", b"", encode_block(zip(keys, rows_for(keys)))))
+        r = self.ok(self.c.call(SVC, "PutParameter", b"", encode_block(zip(keys, rows_for(keys, DIM, modulus=997)))))
         self.assertEqual(r.message, b"")
         r = self.ok(self.c.call(SVC, "GetParameter", b"", keys_bytes([4, 99, 3])))
         self.assertEqual(r.message, b"")  # the block is the response attachment
         got = decode_block(r.attachment)
         self.assertEqual([k for k, _ in got], [4, 99, 3])
-        np.testing.assert_array_equal(got[0][1], rows_for([4])[0])
+        np.testing.assert_array_equal(got[0][1], rows_for([4], DIM, modulus=997)[0])
         self.assertIsNone(got[1][1])
 
     def test_proto_field_form(self):
         keys = [7, 8]
-        put = self.pb.PutParameterRequest(parameter_value=encode_block(zip(keys, rows_for(keys))))
+        put = self.pb.PutParameterRequest(parameter_value=encode_block(zip(keys, rows_for(keys, DIM, modulus=997))))
         self.ok(self.c.call(SVC, "PutParameter", put.SerializeToString()))
         get = self.pb.GetParameterRequest(keys=keys_bytes(keys)).SerializeToString()
         got = decode_block(self.ok(self.c.call(SVC, "GetParameter", get)).attachment)
-        np.testing.assert_array_equal(np.stack([r for _, r in got]), rows_for(keys))
+        np.testing.assert_array_equal(np.stack([r for _, r in got]), rows_for(keys, DIM, modulus=997))
 
     def test_update_init_and_errors(self):
         cfg = json.dumps({"embedding_dim": DIM, "num_embeddings": 10, "table_id": 1})
@@ -96,7 +91,7 @@ class RecStoreBrpcServerTest(NoLeftoverServers, unittest.TestCase):
         r = self.c.call(SVC, "GetParameter", b"", b"")
         self.assertEqual(r.error_code, 22)
         self.assertIn("0 keys", r.error_text)
-        block = bytearray(encode_block([(1, rows_for([1])[0])]))
+        block = bytearray(encode_block([(1, rows_for([1], DIM, modulus=997)[0])]))
         struct.pack_into("<i", block, 4, 3)
         r = self.c.call(SVC, "PutParameter", b"", bytes(block))
         self.assertEqual(r.error_code, 22)
@@ -118,7 +113,7 @@ class RecStoreBrpcServerTest(NoLeftoverServers, unittest.TestCase):
     def test_compressed_requests(self):
         keys = [11, 12]
         put = self.pb.PutParameterRequest(
-            parameter_value=encode_block(zip(keys, rows_for(keys)))).SerializeToString()
+            parameter_value=encode_block(zip(keys, rows_for(keys, DIM, modulus=997)))).SerializeToString()
         for ctype, packed in ((1, snappy_literals(put)), (2, gzip.compress(put)),
                               (3, zlib.compress(put))):
             self.ok(self.c.call(SVC, "Command", self.pb.CommandRequest().SerializeToString()))
@@ -126,7 +121,7 @@ class RecStoreBrpcServerTest(NoLeftoverServers, unittest.TestCase):
             self.assertEqual(r.compress_type, 0)  # answered uncompressed
             got = decode_block(self.ok(self.c.call(SVC, "GetParameter", b"", keys_bytes(keys)))
                                .attachment)
-            np.testing.assert_array_equal(np.stack([v for _, v in got]), rows_for(keys), ctype)
+            np.testing.assert_array_equal(np.stack([v for _, v in got]), rows_for(keys, DIM, modulus=997), ctype)
         # the native service's messages inflate the same way
         r = self.c.call("recstore.PSService", "Command",
                         zlib.compress(b"\x2a\x04ping"), compress_type=3)
@@ -142,7 +137,7 @@ class RecStoreBrpcServerTest(NoLeftoverServers, unittest.TestCase):
     def test_checksummed_requests(self):
         self.assertEqual(crc32c(b"123456789"), 0xE3069283)  # the CRC-32C check value
         keys = [31, 32]
-        block = encode_block(zip(keys, rows_for(keys)))
+        block = encode_block(zip(keys, rows_for(keys, DIM, modulus=997)))
 
         def get():
             return decode_block(self.ok(self.c.call(SVC, "GetParameter", b"", keys_bytes(keys)))
@@ -151,7 +146,7 @@ class RecStoreBrpcServerTest(NoLeftoverServers, unittest.TestCase):
         # RecStore's form (empty message, block in the attachment), the CRC covering both
         self.ok(self.c.call(SVC, "PutParameter", b"", block,
                             checksum=(1, brpc_crc32c(b"", block, True), True)))
-        np.testing.assert_array_equal(np.stack([v for _, v in get()]), rows_for(keys))
+        np.testing.assert_array_equal(np.stack([v for _, v in get()]), rows_for(keys, DIM, modulus=997))
         # a compressed message: the CRC is over the bytes as sent, not the inflated ones
         self.ok(self.c.call(SVC, "Command", self.pb.CommandRequest().SerializeToString()))
         put = self.pb.PutParameterRequest(parameter_value=block).SerializeToString()
@@ -192,9 +187,9 @@ class RecStoreBrpcServerTest(NoLeftoverServers, unittest.TestCase):
     def test_native_client_on_the_same_port(self):
         keys = np.array([21, 22], dtype=np.uint64)
         self.ok(self.c.call(SVC, "PutParameter", b"", encode_block(zip(keys.tolist(),
-                                                                       rows_for(keys)))))
+                                                                       rows_for(keys, DIM, modulus=997)))))
         with recbench.PSClient(self.server.uri, value_size=VS) as client:
-            np.testing.assert_array_equal(client.get(keys), rows_for(keys))
+            np.testing.assert_array_equal(client.get(keys), rows_for(keys, DIM, modulus=997))
 
 
 class RecStoreBrpcRowWiseAdagradTest(NoLeftoverServers, unittest.TestCase):

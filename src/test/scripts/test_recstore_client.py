@@ -22,6 +22,7 @@ from ps_testlib import (
     python_env,
     require_transport,
     result_lines,
+    rows_for,
     run_ps_bench,
 )
 
@@ -33,11 +34,6 @@ VS = 32
 DIM = VS // 4
 # CityHash64 shard of keys 1..20 over 2 shards (docs/recstore-wire.md, from the published hash)
 SHARD_OF_1_TO_20 = [1, 1, 0, 1, 0, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 1, 0, 0]
-
-
-def rows_for(keys):
-    keys = np.asarray(keys, dtype=np.float64)
-    return ((keys % 1013)[:, None] + np.arange(DIM)[None, :] / 2).astype(np.float32)
 
 
 class Fixture:
@@ -107,9 +103,9 @@ class RecStoreClientFixtureTest(unittest.TestCase):
     def test_routing_matches_cityhash_and_order_is_restored(self):
         keys = np.arange(1, 21, dtype=np.uint64)
         with recbench.PSClient(self.uri, value_size=VS) as c:
-            c.put(keys, rows_for(keys))
+            c.put(keys, rows_for(keys, DIM, modulus=1013))
             got = c.get(keys[::-1])
-        np.testing.assert_array_equal(got, rows_for(keys[::-1]))
+        np.testing.assert_array_equal(got, rows_for(keys[::-1], DIM, modulus=1013))
         for shard, f in enumerate(self.fixtures):
             put_keys = [k for call in f.calls() if call["method"] == "PutParameter"
                         for k in call["keys"]]
@@ -119,9 +115,9 @@ class RecStoreClientFixtureTest(unittest.TestCase):
     def test_chunks_of_500_misses_and_found(self):
         keys = np.arange(10**6, 10**6 + 2600, dtype=np.uint64)
         with recbench.PSClient(self.uri, value_size=VS) as c:
-            c.put(keys[:2000], rows_for(keys[:2000]))
+            c.put(keys[:2000], rows_for(keys[:2000], DIM, modulus=1013))
             got = c.get(keys)
-        np.testing.assert_array_equal(got[:2000], rows_for(keys[:2000]))
+        np.testing.assert_array_equal(got[:2000], rows_for(keys[:2000], DIM, modulus=1013))
         np.testing.assert_array_equal(got[2000:], np.zeros((600, DIM), np.float32))
         for f in self.fixtures:
             sizes = [len(call["keys"]) for call in f.calls() if call["keys"]]
@@ -146,12 +142,12 @@ class RecStoreClientFixtureTest(unittest.TestCase):
                     parameter_value=encode_block([(3, wide), (2, narrow)])))
         keys = np.arange(1, 21, dtype=np.uint64)
         with recbench.PSClient(self.uri, value_size=VS) as c:
-            c.put(keys[3:], rows_for(keys[3:]))  # keys 4..20 at the row's dim
+            c.put(keys[3:], rows_for(keys[3:], DIM, modulus=1013))  # keys 4..20 at the row's dim
             got = c.get(np.array([3, 2, 1] + list(range(4, 21)), dtype=np.uint64))
             np.testing.assert_array_equal(got[0], wide[:DIM])
             np.testing.assert_array_equal(got[1], np.r_[narrow, np.zeros(DIM - 3, np.float32)])
             np.testing.assert_array_equal(got[2], np.zeros(DIM, np.float32))  # never stored
-            np.testing.assert_array_equal(got[3:], rows_for(keys[3:]))
+            np.testing.assert_array_equal(got[3:], rows_for(keys[3:], DIM, modulus=1013))
         for bad, where in ((BAD_DIM_KEY, "item 2 at byte offset 104 has dim 7 but spans 44"),
                            (BAD_END_KEY, "spans 43 bytes (end[0] at byte offset 4)")):
             ks = np.array([bad] * 3, dtype=np.uint64)  # one shard: found rows at the dim
@@ -161,7 +157,7 @@ class RecStoreClientFixtureTest(unittest.TestCase):
                     c.get(ks)  # the connection is then out of step: a new client is needed
             self.assertIn(where, str(cm.exception))
         with recbench.PSClient(self.uri, value_size=VS) as c:
-            np.testing.assert_array_equal(c.get(keys[3:]), rows_for(keys[3:]))
+            np.testing.assert_array_equal(c.get(keys[3:]), rows_for(keys[3:], DIM, modulus=1013))
 
     def test_update_is_recstores_sgd_on_table_default(self):
         keys = np.array([5, 6, 7], dtype=np.uint64)
@@ -178,10 +174,10 @@ class RecStoreClientFixtureTest(unittest.TestCase):
                     pb_grpc.ParameterServiceStub(ch).InitEmbeddingTable(
                         pb.InitEmbeddingTableRequest(table_name="default",
                                                      config_payload=b'{"embedding_dim":8}'))
-            c.put(keys[:1], rows_for(keys[:1]))
+            c.put(keys[:1], rows_for(keys[:1], DIM, modulus=1013))
             c.update(keys, g)
             got = c.get(keys)
-        np.testing.assert_array_equal(got[0], rows_for(keys[:1])[0] - np.float32(0.01) * g[0])
+        np.testing.assert_array_equal(got[0], rows_for(keys[:1], DIM, modulus=1013)[0] - np.float32(0.01) * g[0])
         np.testing.assert_array_equal(got[1:], -(np.float32(0.01) * g[1:]))
 
     def test_ps_bench_wire_recstore_against_the_fixture(self):
@@ -212,8 +208,8 @@ class RecStoreClientFixtureTest(unittest.TestCase):
         keys = np.arange(1, 41, dtype=np.uint64)
         with recbench.PSClient(self.uri, value_size=VS, hash_method="simple_mod") as c:
             self.assertEqual(c.hash_method, "simple_mod")
-            c.put(keys, rows_for(keys))
-            np.testing.assert_array_equal(c.get(keys[::-1]), rows_for(keys[::-1]))
+            c.put(keys, rows_for(keys, DIM, modulus=1013))
+            np.testing.assert_array_equal(c.get(keys[::-1]), rows_for(keys[::-1], DIM, modulus=1013))
         for shard, f in enumerate(self.fixtures):
             put_keys = [k for call in f.calls() if call["method"] == "PutParameter"
                         for k in call["keys"]]
@@ -274,9 +270,9 @@ class RecStoreClientOwnServerTest(NoLeftoverServers, unittest.TestCase):
             uri = "recstore+brpc://" + ",".join(f"127.0.0.1:{p}" for p in srv.ports)
             keys = np.arange(1, 3001, dtype=np.uint64)
             with recbench.PSClient(uri, value_size=VS, prefetch_depth=4) as c:
-                c.put(keys[:2000], rows_for(keys[:2000]))
+                c.put(keys[:2000], rows_for(keys[:2000], DIM, modulus=1013))
                 got = c.get(keys[::-1])
-                np.testing.assert_array_equal(got[1000:], rows_for(keys[:2000][::-1]))
+                np.testing.assert_array_equal(got[1000:], rows_for(keys[:2000][::-1], DIM, modulus=1013))
                 np.testing.assert_array_equal(got[:1000], np.zeros((1000, DIM), np.float32))
                 with self.assertRaises(errors.RecbenchError) as cm:
                     c.update(keys[:3], np.ones((3, DIM), np.float32))  # no table "default"
@@ -285,7 +281,7 @@ class RecStoreClientOwnServerTest(NoLeftoverServers, unittest.TestCase):
                 np.testing.assert_array_equal(c.get(keys[:5]), np.zeros((5, DIM), np.float32))
             # RecStore routes by CityHash64: each shard holds the keys that hash to it
             with recbench.PSClient(uri, value_size=VS) as c:
-                c.put(np.arange(1, 21, dtype=np.uint64), rows_for(np.arange(1, 21)))
+                c.put(np.arange(1, 21, dtype=np.uint64), rows_for(np.arange(1, 21), DIM, modulus=1013))
             for shard, port in enumerate(srv.ports):
                 with recbench.PSClient(f"recstore+brpc://127.0.0.1:{port}", value_size=VS) as one:
                     got = one.get(np.arange(1, 21, dtype=np.uint64))
@@ -300,9 +296,9 @@ class RecStoreClientOwnServerTest(NoLeftoverServers, unittest.TestCase):
             keys = np.arange(1, 1201, dtype=np.uint64)
             with recbench.PSClient(uri, value_size=VS) as c, \
                     recbench.PSClient(srv.uri, value_size=VS) as native:
-                c.put(keys, rows_for(keys))
-                np.testing.assert_array_equal(native.get(keys[:900]), rows_for(keys[:900]))
-                np.testing.assert_array_equal(c.get(keys[::-1]), rows_for(keys[::-1]))
+                c.put(keys, rows_for(keys, DIM, modulus=1013))
+                np.testing.assert_array_equal(native.get(keys[:900]), rows_for(keys[:900], DIM, modulus=1013))
+                np.testing.assert_array_equal(c.get(keys[::-1]), rows_for(keys[::-1], DIM, modulus=1013))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import threading
 import unittest
 
 import numpy as np
-from ps_testlib import NoLeftoverServers, PSServerProcess, python_env, require_transport
+from ps_testlib import NoLeftoverServers, PSServerProcess, python_env, require_transport, rows_for
 from recstore_wire_py import adagrad_reference, decode_block, encode_block, keys_bytes, stubs
 
 import recbench
@@ -22,11 +22,6 @@ import recbench
 VS = 512
 DIM = VS // 4
 LR = np.float32(0.01)
-
-
-def rows_for(keys):
-    keys = np.asarray(keys, dtype=np.float64)
-    return ((keys % 1009)[:, None] * 0.5 + np.arange(DIM)[None, :] / 8).astype(np.float32)
 
 
 class RecStoreGrpcServerTest(NoLeftoverServers, unittest.TestCase):
@@ -81,27 +76,27 @@ class RecStoreGrpcServerTest(NoLeftoverServers, unittest.TestCase):
         return cm.exception.details()
 
     def assert_still_serving(self):
-        self.put([424242], rows_for([424242]))
+        self.put([424242], rows_for([424242], DIM, modulus=1009))
         [(key, row)] = self.get([424242])
         self.assertEqual(key, 424242)
-        np.testing.assert_array_equal(row, rows_for([424242])[0])
+        np.testing.assert_array_equal(row, rows_for([424242], DIM, modulus=1009)[0])
 
     # ---- tests ---------------------------------------------------------------------------------
     def test_put_get_misses_order_and_duplicates(self):
         keys = np.arange(1, 301, dtype=np.uint64) * 7
-        self.assertEqual(self.put(keys, rows_for(keys)).ByteSize(), 0)  # empty response
+        self.assertEqual(self.put(keys, rows_for(keys, DIM, modulus=1009)).ByteSize(), 0)  # empty response
         ask = [keys[5], 999999, keys[0], keys[5], 1]
         got = self.get(ask)
         self.assertEqual([k for k, _ in got], [int(k) for k in ask])
-        np.testing.assert_array_equal(got[0][1], rows_for([keys[5]])[0])
+        np.testing.assert_array_equal(got[0][1], rows_for([keys[5]], DIM, modulus=1009)[0])
         self.assertIsNone(got[1][1])  # a miss is a dim-0 item
-        np.testing.assert_array_equal(got[2][1], rows_for([keys[0]])[0])
+        np.testing.assert_array_equal(got[2][1], rows_for([keys[0]], DIM, modulus=1009)[0])
         np.testing.assert_array_equal(got[3][1], got[0][1])
         self.assertIsNone(got[4][1])
 
     def test_worked_example_bytes(self):
         # the server stores DIM-float rows; keys 1 (present) and 7 (missing) in one reply
-        self.put([1], rows_for([1]))
+        self.put([1], rows_for([1], DIM, modulus=1009))
         raw = self.stub.GetParameter(self.pb.GetParameterRequest(keys=keys_bytes([1, 7])),
                                      timeout=10).parameter_value
         item0 = 12 + 4 * DIM
@@ -112,12 +107,12 @@ class RecStoreGrpcServerTest(NoLeftoverServers, unittest.TestCase):
     def test_sgd_update_against_w_minus_lr_g(self):
         self.assertTrue(self.init_table("emb").success)
         keys = [10, 11, 12]
-        self.put(keys[:2], rows_for(keys[:2]))  # 12 is missing: created as -lr*g
+        self.put(keys[:2], rows_for(keys[:2], DIM, modulus=1009))  # 12 is missing: created as -lr*g
         grads = (np.arange(3 * DIM, dtype=np.float32).reshape(3, DIM) - 40) / 16
         resp = self.update("emb", keys, grads)
         self.assertTrue(resp.HasField("success") and resp.success)
         got = dict(self.get(keys))
-        w = rows_for(keys[:2])
+        w = rows_for(keys[:2], DIM, modulus=1009)
         np.testing.assert_array_equal(got[10], w[0] - LR * grads[0])
         np.testing.assert_array_equal(got[11], w[1] - LR * grads[1])
         np.testing.assert_array_equal(got[12], -(LR * grads[2]))
@@ -163,7 +158,7 @@ class RecStoreGrpcServerTest(NoLeftoverServers, unittest.TestCase):
         self.assert_status(lambda: self.stub.GetParameter(
             self.pb.GetParameterRequest(keys=b"\x01" * 12), timeout=10),
             sc.INVALID_ARGUMENT, "12 bytes")
-        block = bytearray(encode_block(zip([1, 2], rows_for([1, 2]))))
+        block = bytearray(encode_block(zip([1, 2], rows_for([1, 2], DIM, modulus=1009))))
         struct.pack_into("<i", block, 4, 7)  # end[0] = 7 < an item head
         self.assert_status(lambda: self.stub.PutParameter(
             self.pb.PutParameterRequest(parameter_value=bytes(block)), timeout=10),
@@ -186,7 +181,7 @@ class RecStoreGrpcServerTest(NoLeftoverServers, unittest.TestCase):
     def test_16_mib_block(self):
         n = 32768  # 32768 items of 524 bytes: 17 MB in one PutParameter and one GetParameter
         keys = np.arange(1, n + 1, dtype=np.uint64) + 10**6
-        rows = rows_for(keys)
+        rows = rows_for(keys, DIM, modulus=1009)
         block = encode_block(zip(keys.tolist(), rows))
         self.assertGreater(len(block), 16 << 20)
         self.stub.PutParameter(self.pb.PutParameterRequest(parameter_value=block), timeout=120)
@@ -196,7 +191,7 @@ class RecStoreGrpcServerTest(NoLeftoverServers, unittest.TestCase):
 
     def test_commands(self):
         sc = self.grpc.StatusCode
-        self.put([3], rows_for([3]))
+        self.put([3], rows_for([3], DIM, modulus=1009))
         n = struct.pack("<q", 100)
         fake = self.stub.Command(self.pb.CommandRequest(command=self.pb.LOAD_FAKE_DATA,
                                                         arg1=[n]), timeout=15)
@@ -233,12 +228,12 @@ class RecStoreGrpcServerTest(NoLeftoverServers, unittest.TestCase):
                     for r in range(20):
                         keys = np.arange(50, dtype=np.uint64) + 10**5 * (t + 1) + 50 * r
                         stub.PutParameter(self.pb.PutParameterRequest(
-                            parameter_value=encode_block(zip(keys.tolist(), rows_for(keys)))),
+                            parameter_value=encode_block(zip(keys.tolist(), rows_for(keys, DIM, modulus=1009)))),
                             timeout=30)
                         got = decode_block(stub.GetParameter(self.pb.GetParameterRequest(
                             keys=keys_bytes(keys)), timeout=30).parameter_value)
                         np.testing.assert_array_equal(np.stack([g for _, g in got]),
-                                                      rows_for(keys))
+                                                      rows_for(keys, DIM, modulus=1009))
             except Exception as e:  # noqa: BLE001 - reported below
                 errors.append(f"client {t}: {e!r}")
 
@@ -251,11 +246,11 @@ class RecStoreGrpcServerTest(NoLeftoverServers, unittest.TestCase):
 
     def test_native_service_on_the_same_port_sees_the_rows(self):
         keys = np.array([77, 78, 79], dtype=np.uint64)
-        self.put(keys, rows_for(keys))
+        self.put(keys, rows_for(keys, DIM, modulus=1009))
         with recbench.PSClient(self.server.uri, value_size=VS) as client:
-            np.testing.assert_array_equal(client.get(keys), rows_for(keys))
-            client.put(np.array([80], dtype=np.uint64), rows_for([80]))
-        np.testing.assert_array_equal(self.get([80])[0][1], rows_for([80])[0])
+            np.testing.assert_array_equal(client.get(keys), rows_for(keys, DIM, modulus=1009))
+            client.put(np.array([80], dtype=np.uint64), rows_for([80], DIM, modulus=1009))
+        np.testing.assert_array_equal(self.get([80])[0][1], rows_for([80], DIM, modulus=1009)[0])
 
 
 class RecStoreAdagradTest(NoLeftoverServers, unittest.TestCase):
@@ -294,9 +289,9 @@ class RecStoreAdagradTest(NoLeftoverServers, unittest.TestCase):
         tag = 6 << 56
         keys = [tag | 10, tag | 11, tag | 12, tag | 10]  # 10 twice: two steps on one row
         stub.PutParameter(pb.PutParameterRequest(parameter_value=encode_block(
-            zip(keys[:2], rows_for(keys[:2])))), timeout=15)   # 12 is missing: starts at 0
+            zip(keys[:2], rows_for(keys[:2], DIM, modulus=1009)))), timeout=15)   # 12 is missing: starts at 0
         rng = np.random.default_rng(7)
-        w = {k: v for k, v in zip(keys[:2], rows_for(keys[:2]))}
+        w = {k: v for k, v in zip(keys[:2], rows_for(keys[:2], DIM, modulus=1009))}
         w[keys[2]] = np.zeros(DIM, np.float32)
         acc = {k: np.zeros(DIM, np.float32) for k in keys[:3]}
         for _ in range(3):
