@@ -997,6 +997,80 @@ static void test_wakes_after_the_clients_lanes(void) {
     fx_stop(&fx);
 }
 
+/* One slow GET on a, then one on b, sent once the poller has begun serving a's, so that it serves
+ * a's, then b's (a attached first: its lanes come first); collected in that order, rows checked.
+ * Returns how often b slept for its answer: 0 when it was there as a's next() returned. */
+static uint64_t slow_gets_on_two(fixture *fx, rs_rc_client *a, rs_rc_client *b, float *rows,
+                                 rs_ps_response *resp) {
+    rs_rc_client *cl[2] = {a, b};
+    uint64_t keys[2][8];
+    rs_error e = {0};
+    for (int t = 0; t < 2; t++) {
+        keys[t][0] = SLOW_KEY;
+        for (int i = 1; i < 8; i++)
+            keys[t][i] = (uint64_t)(t * 8 + i);
+        rs_ps_request q = get_req(keys[t], 8);
+        rs_rc_server_stats st0, st1;
+        rs_rc_server_get_stats(fx->srv, &st0);
+        RS_CHECK(rs_rc_client_submit(cl[t], &q, (uint64_t)t, rows + (size_t)t * 8 * DIM, 8 * VS,
+                                     &e) == 0);
+        if (t == 0) {
+            wait_server_counter(fx, offsetof(rs_rc_server_stats, requests), st0.requests + 1, &st1);
+            RS_CHECK(st1.requests > st0.requests);
+        }
+    }
+    rs_rc_client_stats b0, b1;
+    rs_rc_client_get_stats(b, &b0);
+    for (int t = 0; t < 2; t++) {
+        uint64_t tag = 99;
+        RS_CHECK(rs_rc_client_next(cl[t], &tag, resp, &e) == 0);
+        RS_CHECK_EQ(tag, (uint64_t)t);
+        RS_CHECK_EQ(resp->status, RS_PS_OK);
+        RS_CHECK(rows_ok(keys[t], 8, rows + (size_t)t * 8 * DIM));
+    }
+    rs_rc_client_get_stats(b, &b1);
+    RS_CHECK_EQ(b1.wait_sleep_timeouts, b0.wait_sleep_timeouts);
+    return b1.wait_blocks - b0.wait_blocks;
+}
+
+/* Wakes after a group of clients' lanes (rc_server.c): with 4 clients on the poller (groups of
+ * 2), a client asleep on its answer is woken only once the poller has passed over the next
+ * client's lanes as well, so b's slow answer, sent while a's was served, is there when a's next()
+ * returns; with 3 clients (groups of 1) a is woken after its own lanes, and b then sleeps for its
+ * answer. */
+static void test_wakes_after_a_group_of_clients_lanes(void) {
+    fixture fx;
+    fx_start(&fx, "", 1);
+    const char *sleepy = "qps_per_client_per_shard=1;idle_spin_rounds=0;idle_yield_rounds=0";
+    rs_rc_client *a = connect_client(&fx, sleepy, 1);
+    rs_rc_client *b = connect_client(&fx, sleepy, 1);
+    rs_rc_client *c = connect_client(&fx, "qps_per_client_per_shard=1", 1);
+    rs_rc_client *d = connect_client(&fx, "qps_per_client_per_shard=1", 1);
+    rs_ps_response *resp = malloc(sizeof *resp);
+    float *rows = malloc(2 * 8 * VS);
+    uint64_t keys[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    /* answered: the poller's lanes hold d's, and those of a, b and c, which attached first */
+    RS_CHECK_EQ(do_get(d, keys, 8, rows, resp), RS_PS_OK);
+    rs_rc_server_stats st0, st1;
+    rs_rc_server_get_stats(fx.srv, &st0);
+    RS_CHECK_EQ(slow_gets_on_two(&fx, a, b, rows, resp), 0);
+    /* a slept, and the poller woke it */
+    wait_server_counter(&fx, offsetof(rs_rc_server_stats, client_wakes), st0.client_wakes + 1,
+                        &st1);
+    RS_CHECK(st1.client_wakes > st0.client_wakes);
+
+    rs_rc_client_close(d);
+    wait_lanes(&fx, 3);
+    RS_CHECK_EQ(slow_gets_on_two(&fx, a, b, rows, resp), 1);
+    rs_rc_client_close(a);
+    rs_rc_client_close(b);
+    rs_rc_client_close(c);
+    free(resp);
+    free(rows);
+    wait_lanes(&fx, 0);
+    fx_stop(&fx);
+}
+
 /* Waiters that sleep at once (no spinning or yielding) on both sides: every wait and every idle
  * poller goes through the futex, the stress must still lose nothing. Two pollers and three QPs per
  * client: a client's lanes 0 and 2 share a poller and lane 0's doorbell. */
@@ -1214,5 +1288,7 @@ RS_TEST_MAIN(RS_TEST(test_get_put_command), RS_TEST(test_status_codes),
              RS_TEST(test_client_binds_submitting_thread),
              RS_TEST(test_sleepers_woken_without_loss), RS_TEST(test_adaptive_spin_after_sleeps),
              RS_TEST(test_immediate_sleepers_lose_nothing),
-             RS_TEST(test_wakes_after_the_clients_lanes), RS_TEST(test_busy_mode_never_blocks),
-             RS_TEST(test_spin_slots_cap_spinning_waiters), RS_TEST(test_no_shm_leftovers))
+             RS_TEST(test_wakes_after_the_clients_lanes),
+             RS_TEST(test_wakes_after_a_group_of_clients_lanes),
+             RS_TEST(test_busy_mode_never_blocks), RS_TEST(test_spin_slots_cap_spinning_waiters),
+             RS_TEST(test_no_shm_leftovers))

@@ -41,8 +41,11 @@ typedef struct rc_prof {
  * a client thread asleep on its oldest answer is woken once, with its other answers of the pass
  * already there, instead of once per answer and asleep again before the next (rc_server.c,
  * "Wakes after the client's lanes"). */
-#define RC_WAKES_MAX               64u
+#define RC_WAKES_MAX               256u
 #define RC_DEFER_WAKES_MIN_CLIENTS 3u
+/* Wakes after a group of clients' lanes: at most this many clients' passes per group (file
+ * comment of rc_server.c). */
+#define RC_WAKE_GROUP_MAX 4u
 typedef struct rc_wake {
     uint32_t *waiter;
     uint64_t *seq;
@@ -123,9 +126,10 @@ typedef struct poller {
      * wake (NULL / -1 without); it blocks there when all its lanes ring (rc.h) */
     rs_rc_evch *evch;
     int wake_fd;
-    int evch_broken;   /* arming or waiting failed once (said so): nap from then on */
-    uint32_t nringing; /* lanes of the snapshot that ring */
-    uint32_t nclients; /* clients whose lanes the snapshot holds (a client's lanes adjacent) */
+    int evch_broken;     /* arming or waiting failed once (said so): nap from then on */
+    uint32_t nringing;   /* lanes of the snapshot that ring */
+    uint32_t nclients;   /* clients whose lanes the snapshot holds (a client's lanes adjacent) */
+    uint32_t wake_group; /* clients' lanes passed over before the wake checks (rc_server.c) */
 } poller;
 enum {
     RC_POLLER_WORKING = 0,
