@@ -43,13 +43,12 @@
  * Wakes after a group of clients' lanes: a check waits until the poller has passed over the lanes
  * of a group of clients, the answer's own first: half the poller's clients, at most
  * RC_WAKE_GROUP_MAX (one with 3 clients, two with 4 or 5, three with 6 or 7, four from 8 on), and
- * never past the end of the round. The wakes then come back to back:
- * on a VM the first one's interrupt brings the sleeping clients' CPU out of its halt and the
- * next ones find it running, so each costs the poller less (16 client threads, one poller, Intel
- * Xeon: 45 against 52 us per batch, 12-16 % more keys/s, as many wakes; docs/scale.md, "Wakes
- * after a group of clients' lanes"). A group of all the clients held every answer for a whole
- * round: p99 twice the mean latency; half of them at most, and never more than four, keep it as it
- * was.
+ * never past the end of the round. The wakes then come back to back: on a VM the first one's
+ * interrupt brings the sleeping clients' CPU out of its halt and the next ones find it running,
+ * so each costs the poller less (16 client threads, one poller, Intel Xeon: 45-48 against 51-56 us
+ * per batch, 11-19 % more keys/s, as many wakes; docs/scale.md, "Wakes after a group of clients'
+ * lanes"). A group of all the clients held every answer for a whole round, and p99 doubled; half
+ * of them at most, and never more than four, keep it as it was.
  *
  * Hot-path counters are per poller/worker (cache-line separated); the profile thread reads them
  * racily and prints interval deltas.
@@ -147,9 +146,8 @@ static void poller_refresh(poller *p) {
         }
         for (uint32_t i = 0; i < n; i++)
             p->nclients += i == 0 || p->lanes[i]->cl != p->lanes[i - 1]->cl;
-        p->wake_group = p->nclients / 2 < 1                   ? 1
-                        : p->nclients / 2 > RC_WAKE_GROUP_MAX ? RC_WAKE_GROUP_MAX
-                                                              : p->nclients / 2;
+        uint32_t half = p->nclients / 2;
+        p->wake_group = half < 1 ? 1 : half > RC_WAKE_GROUP_MAX ? RC_WAKE_GROUP_MAX : half;
     }
     p->gen_seen = g;
     atomic_store(&p->acked_gen, g);

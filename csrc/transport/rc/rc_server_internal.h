@@ -33,19 +33,18 @@ typedef struct rc_prof {
     uint64_t response_payload_writes, response_payload_sg_writes, response_payload_sg_wrs,
         response_status_writes, response_payload_bytes, bytes_in;
     uint64_t client_wakes; /* responses after which a sleeping client was woken (shm) */
-    /* answers whose waiter was checked after the pass over the client's lanes */
+    /* answers whose waiter was checked after the passes over a group of clients' lanes */
     uint64_t client_wake_checks_deferred;
 } __attribute__((aligned(64))) rc_prof;
 
-/* Wakes a poller makes after its pass over a client's lanes rather than after each answer (shm):
- * a client thread asleep on its oldest answer is woken once, with its other answers of the pass
- * already there, instead of once per answer and asleep again before the next (rc_server.c,
- * "Wakes after the client's lanes"). */
+/* Wakes a poller makes after its passes over a group of clients' lanes rather than after each
+ * answer (shm): a client thread asleep on its oldest answer is woken once, with its other answers
+ * of the pass already there, and the group's wakes come back to back (rc_server.c, "Wakes after
+ * the client's lanes" and "Wakes after a group of clients' lanes"). RC_WAKES_MAX holds a group's
+ * answers (four clients with 64 slots each); an answer past it is checked at once. */
 #define RC_WAKES_MAX               256u
 #define RC_DEFER_WAKES_MIN_CLIENTS 3u
-/* Wakes after a group of clients' lanes: at most this many clients' passes per group (file
- * comment of rc_server.c). */
-#define RC_WAKE_GROUP_MAX 4u
+#define RC_WAKE_GROUP_MAX          4u /* clients per group at most */
 typedef struct rc_wake {
     uint32_t *waiter;
     uint64_t *seq;
