@@ -923,14 +923,17 @@ static uint64_t stress(fixture *fx, const char *client_extra) {
     return sum.wait_blocks;
 }
 
-/* Two slow GETs in flight on c (tags 0 and 1, one per lane), the second sent once the poller has
- * begun serving the first, so that it answers them in that order; collected in order with their
- * rows checked. Returns how often c's waits slept. */
-static uint64_t two_slow_gets(fixture *fx, rs_rc_client *c, float *rows, rs_ps_response *resp) {
+/* Two slow GETs (tags 0 and 1), the first on `first`, the second on `second` (the same client or
+ * another), sent once the poller has begun serving the first, so that it answers them in that
+ * order; collected in that order with their rows checked. Returns how often `second`'s waits
+ * slept meanwhile. */
+static uint64_t slow_gets_in_turn(fixture *fx, rs_rc_client *first, rs_rc_client *second,
+                                  float *rows, rs_ps_response *resp) {
+    rs_rc_client *cl[2] = {first, second};
     uint64_t keys[2][8];
     rs_error e = {0};
     rs_rc_client_stats cs0, cs1;
-    rs_rc_client_get_stats(c, &cs0);
+    rs_rc_client_get_stats(second, &cs0);
     for (int t = 0; t < 2; t++) {
         keys[t][0] = SLOW_KEY;
         for (int i = 1; i < 8; i++)
@@ -938,8 +941,8 @@ static uint64_t two_slow_gets(fixture *fx, rs_rc_client *c, float *rows, rs_ps_r
         rs_ps_request q = get_req(keys[t], 8);
         rs_rc_server_stats st0, st1;
         rs_rc_server_get_stats(fx->srv, &st0);
-        RS_CHECK(rs_rc_client_submit(c, &q, (uint64_t)t, rows + (size_t)t * 8 * DIM, 8 * VS, &e) ==
-                 0);
+        RS_CHECK(rs_rc_client_submit(cl[t], &q, (uint64_t)t, rows + (size_t)t * 8 * DIM, 8 * VS,
+                                     &e) == 0);
         if (t == 0) { /* the poller has begun serving it (counted before the handler runs) */
             wait_server_counter(fx, offsetof(rs_rc_server_stats, requests), st0.requests + 1, &st1);
             RS_CHECK(st1.requests > st0.requests);
@@ -947,12 +950,12 @@ static uint64_t two_slow_gets(fixture *fx, rs_rc_client *c, float *rows, rs_ps_r
     }
     for (int t = 0; t < 2; t++) {
         uint64_t tag = 99;
-        RS_CHECK(rs_rc_client_next(c, &tag, resp, &e) == 0);
+        RS_CHECK(rs_rc_client_next(cl[t], &tag, resp, &e) == 0);
         RS_CHECK_EQ(tag, (uint64_t)t);
         RS_CHECK_EQ(resp->status, RS_PS_OK);
         RS_CHECK(rows_ok(keys[t], 8, rows + (size_t)t * 8 * DIM));
     }
-    rs_rc_client_get_stats(c, &cs1);
+    rs_rc_client_get_stats(second, &cs1);
     RS_CHECK_EQ(cs1.wait_sleep_timeouts, cs0.wait_sleep_timeouts);
     return cs1.wait_blocks - cs0.wait_blocks;
 }
@@ -975,7 +978,7 @@ static void test_wakes_after_the_clients_lanes(void) {
     RS_CHECK_EQ(do_get(c, keys, 8, rows, resp), RS_PS_OK);
     rs_rc_server_stats st0, st1;
     rs_rc_server_get_stats(fx.srv, &st0);
-    RS_CHECK_EQ(two_slow_gets(&fx, a, rows, resp), 1);
+    RS_CHECK_EQ(slow_gets_in_turn(&fx, a, a, rows, resp), 1);
     wait_server_counter(&fx, offsetof(rs_rc_server_stats, client_wake_checks_deferred),
                         st0.client_wake_checks_deferred + 2, &st1);
     RS_CHECK(st1.client_wake_checks_deferred >= st0.client_wake_checks_deferred + 2);
@@ -984,7 +987,7 @@ static void test_wakes_after_the_clients_lanes(void) {
     rs_rc_client_close(c);
     wait_lanes(&fx, 3); /* the poller holds a's and b's lanes */
     rs_rc_server_get_stats(fx.srv, &st0);
-    RS_CHECK_EQ(two_slow_gets(&fx, a, rows, resp), 2);
+    RS_CHECK_EQ(slow_gets_in_turn(&fx, a, a, rows, resp), 2);
     wait_server_counter(&fx, offsetof(rs_rc_server_stats, client_wakes), st0.client_wakes + 2,
                         &st1);
     RS_CHECK(st1.client_wakes >= st0.client_wakes + 2);
@@ -995,42 +998,6 @@ static void test_wakes_after_the_clients_lanes(void) {
     free(rows);
     wait_lanes(&fx, 0);
     fx_stop(&fx);
-}
-
-/* One slow GET on a, then one on b, sent once the poller has begun serving a's, so that it serves
- * a's, then b's (a attached first: its lanes come first); collected in that order, rows checked.
- * Returns how often b slept for its answer: 0 when it was there as a's next() returned. */
-static uint64_t slow_gets_on_two(fixture *fx, rs_rc_client *a, rs_rc_client *b, float *rows,
-                                 rs_ps_response *resp) {
-    rs_rc_client *cl[2] = {a, b};
-    uint64_t keys[2][8];
-    rs_error e = {0};
-    for (int t = 0; t < 2; t++) {
-        keys[t][0] = SLOW_KEY;
-        for (int i = 1; i < 8; i++)
-            keys[t][i] = (uint64_t)(t * 8 + i);
-        rs_ps_request q = get_req(keys[t], 8);
-        rs_rc_server_stats st0, st1;
-        rs_rc_server_get_stats(fx->srv, &st0);
-        RS_CHECK(rs_rc_client_submit(cl[t], &q, (uint64_t)t, rows + (size_t)t * 8 * DIM, 8 * VS,
-                                     &e) == 0);
-        if (t == 0) {
-            wait_server_counter(fx, offsetof(rs_rc_server_stats, requests), st0.requests + 1, &st1);
-            RS_CHECK(st1.requests > st0.requests);
-        }
-    }
-    rs_rc_client_stats b0, b1;
-    rs_rc_client_get_stats(b, &b0);
-    for (int t = 0; t < 2; t++) {
-        uint64_t tag = 99;
-        RS_CHECK(rs_rc_client_next(cl[t], &tag, resp, &e) == 0);
-        RS_CHECK_EQ(tag, (uint64_t)t);
-        RS_CHECK_EQ(resp->status, RS_PS_OK);
-        RS_CHECK(rows_ok(keys[t], 8, rows + (size_t)t * 8 * DIM));
-    }
-    rs_rc_client_get_stats(b, &b1);
-    RS_CHECK_EQ(b1.wait_sleep_timeouts, b0.wait_sleep_timeouts);
-    return b1.wait_blocks - b0.wait_blocks;
 }
 
 /* Wakes after a group of clients' lanes (rc_server.c): with 4 clients on the poller (groups of
@@ -1053,7 +1020,7 @@ static void test_wakes_after_a_group_of_clients_lanes(void) {
     RS_CHECK_EQ(do_get(d, keys, 8, rows, resp), RS_PS_OK);
     rs_rc_server_stats st0, st1;
     rs_rc_server_get_stats(fx.srv, &st0);
-    RS_CHECK_EQ(slow_gets_on_two(&fx, a, b, rows, resp), 0);
+    RS_CHECK_EQ(slow_gets_in_turn(&fx, a, b, rows, resp), 0);
     /* a slept, and the poller woke it */
     wait_server_counter(&fx, offsetof(rs_rc_server_stats, client_wakes), st0.client_wakes + 1,
                         &st1);
@@ -1061,7 +1028,7 @@ static void test_wakes_after_a_group_of_clients_lanes(void) {
 
     rs_rc_client_close(d);
     wait_lanes(&fx, 3);
-    RS_CHECK_EQ(slow_gets_on_two(&fx, a, b, rows, resp), 1);
+    RS_CHECK_EQ(slow_gets_in_turn(&fx, a, b, rows, resp), 1);
     rs_rc_client_close(a);
     rs_rc_client_close(b);
     rs_rc_client_close(c);
