@@ -170,9 +170,7 @@ int rs_grpc_options_parse(const char *extra, int server, rs_grpc_options *out, r
     rs_rsps_optimizer_default(&out->optimizer);
     parse_ctx c = {server, server ? "server" : "client", server ? "grpc server" : "grpc client",
                    out};
-    char who[32];
-    snprintf(who, sizeof who, "grpc %s", c.side);
-    return rs_transport_options_each(extra, who, apply_option, &c, err);
+    return rs_transport_options_each(extra, c.who, apply_option, &c, err);
 }
 
 static void tune_malloc(void) {
