@@ -25,14 +25,15 @@
 
 static brpc_cconn *conn_over(int fd, uint32_t depth) {
     brpc_cconn *c = calloc(1, sizeof *c);
-    c->fd = fd;
-    snprintf(c->peer, sizeof c->peer, "brpc fuzz-server:0");
+    c->s = rs_brpc_sock_alloc("fuzz-server", 0);
+    if (!c || !c->s) abort();
+    c->s->fd = fd;
+    c->s->in_cap = 256; /* small, so fill() grows the buffer and moves data around */
     c->timeout_ns = 2000ull * 1000000ull; /* never reached: the stream ends with EOF */
     c->cap = depth;
     c->ring = calloc(c->cap, sizeof *c->ring);
-    c->in_cap = 256; /* small, so fill() grows the buffer and moves data around */
-    c->in = malloc(c->in_cap);
-    rs_brpc_arena_init(&c->arena);
+    rs_error err = {0};
+    if (!c->ring || rs_brpc_sock_add_user(c->s, c, &c->uid, &err)) abort();
     return c;
 }
 

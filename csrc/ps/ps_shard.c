@@ -44,7 +44,7 @@ typedef struct counter_block {
 struct rs_ps_shard {
     counter_block counters[RS_PS_SHARD_SLOTS];
     rs_kv *kv;
-    uint32_t shard_id, num_shards, value_size, max_keys;
+    uint32_t shard_id, num_shards, value_size, max_keys, server_threads;
     uint32_t clearing; /* atomic flag */
     pthread_mutex_t clear_lock;
     /* the background checkpoint job ("save <dir>" / "load <dir>"): one at a time per shard;
@@ -89,6 +89,7 @@ int rs_ps_shard_open(const rs_ps_shard_config *cfg, rs_ps_shard **out, rs_error 
     s->num_shards = cfg->num_shards;
     s->value_size = cfg->kv.value_size;
     s->max_keys = cfg->max_keys_per_request;
+    s->server_threads = cfg->server_threads;
     if (cfg->checkpoint_root && (rc = set_ckpt_root(s, cfg->checkpoint_root, err))) goto fail_free;
     if ((rc = pthread_mutex_init(&s->clear_lock, NULL))) {
         rc = rs_error_errno(err, RS_ENOMEM, rc, "shard mutex");
@@ -437,13 +438,14 @@ static int handle_command(rs_ps_shard *s, const rs_ps_request *req, rs_ps_respon
         rs_ps_shard_get_stats(s, &st);
         snprintf(resp->reply, sizeof resp->reply,
                  "shard=%u num_shards=%u value_size=%u index_type=%s capacity=%llu keys=%llu "
-                 "max_keys_per_request=%u handled_get=%llu handled_put=%llu handled_update=%llu "
+                 "max_keys_per_request=%u server_threads=%u handled_get=%llu handled_put=%llu "
+                 "handled_update=%llu "
                  "handled_command=%llu handled_error=%llu keys_get=%llu keys_put=%llu "
                  "keys_update=%llu keys_found=%llu",
                  s->shard_id, s->num_shards, s->value_size,
                  rs_kv_index_type_name(rs_kv_get_index_type(s->kv)),
                  (unsigned long long)rs_kv_capacity(s->kv), (unsigned long long)rs_kv_count(s->kv),
-                 s->max_keys, (unsigned long long)st.handled_get,
+                 s->max_keys, s->server_threads, (unsigned long long)st.handled_get,
                  (unsigned long long)st.handled_put, (unsigned long long)st.handled_update,
                  (unsigned long long)st.handled_command, (unsigned long long)st.handled_error,
                  (unsigned long long)st.keys_get, (unsigned long long)st.keys_put,

@@ -100,6 +100,7 @@ static int Server_init(ServerObject *self, PyObject *args, PyObject *kwds) {
         .num_shards = num_shards,
         .kv = {.index_type = it, .value_size = value_size, .capacity = capacity, .path = path},
         .max_keys_per_request = max_keys,
+        .server_threads = num_threads,
         .checkpoint_root = ckpt_root};
     rc = rs_kv_sync_parse(sync, &sc.kv.sync, &sc.kv.sync_interval_ms, &err);
     if (rc) return rs_py_raise_int(rc, "sync", &err);

@@ -41,7 +41,8 @@ static int fx_start(fixture *f, unsigned threads) {
         .shard_id = 0,
         .num_shards = 1,
         .kv = {.index_type = RS_KV_INDEX_PET_HASH, .value_size = VS, .capacity = 10000},
-        .max_keys_per_request = 100};
+        .max_keys_per_request = 100,
+        .server_threads = threads};
     if (rs_ps_shard_open(&sc, &f->shard, &err)) {
         fprintf(stderr, "shard: %s\n", err.msg);
         return -1;
@@ -337,8 +338,9 @@ static void test_stop_with_client_connected(void) {
 }
 
 /* Connections are spread over the workers (the accepting worker hands one to the worker owning the
- * fewest): 9 clients connected one after another on 3 workers are 3 each, and all are served.
- * Under TSan this covers the hand-off through a worker's inbox. */
+ * fewest): 9 clients connected one after another on 3 workers, each on a socket of its own
+ * (share=off), are 3 each, and all are served. Under TSan this covers the hand-off through a
+ * worker's inbox. */
 static void test_connections_spread_over_workers(void) {
     fixture f;
     if (fx_start(&f, 3)) {
@@ -347,7 +349,7 @@ static void test_connections_spread_over_workers(void) {
     }
     void *c[9] = {0};
     for (int i = 0; i < 9; i++) {
-        c[i] = fx_connect(&f, 2);
+        c[i] = fx_connect_to(&f, f.port, 2, "share=off");
         RS_CHECK(c[i] != NULL);
         if (c[i]) check_good_client(&f, c[i]); /* answered: its worker adopted it */
     }
@@ -579,10 +581,213 @@ static void test_client_spins_short_after_blocked_waits(void) {
     fx_stop(&f);
 }
 
+/* ---- Sharing: the process's connections to one server share its sockets ------------------- */
+
+static uint64_t open_connections(fixture *f) {
+    rs_ps_transport_stats ts;
+    f->sops->stats(f->srv, &ts);
+    return ts.connections_open;
+}
+
+/* A thread's connection pipelines GETs (two in flight) of keys of its own, PUT first, and checks
+ * every row; its replies are received by whichever of the socket's users receives. */
+typedef struct share_worker {
+    fixture *f;
+    void *c;
+    uint64_t base; /* its keys: base .. base + 7 */
+    int rounds, failures;
+    pthread_t th;
+} share_worker;
+
+static void *share_worker_main(void *arg) {
+    share_worker *w = arg;
+    enum { K = 8, DEPTH = 2 };
+    uint64_t keys[K];
+    float rows[K * VS / 4], got[DEPTH][K * VS / 4];
+    for (int i = 0; i < K; i++) {
+        keys[i] = w->base + (uint64_t)i;
+        row_for(keys[i], rows + i * VS / 4);
+    }
+    rs_error err = {0};
+    rs_ps_completion comp;
+    rs_ps_request put = {.op = RS_PS_PUT,
+                         .num_keys = K,
+                         .keys = (const uint8_t *)keys,
+                         .rows = (const uint8_t *)rows,
+                         .rows_len = sizeof rows};
+    if (w->f->cops->submit(w->c, &put, 0, NULL, 0, &err) || w->f->cops->next(w->c, &comp, &err) ||
+        comp.resp.status) {
+        w->failures++;
+        return NULL;
+    }
+    rs_ps_request get = {.op = RS_PS_GET, .num_keys = K, .keys = (const uint8_t *)keys};
+    int sent = 0, done = 0;
+    while (done < w->rounds) {
+        while (sent < w->rounds && sent - done < DEPTH) {
+            memset(got[sent % DEPTH], 0, sizeof got[0]);
+            if (w->f->cops->submit(w->c, &get, (uint64_t)sent, got[sent % DEPTH], sizeof got[0],
+                                   &err)) {
+                w->failures++;
+                return NULL;
+            }
+            sent++;
+        }
+        if (w->f->cops->next(w->c, &comp, &err) || comp.tag != (uint64_t)done ||
+            comp.resp.num_found != K || memcmp(got[done % DEPTH], rows, sizeof rows) != 0) {
+            w->failures++;
+            return NULL;
+        }
+        done++;
+    }
+    return NULL;
+}
+
+/* With share=auto (the default) the connections of a process take as many sockets as the server
+ * has threads (server_threads in its stats) and no more; share=N takes N, share=off one each.
+ * Six threads on three sockets' worth of connections all get their own rows back, in order. */
+static void test_threads_share_sockets(void) {
+    fixture f;
+    if (fx_start(&f, 2)) {
+        RS_CHECK(0);
+        return;
+    }
+    void *c[6] = {0};
+    for (int i = 0; i < 6; i++) {
+        c[i] = fx_connect(&f, 2);
+        RS_CHECK(c[i] != NULL);
+        if (c[i]) check_good_client(&f, c[i]);
+    }
+    RS_CHECK_EQ(open_connections(&f), 2);
+    void *one[3] = {0}, *own[2] = {0};
+    for (int i = 0; i < 3; i++) {
+        one[i] = fx_connect_to(&f, f.port, 2, "share=1;spin_us=50");
+        RS_CHECK(one[i] != NULL);
+        if (one[i]) check_good_client(&f, one[i]);
+    }
+    RS_CHECK_EQ(open_connections(&f), 3); /* share=1: a socket of their own (another key) */
+    for (int i = 0; i < 2; i++) {
+        own[i] = fx_connect_to(&f, f.port, 2, "share=off");
+        RS_CHECK(own[i] != NULL);
+        if (own[i]) check_good_client(&f, own[i]);
+    }
+    RS_CHECK_EQ(open_connections(&f), 5);
+    share_worker w[9];
+    void **all[9] = {&c[0], &c[1], &c[2], &c[3], &c[4], &c[5], &one[0], &one[1], &one[2]};
+    for (int i = 0; i < 9; i++) {
+        w[i] =
+            (share_worker){.f = &f, .c = *all[i], .base = 1000 + 100 * (uint64_t)i, .rounds = 300};
+        RS_CHECK_EQ(w[i].c ? pthread_create(&w[i].th, NULL, share_worker_main, &w[i]) : -1, 0);
+    }
+    for (int i = 0; i < 9; i++) {
+        if (w[i].c) pthread_join(w[i].th, NULL);
+        RS_CHECK_EQ(w[i].failures, 0);
+    }
+    for (int i = 0; i < 9; i++)
+        if (*all[i]) f.cops->close(*all[i]);
+    for (int i = 0; i < 2; i++)
+        if (own[i]) f.cops->close(own[i]);
+    fx_stop(&f);
+}
+
+/* A user that leaves with requests outstanding takes nothing from the others: their replies are
+ * received and dropped by the user that receives next, whose own come back right. */
+static void test_shared_user_leaves_with_requests_outstanding(void) {
+    fixture f;
+    if (fx_start(&f, 1)) {
+        RS_CHECK(0);
+        return;
+    }
+    void *a = fx_connect_to(&f, f.port, 4, "share=1");
+    void *b = fx_connect_to(&f, f.port, 4, "share=1");
+    RS_CHECK(a && b);
+    if (!a || !b) return fx_stop(&f);
+    check_good_client(&f, b); /* key 7's row */
+    uint64_t k = 7;
+    float gone[3][VS / 4], got[VS / 4], row[VS / 4];
+    row_for(k, row);
+    rs_error err = {0};
+    rs_ps_request get = {.op = RS_PS_GET, .num_keys = 1, .keys = (const uint8_t *)&k};
+    for (int i = 0; i < 3; i++)
+        RS_CHECK_EQ(f.cops->submit(a, &get, 1, gone[i], sizeof gone[i], &err), 0);
+    f.cops->close(a);
+    rs_ps_completion comp;
+    for (int i = 0; i < 3; i++) {
+        memset(got, 0, sizeof got);
+        RS_CHECK_EQ(call(&f, b, &get, got, sizeof got, &comp), 0);
+        RS_CHECK(memcmp(got, row, VS) == 0);
+    }
+    RS_CHECK_EQ(open_connections(&f), 1);
+    f.cops->close(b);
+    fx_stop(&f);
+}
+
+/* A shared socket that breaks fails every user's requests with the reason, naming the server;
+ * a connection made after that takes a new socket. */
+static void test_shared_socket_breaks_for_every_user(void) {
+    fixture f;
+    if (fx_start(&f, 1)) {
+        RS_CHECK(0);
+        return;
+    }
+    void *a = fx_connect_to(&f, f.port, 2, "share=1");
+    void *b = fx_connect_to(&f, f.port, 2, "share=1");
+    RS_CHECK(a && b);
+    if (!a || !b) return fx_stop(&f);
+    check_good_client(&f, a);
+    uint16_t port = f.port;
+    f.sops->stop(f.srv);
+    f.srv = NULL;
+    uint64_t k = 7;
+    float got[VS / 4];
+    rs_ps_request get = {.op = RS_PS_GET, .num_keys = 1, .keys = (const uint8_t *)&k};
+    rs_error err = {0};
+    rs_ps_completion comp;
+    void *users[2] = {a, b};
+    for (int i = 0; i < 2; i++) {
+        int rc = f.cops->submit(users[i], &get, 1, got, sizeof got, &err);
+        if (rc == 0) rc = f.cops->next(users[i], &comp, &err);
+        RS_CHECK_EQ(rc, RS_ECONN);
+        RS_CHECK(strstr(err.msg, "127.0.0.1") != NULL);
+    }
+    rs_ps_client_opts co = {.timeout_ms = 2000, .max_in_flight = 1, .extra = "share=1"};
+    void *c = NULL;
+    RS_CHECK_EQ(f.cops->connect("127.0.0.1", port, &co, &c, &err), RS_ECONN); /* a new socket */
+    f.cops->close(a);
+    f.cops->close(b);
+    fx_stop(&f);
+}
+
+/* share takes auto, off or 1..1024; RecStore's wire does not share. */
+static void test_share_option_errors(void) {
+    fixture f;
+    if (fx_start(&f, 1)) {
+        RS_CHECK(0);
+        return;
+    }
+    const rs_ps_conn_ops *rs_ops = NULL;
+    rs_error err = {0};
+    RS_CHECK_EQ(rs_ps_transport_find("recstore+brpc", NULL, &rs_ops, &err), 0);
+    const char *bad[] = {"share=0", "share=many", "share=1025"};
+    for (int i = 0; i < 3; i++) {
+        rs_ps_client_opts co = {.timeout_ms = 2000, .max_in_flight = 1, .extra = bad[i]};
+        void *c = NULL;
+        RS_CHECK_EQ(f.cops->connect("127.0.0.1", f.port, &co, &c, &err), RS_EINVAL);
+        RS_CHECK(strstr(err.msg, bad[i]) != NULL);
+    }
+    rs_ps_client_opts co = {.timeout_ms = 2000, .max_in_flight = 1, .extra = "share=2"};
+    void *c = NULL;
+    RS_CHECK_EQ(rs_ops ? rs_ops->connect("127.0.0.1", f.port, &co, &c, &err) : 0, RS_EINVAL);
+    RS_CHECK(strstr(err.msg, "RecStore's wire") != NULL);
+    fx_stop(&f);
+}
+
 RS_TEST_MAIN(RS_TEST(test_roundtrip), RS_TEST(test_recstore_wire), RS_TEST(test_malformed_traffic),
              RS_TEST(test_stop_with_client_connected),
              RS_TEST(test_connections_spread_over_workers), RS_TEST(test_client_spins_then_blocks),
-             RS_TEST(test_client_spins_short_after_blocked_waits))
+             RS_TEST(test_client_spins_short_after_blocked_waits),
+             RS_TEST(test_threads_share_sockets),
+             RS_TEST(test_shared_user_leaves_with_requests_outstanding),
+             RS_TEST(test_shared_socket_breaks_for_every_user), RS_TEST(test_share_option_errors))
 #else
 static void test_skipped(void) {
     printf("brpc transport not built (no protobuf-c)\n");

@@ -2,11 +2,30 @@
  * brpc_conn.c — the client side of the brpc transport: one TCP connection to one shard server,
  * speaking baidu_std (frame picture in brpc_frame.h).
  *
- * A connection is used by one thread. submit() writes the whole request frame (writev of
- * header + RpcMeta + PSRequest, keys, rows: no copy of keys or rows) and records it in a ring of
- * at most max_in_flight outstanding requests; next() reads responses, matches them to requests by
- * correlation id, and returns completions in submission order. A GET response's attachment is
- * received straight into the caller's rows buffer when it is not already buffered.
+ * A connection is used by one thread. submit() records the request in a ring of at most
+ * max_in_flight outstanding requests and writes the whole request frame (writev of header +
+ * RpcMeta + PSRequest, keys, rows: no copy of keys or rows); next() reads responses, matches them
+ * to requests by correlation id, and returns completions in submission order. A GET response's
+ * attachment is received straight into the caller's rows buffer when it is not already buffered.
+ *
+ * Sharing (transport option share, default auto): the connections of one process to one server
+ * share its TCP sockets (brpc_share.h), as bRPC's own clients share one connection per server by
+ * default. With auto a key's first socket asks the server how many threads serve its
+ * connections (stats: server_threads) and the key takes that many sockets — each of the server's
+ * threads gets one — and no more; later connections join the socket with the fewest users.
+ * share=N takes N sockets, share=off one per connection (as before 2026-12-07), and a server that
+ * does not say its threads gets one per connection. Frames are written whole under the socket's
+ * write lock; a correlation id carries its connection's user id in its high half. One user at a
+ * time receives for the socket (the reader): a user in next() whose answer is not there takes the
+ * turn if no one has it, receives frames and places each reply in its owner's ring and rows
+ * (waking the owner if it sleeps) until its own answer is placed, then passes the turn to a
+ * sleeping user whose answer is still to come; a user finding the turn taken sleeps on a futex
+ * until its answer is placed or the turn passes to it. So with many threads one of them receives
+ * while the others sleep, the server's sends find a receiver that is awake more often, and the
+ * server holds one connection per thread instead of one per client thread (docs/scale.md, "brpc
+ * clients share a socket per server thread"). A user that closes with requests outstanding is
+ * told apart by its user id: its replies are received and dropped. A socket breaks for all its
+ * users at once; a user's timeout while another receives shuts the socket down.
  *
  * The same connection speaks RecStore's wire when made through rs_brpc_rs_conn_ops
  * ("recstore+brpc"): requests become recstoreps_brpc.ParameterService calls of at most
@@ -60,10 +79,12 @@
 #include "recstore/clock.h"
 #include "recstore/cpu.h"
 #include "recstore/crc32c.h"
+#include "recstore/futex.h"
 #include "recstore/ps_budget.h"
 #include "recstore/spin.h"
 #include "recstore/transport.h"
 #include "transport/brpc_frame.h"
+#include "transport/brpc_share.h"
 #include "transport/net.h"
 #include "transport/tcp_congestion.h"
 #include "transport/transport_options.h"
@@ -88,7 +109,8 @@ typedef struct pending {
     uint32_t num_keys;
     void *rows_out;
     size_t rows_cap;
-    int done;
+    int done;    /* its reply is placed (under the socket's mu) */
+    int claimed; /* a user is placing its reply */
     rs_ps_completion comp;
     int rs_method; /* RecStore's wire: the call's rs_rsmsg_method */
     size_t rs_from, rs_keys, rs_vs;
@@ -96,23 +118,20 @@ typedef struct pending {
 } pending;
 
 typedef struct brpc_cconn {
-    int fd;
-    char peer[160]; /* "brpc://host:port" for messages */
+    rs_brpc_sock *s; /* its own, or shared (Sharing) */
+    uint32_t uid;    /* its id on s: the high half of its correlation ids */
+    uint32_t seq;    /* the low half of its last correlation id */
     uint64_t timeout_ns;
     uint32_t cap, head, count;
     pending *ring;
-    int64_t next_cid;
-    uint8_t *in;
-    size_t in_start, in_len, in_cap; /* buffered bytes are in[in_start .. in_start + in_len) */
-    rs_brpc_arena arena;
-    uint8_t *zbuf; /* inflated response messages (compress_type != 0) */
-    size_t zcap;
-    int recstore; /* RecStore's wire */
+    /* a user waiting while another receives (under s->mu): it sleeps on word while it is 0 */
+    int sleeping;
+    uint32_t word;
+    uint32_t claimed; /* its requests whose replies the receiving user is placing now */
+    int recstore;     /* RecStore's wire */
     uint32_t requests, max_requests;
     uint8_t *abuf; /* RecStore's wire: a request's message + attachment being sent */
     size_t acap;
-    int broken;
-    rs_error broken_err;
     rs_auth_token auth; /* sent in every request's RpcMeta.authentication_data; len 0: none */
     uint64_t spin_ns;   /* spin_us */
     rs_spin_streak streak;
@@ -125,6 +144,12 @@ typedef struct brpc_cconn {
     rs_ps_wait_stats st;
 } brpc_cconn;
 
+/* A correlation id of c's: its user id in the high half tells the receiving user whose reply a
+ * frame is (Sharing); alone on its socket, the ids are 1, 2, ... */
+static int64_t next_cid(brpc_cconn *c) {
+    return (int64_t)((uint64_t)c->uid << 32 | ++c->seq);
+}
+
 /* Every request carries the deployment token when the client has one (RpcMeta field 7). */
 static void meta_set_auth(brpc_cconn *c, Brpc__Policy__RpcMeta *meta) {
     if (!c->auth.len) return;
@@ -136,30 +161,57 @@ static void meta_set_auth(brpc_cconn *c, Brpc__Policy__RpcMeta *meta) {
 static int mark_broken(brpc_cconn *c, rs_error *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* Wake user u if it sleeps waiting for another user to receive (under s->mu). */
+static void wake_user(brpc_cconn *u) {
+    if (!u->sleeping || __atomic_load_n(&u->word, __ATOMIC_RELAXED)) return;
+    __atomic_store_n(&u->word, 1, __ATOMIC_RELEASE);
+    rs_futex_wake(&u->word, 1, 0);
+}
+
+static int sock_broken(rs_brpc_sock *s) {
+    return __atomic_load_n(&s->broken, __ATOMIC_ACQUIRE);
+}
+
+/* The socket is broken (first reason kept): every user's outstanding and later requests fail
+ * with the reason. A shared socket is shut down, which ends a receive in progress, and its
+ * sleeping users are woken. Not under s->mu. */
 static int mark_broken(brpc_cconn *c, rs_error *err, int code, const char *fmt, ...) {
+    rs_brpc_sock *s = c->s;
     char why[RS_ERROR_MSG_MAX];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
-    if (!c->broken) {
-        c->broken = 1;
-        rs_error_set(&c->broken_err, code, "%s: %s", c->peer, why);
+    pthread_mutex_lock(&s->mu);
+    if (!s->broken) {
+        rs_error_set(&s->broken_err, code, "%s: %s", s->peer, why);
+        __atomic_store_n(&s->broken, 1, __ATOMIC_RELEASE);
+        if (s->shared) {
+            shutdown(s->fd, SHUT_RDWR);
+            for (uint32_t i = 0; i < s->nusers; i++)
+                wake_user(s->users[i]);
+        }
     }
-    if (err) *err = c->broken_err;
-    return c->broken_err.code;
+    if (err) *err = s->broken_err;
+    code = s->broken_err.code;
+    pthread_mutex_unlock(&s->mu);
+    return code;
 }
 
 static int broken_error(brpc_cconn *c, rs_error *err) {
-    if (err) *err = c->broken_err;
-    return c->broken_err.code;
+    if (err) *err = c->s->broken_err; /* set once, before broken (sock_broken) */
+    return c->s->broken_err.code;
 }
 
 /* The brpc client's transport options. Any other key is an error, not ignored. */
 typedef struct client_opts {
     uint64_t spin_us;
     rs_tcp_cc tcp_cc;
+    int share; /* SHARE_AUTO, SHARE_OFF, or the sockets a server gets (1..RS_BRPC_SHARE_MAX) */
 } client_opts;
+
+enum { SHARE_OFF = -1, SHARE_AUTO = 0 };
+#define RS_BRPC_SHARE_MAX 1024u
 
 static int client_option(void *ctx, const char *key, const char *val, rs_error *err) {
     client_opts *o = ctx;
@@ -168,11 +220,97 @@ static int client_option(void *ctx, const char *key, const char *val, rs_error *
                                        &o->spin_us, err);
     if (strcmp(key, "tcp_congestion") == 0)
         return rs_tcp_cc_parse("brpc client", val, &o->tcp_cc, err);
-    return rs_error_set(
-        err, RS_EINVAL,
-        "brpc client option '%s=%s' is unknown (the brpc client takes spin_us, tcp_congestion)",
-        key, val);
+    if (strcmp(key, "share") == 0) {
+        if (strcmp(val, "auto") == 0 || strcmp(val, "off") == 0) {
+            o->share = val[0] == 'a' ? SHARE_AUTO : SHARE_OFF;
+            return 0;
+        }
+        uint64_t n;
+        if (rs_transport_option_u64("brpc client", key, val, 1, RS_BRPC_SHARE_MAX, &n, err))
+            return rs_error_set(err, RS_EINVAL,
+                                "brpc client option share=%s: give auto, off or a number of "
+                                "sockets per server from 1 to %u",
+                                val, RS_BRPC_SHARE_MAX);
+        o->share = (int)n;
+        return 0;
+    }
+    return rs_error_set(err, RS_EINVAL,
+                        "brpc client option '%s=%s' is unknown (the brpc client takes spin_us, "
+                        "tcp_congestion, share)",
+                        key, val);
 }
+
+static void conn_free(brpc_cconn *c) {
+    free(c->abuf);
+    free(c->ring);
+    free(c);
+}
+
+static int brpc_submit(void *conn, const rs_ps_request *req, uint64_t tag, void *rows_out,
+                       size_t rows_cap, rs_error *err);
+static int brpc_next(void *conn, rs_ps_completion *out, rs_error *err);
+
+/* How many threads the server serves connections with: its stats reply's server_threads, asked
+ * on c's new socket (0 when the server does not say). */
+static int learn_server_threads(brpc_cconn *c, uint32_t *out, rs_error *err) {
+    static const char cmd[] = "stats";
+    rs_ps_request req = {.op = RS_PS_COMMAND, .command = cmd, .command_len = sizeof cmd - 1};
+    rs_ps_completion comp;
+    int rc = brpc_submit(c, &req, 0, NULL, 0, err);
+    if (!rc) rc = brpc_next(c, &comp, err);
+    if (rc) return rc;
+    const char *m = comp.resp.status == RS_PS_OK ? strstr(comp.resp.reply, "server_threads=") : 0;
+    *out = m ? (uint32_t)strtoul(m + strlen("server_threads="), NULL, 10) : 0;
+    return 0;
+}
+
+/* Attach c to a socket (file comment: Sharing): its own, or the key's least used one once the
+ * key has as many as the server has threads (or as share says). */
+static int attach(brpc_cconn *c, const char *host, uint16_t port, const client_opts *o,
+                  rs_error *err) {
+    uint32_t ms = (uint32_t)(c->timeout_ns / 1000000);
+    int rc;
+    if (c->recstore || o->share == SHARE_OFF) { /* RecStore's wire is never shared */
+        if ((rc = rs_brpc_sock_open(host, port, ms, &c->s, err))) return rc;
+        if ((rc = rs_tcp_cc_apply(c->s->fd, &o->tcp_cc, "brpc client", err)) < 0) return rc;
+        return rs_brpc_sock_add_user(c->s, c, &c->uid, err);
+    }
+    char key[512];
+    size_t n =
+        (size_t)snprintf(key, sizeof key, "%s %u %d %llu %d %s ", host, port, o->share,
+                         (unsigned long long)c->timeout_ns, (int)o->tcp_cc.mode, o->tcp_cc.name);
+    for (size_t i = 0; i < c->auth.len && n + 2 < sizeof key; i++, n += 2)
+        snprintf(key + n, 3, "%02x", c->auth.bytes[i]);
+    rs_brpc_share_lock();
+    uint32_t count, threads;
+    rs_brpc_sock *s = rs_brpc_share_find(key, &count, &threads);
+    uint32_t want = o->share > 0 ? (uint32_t)o->share : threads;
+    if (s && want && count >= want) {
+        pthread_mutex_lock(&s->mu);
+        rc = rs_brpc_sock_add_user(s, c, &c->uid, err);
+        pthread_mutex_unlock(&s->mu);
+        if (!rc) c->s = s;
+        rs_brpc_share_unlock();
+        return rc;
+    }
+    if ((rc = rs_brpc_sock_open(host, port, ms, &s, err))) goto out;
+    c->s = s;
+    if ((rc = rs_tcp_cc_apply(s->fd, &o->tcp_cc, "brpc client", err)) < 0) goto out;
+    if ((rc = rs_brpc_sock_add_user(s, c, &c->uid, err))) goto out;
+    if (o->share == SHARE_AUTO && !count && !threads) { /* the key's first socket asks */
+        if ((rc = learn_server_threads(c, &threads, err))) goto out;
+        memset(&c->st, 0, sizeof c->st); /* the connection's waits are its caller's */
+        memset(&c->streak, 0, sizeof c->streak);
+    }
+    /* in the table even when the server does not say (threads 0: no one joins it), so that the
+     * key's next sockets do not ask again */
+    rc = rs_brpc_share_add(s, key, threads, err);
+out:
+    rs_brpc_share_unlock();
+    return rc < 0 ? rc : 0;
+}
+
+static void brpc_close(void *conn);
 
 static int connect_wire(const char *host, uint16_t port, const rs_ps_client_opts *opts,
                         int recstore, void **out, rs_error *err) {
@@ -182,11 +320,14 @@ static int connect_wire(const char *host, uint16_t port, const rs_ps_client_opts
     if (opts &&
         (rc = rs_transport_options_each(opts->extra, "brpc client", client_option, &o, err)))
         return rc;
+    if (recstore && o.share > 0)
+        return rs_error_set(err, RS_EINVAL,
+                            "brpc client option share=%d: RecStore's wire (recstore+brpc) does not "
+                            "share sockets; give share=off or auto",
+                            o.share);
     brpc_cconn *c = calloc(1, sizeof *c);
     if (!c) return rs_error_set(err, RS_ENOMEM, "brpc connection");
-    c->fd = -1;
     c->spin_ns = o.spin_us * 1000u;
-    snprintf(c->peer, sizeof c->peer, "brpc://%s:%u", host, port);
     c->timeout_ns =
         (uint64_t)(opts && opts->timeout_ms ? opts->timeout_ms : RS_PS_DEFAULT_TIMEOUT_MS) *
         1000000ull;
@@ -197,50 +338,51 @@ static int connect_wire(const char *host, uint16_t port, const rs_ps_client_opts
     c->cap = c->max_requests * (recstore ? RS_BRPC_RS_CHUNKS : 1);
     if (opts && opts->auth) c->auth = *opts->auth;
     c->ring = calloc(c->cap, sizeof *c->ring);
-    c->in_cap = 256 << 10;
-    c->in = malloc(c->in_cap);
-    if (!c->ring || !c->in) {
-        rc = rs_error_set(err, RS_ENOMEM, "brpc connection buffers");
-        goto fail;
+    if (!c->ring) {
+        conn_free(c);
+        return rs_error_set(err, RS_ENOMEM, "brpc connection buffers");
     }
-    rs_brpc_arena_init(&c->arena);
-
-    if ((rc = rs_net_connect(host, port, (uint32_t)(c->timeout_ns / 1000000), RS_NET_NONBLOCK,
-                             &c->fd, err))) {
-        rs_error_prefix(err, "brpc");
-        goto fail;
+    if ((rc = attach(c, host, port, &o, err))) {
+        if (c->s)
+            brpc_close(c);
+        else
+            conn_free(c);
+        return rc;
     }
-    if ((rc = rs_tcp_cc_apply(c->fd, &o.tcp_cc, "brpc client", err)) < 0) goto fail;
     *out = c;
     return 0;
-fail:
-    if (c->fd >= 0) close(c->fd);
-    free(c->in);
-    free(c->ring);
-    free(c);
-    return rc;
 }
 
+/* Leave the socket: no reply is placed for c from now on (one on its way is waited for); the
+ * last user of a socket closes it. */
 static void brpc_close(void *conn) {
     brpc_cconn *c = conn;
     if (!c) return;
-    if (c->fd >= 0) close(c->fd);
-    free(c->in);
-    free(c->zbuf);
-    free(c->abuf);
-    free(c->ring);
-    free(c);
+    rs_brpc_sock *s = c->s;
+    pthread_mutex_lock(&s->mu);
+    rs_brpc_sock_remove_user(s, c);
+    while (c->claimed)
+        pthread_cond_wait(&s->placed, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+    if (s->shared) rs_brpc_share_lock();
+    pthread_mutex_lock(&s->mu);
+    uint32_t left = s->nusers;
+    pthread_mutex_unlock(&s->mu);
+    if (!left && s->shared) rs_brpc_share_remove(s);
+    if (s->shared) rs_brpc_share_unlock();
+    if (!left) rs_brpc_sock_free(s);
+    conn_free(c);
 }
 
-/* Write all of iov (modified in place) before deadline. */
+/* Write all of iov (modified in place) before deadline; the caller holds s->wmu. */
 static int write_all(brpc_cconn *c, struct iovec *iov, int n, uint64_t deadline, rs_error *err) {
     while (n > 0) {
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
-        ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL); /* no SIGPIPE if the server went away */
+        ssize_t w = sendmsg(c->s->fd, &mh, MSG_NOSIGNAL); /* no SIGPIPE if the server went away */
         if (w < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                int rc = rs_net_wait(c->fd, POLLOUT, deadline);
+                int rc = rs_net_wait(c->s->fd, POLLOUT, deadline);
                 if (rc == RS_ETIMEDOUT)
                     return mark_broken(c, err, RS_ETIMEDOUT, "sending a request timed out");
                 if (rc) return mark_broken(c, err, RS_ECONN, "poll failed while sending");
@@ -262,6 +404,14 @@ static int write_all(brpc_cconn *c, struct iovec *iov, int n, uint64_t deadline,
     return 0;
 }
 
+/* Send one request frame (whole, between other users' frames). */
+static int write_frame(brpc_cconn *c, struct iovec *iov, int n, uint64_t deadline, rs_error *err) {
+    pthread_mutex_lock(&c->s->wmu);
+    int rc = sock_broken(c->s) ? broken_error(c, err) : write_all(c, iov, n, deadline, err);
+    pthread_mutex_unlock(&c->s->wmu);
+    return rc;
+}
+
 static int brpc_connect(const char *host, uint16_t port, const rs_ps_client_opts *opts, void **out,
                         rs_error *err) {
     return connect_wire(host, port, opts, 0, out, err);
@@ -271,7 +421,6 @@ static int brpc_rs_connect(const char *host, uint16_t port, const rs_ps_client_o
                            void **out, rs_error *err) {
     return connect_wire(host, port, opts, 1, out, err);
 }
-
 /* RecStore's wire: one call per chunk of at most RS_RSMSG_MAX_KEYS_PER_REQUEST keys. */
 static int rs_submit(brpc_cconn *c, const rs_ps_request *req, uint64_t tag, void *rows_out,
                      size_t rows_cap, rs_error *err) {
@@ -282,15 +431,15 @@ static int rs_submit(brpc_cconn *c, const rs_ps_request *req, uint64_t tag, void
     size_t chunk = RS_RSMSG_MAX_KEYS_PER_REQUEST;
     if (req->op != RS_PS_COMMAND && (n == 0 || (req->op == RS_PS_GET && !vs)))
         return rs_error_set(err, RS_EINVAL, "%s: RecStore's wire has no request of 0 keys/rows",
-                            c->peer);
+                            c->s->peer);
     if ((n + chunk - 1) / chunk > RS_BRPC_RS_CHUNKS)
         return rs_error_set(err, RS_EINVAL,
                             "%s: %zu keys in one request; recstore+brpc sends at most %u calls of "
                             "%zu keys per request",
-                            c->peer, n, RS_BRPC_RS_CHUNKS, chunk);
+                            c->s->peer, n, RS_BRPC_RS_CHUNKS, chunk);
     if (c->requests == c->max_requests)
         return rs_error_set(err, RS_EBUSY, "%s: %u requests already in flight (max_in_flight)",
-                            c->peer, c->max_requests);
+                            c->s->peer, c->max_requests);
     for (size_t from = 0; from < n; from += chunk) {
         size_t m = n - from < chunk ? n - from : chunk;
         rs_rsmsg_client_req cr;
@@ -299,7 +448,7 @@ static int rs_submit(brpc_cconn *c, const rs_ps_request *req, uint64_t tag, void
         size_t need = cr.msg_len + cr.att_len;
         if (need > c->acap) {
             uint8_t *b = realloc(c->abuf, need);
-            if (!b) return rs_error_set(err, RS_ENOMEM, "%s: no memory for a request", c->peer);
+            if (!b) return rs_error_set(err, RS_ENOMEM, "%s: no memory for a request", c->s->peer);
             c->abuf = b;
             c->acap = need;
         }
@@ -310,7 +459,7 @@ static int rs_submit(brpc_cconn *c, const rs_ps_request *req, uint64_t tag, void
         rmeta.method_name = (char *)rs_rsmsg_method_name(cr.method);
         meta.request = &rmeta;
         meta.has_correlation_id = 1;
-        meta.correlation_id = ++c->next_cid;
+        meta.correlation_id = next_cid(c);
         meta_set_auth(c, &meta);
         if (cr.att_len) {
             meta.has_attachment_size = 1;
@@ -322,7 +471,7 @@ static int rs_submit(brpc_cconn *c, const rs_ps_request *req, uint64_t tag, void
         brpc__policy__rpc_meta__pack(&meta, head + RS_BRPC_HEADER_BYTES);
         struct iovec iov[2] = {{head, RS_BRPC_HEADER_BYTES + meta_len}, {c->abuf, need}};
         uint64_t now = rs_now_ns();
-        if ((rc = write_all(c, iov, need ? 2 : 1, now + c->timeout_ns, err))) {
+        if ((rc = write_frame(c, iov, need ? 2 : 1, now + c->timeout_ns, err))) {
             if (from == 0) return rc;
             /* earlier calls were sent: the request ends there, next() reports the broken
              * connection */
@@ -338,6 +487,7 @@ static int rs_submit(brpc_cconn *c, const rs_ps_request *req, uint64_t tag, void
         p->rows_out = rows_out;
         p->rows_cap = rows_cap;
         p->done = 0;
+        p->claimed = 0;
         p->rs_method = (int)cr.method;
         p->rs_from = from;
         p->rs_keys = m;
@@ -352,15 +502,16 @@ static int rs_submit(brpc_cconn *c, const rs_ps_request *req, uint64_t tag, void
 static int brpc_submit(void *conn, const rs_ps_request *req, uint64_t tag, void *rows_out,
                        size_t rows_cap, rs_error *err) {
     brpc_cconn *c = conn;
-    if (c->broken) return broken_error(c, err);
+    if (sock_broken(c->s)) return broken_error(c, err);
     if (c->recstore) return rs_submit(c, req, tag, rows_out, rows_cap, err);
     if (c->count == c->cap)
         return rs_error_set(err, RS_EBUSY, "%s: %u requests already in flight (max_in_flight)",
-                            c->peer, c->cap);
+                            c->s->peer, c->cap);
     size_t keys_len = (size_t)req->num_keys * 8;
     size_t att = keys_len + req->rows_len;
     if (att > INT32_MAX)
-        return rs_error_set(err, RS_EINVAL, "%s: request of %zu bytes is too large", c->peer, att);
+        return rs_error_set(err, RS_EINVAL, "%s: request of %zu bytes is too large", c->s->peer,
+                            att);
 
     Brpc__Policy__RpcMeta meta = BRPC__POLICY__RPC_META__INIT;
     Brpc__Policy__RpcRequestMeta rmeta = BRPC__POLICY__RPC_REQUEST_META__INIT;
@@ -368,7 +519,7 @@ static int brpc_submit(void *conn, const rs_ps_request *req, uint64_t tag, void 
     rmeta.method_name = (char *)rs_ps_op_method(req->op);
     meta.request = &rmeta;
     meta.has_correlation_id = 1;
-    meta.correlation_id = ++c->next_cid;
+    meta.correlation_id = next_cid(c);
     meta_set_auth(c, &meta);
     if (att) {
         meta.has_attachment_size = 1;
@@ -378,7 +529,7 @@ static int brpc_submit(void *conn, const rs_ps_request *req, uint64_t tag, void 
     size_t msg_len = rs_ps_request_encoded_size(req, 1);
     uint8_t head[RS_BRPC_HEADER_BYTES + 256 + 64 + RS_AUTH_TOKEN_MAX + 4];
     if (meta_len + msg_len + RS_BRPC_HEADER_BYTES > sizeof head) /* commands are short words */
-        return rs_error_set(err, RS_EINVAL, "%s: command of %zu bytes is too long", c->peer,
+        return rs_error_set(err, RS_EINVAL, "%s: command of %zu bytes is too long", c->s->peer,
                             req->command_len);
     rs_brpc_header_write(head, (uint32_t)(meta_len + msg_len + att), (uint32_t)meta_len);
     brpc__policy__rpc_meta__pack(&meta, head + RS_BRPC_HEADER_BYTES);
@@ -389,10 +540,10 @@ static int brpc_submit(void *conn, const rs_ps_request *req, uint64_t tag, void 
     iov[n++] = (struct iovec){head, RS_BRPC_HEADER_BYTES + meta_len + msg_len};
     if (keys_len) iov[n++] = (struct iovec){(void *)req->keys, keys_len};
     if (req->rows_len) iov[n++] = (struct iovec){(void *)req->rows, req->rows_len};
+    /* the request is in the ring before its frame is on the wire: a user receiving for the
+     * socket may read its reply as soon as it is sent */
     uint64_t now = rs_now_ns();
-    int rc = write_all(c, iov, n, now + c->timeout_ns, err);
-    if (rc) return rc;
-
+    pthread_mutex_lock(&c->s->mu);
     pending *p = &c->ring[(c->head + c->count) % c->cap];
     p->tag = tag;
     p->cid = meta.correlation_id;
@@ -402,9 +553,18 @@ static int brpc_submit(void *conn, const rs_ps_request *req, uint64_t tag, void 
     p->rows_out = rows_out;
     p->rows_cap = rows_cap;
     p->done = 0;
+    p->claimed = 0;
     p->rs_method = -1;
     p->last = 1;
     c->count++;
+    pthread_mutex_unlock(&c->s->mu);
+    int rc = write_frame(c, iov, n, now + c->timeout_ns, err);
+    if (rc) { /* not sent whole: no reply comes for it, and the socket is broken */
+        pthread_mutex_lock(&c->s->mu);
+        c->count--;
+        pthread_mutex_unlock(&c->s->mu);
+        return rc;
+    }
     c->requests++;
     return 0;
 }
@@ -468,7 +628,7 @@ static ssize_t recv_stepv(brpc_cconn *c, struct iovec *iov, size_t n, uint64_t d
                           rs_error *err) {
     struct msghdr mh = {.msg_iov = iov, .msg_iovlen = n};
     for (;;) {
-        ssize_t r = recvmsg(c->fd, &mh, 0);
+        ssize_t r = recvmsg(c->s->fd, &mh, 0);
         if (r > 0) return r;
         if (r == 0)
             return mark_broken(c, err, RS_ECONN,
@@ -483,7 +643,7 @@ static ssize_t recv_stepv(brpc_cconn *c, struct iovec *iov, size_t n, uint64_t d
     }
     rs_spin_slot_give(&c->w.slot);
     c->w.blocked = 1;
-    int rc = rs_net_wait(c->fd, POLLIN, deadline);
+    int rc = rs_net_wait(c->s->fd, POLLIN, deadline);
     if (rc == RS_ETIMEDOUT)
         return mark_broken(c, err, RS_ETIMEDOUT, "no response within %llu ms",
                            (unsigned long long)(c->timeout_ns / 1000000));
@@ -498,40 +658,42 @@ static ssize_t recv_step(brpc_cconn *c, uint8_t *buf, size_t len, uint64_t deadl
 }
 
 static int fill(brpc_cconn *c, size_t want, uint64_t deadline, rs_error *err) {
-    if (c->in_len >= want) return 0;
-    if (c->in_start + want > c->in_cap) {
-        memmove(c->in, c->in + c->in_start, c->in_len);
-        c->in_start = 0;
-        if (want > c->in_cap) {
-            size_t cap = c->in_cap;
+    rs_brpc_sock *s = c->s;
+    if (s->in_len >= want) return 0;
+    if (s->in_start + want > s->in_cap) {
+        memmove(s->in, s->in + s->in_start, s->in_len);
+        s->in_start = 0;
+        if (want > s->in_cap) {
+            size_t cap = s->in_cap;
             while (cap < want)
                 cap *= 2;
-            uint8_t *p = realloc(c->in, cap);
+            uint8_t *p = realloc(s->in, cap);
             if (!p)
                 return mark_broken(c, err, RS_ENOMEM, "no memory for a %zu-byte response", want);
-            c->in = p;
-            c->in_cap = cap;
+            s->in = p;
+            s->in_cap = cap;
         }
     }
-    while (c->in_len < want) {
-        size_t off = c->in_start + c->in_len;
+    while (s->in_len < want) {
+        size_t off = s->in_start + s->in_len;
         /* read little beyond what is needed: a GET's rows are then received straight into the
          * caller's buffer by recv_into instead of being copied out of this one */
-        size_t room = c->in_cap - off, ask = want - c->in_len;
+        size_t room = s->in_cap - off, ask = want - s->in_len;
         if (ask < RS_BRPC_CLIENT_READ_AHEAD) ask = RS_BRPC_CLIENT_READ_AHEAD;
-        ssize_t r = recv_step(c, c->in + off, ask < room ? ask : room, deadline, err);
+        ssize_t r = recv_step(c, s->in + off, ask < room ? ask : room, deadline, err);
         if (r < 0) return (int)r;
-        c->in_len += (size_t)r;
+        s->in_len += (size_t)r;
     }
     return 0;
 }
 
 /* Receive exactly len bytes into dst, first from the buffer, then from the socket directly. */
 static int recv_into(brpc_cconn *c, uint8_t *dst, size_t len, uint64_t deadline, rs_error *err) {
-    size_t from_buf = c->in_len < len ? c->in_len : len;
-    memcpy(dst, c->in + c->in_start, from_buf);
-    c->in_start += from_buf;
-    c->in_len -= from_buf;
+    rs_brpc_sock *s = c->s;
+    size_t from_buf = s->in_len < len ? s->in_len : len;
+    memcpy(dst, s->in + s->in_start, from_buf);
+    s->in_start += from_buf;
+    s->in_len -= from_buf;
     size_t got = from_buf;
     while (got < len) {
         ssize_t r = recv_step(c, dst + got, len - got, deadline, err);
@@ -551,108 +713,90 @@ static int map_error_code(int code) {
     }
 }
 
-/* Read one response frame and complete its pending request. */
-static int read_one(brpc_cconn *c, uint64_t deadline, rs_error *err) {
-    rs_error perr = {0};
-    int rc = fill(c, RS_BRPC_HEADER_BYTES, deadline, err);
-    if (rc) return rc;
+/* A response frame's head, read and checked (read_one). */
+typedef struct frame {
     rs_brpc_header hdr;
-    if (rs_brpc_header_parse(c->in + c->in_start, RS_PS_MAX_REPLY_BYTES, &hdr, &perr))
-        return mark_broken(c, err, RS_EPROTO, "bad response frame: %s", perr.msg);
-    if (hdr.meta_size > RS_BRPC_CLIENT_MAX_HEAD)
-        return mark_broken(c, err, RS_EPROTO, "bad response frame: meta_size %u exceeds %u bytes",
-                           hdr.meta_size, RS_BRPC_CLIENT_MAX_HEAD);
-    /* buffer meta + message; the attachment may go straight to the caller's rows */
-    rc = fill(c, RS_BRPC_HEADER_BYTES + hdr.meta_size, deadline, err);
-    if (rc) return rc;
-    Brpc__Policy__RpcMeta *meta = NULL;
-    if (rs_brpc_meta_unpack(&c->arena, c->in + c->in_start + RS_BRPC_HEADER_BYTES, hdr.meta_size,
-                            &meta, &perr))
-        return mark_broken(c, err, RS_EPROTO, "bad response: %s", perr.msg);
-    size_t att = meta->has_attachment_size ? (size_t)(uint32_t)meta->attachment_size : 0;
-    int64_t cid = meta->has_correlation_id ? meta->correlation_id : -1;
-    int ecode = meta->response && meta->response->has_error_code ? meta->response->error_code : 0;
-    char etext[256] = "";
-    if (ecode && meta->response->error_text)
-        snprintf(etext, sizeof etext, "%s", meta->response->error_text);
-    int bad_att = meta->has_attachment_size && meta->attachment_size < 0;
-    int ctype = meta->has_compress_type ? meta->compress_type : RS_BRPC_COMPRESS_NONE;
+    size_t att;
+    int64_t cid;
+    int ecode;
+    char etext[256];
+    int ctype;
     rs_brpc_checksum ck;
-    int bad_meta =
-        rs_brpc_content_type_check(meta, &perr) || rs_brpc_checksum_read(meta, &ck, &perr);
-    rs_brpc_meta_free(&c->arena, meta);
-    if (bad_meta) return mark_broken(c, err, RS_EPROTO, "bad response: %s", perr.msg);
-    if (bad_att || att > (size_t)hdr.body_size - hdr.meta_size)
-        return mark_broken(c, err, RS_EPROTO, "bad response: attachment_size %zu > body", att);
-    pending *p = NULL;
-    for (uint32_t i = 0; i < c->count; i++) {
-        pending *q = &c->ring[(c->head + i) % c->cap];
-        if (!q->done && q->cid == cid) {
-            p = q;
-            break;
-        }
-    }
-    if (!p)
-        return mark_broken(c, err, RS_EPROTO, "response with unknown correlation id %lld",
-                           (long long)cid);
-    size_t msg_len = hdr.body_size - hdr.meta_size - att;
+} frame;
+
+/* Receive a frame of a user gone (it closed with requests outstanding) and drop it. */
+static int skip_frame(brpc_cconn *c, const frame *f, uint64_t deadline, rs_error *err) {
+    size_t len = RS_BRPC_HEADER_BYTES + (size_t)f->hdr.body_size;
+    int rc = fill(c, len, deadline, err);
+    if (rc) return rc;
+    c->s->in_start += len;
+    c->s->in_len -= len;
+    return 0;
+}
+
+/* Place frame f's reply in p: the frame's message and attachment are received, checked and
+ * decoded into p's completion and rows. */
+static int place(brpc_cconn *c, frame *f, pending *p, uint64_t deadline, rs_error *err) {
+    rs_brpc_sock *s = c->s;
+    rs_error perr = {0};
+    int rc;
+    size_t att = f->att, msg_len = f->hdr.body_size - f->hdr.meta_size - att;
     if (p->rs_method >= 0) {
         /* RecStore's wire: the frame is received whole into the input buffer (one large copy out
          * of the socket, as the native wire's rows), then the block is checked and its rows copied
          * to the caller's in one pass (rs_rsblock_read_rows). Receiving each item's floats
          * straight into its row instead takes two pieces per key (12-byte head, row): the
          * kernel's per-piece cost made that 3x the copy (docs/recstore-wire.md, Performance). */
-        size_t frame = RS_BRPC_HEADER_BYTES + (size_t)hdr.body_size;
-        rc = fill(c, frame, deadline, err);
+        size_t len = RS_BRPC_HEADER_BYTES + (size_t)f->hdr.body_size;
+        rc = fill(c, len, deadline, err);
         if (rc) return rc;
-        const uint8_t *m = c->in + c->in_start + RS_BRPC_HEADER_BYTES + hdr.meta_size;
+        const uint8_t *m = s->in + s->in_start + RS_BRPC_HEADER_BYTES + f->hdr.meta_size;
         size_t mlen = msg_len;
-        if (rs_brpc_checksum_verify(&ck, m, msg_len, m + msg_len, att, &perr))
+        if (rs_brpc_checksum_verify(&f->ck, m, msg_len, m + msg_len, att, &perr))
             return mark_broken(c, err, RS_EPROTO, "bad response: %s", perr.msg);
-        if (ctype != RS_BRPC_COMPRESS_NONE) {
-            if (rs_brpc_decompress(ctype, m, msg_len, RS_BRPC_CLIENT_MAX_HEAD, &c->zbuf, &c->zcap,
-                                   &mlen, &perr))
+        if (f->ctype != RS_BRPC_COMPRESS_NONE) {
+            if (rs_brpc_decompress(f->ctype, m, msg_len, RS_BRPC_CLIENT_MAX_HEAD, &s->zbuf,
+                                   &s->zcap, &mlen, &perr))
                 return mark_broken(c, err, RS_EPROTO, "response message: %s", perr.msg);
-            m = c->zbuf;
+            m = s->zbuf;
         }
         rs_ps_response *resp = &p->comp.resp;
-        if (ecode) {
+        if (f->ecode) {
             memset(resp, 0, offsetof(rs_ps_response, error));
-            resp->status = ecode == 22 ? RS_PS_INVALID_PAYLOAD : map_error_code(ecode);
-            snprintf(resp->error, sizeof resp->error, "error %d: %s", ecode, etext);
+            resp->status = f->ecode == 22 ? RS_PS_INVALID_PAYLOAD : map_error_code(f->ecode);
+            snprintf(resp->error, sizeof resp->error, "error %d: %s", f->ecode, f->etext);
             resp->reply[0] = 0;
         } else if (rs_rsmsg_client_decode(
                        (rs_rsmsg_method)p->rs_method, m, mlen,
-                       c->in + c->in_start + RS_BRPC_HEADER_BYTES + hdr.meta_size + msg_len, att,
+                       s->in + s->in_start + RS_BRPC_HEADER_BYTES + f->hdr.meta_size + msg_len, att,
                        p->rs_keys, (uint32_t)p->rs_vs,
                        p->rows_out ? (uint8_t *)p->rows_out + p->rs_from * p->rs_vs : NULL, resp,
                        &perr)) {
             return mark_broken(c, err, RS_EPROTO, "bad %s reply: %s",
                                rs_rsmsg_method_name((rs_rsmsg_method)p->rs_method), perr.msg);
         }
-        c->in_start += frame;
-        c->in_len -= frame;
+        s->in_start += len;
+        s->in_len -= len;
         p->comp.tag = p->tag;
-        p->done = 1;
         return 0;
     }
     if (msg_len > RS_BRPC_CLIENT_MAX_HEAD)
         return mark_broken(c, err, RS_EPROTO, "bad response: PSResponse of %zu bytes exceeds %u",
                            msg_len, RS_BRPC_CLIENT_MAX_HEAD);
-    rc = fill(c, RS_BRPC_HEADER_BYTES + hdr.meta_size + msg_len, deadline, err);
+    rc = fill(c, RS_BRPC_HEADER_BYTES + f->hdr.meta_size + msg_len, deadline, err);
     if (rc) return rc;
-    const uint8_t *msg = c->in + c->in_start + RS_BRPC_HEADER_BYTES + hdr.meta_size;
+    const uint8_t *msg = s->in + s->in_start + RS_BRPC_HEADER_BYTES + f->hdr.meta_size;
     size_t raw_len = msg_len;
     /* the CRC runs over the message as sent, then (if asked) over the rows once received */
-    uint32_t crc = ck.type ? rs_crc32c(0, msg, raw_len) : 0;
-    if (ck.type && !(ck.with_attachment && att) &&
-        rs_brpc_checksum_check(&ck, crc, raw_len, 0, &perr))
+    uint32_t crc = f->ck.type ? rs_crc32c(0, msg, raw_len) : 0;
+    if (f->ck.type && !(f->ck.with_attachment && att) &&
+        rs_brpc_checksum_check(&f->ck, crc, raw_len, 0, &perr))
         return mark_broken(c, err, RS_EPROTO, "bad response: %s", perr.msg);
-    if (ctype != RS_BRPC_COMPRESS_NONE) { /* a bRPC server that compresses its responses */
-        if (rs_brpc_decompress(ctype, msg, raw_len, RS_BRPC_CLIENT_MAX_HEAD, &c->zbuf, &c->zcap,
+    if (f->ctype != RS_BRPC_COMPRESS_NONE) { /* a bRPC server that compresses its responses */
+        if (rs_brpc_decompress(f->ctype, msg, raw_len, RS_BRPC_CLIENT_MAX_HEAD, &s->zbuf, &s->zcap,
                                &msg_len, &perr))
             return mark_broken(c, err, RS_EPROTO, "response message: %s", perr.msg);
-        msg = c->zbuf;
+        msg = s->zbuf;
     }
     rs_ps_response *resp = &p->comp.resp;
     /* decode the message with a placeholder attachment: the rows are placed below */
@@ -666,8 +810,8 @@ static int read_one(brpc_cconn *c, uint64_t deadline, rs_error *err) {
                                resp->rows_len, p->rows_cap, rs_ps_op_method(p->op));
         memcpy(p->rows_out, resp->rows, resp->rows_len); /* before the buffer is reused */
     }
-    c->in_start += RS_BRPC_HEADER_BYTES + hdr.meta_size + raw_len;
-    c->in_len -= RS_BRPC_HEADER_BYTES + hdr.meta_size + raw_len;
+    s->in_start += RS_BRPC_HEADER_BYTES + f->hdr.meta_size + raw_len;
+    s->in_len -= RS_BRPC_HEADER_BYTES + f->hdr.meta_size + raw_len;
     resp->rows = !att && resp->rows_len ? p->rows_out : NULL;
     if (att) {
         if (p->op != RS_PS_GET || att > p->rows_cap || !p->rows_out)
@@ -676,23 +820,164 @@ static int read_one(brpc_cconn *c, uint64_t deadline, rs_error *err) {
                                p->rows_cap, rs_ps_op_method(p->op));
         rc = recv_into(c, p->rows_out, att, deadline, err);
         if (rc) return rc;
-        if (ck.type && ck.with_attachment &&
-            rs_brpc_checksum_check(&ck, rs_crc32c(crc, p->rows_out, att), raw_len, att, &perr))
+        if (f->ck.type && f->ck.with_attachment &&
+            rs_brpc_checksum_check(&f->ck, rs_crc32c(crc, p->rows_out, att), raw_len, att, &perr))
             return mark_broken(c, err, RS_EPROTO, "bad response: %s", perr.msg);
         resp->rows = p->rows_out;
     }
-    if (ecode) {
-        resp->status = map_error_code(ecode);
-        snprintf(resp->error, sizeof resp->error, "%s", etext);
+    if (f->ecode) {
+        resp->status = map_error_code(f->ecode);
+        snprintf(resp->error, sizeof resp->error, "%s", f->etext);
     }
     p->comp.tag = p->tag;
-    p->done = 1;
     return 0;
+}
+
+/* The request frame f answers, claimed for placing (under s->mu): found by the user id in its
+ * correlation id's high half (Sharing), then in that user's ring. NULL when no user has it; *gone
+ * then says whether the id is of a user that has left the socket. */
+static pending *claim(rs_brpc_sock *s, int64_t cid, brpc_cconn **owner, int *gone) {
+    uint32_t uid = (uint32_t)((uint64_t)cid >> 32);
+    *owner = NULL;
+    *gone = 0;
+    for (uint32_t i = 0; i < s->nusers; i++) {
+        brpc_cconn *u = s->users[i];
+        if (u->uid != uid) continue;
+        for (uint32_t j = 0; j < u->count; j++) {
+            pending *q = &u->ring[(u->head + j) % u->cap];
+            if (!q->done && !q->claimed && q->cid == cid) {
+                q->claimed = 1;
+                u->claimed++;
+                *owner = u;
+                return q;
+            }
+        }
+        return NULL;
+    }
+    *gone = cid >= 0 && uid < s->next_uid;
+    return NULL;
+}
+
+/* Read one response frame and complete its pending request, c's or another user's of the
+ * socket (the other user is woken if it sleeps). */
+static int read_one(brpc_cconn *c, uint64_t deadline, rs_error *err) {
+    rs_brpc_sock *s = c->s;
+    rs_error perr = {0};
+    frame f;
+    int rc = fill(c, RS_BRPC_HEADER_BYTES, deadline, err);
+    if (rc) return rc;
+    if (rs_brpc_header_parse(s->in + s->in_start, RS_PS_MAX_REPLY_BYTES, &f.hdr, &perr))
+        return mark_broken(c, err, RS_EPROTO, "bad response frame: %s", perr.msg);
+    if (f.hdr.meta_size > RS_BRPC_CLIENT_MAX_HEAD)
+        return mark_broken(c, err, RS_EPROTO, "bad response frame: meta_size %u exceeds %u bytes",
+                           f.hdr.meta_size, RS_BRPC_CLIENT_MAX_HEAD);
+    /* buffer meta + message; the attachment may go straight to the caller's rows */
+    rc = fill(c, RS_BRPC_HEADER_BYTES + f.hdr.meta_size, deadline, err);
+    if (rc) return rc;
+    Brpc__Policy__RpcMeta *meta = NULL;
+    if (rs_brpc_meta_unpack(&s->arena, s->in + s->in_start + RS_BRPC_HEADER_BYTES, f.hdr.meta_size,
+                            &meta, &perr))
+        return mark_broken(c, err, RS_EPROTO, "bad response: %s", perr.msg);
+    f.att = meta->has_attachment_size ? (size_t)(uint32_t)meta->attachment_size : 0;
+    f.cid = meta->has_correlation_id ? meta->correlation_id : -1;
+    f.ecode = meta->response && meta->response->has_error_code ? meta->response->error_code : 0;
+    f.etext[0] = 0;
+    if (f.ecode && meta->response->error_text)
+        snprintf(f.etext, sizeof f.etext, "%s", meta->response->error_text);
+    int bad_att = meta->has_attachment_size && meta->attachment_size < 0;
+    f.ctype = meta->has_compress_type ? meta->compress_type : RS_BRPC_COMPRESS_NONE;
+    int bad_meta =
+        rs_brpc_content_type_check(meta, &perr) || rs_brpc_checksum_read(meta, &f.ck, &perr);
+    rs_brpc_meta_free(&s->arena, meta);
+    if (bad_meta) return mark_broken(c, err, RS_EPROTO, "bad response: %s", perr.msg);
+    if (bad_att || f.att > (size_t)f.hdr.body_size - f.hdr.meta_size)
+        return mark_broken(c, err, RS_EPROTO, "bad response: attachment_size %zu > body", f.att);
+    brpc_cconn *owner;
+    int gone;
+    pthread_mutex_lock(&s->mu);
+    pending *p = claim(s, f.cid, &owner, &gone);
+    pthread_mutex_unlock(&s->mu);
+    if (gone) return skip_frame(c, &f, deadline, err);
+    if (!p)
+        return mark_broken(c, err, RS_EPROTO, "response with unknown correlation id %lld",
+                           (long long)f.cid);
+    rc = place(c, &f, p, deadline, err);
+    pthread_mutex_lock(&s->mu);
+    p->claimed = 0;
+    p->done = !rc;
+    if (!--owner->claimed) pthread_cond_broadcast(&s->placed); /* a user leaving may wait */
+    if (owner != c) wake_user(owner);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+/* The reader's turn passes on: wake a user that sleeps on an answer not yet placed (under
+ * s->mu). */
+static void pass_turn(rs_brpc_sock *s) {
+    s->reader = NULL;
+    for (uint32_t i = 0; i < s->nusers; i++) {
+        brpc_cconn *u = s->users[i];
+        if (u->sleeping && !__atomic_load_n(&u->word, __ATOMIC_RELAXED)) {
+            wake_user(u);
+            return;
+        }
+    }
+}
+
+/* Wait until p (c's oldest request) is answered (file comment: Sharing): receive for the socket
+ * when no other user does, else sleep until the receiving user places the answer or passes the
+ * turn. 0, or the broken socket's error (returned only once no reply is being placed for c). */
+static int await_reply(brpc_cconn *c, pending *p, rs_error *err) {
+    rs_brpc_sock *s = c->s;
+    int rc = 0;
+    pthread_mutex_lock(&s->mu);
+    while (!p->done) {
+        if (s->broken) {
+            while (c->claimed) /* its caller may free the rows being written */
+                pthread_cond_wait(&s->placed, &s->mu);
+            rc = broken_error(c, err);
+            break;
+        }
+        if (!s->reader) {
+            s->reader = c;
+            pthread_mutex_unlock(&s->mu);
+            while (!p->done && !read_one(c, p->deadline_ns, err)) {
+            }
+            pthread_mutex_lock(&s->mu);
+            pass_turn(s);
+            continue;
+        }
+        __atomic_store_n(&c->word, 0, __ATOMIC_RELAXED);
+        c->sleeping = 1;
+        pthread_mutex_unlock(&s->mu);
+        uint64_t now = rs_now_ns();
+        int w = now < p->deadline_ns ? rs_futex_wait(&c->word, 0, p->deadline_ns - now, 0)
+                                     : RS_ETIMEDOUT;
+        c->st.blocked++;
+        pthread_mutex_lock(&s->mu);
+        c->sleeping = 0;
+        if (w == RS_ETIMEDOUT && !p->done && !s->broken) {
+            pthread_mutex_unlock(&s->mu);
+            mark_broken(c, NULL, RS_ETIMEDOUT, "no response within %llu ms",
+                        (unsigned long long)(c->timeout_ns / 1000000));
+            pthread_mutex_lock(&s->mu);
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+/* Take c's oldest request off its ring (under s->mu: the receiving user reads the ring). */
+static void pop(brpc_cconn *c) {
+    pthread_mutex_lock(&c->s->mu);
+    c->head = (c->head + 1) % c->cap;
+    c->count--;
+    pthread_mutex_unlock(&c->s->mu);
 }
 
 static int next_reply(brpc_cconn *c, rs_ps_completion *out, rs_error *err) {
     if (c->count == 0)
-        return rs_error_set(err, RS_EINVAL, "%s: next() with no request outstanding", c->peer);
+        return rs_error_set(err, RS_EINVAL, "%s: next() with no request outstanding", c->s->peer);
     c->requests--;
     if (c->recstore) { /* merge the request's calls */
         uint32_t found = 0;
@@ -700,18 +985,15 @@ static int next_reply(brpc_cconn *c, rs_ps_completion *out, rs_error *err) {
         char error[256] = "";
         for (;;) {
             pending *p = &c->ring[c->head];
-            while (!p->done && !c->broken)
-                if (read_one(c, p->deadline_ns, err)) break;
+            int rc = await_reply(c, p, err);
             int last = p->last;
-            c->head = (c->head + 1) % c->cap;
-            c->count--;
-            if (!p->done) {
+            pop(c);
+            if (rc) {
                 while (!last) { /* drop the request's other calls: the connection is broken */
                     last = c->ring[c->head].last;
-                    c->head = (c->head + 1) % c->cap;
-                    c->count--;
+                    pop(c);
                 }
-                return broken_error(c, err);
+                return rc;
             }
             found += p->comp.resp.num_found;
             if (p->comp.resp.status != RS_PS_OK && status == RS_PS_OK) {
@@ -730,20 +1012,11 @@ static int next_reply(brpc_cconn *c, rs_ps_completion *out, rs_error *err) {
         return 0;
     }
     pending *p = &c->ring[c->head];
-    while (!p->done) {
-        if (c->broken) break;
-        if (read_one(c, p->deadline_ns, err)) break;
-    }
-    if (!p->done) {
-        /* the connection is broken: fail this request (and, on later calls, the others) */
-        c->head = (c->head + 1) % c->cap;
-        c->count--;
-        return broken_error(c, err);
-    }
-    memcpy(out, &p->comp, sizeof *out);
-    c->head = (c->head + 1) % c->cap;
-    c->count--;
-    return 0;
+    /* a broken socket fails this request (and, on later calls, the others) */
+    int rc = await_reply(c, p, err);
+    if (!rc) memcpy(out, &p->comp, sizeof *out);
+    pop(c);
+    return rc;
 }
 
 static int brpc_next(void *conn, rs_ps_completion *out, rs_error *err) {

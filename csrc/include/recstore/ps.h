@@ -114,6 +114,9 @@ typedef struct rs_ps_shard_config {
     uint32_t num_shards;
     rs_kv_config kv; /* index type, value_size (> 0, multiple of 4), capacity, path */
     uint32_t max_keys_per_request;
+    /* The threads the server's transport serves connections with, reported in stats as
+     * server_threads (a brpc client shares that many sockets per server); 0 = not reported. */
+    uint32_t server_threads;
     /* The directory COMMAND save/load may use (created if missing): a command's directory is
      * taken relative to it, or must lie inside it; NULL = those commands are refused (a client
      * must not make the server write files anywhere it can). */

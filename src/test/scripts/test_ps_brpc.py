@@ -212,29 +212,39 @@ class BrpcServerTest(NoLeftoverServers, unittest.TestCase):
                     self.assertIn(varint(4 << 3) + varint(cid), meta)  # correlation_id, in order
                     self.assertGreaterEqual(len(body), n_keys * vs)
 
-    def test_connections_are_spread_over_the_workers(self):
-        # Each connection is owned by one worker for its life. They used to stay with the worker
-        # that accepted them, and one idle worker took every connect (16 clients on 2 workers:
-        # 16/0, and the other worker did nothing); now the worker owning the fewest gets it.
+    def _sixteen_clients(self, transport_options: "str | None") -> dict:
         srv = _ps.Server(transport="brpc", host="127.0.0.1", port=0, shard=0, num_shards=1,
                          index_type="DRAM_PET_HASH", value_size=VS, capacity=1000, num_threads=2,
                          max_keys_per_request=500, extra="")
         clients = []
         try:
             keys = np.arange(1, 11, dtype=np.uint64)
-            for _ in range(16):  # one connection each; an answered request proves it was adopted
-                clients.append(recbench.PSClient(f"brpc://127.0.0.1:{srv.port}"))
+            for _ in range(16):  # an answered request proves its connection was adopted
+                clients.append(recbench.PSClient(f"brpc://127.0.0.1:{srv.port}",
+                                                 transport_options=transport_options))
                 clients[-1].put(keys, rows_for(keys, DIM))
-            for ps in clients:  # every connection is served, wherever it went
+            for ps in clients:  # every client is served, wherever its connection went
                 np.testing.assert_array_equal(ps.get(keys), rows_for(keys, DIM))
-            st = srv.stats()
-            self.assertEqual(st["connections_open"], 16, st)
-            self.assertEqual((st["worker_connections_max"], st["worker_connections_min"]), (8, 8),
-                             st)
+            return srv.stats()
         finally:
             for ps in clients:
                 ps.close()
             srv.stop()
+
+    def test_connections_are_spread_over_the_workers(self):
+        # Each connection is owned by one worker for its life. They used to stay with the worker
+        # that accepted them, and one idle worker took every connect (16 clients on 2 workers:
+        # 16/0, and the other worker did nothing); now the worker owning the fewest gets it.
+        st = self._sixteen_clients("share=off")  # a socket per client
+        self.assertEqual(st["connections_open"], 16, st)
+        self.assertEqual((st["worker_connections_max"], st["worker_connections_min"]), (8, 8), st)
+
+    def test_clients_of_a_process_share_a_socket_per_server_thread(self):
+        # By default the process's clients of one server share as many sockets as the server has
+        # threads (its stats say server_threads=2): one per worker.
+        st = self._sixteen_clients(None)
+        self.assertEqual(st["connections_open"], 2, st)
+        self.assertEqual((st["worker_connections_max"], st["worker_connections_min"]), (1, 1), st)
 
     def test_shutdown_with_clients_connected(self):
         srv = PSServerProcess("brpc", value_size=VS, num_threads=2).start()
@@ -270,7 +280,8 @@ class BrpcServerTest(NoLeftoverServers, unittest.TestCase):
             srv.proc.send_signal(signal.SIGINT)
             srv.proc.wait(10)
             self.assertEqual(srv.stop(), 0)
-            self.assertEqual(int(srv.final_lines[0]["handled_command"]), 1)  # the client's ping
+            # the client's stats, and its socket's first (how many threads serve connections)
+            self.assertEqual(int(srv.final_lines[0]["handled_command"]), 2)
             with self.assertRaises(errors.ConnectionFailed):
                 client.get([1])
             client.close()
