@@ -310,6 +310,19 @@ static void test_malformed_traffic(void) {
     fx_stop(&f);
 }
 
+/* A GET on c fails with RS_ECONN, the message naming the server (it has stopped). */
+static void check_get_fails_naming_the_server(fixture *f, void *c) {
+    uint64_t k = 7;
+    float got[VS / 4];
+    rs_ps_request get = {.op = RS_PS_GET, .num_keys = 1, .keys = (const uint8_t *)&k};
+    rs_error err = {0};
+    rs_ps_completion comp;
+    int rc = f->cops->submit(c, &get, 1, got, sizeof got, &err);
+    if (rc == 0) rc = f->cops->next(c, &comp, &err);
+    RS_CHECK_EQ(rc, RS_ECONN);
+    RS_CHECK(strstr(err.msg, "127.0.0.1") != NULL);
+}
+
 static void test_stop_with_client_connected(void) {
     fixture f;
     RS_CHECK_EQ(fx_start(&f, 2), 0);
@@ -319,16 +332,9 @@ static void test_stop_with_client_connected(void) {
     check_good_client(&f, c);
     f.sops->stop(f.srv);
     f.srv = NULL;
-    uint64_t k = 7;
-    float got[VS / 4];
-    rs_ps_request get = {.op = RS_PS_GET, .num_keys = 1, .keys = (const uint8_t *)&k};
-    rs_error err = {0};
-    rs_ps_completion comp;
-    int rc = f.cops->submit(c, &get, 1, got, sizeof got, &err);
-    if (rc == 0) rc = f.cops->next(c, &comp, &err);
-    RS_CHECK_EQ(rc, RS_ECONN);
-    RS_CHECK(strstr(err.msg, "127.0.0.1") != NULL);
+    check_get_fails_naming_the_server(&f, c);
     f.cops->close(c);
+    rs_error err = {0};
     /* connecting now is refused with a message naming the server */
     rs_ps_client_opts co = {.timeout_ms = 2000, .max_in_flight = 1};
     void *c2 = NULL;
@@ -689,18 +695,29 @@ static void test_threads_share_sockets(void) {
     fx_stop(&f);
 }
 
+/* A one-worker server and two connections on one socket (share=1, depth in flight each); -1,
+ * with nothing left open, when any of them failed. */
+static int fx_start_pair(fixture *f, uint32_t depth, void **a, void **b) {
+    *a = *b = NULL;
+    if (fx_start(f, 1)) return -1;
+    *a = fx_connect_to(f, f->port, depth, "share=1");
+    *b = fx_connect_to(f, f->port, depth, "share=1");
+    if (*a && *b) return 0;
+    if (*a) f->cops->close(*a);
+    if (*b) f->cops->close(*b);
+    fx_stop(f);
+    return -1;
+}
+
 /* A user that leaves with requests outstanding takes nothing from the others: their replies are
  * received and dropped by the user that receives next, whose own come back right. */
 static void test_shared_user_leaves_with_requests_outstanding(void) {
     fixture f;
-    if (fx_start(&f, 1)) {
+    void *a, *b;
+    if (fx_start_pair(&f, 4, &a, &b)) {
         RS_CHECK(0);
         return;
     }
-    void *a = fx_connect_to(&f, f.port, 4, "share=1");
-    void *b = fx_connect_to(&f, f.port, 4, "share=1");
-    RS_CHECK(a && b);
-    if (!a || !b) return fx_stop(&f);
     check_good_client(&f, b); /* key 7's row */
     uint64_t k = 7;
     float gone[3][VS / 4], got[VS / 4], row[VS / 4];
@@ -725,30 +742,18 @@ static void test_shared_user_leaves_with_requests_outstanding(void) {
  * a connection made after that takes a new socket. */
 static void test_shared_socket_breaks_for_every_user(void) {
     fixture f;
-    if (fx_start(&f, 1)) {
+    void *a, *b;
+    if (fx_start_pair(&f, 2, &a, &b)) {
         RS_CHECK(0);
         return;
     }
-    void *a = fx_connect_to(&f, f.port, 2, "share=1");
-    void *b = fx_connect_to(&f, f.port, 2, "share=1");
-    RS_CHECK(a && b);
-    if (!a || !b) return fx_stop(&f);
     check_good_client(&f, a);
     uint16_t port = f.port;
     f.sops->stop(f.srv);
     f.srv = NULL;
-    uint64_t k = 7;
-    float got[VS / 4];
-    rs_ps_request get = {.op = RS_PS_GET, .num_keys = 1, .keys = (const uint8_t *)&k};
+    check_get_fails_naming_the_server(&f, a);
+    check_get_fails_naming_the_server(&f, b);
     rs_error err = {0};
-    rs_ps_completion comp;
-    void *users[2] = {a, b};
-    for (int i = 0; i < 2; i++) {
-        int rc = f.cops->submit(users[i], &get, 1, got, sizeof got, &err);
-        if (rc == 0) rc = f.cops->next(users[i], &comp, &err);
-        RS_CHECK_EQ(rc, RS_ECONN);
-        RS_CHECK(strstr(err.msg, "127.0.0.1") != NULL);
-    }
     rs_ps_client_opts co = {.timeout_ms = 2000, .max_in_flight = 1, .extra = "share=1"};
     void *c = NULL;
     RS_CHECK_EQ(f.cops->connect("127.0.0.1", port, &co, &c, &err), RS_ECONN); /* a new socket */
