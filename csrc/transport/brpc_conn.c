@@ -421,7 +421,10 @@ static int brpc_rs_connect(const char *host, uint16_t port, const rs_ps_client_o
                            void **out, rs_error *err) {
     return connect_wire(host, port, opts, 1, out, err);
 }
-/* RecStore's wire: one call per chunk of at most RS_RSMSG_MAX_KEYS_PER_REQUEST keys. */
+
+/* RecStore's wire: one call per chunk of at most RS_RSMSG_MAX_KEYS_PER_REQUEST keys. Its socket is
+ * never shared, so its calls go into the ring after they are written: only this thread receives
+ * for it. */
 static int rs_submit(brpc_cconn *c, const rs_ps_request *req, uint64_t tag, void *rows_out,
                      size_t rows_cap, rs_error *err) {
     size_t n = req->op == RS_PS_COMMAND ? 1 : req->num_keys;
