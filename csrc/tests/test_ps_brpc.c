@@ -33,7 +33,8 @@ typedef struct fixture {
     uint16_t port;
 } fixture;
 
-static int fx_start(fixture *f, unsigned threads) {
+/* A server of `threads` workers with server transport options extra (NULL: none). */
+static int fx_start_opts(fixture *f, unsigned threads, const char *extra) {
     rs_error err = {0};
     memset(f, 0, sizeof *f);
     if (rs_ps_transport_find("brpc", &f->sops, &f->cops, &err)) return -1;
@@ -47,13 +48,17 @@ static int fx_start(fixture *f, unsigned threads) {
         fprintf(stderr, "shard: %s\n", err.msg);
         return -1;
     }
-    rs_ps_server_opts so = {.host = "127.0.0.1", .port = 0, .num_threads = threads};
+    rs_ps_server_opts so = {.host = "127.0.0.1", .port = 0, .num_threads = threads, .extra = extra};
     if (f->sops->start(&so, f->shard, &f->srv, &err)) {
         fprintf(stderr, "start: %s\n", err.msg);
         return -1;
     }
     f->port = f->sops->bound_port(f->srv);
     return 0;
+}
+
+static int fx_start(fixture *f, unsigned threads) {
+    return fx_start_opts(f, threads, NULL);
 }
 
 static void fx_stop(fixture *f) {
@@ -762,6 +767,41 @@ static void test_shared_socket_breaks_for_every_user(void) {
     fx_stop(&f);
 }
 
+/* A connection that sends more requests than the sockets hold without reading the replies
+ * receives while it waits to send: the server stops reading a connection whose unsent replies
+ * pass max_pending_bytes (64 KiB here), so a writer waiting only for room to send would wait for
+ * a server waiting for it, until the timeout. Every request is answered, in order. */
+static void test_writer_receives_while_it_waits(void) {
+    fixture f;
+    if (fx_start_opts(&f, 1, "max_pending_bytes=65536")) {
+        RS_CHECK(0);
+        return;
+    }
+    enum { N = 16000, K = 100 }; /* about 14 MB of requests, 51 MB of replies */
+    void *c = fx_connect_to(&f, f.port, N, NULL);
+    RS_CHECK(c != NULL);
+    if (!c) return fx_stop(&f);
+    uint64_t keys[K];
+    for (int i = 0; i < K; i++)
+        keys[i] = 5000 + (uint64_t)i; /* never written: zero rows */
+    static float rows[K * VS / 4];
+    rs_ps_request get = {.op = RS_PS_GET, .num_keys = K, .keys = (const uint8_t *)keys};
+    rs_error err = {0};
+    int sent = 0;
+    while (sent < N && f.cops->submit(c, &get, (uint64_t)sent, rows, sizeof rows, &err) == 0)
+        sent++;
+    if (sent < N) fprintf(stderr, "submit %d: %s\n", sent, err.msg);
+    RS_CHECK_EQ(sent, N);
+    int answered = 0;
+    rs_ps_completion comp;
+    while (answered < sent && f.cops->next(c, &comp, &err) == 0 && comp.tag == (uint64_t)answered &&
+           comp.resp.status == 0 && comp.resp.num_found == 0)
+        answered++;
+    RS_CHECK_EQ(answered, sent);
+    f.cops->close(c);
+    fx_stop(&f);
+}
+
 /* share takes auto, off or 1..1024; RecStore's wire does not share. */
 static void test_share_option_errors(void) {
     fixture f;
@@ -792,7 +832,8 @@ RS_TEST_MAIN(RS_TEST(test_roundtrip), RS_TEST(test_recstore_wire), RS_TEST(test_
              RS_TEST(test_client_spins_short_after_blocked_waits),
              RS_TEST(test_threads_share_sockets),
              RS_TEST(test_shared_user_leaves_with_requests_outstanding),
-             RS_TEST(test_shared_socket_breaks_for_every_user), RS_TEST(test_share_option_errors))
+             RS_TEST(test_shared_socket_breaks_for_every_user), RS_TEST(test_share_option_errors),
+             RS_TEST(test_writer_receives_while_it_waits))
 #else
 static void test_skipped(void) {
     printf("brpc transport not built (no protobuf-c)\n");

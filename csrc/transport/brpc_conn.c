@@ -25,7 +25,10 @@
  * server holds one connection per thread instead of one per client thread (docs/scale.md, "brpc
  * clients share a socket per server thread"). A user that closes with requests outstanding is
  * told apart by its user id: its replies are received and dropped. A socket breaks for all its
- * users at once; a user's timeout while another receives shuts the socket down.
+ * users at once; a user's timeout while another receives shuts the socket down. A user whose
+ * frame does not fit the socket receives while it waits for room, when no other user does
+ * (wait_to_send): the server stops reading a connection whose replies back up, so a writer that
+ * only waited would wait for the server until the timeout (alone on its socket too).
  *
  * The same connection speaks RecStore's wire when made through rs_brpc_rs_conn_ops
  * ("recstore+brpc"): requests become recstoreps_brpc.ParameterService calls of at most
@@ -374,6 +377,39 @@ static void brpc_close(void *conn) {
     conn_free(c);
 }
 
+static int read_one(brpc_cconn *c, uint64_t deadline, rs_error *err);
+static void pass_turn(rs_brpc_sock *s);
+static void wait_end(brpc_cconn *c);
+
+/* The socket takes no more bytes: wait until it does, receiving meanwhile when no other user of
+ * the socket receives. A server stops reading a connection whose unsent replies back up
+ * (max_pending_bytes), so a writer that only waited for room would wait for a server waiting for
+ * it (docs/parameter-server.md). 0 when the caller may send again; else the broken socket's
+ * error. */
+static int wait_to_send(brpc_cconn *c, uint64_t deadline, rs_error *err) {
+    rs_brpc_sock *s = c->s;
+    pthread_mutex_lock(&s->mu);
+    int turn = !s->reader;
+    if (turn) s->reader = c;
+    pthread_mutex_unlock(&s->mu);
+    int rc = turn && s->in_len ? 0 : rs_net_wait(s->fd, POLLOUT | (turn ? POLLIN : 0), deadline);
+    uint8_t b;
+    if (!rc && turn && (s->in_len || recv(s->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0)) {
+        rc = read_one(c, deadline, err); /* a reply, anyone's */
+        wait_end(c);
+    } else if (rc == RS_ETIMEDOUT) {
+        rc = mark_broken(c, err, RS_ETIMEDOUT, "sending a request timed out");
+    } else if (rc) {
+        rc = mark_broken(c, err, RS_ECONN, "poll failed while sending");
+    }
+    if (turn) {
+        pthread_mutex_lock(&s->mu);
+        pass_turn(s);
+        pthread_mutex_unlock(&s->mu);
+    }
+    return rc;
+}
+
 /* Write all of iov (modified in place) before deadline; the caller holds s->wmu. */
 static int write_all(brpc_cconn *c, struct iovec *iov, int n, uint64_t deadline, rs_error *err) {
     while (n > 0) {
@@ -382,10 +418,8 @@ static int write_all(brpc_cconn *c, struct iovec *iov, int n, uint64_t deadline,
         if (w < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                int rc = rs_net_wait(c->s->fd, POLLOUT, deadline);
-                if (rc == RS_ETIMEDOUT)
-                    return mark_broken(c, err, RS_ETIMEDOUT, "sending a request timed out");
-                if (rc) return mark_broken(c, err, RS_ECONN, "poll failed while sending");
+                int rc = wait_to_send(c, deadline, err);
+                if (rc) return rc;
                 continue;
             }
             return mark_broken(c, err, RS_ECONN, "send failed: %s", strerror(errno));
