@@ -52,6 +52,14 @@
  * the server's send of the answer does not have to wake it (an interrupt to the client's CPU; on a
  * VM an exit, and the halted CPU's way back). With more threads than cores nothing spins.
  * spin_us=0 blocks at once (docs/scale.md, "brpc clients spin before they block").
+ * The receiver of a shared socket (Sharing) whose server leaves a CPU of this host for it — the
+ * server is on another host, or on this one with fewer threads than this process has CPUs
+ * (spin_free) — waits once per frame instead of once per next(): placing another user's reply
+ * ends its wait, so it spins again for the next frame; a preempted spin is not held against it
+ * (the threads that preempt it are mostly the users it has just woken), and it yields the CPU in
+ * its spin instead of pausing, so they run at once and p99 stays low. It spins as the lone
+ * client thread of the best point does, and the server's sends find it awake (docs/scale.md,
+ * "The shared socket's receiver spins").
  *
  * The connection's TCP congestion control follows the option tcp_congestion (default auto: cubic
  * instead of a BBR when the server is on a loopback address; transport/tcp_congestion.h).
@@ -69,6 +77,7 @@
 #define _GNU_SOURCE /* RUSAGE_THREAD */
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,6 +150,7 @@ typedef struct brpc_cconn {
     struct {
         int on, blocked, slot; /* a wait began in this next(); it blocked; holds a spin slot */
         int spins;             /* it may spin (took a slot) */
+        int free;              /* the receiver of a shared socket with a CPU free (Waiting) */
         uint64_t t0, spin_ns;  /* when it began; how long it may spin */
         long nivcsw;           /* the thread's involuntary context switches when it began */
     } w;
@@ -308,6 +318,8 @@ static int attach(brpc_cconn *c, const char *host, uint16_t port, const client_o
     /* in the table even when the server does not say (threads 0: no one joins it), so that the
      * key's next sockets do not ask again */
     rc = rs_brpc_share_add(s, key, threads, err);
+    int listening, local = rs_tcp_socket_loopback(s->fd, &listening);
+    s->spin_free = local == 0 || (threads && threads < rs_cpu_count());
 out:
     rs_brpc_share_unlock();
     return rc < 0 ? rc : 0;
@@ -620,6 +632,7 @@ static void wait_begin(brpc_cconn *c) {
     c->w.spins = 0;
     c->w.t0 = rs_now_ns();
     c->w.spin_ns = c->spin_ns;
+    c->w.free = c->s->spin_free && __atomic_load_n(&c->s->nusers, __ATOMIC_RELAXED) > 1;
     if (!c->w.spin_ns) return; /* spin_us=0: not one of the process's waiters either */
     if (rs_spin_waiters_enter() > rs_cpu_count()) {
         c->w.spin_ns = 0; /* more waiters than CPUs: none of them spins */
@@ -647,6 +660,7 @@ static void wait_end(brpc_cconn *c) {
     c->st.spun += !c->w.blocked;
     int preempted = c->w.spins && thread_nivcsw() != c->w.nivcsw;
     c->st.preempted += preempted;
+    if (c->w.free) preempted = 0; /* by the users it woke, mostly: not against it (Waiting) */
     if (c->w.spins && (preempted || c->w.blocked))
         rs_spin_streak_failed(&c->streak); /* a spin that did not pay */
     else if (!c->w.blocked)
@@ -676,7 +690,10 @@ static ssize_t recv_stepv(brpc_cconn *c, struct iovec *iov, size_t n, uint64_t d
             return mark_broken(c, err, RS_ECONN, "receive failed: %s", strerror(errno));
         if (!c->w.on) wait_begin(c);
         if (c->w.blocked || !c->w.spin_ns || rs_now_ns() - c->w.t0 >= c->w.spin_ns) break;
-        rs_cpu_relax();
+        if (c->w.free)
+            sched_yield(); /* the users it woke run at once (Waiting) */
+        else
+            rs_cpu_relax();
     }
     rs_spin_slot_give(&c->w.slot);
     c->w.blocked = 1;
@@ -945,6 +962,7 @@ static int read_one(brpc_cconn *c, uint64_t deadline, rs_error *err) {
     if (!--owner->claimed) pthread_cond_broadcast(&s->placed); /* a user leaving may wait */
     if (owner != c) wake_user(owner);
     pthread_mutex_unlock(&s->mu);
+    if (owner != c && c->w.free) wait_end(c); /* the next frame is a wait of its own */
     return rc;
 }
 

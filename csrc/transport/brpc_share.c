@@ -67,7 +67,8 @@ int rs_brpc_sock_add_user(rs_brpc_sock *s, void *u, uint32_t *uid, rs_error *err
         s->users = p;
         s->users_cap = cap;
     }
-    s->users[s->nusers++] = u;
+    s->users[s->nusers] = u;
+    __atomic_store_n(&s->nusers, s->nusers + 1, __ATOMIC_RELAXED); /* read unlocked (Waiting) */
     *uid = s->next_uid++;
     return 0;
 }
@@ -75,7 +76,8 @@ int rs_brpc_sock_add_user(rs_brpc_sock *s, void *u, uint32_t *uid, rs_error *err
 uint32_t rs_brpc_sock_remove_user(rs_brpc_sock *s, void *u) {
     for (uint32_t i = 0; i < s->nusers; i++)
         if (s->users[i] == u) {
-            s->users[i] = s->users[--s->nusers];
+            s->users[i] = s->users[s->nusers - 1];
+            __atomic_store_n(&s->nusers, s->nusers - 1, __ATOMIC_RELAXED);
             break;
         }
     return s->nusers;

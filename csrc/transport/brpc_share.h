@@ -45,6 +45,9 @@ typedef struct rs_brpc_sock {
     char *key;
     pid_t pid;
     uint32_t server_threads; /* the key's: learned by its first socket (0: not known) */
+    /* its receiver may spin in every gap between frames, a preempted spin not counted against it
+     * (brpc_conn.c, "Waiting"): the server leaves a CPU of this host free for it */
+    int spin_free;
     struct rs_brpc_sock *next;
 } rs_brpc_sock;
 

@@ -80,9 +80,7 @@ static uint16_t addr_port(const struct sockaddr_storage *a) {
     return 0;
 }
 
-/* Whether fd listens, and whether what decides it (file comment) is loopback. -1: not a TCP
- * socket over IP. */
-static int socket_loopback(int fd, int *listening) {
+int rs_tcp_socket_loopback(int fd, int *listening) {
     struct sockaddr_storage self, peer;
     socklen_t sl = sizeof self, pl = sizeof peer;
     int acc = 0;
@@ -126,7 +124,7 @@ int rs_tcp_cc_apply(int fd, const rs_tcp_cc *cc, const char *who, rs_error *err)
                             who, cc->name, strerror(e), allowed);
     }
     int listening = 0;
-    if (strncmp(now, "bbr", 3) != 0 || socket_loopback(fd, &listening) != 1) return 0;
+    if (strncmp(now, "bbr", 3) != 0 || rs_tcp_socket_loopback(fd, &listening) != 1) return 0;
     return setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, RS_TCP_CC_LOOPBACK,
                       sizeof RS_TCP_CC_LOOPBACK - 1) == 0;
 }

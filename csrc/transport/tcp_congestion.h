@@ -53,6 +53,11 @@ int rs_tcp_cc_parse(const char *who, const char *val, rs_tcp_cc *out, rs_error *
  * refused by the kernel; the message names who, the option and the allowed list). */
 int rs_tcp_cc_apply(int fd, const rs_tcp_cc *cc, const char *who, rs_error *err);
 
+/* Whether fd listens (*listening), and whether what decides it (file comment) is loopback: 1 or
+ * 0; -1 when fd is not a TCP socket over IP. Also the brpc client's test for a server on this
+ * host. */
+int rs_tcp_socket_loopback(int fd, int *listening);
+
 /* Apply cc to the process's TCP sockets on port: with listening set, the listening sockets bound
  * to it; without, the connected sockets whose peer port it is. *changed (may be NULL) counts the
  * sockets changed; name (may be NULL) receives the congestion control the last of them has
