@@ -205,8 +205,7 @@ static uint64_t min_nz(uint64_t a, uint64_t b) {
 static int learn_limits(rs_ps_client *c, uint32_t i, const rs_ps_response *stats, rs_error *err) {
     rs_ps_conn_limits lim = {0};
     if (c->ops->limits) c->ops->limits(c->conns[i], &lim);
-    const char *m = strstr(stats->reply, "max_keys_per_request=");
-    uint64_t keys = m ? strtoull(m + strlen("max_keys_per_request="), NULL, 10) : 0;
+    uint64_t keys = rs_ps_reply_u64(stats->reply, "max_keys_per_request");
     keys = min_nz(min_nz(keys, lim.max_keys), UINT32_MAX);
     uint64_t vs = c->value_size;
     uint64_t get = keys, put = keys;

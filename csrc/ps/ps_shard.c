@@ -423,6 +423,13 @@ static void job_status(rs_ps_shard *s, char *reply, size_t cap) {
     pthread_mutex_unlock(&s->job_lock);
 }
 
+uint64_t rs_ps_reply_u64(const char *reply, const char *key) {
+    size_t n = strlen(key);
+    for (const char *m = reply; (m = strstr(m, key)) != NULL; m += n)
+        if ((m == reply || m[-1] == ' ') && m[n] == '=') return strtoull(m + n + 1, NULL, 10);
+    return 0;
+}
+
 static int handle_command(rs_ps_shard *s, const rs_ps_request *req, rs_ps_response *resp,
                           counter_block *cb) {
     const char *c = req->command ? req->command : "";

@@ -175,5 +175,26 @@ static void test_clear_races_writers_and_clears(void) {
     rs_ps_shard_close(s);
 }
 
+/* A reply's numbers by key: whole keys only, 0 when absent. */
+static void test_reply_numbers(void) {
+    const char *r = "max_server_threads=9 server_threads=4 max_keys_per_request=500 x=";
+    RS_CHECK_EQ(rs_ps_reply_u64(r, "server_threads"), 4);
+    RS_CHECK_EQ(rs_ps_reply_u64(r, "max_server_threads"), 9);
+    RS_CHECK_EQ(rs_ps_reply_u64(r, "max_keys_per_request"), 500);
+    RS_CHECK_EQ(rs_ps_reply_u64(r, "threads"), 0);
+    RS_CHECK_EQ(rs_ps_reply_u64(r, "keys"), 0);
+    RS_CHECK_EQ(rs_ps_reply_u64(r, "x"), 0);
+    RS_CHECK_EQ(rs_ps_reply_u64("", "x"), 0);
+    rs_ps_shard *s = open_shard(0, 1);
+    RS_CHECK(s != NULL);
+    if (!s) return;
+    rs_ps_response resp;
+    rs_ps_request st = {.op = RS_PS_COMMAND, .command = "stats", .command_len = 5};
+    rs_ps_shard_handle(s, &st, &resp, NULL, 0, 0);
+    RS_CHECK_EQ(rs_ps_reply_u64(resp.reply, "max_keys_per_request"), rs_ps_shard_max_keys(s));
+    RS_CHECK_EQ(rs_ps_reply_u64(resp.reply, "num_shards"), 1);
+    rs_ps_shard_close(s);
+}
+
 RS_TEST_MAIN(RS_TEST(test_open_validation), RS_TEST(test_validation_and_update),
-             RS_TEST(test_clear_races_writers_and_clears))
+             RS_TEST(test_clear_races_writers_and_clears), RS_TEST(test_reply_numbers))

@@ -272,8 +272,9 @@ static int learn_server_threads(brpc_cconn *c, uint32_t *out, rs_error *err) {
     int rc = brpc_submit(c, &req, 0, NULL, 0, err);
     if (!rc) rc = brpc_next(c, &comp, err);
     if (rc) return rc;
-    const char *m = comp.resp.status == RS_PS_OK ? strstr(comp.resp.reply, "server_threads=") : 0;
-    *out = m ? (uint32_t)strtoul(m + strlen("server_threads="), NULL, 10) : 0;
+    uint64_t n =
+        comp.resp.status == RS_PS_OK ? rs_ps_reply_u64(comp.resp.reply, "server_threads") : 0;
+    *out = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
     return 0;
 }
 

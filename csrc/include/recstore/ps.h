@@ -154,6 +154,11 @@ int rs_ps_shard_handle(rs_ps_shard *s, const rs_ps_request *req, rs_ps_response 
 
 void rs_ps_shard_get_stats(const rs_ps_shard *s, rs_ps_shard_stats *out);
 
+/* The number a COMMAND reply such as stats' gives for key ("key=N", key at the start of the
+ * reply or after a space); 0 when the reply does not name key. Clients learn a server's
+ * max_keys_per_request and server_threads with it. */
+uint64_t rs_ps_reply_u64(const char *reply, const char *key);
+
 /* For wire front-ends that drive the shard's engine themselves (RecStore's ParameterService,
  * recstore_ps.c): enter/leave bracket engine calls (the "clear" guard), count adds to
  * thread_slot's counter block (op RS_PS_GET/PUT/UPDATE/COMMAND, keys, keys found, error != 0
