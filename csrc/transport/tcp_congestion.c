@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,10 +135,17 @@ int rs_tcp_cc_apply_port(uint16_t port, int listening, const rs_tcp_cc *cc, cons
     if (changed) *changed = 0;
     if (name && name_cap) name[0] = 0;
     if (cc->mode == RS_TCP_CC_SYSTEM && !name) return 0; /* nothing to set, nothing to tell */
+    /* one scan at a time: threads connecting at once would each find the others' listing
+     * descriptor among the process's and fstat it while its owner closes it (ThreadSanitizer
+     * reported that race in test_grpc's crowd of connecting threads) */
+    static pthread_mutex_t scan_lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&scan_lock);
     DIR *d = opendir("/proc/self/fd");
     if (!d) { /* only a name the user asked for is an error: auto never fails */
+        int e = errno;
+        pthread_mutex_unlock(&scan_lock);
         if (cc->mode != RS_TCP_CC_NAMED) return 0;
-        return rs_error_errno(err, RS_EIO, errno,
+        return rs_error_errno(err, RS_EIO, e,
                               "%s option tcp_congestion=%s: cannot list "
                               "/proc/self/fd to find the sockets",
                               who, cc->name);
@@ -166,5 +174,6 @@ int rs_tcp_cc_apply_port(uint16_t port, int listening, const rs_tcp_cc *cc, cons
         if (rc >= 0 && name && name_cap) rs_tcp_cc_name((int)fd, name, name_cap);
     }
     closedir(d);
+    pthread_mutex_unlock(&scan_lock);
     return rc < 0 ? rc : 0;
 }
