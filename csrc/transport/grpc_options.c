@@ -2,7 +2,9 @@
  * grpc_options.c — the gRPC transport's "k=v;k=v" options (rs_ps_server_opts.extra,
  * rs_ps_client_opts.extra) and the channel arguments both ends use.
  *
- *   calls_per_method=N  (server) requested calls kept armed per method per worker thread, 1..1024
+ *   calls_per_method=N  (server) requested calls kept armed per method per worker thread
+ *                       (PSService/Stream too: a connection's streams then all find one on
+ *                       the worker gRPC core bound the connection to), 1..1024
  *   reply_timeout_ms=N  (server) a reply the client has not taken after N ms (it stopped reading,
  *                       or keeps its HTTP/2 flow-control window shut) is cancelled so its slot is
  *                       freed; default 30000, 10..3600000

@@ -16,19 +16,19 @@
  * every reply_timeout/4 to cancel replies a client has not taken within reply_timeout (a client
  * that stops reading would otherwise hold its slots forever).
  *
- * Streams are balanced: gRPC core binds a connection to one worker's CQ (the one that accepted it,
- * or a random one) and matches each new call with a call requested on that CQ first, so streams —
- * which stay on the worker that took them — landed 7/7/2/2 for 16 clients on 4 workers, and the
- * fastest client thread got up to 1.9x the mean share (docs/grpc.md). So PSService/Stream has one
- * requested call for the whole server (srv->stream_slot), armed on the worker with the fewest open
- * PS streams (ties: the lowest index); the worker that takes a stream re-arms it at once, and a
- * stream that arrives meanwhile waits in gRPC core's queue of unmatched calls. Open PS streams per
- * worker are counted by the worker itself (ctr.streams) and reported as worker_connections_max/min.
+ * Calls stay on their connection's worker. gRPC core hands accepted connections to the CQs in
+ * turn (16 connections on 4 workers: 4 each), polls a connection's socket in the poller of that
+ * CQ, and matches each new call with a call requested on that CQ first. A call served on another
+ * worker costs a hand-off per message: the connection's poller reads it and must wake the call's
+ * worker (measured with 4 workers: 1.4-2 voluntary context switches per batch against 0.1, and a
+ * third more server CPU per batch; docs/grpc.md). So every method, PSService/Stream included,
+ * keeps calls_per_method requested calls armed on every worker — enough that a connection opening
+ * several streams at once finds them all on its own CQ — and streams are spread over the workers
+ * as gRPC core spreads the connections. Open PS streams per worker are counted by the worker itself
+ * (ctr.streams) and reported as worker_connections_max/min.
  *
- * Invariants: a slot and its call are touched only by the worker that owns its CQ (the stream slot
- * belongs to the worker it was last armed on: the notification, the call and the re-arm all happen
- * there); every slot is either idle, REQUESTED (a request_call is pending on the CQ) or REPLYING (a
- * batch is pending).
+ * Invariants: a slot and its call are touched only by the worker that owns its CQ; every slot is
+ * either idle, REQUESTED (a request_call is pending on the CQ) or REPLYING (a batch is pending).
  * Bad payloads get a PSResponse with RS_PS_INVALID_PAYLOAD naming the problem; an unknown method
  * gets gRPC status UNIMPLEMENTED naming the path; oversized messages are refused by gRPC itself
  * (RESOURCE_EXHAUSTED, limit max_body_bytes). Shutdown: set `shutting`, shutdown_and_notify on
@@ -111,8 +111,7 @@ struct rs_grpc_server {
     uint64_t reply_timeout_ns;
     rs_auth_token auth; /* len 0: none required */
     rs_grpc_worker *workers;
-    rs_grpc_slot stream_slot; /* PSService/Stream's one requested call (see the top) */
-    int shutting;             /* __atomic: set once by stop() */
+    int shutting; /* __atomic: set once by stop() */
     /* __atomic: set by stop() before it shuts the workers' CQs down. A worker reads it under its
      * own lock before starting any batch (grpc_services.c too, via rs_grpc_worker_closing): gRPC
      * aborts the process on a batch for a shut-down CQ, and after shutdown the queued events
@@ -130,36 +129,16 @@ static int extra_kind(int method) {
                                          : RS_GRPC_UNARY;
 }
 
-/* The worker with the fewest open PS streams (the lowest index on a tie). */
-static rs_grpc_worker *fewest_streams(rs_grpc_server *srv) {
-    rs_grpc_worker *best = &srv->workers[0];
-    uint64_t least = __atomic_load_n(&best->ctr.streams, __ATOMIC_RELAXED);
-    for (unsigned i = 1; i < srv->nworkers; i++) {
-        uint64_t n = __atomic_load_n(&srv->workers[i].ctr.streams, __ATOMIC_RELAXED);
-        if (n < least) {
-            least = n;
-            best = &srv->workers[i];
-        }
-    }
-    return best;
-}
-
-/* Called by the worker owning sl, holding its lock (the stream slot may be armed on another
- * worker's CQ: stop() shuts that down only after it has waited for this worker's event to end). */
+/* Called by the worker owning sl, holding its lock. */
 static void slot_arm(rs_grpc_slot *sl) {
-    rs_grpc_server *srv = sl->w->srv;
-    int handed = sl == &srv->stream_slot;
-    rs_grpc_worker *w = handed ? fewest_streams(srv) : sl->w;
+    rs_grpc_worker *w = sl->w;
+    rs_grpc_server *srv = w->srv;
     grpc_call_error ce;
     if (__atomic_load_n(&srv->closing, __ATOMIC_ACQUIRE)) {
         sl->state = SLOT_IDLE;
         return;
     }
     sl->state = SLOT_REQUESTED;
-    /* the stream slot now belongs to w: this release, and worker_main's acquire when the call
-     * arrives, order everything done to the slot here before it (gRPC core's own locks do too,
-     * but ThreadSanitizer cannot see inside an uninstrumented libgrpc) */
-    if (handed) __atomic_store_n(&sl->w, w, __ATOMIC_RELEASE);
     if (sl->method == RS_GRPC_SLOT_UNKNOWN)
         ce = grpc_server_request_call(srv->server, &sl->call, &sl->details, &sl->md, w->cq, w->cq,
                                       sl);
@@ -399,11 +378,10 @@ static void slot_serve(rs_grpc_slot *sl) {
  * forever; replies not delivered within reply_timeout are cancelled, which frees the slot. */
 static void cancel_stuck_replies(rs_grpc_worker *w, uint64_t now) {
     uint64_t limit = w->srv->reply_timeout_ns;
-    for (size_t j = 0; j <= w->nslots; j++) {
-        /* the last one is the stream slot, when it is this worker's and refusing a call */
-        rs_grpc_slot *sl = j < w->nslots ? &w->slots[j] : &w->srv->stream_slot;
-        if (__atomic_load_n(&sl->w, __ATOMIC_RELAXED) == w && sl->state == SLOT_REPLYING &&
-            sl->call && now - sl->reply_start_ns > limit && !sl->cancel_sent) {
+    for (size_t j = 0; j < w->nslots; j++) {
+        rs_grpc_slot *sl = &w->slots[j];
+        if (sl->state == SLOT_REPLYING && sl->call && now - sl->reply_start_ns > limit &&
+            !sl->cancel_sent) {
             sl->cancel_sent = 1;
             grpc_call_cancel_with_status(sl->call, GRPC_STATUS_DEADLINE_EXCEEDED,
                                          "recstore.PSService: reply not taken by the client within "
@@ -430,11 +408,9 @@ static void *worker_main(void *arg) {
     rs_grpc_server *srv = w->srv;
     rs_grpc_worker_closing = &srv->closing;
     pthread_mutex_lock(&w->lock);
-    /* a worker arms its own slots, so a slot is only ever touched by this thread; the stream
-     * slot, first armed by worker 0, moves between workers with its notification (see the top) */
+    /* a worker arms its own slots, so a slot is only ever touched by this thread */
     for (size_t j = 0; j < w->nslots; j++)
         slot_arm(&w->slots[j]);
-    if (w->index == 0) slot_arm(&srv->stream_slot);
     for (;;) {
         gpr_timespec until = worker_deadline(w);
         pthread_mutex_unlock(&w->lock);
@@ -446,14 +422,12 @@ static void *worker_main(void *arg) {
             rs_eventual_set(&srv->shutdown_done, 1);
             continue;
         }
-        if (ev.tag != &srv->stream_slot &&
-            ((rs_grpc_slot *)ev.tag < w->slots || (rs_grpc_slot *)ev.tag >= w->slots + w->nslots)) {
+        if ((rs_grpc_slot *)ev.tag < w->slots || (rs_grpc_slot *)ev.tag >= w->slots + w->nslots) {
             rs_grpc_stream *st = ev.tag; /* a call a streaming method took over */
             st->on_event(st, ev.success);
             continue;
         }
         rs_grpc_slot *sl = ev.tag;
-        if (sl == &srv->stream_slot) (void)__atomic_load_n(&sl->w, __ATOMIC_ACQUIRE); /* slot_arm */
         if (sl->state == SLOT_REQUESTED) {
             if (ev.success && sl->call && !__atomic_load_n(&srv->closing, __ATOMIC_ACQUIRE))
                 slot_serve(sl);
@@ -574,9 +548,10 @@ static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, 
         grpc_server_register_completion_queue(srv->server, w->cq, NULL);
     }
     /* PSService's methods, then rs_grpc_extra_methods; slots: the unknown-path ones, then
-     * calls_per_method per unary method, then one per streaming method (a stream hands its call
-     * over and re-arms at once) but PSService/Stream, whose one slot is the server's */
-    int nmethods = RS_GRPC_NUM_METHODS + (int)rs_grpc_num_extra_methods, nunary = 0;
+     * calls_per_method per unary method and for PSService/Stream (a connection's streams arrive
+     * together: see the top), then one per other streaming method (a stream hands its call over
+     * and re-arms at once) */
+    int nmethods = RS_GRPC_NUM_METHODS + (int)rs_grpc_num_extra_methods, ncalls = 0;
     int slot_methods[RS_GRPC_NUM_METHODS + RS_GRPC_MAX_EXTRA_METHODS];
     for (int m = 0; m < nmethods; m++) {
         const char *path = m < RS_GRPC_NUM_METHODS
@@ -591,18 +566,17 @@ static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, 
             rc = rs_error_set(err, RS_EINVAL, "grpc server: cannot register %s", path);
             goto fail_server;
         }
-        if (extra_kind(m) == RS_GRPC_UNARY) slot_methods[nunary++] = m;
+        if (extra_kind(m) == RS_GRPC_UNARY ||
+            rs_grpc_extra_methods[m - RS_GRPC_NUM_METHODS].stream == rs_grpc_ps_stream)
+            slot_methods[ncalls++] = m;
     }
     int nstream = 0;
-    for (int m = 0; m < nmethods; m++) {
-        if (extra_kind(m) == RS_GRPC_UNARY) continue;
-        if (rs_grpc_extra_methods[m - RS_GRPC_NUM_METHODS].stream == rs_grpc_ps_stream)
-            slot_init(&srv->stream_slot, &srv->workers[0], m);
-        else
-            slot_methods[nunary + nstream++] = m;
-    }
+    for (int m = 0; m < nmethods; m++)
+        if (extra_kind(m) != RS_GRPC_UNARY &&
+            rs_grpc_extra_methods[m - RS_GRPC_NUM_METHODS].stream != rs_grpc_ps_stream)
+            slot_methods[ncalls + nstream++] = m;
     size_t nslots =
-        (size_t)calls_per_method * (size_t)nunary + (size_t)nstream + RS_GRPC_UNKNOWN_SLOTS;
+        (size_t)calls_per_method * (size_t)ncalls + (size_t)nstream + RS_GRPC_UNKNOWN_SLOTS;
     for (unsigned i = 0; i < nthreads; i++) {
         rs_grpc_worker *w = &srv->workers[i];
         w->slots = calloc(nslots, sizeof *w->slots);
@@ -616,11 +590,11 @@ static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, 
             goto fail_server;
         }
         for (size_t j = 0; j < nslots; j++) {
-            size_t k = j - RS_GRPC_UNKNOWN_SLOTS, unary_slots = (size_t)calls_per_method * nunary;
+            size_t k = j - RS_GRPC_UNKNOWN_SLOTS, call_slots = (size_t)calls_per_method * ncalls;
             slot_init(&w->slots[j], w,
                       j < RS_GRPC_UNKNOWN_SLOTS ? RS_GRPC_SLOT_UNKNOWN
-                      : k < unary_slots         ? slot_methods[k % (size_t)nunary]
-                                                : slot_methods[nunary + (k - unary_slots)]);
+                      : k < call_slots          ? slot_methods[k % (size_t)ncalls]
+                                                : slot_methods[ncalls + (k - call_slots)]);
         }
     }
 
@@ -659,7 +633,6 @@ static int rs_grpc_srv_start(const rs_ps_server_opts *opts, rs_ps_shard *shard, 
 fail_server:
     /* no listener was added, so the server can be destroyed without a shutdown */
     grpc_server_destroy(srv->server);
-    slot_release(&srv->stream_slot);
     for (unsigned i = 0; i < nthreads; i++) {
         rs_grpc_worker *w = &srv->workers[i];
         if (w->slots) {
@@ -742,7 +715,6 @@ static void rs_grpc_srv_stop(void *state) {
         grpc_completion_queue_destroy(w->cq);
         pthread_mutex_destroy(&w->lock);
     }
-    slot_release(&srv->stream_slot);
     rs_grpc_services_destroy(srv->svc);
     free(srv->workers);
     free(srv);
