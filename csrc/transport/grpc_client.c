@@ -28,14 +28,14 @@
  * could leave only when this thread had seen the previous one leave: with more client threads
  * than cores, a descheduled thread held its queued requests back and fell behind the others
  * (docs/grpc.md). With several streams, a request goes at once on the idle stream carrying the
- * fewest requests, and waits only when every stream is sending. But the server spreads streams
- * over its workers, so a connection's several streams are served by several workers, and a lone
- * client then pays a hand-off between them per request (the smoke profile's gRPC row fell from
- * about 0.6x brpc to 0.3-0.45x with 4 streams). So without streams=N the count follows the
- * process: the connection opens one stream, sends on it alone while the threads of this process
- * that use gRPC connections are no more than the CPUs it may run on, and past that opens another
- * stream (up to RS_GRPC_AUTO_STREAMS, never more than max_in_flight) whenever a request finds
- * every stream sending. The extra streams need no ping: the first one's told that the server has
+ * fewest requests, and waits only when every stream is sending. Without streams=N the count
+ * follows the process: the connection opens one stream, sends on it alone while the threads of
+ * this process that use gRPC connections are no more than the CPUs it may run on, and past that
+ * opens another stream (up to RS_GRPC_AUTO_STREAMS, never more than max_in_flight) whenever a
+ * request finds every stream sending. (A lone client's several streams were once served by
+ * several server workers, a hand-off per request; the server now keeps a connection's streams on
+ * its worker. With 16 threads one stream each then served the threads more alike at 7-13 % fewer
+ * keys/s: docs/grpc.md.) The extra streams need no ping: the first one's told that the server has
  * Stream. streams=N opens N at connect and uses them all. The ring keeps its meaning:
  * entries are in submission order; the server answers each stream in order, so a reply on stream
  * k belongs to the oldest entry sent on k still waiting, and next() returns entries in submission

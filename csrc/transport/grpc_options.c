@@ -37,8 +37,7 @@
  *                       message at a time, and the next leaves only when the client thread has
  *                       seen the last one go, so with more client threads than cores a
  *                       descheduled thread's queued requests wait for it; with N streams N
- *                       requests leave at once. The server spreads streams over its workers, so
- *                       a lone client's streams cost it a hand-off between workers per request.
+ *                       requests leave at once, all served by the connection's server worker.
  *                       Default (no streams=): one stream while the process's gRPC client
  *                       threads are no more than its CPUs; past that up to 4, opened as
  *                       requests find every stream sending (grpc_client.c, docs/grpc.md).
