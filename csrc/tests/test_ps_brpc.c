@@ -700,6 +700,52 @@ static void test_threads_share_sockets(void) {
     fx_stop(&f);
 }
 
+/* The users of a shared socket close at once, from their own threads: exactly one of them frees
+ * the socket (two closers each found themselves the last and freed it twice, or one read it after
+ * the other freed it: ps_bench's load threads leaving as its run threads came; AddressSanitizer).
+ */
+typedef struct closer {
+    fixture *f;
+    void *c;
+    pthread_barrier_t *go;
+    pthread_t th;
+} closer;
+
+static void *closer_main(void *arg) {
+    closer *k = arg;
+    pthread_barrier_wait(k->go);
+    k->f->cops->close(k->c);
+    return NULL;
+}
+
+static void test_shared_users_close_at_once(void) {
+    fixture f;
+    if (fx_start(&f, 1)) {
+        RS_CHECK(0);
+        return;
+    }
+    enum { USERS = 2, ROUNDS = 3000 };
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, USERS);
+    for (int r = 0; r < ROUNDS; r++) {
+        closer k[USERS];
+        int opened = 1;
+        for (int i = 0; i < USERS; i++) {
+            k[i] = (closer){.f = &f, .c = fx_connect_to(&f, f.port, 2, "share=1"), .go = &go};
+            opened &= k[i].c != NULL;
+        }
+        RS_CHECK(opened);
+        if (!opened) break;
+        if (r % 100 == 0) check_good_client(&f, k[r % USERS].c);
+        for (int i = 0; i < USERS; i++)
+            RS_CHECK_EQ(pthread_create(&k[i].th, NULL, closer_main, &k[i]), 0);
+        for (int i = 0; i < USERS; i++)
+            pthread_join(k[i].th, NULL);
+    }
+    pthread_barrier_destroy(&go);
+    fx_stop(&f);
+}
+
 /* A one-worker server and two connections on one socket (share=1, depth in flight each); -1,
  * with nothing left open, when any of them failed. */
 static int fx_start_pair(fixture *f, uint32_t depth, void **a, void **b) {
@@ -832,6 +878,7 @@ RS_TEST_MAIN(RS_TEST(test_roundtrip), RS_TEST(test_recstore_wire), RS_TEST(test_
              RS_TEST(test_client_spins_short_after_blocked_waits),
              RS_TEST(test_threads_share_sockets),
              RS_TEST(test_shared_user_leaves_with_requests_outstanding),
+             RS_TEST(test_shared_users_close_at_once),
              RS_TEST(test_shared_socket_breaks_for_every_user), RS_TEST(test_share_option_errors),
              RS_TEST(test_writer_receives_while_it_waits))
 #else
