@@ -370,26 +370,30 @@ static int connect_wire(const char *host, uint16_t port, const rs_ps_client_opts
 }
 
 /* Leave the socket: no reply is placed for c from now on (one on its way is waited for); the
- * last user of a socket closes it. A shared socket's user leaves under the table's lock, so that
- * the users leaving together find exactly one of them last, and none touches the socket after
- * that one frees it; the wait for a reply being placed holds the table's lock too (the thread
- * placing it takes only `mu`). s->shared is read while c is still a user (set before any other
- * user could join, under the table's lock). */
+ * last user of a socket closes it. A user counts as leaving from its removal until it has
+ * decided, under the table's lock (which joining users take too), whether it was last — that is
+ * no user left and none leaving — so the users leaving together find exactly one of them last,
+ * and none touches the socket after that one frees it. The wait for a reply being placed (which
+ * may wait for the network) holds no lock but `mu`. s->shared is read while c is still a user
+ * (set under the table's lock before any other user could join). */
 static void brpc_close(void *conn) {
     brpc_cconn *c = conn;
     if (!c) return;
     rs_brpc_sock *s = c->s;
     int shared = s->shared;
-    if (shared) rs_brpc_share_lock();
     pthread_mutex_lock(&s->mu);
     rs_brpc_sock_remove_user(s, c);
+    s->leaving++;
     while (c->claimed)
         pthread_cond_wait(&s->placed, &s->mu);
-    uint32_t left = s->nusers;
     pthread_mutex_unlock(&s->mu);
-    if (!left && shared) rs_brpc_share_remove(s);
+    if (shared) rs_brpc_share_lock();
+    pthread_mutex_lock(&s->mu);
+    int last = --s->leaving == 0 && s->nusers == 0;
+    pthread_mutex_unlock(&s->mu);
+    if (last && shared) rs_brpc_share_remove(s);
     if (shared) rs_brpc_share_unlock();
-    if (!left) rs_brpc_sock_free(s);
+    if (last) rs_brpc_sock_free(s);
     conn_free(c);
 }
 

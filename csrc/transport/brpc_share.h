@@ -39,6 +39,7 @@ typedef struct rs_brpc_sock {
     void *reader; /* the user receiving now (a brpc_conn.c connection), or NULL */
     void **users; /* the connections using the socket */
     uint32_t nusers, users_cap;
+    uint32_t leaving;  /* users gone from `users` that have not yet said whether they were last */
     uint32_t next_uid; /* user ids are never reused: a reply to a user gone is told apart */
     /* the table's (shared sockets only) */
     int shared;
